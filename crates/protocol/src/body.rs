@@ -1,0 +1,590 @@
+//! Every message body that travels inside an [`Envelope`](crate::Envelope) (PROTO-3).
+//!
+//! Bodies are grouped by the subsystem that owns them: membership, raft, gossip, priority and
+//! client. On the wire a body is a two-element MessagePack array `[kind, fields]`, where `kind`
+//! is the one-byte [`BodyKind`] number and `fields` is the body's struct in compact array form.
+//! Numbering kinds by hand (instead of serde's variant names) keeps heartbeats small and makes
+//! the format independent of Rust identifiers; `docs/wire-protocol.md` lists the numbers.
+
+use std::fmt;
+
+use serde::de::{self, SeqAccess, Visitor};
+use serde::ser::SerializeTuple;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::ids::PeerId;
+
+/// The `error_reason` a node puts in a refused [`HelloAck`] when the id is already live (MEM-3).
+pub const DUPLICATE_PEER_ID: &str = "duplicate_peer_id";
+
+// ---------------------------------------------------------------------------------------------
+// membership (MEM-2..4)
+
+/// Announces a node to the cluster; broadcast at start and until the node has peers (MEM-2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {}
+
+/// The answer to a [`Hello`]: accepted, or refused with a reason such as [`DUPLICATE_PEER_ID`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelloAck {
+    /// Whether the sender of the `Hello` was added to the peer table.
+    pub success: bool,
+    /// Why it was refused; `None` on success.
+    pub error_reason: Option<String>,
+}
+
+/// A liveness probe; the receiver echoes `timestamp_ms` back in a [`Pong`] (MEM-4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ping {
+    /// The sender's own clock, in milliseconds; only the sender interprets it.
+    pub timestamp_ms: u64,
+}
+
+/// The answer to a [`Ping`], carrying its timestamp back so the pinger can measure RTT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pong {
+    /// The `timestamp_ms` of the ping being answered.
+    pub timestamp_ms: u64,
+}
+
+/// A node leaves the cluster on purpose (graceful shutdown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Goodbye {}
+
+// ---------------------------------------------------------------------------------------------
+// raft (RAFT-*, LOG-*)
+
+/// A candidate asks for a vote, or a pre-candidate for a pre-vote (RAFT-3, RAFT-5, RAFT-7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestVote {
+    /// The candidate's term; for a pre-vote, the term it would campaign in.
+    pub term: u64,
+    /// Who asks.
+    pub candidate: PeerId,
+    /// Index of the candidate's last log entry.
+    pub last_log_index: u64,
+    /// Term of the candidate's last log entry.
+    pub last_log_term: u64,
+    /// A pre-vote (no term change on either side) rather than a real vote.
+    pub pre_vote: bool,
+    /// The campaign was started by `TimeoutNow` (leadership transfer), so voters must not
+    /// refuse it because they still hear a leader.
+    pub leadership_transfer: bool,
+}
+
+/// The answer to a [`RequestVote`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Vote {
+    /// The request's term when granted; the voter's own (higher) term when refused for it.
+    pub term: u64,
+    /// Whether the vote is granted.
+    pub granted: bool,
+    /// Answers a pre-vote.
+    pub pre_vote: bool,
+}
+
+/// What a log entry carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "u8", try_from = "u8")]
+pub enum EntryKind {
+    /// The empty entry a new leader appends to commit its term.
+    Noop,
+    /// An application command for the replicated state machine.
+    Command,
+}
+
+impl From<EntryKind> for u8 {
+    fn from(kind: EntryKind) -> u8 {
+        match kind {
+            EntryKind::Noop => 0,
+            EntryKind::Command => 1,
+        }
+    }
+}
+
+impl TryFrom<u8> for EntryKind {
+    type Error = String;
+    fn try_from(value: u8) -> Result<Self, String> {
+        match value {
+            0 => Ok(Self::Noop),
+            1 => Ok(Self::Command),
+            other => Err(format!("unknown log entry kind {other}")),
+        }
+    }
+}
+
+/// One entry of the replicated log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    /// Position in the log, from 1.
+    pub index: u64,
+    /// Term of the leader that created it.
+    pub term: u64,
+    /// What it carries.
+    pub kind: EntryKind,
+    /// The command, opaque to raft; encoded as MessagePack `bin`.
+    #[serde(with = "wire_bytes")]
+    pub data: Vec<u8>,
+}
+
+/// Log replication and the leader's heartbeat (an empty `entries`) (RAFT-4, LOG-2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppendEntries {
+    /// The leader's term.
+    pub term: u64,
+    /// The leader.
+    pub leader: PeerId,
+    /// Index of the entry just before `entries`.
+    pub prev_index: u64,
+    /// Term of that entry.
+    pub prev_term: u64,
+    /// Entries to append; empty for a heartbeat.
+    #[serde(deserialize_with = "bounded_seq::deserialize")]
+    pub entries: Vec<LogEntry>,
+    /// The leader's commit index.
+    pub commit: u64,
+}
+
+/// Where a follower's log diverges, so the leader can skip back a whole term at once (LOG-2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConflictHint {
+    /// First index the leader should try next.
+    pub index: u64,
+    /// Term of the follower's entry at the conflict, 0 when the follower's log is too short.
+    pub term: u64,
+}
+
+/// A follower's answer to [`AppendEntries`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppendResp {
+    /// The follower's term.
+    pub term: u64,
+    /// Whether the entries (or heartbeat) were accepted.
+    pub success: bool,
+    /// The highest index known to match the leader's log.
+    pub match_index: u64,
+    /// On a refusal, where to retry from.
+    pub hint: Option<ConflictHint>,
+}
+
+/// One chunk of a snapshot sent to a follower behind the compaction point (LOG-4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstallSnapshot {
+    /// The leader's term.
+    pub term: u64,
+    /// The leader.
+    pub leader: PeerId,
+    /// Last log index the snapshot covers.
+    pub last_index: u64,
+    /// Term of that entry.
+    pub last_term: u64,
+    /// Byte offset of this chunk in the snapshot.
+    pub offset: u64,
+    /// The chunk, cut to the link MTU; encoded as MessagePack `bin`.
+    #[serde(with = "wire_bytes")]
+    pub data: Vec<u8>,
+    /// This is the last chunk.
+    pub done: bool,
+}
+
+/// A follower's answer to [`InstallSnapshot`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotResp {
+    /// The follower's term.
+    pub term: u64,
+    /// Last log index of the snapshot being installed.
+    pub last_index: u64,
+    /// The offset the follower expects next.
+    pub next_offset: u64,
+    /// Whether the chunk was accepted.
+    pub success: bool,
+}
+
+/// A manual leader assignment (RAFT-8). In `connected` quorum mode every receiver adopts `term`
+/// and `leader`; in `voters` mode it asks the current leader to transfer leadership to
+/// `leader`, and the leader announces the pin with it once the transfer is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaderAssign {
+    /// The term of the assignment.
+    pub term: u64,
+    /// The node that is to lead.
+    pub leader: PeerId,
+    /// The node where the operator issued the command.
+    pub assigner: PeerId,
+}
+
+/// Tells a caught-up follower to campaign at once (leadership transfer, RAFT-8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeoutNow {
+    /// The sender's term.
+    pub term: u64,
+    /// The new leader is to be pinned (manual override) once it wins.
+    pub pin: bool,
+}
+
+// ---------------------------------------------------------------------------------------------
+// gossip (GOS-*). Who proposes and in which order comes from the envelope (from, incarnation,
+// seq), as Fabric's leadership message carries the sender's PKI id and timestamp.
+
+/// A node proposes itself as leader (GOS-2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proposal {}
+
+/// A leader declares itself (GOS-3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Declaration {}
+
+// ---------------------------------------------------------------------------------------------
+// priority (PRI-*)
+
+/// A node looks for peers and a master (PRI-2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Discover {
+    /// The priority election protocol version the sender speaks.
+    pub protocol_version: u8,
+}
+
+/// The answer to [`Discover`]: the responder's priority and the master it knows, if any (PRI-4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiscoverAck {
+    /// The responder's priority score (PRI-1).
+    pub priority: u32,
+    /// The master the responder follows.
+    pub known_master: Option<PeerId>,
+}
+
+/// A node campaigns with its priority score (PRI-2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Candidate {
+    /// The candidate's priority score.
+    pub priority: u32,
+    /// The election round; it grows when a master is declared dead (PRI-3).
+    pub round: u32,
+}
+
+/// A vote in the priority election (named `Vote` in PRI-2; `PriorityVote` here to keep it
+/// apart from the raft [`Vote`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PriorityVote {
+    /// The candidate voted on.
+    pub candidate: PeerId,
+    /// The voter's own priority score.
+    pub voter_priority: u32,
+    /// Whether the voter accepts the candidate.
+    pub accept: bool,
+}
+
+/// The master's periodic announcement (PRI-3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MasterAnnounce {
+    /// How many peers the master sees.
+    pub peer_count: u16,
+    /// The master's uptime, in seconds.
+    pub uptime_s: u32,
+    /// The master's battery level, 0–100.
+    pub battery: u8,
+}
+
+/// Why a master resigns (PRI-5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "u8", try_from = "u8")]
+pub enum ResignReason {
+    /// The battery is low.
+    LowBattery,
+    /// An operator asked.
+    UserRequest,
+    /// The node is shutting down.
+    Shutdown,
+}
+
+impl From<ResignReason> for u8 {
+    fn from(reason: ResignReason) -> u8 {
+        match reason {
+            ResignReason::LowBattery => 0,
+            ResignReason::UserRequest => 1,
+            ResignReason::Shutdown => 2,
+        }
+    }
+}
+
+impl TryFrom<u8> for ResignReason {
+    type Error = String;
+    fn try_from(value: u8) -> Result<Self, String> {
+        match value {
+            0 => Ok(Self::LowBattery),
+            1 => Ok(Self::UserRequest),
+            2 => Ok(Self::Shutdown),
+            other => Err(format!("unknown resign reason {other}")),
+        }
+    }
+}
+
+/// The master steps down and names its successor (PRI-5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MasterResign {
+    /// Why.
+    pub reason: ResignReason,
+    /// The best successor, which becomes master at once.
+    pub successor: Option<PeerId>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// client (LOG-1)
+
+/// A follower tells a client where the leader is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotLeader {
+    /// The leader, when known.
+    pub leader: Option<PeerId>,
+    /// How to reach it (for example its admin URL), when known.
+    pub addr: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Generates [`Body`], [`BodyKind`] and their wire numbering from one table, so the three can
+/// never disagree.
+macro_rules! bodies {
+    ($($(#[$doc:meta])* $variant:ident($ty:ty) = $kind:literal, $label:literal;)*) => {
+        /// Any message that travels in an envelope.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum Body {
+            $($(#[$doc])* $variant($ty),)*
+        }
+
+        /// The kind of a [`Body`], without its fields; the first element of a body on the wire.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum BodyKind {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl BodyKind {
+            /// Every kind, in wire-number order.
+            pub const ALL: &'static [BodyKind] = &[$(BodyKind::$variant,)*];
+
+            /// The one-byte number that identifies this kind on the wire.
+            pub fn wire_number(self) -> u8 {
+                match self { $(BodyKind::$variant => $kind,)* }
+            }
+
+            /// The kind with this wire number, if any.
+            pub fn from_wire_number(number: u8) -> Option<Self> {
+                match number { $($kind => Some(BodyKind::$variant),)* _ => None }
+            }
+
+            /// A short snake_case name, used in logs and as the `kind` metric label.
+            pub fn label(self) -> &'static str {
+                match self { $(BodyKind::$variant => $label,)* }
+            }
+        }
+
+        impl Body {
+            /// This body's kind.
+            pub fn kind(&self) -> BodyKind {
+                match self { $(Body::$variant(_) => BodyKind::$variant,)* }
+            }
+        }
+
+        $(
+            impl From<$ty> for Body {
+                fn from(body: $ty) -> Body {
+                    Body::$variant(body)
+                }
+            }
+        )*
+
+        impl Serialize for Body {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let mut pair = serializer.serialize_tuple(2)?;
+                pair.serialize_element(&self.kind().wire_number())?;
+                match self { $(Body::$variant(fields) => pair.serialize_element(fields)?,)* }
+                pair.end()
+            }
+        }
+
+        impl<'de> Deserialize<'de> for Body {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                struct BodyVisitor;
+                impl<'de> Visitor<'de> for BodyVisitor {
+                    type Value = Body;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str("a message body [kind, fields]")
+                    }
+                    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Body, A::Error> {
+                        let number: u8 = seq
+                            .next_element()?
+                            .ok_or_else(|| de::Error::invalid_length(0, &self))?;
+                        let kind = BodyKind::from_wire_number(number).ok_or_else(|| {
+                            de::Error::custom(format_args!("unknown body kind {number}"))
+                        })?;
+                        let body = match kind {
+                            $(BodyKind::$variant => Body::$variant(
+                                seq.next_element()?
+                                    .ok_or_else(|| de::Error::invalid_length(1, &self))?,
+                            ),)*
+                        };
+                        Ok(body)
+                    }
+                }
+                deserializer.deserialize_tuple(2, BodyVisitor)
+            }
+        }
+    };
+}
+
+bodies! {
+    /// MEM-2 announce.
+    Hello(Hello) = 0, "hello";
+    /// MEM-2/MEM-3 answer to `Hello`.
+    HelloAck(HelloAck) = 1, "hello_ack";
+    /// MEM-4 probe.
+    Ping(Ping) = 2, "ping";
+    /// MEM-4 probe answer.
+    Pong(Pong) = 3, "pong";
+    /// Graceful leave.
+    Goodbye(Goodbye) = 4, "goodbye";
+    /// RAFT-3 vote or pre-vote request.
+    RequestVote(RequestVote) = 16, "request_vote";
+    /// RAFT-5 vote answer.
+    Vote(Vote) = 17, "vote";
+    /// RAFT-4 heartbeat, LOG-2 replication.
+    AppendEntries(AppendEntries) = 18, "append_entries";
+    /// LOG-2 replication answer.
+    AppendResp(AppendResp) = 19, "append_resp";
+    /// LOG-4 snapshot chunk.
+    InstallSnapshot(InstallSnapshot) = 20, "install_snapshot";
+    /// LOG-4 snapshot answer.
+    SnapshotResp(SnapshotResp) = 21, "snapshot_resp";
+    /// RAFT-8 manual assignment.
+    LeaderAssign(LeaderAssign) = 22, "leader_assign";
+    /// RAFT-8 leadership transfer.
+    TimeoutNow(TimeoutNow) = 23, "timeout_now";
+    /// GOS-2 proposal.
+    Proposal(Proposal) = 32, "proposal";
+    /// GOS-3 declaration.
+    Declaration(Declaration) = 33, "declaration";
+    /// PRI-2 discovery.
+    Discover(Discover) = 48, "discover";
+    /// PRI-4 discovery answer.
+    DiscoverAck(DiscoverAck) = 49, "discover_ack";
+    /// PRI-2 candidacy.
+    Candidate(Candidate) = 50, "candidate";
+    /// PRI-2 vote.
+    PriorityVote(PriorityVote) = 51, "priority_vote";
+    /// PRI-3 master heartbeat.
+    MasterAnnounce(MasterAnnounce) = 52, "master_announce";
+    /// PRI-5 resignation.
+    MasterResign(MasterResign) = 53, "master_resign";
+    /// LOG-1 redirect.
+    NotLeader(NotLeader) = 64, "not_leader";
+}
+
+/// Opaque byte strings as MessagePack `bin`, read without trusting a length field beyond the
+/// bytes actually present (PROTO-6).
+mod wire_bytes {
+    use std::fmt;
+
+    use serde::de::{SeqAccess, Visitor};
+    use serde::{Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(bytes)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<u8>, D::Error> {
+        struct BytesVisitor;
+        impl<'de> Visitor<'de> for BytesVisitor {
+            type Value = Vec<u8>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a byte string")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<Vec<u8>, E> {
+                Ok(bytes.to_vec())
+            }
+            fn visit_byte_buf<E: serde::de::Error>(self, bytes: Vec<u8>) -> Result<Vec<u8>, E> {
+                Ok(bytes)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
+                // Some encoders write small byte strings as arrays; accept them, growing as
+                // elements actually arrive rather than trusting the declared length.
+                let mut out = Vec::new();
+                while let Some(byte) = seq.next_element::<u8>()? {
+                    out.push(byte);
+                }
+                Ok(out)
+            }
+        }
+        deserializer.deserialize_bytes(BytesVisitor)
+    }
+}
+
+/// A sequence read without pre-allocating from the declared length (PROTO-6): a forged array
+/// header claiming four billion entries costs nothing until the entries are really there.
+mod bounded_seq {
+    use std::fmt;
+    use std::marker::PhantomData;
+
+    use serde::Deserialize;
+    use serde::de::{Deserializer, SeqAccess, Visitor};
+
+    /// Entries reserved up front at most; a frame never holds more than a handful.
+    const INITIAL_CAPACITY_LIMIT: usize = 8;
+
+    pub(super) fn deserialize<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: Deserialize<'de>,
+    {
+        struct SeqVisitor<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for SeqVisitor<T> {
+            type Value = Vec<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a sequence")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+                let hint = seq.size_hint().unwrap_or(0);
+                let mut out = Vec::with_capacity(hint.min(INITIAL_CAPACITY_LIMIT));
+                while let Some(item) = seq.next_element()? {
+                    out.push(item);
+                }
+                Ok(out)
+            }
+        }
+        deserializer.deserialize_seq(SeqVisitor(PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// PROTO-3: wire numbers are unique and round-trip through `from_wire_number`.
+    #[test]
+    fn body_kind_numbers_are_unique_and_reversible() {
+        let mut seen = std::collections::BTreeSet::new();
+        for &kind in BodyKind::ALL {
+            assert!(seen.insert(kind.wire_number()), "{kind:?} reuses a number");
+            assert_eq!(BodyKind::from_wire_number(kind.wire_number()), Some(kind));
+            // Positive fixints keep the kind to one byte on the wire.
+            assert!(kind.wire_number() < 128);
+        }
+        assert_eq!(BodyKind::from_wire_number(127), None);
+    }
+
+    /// PROTO-3: a body is `[kind, [fields...]]` on the wire.
+    #[test]
+    fn ping_body_layout() {
+        let bytes = rmp_serde::to_vec(&Body::Ping(Ping { timestamp_ms: 5 })).unwrap();
+        assert_eq!(bytes, vec![0x92, 0x02, 0x91, 0x05]);
+    }
+
+    /// PROTO-6: an unknown kind is a decode error.
+    #[test]
+    fn unknown_kind_is_an_error() {
+        let bytes = [0x92, 0x7f, 0x90];
+        let err = rmp_serde::from_slice::<Body>(&bytes).unwrap_err();
+        assert!(err.to_string().contains("unknown body kind 127"), "{err}");
+    }
+}
