@@ -1,1 +1,13 @@
-//! placeholder
+//! conclave-core: the sans-IO state machines of conclave.
+//!
+//! Placeholder crate docs; the driving loop is documented once raft lands.
+
+#![deny(missing_docs)]
+
+pub mod fanout;
+pub mod membership;
+mod rng;
+mod time;
+
+pub use rng::SeededRng;
+pub use time::Instant;

@@ -1,0 +1,1 @@
+//! Fan-out queues (MEM-5): to be written.

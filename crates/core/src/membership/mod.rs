@@ -1,0 +1,1 @@
+//! Membership (MEM-1..5): to be written.
