@@ -6,6 +6,7 @@
 
 pub mod fanout;
 pub mod membership;
+pub mod raft;
 mod rng;
 mod time;
 

@@ -1,0 +1,134 @@
+//! What the election core asks its driver to do, and what it tells the world (RAFT-1, RAFT-9,
+//! CB-6).
+
+use std::time::Duration;
+
+use conclave_protocol::PeerId;
+
+use crate::raft::message::RaftMessage;
+use crate::raft::state::{HardState, Role};
+
+/// One output of the election core. The driver carries actions out **in order**: a
+/// [`Action::Persist`] must be durable before any later action is carried out, because the
+/// messages after it (a vote, a new term's requests) depend on it (RAFT-1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Make this hard state durable (fsync) before going on.
+    Persist(HardState),
+    /// Send a message to one peer.
+    Send {
+        /// The addressee.
+        to: PeerId,
+        /// The message.
+        message: RaftMessage,
+    },
+    /// Tell subscribers, hooks and metrics.
+    Publish(Event),
+}
+
+/// Why the leader changed, recorded in the leadership history (CB-6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LeaderChangeCause {
+    /// The leader was not heard for an election timeout.
+    ElectionTimeout,
+    /// This node won an election.
+    VoteWon,
+    /// A leader's message (heartbeat or higher term) named the leader.
+    LeaderHeard,
+    /// A message with a higher term made the old leader stale.
+    HigherTerm,
+    /// A manual `SetLeader` / `LeaderAssign` (RAFT-8).
+    SetLeader,
+    /// A leadership transfer completed.
+    Transfer,
+    /// The leader resigned (Yield).
+    Resign,
+    /// Two leaders met in one term; the larger id stayed (RAFT-6 connected mode).
+    TieBreak,
+    /// The leader could not hear a quorum and stepped down (RAFT-7).
+    QuorumLost,
+    /// This node's id was refused as a duplicate and it left the election (MEM-3).
+    Quarantined,
+}
+
+impl LeaderChangeCause {
+    /// A snake_case name for history records, logs and hooks.
+    pub fn label(self) -> &'static str {
+        match self {
+            LeaderChangeCause::ElectionTimeout => "election_timeout",
+            LeaderChangeCause::VoteWon => "vote_won",
+            LeaderChangeCause::LeaderHeard => "leader_heard",
+            LeaderChangeCause::HigherTerm => "higher_term",
+            LeaderChangeCause::SetLeader => "set_leader",
+            LeaderChangeCause::Transfer => "transfer",
+            LeaderChangeCause::Resign => "resign",
+            LeaderChangeCause::TieBreak => "tie_break",
+            LeaderChangeCause::QuorumLost => "quorum_lost",
+            LeaderChangeCause::Quarantined => "quarantined",
+        }
+    }
+}
+
+/// Something subscribers may want to know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The known leader changed, to another node, to a new term of the same node, or to none
+    /// (RAFT-9). Published once per change, in order, after the state it reports is persisted.
+    LeaderChanged {
+        /// This node's term; with `leader`, the fencing token (CB-5).
+        term: u64,
+        /// The new leader, if any.
+        leader: Option<PeerId>,
+        /// This node's role now.
+        role: Role,
+        /// Why.
+        cause: LeaderChangeCause,
+    },
+    /// This node's role changed.
+    RoleChanged {
+        /// Its term.
+        term: u64,
+        /// The new role.
+        role: Role,
+    },
+    /// This node started a (pre-)election.
+    ElectionStarted {
+        /// The term campaigned for.
+        term: u64,
+        /// A pre-vote round.
+        pre_vote: bool,
+    },
+    /// This node won an election.
+    ElectionWon {
+        /// The term won.
+        term: u64,
+        /// From the first (pre-)campaign after the leader was lost to the win.
+        duration: Duration,
+    },
+    /// This node answered a vote request.
+    VoteCast {
+        /// The term of the request.
+        term: u64,
+        /// The candidate.
+        candidate: PeerId,
+        /// Granted or refused.
+        granted: bool,
+        /// A pre-vote.
+        pre_vote: bool,
+    },
+    /// Two different nodes claimed leadership of one term (`conclave_split_brain_total`).
+    /// Expected in `connected` mode when partitions heal; a bug in `voters` mode.
+    SplitBrain {
+        /// The term.
+        term: u64,
+        /// The leader this node knew.
+        known: PeerId,
+        /// The other claimant.
+        other: PeerId,
+    },
+    /// A leadership transfer started by this leader ended without the target winning in time.
+    TransferAborted {
+        /// The target.
+        target: PeerId,
+    },
+}

@@ -1,0 +1,163 @@
+//! Election settings and the two quorum rules (RAFT-2, RAFT-6, RAFT-7).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use conclave_protocol::PeerId;
+
+use crate::raft::error::RaftError;
+
+/// Who counts towards a quorum (RAFT-6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QuorumMode {
+    /// A majority of the configured voters. At most one leader per term anywhere; required by
+    /// the replicated log. Nodes outside the set follow but never campaign or vote.
+    Voters(BTreeSet<PeerId>),
+    /// Seed 000's room semantics: the electorate is this node plus the peers membership
+    /// currently reports connected, with [`majority_threshold`]. Every partition can elect its
+    /// own leader; on healing the higher term wins, and on an equal term the byte-wise larger
+    /// peer id.
+    Connected,
+}
+
+impl QuorumMode {
+    /// `"voters"` or `"connected"`, as in the configuration and the status answer.
+    pub fn label(&self) -> &'static str {
+        match self {
+            QuorumMode::Voters(_) => "voters",
+            QuorumMode::Connected => "connected",
+        }
+    }
+}
+
+/// Votes needed among `total_nodes` (self included) in `connected` mode: 1 for one or two
+/// nodes, so a pair survives the loss of either; a strict majority from three nodes up.
+pub fn majority_threshold(total_nodes: usize) -> usize {
+    if total_nodes <= 2 {
+        1
+    } else {
+        total_nodes / 2 + 1
+    }
+}
+
+/// The settings of one node's election state machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RaftConfig {
+    /// This node.
+    pub id: PeerId,
+    /// The quorum rule.
+    pub quorum: QuorumMode,
+    /// How often a leader sends heartbeats (RAFT-4).
+    pub heartbeat_interval: Duration,
+    /// Lower bound of the randomized election timeout (RAFT-2).
+    pub election_timeout_min: Duration,
+    /// Upper bound (exclusive) of the randomized election timeout; equal to the minimum for a
+    /// fixed timeout.
+    pub election_timeout_max: Duration,
+    /// Run a pre-vote round before incrementing the term (RAFT-7).
+    pub pre_vote: bool,
+    /// A leader that cannot hear a quorum for an election timeout steps down, and followers
+    /// that hear a leader ignore disruptive vote requests (RAFT-7).
+    pub check_quorum: bool,
+    /// Whether this node starts elections by itself (RAFT-8 `EnableAutoLeaderElection`).
+    pub auto_election: bool,
+}
+
+impl RaftConfig {
+    /// Defaults of DESIGN §9: voters mode with `voters`, heartbeat 500 ms, election timeout
+    /// 1500–3000 ms, pre-vote and check-quorum on, automatic election on.
+    pub fn new(id: PeerId, voters: impl IntoIterator<Item = PeerId>) -> Self {
+        Self {
+            id,
+            quorum: QuorumMode::Voters(voters.into_iter().collect()),
+            heartbeat_interval: Duration::from_millis(500),
+            election_timeout_min: Duration::from_millis(1500),
+            election_timeout_max: Duration::from_millis(3000),
+            pre_vote: true,
+            check_quorum: true,
+            auto_election: true,
+        }
+    }
+
+    /// The same settings in `connected` quorum mode.
+    pub fn connected(id: PeerId) -> Self {
+        Self {
+            quorum: QuorumMode::Connected,
+            ..Self::new(id, [])
+        }
+    }
+
+    /// Sets both election timeout bounds.
+    pub fn with_election_timeout(mut self, min: Duration, max: Duration) -> Self {
+        self.election_timeout_min = min;
+        self.election_timeout_max = max;
+        self
+    }
+
+    /// Sets the heartbeat interval.
+    pub fn with_heartbeat(mut self, interval: Duration) -> Self {
+        self.heartbeat_interval = interval;
+        self
+    }
+
+    /// Every problem with these settings, in one error.
+    pub fn validate(&self) -> Result<(), RaftError> {
+        let mut problems = Vec::new();
+        if self.heartbeat_interval.is_zero() {
+            problems.push("heartbeat interval must be greater than zero".to_owned());
+        }
+        if self.heartbeat_interval >= self.election_timeout_min {
+            problems.push(format!(
+                "heartbeat interval ({:?}) must be less than the minimum election timeout ({:?})",
+                self.heartbeat_interval, self.election_timeout_min
+            ));
+        }
+        if self.election_timeout_max < self.election_timeout_min {
+            problems.push(format!(
+                "maximum election timeout ({:?}) must not be below the minimum ({:?})",
+                self.election_timeout_max, self.election_timeout_min
+            ));
+        }
+        if let QuorumMode::Voters(voters) = &self.quorum {
+            if voters.is_empty() {
+                problems.push("voters mode needs at least one voter".to_owned());
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(RaftError::InvalidConfig(problems))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RAFT-6 (seed 000 verification): `majority_threshold` for 1, 2, 3, 5 and 7 nodes.
+    #[test]
+    fn majority_threshold() {
+        assert_eq!(super::majority_threshold(1), 1);
+        assert_eq!(super::majority_threshold(2), 1);
+        assert_eq!(super::majority_threshold(3), 2);
+        assert_eq!(super::majority_threshold(4), 3);
+        assert_eq!(super::majority_threshold(5), 3);
+        assert_eq!(super::majority_threshold(7), 4);
+    }
+
+    /// Validation reports every problem at once.
+    #[test]
+    fn validation_lists_every_problem() {
+        let id = PeerId::new("a").unwrap();
+        let mut config = RaftConfig::new(id, []);
+        config.heartbeat_interval = Duration::from_millis(2000);
+        config.election_timeout_max = Duration::from_millis(1000);
+        let RaftError::InvalidConfig(problems) = config.validate().unwrap_err() else {
+            panic!("expected InvalidConfig");
+        };
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(RaftConfig::new(id, [id]).validate().is_ok());
+        assert!(RaftConfig::connected(id).validate().is_ok());
+    }
+}

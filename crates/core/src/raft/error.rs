@@ -1,0 +1,26 @@
+//! Errors of the election core.
+
+use conclave_protocol::PeerId;
+
+/// What the election core refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RaftError {
+    /// The settings cannot work; every problem is listed.
+    #[error("invalid election settings: {}", .0.join("; "))]
+    InvalidConfig(Vec<String>),
+    /// `SetLeader` named a node that cannot lead in `voters` mode.
+    #[error("{0} is not a voter and cannot lead")]
+    NotAVoter(PeerId),
+    /// `SetLeader` named a node this node cannot reach in `connected` mode.
+    #[error("{0} is not a connected peer")]
+    UnknownPeer(PeerId),
+    /// The command needs the leader.
+    #[error("this node is not the leader (leader: {})", .leader.map_or("unknown".to_owned(), |l| l.to_string()))]
+    NotLeader {
+        /// The leader, if known.
+        leader: Option<PeerId>,
+    },
+    /// This node's id was refused as a duplicate (MEM-3); it takes no part in elections.
+    #[error("this node's id is used by another live node; it takes no part in elections")]
+    Quarantined,
+}

@@ -1,0 +1,1158 @@
+//! The election state machine of one node (RAFT-1..9).
+//!
+//! [`Raft`] owns term, vote, role, the known leader and the timers; it never reads a clock
+//! and never sends anything itself. Inputs arrive through `handle_*` methods with the current
+//! time; outputs are queued [`Action`]s the driver drains with [`Raft::poll_action`], and
+//! [`Raft::poll_timeout`] says when to call [`Raft::handle_timeout`] next.
+//!
+//! Ordering guarantees the driver relies on:
+//! - a changed [`HardState`] is queued as [`Action::Persist`] before the first message that
+//!   depends on it (a vote, a request of a new term), and again at the end of every input if it
+//!   changed without a message;
+//! - events are queued after the messages of the same input, and a leader change is published
+//!   once per input, after its state was persisted (RAFT-9): a follower that learns a new
+//!   leader of a higher term publishes that leader, not an intermediate "no leader".
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use conclave_protocol::{
+    AppendEntries, AppendResp, ConflictHint, LeaderAssign, PeerId, RequestVote, TimeoutNow, Vote,
+};
+use tracing::{debug, info, warn};
+
+use crate::raft::action::{Action, Event, LeaderChangeCause};
+use crate::raft::config::{QuorumMode, RaftConfig, majority_threshold};
+use crate::raft::error::RaftError;
+use crate::raft::message::RaftMessage;
+use crate::raft::state::{FencingToken, HardState, LogPosition, RaftStatus, Role};
+use crate::rng::SeededRng;
+use crate::time::Instant;
+
+/// An operator's request to the election (RAFT-8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// Make this node the leader: `LeaderAssign` in `connected` mode, a leadership transfer
+    /// followed by a pin in `voters` mode.
+    SetLeader(PeerId),
+    /// Switch automatic elections on or off (`EnableAutoLeaderElection`).
+    EnableAutoElection(bool),
+    /// The leader hands over to the best caught-up peer, or steps down (Yield).
+    Resign,
+}
+
+/// What a successful [`Command`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandOutcome {
+    /// The command took effect on this node.
+    Applied,
+    /// This node is not the leader; the request went to the leader it knows.
+    Forwarded {
+        /// The leader the request was sent to.
+        to: PeerId,
+    },
+    /// A leadership transfer to `target` started; it completes when `target` wins.
+    TransferStarted {
+        /// The node that will campaign.
+        target: PeerId,
+    },
+    /// The leader stepped down without a successor (nobody was reachable).
+    SteppedDown,
+}
+
+/// How a campaign starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Campaign {
+    /// A pre-vote round: asks at `term + 1` without changing any term (RAFT-7).
+    PreVote,
+    /// A real election: `term + 1`, vote for self.
+    Election,
+    /// A real election ordered by `TimeoutNow`; voters set aside their leader lease.
+    Transfer,
+}
+
+/// Where a campaign stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tally {
+    Won,
+    Lost,
+    Pending,
+}
+
+/// A leadership transfer in progress at the leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Transfer {
+    target: PeerId,
+    deadline: Instant,
+    /// Pin the target once it wins (SetLeader in voters mode).
+    pin: bool,
+    /// `TimeoutNow` already went out; it is sent once.
+    ordered: bool,
+    /// What the history records when the target takes over.
+    cause: LeaderChangeCause,
+}
+
+/// The election state machine of one node. See the [module docs](self).
+#[derive(Debug)]
+pub struct Raft {
+    config: RaftConfig,
+    rng: SeededRng,
+
+    hard: HardState,
+    /// The last hard state handed out in `Action::Persist`.
+    persisted: HardState,
+
+    role: Role,
+    leader: Option<PeerId>,
+    last_log: LogPosition,
+    commit: u64,
+    /// Peers membership reports connected (never this node).
+    connected: BTreeSet<PeerId>,
+    auto_election: bool,
+    /// MEM-3: this node's id is a live duplicate; it takes no part at all.
+    quarantined: bool,
+
+    /// Answers of the current (pre-)campaign, this node's own included.
+    votes: BTreeMap<PeerId, bool>,
+    election_deadline: Instant,
+    /// When the current leaderless stretch's first campaign started (for `ElectionWon`).
+    election_started_at: Option<Instant>,
+    /// Win `TimeoutNow { pin: true }`'s campaign and pin this node.
+    pin_on_win: bool,
+    /// After a resignation, do not campaign before this time unless another leader appears.
+    yielded_until: Option<Instant>,
+
+    /// Last time the current leader was heard (the lease of RAFT-7).
+    leader_contact: Option<Instant>,
+
+    heartbeat_deadline: Instant,
+    quorum_check_deadline: Instant,
+    /// Peers heard from since the last check-quorum.
+    recent_active: BTreeSet<PeerId>,
+    /// Highest log index known to match on each follower.
+    match_index: BTreeMap<PeerId, u64>,
+    transfer: Option<Transfer>,
+
+    actions: VecDeque<Action>,
+    /// Events of the input being handled; queued after its messages.
+    pending_events: Vec<Event>,
+    published_role: Role,
+    /// `(term, leader)` last published; `None` once "no leader" was published.
+    published_leader: Option<(u64, PeerId)>,
+    /// The cause of the latest leader change inside the current input.
+    leader_cause: LeaderChangeCause,
+    /// While handling one input: the peer this leader was handing over to, and why, so the
+    /// history records a completed transfer or resignation rather than "higher term".
+    handover: Option<(PeerId, LeaderChangeCause)>,
+    /// The current campaign was ordered by `TimeoutNow`.
+    transfer_campaign: bool,
+}
+
+impl Raft {
+    /// A node starting (or restarting) as a follower with the hard state it persisted and the
+    /// position of its last log entry.
+    pub fn new(
+        config: RaftConfig,
+        restored: HardState,
+        last_log: LogPosition,
+        rng: SeededRng,
+        now: Instant,
+    ) -> Result<Self, RaftError> {
+        config.validate()?;
+        let auto_election = config.auto_election;
+        let mut raft = Self {
+            config,
+            rng,
+            hard: restored,
+            persisted: restored,
+            role: Role::Follower,
+            leader: None,
+            last_log,
+            commit: 0,
+            connected: BTreeSet::new(),
+            auto_election,
+            quarantined: false,
+            votes: BTreeMap::new(),
+            election_deadline: now,
+            election_started_at: None,
+            pin_on_win: false,
+            yielded_until: None,
+            leader_contact: None,
+            heartbeat_deadline: now,
+            quorum_check_deadline: now,
+            recent_active: BTreeSet::new(),
+            match_index: BTreeMap::new(),
+            transfer: None,
+            actions: VecDeque::new(),
+            pending_events: Vec::new(),
+            published_role: Role::Follower,
+            published_leader: None,
+            leader_cause: LeaderChangeCause::ElectionTimeout,
+            handover: None,
+            transfer_campaign: false,
+        };
+        raft.reset_election_timer(now);
+        Ok(raft)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // inputs
+
+    /// A message from `from` (already authenticated by the transport).
+    pub fn handle_message(&mut self, now: Instant, from: PeerId, message: RaftMessage) {
+        if from == self.config.id || self.quarantined {
+            return;
+        }
+        self.step(now, from, message);
+        self.finish();
+    }
+
+    /// Time passed; call at [`Raft::poll_timeout`] (calling early is harmless).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.quarantined {
+            return;
+        }
+        if self.role == Role::Leader {
+            self.leader_tick(now);
+        } else if now >= self.election_deadline {
+            self.election_timeout(now);
+        }
+        self.finish();
+    }
+
+    /// Membership reports `peer` connected or disconnected (MEM-5). In `connected` mode this
+    /// changes the electorate; in both modes it decides who gets heartbeats.
+    pub fn handle_peer_status(&mut self, now: Instant, peer: PeerId, connected: bool) {
+        if peer == self.config.id {
+            return;
+        }
+        let changed = if connected {
+            self.connected.insert(peer)
+        } else {
+            self.connected.remove(&peer)
+        };
+        if changed && !self.quarantined {
+            match self.role {
+                Role::PreCandidate | Role::Candidate => self.evaluate_campaign(now),
+                Role::Leader if connected => {
+                    // Tell a newcomer who leads without waiting for the next heartbeat.
+                    self.send_heartbeat(peer);
+                }
+                _ => {}
+            }
+        }
+        self.finish();
+    }
+
+    /// Membership learned that this node's id is a live duplicate (MEM-3): leave the election
+    /// for good; the node must not act as that id.
+    pub fn handle_id_refused(&mut self, now: Instant) {
+        if self.quarantined {
+            return;
+        }
+        warn!(id = %self.config.id, "peer id refused as a duplicate; leaving the election");
+        self.quarantined = true;
+        self.become_follower(now, self.hard.term, None, LeaderChangeCause::Quarantined);
+        self.finish();
+    }
+
+    /// An operator's command (RAFT-8).
+    pub fn handle_command(
+        &mut self,
+        now: Instant,
+        command: Command,
+    ) -> Result<CommandOutcome, RaftError> {
+        let outcome = self.command(now, command);
+        self.finish();
+        outcome
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // outputs
+
+    /// The next thing the driver must do, in order.
+    #[must_use]
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// When [`Raft::handle_timeout`] must be called next; `None` when nothing is pending.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.quarantined {
+            return None;
+        }
+        if self.role != Role::Leader {
+            return Some(self.election_deadline);
+        }
+        let mut next = self.heartbeat_deadline;
+        if self.config.check_quorum {
+            next = next.min(self.quorum_check_deadline);
+        }
+        if let Some(transfer) = &self.transfer {
+            next = next.min(transfer.deadline);
+        }
+        Some(next)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // queries
+
+    /// This node.
+    pub fn id(&self) -> PeerId {
+        self.config.id
+    }
+
+    /// Its role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// Its current term.
+    pub fn term(&self) -> u64 {
+        self.hard.term
+    }
+
+    /// The leader it knows in its current term.
+    pub fn leader(&self) -> Option<PeerId> {
+        self.leader
+    }
+
+    /// Whether it leads.
+    pub fn is_leader(&self) -> bool {
+        self.role == Role::Leader
+    }
+
+    /// The state it must persist.
+    pub fn hard_state(&self) -> HardState {
+        self.hard
+    }
+
+    /// The settings it runs with.
+    pub fn config(&self) -> &RaftConfig {
+        &self.config
+    }
+
+    /// `(term, leader)` of the known leader (CB-5).
+    pub fn fencing_token(&self) -> Option<FencingToken> {
+        self.leader.map(|leader| FencingToken {
+            term: self.hard.term,
+            leader,
+        })
+    }
+
+    /// Votes needed to win an election now.
+    pub fn quorum_size(&self) -> usize {
+        match &self.config.quorum {
+            QuorumMode::Voters(voters) => voters.len() / 2 + 1,
+            QuorumMode::Connected => majority_threshold(self.electorate_size()),
+        }
+    }
+
+    /// A snapshot for the status answer.
+    pub fn status(&self) -> RaftStatus {
+        RaftStatus {
+            id: self.config.id,
+            role: self.role,
+            term: self.hard.term,
+            leader: self.leader,
+            vote: self.hard.vote,
+            quorum_mode: self.config.quorum.label(),
+            quorum_size: self.quorum_size(),
+            electorate: self.electorate_size(),
+            auto_election: self.auto_election,
+            manual_override: self.hard.manual_override,
+            fencing_token: self.fencing_token(),
+            last_log: self.last_log,
+            quarantined: self.quarantined,
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // message handling
+
+    fn step(&mut self, now: Instant, from: PeerId, message: RaftMessage) {
+        let term = message.term();
+        self.handover = self
+            .transfer
+            .filter(|transfer| transfer.target == from)
+            .map(|transfer| (from, transfer.cause));
+        if term > self.hard.term {
+            match &message {
+                RaftMessage::RequestVote(request) => {
+                    if !request.leadership_transfer && self.in_lease(now) {
+                        // RAFT-7: a node that hears its leader ignores a disruptive candidate
+                        // (for example one rejoining after a partition).
+                        debug!(%from, term, "vote request ignored: leader lease holds");
+                        return;
+                    }
+                    if !request.pre_vote {
+                        self.become_follower(now, term, None, LeaderChangeCause::HigherTerm);
+                    }
+                }
+                // A granted pre-vote echoes the term this node would campaign in.
+                RaftMessage::Vote(vote) if vote.pre_vote && vote.granted => {}
+                _ => self.become_follower(now, term, None, LeaderChangeCause::HigherTerm),
+            }
+        } else if term < self.hard.term {
+            self.answer_stale(from, &message);
+            return;
+        }
+
+        match message {
+            RaftMessage::RequestVote(request) => self.handle_request_vote(now, from, request),
+            RaftMessage::Vote(vote) => self.handle_vote(now, from, vote),
+            RaftMessage::AppendEntries(append) => self.handle_append(now, from, &append),
+            RaftMessage::AppendResp(response) => self.handle_append_resp(from, response),
+            RaftMessage::LeaderAssign(assign) => self.handle_leader_assign(now, from, assign),
+            RaftMessage::TimeoutNow(order) => self.handle_timeout_now(now, from, order),
+        }
+    }
+
+    /// Raft §5.1: a message of an older term is refused with the current term, so a stale
+    /// leader or candidate learns it is behind and steps down.
+    fn answer_stale(&mut self, from: PeerId, message: &RaftMessage) {
+        match message {
+            RaftMessage::AppendEntries(_) => self.send(
+                from,
+                RaftMessage::AppendResp(AppendResp {
+                    term: self.hard.term,
+                    success: false,
+                    match_index: 0,
+                    hint: None,
+                }),
+            ),
+            RaftMessage::RequestVote(request) => {
+                self.send(
+                    from,
+                    RaftMessage::Vote(Vote {
+                        term: self.hard.term,
+                        granted: false,
+                        pre_vote: request.pre_vote,
+                    }),
+                );
+                self.pending_events.push(Event::VoteCast {
+                    term: request.term,
+                    candidate: request.candidate,
+                    granted: false,
+                    pre_vote: request.pre_vote,
+                });
+            }
+            _ => debug!(%from, term = message.term(), "stale message ignored"),
+        }
+    }
+
+    /// RAFT-5 and Raft §5.2, §5.4.1: one vote per term, first come first served, only for a
+    /// candidate whose log is at least as up to date. A pre-vote changes nothing here.
+    fn handle_request_vote(&mut self, now: Instant, from: PeerId, request: RequestVote) {
+        let candidate_log = LogPosition::new(request.last_log_term, request.last_log_index);
+        let free_to_vote = self.hard.vote == Some(request.candidate)
+            || (self.hard.vote.is_none() && self.leader.is_none())
+            || (request.pre_vote && request.term > self.hard.term);
+        let granted = request.candidate == from
+            && self.is_voter(self.config.id)
+            && self.is_voter(from)
+            && free_to_vote
+            && candidate_log >= self.last_log;
+        if granted && !request.pre_vote {
+            self.hard.vote = Some(from);
+            self.reset_election_timer(now);
+        }
+        let answer_term = if granted {
+            request.term
+        } else {
+            self.hard.term
+        };
+        self.send(
+            from,
+            RaftMessage::Vote(Vote {
+                term: answer_term,
+                granted,
+                pre_vote: request.pre_vote,
+            }),
+        );
+        self.pending_events.push(Event::VoteCast {
+            term: request.term,
+            candidate: request.candidate,
+            granted,
+            pre_vote: request.pre_vote,
+        });
+    }
+
+    fn handle_vote(&mut self, now: Instant, from: PeerId, vote: Vote) {
+        let counts = match self.role {
+            Role::PreCandidate => {
+                vote.pre_vote && (!vote.granted || vote.term == self.hard.term + 1)
+            }
+            Role::Candidate => !vote.pre_vote && vote.term == self.hard.term,
+            Role::Follower | Role::Leader => false,
+        };
+        if !counts {
+            return;
+        }
+        self.votes.insert(from, vote.granted);
+        self.evaluate_campaign(now);
+    }
+
+    /// Moves a campaign on once its outcome is decided.
+    fn evaluate_campaign(&mut self, now: Instant) {
+        match (self.role, self.tally()) {
+            (Role::PreCandidate, Tally::Won) => self.campaign(now, Campaign::Election),
+            (Role::Candidate, Tally::Won) => self.become_leader(now, LeaderChangeCause::VoteWon),
+            (Role::PreCandidate | Role::Candidate, Tally::Lost) => {
+                debug!(term = self.hard.term, "campaign lost");
+                self.become_follower(now, self.hard.term, None, LeaderChangeCause::ElectionTimeout);
+            }
+            _ => {}
+        }
+    }
+
+    fn handle_append(&mut self, now: Instant, from: PeerId, append: &AppendEntries) {
+        let term = self.hard.term;
+        match self.role {
+            Role::Leader => {
+                // Two leaders in one term: expected in `connected` mode after a partition
+                // heals, impossible in `voters` mode. Either way the larger id stays, so
+                // every node converges on the same leader.
+                self.pending_events.push(Event::SplitBrain {
+                    term,
+                    known: self.config.id,
+                    other: from,
+                });
+                if from < self.config.id {
+                    return;
+                }
+                self.become_follower(now, term, Some(from), LeaderChangeCause::TieBreak);
+            }
+            Role::PreCandidate | Role::Candidate => {
+                // Raft §5.2: a candidate that hears a leader of its term returns to follower.
+                self.become_follower(now, term, Some(from), LeaderChangeCause::LeaderHeard);
+            }
+            Role::Follower => match self.leader {
+                Some(known) if known != from => {
+                    self.pending_events.push(Event::SplitBrain {
+                        term,
+                        known,
+                        other: from,
+                    });
+                    if from < known {
+                        return;
+                    }
+                    self.set_leader(now, from, LeaderChangeCause::TieBreak);
+                }
+                Some(_) => self.set_leader(now, from, LeaderChangeCause::LeaderHeard),
+                None => self.set_leader(now, from, LeaderChangeCause::LeaderHeard),
+            },
+        }
+        self.reset_election_timer(now);
+        self.commit = self.commit.max(append.commit.min(self.last_log.index));
+
+        // The replicated log (LOG-2) extends this check to entries; for heartbeats it tells
+        // the leader whether this follower's log ends where the leader's does.
+        let matches = append.prev_index == 0
+            || LogPosition::new(append.prev_term, append.prev_index) == self.last_log;
+        let response = if matches {
+            AppendResp {
+                term,
+                success: true,
+                match_index: append.prev_index,
+                hint: None,
+            }
+        } else {
+            AppendResp {
+                term,
+                success: false,
+                match_index: 0,
+                hint: Some(ConflictHint {
+                    index: append.prev_index.min(self.last_log.index + 1),
+                    term: if self.last_log.index >= append.prev_index {
+                        self.last_log.term
+                    } else {
+                        0
+                    },
+                }),
+            }
+        };
+        self.send(from, RaftMessage::AppendResp(response));
+    }
+
+    fn handle_append_resp(&mut self, from: PeerId, response: AppendResp) {
+        if self.role != Role::Leader {
+            return;
+        }
+        self.recent_active.insert(from);
+        if response.success {
+            let matched = self.match_index.entry(from).or_insert(0);
+            *matched = (*matched).max(response.match_index);
+        }
+        self.order_transfer_if_caught_up(from);
+    }
+
+    /// RAFT-8. In `connected` mode an assignment is authoritative: adopt its term and leader.
+    /// In `voters` mode it is a request to the leader to transfer leadership, or the leader's
+    /// announcement that it is pinned.
+    fn handle_leader_assign(&mut self, now: Instant, from: PeerId, assign: LeaderAssign) {
+        match &self.config.quorum {
+            QuorumMode::Connected => {
+                if let Some(current) = self.leader {
+                    if current != assign.leader && current > assign.leader {
+                        // Two claims in one term resolve to the larger id everywhere.
+                        return;
+                    }
+                }
+                info!(leader = %assign.leader, assigner = %assign.assigner, term = assign.term, "leader assigned");
+                self.hard.manual_override = Some(assign.leader);
+                if assign.leader == self.config.id {
+                    self.become_leader(now, LeaderChangeCause::SetLeader);
+                } else {
+                    self.become_follower(
+                        now,
+                        assign.term,
+                        Some(assign.leader),
+                        LeaderChangeCause::SetLeader,
+                    );
+                }
+            }
+            QuorumMode::Voters(_) => {
+                if self.role == Role::Leader && assign.term == self.hard.term {
+                    if assign.leader == self.config.id {
+                        self.pin_self();
+                    } else if self.is_voter(assign.leader) {
+                        self.start_transfer(now, assign.leader, true, LeaderChangeCause::SetLeader);
+                    } else {
+                        warn!(target = %assign.leader, "leader assignment to a non-voter ignored");
+                    }
+                } else if self.role == Role::Follower
+                    && self.leader == Some(from)
+                    && assign.leader == from
+                {
+                    self.hard.manual_override = Some(from);
+                } else {
+                    debug!(%from, "leader assignment ignored: this node is not its leader");
+                }
+            }
+        }
+    }
+
+    /// RAFT-8 leadership transfer: campaign now, without pre-vote, telling voters to set their
+    /// lease aside.
+    fn handle_timeout_now(&mut self, now: Instant, from: PeerId, order: TimeoutNow) {
+        if self.role == Role::Leader || !self.is_voter(self.config.id) {
+            return;
+        }
+        info!(%from, pin = order.pin, "ordered to campaign now");
+        self.pin_on_win = order.pin;
+        self.campaign(now, Campaign::Transfer);
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // commands
+
+    fn command(&mut self, now: Instant, command: Command) -> Result<CommandOutcome, RaftError> {
+        if self.quarantined {
+            return Err(RaftError::Quarantined);
+        }
+        match command {
+            Command::EnableAutoElection(enabled) => {
+                self.auto_election = enabled;
+                if enabled && self.leader.is_none() && self.hard.manual_override.is_some() {
+                    // The pinned leader is gone and automatic election is back: lift the pin.
+                    info!("automatic election enabled; manual override cleared");
+                    self.hard.manual_override = None;
+                }
+                Ok(CommandOutcome::Applied)
+            }
+            Command::SetLeader(target) => match &self.config.quorum {
+                QuorumMode::Connected => self.assign_leader(now, target),
+                QuorumMode::Voters(_) => self.request_transfer(now, target),
+            },
+            Command::Resign => self.resign(now),
+        }
+    }
+
+    /// `connected` mode: broadcast `LeaderAssign { term + 1 }` and adopt it here.
+    fn assign_leader(&mut self, now: Instant, target: PeerId) -> Result<CommandOutcome, RaftError> {
+        if target != self.config.id && !self.connected.contains(&target) {
+            return Err(RaftError::UnknownPeer(target));
+        }
+        let term = self.hard.term + 1;
+        self.hard.term = term;
+        self.hard.vote = None;
+        self.hard.manual_override = Some(target);
+        let assign = LeaderAssign {
+            term,
+            leader: target,
+            assigner: self.config.id,
+        };
+        for peer in self.connected.clone() {
+            self.send(peer, RaftMessage::LeaderAssign(assign));
+        }
+        if target == self.config.id {
+            self.become_leader(now, LeaderChangeCause::SetLeader);
+        } else {
+            self.become_follower(now, term, Some(target), LeaderChangeCause::SetLeader);
+        }
+        Ok(CommandOutcome::Applied)
+    }
+
+    /// `voters` mode: a transfer to `target`, then a pin.
+    fn request_transfer(
+        &mut self,
+        now: Instant,
+        target: PeerId,
+    ) -> Result<CommandOutcome, RaftError> {
+        if !self.is_voter(target) {
+            return Err(RaftError::NotAVoter(target));
+        }
+        if self.role == Role::Leader {
+            if target == self.config.id {
+                self.pin_self();
+                return Ok(CommandOutcome::Applied);
+            }
+            self.start_transfer(now, target, true, LeaderChangeCause::SetLeader);
+            return Ok(CommandOutcome::TransferStarted { target });
+        }
+        if let Some(leader) = self.leader {
+            self.send(
+                leader,
+                RaftMessage::LeaderAssign(LeaderAssign {
+                    term: self.hard.term,
+                    leader: target,
+                    assigner: self.config.id,
+                }),
+            );
+            return Ok(CommandOutcome::Forwarded { to: leader });
+        }
+        // No leader to ask: order the target to campaign directly (force master).
+        if target == self.config.id {
+            self.pin_on_win = true;
+            self.campaign(now, Campaign::Transfer);
+        } else {
+            self.send(
+                target,
+                RaftMessage::TimeoutNow(TimeoutNow {
+                    term: self.hard.term,
+                    pin: true,
+                }),
+            );
+        }
+        Ok(CommandOutcome::TransferStarted { target })
+    }
+
+    fn resign(&mut self, now: Instant) -> Result<CommandOutcome, RaftError> {
+        if self.role != Role::Leader {
+            return Err(RaftError::NotLeader {
+                leader: self.leader,
+            });
+        }
+        if self.hard.manual_override == Some(self.config.id) {
+            self.hard.manual_override = None;
+        }
+        // Fabric's Yield: do not propose again until another leader shows up or this passes.
+        self.yielded_until = Some(now + self.config.election_timeout_max * 2);
+        match self.best_successor() {
+            Some(target) => {
+                self.start_transfer(now, target, false, LeaderChangeCause::Resign);
+                Ok(CommandOutcome::TransferStarted { target })
+            }
+            None => {
+                self.become_follower(now, self.hard.term, None, LeaderChangeCause::Resign);
+                Ok(CommandOutcome::SteppedDown)
+            }
+        }
+    }
+
+    /// The electable peer heard from most recently with the longest matching log; ties go to
+    /// the smallest id so the choice is deterministic.
+    fn best_successor(&self) -> Option<PeerId> {
+        self.election_peers()
+            .into_iter()
+            .filter(|peer| self.recent_active.contains(peer) || self.connected.contains(peer))
+            .max_by(|a, b| {
+                let ma = self.match_index.get(a).copied().unwrap_or(0);
+                let mb = self.match_index.get(b).copied().unwrap_or(0);
+                ma.cmp(&mb).then_with(|| b.cmp(a))
+            })
+    }
+
+    fn start_transfer(&mut self, now: Instant, target: PeerId, pin: bool, cause: LeaderChangeCause) {
+        info!(%target, pin, "leadership transfer started");
+        self.transfer = Some(Transfer {
+            target,
+            deadline: now + self.config.election_timeout_min,
+            pin,
+            ordered: false,
+            cause,
+        });
+        self.order_transfer_if_caught_up(target);
+        if self.transfer.is_some_and(|transfer| !transfer.ordered) {
+            // Ask the target where its log ends; its answer releases `TimeoutNow`.
+            self.send_heartbeat(target);
+        }
+    }
+
+    fn order_transfer_if_caught_up(&mut self, peer: PeerId) {
+        let Some(transfer) = self.transfer else {
+            return;
+        };
+        let caught_up = self.match_index.get(&peer).copied().unwrap_or(0) >= self.last_log.index;
+        if transfer.target != peer || transfer.ordered || !caught_up {
+            return;
+        }
+        self.send(
+            peer,
+            RaftMessage::TimeoutNow(TimeoutNow {
+                term: self.hard.term,
+                pin: transfer.pin,
+            }),
+        );
+        self.transfer = Some(Transfer {
+            ordered: true,
+            ..transfer
+        });
+    }
+
+    /// Pins this leader and tells the followers (RAFT-8).
+    fn pin_self(&mut self) {
+        self.hard.manual_override = Some(self.config.id);
+        let announce = LeaderAssign {
+            term: self.hard.term,
+            leader: self.config.id,
+            assigner: self.config.id,
+        };
+        for peer in self.replication_peers() {
+            self.send(peer, RaftMessage::LeaderAssign(announce));
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // timers
+
+    fn leader_tick(&mut self, now: Instant) {
+        if now >= self.heartbeat_deadline {
+            self.broadcast_heartbeat(now);
+        }
+        if self.config.check_quorum && now >= self.quorum_check_deadline {
+            let active = 1 + self
+                .recent_active
+                .iter()
+                .filter(|peer| self.counts_for_quorum(peer))
+                .count();
+            if active < self.quorum_size() {
+                warn!(term = self.hard.term, active, quorum = self.quorum_size(), "leader cannot hear a quorum; stepping down");
+                self.become_follower(now, self.hard.term, None, LeaderChangeCause::QuorumLost);
+                return;
+            }
+            self.recent_active.clear();
+            self.quorum_check_deadline = now + self.config.election_timeout_min;
+        }
+        if let Some(transfer) = self.transfer {
+            if now >= transfer.deadline {
+                warn!(target = %transfer.target, "leadership transfer timed out");
+                self.transfer = None;
+                self.pending_events.push(Event::TransferAborted {
+                    target: transfer.target,
+                });
+            }
+        }
+    }
+
+    fn election_timeout(&mut self, now: Instant) {
+        if self.can_campaign(now) {
+            if self.hard.manual_override.is_some() {
+                info!("pinned leader lost and automatic election enabled; manual override cleared");
+                self.hard.manual_override = None;
+            }
+            let kind = if self.config.pre_vote {
+                Campaign::PreVote
+            } else {
+                Campaign::Election
+            };
+            self.campaign(now, kind);
+        } else {
+            if self.leader.is_some() {
+                info!(term = self.hard.term, "leader lost; not campaigning (automatic election off or not electable)");
+                self.leader_cause = LeaderChangeCause::ElectionTimeout;
+            }
+            self.role = Role::Follower;
+            self.leader = None;
+            self.leader_contact = None;
+            self.votes.clear();
+            self.reset_election_timer(now);
+        }
+    }
+
+    fn can_campaign(&self, now: Instant) -> bool {
+        self.auto_election
+            && !self.quarantined
+            && self.is_voter(self.config.id)
+            && self.yielded_until.is_none_or(|until| now >= until)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // role changes
+
+    fn campaign(&mut self, now: Instant, kind: Campaign) {
+        if self.leader.is_some() {
+            self.leader_cause = LeaderChangeCause::ElectionTimeout;
+        }
+        if self.election_started_at.is_none() {
+            self.election_started_at = Some(now);
+        }
+        self.leader = None;
+        self.leader_contact = None;
+        self.transfer = None;
+        self.transfer_campaign = kind == Campaign::Transfer;
+        self.votes.clear();
+        self.reset_election_timer(now);
+        let (term, pre_vote) = match kind {
+            Campaign::PreVote => {
+                self.role = Role::PreCandidate;
+                (self.hard.term + 1, true)
+            }
+            Campaign::Election | Campaign::Transfer => {
+                self.role = Role::Candidate;
+                self.hard.term += 1;
+                self.hard.vote = Some(self.config.id);
+                (self.hard.term, false)
+            }
+        };
+        debug!(term, pre_vote, "campaign started");
+        self.pending_events.push(Event::ElectionStarted { term, pre_vote });
+        self.votes.insert(self.config.id, true);
+        if self.tally() == Tally::Won {
+            // Alone in the electorate: nobody to ask.
+            self.evaluate_campaign(now);
+            return;
+        }
+        let request = RequestVote {
+            term,
+            candidate: self.config.id,
+            last_log_index: self.last_log.index,
+            last_log_term: self.last_log.term,
+            pre_vote,
+            leadership_transfer: kind == Campaign::Transfer,
+        };
+        for peer in self.election_peers() {
+            self.send(peer, RaftMessage::RequestVote(request));
+        }
+    }
+
+    fn become_leader(&mut self, now: Instant, cause: LeaderChangeCause) {
+        info!(term = self.hard.term, "became leader");
+        let cause = if self.transfer_campaign {
+            LeaderChangeCause::Transfer
+        } else {
+            cause
+        };
+        self.role = Role::Leader;
+        self.set_leader(now, self.config.id, cause);
+        self.votes.clear();
+        self.transfer = None;
+        self.recent_active.clear();
+        self.match_index.clear();
+        self.quorum_check_deadline = now + self.config.election_timeout_min;
+        self.broadcast_heartbeat(now);
+        if std::mem::take(&mut self.pin_on_win) {
+            self.pin_self();
+        }
+    }
+
+    fn become_follower(
+        &mut self,
+        now: Instant,
+        term: u64,
+        leader: Option<PeerId>,
+        cause: LeaderChangeCause,
+    ) {
+        if term > self.hard.term {
+            self.hard.term = term;
+            self.hard.vote = None;
+        }
+        self.role = Role::Follower;
+        self.votes.clear();
+        self.transfer = None;
+        self.pin_on_win = false;
+        match leader {
+            Some(leader) => self.set_leader(now, leader, cause),
+            None => {
+                if self.leader.is_some() {
+                    self.leader_cause = cause;
+                }
+                self.leader = None;
+                self.leader_contact = None;
+            }
+        }
+        self.reset_election_timer(now);
+    }
+
+    /// Records `leader` as the leader of the current term.
+    fn set_leader(&mut self, now: Instant, leader: PeerId, cause: LeaderChangeCause) {
+        let cause = match self.handover {
+            Some((target, handover_cause)) if target == leader => handover_cause,
+            _ => cause,
+        };
+        if self.leader != Some(leader) || self.published_leader != Some((self.hard.term, leader)) {
+            self.leader_cause = cause;
+        }
+        self.leader = Some(leader);
+        self.leader_contact = Some(now);
+        self.election_started_at = None;
+        self.yielded_until = None;
+        if self
+            .hard
+            .manual_override
+            .is_some_and(|pinned| pinned != leader)
+        {
+            // Another node leads now: the pin no longer describes the cluster.
+            self.hard.manual_override = None;
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // helpers
+
+    fn in_lease(&self, now: Instant) -> bool {
+        if !self.config.check_quorum {
+            return false;
+        }
+        if self.role == Role::Leader {
+            // Check-quorum steps a leader down once it stops hearing a quorum.
+            return true;
+        }
+        self.leader.is_some()
+            && self
+                .leader_contact
+                .is_some_and(|heard| now.saturating_duration_since(heard) < self.config.election_timeout_min)
+    }
+
+    fn is_voter(&self, peer: PeerId) -> bool {
+        match &self.config.quorum {
+            QuorumMode::Voters(voters) => voters.contains(&peer),
+            QuorumMode::Connected => true,
+        }
+    }
+
+    /// Whether `peer`'s vote or activity counts towards the quorum now.
+    fn counts_for_quorum(&self, peer: &PeerId) -> bool {
+        match &self.config.quorum {
+            QuorumMode::Voters(voters) => voters.contains(peer),
+            QuorumMode::Connected => *peer == self.config.id || self.connected.contains(peer),
+        }
+    }
+
+    fn electorate_size(&self) -> usize {
+        match &self.config.quorum {
+            QuorumMode::Voters(voters) => voters.len(),
+            QuorumMode::Connected => 1 + self.connected.len(),
+        }
+    }
+
+    fn tally(&self) -> Tally {
+        let quorum = self.quorum_size();
+        let electorate = self.electorate_size();
+        let (mut granted, mut refused) = (0, 0);
+        for (peer, &answer) in &self.votes {
+            if self.counts_for_quorum(peer) {
+                if answer {
+                    granted += 1;
+                } else {
+                    refused += 1;
+                }
+            }
+        }
+        if granted >= quorum {
+            Tally::Won
+        } else if electorate.saturating_sub(refused) < quorum {
+            Tally::Lost
+        } else {
+            Tally::Pending
+        }
+    }
+
+    /// Peers asked for votes.
+    fn election_peers(&self) -> Vec<PeerId> {
+        match &self.config.quorum {
+            QuorumMode::Voters(voters) => voters
+                .iter()
+                .copied()
+                .filter(|peer| *peer != self.config.id)
+                .collect(),
+            QuorumMode::Connected => self.connected.iter().copied().collect(),
+        }
+    }
+
+    /// Peers that get heartbeats: the voters plus whoever is connected (non-voting followers).
+    fn replication_peers(&self) -> Vec<PeerId> {
+        let mut peers: BTreeSet<PeerId> = self.connected.clone();
+        if let QuorumMode::Voters(voters) = &self.config.quorum {
+            peers.extend(voters.iter().copied());
+        }
+        peers.remove(&self.config.id);
+        peers.into_iter().collect()
+    }
+
+    fn broadcast_heartbeat(&mut self, now: Instant) {
+        for peer in self.replication_peers() {
+            self.send_heartbeat(peer);
+        }
+        self.heartbeat_deadline = now + self.config.heartbeat_interval;
+    }
+
+    fn send_heartbeat(&mut self, peer: PeerId) {
+        let heartbeat = AppendEntries {
+            term: self.hard.term,
+            leader: self.config.id,
+            prev_index: self.last_log.index,
+            prev_term: self.last_log.term,
+            entries: Vec::new(),
+            commit: self.commit,
+        };
+        self.send(peer, RaftMessage::AppendEntries(heartbeat));
+    }
+
+    fn reset_election_timer(&mut self, now: Instant) {
+        let timeout = self
+            .rng
+            .duration_between(self.config.election_timeout_min, self.config.election_timeout_max);
+        self.election_deadline = now + timeout;
+    }
+
+    fn send(&mut self, to: PeerId, message: RaftMessage) {
+        // RAFT-1: whatever this message says about term or vote is durable first.
+        self.flush_hard_state();
+        self.actions.push_back(Action::Send { to, message });
+    }
+
+    fn flush_hard_state(&mut self) {
+        if self.hard != self.persisted {
+            self.persisted = self.hard;
+            self.actions.push_back(Action::Persist(self.hard));
+        }
+    }
+
+    /// Ends an input: persist, then publish what changed, once (RAFT-9).
+    fn finish(&mut self) {
+        self.handover = None;
+        self.flush_hard_state();
+        let events = std::mem::take(&mut self.pending_events);
+        self.actions.extend(events.into_iter().map(Action::Publish));
+        if self.role != self.published_role {
+            self.published_role = self.role;
+            self.actions.push_back(Action::Publish(Event::RoleChanged {
+                term: self.hard.term,
+                role: self.role,
+            }));
+        }
+        let observed = self.leader.map(|leader| (self.hard.term, leader));
+        if observed != self.published_leader {
+            self.published_leader = observed;
+            self.actions.push_back(Action::Publish(Event::LeaderChanged {
+                term: self.hard.term,
+                leader: self.leader,
+                role: self.role,
+                cause: self.leader_cause,
+            }));
+        }
+    }
+}
+

@@ -1,0 +1,134 @@
+//! What the election core persists, what it reports, and the fencing token (RAFT-1, CB-5).
+
+use std::cmp::Ordering;
+use std::fmt;
+
+use conclave_protocol::PeerId;
+
+/// The state that must be durable before any message that depends on it leaves the node
+/// (RAFT-1, WAL-1). Emitted as [`Action::Persist`](crate::raft::Action::Persist).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HardState {
+    /// The latest term this node has seen.
+    pub term: u64,
+    /// Whom it voted for in `term`.
+    pub vote: Option<PeerId>,
+    /// The leader pinned by a manual `SetLeader` (RAFT-8), while the override holds.
+    pub manual_override: Option<PeerId>,
+}
+
+/// The position of the last entry of a log: votes compare it (RAFT-5, Raft §5.4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct LogPosition {
+    /// Term of the last entry (0 for an empty log).
+    pub term: u64,
+    /// Index of the last entry (0 for an empty log).
+    pub index: u64,
+}
+
+impl LogPosition {
+    /// A position.
+    pub const fn new(term: u64, index: u64) -> Self {
+        Self { term, index }
+    }
+}
+
+impl PartialOrd for LogPosition {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for LogPosition {
+    /// "Up to date" order of Raft §5.4.1: the later last term wins; with equal last terms, the
+    /// longer log.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.term, self.index).cmp(&(other.term, other.index))
+    }
+}
+
+/// A node's role (RAFT-1). `PreCandidate` is a candidate still in its pre-vote round (RAFT-7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// Follows a leader, or waits for one.
+    Follower,
+    /// Asks whether it could win before disturbing anyone's term.
+    PreCandidate,
+    /// Campaigns in a new term.
+    Candidate,
+    /// Leads.
+    Leader,
+}
+
+impl Role {
+    /// Every role, for pre-registering the `role` metric label.
+    pub const ALL: &'static [Role] = &[
+        Role::Follower,
+        Role::PreCandidate,
+        Role::Candidate,
+        Role::Leader,
+    ];
+
+    /// The `role` label of metrics, hooks and the status answer.
+    pub fn label(self) -> &'static str {
+        match self {
+            Role::Follower => "follower",
+            Role::PreCandidate => "pre_candidate",
+            Role::Candidate => "candidate",
+            Role::Leader => "leader",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// `(term, leader)`: whatever a leader drives keeps the highest token it has seen and refuses
+/// commands carrying a lower one, so a deposed leader's late commands are rejected (CB-5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FencingToken {
+    /// The leader's term; tokens compare by it.
+    pub term: u64,
+    /// The leader of that term.
+    pub leader: PeerId,
+}
+
+impl fmt::Display for FencingToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.term, self.leader)
+    }
+}
+
+/// A snapshot of the election state, for the status answer and metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RaftStatus {
+    /// This node.
+    pub id: PeerId,
+    /// Its role.
+    pub role: Role,
+    /// Its current term.
+    pub term: u64,
+    /// The leader it knows in this term.
+    pub leader: Option<PeerId>,
+    /// Its vote in this term.
+    pub vote: Option<PeerId>,
+    /// `"voters"` or `"connected"`.
+    pub quorum_mode: &'static str,
+    /// Votes needed to win now.
+    pub quorum_size: usize,
+    /// Nodes that count towards the quorum now (self included).
+    pub electorate: usize,
+    /// Whether this node starts elections by itself.
+    pub auto_election: bool,
+    /// The leader pinned by a manual override.
+    pub manual_override: Option<PeerId>,
+    /// The fencing token of the known leader.
+    pub fencing_token: Option<FencingToken>,
+    /// Last log position.
+    pub last_log: LogPosition,
+    /// Whether the node is kept out of elections because its id is a duplicate (MEM-3).
+    pub quarantined: bool,
+}

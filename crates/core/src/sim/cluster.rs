@@ -1,0 +1,754 @@
+//! The simulated cluster: N nodes, each a [`Membership`] and a [`Raft`] wired together the way
+//! the actors wire them, on a [`Network`] in virtual time.
+//!
+//! [`Simulation::step`] jumps to the earliest pending thing — a message arrival or a node's
+//! timer — and hands it to the node, then carries out the node's actions in order exactly as
+//! the actor shell does: `Persist` becomes the node's durable state, `Send` goes on the network,
+//! membership events become `handle_peer_status`. Every invariant is checked after every step.
+//! A crash can strike part-way through a node's actions, so a message sent before the state it
+//! depends on was persisted would show up as a double vote after the restart.
+
+use std::time::Duration;
+
+use conclave_protocol::{Body, PeerId};
+
+use crate::membership::{
+    LinkAddr, Membership, MembershipAction, MembershipConfig, MembershipEvent, PeerStatus,
+};
+use crate::raft::{
+    Action, Command, CommandOutcome, Event, HardState, LogPosition, QuorumMode, Raft, RaftConfig,
+    RaftError, RaftMessage, Role,
+};
+use crate::rng::SeededRng;
+use crate::sim::invariants::{self, Invariant};
+use crate::sim::network::{Delivery, Network, NetworkConfig};
+use crate::sim::trace::{Trace, TraceEntry};
+use crate::time::Instant;
+
+/// The shape of a simulated cluster.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// How many nodes; they are named `n1`, `n2`, ...
+    pub nodes: usize,
+    /// Election settings shared by every node. `id` is replaced per node; a `Voters` quorum is
+    /// replaced by the set of all nodes.
+    pub raft: RaftConfig,
+    /// Membership settings; `None` runs without membership (only possible in `voters` mode,
+    /// where the election does not depend on it).
+    pub membership: Option<MembershipConfig>,
+    /// Network behaviour at the start.
+    pub network: NetworkConfig,
+    /// Keep a full trace of events (for replays and the determinism test).
+    pub record_trace: bool,
+}
+
+impl SimConfig {
+    /// `nodes` nodes in `voters` mode with the given election timings, membership on, a healthy
+    /// LAN.
+    pub fn voters(nodes: usize, heartbeat: Duration, timeout_min: Duration, timeout_max: Duration) -> Self {
+        let placeholder = node_id(0);
+        Self {
+            nodes,
+            raft: RaftConfig::new(placeholder, [placeholder])
+                .with_heartbeat(heartbeat)
+                .with_election_timeout(timeout_min, timeout_max),
+            membership: Some(MembershipConfig {
+                heartbeat_interval: heartbeat,
+                timeout_multiplier: 3,
+                hello_interval: heartbeat * 2,
+            }),
+            network: NetworkConfig::default(),
+            record_trace: false,
+        }
+    }
+
+    /// The same in `connected` mode.
+    pub fn connected(nodes: usize, heartbeat: Duration, timeout_min: Duration, timeout_max: Duration) -> Self {
+        let mut config = Self::voters(nodes, heartbeat, timeout_min, timeout_max);
+        config.raft.quorum = QuorumMode::Connected;
+        config
+    }
+
+    fn is_connected_mode(&self) -> bool {
+        matches!(self.raft.quorum, QuorumMode::Connected)
+    }
+}
+
+/// The id of node `index` (0-based): `n1`, `n2`, ...
+pub fn node_id(index: usize) -> PeerId {
+    PeerId::new(&format!("n{}", index + 1)).expect("n<number> is a valid peer id")
+}
+
+/// Something the simulation saw during one step, for invariants that need more than states.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observation {
+    /// A node sent a granted (real, not pre-) vote.
+    VoteGranted {
+        /// The voter.
+        voter: PeerId,
+        /// The term.
+        term: u64,
+        /// Whom for.
+        candidate: PeerId,
+    },
+    /// A node's hard state became durable.
+    Persisted {
+        /// The node.
+        node: PeerId,
+        /// What it persisted.
+        state: HardState,
+    },
+}
+
+/// A failed run: which invariant broke, when, and how to replay it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimFailure {
+    /// The seed of the run.
+    pub seed: u64,
+    /// Virtual time of the failure.
+    pub at: Instant,
+    /// The invariant (or check) that failed.
+    pub invariant: &'static str,
+    /// What was wrong.
+    pub detail: String,
+    /// A command that replays the run, when the caller knows one.
+    pub replay: Option<String>,
+}
+
+impl std::fmt::Display for SimFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "invariant `{}` violated at {} (seed {}): {}",
+            self.invariant, self.at, self.seed, self.detail
+        )?;
+        if let Some(replay) = &self.replay {
+            write!(f, "\nreplay with: {replay}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for SimFailure {}
+
+/// One simulated node: what survives a crash (`durable`, the incarnation) and what does not.
+#[derive(Debug)]
+struct SimNode {
+    id: PeerId,
+    addr: LinkAddr,
+    raft: Option<Raft>,
+    membership: Option<Membership>,
+    durable: HardState,
+    restarts: u32,
+}
+
+/// What a node is handed in one step.
+#[derive(Debug)]
+enum Input {
+    Message { from: usize, body: Body },
+    Timeout,
+    Command(Command),
+}
+
+/// A deterministic simulated cluster. See the [module docs](self).
+pub struct Simulation {
+    seed: u64,
+    now: Instant,
+    config: SimConfig,
+    rng: SeededRng,
+    nodes: Vec<SimNode>,
+    network: Network,
+    invariants: Vec<Box<dyn Invariant>>,
+    observations: Vec<Observation>,
+    trace: Trace,
+    /// Probability that a node crashes part-way through the actions of one input.
+    crash_mid_step: f64,
+    steps: u64,
+    raft_messages: u64,
+    replay_hint: Option<String>,
+}
+
+impl std::fmt::Debug for Simulation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Simulation")
+            .field("seed", &self.seed)
+            .field("now", &self.now)
+            .field("nodes", &self.nodes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Simulation {
+    /// A cluster whose every random choice derives from `seed`, all nodes started at time zero,
+    /// with the standard invariants for its quorum mode.
+    pub fn new(seed: u64, config: SimConfig) -> Result<Self, RaftError> {
+        config.raft.validate()?;
+        if config.membership.is_none() && config.is_connected_mode() {
+            return Err(RaftError::InvalidConfig(vec![
+                "connected quorum mode needs membership".to_owned(),
+            ]));
+        }
+        let rng = SeededRng::new(seed);
+        let network = Network::new(config.nodes, config.network.clone());
+        let invariants = invariants::standard(&config.raft.quorum);
+        let nodes = (0..config.nodes)
+            .map(|index| SimNode {
+                id: node_id(index),
+                addr: LinkAddr::new(format!("sim:{}", index + 1)),
+                raft: None,
+                membership: None,
+                durable: HardState::default(),
+                restarts: 0,
+            })
+            .collect();
+        let trace = Trace::new(config.record_trace);
+        let mut sim = Self {
+            seed,
+            now: Instant::ZERO,
+            config,
+            rng,
+            nodes,
+            network,
+            invariants,
+            observations: Vec::new(),
+            trace,
+            crash_mid_step: 0.0,
+            steps: 0,
+            raft_messages: 0,
+            replay_hint: None,
+        };
+        for index in 0..sim.nodes.len() {
+            sim.boot(index);
+        }
+        Ok(sim)
+    }
+
+    /// Replaces the invariants checked after every step.
+    pub fn set_invariants(&mut self, invariants: Vec<Box<dyn Invariant>>) {
+        self.invariants = invariants;
+    }
+
+    /// The command printed with a failure.
+    pub fn set_replay_hint(&mut self, hint: impl Into<String>) {
+        self.replay_hint = Some(hint.into());
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // running
+
+    /// Carries out the next pending thing. `Ok(false)` when nothing is pending at all.
+    pub fn step(&mut self) -> Result<bool, SimFailure> {
+        let next_message = self.network.next_arrival();
+        let next_timer = self.next_timer();
+        let (at, timer_node) = match (next_message, next_timer) {
+            (None, None) => return Ok(false),
+            (Some(m), Some((t, node))) if t < m => (t, Some(node)),
+            (Some(m), _) => (m, None),
+            (None, Some((t, node))) => (t, Some(node)),
+        };
+        self.now = self.now.max(at);
+        match timer_node {
+            Some(node) => self.input(node, Input::Timeout),
+            None => {
+                if let Some(delivery) = self.network.pop_due(self.now) {
+                    let Delivery { from, to, body } = delivery;
+                    self.input(to, Input::Message { from, body });
+                }
+            }
+        }
+        self.steps += 1;
+        self.check_invariants()?;
+        Ok(true)
+    }
+
+    /// Runs every step due up to `deadline`, then sets the clock to it.
+    pub fn run_until(&mut self, deadline: Instant) -> Result<(), SimFailure> {
+        while self.next_event().is_some_and(|at| at <= deadline) {
+            self.step()?;
+        }
+        self.now = self.now.max(deadline);
+        Ok(())
+    }
+
+    /// Runs for `duration` of virtual time.
+    pub fn run_for(&mut self, duration: Duration) -> Result<(), SimFailure> {
+        self.run_until(self.now + duration)
+    }
+
+    /// Runs until `condition` holds (checked before the first step and after each one) or
+    /// `deadline` passes. Returns when it held, `None` if it never did.
+    pub fn run_until_condition(
+        &mut self,
+        deadline: Instant,
+        mut condition: impl FnMut(&Simulation) -> bool,
+    ) -> Result<Option<Instant>, SimFailure> {
+        if condition(self) {
+            return Ok(Some(self.now));
+        }
+        while self.next_event().is_some_and(|at| at <= deadline) {
+            self.step()?;
+            if condition(self) {
+                return Ok(Some(self.now));
+            }
+        }
+        self.now = self.now.max(deadline);
+        Ok(None)
+    }
+
+    fn next_event(&self) -> Option<Instant> {
+        match (self.network.next_arrival(), self.next_timer()) {
+            (Some(m), Some((t, _))) => Some(m.min(t)),
+            (Some(m), None) => Some(m),
+            (None, Some((t, _))) => Some(t),
+            (None, None) => None,
+        }
+    }
+
+    /// The earliest timer of any live node; ties go to the lowest index.
+    fn next_timer(&self) -> Option<(Instant, usize)> {
+        let mut best: Option<(Instant, usize)> = None;
+        for (index, node) in self.nodes.iter().enumerate() {
+            let raft = node.raft.as_ref().and_then(Raft::poll_timeout);
+            let membership = node.membership.as_ref().and_then(Membership::poll_timeout);
+            let due = match (raft, membership) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            if let Some(due) = due {
+                if best.is_none_or(|(at, _)| due < at) {
+                    best = Some((due, index));
+                }
+            }
+        }
+        best
+    }
+
+    fn check_invariants(&mut self) -> Result<(), SimFailure> {
+        let observations = std::mem::take(&mut self.observations);
+        let mut invariants = std::mem::take(&mut self.invariants);
+        let mut result = Ok(());
+        for invariant in &mut invariants {
+            if let Err(detail) = invariant.check(self, &observations) {
+                result = Err(self.failure(invariant.name(), detail));
+                break;
+            }
+        }
+        self.invariants = invariants;
+        result
+    }
+
+    /// A failure report for this run.
+    pub fn failure(&self, invariant: &'static str, detail: String) -> SimFailure {
+        SimFailure {
+            seed: self.seed,
+            at: self.now,
+            invariant,
+            detail,
+            replay: self.replay_hint.clone(),
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // node inputs
+
+    fn boot(&mut self, index: usize) {
+        let id = self.nodes[index].id;
+        let mut raft_config = self.config.raft.clone();
+        raft_config.id = id;
+        if let QuorumMode::Voters(_) = raft_config.quorum {
+            raft_config.quorum = QuorumMode::Voters((0..self.config.nodes).map(node_id).collect());
+        }
+        let node_rng = self.rng.fork();
+        let durable = self.nodes[index].durable;
+        // `new` validated the shared settings; only the id differs per node.
+        let raft = Raft::new(raft_config, durable, LogPosition::default(), node_rng, self.now)
+            .expect("settings validated when the simulation was created");
+        let membership = self
+            .config
+            .membership
+            .clone()
+            .map(|config| Membership::new(id, config, self.now));
+        let node = &mut self.nodes[index];
+        node.raft = Some(raft);
+        node.membership = membership;
+        self.trace.record(self.now, id, || "boot".to_owned(), 1);
+        self.pump(index, None);
+    }
+
+    fn input(&mut self, index: usize, input: Input) -> Option<Result<CommandOutcome, RaftError>> {
+        let now = self.now;
+        let from_id = match &input {
+            Input::Message { from, .. } => Some((self.nodes[*from].id, self.nodes[*from].addr.clone())),
+            _ => None,
+        };
+        let node = &mut self.nodes[index];
+        let (Some(raft), membership) = (node.raft.as_mut(), node.membership.as_mut()) else {
+            return None;
+        };
+        let mut outcome = None;
+        match input {
+            Input::Message { body, .. } => {
+                let Some((from, origin)) = from_id else {
+                    return None;
+                };
+                if let Some(membership) = membership {
+                    membership.handle_frame(now, from, &origin, &body);
+                }
+                if let Ok(message) = RaftMessage::try_from(body) {
+                    raft.handle_message(now, from, message);
+                }
+            }
+            Input::Timeout => {
+                if let Some(membership) = membership {
+                    if membership.poll_timeout().is_some_and(|at| at <= now) {
+                        membership.handle_timeout(now);
+                    }
+                }
+                if raft.poll_timeout().is_some_and(|at| at <= now) {
+                    raft.handle_timeout(now);
+                }
+            }
+            Input::Command(command) => outcome = Some(raft.handle_command(now, command)),
+        }
+        let crash_after = if self.crash_mid_step > 0.0 && self.rng.chance(self.crash_mid_step) {
+            Some(self.rng.below(8) as usize)
+        } else {
+            None
+        };
+        self.pump(index, crash_after);
+        outcome
+    }
+
+    /// Carries out a node's actions until it has none left. With `crash_after`, the node
+    /// crashes after that many election actions, losing the rest.
+    fn pump(&mut self, index: usize, mut crash_after: Option<usize>) {
+        loop {
+            let mut progressed = false;
+            while let Some(action) = self.nodes[index].membership.as_mut().and_then(Membership::poll_action) {
+                progressed = true;
+                self.carry_out_membership(index, action);
+            }
+            while let Some(action) = self.nodes[index].raft.as_mut().and_then(Raft::poll_action) {
+                if let Some(remaining) = crash_after.as_mut() {
+                    if *remaining == 0 {
+                        self.crash(index);
+                        return;
+                    }
+                    *remaining -= 1;
+                }
+                progressed = true;
+                self.carry_out_raft(index, action);
+            }
+            if !progressed {
+                return;
+            }
+        }
+    }
+
+    fn carry_out_raft(&mut self, index: usize, action: Action) {
+        let id = self.nodes[index].id;
+        match action {
+            Action::Persist(state) => {
+                self.nodes[index].durable = state;
+                self.observations.push(Observation::Persisted { node: id, state });
+            }
+            Action::Send { to, message } => {
+                if let RaftMessage::Vote(vote) = &message {
+                    if vote.granted && !vote.pre_vote {
+                        self.observations.push(Observation::VoteGranted {
+                            voter: id,
+                            term: vote.term,
+                            candidate: to,
+                        });
+                    }
+                }
+                self.raft_messages += 1;
+                if let Some(target) = self.index_of(to) {
+                    self.network.send(
+                        self.now,
+                        &mut self.rng,
+                        Delivery {
+                            from: index,
+                            to: target,
+                            body: message.into(),
+                        },
+                    );
+                }
+            }
+            Action::Publish(event) => {
+                let hash = event_hash(&event);
+                self.trace.record(self.now, id, || format!("{event:?}"), hash);
+            }
+        }
+    }
+
+    fn carry_out_membership(&mut self, index: usize, action: MembershipAction) {
+        let now = self.now;
+        match action {
+            MembershipAction::Send { to, body } => {
+                if let Some(target) = self.index_of(to) {
+                    self.network.send(now, &mut self.rng, Delivery { from: index, to: target, body });
+                }
+            }
+            MembershipAction::Broadcast { body } => {
+                for target in 0..self.nodes.len() {
+                    if target != index {
+                        self.network.send(
+                            now,
+                            &mut self.rng,
+                            Delivery { from: index, to: target, body: body.clone() },
+                        );
+                    }
+                }
+            }
+            MembershipAction::Publish(event) => {
+                let id = self.nodes[index].id;
+                self.trace.record(now, id, || format!("{event:?}"), 7);
+                let Some(raft) = self.nodes[index].raft.as_mut() else {
+                    return;
+                };
+                match event {
+                    MembershipEvent::Joined { peer } => raft.handle_peer_status(now, peer, true),
+                    MembershipEvent::Left { peer } => raft.handle_peer_status(now, peer, false),
+                    MembershipEvent::StatusChanged { peer, new, .. } => {
+                        raft.handle_peer_status(now, peer, new == PeerStatus::Connected);
+                    }
+                    MembershipEvent::IdRefused { .. } => raft.handle_id_refused(now),
+                }
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // faults and commands
+
+    /// Stops node `index` at once; only its durable state survives.
+    pub fn crash(&mut self, index: usize) {
+        let node = &mut self.nodes[index];
+        if node.raft.is_none() {
+            return;
+        }
+        node.raft = None;
+        node.membership = None;
+        let id = node.id;
+        self.trace.record(self.now, id, || "crash".to_owned(), 2);
+    }
+
+    /// Starts a crashed node again from its durable state.
+    pub fn restart(&mut self, index: usize) {
+        if self.nodes[index].raft.is_some() {
+            return;
+        }
+        self.nodes[index].restarts += 1;
+        self.boot(index);
+    }
+
+    /// Splits the cluster: `groups[i]` is node `i`'s side.
+    pub fn partition(&mut self, groups: Vec<u32>) {
+        self.trace.record(self.now, node_id(0), || format!("partition {groups:?}"), 3);
+        self.network.partition(groups);
+    }
+
+    /// Cuts node `index` off from everyone.
+    pub fn isolate(&mut self, index: usize) {
+        let groups = (0..self.nodes.len())
+            .map(|i| if i == index { 1 } else { 0 })
+            .collect();
+        self.partition(groups);
+    }
+
+    /// Drops everything from `from` to `to`.
+    pub fn cut(&mut self, from: usize, to: usize) {
+        self.network.cut(from, to);
+    }
+
+    /// Heals all partitions and cut links.
+    pub fn heal(&mut self) {
+        self.trace.record(self.now, node_id(0), || "heal".to_owned(), 4);
+        self.network.heal();
+    }
+
+    /// Sets the loss probability.
+    pub fn set_loss(&mut self, loss: f64) {
+        self.network.config.loss = loss;
+    }
+
+    /// Sets the duplication probability.
+    pub fn set_duplicate(&mut self, duplicate: f64) {
+        self.network.config.duplicate = duplicate;
+    }
+
+    /// Sets the one-way delay range.
+    pub fn set_delay(&mut self, min: Duration, max: Duration) {
+        self.network.config.delay_min = min;
+        self.network.config.delay_max = max;
+    }
+
+    /// Sets the probability of a crash part-way through one input's actions.
+    pub fn set_crash_mid_step(&mut self, probability: f64) {
+        self.crash_mid_step = probability;
+    }
+
+    /// Gives node `index` an operator command and carries out what follows. The outer error
+    /// is a broken invariant, the inner one the command's own answer; a crashed node answers
+    /// `None`.
+    pub fn command(
+        &mut self,
+        index: usize,
+        command: Command,
+    ) -> Result<Option<Result<CommandOutcome, RaftError>>, SimFailure> {
+        let outcome = self.input(index, Input::Command(command));
+        self.check_invariants()?;
+        Ok(outcome)
+    }
+
+    /// The simulation's own RNG, for scenario scripts that need choices from the same seed.
+    pub fn rng(&mut self) -> &mut SeededRng {
+        &mut self.rng
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // observation
+
+    /// The seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Virtual now.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Number of nodes, live or crashed.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the cluster has no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Node `index`'s id.
+    pub fn id(&self, index: usize) -> PeerId {
+        self.nodes[index].id
+    }
+
+    /// The index of a node id.
+    pub fn index_of(&self, id: PeerId) -> Option<usize> {
+        self.nodes.iter().position(|node| node.id == id)
+    }
+
+    /// Whether node `index` is running.
+    pub fn is_alive(&self, index: usize) -> bool {
+        self.nodes[index].raft.is_some()
+    }
+
+    /// Node `index`'s election state machine, while it runs.
+    pub fn raft(&self, index: usize) -> Option<&Raft> {
+        self.nodes[index].raft.as_ref()
+    }
+
+    /// Node `index`'s membership state machine, while it runs.
+    pub fn membership(&self, index: usize) -> Option<&Membership> {
+        self.nodes[index].membership.as_ref()
+    }
+
+    /// What node `index` has persisted.
+    pub fn durable(&self, index: usize) -> HardState {
+        self.nodes[index].durable
+    }
+
+    /// How often node `index` was restarted.
+    pub fn restarts(&self, index: usize) -> u32 {
+        self.nodes[index].restarts
+    }
+
+    /// Indices of the live nodes.
+    pub fn alive(&self) -> Vec<usize> {
+        (0..self.nodes.len()).filter(|&i| self.is_alive(i)).collect()
+    }
+
+    /// Indices of live nodes that are leaders.
+    pub fn leaders(&self) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| self.raft(i).is_some_and(|raft| raft.role() == Role::Leader))
+            .collect()
+    }
+
+    /// The leader every node of `group` names, if they all name the same live node that leads in
+    /// the same term, and no other node of the group leads.
+    pub fn agreed_leader(&self, group: &[usize]) -> Option<usize> {
+        let first = *group.first()?;
+        let raft = self.raft(first)?;
+        let (leader, term) = (raft.leader()?, raft.term());
+        let leader_index = self.index_of(leader)?;
+        if !group.contains(&leader_index) {
+            return None;
+        }
+        let leader_raft = self.raft(leader_index)?;
+        if leader_raft.role() != Role::Leader || leader_raft.term() != term {
+            return None;
+        }
+        let all_agree = group.iter().all(|&i| {
+            self.raft(i).is_some_and(|r| {
+                r.leader() == Some(leader)
+                    && r.term() == term
+                    && (i == leader_index || r.role() != Role::Leader)
+            })
+        });
+        all_agree.then_some(leader_index)
+    }
+
+    /// The partition group of node `index`.
+    pub fn group_of(&self, index: usize) -> u32 {
+        self.network.group_of(index)
+    }
+
+    /// Steps taken so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Election messages sent so far (delivered or not).
+    pub fn raft_messages_sent(&self) -> u64 {
+        self.raft_messages
+    }
+
+    /// All messages handed to the network so far.
+    pub fn messages_sent(&self) -> u64 {
+        self.network.sent
+    }
+
+    /// The recorded trace, when recording is on.
+    pub fn trace(&self) -> Option<&[TraceEntry]> {
+        self.trace.entries()
+    }
+
+    /// A digest of everything published during the run, recorded or not.
+    pub fn digest(&self) -> u64 {
+        self.trace.digest()
+    }
+
+    /// Whether the cluster runs in `connected` quorum mode.
+    pub fn is_connected_mode(&self) -> bool {
+        self.config.is_connected_mode()
+    }
+}
+
+/// A cheap fingerprint of an event for the run digest.
+fn event_hash(event: &Event) -> u64 {
+    match event {
+        Event::LeaderChanged { term, leader, role, .. } => {
+            let leader = leader.map_or(0, |l| l.as_bytes().iter().fold(0u64, |h, b| h * 31 + u64::from(*b)));
+            10 ^ term.wrapping_mul(1_000_003) ^ leader ^ (*role as u64) << 60
+        }
+        Event::RoleChanged { term, role } => 20 ^ term.wrapping_mul(1_000_033) ^ (*role as u64) << 58,
+        Event::ElectionStarted { term, pre_vote } => 30 ^ term.wrapping_mul(7) ^ u64::from(*pre_vote),
+        Event::ElectionWon { term, duration } => 40 ^ term ^ duration.as_micros() as u64,
+        Event::VoteCast { term, granted, .. } => 50 ^ term.wrapping_mul(13) ^ u64::from(*granted),
+        Event::SplitBrain { term, .. } => 60 ^ term,
+        Event::TransferAborted { .. } => 70,
+    }
+}

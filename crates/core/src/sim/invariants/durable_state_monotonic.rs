@@ -1,0 +1,47 @@
+//! RAFT-1, WAL-2: what a node persisted only moves forward. Its term never decreases, and
+//! within one term its vote, once given, never changes — so after any restart it cannot vote
+//! again in a term it already voted in.
+
+use std::collections::BTreeMap;
+
+use conclave_protocol::PeerId;
+
+use crate::raft::HardState;
+use crate::sim::cluster::{Observation, Simulation};
+use crate::sim::invariants::Invariant;
+
+/// Remembers each node's last persisted hard state.
+#[derive(Debug, Default)]
+pub struct DurableStateMonotonic {
+    last: BTreeMap<PeerId, HardState>,
+}
+
+impl Invariant for DurableStateMonotonic {
+    fn name(&self) -> &'static str {
+        "durable state monotonic"
+    }
+
+    fn check(&mut self, _: &Simulation, observations: &[Observation]) -> Result<(), String> {
+        for observation in observations {
+            let Observation::Persisted { node, state } = observation else {
+                continue;
+            };
+            if let Some(previous) = self.last.get(node) {
+                if state.term < previous.term {
+                    return Err(format!(
+                        "{node} persisted term {} after term {}",
+                        state.term, previous.term
+                    ));
+                }
+                if state.term == previous.term && previous.vote.is_some() && state.vote != previous.vote {
+                    return Err(format!(
+                        "{node} changed its persisted vote in term {} from {:?} to {:?}",
+                        state.term, previous.vote, state.vote
+                    ));
+                }
+            }
+            self.last.insert(*node, *state);
+        }
+        Ok(())
+    }
+}

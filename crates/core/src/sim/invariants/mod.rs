@@ -1,0 +1,48 @@
+//! The properties every simulated run must keep, one per file.
+//!
+//! Safety invariants implement [`Invariant`] and are checked after every step:
+//! - [`OneLeaderPerTerm`] (`voters` mode): at most one leader per term, anywhere, ever;
+//! - [`OneVotePerTerm`]: no node grants its vote to two candidates in one term, across
+//!   restarts too;
+//! - [`DurableStateMonotonic`]: a node's persisted term never goes back, and its persisted
+//!   vote never changes within a term.
+//!
+//! Progress properties are checked at the end of a phase, once faults stop:
+//! - [`liveness::await_agreed_leader`]: within a bounded virtual time every live node knows
+//!   the same leader;
+//! - [`partition_convergence::check_partitions_converged`] (`connected` mode): every side of a
+//!   stable partition has exactly one leader that all its members know.
+
+mod durable_state_monotonic;
+pub mod liveness;
+mod one_leader_per_term;
+mod one_vote_per_term;
+pub mod partition_convergence;
+
+pub use durable_state_monotonic::DurableStateMonotonic;
+pub use one_leader_per_term::OneLeaderPerTerm;
+pub use one_vote_per_term::OneVotePerTerm;
+
+use crate::raft::QuorumMode;
+use crate::sim::cluster::{Observation, Simulation};
+
+/// A safety property checked after every step of a simulation.
+pub trait Invariant {
+    /// Its name, printed when it fails.
+    fn name(&self) -> &'static str;
+    /// Checks the cluster after one step; `observations` are what happened during that step.
+    fn check(&mut self, sim: &Simulation, observations: &[Observation]) -> Result<(), String>;
+}
+
+/// The invariants that hold in `mode`. `connected` mode allows one leader per partition, so
+/// the one-leader rule is for `voters` mode only.
+pub fn standard(mode: &QuorumMode) -> Vec<Box<dyn Invariant>> {
+    let mut invariants: Vec<Box<dyn Invariant>> = vec![
+        Box::new(OneVotePerTerm::default()),
+        Box::new(DurableStateMonotonic::default()),
+    ];
+    if let QuorumMode::Voters(_) = mode {
+        invariants.push(Box::new(OneLeaderPerTerm::default()));
+    }
+    invariants
+}

@@ -1,0 +1,42 @@
+//! RAFT-6 (`voters` mode), Raft §5.2 Election Safety: at most one leader can be elected in a
+//! given term, across the whole run.
+
+use std::collections::BTreeMap;
+
+use conclave_protocol::PeerId;
+
+use crate::raft::Role;
+use crate::sim::cluster::{Observation, Simulation};
+use crate::sim::invariants::Invariant;
+
+/// Remembers who led each term and fails when a second node leads the same term.
+#[derive(Debug, Default)]
+pub struct OneLeaderPerTerm {
+    leaders: BTreeMap<u64, PeerId>,
+}
+
+impl Invariant for OneLeaderPerTerm {
+    fn name(&self) -> &'static str {
+        "one leader per term"
+    }
+
+    fn check(&mut self, sim: &Simulation, _: &[Observation]) -> Result<(), String> {
+        for index in sim.alive() {
+            let Some(raft) = sim.raft(index) else {
+                continue;
+            };
+            if raft.role() != Role::Leader {
+                continue;
+            }
+            let id = raft.id();
+            let first = *self.leaders.entry(raft.term()).or_insert(id);
+            if first != id {
+                return Err(format!(
+                    "{first} and {id} both led term {}",
+                    raft.term()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
