@@ -10,5 +10,10 @@ pub mod raft;
 mod rng;
 mod time;
 
+pub use fanout::{Delivery, DrainOutcome, Fanout, SubscriberQueue};
+pub use membership::{
+    LinkAddr, Membership, MembershipAction, MembershipConfig, MembershipError, MembershipEvent,
+    PeerInfo, PeerStatus, PeerTable,
+};
 pub use rng::SeededRng;
 pub use time::Instant;

@@ -1,1 +1,470 @@
-//! Membership (MEM-1..5): to be written.
+//! Membership: who else is in the cluster and whether they are heard (MEM-1..5).
+//!
+//! - [`PeerTable`] (MEM-1) is the plain record of every known peer.
+//! - [`Membership`] is the sans-IO state machine around it: discovery with `Hello` /
+//!   `HelloAck` (MEM-2), refusal of a duplicate id (MEM-3), liveness with `Ping` / `Pong`,
+//!   round-trip times and silence detection (MEM-4), and the `Joined` / `Left` /
+//!   `StatusChanged` events (MEM-5) that the shell fans out to subscribers through
+//!   [`crate::fanout`].
+//!
+//! Like every state machine in this crate it reads no clock and does no I/O. The shell
+//! drives it:
+//!
+//! ```text
+//!   frame received ──► handle_frame(now, from, origin, body) ─┐
+//!   timer fired    ──► handle_timeout(now)                    ├─► poll_action() ─► Send / Broadcast / Publish
+//!   shutting down  ──► handle_shutdown(now)                  ─┘   poll_timeout() ─► arm one timer
+//! ```
+//!
+//! After every input the shell drains [`Membership::poll_action`] until it returns `None`,
+//! carries the actions out in order, and arms its single timer at
+//! [`Membership::poll_timeout`]. Every received frame goes to `handle_frame`, whatever its
+//! body, because any frame proves its sender alive.
+
+mod peer_table;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use conclave_protocol::{Body, DUPLICATE_PEER_ID, Goodbye, Hello, HelloAck, PeerId, Ping, Pong};
+
+use crate::Instant;
+
+pub use peer_table::{LinkAddr, MembershipError, PeerInfo, PeerStatus, PeerTable};
+
+/// Shortest timer period the machine accepts. A zero period would make `poll_timeout` return
+/// `now` forever and spin the driver, so shorter settings are raised to this.
+const MIN_INTERVAL: Duration = Duration::from_millis(1);
+
+/// Timing of discovery and liveness (`[membership]` in the configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MembershipConfig {
+    /// Period of the liveness tick: pings go out and silence is checked (MEM-4).
+    pub heartbeat_interval: Duration,
+    /// A Connected peer silent for more than `heartbeat_interval × timeout_multiplier`
+    /// becomes Disconnected (MEM-4).
+    pub timeout_multiplier: u32,
+    /// Period of the `Hello` broadcast while no peer is Connected (MEM-2).
+    pub hello_interval: Duration,
+}
+
+impl Default for MembershipConfig {
+    /// 500 ms heartbeat, silence after three of them, `Hello` every second.
+    fn default() -> Self {
+        Self {
+            heartbeat_interval: Duration::from_millis(500),
+            timeout_multiplier: 3,
+            hello_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+impl MembershipConfig {
+    /// How long a Connected peer may stay silent: `heartbeat_interval × timeout_multiplier`.
+    pub fn silence_timeout(&self) -> Duration {
+        self.heartbeat_interval
+            .checked_mul(self.timeout_multiplier)
+            .unwrap_or(Duration::MAX)
+    }
+}
+
+/// Something the shell must do on the state machine's behalf.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MembershipAction {
+    /// Send `body` to one peer.
+    Send {
+        /// The addressee.
+        to: PeerId,
+        /// What to send.
+        body: Body,
+    },
+    /// Send `body` to everyone reachable on every link.
+    Broadcast {
+        /// What to send.
+        body: Body,
+    },
+    /// Hand an event to the subscribers (MEM-5).
+    Publish(MembershipEvent),
+}
+
+/// A change of membership, published in the order it happened (MEM-5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MembershipEvent {
+    /// A peer entered the table.
+    Joined {
+        /// Who.
+        peer: PeerId,
+    },
+    /// A peer left the table (it said `Goodbye`).
+    Left {
+        /// Who.
+        peer: PeerId,
+    },
+    /// A peer went silent or was heard again.
+    StatusChanged {
+        /// Who.
+        peer: PeerId,
+        /// Status before the change.
+        old: PeerStatus,
+        /// Status after the change.
+        new: PeerStatus,
+    },
+    /// A peer refused this node's id because another node already holds it (MEM-3). From now
+    /// on this node sends nothing, and the shell must keep it out of elections.
+    IdRefused {
+        /// The peer that refused.
+        by: PeerId,
+        /// The reason it gave, such as [`DUPLICATE_PEER_ID`].
+        reason: String,
+    },
+}
+
+/// The last ping sent to a peer, so that the matching pong gives a microsecond RTT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SentPing {
+    timestamp_ms: u64,
+    sent_at: Instant,
+}
+
+/// Why the machine may or may not speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Voice {
+    /// Normal operation.
+    Speaking,
+    /// Another node holds this id (MEM-3): sending anything would impersonate it.
+    Refused,
+    /// `Goodbye` went out; anything sent after it would make peers add this node again.
+    Departed,
+}
+
+/// The membership state machine of one node (MEM-2..5), driven by the shell.
+#[derive(Debug, Clone)]
+pub struct Membership {
+    local: PeerId,
+    config: MembershipConfig,
+    peers: PeerTable,
+    last_pings: BTreeMap<PeerId, SentPing>,
+    actions: VecDeque<MembershipAction>,
+    next_tick: Instant,
+    next_hello: Instant,
+    voice: Voice,
+}
+
+impl Membership {
+    /// A node named `local` starting at `now`. Its first action, a broadcast `Hello`, is
+    /// queued at once (MEM-2).
+    pub fn new(local: PeerId, config: MembershipConfig, now: Instant) -> Self {
+        let config = MembershipConfig {
+            heartbeat_interval: config.heartbeat_interval.max(MIN_INTERVAL),
+            hello_interval: config.hello_interval.max(MIN_INTERVAL),
+            ..config
+        };
+        let mut membership = Self {
+            local,
+            config,
+            peers: PeerTable::new(local),
+            last_pings: BTreeMap::new(),
+            actions: VecDeque::new(),
+            next_tick: now + config.heartbeat_interval,
+            next_hello: now + config.hello_interval,
+            voice: Voice::Speaking,
+        };
+        membership.broadcast(Body::Hello(Hello {}));
+        membership
+    }
+
+    /// Feeds one received frame: `from` is the authenticated sender, `origin` the link address
+    /// it came from. Every frame belongs here, whatever its body: any frame is proof of life
+    /// (MEM-4), and a frame from an unknown sender makes it a member (TR-1).
+    pub fn handle_frame(&mut self, now: Instant, from: PeerId, origin: &LinkAddr, body: &Body) {
+        if from == self.local || self.voice == Voice::Departed {
+            return;
+        }
+        match body {
+            Body::Hello(_) => self.on_hello(now, from, origin),
+            Body::Goodbye(_) => self.on_goodbye(from),
+            other => {
+                self.heard(now, from, origin);
+                match other {
+                    Body::HelloAck(ack) => self.on_hello_ack(from, ack),
+                    Body::Ping(ping) => self.send(
+                        from,
+                        Body::Pong(Pong {
+                            timestamp_ms: ping.timestamp_ms,
+                        }),
+                    ),
+                    Body::Pong(pong) => self.on_pong(now, from, pong),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Runs whatever timers are due at `now`: the liveness tick and the `Hello` rebroadcast.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.voice == Voice::Departed {
+            return;
+        }
+        if now >= self.next_tick {
+            self.tick(now);
+            self.next_tick += self.config.heartbeat_interval;
+            if self.next_tick <= now {
+                // The shell woke late; skipping the missed ticks avoids a burst of pings.
+                self.next_tick = now + self.config.heartbeat_interval;
+            }
+        }
+        // After the tick, so that losing the last peer in this very tick is already counted.
+        if self.wants_hello() && now >= self.next_hello {
+            self.broadcast(Body::Hello(Hello {}));
+            self.next_hello = now + self.config.hello_interval;
+        }
+    }
+
+    /// The node is leaving on purpose: tell everyone with a broadcast `Goodbye`. Afterwards the
+    /// machine is inert: it sends nothing, sets no timer and ignores frames.
+    pub fn handle_shutdown(&mut self, _now: Instant) {
+        if self.voice == Voice::Departed {
+            return;
+        }
+        self.broadcast(Body::Goodbye(Goodbye {}));
+        self.voice = Voice::Departed;
+    }
+
+    /// When the shell must call [`handle_timeout`](Self::handle_timeout) next; `None` once the
+    /// node has said `Goodbye`. The instant may already be past (for example right after the
+    /// last peer left), meaning "call it now".
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.voice == Voice::Departed {
+            return None;
+        }
+        if self.wants_hello() {
+            Some(self.next_tick.min(self.next_hello))
+        } else {
+            Some(self.next_tick)
+        }
+    }
+
+    /// The next thing to do, oldest first; `None` when there is nothing left.
+    #[must_use]
+    pub fn poll_action(&mut self) -> Option<MembershipAction> {
+        self.actions.pop_front()
+    }
+
+    /// The peer table, always complete and current (MEM-5: a lagged subscriber reads it).
+    pub fn peers(&self) -> &PeerTable {
+        &self.peers
+    }
+
+    /// This node's id.
+    pub fn local(&self) -> PeerId {
+        self.local
+    }
+
+    /// The timing in force (intervals below 1 ms are raised to 1 ms).
+    pub fn config(&self) -> &MembershipConfig {
+        &self.config
+    }
+
+    /// Whether a peer refused this node's id (MEM-3). A refused node sends nothing and must
+    /// take no part in elections.
+    pub fn is_refused(&self) -> bool {
+        self.voice == Voice::Refused
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // inputs
+
+    fn on_hello(&mut self, now: Instant, from: PeerId, origin: &LinkAddr) {
+        let Some(known) = self.peers.get(&from) else {
+            self.join(now, from, origin);
+            self.accept(from);
+            return;
+        };
+        match known.status {
+            PeerStatus::Connected if known.addr == *origin => {
+                // The same node restarted (or repeats itself) from where we already hear it.
+                self.peers.touch(&from, now);
+                self.accept(from);
+            }
+            PeerStatus::Connected => {
+                tracing::warn!(
+                    peer = %from,
+                    live_addr = %known.addr,
+                    claimed_from = %origin,
+                    "refusing hello: the id is live at another address"
+                );
+                self.send(
+                    from,
+                    Body::HelloAck(HelloAck {
+                        success: false,
+                        error_reason: Some(DUPLICATE_PEER_ID.to_owned()),
+                    }),
+                );
+            }
+            PeerStatus::Disconnected => {
+                // The id's holder went silent, so this is most likely the same node back,
+                // possibly on another link; nobody live is being impersonated.
+                self.revive(now, from, origin);
+                self.accept(from);
+            }
+        }
+    }
+
+    fn on_hello_ack(&mut self, from: PeerId, ack: &HelloAck) {
+        if ack.success {
+            return;
+        }
+        let reason = ack
+            .error_reason
+            .clone()
+            .unwrap_or_else(|| "unspecified".to_owned());
+        tracing::error!(
+            by = %from,
+            local = %self.local,
+            reason = %reason,
+            "this node's id was refused; it will stay silent and out of elections"
+        );
+        self.voice = Voice::Refused;
+        self.publish(MembershipEvent::IdRefused { by: from, reason });
+    }
+
+    fn on_pong(&mut self, now: Instant, from: PeerId, pong: &Pong) {
+        let rtt = match self.last_pings.get(&from) {
+            Some(ping) if ping.timestamp_ms == pong.timestamp_ms => {
+                let rtt = now - ping.sent_at;
+                // A duplicated pong must not be measured against the same send time again.
+                self.last_pings.remove(&from);
+                rtt
+            }
+            // An older ping's pong, or one we did not send in this life: only the echoed
+            // millisecond timestamp is left to measure with.
+            _ => Duration::from_millis(now.as_millis().saturating_sub(pong.timestamp_ms)),
+        };
+        // `heard` has already refreshed last_seen (and added an unknown sender).
+        if let Some(peer) = self.peers.get_mut(&from) {
+            peer.rtt = Some(rtt);
+        }
+    }
+
+    fn on_goodbye(&mut self, from: PeerId) {
+        if self.peers.remove(&from).is_some() {
+            self.last_pings.remove(&from);
+            self.publish(MembershipEvent::Left { peer: from });
+        }
+    }
+
+    /// A frame arrived from `from`: it is alive, and a member even if it was unknown.
+    fn heard(&mut self, now: Instant, from: PeerId, origin: &LinkAddr) {
+        match self.peers.status(&from) {
+            None => self.join(now, from, origin),
+            Some(PeerStatus::Connected) => {
+                // The stored address stays: it is what MEM-3 checks a later `Hello` against,
+                // and a frame from elsewhere must not let an impostor take it over.
+                self.peers.touch(&from, now);
+            }
+            Some(PeerStatus::Disconnected) => self.revive(now, from, origin),
+        }
+    }
+
+    fn join(&mut self, now: Instant, peer: PeerId, origin: &LinkAddr) {
+        // Cannot fail: callers checked that `peer` is unknown, and frames from `local` are
+        // dropped before any handler runs.
+        if self.peers.add(peer, origin.clone(), now).is_ok() {
+            tracing::debug!(peer = %peer, addr = %origin, "peer joined");
+            self.publish(MembershipEvent::Joined { peer });
+        }
+    }
+
+    /// A Disconnected peer is heard again, possibly from a new address (it may have moved).
+    fn revive(&mut self, now: Instant, peer: PeerId, origin: &LinkAddr) {
+        if let Some(info) = self.peers.get_mut(&peer) {
+            info.addr = origin.clone();
+            info.last_seen = now;
+        }
+        self.change_status(peer, PeerStatus::Connected);
+    }
+
+    fn change_status(&mut self, peer: PeerId, new: PeerStatus) {
+        match self.peers.update_status(&peer, new) {
+            Some(old) if old != new => {
+                tracing::debug!(peer = %peer, old = old.label(), new = new.label(), "peer status changed");
+                self.publish(MembershipEvent::StatusChanged { peer, old, new });
+            }
+            _ => {}
+        }
+    }
+
+    fn accept(&mut self, to: PeerId) {
+        self.send(
+            to,
+            Body::HelloAck(HelloAck {
+                success: true,
+                error_reason: None,
+            }),
+        );
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // timers
+
+    fn tick(&mut self, now: Instant) {
+        let silence_timeout = self.config.silence_timeout();
+        let silent: Vec<PeerId> = self
+            .peers
+            .list()
+            .filter(|peer| {
+                peer.status == PeerStatus::Connected && now - peer.last_seen > silence_timeout
+            })
+            .map(|peer| peer.id)
+            .collect();
+        for peer in silent {
+            self.change_status(peer, PeerStatus::Disconnected);
+        }
+
+        if self.voice != Voice::Speaking {
+            return;
+        }
+        // Disconnected peers are probed too: when a partition heals, their pong (or their
+        // answer to our ping) is what makes them Connected again without waiting for a Hello.
+        let timestamp_ms = now.as_millis();
+        let everyone: Vec<PeerId> = self.peers.list().map(|peer| peer.id).collect();
+        for peer in everyone {
+            self.last_pings.insert(
+                peer,
+                SentPing {
+                    timestamp_ms,
+                    sent_at: now,
+                },
+            );
+            self.send(peer, Body::Ping(Ping { timestamp_ms }));
+        }
+    }
+
+    /// MEM-2: keep announcing while nobody is heard.
+    fn wants_hello(&self) -> bool {
+        self.voice == Voice::Speaking && self.peers.connected_count() == 0
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // outputs
+
+    fn send(&mut self, to: PeerId, body: Body) {
+        if self.voice == Voice::Speaking {
+            self.actions.push_back(MembershipAction::Send { to, body });
+        }
+    }
+
+    fn broadcast(&mut self, body: Body) {
+        if self.voice == Voice::Speaking {
+            self.actions.push_back(MembershipAction::Broadcast { body });
+        }
+    }
+
+    fn publish(&mut self, event: MembershipEvent) {
+        self.actions.push_back(MembershipAction::Publish(event));
+    }
+}
