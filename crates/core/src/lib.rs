@@ -8,6 +8,7 @@ pub mod fanout;
 pub mod membership;
 pub mod raft;
 mod rng;
+pub mod sim;
 mod time;
 
 pub use fanout::{Delivery, DrainOutcome, Fanout, SubscriberQueue};

@@ -49,6 +49,11 @@ pub struct MembershipConfig {
     pub timeout_multiplier: u32,
     /// Period of the `Hello` broadcast while no peer is Connected (MEM-2).
     pub hello_interval: Duration,
+    /// Period of the `Hello` broadcast while peers are connected. Nodes that missed each
+    /// other's first announcements (a partition at start, a lost broadcast) and have no peer
+    /// in common to relay frames would otherwise never meet; in `connected` quorum mode they
+    /// would never count each other.
+    pub announce_interval: Duration,
 }
 
 impl Default for MembershipConfig {
@@ -58,6 +63,7 @@ impl Default for MembershipConfig {
             heartbeat_interval: Duration::from_millis(500),
             timeout_multiplier: 3,
             hello_interval: Duration::from_secs(1),
+            announce_interval: Duration::from_secs(10),
         }
     }
 }
@@ -149,7 +155,8 @@ pub struct Membership {
     last_pings: BTreeMap<PeerId, SentPing>,
     actions: VecDeque<MembershipAction>,
     next_tick: Instant,
-    next_hello: Instant,
+    /// When the last `Hello` was broadcast.
+    last_hello: Instant,
     voice: Voice,
 }
 
@@ -160,6 +167,7 @@ impl Membership {
         let config = MembershipConfig {
             heartbeat_interval: config.heartbeat_interval.max(MIN_INTERVAL),
             hello_interval: config.hello_interval.max(MIN_INTERVAL),
+            announce_interval: config.announce_interval.max(MIN_INTERVAL),
             ..config
         };
         let mut membership = Self {
@@ -169,7 +177,7 @@ impl Membership {
             last_pings: BTreeMap::new(),
             actions: VecDeque::new(),
             next_tick: now + config.heartbeat_interval,
-            next_hello: now + config.hello_interval,
+            last_hello: now,
             voice: Voice::Speaking,
         };
         membership.broadcast(Body::Hello(Hello {}));
@@ -217,9 +225,9 @@ impl Membership {
             }
         }
         // After the tick, so that losing the last peer in this very tick is already counted.
-        if self.wants_hello() && now >= self.next_hello {
+        if self.voice == Voice::Speaking && now >= self.next_hello() {
             self.broadcast(Body::Hello(Hello {}));
-            self.next_hello = now + self.config.hello_interval;
+            self.last_hello = now;
         }
     }
 
@@ -241,8 +249,8 @@ impl Membership {
         if self.voice == Voice::Departed {
             return None;
         }
-        if self.wants_hello() {
-            Some(self.next_tick.min(self.next_hello))
+        if self.voice == Voice::Speaking {
+            Some(self.next_tick.min(self.next_hello()))
         } else {
             Some(self.next_tick)
         }
@@ -444,9 +452,16 @@ impl Membership {
         }
     }
 
-    /// MEM-2: keep announcing while nobody is heard.
-    fn wants_hello(&self) -> bool {
-        self.voice == Voice::Speaking && self.peers.connected_count() == 0
+    /// MEM-2: announce every `hello_interval` while nobody is heard, and every
+    /// `announce_interval` otherwise. Computed from the last announcement, so losing the last
+    /// peer makes an announcement due at once when one is overdue.
+    fn next_hello(&self) -> Instant {
+        let interval = if self.peers.connected_count() == 0 {
+            self.config.hello_interval
+        } else {
+            self.config.announce_interval
+        };
+        self.last_hello + interval
     }
 
     // -----------------------------------------------------------------------------------------

@@ -507,6 +507,7 @@ fn mem4_silence_timeout_follows_the_configuration() {
         heartbeat_interval: Duration::from_millis(100),
         timeout_multiplier: 5,
         hello_interval: Duration::from_secs(1),
+        announce_interval: Duration::from_secs(10),
     };
     assert_eq!(config.silence_timeout(), Duration::from_millis(500));
     let mut node = Membership::new(id("gw-a"), config, ms(0));
@@ -652,6 +653,7 @@ fn mem4_zero_intervals_are_raised() {
         heartbeat_interval: Duration::ZERO,
         timeout_multiplier: 3,
         hello_interval: Duration::ZERO,
+        announce_interval: Duration::ZERO,
     };
     let node = Membership::new(id("gw-a"), config, ms(10));
     assert_eq!(node.config().heartbeat_interval, Duration::from_millis(1));

@@ -1,6 +1,8 @@
 //! The election messages, a typed subset of the wire [`Body`](conclave_protocol::Body).
 
-use conclave_protocol::{AppendEntries, AppendResp, Body, LeaderAssign, RequestVote, TimeoutNow, Vote};
+use conclave_protocol::{
+    AppendEntries, AppendResp, Body, LeaderAssign, RequestVote, TimeoutNow, Vote,
+};
 
 /// A message the election core sends or receives.
 #[derive(Debug, Clone, PartialEq, Eq)]

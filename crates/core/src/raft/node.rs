@@ -500,7 +500,12 @@ impl Raft {
             (Role::Candidate, Tally::Won) => self.become_leader(now, LeaderChangeCause::VoteWon),
             (Role::PreCandidate | Role::Candidate, Tally::Lost) => {
                 debug!(term = self.hard.term, "campaign lost");
-                self.become_follower(now, self.hard.term, None, LeaderChangeCause::ElectionTimeout);
+                self.become_follower(
+                    now,
+                    self.hard.term,
+                    None,
+                    LeaderChangeCause::ElectionTimeout,
+                );
             }
             _ => {}
         }
@@ -774,7 +779,13 @@ impl Raft {
             })
     }
 
-    fn start_transfer(&mut self, now: Instant, target: PeerId, pin: bool, cause: LeaderChangeCause) {
+    fn start_transfer(
+        &mut self,
+        now: Instant,
+        target: PeerId,
+        pin: bool,
+        cause: LeaderChangeCause,
+    ) {
         info!(%target, pin, "leadership transfer started");
         self.transfer = Some(Transfer {
             target,
@@ -838,7 +849,12 @@ impl Raft {
                 .filter(|peer| self.counts_for_quorum(peer))
                 .count();
             if active < self.quorum_size() {
-                warn!(term = self.hard.term, active, quorum = self.quorum_size(), "leader cannot hear a quorum; stepping down");
+                warn!(
+                    term = self.hard.term,
+                    active,
+                    quorum = self.quorum_size(),
+                    "leader cannot hear a quorum; stepping down"
+                );
                 self.become_follower(now, self.hard.term, None, LeaderChangeCause::QuorumLost);
                 return;
             }
@@ -870,7 +886,10 @@ impl Raft {
             self.campaign(now, kind);
         } else {
             if self.leader.is_some() {
-                info!(term = self.hard.term, "leader lost; not campaigning (automatic election off or not electable)");
+                info!(
+                    term = self.hard.term,
+                    "leader lost; not campaigning (automatic election off or not electable)"
+                );
                 self.leader_cause = LeaderChangeCause::ElectionTimeout;
             }
             self.role = Role::Follower;
@@ -917,7 +936,8 @@ impl Raft {
             }
         };
         debug!(term, pre_vote, "campaign started");
-        self.pending_events.push(Event::ElectionStarted { term, pre_vote });
+        self.pending_events
+            .push(Event::ElectionStarted { term, pre_vote });
         self.votes.insert(self.config.id, true);
         if self.tally() == Tally::Won {
             // Alone in the electorate: nobody to ask.
@@ -1020,9 +1040,9 @@ impl Raft {
             return true;
         }
         self.leader.is_some()
-            && self
-                .leader_contact
-                .is_some_and(|heard| now.saturating_duration_since(heard) < self.config.election_timeout_min)
+            && self.leader_contact.is_some_and(|heard| {
+                now.saturating_duration_since(heard) < self.config.election_timeout_min
+            })
     }
 
     fn is_voter(&self, peer: PeerId) -> bool {
@@ -1111,9 +1131,10 @@ impl Raft {
     }
 
     fn reset_election_timer(&mut self, now: Instant) {
-        let timeout = self
-            .rng
-            .duration_between(self.config.election_timeout_min, self.config.election_timeout_max);
+        let timeout = self.rng.duration_between(
+            self.config.election_timeout_min,
+            self.config.election_timeout_max,
+        );
         self.election_deadline = now + timeout;
     }
 
@@ -1146,13 +1167,13 @@ impl Raft {
         let observed = self.leader.map(|leader| (self.hard.term, leader));
         if observed != self.published_leader {
             self.published_leader = observed;
-            self.actions.push_back(Action::Publish(Event::LeaderChanged {
-                term: self.hard.term,
-                leader: self.leader,
-                role: self.role,
-                cause: self.leader_cause,
-            }));
+            self.actions
+                .push_back(Action::Publish(Event::LeaderChanged {
+                    term: self.hard.term,
+                    leader: self.leader,
+                    role: self.role,
+                    cause: self.leader_cause,
+                }));
         }
     }
 }
-

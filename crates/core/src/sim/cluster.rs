@@ -45,7 +45,12 @@ pub struct SimConfig {
 impl SimConfig {
     /// `nodes` nodes in `voters` mode with the given election timings, membership on, a healthy
     /// LAN.
-    pub fn voters(nodes: usize, heartbeat: Duration, timeout_min: Duration, timeout_max: Duration) -> Self {
+    pub fn voters(
+        nodes: usize,
+        heartbeat: Duration,
+        timeout_min: Duration,
+        timeout_max: Duration,
+    ) -> Self {
         let placeholder = node_id(0);
         Self {
             nodes,
@@ -56,6 +61,7 @@ impl SimConfig {
                 heartbeat_interval: heartbeat,
                 timeout_multiplier: 3,
                 hello_interval: heartbeat * 2,
+                announce_interval: heartbeat * 20,
             }),
             network: NetworkConfig::default(),
             record_trace: false,
@@ -63,7 +69,12 @@ impl SimConfig {
     }
 
     /// The same in `connected` mode.
-    pub fn connected(nodes: usize, heartbeat: Duration, timeout_min: Duration, timeout_max: Duration) -> Self {
+    pub fn connected(
+        nodes: usize,
+        heartbeat: Duration,
+        timeout_min: Duration,
+        timeout_max: Duration,
+    ) -> Self {
         let mut config = Self::voters(nodes, heartbeat, timeout_min, timeout_max);
         config.raft.quorum = QuorumMode::Connected;
         config
@@ -79,17 +90,32 @@ pub fn node_id(index: usize) -> PeerId {
     PeerId::new(&format!("n{}", index + 1)).expect("n<number> is a valid peer id")
 }
 
+/// What kind of election message a node sent, as far as invariants care.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SentKind {
+    /// A pre-vote request or answer: it speaks of a term nobody has entered yet.
+    PreVote,
+    /// A granted real vote.
+    VoteGranted,
+    /// Anything else: it speaks of the sender's current term.
+    Other,
+}
+
 /// Something the simulation saw during one step, for invariants that need more than states.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Observation {
-    /// A node sent a granted (real, not pre-) vote.
-    VoteGranted {
-        /// The voter.
-        voter: PeerId,
-        /// The term.
+    /// A node handed an election message to the network.
+    Sent {
+        /// The sender.
+        from: PeerId,
+        /// The addressee (the candidate, for a vote).
+        to: PeerId,
+        /// The term the message carries.
         term: u64,
-        /// Whom for.
-        candidate: PeerId,
+        /// What it is.
+        kind: SentKind,
+        /// The sender's durable state at that moment.
+        durable: HardState,
     },
     /// A node's hard state became durable.
     Persisted {
@@ -248,7 +274,9 @@ impl Simulation {
         };
         self.now = self.now.max(at);
         match timer_node {
-            Some(node) => self.input(node, Input::Timeout),
+            Some(node) => {
+                self.input(node, Input::Timeout);
+            }
             None => {
                 if let Some(delivery) = self.network.pop_due(self.now) {
                     let Delivery { from, to, body } = delivery;
@@ -361,8 +389,14 @@ impl Simulation {
         let node_rng = self.rng.fork();
         let durable = self.nodes[index].durable;
         // `new` validated the shared settings; only the id differs per node.
-        let raft = Raft::new(raft_config, durable, LogPosition::default(), node_rng, self.now)
-            .expect("settings validated when the simulation was created");
+        let raft = Raft::new(
+            raft_config,
+            durable,
+            LogPosition::default(),
+            node_rng,
+            self.now,
+        )
+        .expect("settings validated when the simulation was created");
         let membership = self
             .config
             .membership
@@ -378,7 +412,9 @@ impl Simulation {
     fn input(&mut self, index: usize, input: Input) -> Option<Result<CommandOutcome, RaftError>> {
         let now = self.now;
         let from_id = match &input {
-            Input::Message { from, .. } => Some((self.nodes[*from].id, self.nodes[*from].addr.clone())),
+            Input::Message { from, .. } => {
+                Some((self.nodes[*from].id, self.nodes[*from].addr.clone()))
+            }
             _ => None,
         };
         let node = &mut self.nodes[index];
@@ -424,7 +460,11 @@ impl Simulation {
     fn pump(&mut self, index: usize, mut crash_after: Option<usize>) {
         loop {
             let mut progressed = false;
-            while let Some(action) = self.nodes[index].membership.as_mut().and_then(Membership::poll_action) {
+            while let Some(action) = self.nodes[index]
+                .membership
+                .as_mut()
+                .and_then(Membership::poll_action)
+            {
                 progressed = true;
                 self.carry_out_membership(index, action);
             }
@@ -450,18 +490,23 @@ impl Simulation {
         match action {
             Action::Persist(state) => {
                 self.nodes[index].durable = state;
-                self.observations.push(Observation::Persisted { node: id, state });
+                self.observations
+                    .push(Observation::Persisted { node: id, state });
             }
             Action::Send { to, message } => {
-                if let RaftMessage::Vote(vote) = &message {
-                    if vote.granted && !vote.pre_vote {
-                        self.observations.push(Observation::VoteGranted {
-                            voter: id,
-                            term: vote.term,
-                            candidate: to,
-                        });
-                    }
-                }
+                let kind = match &message {
+                    RaftMessage::RequestVote(request) if request.pre_vote => SentKind::PreVote,
+                    RaftMessage::Vote(vote) if vote.pre_vote => SentKind::PreVote,
+                    RaftMessage::Vote(vote) if vote.granted => SentKind::VoteGranted,
+                    _ => SentKind::Other,
+                };
+                self.observations.push(Observation::Sent {
+                    from: id,
+                    to,
+                    term: message.term(),
+                    kind,
+                    durable: self.nodes[index].durable,
+                });
                 self.raft_messages += 1;
                 if let Some(target) = self.index_of(to) {
                     self.network.send(
@@ -477,7 +522,8 @@ impl Simulation {
             }
             Action::Publish(event) => {
                 let hash = event_hash(&event);
-                self.trace.record(self.now, id, || format!("{event:?}"), hash);
+                self.trace
+                    .record(self.now, id, || format!("{event:?}"), hash);
             }
         }
     }
@@ -487,7 +533,15 @@ impl Simulation {
         match action {
             MembershipAction::Send { to, body } => {
                 if let Some(target) = self.index_of(to) {
-                    self.network.send(now, &mut self.rng, Delivery { from: index, to: target, body });
+                    self.network.send(
+                        now,
+                        &mut self.rng,
+                        Delivery {
+                            from: index,
+                            to: target,
+                            body,
+                        },
+                    );
                 }
             }
             MembershipAction::Broadcast { body } => {
@@ -496,7 +550,11 @@ impl Simulation {
                         self.network.send(
                             now,
                             &mut self.rng,
-                            Delivery { from: index, to: target, body: body.clone() },
+                            Delivery {
+                                from: index,
+                                to: target,
+                                body: body.clone(),
+                            },
                         );
                     }
                 }
@@ -545,7 +603,8 @@ impl Simulation {
 
     /// Splits the cluster: `groups[i]` is node `i`'s side.
     pub fn partition(&mut self, groups: Vec<u32>) {
-        self.trace.record(self.now, node_id(0), || format!("partition {groups:?}"), 3);
+        self.trace
+            .record(self.now, node_id(0), || format!("partition {groups:?}"), 3);
         self.network.partition(groups);
     }
 
@@ -564,7 +623,8 @@ impl Simulation {
 
     /// Heals all partitions and cut links.
     pub fn heal(&mut self) {
-        self.trace.record(self.now, node_id(0), || "heal".to_owned(), 4);
+        self.trace
+            .record(self.now, node_id(0), || "heal".to_owned(), 4);
         self.network.heal();
     }
 
@@ -667,7 +727,9 @@ impl Simulation {
 
     /// Indices of the live nodes.
     pub fn alive(&self) -> Vec<usize> {
-        (0..self.nodes.len()).filter(|&i| self.is_alive(i)).collect()
+        (0..self.nodes.len())
+            .filter(|&i| self.is_alive(i))
+            .collect()
     }
 
     /// Indices of live nodes that are leaders.
@@ -740,12 +802,22 @@ impl Simulation {
 /// A cheap fingerprint of an event for the run digest.
 fn event_hash(event: &Event) -> u64 {
     match event {
-        Event::LeaderChanged { term, leader, role, .. } => {
-            let leader = leader.map_or(0, |l| l.as_bytes().iter().fold(0u64, |h, b| h * 31 + u64::from(*b)));
+        Event::LeaderChanged {
+            term, leader, role, ..
+        } => {
+            let leader = leader.map_or(0, |l| {
+                l.as_bytes()
+                    .iter()
+                    .fold(0u64, |h, b| h * 31 + u64::from(*b))
+            });
             10 ^ term.wrapping_mul(1_000_003) ^ leader ^ (*role as u64) << 60
         }
-        Event::RoleChanged { term, role } => 20 ^ term.wrapping_mul(1_000_033) ^ (*role as u64) << 58,
-        Event::ElectionStarted { term, pre_vote } => 30 ^ term.wrapping_mul(7) ^ u64::from(*pre_vote),
+        Event::RoleChanged { term, role } => {
+            20 ^ term.wrapping_mul(1_000_033) ^ (*role as u64) << 58
+        }
+        Event::ElectionStarted { term, pre_vote } => {
+            30 ^ term.wrapping_mul(7) ^ u64::from(*pre_vote)
+        }
         Event::ElectionWon { term, duration } => 40 ^ term ^ duration.as_micros() as u64,
         Event::VoteCast { term, granted, .. } => 50 ^ term.wrapping_mul(13) ^ u64::from(*granted),
         Event::SplitBrain { term, .. } => 60 ^ term,

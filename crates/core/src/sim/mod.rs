@@ -1,1 +1,24 @@
-//! The deterministic cluster simulator.
+//! The deterministic cluster simulator (DESIGN §10).
+//!
+//! N nodes, each a [`Membership`](crate::Membership) and a [`Raft`](crate::raft::Raft) driven
+//! exactly as the actors drive them, exchange messages over a simulated network in virtual
+//! time. Every random choice — election timeouts, delays, loss, duplication, which fault and
+//! when — derives from one seed, so a run replays exactly: [`Simulation::digest`] and the
+//! optional trace are identical for identical seeds.
+//!
+//! - [`Simulation`]: the harness, with `step`, `run_until`, `crash`, `restart`, `partition`,
+//!   `isolate`, `cut`, `heal`, loss/duplication/delay settings and operator commands;
+//! - [`invariants`]: the properties checked after every step or at the end of a phase;
+//! - [`scenario`]: randomized fault scripts, one per seed, with the replay command a failure
+//!   prints.
+
+mod cluster;
+pub mod invariants;
+mod network;
+pub mod scenario;
+mod trace;
+
+pub use cluster::{Observation, SentKind, SimConfig, SimFailure, Simulation, node_id};
+pub use network::NetworkConfig;
+pub use scenario::{Scenario, SeedReport, SeedRun, run_seed, seed_count};
+pub use trace::TraceEntry;

@@ -91,7 +91,11 @@ impl Network {
         if !self.reachable(delivery.from, delivery.to) || rng.chance(self.config.loss) {
             return;
         }
-        let copies = if rng.chance(self.config.duplicate) { 2 } else { 1 };
+        let copies = if rng.chance(self.config.duplicate) {
+            2
+        } else {
+            1
+        };
         for _ in 0..copies {
             let delay = rng.duration_between(self.config.delay_min, self.config.delay_max);
             self.enqueue(now + delay, delivery.clone());

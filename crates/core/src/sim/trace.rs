@@ -20,7 +20,13 @@ pub struct TraceEntry {
 
 impl std::fmt::Display for TraceEntry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:>14} {:<6} {}", self.at.to_string(), self.node.as_str(), self.what)
+        write!(
+            f,
+            "{:>14} {:<6} {}",
+            self.at.to_string(),
+            self.node.as_str(),
+            self.what
+        )
     }
 }
 

@@ -33,7 +33,10 @@ impl Invariant for DurableStateMonotonic {
                         state.term, previous.term
                     ));
                 }
-                if state.term == previous.term && previous.vote.is_some() && state.vote != previous.vote {
+                if state.term == previous.term
+                    && previous.vote.is_some()
+                    && state.vote != previous.vote
+                {
                     return Err(format!(
                         "{node} changed its persisted vote in term {} from {:?} to {:?}",
                         state.term, previous.vote, state.vote

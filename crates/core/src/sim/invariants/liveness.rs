@@ -36,7 +36,10 @@ pub fn check_still_agreed(sim: &mut Simulation, settle: Duration) -> Result<usiz
         Some(leader) if leaders == [leader] => Ok(leader),
         _ => Err(sim.failure(
             "liveness",
-            format!("leadership did not stay settled for {settle:?}; {}", describe(sim)),
+            format!(
+                "leadership did not stay settled for {settle:?}; {}",
+                describe(sim)
+            ),
         )),
     }
 }

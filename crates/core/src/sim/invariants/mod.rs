@@ -5,7 +5,9 @@
 //! - [`OneVotePerTerm`]: no node grants its vote to two candidates in one term, across
 //!   restarts too;
 //! - [`DurableStateMonotonic`]: a node's persisted term never goes back, and its persisted
-//!   vote never changes within a term.
+//!   vote never changes within a term;
+//! - [`PersistedBeforeSent`]: no election message leaves a node before the term and vote it
+//!   depends on are durable.
 //!
 //! Progress properties are checked at the end of a phase, once faults stop:
 //! - [`liveness::await_agreed_leader`]: within a bounded virtual time every live node knows
@@ -18,10 +20,12 @@ pub mod liveness;
 mod one_leader_per_term;
 mod one_vote_per_term;
 pub mod partition_convergence;
+mod persisted_before_sent;
 
 pub use durable_state_monotonic::DurableStateMonotonic;
 pub use one_leader_per_term::OneLeaderPerTerm;
 pub use one_vote_per_term::OneVotePerTerm;
+pub use persisted_before_sent::PersistedBeforeSent;
 
 use crate::raft::QuorumMode;
 use crate::sim::cluster::{Observation, Simulation};
@@ -40,6 +44,7 @@ pub fn standard(mode: &QuorumMode) -> Vec<Box<dyn Invariant>> {
     let mut invariants: Vec<Box<dyn Invariant>> = vec![
         Box::new(OneVotePerTerm::default()),
         Box::new(DurableStateMonotonic::default()),
+        Box::new(PersistedBeforeSent),
     ];
     if let QuorumMode::Voters(_) = mode {
         invariants.push(Box::new(OneLeaderPerTerm::default()));

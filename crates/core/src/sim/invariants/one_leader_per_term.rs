@@ -31,10 +31,7 @@ impl Invariant for OneLeaderPerTerm {
             let id = raft.id();
             let first = *self.leaders.entry(raft.term()).or_insert(id);
             if first != id {
-                return Err(format!(
-                    "{first} and {id} both led term {}",
-                    raft.term()
-                ));
+                return Err(format!("{first} and {id} both led term {}", raft.term()));
             }
         }
         Ok(())

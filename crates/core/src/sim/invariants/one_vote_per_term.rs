@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use conclave_protocol::PeerId;
 
-use crate::sim::cluster::{Observation, Simulation};
+use crate::sim::cluster::{Observation, SentKind, Simulation};
 use crate::sim::invariants::Invariant;
 
 /// Remembers every granted vote by `(voter, term)`.
@@ -22,10 +22,12 @@ impl Invariant for OneVotePerTerm {
 
     fn check(&mut self, _: &Simulation, observations: &[Observation]) -> Result<(), String> {
         for observation in observations {
-            if let Observation::VoteGranted {
-                voter,
+            if let Observation::Sent {
+                from: voter,
+                to: candidate,
                 term,
-                candidate,
+                kind: SentKind::VoteGranted,
+                ..
             } = observation
             {
                 let first = *self.votes.entry((*voter, *term)).or_insert(*candidate);

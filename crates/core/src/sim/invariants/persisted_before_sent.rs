@@ -1,0 +1,52 @@
+//! RAFT-1: term and vote are persisted before any message that depends on them leaves the
+//! node. Every election message is checked against the sender's durable state at the moment
+//! the driver hands it to the network: its term must be durable, and a granted vote must be
+//! the durable vote of that term. Pre-vote messages speak of a term nobody has entered and
+//! are exempt.
+
+use crate::sim::cluster::{Observation, SentKind, Simulation};
+use crate::sim::invariants::Invariant;
+
+/// Fails on the first message sent ahead of its durable state.
+#[derive(Debug, Default)]
+pub struct PersistedBeforeSent;
+
+impl Invariant for PersistedBeforeSent {
+    fn name(&self) -> &'static str {
+        "persisted before sent"
+    }
+
+    fn check(&mut self, _: &Simulation, observations: &[Observation]) -> Result<(), String> {
+        for observation in observations {
+            let Observation::Sent {
+                from,
+                to,
+                term,
+                kind,
+                durable,
+            } = observation
+            else {
+                continue;
+            };
+            match kind {
+                SentKind::PreVote => {}
+                SentKind::VoteGranted => {
+                    if durable.term != *term || durable.vote != Some(*to) {
+                        return Err(format!(
+                            "{from} granted its vote to {to} in term {term} while its durable state was {durable:?}"
+                        ));
+                    }
+                }
+                SentKind::Other => {
+                    if durable.term < *term {
+                        return Err(format!(
+                            "{from} sent a term-{term} message to {to} while only term {} was durable",
+                            durable.term
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
