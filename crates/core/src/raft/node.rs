@@ -317,6 +317,11 @@ impl Raft {
         self.leader
     }
 
+    /// When this leader sends its next heartbeat; `None` unless it leads.
+    pub fn next_heartbeat(&self) -> Option<Instant> {
+        (self.role == Role::Leader).then_some(self.heartbeat_deadline)
+    }
+
     /// Whether it leads.
     pub fn is_leader(&self) -> bool {
         self.role == Role::Leader
