@@ -632,9 +632,14 @@ impl Raft {
                         warn!(target = %assign.leader, "leader assignment to a non-voter ignored");
                     }
                 } else if self.role == Role::Follower
-                    && self.leader == Some(from)
                     && assign.leader == from
+                    && assign.term == self.hard.term
+                    && self.leader.is_none_or(|known| known == from)
                 {
+                    // Only a leader announces itself, and a term has one leader, so the
+                    // announcement also names the leader when it overtook the first heartbeat.
+                    self.set_leader(now, from, LeaderChangeCause::LeaderHeard);
+                    self.reset_election_timer(now);
                     self.hard.manual_override = Some(from);
                 } else {
                     debug!(%from, "leader assignment ignored: this node is not its leader");

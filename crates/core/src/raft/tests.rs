@@ -1,1 +1,727 @@
-//! Unit tests of the election state machine.
+//! Unit tests of the election state machine beyond the Raft paper's claims (those are in
+//! `tests/raft_paper.rs`): pre-vote and the leader lease, check-quorum, `connected` quorum and
+//! its tie-break, manual `SetLeader` in both modes, transfer and pin, automatic election off,
+//! once-only leader-change events, duplicate-id quarantine, resignation and restart.
+//! Each fires one input and compares the drained actions exactly where that is practical.
+
+use std::time::Duration;
+
+use conclave_protocol::{
+    AppendEntries, AppendResp, LeaderAssign, PeerId, RequestVote, TimeoutNow, Vote,
+};
+
+use crate::raft::{
+    Action, Command, CommandOutcome, Event, HardState, LeaderChangeCause, LogPosition, Raft,
+    RaftConfig, RaftError, RaftMessage, Role,
+};
+use crate::rng::SeededRng;
+use crate::time::Instant;
+
+fn id(name: &str) -> PeerId {
+    PeerId::new(name).unwrap()
+}
+
+fn ms(millis: u64) -> Instant {
+    Instant::from_millis(millis)
+}
+
+fn config(me: &str, voters: &[&str]) -> RaftConfig {
+    RaftConfig::new(id(me), voters.iter().map(|v| id(v)))
+        .with_heartbeat(Duration::from_millis(50))
+        .with_election_timeout(Duration::from_millis(150), Duration::from_millis(300))
+}
+
+fn start(config: RaftConfig) -> Raft {
+    start_from(config, HardState::default())
+}
+
+fn start_from(config: RaftConfig, state: HardState) -> Raft {
+    Raft::new(
+        config,
+        state,
+        LogPosition::default(),
+        SeededRng::new(7),
+        ms(0),
+    )
+    .unwrap()
+}
+
+fn drain(raft: &mut Raft) -> Vec<Action> {
+    std::iter::from_fn(|| raft.poll_action()).collect()
+}
+
+fn sends(actions: &[Action]) -> Vec<(PeerId, RaftMessage)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send { to, message } => Some((*to, message.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn events(actions: &[Action]) -> Vec<Event> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Publish(e) => Some(e.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn leader_changes(actions: &[Action]) -> Vec<(u64, Option<PeerId>, LeaderChangeCause)> {
+    events(actions)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::LeaderChanged {
+                term,
+                leader,
+                cause,
+                ..
+            } => Some((term, leader, cause)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn heartbeat(term: u64, leader: &str) -> RaftMessage {
+    RaftMessage::AppendEntries(AppendEntries {
+        term,
+        leader: id(leader),
+        prev_index: 0,
+        prev_term: 0,
+        entries: Vec::new(),
+        commit: 0,
+    })
+}
+
+fn vote_request(term: u64, candidate: &str, pre_vote: bool) -> RaftMessage {
+    RaftMessage::RequestVote(RequestVote {
+        term,
+        candidate: id(candidate),
+        last_log_index: 0,
+        last_log_term: 0,
+        pre_vote,
+        leadership_transfer: false,
+    })
+}
+
+fn vote(term: u64, granted: bool, pre_vote: bool) -> RaftMessage {
+    RaftMessage::Vote(Vote {
+        term,
+        granted,
+        pre_vote,
+    })
+}
+
+fn ok_response(term: u64) -> RaftMessage {
+    RaftMessage::AppendResp(AppendResp {
+        term,
+        success: true,
+        match_index: 0,
+        hint: None,
+    })
+}
+
+/// Drives `raft` (a voter of `a, b, c`) to leadership of term 1 with `b`'s vote.
+fn elect(raft: &mut Raft) -> Instant {
+    let at = raft.poll_timeout().unwrap();
+    raft.handle_timeout(at);
+    if raft.role() == Role::PreCandidate {
+        raft.handle_message(at, id("b"), vote(raft.term() + 1, true, true));
+    }
+    raft.handle_message(at, id("b"), vote(raft.term(), true, false));
+    assert_eq!(raft.role(), Role::Leader);
+    drain(raft);
+    at
+}
+
+// ---------------------------------------------------------------------------------------------
+// RAFT-7 pre-vote and leader lease
+
+/// RAFT-7: a pre-candidate asks at term + 1 without changing its own term or vote, so nothing
+/// is persisted; the request is marked `pre_vote`.
+#[test]
+fn raft7_pre_vote_changes_no_term() {
+    let mut raft = start(config("a", &["a", "b", "c"]));
+    raft.handle_timeout(raft.poll_timeout().unwrap());
+    let actions = drain(&mut raft);
+    assert_eq!(raft.role(), Role::PreCandidate);
+    assert_eq!(raft.term(), 0);
+    assert!(!actions.iter().any(|a| matches!(a, Action::Persist(_))));
+    let request = vote_request(1, "a", true);
+    assert_eq!(
+        sends(&actions),
+        vec![(id("b"), request.clone()), (id("c"), request)]
+    );
+}
+
+/// RAFT-7: a follower that heard its leader within the minimum election timeout ignores
+/// vote and pre-vote requests of higher terms (no answer, no term change): a node rejoining
+/// after a partition cannot depose a healthy leader.
+#[test]
+fn raft7_follower_in_lease_ignores_disruptive_candidates() {
+    let mut raft = start(config("b", &["a", "b", "c"]));
+    raft.handle_message(ms(10), id("a"), heartbeat(3, "a"));
+    drain(&mut raft);
+    for pre_vote in [true, false] {
+        raft.handle_message(ms(100), id("c"), vote_request(9, "c", pre_vote));
+        assert_eq!(drain(&mut raft), vec![]);
+        assert_eq!(raft.term(), 3);
+        assert_eq!(raft.leader(), Some(id("a")));
+    }
+}
+
+/// RAFT-7: once the lease has run out, a pre-vote is granted at the requested term without
+/// the voter moving to that term or recording a vote.
+#[test]
+fn raft7_pre_vote_granted_after_lease_without_state_change() {
+    let mut raft = start(config("b", &["a", "b", "c"]));
+    raft.handle_message(ms(10), id("a"), heartbeat(3, "a"));
+    drain(&mut raft);
+    raft.handle_message(ms(170), id("c"), vote_request(4, "c", true));
+    let actions = drain(&mut raft);
+    assert_eq!(sends(&actions), vec![(id("c"), vote(4, true, true))]);
+    assert!(!actions.iter().any(|a| matches!(a, Action::Persist(_))));
+    assert_eq!(raft.term(), 3);
+    assert_eq!(raft.hard_state().vote, None);
+}
+
+/// RAFT-7: a transfer campaign (after `TimeoutNow`) sets the lease aside.
+#[test]
+fn raft7_leadership_transfer_overrides_the_lease() {
+    let mut raft = start(config("b", &["a", "b", "c"]));
+    raft.handle_message(ms(10), id("a"), heartbeat(3, "a"));
+    drain(&mut raft);
+    let mut request = vote_request(4, "c", false);
+    if let RaftMessage::RequestVote(r) = &mut request {
+        r.leadership_transfer = true;
+    }
+    raft.handle_message(ms(20), id("c"), request);
+    let actions = drain(&mut raft);
+    assert_eq!(
+        actions[0],
+        Action::Persist(HardState {
+            term: 4,
+            vote: Some(id("c")),
+            manual_override: None
+        })
+    );
+    assert_eq!(sends(&actions), vec![(id("c"), vote(4, true, false))]);
+}
+
+/// RAFT-7: a pre-vote refused by a majority sends the pre-candidate back to follower without
+/// any term change.
+#[test]
+fn raft7_pre_vote_lost() {
+    let mut raft = start(config("a", &["a", "b", "c"]));
+    let at = raft.poll_timeout().unwrap();
+    raft.handle_timeout(at);
+    drain(&mut raft);
+    raft.handle_message(at, id("b"), vote(0, false, true));
+    assert_eq!(
+        raft.role(),
+        Role::PreCandidate,
+        "one refusal of three is not decisive"
+    );
+    raft.handle_message(at, id("c"), vote(0, false, true));
+    assert_eq!(raft.role(), Role::Follower);
+    assert_eq!(raft.term(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// RAFT-7 check-quorum
+
+/// RAFT-7: a leader that hears no quorum for the minimum election timeout steps down and
+/// publishes the loss of leadership with its cause; one that hears a quorum stays.
+#[test]
+fn raft7_check_quorum_steps_down_a_lonely_leader() {
+    let mut raft = start(config("a", &["a", "b", "c"]));
+    let won = elect(&mut raft);
+    // b answers the heartbeats for a while: the first check passes.
+    raft.handle_message(won + Duration::from_millis(60), id("b"), ok_response(1));
+    let first_check = won + Duration::from_millis(150);
+    while raft.poll_timeout().unwrap() <= first_check {
+        raft.handle_timeout(raft.poll_timeout().unwrap());
+    }
+    assert_eq!(raft.role(), Role::Leader);
+    drain(&mut raft);
+    // Then silence until the next check.
+    let second_check = first_check + Duration::from_millis(150);
+    while raft.poll_timeout().unwrap() <= second_check {
+        raft.handle_timeout(raft.poll_timeout().unwrap());
+    }
+    let actions = drain(&mut raft);
+    assert_eq!(raft.role(), Role::Follower);
+    assert_eq!(
+        leader_changes(&actions),
+        vec![(1, None, LeaderChangeCause::QuorumLost)]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// RAFT-6 connected mode
+
+fn connected(me: &str, peers: &[&str]) -> Raft {
+    let mut config = config(me, &[]);
+    config.quorum = crate::raft::QuorumMode::Connected;
+    let mut raft = start(config);
+    for peer in peers {
+        raft.handle_peer_status(ms(0), id(peer), true);
+    }
+    drain(&mut raft);
+    raft
+}
+
+/// RAFT-6: in `connected` mode the threshold follows the connected peers: 4 connected peers
+/// make 5 nodes and need 3 votes; when two drop out mid-campaign, 2 of 3 suffice.
+#[test]
+fn raft6_connected_threshold_follows_membership() {
+    let mut raft = connected("a", &["b", "c", "d", "e"]);
+    assert_eq!(raft.quorum_size(), 3);
+    let at = raft.poll_timeout().unwrap();
+    raft.handle_timeout(at);
+    raft.handle_message(at, id("b"), vote(1, true, true));
+    assert_eq!(raft.role(), Role::PreCandidate);
+    raft.handle_peer_status(at, id("d"), false);
+    raft.handle_peer_status(at, id("e"), false);
+    assert_eq!(raft.quorum_size(), 2);
+    // The pre-vote is won now, and the real campaign needs b's vote again.
+    assert_eq!(raft.role(), Role::Candidate);
+    raft.handle_message(at, id("b"), vote(1, true, false));
+    assert_eq!(raft.role(), Role::Leader);
+}
+
+/// RAFT-6: in `connected` mode a leader that meets another leader of its term yields when
+/// the other id is byte-wise larger, and ignores it otherwise; either way a split brain is
+/// reported.
+#[test]
+fn raft6_connected_equal_term_tie_break() {
+    let mut small = connected("a", &[]);
+    small.handle_timeout(small.poll_timeout().unwrap());
+    assert_eq!(small.role(), Role::Leader);
+    assert_eq!(small.term(), 1);
+    drain(&mut small);
+
+    small.handle_message(ms(400), id("b"), heartbeat(1, "b"));
+    let actions = drain(&mut small);
+    assert_eq!(small.role(), Role::Follower);
+    assert_eq!(small.leader(), Some(id("b")));
+    assert!(events(&actions).contains(&Event::SplitBrain {
+        term: 1,
+        known: id("a"),
+        other: id("b")
+    }));
+    assert_eq!(
+        leader_changes(&actions),
+        vec![(1, Some(id("b")), LeaderChangeCause::TieBreak)]
+    );
+
+    let mut large = connected("z", &[]);
+    large.handle_timeout(large.poll_timeout().unwrap());
+    drain(&mut large);
+    large.handle_message(ms(400), id("b"), heartbeat(1, "b"));
+    assert_eq!(large.role(), Role::Leader);
+    assert!(events(&drain(&mut large)).contains(&Event::SplitBrain {
+        term: 1,
+        known: id("z"),
+        other: id("b")
+    }));
+}
+
+/// RAFT-6: a follower of a leader meets a second leader of the same term: it follows the
+/// larger id.
+#[test]
+fn raft6_connected_follower_switches_to_larger_leader() {
+    let mut raft = connected("a", &["b", "c"]);
+    raft.handle_message(ms(10), id("b"), heartbeat(2, "b"));
+    drain(&mut raft);
+    raft.handle_message(ms(20), id("c"), heartbeat(2, "c"));
+    assert_eq!(raft.leader(), Some(id("c")));
+    raft.handle_message(ms(30), id("b"), heartbeat(2, "b"));
+    assert_eq!(
+        raft.leader(),
+        Some(id("c")),
+        "the smaller claimant is ignored"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// RAFT-8 manual override
+
+/// RAFT-8 `connected`: `SetLeader` persists term + 1 with the override before broadcasting
+/// `LeaderAssign`, and adopts the assigned leader here.
+#[test]
+fn raft8_connected_set_leader_assigns() {
+    let mut raft = connected("a", &["b", "c"]);
+    raft.handle_message(ms(10), id("b"), heartbeat(4, "b"));
+    drain(&mut raft);
+    let outcome = raft.handle_command(ms(20), Command::SetLeader(id("c")));
+    assert_eq!(outcome, Ok(CommandOutcome::Applied));
+    let actions = drain(&mut raft);
+    let assign = RaftMessage::LeaderAssign(LeaderAssign {
+        term: 5,
+        leader: id("c"),
+        assigner: id("a"),
+    });
+    assert_eq!(
+        actions[..3],
+        [
+            Action::Persist(HardState {
+                term: 5,
+                vote: None,
+                manual_override: Some(id("c"))
+            }),
+            Action::Send {
+                to: id("b"),
+                message: assign.clone()
+            },
+            Action::Send {
+                to: id("c"),
+                message: assign
+            },
+        ]
+    );
+    assert_eq!(
+        leader_changes(&actions),
+        vec![(5, Some(id("c")), LeaderChangeCause::SetLeader)]
+    );
+    assert_eq!(
+        raft.handle_command(ms(30), Command::SetLeader(id("x"))),
+        Err(RaftError::UnknownPeer(id("x")))
+    );
+}
+
+/// RAFT-8 `connected`: a node receiving `LeaderAssign` naming itself becomes leader of that
+/// term at once and sends heartbeats; one naming another follows it.
+#[test]
+fn raft8_connected_leader_assign_is_adopted() {
+    let mut raft = connected("c", &["a", "b"]);
+    let assign = LeaderAssign {
+        term: 3,
+        leader: id("c"),
+        assigner: id("a"),
+    };
+    raft.handle_message(ms(10), id("a"), RaftMessage::LeaderAssign(assign));
+    let actions = drain(&mut raft);
+    assert_eq!(raft.role(), Role::Leader);
+    assert_eq!(raft.term(), 3);
+    assert_eq!(raft.hard_state().manual_override, Some(id("c")));
+    assert_eq!(
+        sends(&actions),
+        vec![(id("a"), heartbeat(3, "c")), (id("b"), heartbeat(3, "c"))]
+    );
+}
+
+/// RAFT-8 `voters`: on the leader, `SetLeader(target)` starts a transfer. A target whose log
+/// is known to match gets `TimeoutNow { pin: true }` at once.
+#[test]
+fn raft8_voters_set_leader_transfers_from_the_leader() {
+    let mut raft = start(config("a", &["a", "b", "c"]));
+    let at = elect(&mut raft);
+    let outcome = raft.handle_command(at, Command::SetLeader(id("c")));
+    assert_eq!(
+        outcome,
+        Ok(CommandOutcome::TransferStarted { target: id("c") })
+    );
+    assert_eq!(
+        sends(&drain(&mut raft)),
+        vec![(
+            id("c"),
+            RaftMessage::TimeoutNow(TimeoutNow { term: 1, pin: true })
+        )]
+    );
+    assert_eq!(
+        raft.handle_command(at, Command::SetLeader(id("x"))),
+        Err(RaftError::NotAVoter(id("x")))
+    );
+}
+
+/// RAFT-8 `voters`: a target not known to hold the leader's whole log is asked with a
+/// heartbeat first; `TimeoutNow` follows its answer showing it caught up, and only then.
+#[test]
+fn raft8_transfer_waits_for_the_target_to_catch_up() {
+    let state = HardState {
+        term: 1,
+        vote: None,
+        manual_override: None,
+    };
+    let mut raft = Raft::new(
+        config("a", &["a", "b", "c"]),
+        state,
+        LogPosition::new(1, 5),
+        SeededRng::new(7),
+        ms(0),
+    )
+    .unwrap();
+    let at = elect(&mut raft);
+    assert_eq!(raft.term(), 2);
+    raft.handle_command(at, Command::SetLeader(id("c")))
+        .unwrap();
+    let probe = RaftMessage::AppendEntries(AppendEntries {
+        term: 2,
+        leader: id("a"),
+        prev_index: 5,
+        prev_term: 1,
+        entries: Vec::new(),
+        commit: 0,
+    });
+    assert_eq!(sends(&drain(&mut raft)), vec![(id("c"), probe)]);
+    let behind = RaftMessage::AppendResp(AppendResp {
+        term: 2,
+        success: true,
+        match_index: 3,
+        hint: None,
+    });
+    raft.handle_message(at, id("c"), behind);
+    assert_eq!(sends(&drain(&mut raft)), vec![]);
+    let caught_up = RaftMessage::AppendResp(AppendResp {
+        term: 2,
+        success: true,
+        match_index: 5,
+        hint: None,
+    });
+    raft.handle_message(at, id("c"), caught_up);
+    assert_eq!(
+        sends(&drain(&mut raft)),
+        vec![(
+            id("c"),
+            RaftMessage::TimeoutNow(TimeoutNow { term: 2, pin: true })
+        )]
+    );
+    // Ordered once.
+    raft.handle_message(at, id("c"), ok_response(2));
+    assert_eq!(sends(&drain(&mut raft)), vec![]);
+}
+
+/// RAFT-8 `voters`: a follower forwards `SetLeader` to the leader it knows; without a leader
+/// it orders the target to campaign.
+#[test]
+fn raft8_voters_set_leader_on_a_follower() {
+    let mut raft = start(config("b", &["a", "b", "c"]));
+    raft.handle_message(ms(10), id("a"), heartbeat(2, "a"));
+    drain(&mut raft);
+    assert_eq!(
+        raft.handle_command(ms(20), Command::SetLeader(id("c"))),
+        Ok(CommandOutcome::Forwarded { to: id("a") })
+    );
+    assert_eq!(
+        sends(&drain(&mut raft)),
+        vec![(
+            id("a"),
+            RaftMessage::LeaderAssign(LeaderAssign {
+                term: 2,
+                leader: id("c"),
+                assigner: id("b")
+            })
+        )]
+    );
+
+    let mut orphan = start(config("b", &["a", "b", "c"]));
+    assert_eq!(
+        orphan.handle_command(ms(20), Command::SetLeader(id("c"))),
+        Ok(CommandOutcome::TransferStarted { target: id("c") })
+    );
+    assert_eq!(
+        sends(&drain(&mut orphan)),
+        vec![(
+            id("c"),
+            RaftMessage::TimeoutNow(TimeoutNow { term: 0, pin: true })
+        )]
+    );
+}
+
+/// RAFT-8: `TimeoutNow` makes a follower campaign at once, without pre-vote, as a transfer;
+/// winning with `pin` pins it and announces the pin.
+#[test]
+fn raft8_timeout_now_campaigns_and_pins() {
+    let mut raft = start(config("c", &["a", "b", "c"]));
+    raft.handle_message(ms(10), id("a"), heartbeat(2, "a"));
+    drain(&mut raft);
+    raft.handle_message(
+        ms(20),
+        id("a"),
+        RaftMessage::TimeoutNow(TimeoutNow { term: 2, pin: true }),
+    );
+    let actions = drain(&mut raft);
+    assert_eq!(raft.role(), Role::Candidate);
+    assert_eq!(raft.term(), 3);
+    let (_, first) = &sends(&actions)[0];
+    assert!(matches!(
+        first,
+        RaftMessage::RequestVote(RequestVote {
+            pre_vote: false,
+            leadership_transfer: true,
+            term: 3,
+            ..
+        })
+    ));
+    raft.handle_message(ms(21), id("b"), vote(3, true, false));
+    let actions = drain(&mut raft);
+    assert_eq!(raft.role(), Role::Leader);
+    assert_eq!(raft.hard_state().manual_override, Some(id("c")));
+    let announce = RaftMessage::LeaderAssign(LeaderAssign {
+        term: 3,
+        leader: id("c"),
+        assigner: id("c"),
+    });
+    assert!(sends(&actions).contains(&(id("a"), announce)));
+    assert_eq!(
+        leader_changes(&actions),
+        vec![(3, Some(id("c")), LeaderChangeCause::Transfer)]
+    );
+}
+
+/// RAFT-8: with automatic election off, a lost leader is reported once and nobody
+/// campaigns, however long it waits.
+#[test]
+fn raft8_auto_election_off_never_campaigns() {
+    let mut config = config("b", &["a", "b", "c"]);
+    config.auto_election = false;
+    let mut raft = start(config);
+    raft.handle_message(ms(10), id("a"), heartbeat(2, "a"));
+    drain(&mut raft);
+    let mut all = Vec::new();
+    for _ in 0..50 {
+        raft.handle_timeout(raft.poll_timeout().unwrap());
+        all.extend(drain(&mut raft));
+    }
+    assert_eq!(raft.role(), Role::Follower);
+    assert_eq!(sends(&all), vec![]);
+    assert_eq!(
+        leader_changes(&all),
+        vec![(2, None, LeaderChangeCause::ElectionTimeout)]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// RAFT-9 events
+
+/// RAFT-9: a follower that learns the leader of a higher term from one heartbeat publishes
+/// that leader once, without an intermediate "no leader"; further heartbeats publish nothing.
+#[test]
+fn raft9_leader_change_published_once() {
+    let mut raft = start(config("b", &["a", "b", "c"]));
+    raft.handle_message(ms(10), id("a"), heartbeat(2, "a"));
+    let actions = drain(&mut raft);
+    assert_eq!(
+        leader_changes(&actions),
+        vec![(2, Some(id("a")), LeaderChangeCause::LeaderHeard)]
+    );
+    // Persisted before published.
+    let persisted = actions
+        .iter()
+        .position(|a| matches!(a, Action::Persist(_)))
+        .unwrap();
+    let published = actions
+        .iter()
+        .position(|a| matches!(a, Action::Publish(Event::LeaderChanged { .. })))
+        .unwrap();
+    assert!(persisted < published);
+
+    for at in [60, 110, 160] {
+        raft.handle_message(ms(at), id("a"), heartbeat(2, "a"));
+        assert_eq!(leader_changes(&drain(&mut raft)), vec![]);
+    }
+    // A new leader in a higher term: one event, in order.
+    raft.handle_message(ms(200), id("c"), heartbeat(3, "c"));
+    assert_eq!(
+        leader_changes(&drain(&mut raft)),
+        vec![(3, Some(id("c")), LeaderChangeCause::LeaderHeard)]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// MEM-3, resignation, restart, non-voters
+
+/// MEM-3: a node whose id was refused leaves the election: no timer, no campaign, no answer,
+/// commands refused.
+#[test]
+fn mem3_quarantined_node_takes_no_part() {
+    let mut raft = start(config("b", &["a", "b", "c"]));
+    raft.handle_id_refused(ms(5));
+    drain(&mut raft);
+    assert_eq!(raft.poll_timeout(), None);
+    raft.handle_message(ms(10), id("a"), vote_request(5, "a", false));
+    assert_eq!(drain(&mut raft), vec![]);
+    assert_eq!(raft.term(), 0);
+    assert_eq!(
+        raft.handle_command(ms(20), Command::Resign),
+        Err(RaftError::Quarantined)
+    );
+    assert!(raft.status().quarantined);
+}
+
+/// Yield: a leader resigns by transferring to a peer it heard; without one it steps down.
+#[test]
+fn resign_hands_over_or_steps_down() {
+    let mut raft = start(config("a", &["a", "b", "c"]));
+    let at = elect(&mut raft);
+    raft.handle_message(at, id("c"), ok_response(1));
+    drain(&mut raft);
+    assert_eq!(
+        raft.handle_command(at, Command::Resign),
+        Ok(CommandOutcome::TransferStarted { target: id("c") })
+    );
+
+    let mut alone = start(config("a", &["a"]));
+    alone.handle_timeout(alone.poll_timeout().unwrap());
+    assert_eq!(alone.role(), Role::Leader);
+    drain(&mut alone);
+    assert_eq!(
+        alone.handle_command(ms(400), Command::Resign),
+        Ok(CommandOutcome::SteppedDown)
+    );
+    assert_eq!(
+        leader_changes(&drain(&mut alone)),
+        vec![(1, None, LeaderChangeCause::Resign)]
+    );
+    assert_eq!(
+        alone.handle_command(ms(401), Command::Resign),
+        Err(RaftError::NotLeader { leader: None })
+    );
+}
+
+/// RAFT-1, WAL-2: restarted from its persisted hard state, a node does not vote for another
+/// candidate in the term it already voted in, and re-grants to the same one.
+#[test]
+fn raft1_restart_keeps_the_vote() {
+    let state = HardState {
+        term: 5,
+        vote: Some(id("a")),
+        manual_override: None,
+    };
+    let mut raft = start_from(config("b", &["a", "b", "c"]), state);
+    raft.handle_message(ms(1), id("c"), vote_request(5, "c", false));
+    assert_eq!(
+        sends(&drain(&mut raft)),
+        vec![(id("c"), vote(5, false, false))]
+    );
+    raft.handle_message(ms(2), id("a"), vote_request(5, "a", false));
+    assert_eq!(
+        sends(&drain(&mut raft)),
+        vec![(id("a"), vote(5, true, false))]
+    );
+}
+
+/// RAFT-6 `voters`: a node outside the voter set follows the leader but never campaigns and
+/// never grants a vote.
+#[test]
+fn raft6_non_voter_follows_but_never_campaigns() {
+    let mut raft = start(config("x", &["a", "b", "c"]));
+    let mut all = Vec::new();
+    for _ in 0..20 {
+        raft.handle_timeout(raft.poll_timeout().unwrap());
+        all.extend(drain(&mut raft));
+    }
+    assert_eq!(raft.role(), Role::Follower);
+    assert_eq!(sends(&all), vec![]);
+    raft.handle_message(ms(10_000), id("a"), vote_request(1, "a", false));
+    assert_eq!(
+        sends(&drain(&mut raft)),
+        vec![(id("a"), vote(1, false, false))]
+    );
+    raft.handle_message(ms(10_010), id("a"), heartbeat(1, "a"));
+    assert_eq!(raft.leader(), Some(id("a")));
+}
