@@ -1,6 +1,72 @@
-//! conclave-core: the sans-IO state machines of conclave.
+//! conclave-core: the sans-IO state machines of conclave, and the simulator that proves them.
 //!
-//! Placeholder crate docs; the driving loop is documented once raft lands.
+//! This crate is fully deterministic. It contains no networking, no file access, no threads
+//! and no clock: every input carries the current time as a virtual [`Instant`], randomness
+//! comes from an injected [`SeededRng`], and every output is data the caller carries out. The
+//! same inputs always give the same outputs, which is what lets [`sim`] replay a whole cluster
+//! from a seed. The actors in `conclave-actors` are a thin shell around it; no election
+//! decision is taken outside this crate.
+//!
+//! # The state machines
+//!
+//! - [`membership`]: the peer table, discovery, duplicate ids, ping/pong liveness and RTT
+//!   (MEM-1..5); [`fanout`] carries its events to subscribers through bounded queues.
+//! - [`raft`]: Raft leader election with pre-vote, check-quorum, both quorum modes, manual
+//!   override and leader-change events (RAFT-1..9).
+//!
+//! # Driving them
+//!
+//! Each machine is driven the same way (the shape of quinn-proto's `Connection` and raft-rs's
+//! `RawNode`): feed one input, drain every output, arm one timer.
+//!
+//! ```text
+//!            frames from peers          timer fired          operator command
+//!                   │                        │                       │
+//!                   ▼                        ▼                       ▼
+//!   handle_frame / handle_message    handle_timeout(now)    handle_command(now, ..)
+//!                   └────────────────────────┼───────────────────────┘
+//!                                            ▼
+//!                               ┌────────────────────────┐
+//!                               │  Membership  /  Raft   │  pure: no I/O, no clock
+//!                               └────────────────────────┘
+//!                                            │
+//!            ┌───────────────────────────────┼────────────────────────────┐
+//!            ▼                               ▼                            ▼
+//!   poll_action() → Persist            poll_action() → Send       poll_action() → Publish
+//!   (fsync before going on)            (encode, transmit)         (hooks, API, metrics)
+//!                                            │
+//!                                            ▼
+//!                               poll_timeout() → arm one timer
+//! ```
+//!
+//! Actions are carried out in the order they come: a `Persist` must be durable before any
+//! later action, because the messages after it depend on the term or vote it records
+//! (RAFT-1). Membership events reach the election as
+//! [`Raft::handle_peer_status`](raft::Raft::handle_peer_status).
+//!
+//! ```
+//! use std::time::Duration;
+//! use conclave_core::{Instant, SeededRng};
+//! use conclave_core::raft::{Action, HardState, LogPosition, Raft, RaftConfig, Role};
+//! use conclave_protocol::PeerId;
+//!
+//! let me = PeerId::new("gw-a").unwrap();
+//! // A single voter: it elects itself at its first election timeout.
+//! let mut raft = Raft::new(
+//!     RaftConfig::new(me, [me]),
+//!     HardState::default(),
+//!     LogPosition::default(),
+//!     SeededRng::new(42),
+//!     Instant::ZERO,
+//! )
+//! .unwrap();
+//! let deadline = raft.poll_timeout().unwrap();
+//! assert!(deadline >= Instant::ZERO + Duration::from_millis(1500));
+//! raft.handle_timeout(deadline);
+//! let actions: Vec<Action> = std::iter::from_fn(|| raft.poll_action()).collect();
+//! assert!(matches!(actions[0], Action::Persist(HardState { term: 1, .. })));
+//! assert_eq!(raft.role(), Role::Leader);
+//! ```
 
 #![deny(missing_docs)]
 
