@@ -460,6 +460,10 @@ fn leader_bcast_beat() {
         vec![
             beat(2),
             beat(3),
+            Action::Publish(Event::ElectionWon {
+                term: 3,
+                duration: Duration::ZERO
+            }),
             role_changed(3, Role::Leader),
             leader_changed(3, Some(id(1)), Role::Leader, LeaderChangeCause::VoteWon),
         ]

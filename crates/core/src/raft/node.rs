@@ -975,6 +975,13 @@ impl Raft {
             cause
         };
         self.role = Role::Leader;
+        let term = self.hard.term;
+        if let Some(started) = self.election_started_at {
+            self.pending_events.push(Event::ElectionWon {
+                term,
+                duration: now.saturating_duration_since(started),
+            });
+        }
         self.set_leader(now, self.config.id, cause);
         self.votes.clear();
         self.transfer = None;

@@ -632,6 +632,34 @@ fn raft9_leader_change_published_once() {
     );
 }
 
+/// RAFT-9: a won election is published with its duration, measured from the first campaign
+/// after the leader was lost, across failed rounds.
+#[test]
+fn raft9_election_won_carries_its_duration() {
+    let mut config = config("a", &["a", "b", "c"]);
+    config.pre_vote = false;
+    let mut raft = start(config);
+    let first = raft.poll_timeout().unwrap();
+    raft.handle_timeout(first);
+    let second = raft.poll_timeout().unwrap();
+    raft.handle_timeout(second);
+    assert_eq!(raft.term(), 2, "the first round timed out");
+    drain(&mut raft);
+    let won_at = second + Duration::from_millis(3);
+    raft.handle_message(won_at, id("b"), vote(2, true, false));
+    let won: Vec<Event> = events(&drain(&mut raft))
+        .into_iter()
+        .filter(|e| matches!(e, Event::ElectionWon { .. }))
+        .collect();
+    assert_eq!(
+        won,
+        vec![Event::ElectionWon {
+            term: 2,
+            duration: won_at - first
+        }]
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // MEM-3, resignation, restart, non-voters
 
