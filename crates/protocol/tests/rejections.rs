@@ -405,3 +405,46 @@ fn drop_reason_labels_are_distinct() {
     ];
     assert_eq!(labels, expected.into_iter().collect());
 }
+
+/// PROTO-3, PROTO-6: an unknown body kind, log entry kind or resign reason makes the whole
+/// frame `Malformed` (docs/wire-protocol.md §3).
+#[test]
+fn unknown_kinds_are_malformed() {
+    let codec = FrameCodec::new(cluster("s"), None);
+    // cluster "s", from "a", incarnation 1, seq 1, broadcast, then the body.
+    let frame = |body: &[u8]| {
+        [
+            &[0x97, 0x01, 0xa1, b's', 0xa1, b'a', 0x01, 0x01, 0xc0][..],
+            body,
+        ]
+        .concat()
+    };
+
+    // goodbye (4) is known, kind 5 is not.
+    assert!(codec.decode(&frame(&[0x92, 0x04, 0x90])).is_ok());
+    let err = codec.decode(&frame(&[0x92, 0x05, 0x90])).unwrap_err();
+    assert!(
+        matches!(&err, FrameError::Malformed(reason) if reason.contains("unknown body kind 5")),
+        "{err:?}"
+    );
+
+    // append_entries with one entry [index 1, term 1, kind, bin ""]: kind 1 is a command.
+    let append = |entry_kind: u8| {
+        frame(&[
+            0x92, 18, 0x96, 0x01, 0xa1, b'a', 0x00, 0x00, 0x91, 0x94, 0x01, 0x01, entry_kind, 0xc4,
+            0x00, 0x00,
+        ])
+    };
+    assert!(codec.decode(&append(1)).is_ok());
+    assert!(matches!(
+        codec.decode(&append(2)),
+        Err(FrameError::Malformed(_))
+    ));
+
+    // master_resign [reason, successor nil]: shutdown is 2, 3 is unknown.
+    assert!(codec.decode(&frame(&[0x92, 53, 0x92, 0x02, 0xc0])).is_ok());
+    assert!(matches!(
+        codec.decode(&frame(&[0x92, 53, 0x92, 0x03, 0xc0])),
+        Err(FrameError::Malformed(_))
+    ));
+}
