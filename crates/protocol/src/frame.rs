@@ -88,12 +88,30 @@ impl FrameCodec {
     pub fn decode(&self, frame: &[u8]) -> Result<Envelope, FrameError> {
         let tag_len = self.tag_len();
         if frame.len() <= tag_len {
-            return Err(FrameError::Truncated {
-                len: frame.len(),
-                tag_len,
-            });
+            return Err(self.untagged_or(
+                frame,
+                FrameError::Truncated {
+                    len: frame.len(),
+                    tag_len,
+                },
+            ));
         }
         let (message, tag) = frame.split_at(frame.len() - tag_len);
+        let envelope = match self.decode_envelope_for_us(message) {
+            Ok(envelope) => envelope,
+            Err(err @ FrameError::Malformed(_)) => return Err(self.untagged_or(frame, err)),
+            Err(err) => return Err(err),
+        };
+        if let Some(key) = &self.key {
+            if !key.verify(message, tag) {
+                return Err(FrameError::BadTag);
+            }
+        }
+        Ok(envelope)
+    }
+
+    /// Structure, version and cluster checks of an envelope without its tag.
+    fn decode_envelope_for_us(&self, message: &[u8]) -> Result<Envelope, FrameError> {
         check_version(message)?;
         let envelope = decode_envelope(message)?;
         if envelope.version != PROTOCOL_VERSION {
@@ -108,12 +126,22 @@ impl FrameCodec {
                 expected: self.cluster,
             });
         }
-        if let Some(key) = &self.key {
-            if !key.verify(message, tag) {
-                return Err(FrameError::BadTag);
-            }
-        }
         Ok(envelope)
+    }
+
+    /// With a key, a frame that is a whole envelope with no tag at all (from a node without
+    /// the key, or a forger who has none) would read as an envelope cut short; it is an
+    /// authentication failure and is reported as one, after the version and cluster checks it
+    /// would have failed first. Anything else keeps the structural error `otherwise`.
+    fn untagged_or(&self, frame: &[u8], otherwise: FrameError) -> FrameError {
+        if self.key.is_none() {
+            return otherwise;
+        }
+        match self.decode_envelope_for_us(frame) {
+            Ok(_) => FrameError::BadTag,
+            Err(FrameError::Malformed(_)) => otherwise,
+            Err(err) => err,
+        }
     }
 }
 

@@ -1,0 +1,353 @@
+//! Exact on-wire sizes of the frames that are sent all the time (heartbeat, vote request,
+//! vote, ping, pong), checked against the numbers `docs/wire-protocol.md` states, so the
+//! document cannot drift from the code. Also checks the document's annotated hex dump byte by
+//! byte, the worst case with 32-byte ids, and how many log entries fit one ESP-NOW frame.
+//!
+//! Covers PROTO-2 (the envelope layout), PROTO-4 (frames fit the link; batches are cut to the
+//! MTU) and the §11 target of at most 64 bytes for a heartbeat, vote or ping with its tag.
+
+use conclave_protocol::{
+    AppendEntries, AuthKey, ClusterId, DEFAULT_TAG_LEN, ESPNOW_V1_MTU, EntryKind, Envelope,
+    FrameCodec, FrameError, LogEntry, MAX_ID_LEN, MAX_TAG_LEN, PeerId, Ping, Pong, RequestVote,
+    Vote,
+};
+
+/// The document whose numbers these tests hold to.
+const WIRE_DOC: &str = include_str!("../../../docs/wire-protocol.md");
+
+/// The key of the hex dump in the document, so other implementations can check their HMAC.
+const DOC_KEY: &[u8] = b"conclave-demo-key-site-1";
+
+/// DESIGN §11: heartbeat, vote and ping frames with their tag.
+const TARGET: usize = 64;
+
+/// Realistic values: a node on its third start, well into its life, in term 7.
+const TERM: u64 = 7;
+const INCARNATION: u64 = 3;
+const SEQ: u64 = 123_456;
+const LOG_INDEX: u64 = 1234;
+const TIMESTAMP_MS: u64 = 1_700_000_000_000;
+
+fn cluster(name: &str) -> ClusterId {
+    ClusterId::new(name).expect("valid cluster id")
+}
+
+fn peer(name: &str) -> PeerId {
+    PeerId::new(name).expect("valid peer id")
+}
+
+fn codec(cluster_id: ClusterId, tag_len: usize) -> FrameCodec {
+    FrameCodec::new(
+        cluster_id,
+        Some(AuthKey::new(DOC_KEY, tag_len).expect("valid key")),
+    )
+}
+
+/// The frames the document lists, in its order, for a cluster, two peers and numbers.
+struct Scenario {
+    cluster: ClusterId,
+    a: PeerId,
+    b: PeerId,
+    term: u64,
+    incarnation: u64,
+    seq: u64,
+    index: u64,
+    timestamp_ms: u64,
+}
+
+impl Scenario {
+    fn realistic() -> Self {
+        Self {
+            cluster: cluster("site-1"),
+            a: peer("gw-a"),
+            b: peer("gw-b"),
+            term: TERM,
+            incarnation: INCARNATION,
+            seq: SEQ,
+            index: LOG_INDEX,
+            timestamp_ms: TIMESTAMP_MS,
+        }
+    }
+
+    /// 32-byte ids and every number at its widest MessagePack encoding.
+    fn worst_case() -> Self {
+        let long = |c: char| c.to_string().repeat(MAX_ID_LEN);
+        Self {
+            cluster: cluster(&long('c')),
+            a: peer(&long('a')),
+            b: peer(&long('b')),
+            term: u64::MAX,
+            incarnation: u64::MAX,
+            seq: u64::MAX,
+            index: u64::MAX,
+            timestamp_ms: u64::MAX,
+        }
+    }
+
+    fn envelope(
+        &self,
+        from: PeerId,
+        to: Option<PeerId>,
+        body: conclave_protocol::Body,
+    ) -> Envelope {
+        Envelope::new(self.cluster, from, self.incarnation, self.seq, to, body)
+    }
+
+    fn append_entries(&self, to: Option<PeerId>, entries: Vec<LogEntry>) -> Envelope {
+        self.envelope(
+            self.a,
+            to,
+            AppendEntries {
+                term: self.term,
+                leader: self.a,
+                prev_index: self.index,
+                prev_term: self.term,
+                entries,
+                commit: self.index,
+            }
+            .into(),
+        )
+    }
+
+    /// A heartbeat is an `AppendEntries` with no entries.
+    fn heartbeat(&self, to: Option<PeerId>) -> Envelope {
+        self.append_entries(to, Vec::new())
+    }
+
+    fn vote_request(&self, to: Option<PeerId>) -> Envelope {
+        self.envelope(
+            self.a,
+            to,
+            RequestVote {
+                term: self.term,
+                candidate: self.a,
+                last_log_index: self.index,
+                last_log_term: self.term,
+                pre_vote: false,
+                leadership_transfer: false,
+            }
+            .into(),
+        )
+    }
+
+    /// The rows of the document's size tables, label first.
+    fn frames(&self) -> Vec<(&'static str, Envelope)> {
+        vec![
+            ("heartbeat, broadcast", self.heartbeat(None)),
+            ("heartbeat, unicast", self.heartbeat(Some(self.b))),
+            ("vote request, broadcast", self.vote_request(None)),
+            ("vote request, unicast", self.vote_request(Some(self.b))),
+            (
+                "vote",
+                self.envelope(
+                    self.b,
+                    Some(self.a),
+                    Vote {
+                        term: self.term,
+                        granted: true,
+                        pre_vote: false,
+                    }
+                    .into(),
+                ),
+            ),
+            (
+                "ping",
+                self.envelope(
+                    self.a,
+                    Some(self.b),
+                    Ping {
+                        timestamp_ms: self.timestamp_ms,
+                    }
+                    .into(),
+                ),
+            ),
+            (
+                "pong",
+                self.envelope(
+                    self.b,
+                    Some(self.a),
+                    Pong {
+                        timestamp_ms: self.timestamp_ms,
+                    }
+                    .into(),
+                ),
+            ),
+        ]
+    }
+}
+
+fn encoded_len(codec: &FrameCodec, envelope: &Envelope) -> usize {
+    codec
+        .encode(envelope, usize::MAX)
+        .expect("encodes without an MTU")
+        .len()
+}
+
+/// The numeric cells of the document's table row whose first cell is `label`, in the section
+/// that starts with `heading`.
+fn doc_row(heading: &str, label: &str) -> Vec<usize> {
+    let section = WIRE_DOC
+        .split_once(heading)
+        .unwrap_or_else(|| panic!("docs/wire-protocol.md has no heading {heading:?}"))
+        .1;
+    let section = section.split("\n#").next().unwrap_or(section);
+    let row = section
+        .lines()
+        .find(|line| {
+            line.split('|')
+                .nth(1)
+                .is_some_and(|cell| cell.trim() == label)
+        })
+        .unwrap_or_else(|| panic!("no row {label:?} under {heading:?} in docs/wire-protocol.md"));
+    row.split('|')
+        .skip(2)
+        .filter_map(|cell| cell.trim().trim_matches('*').parse().ok())
+        .collect()
+}
+
+const REALISTIC_HEADING: &str = "### Sizes of the frequent frames";
+const WORST_HEADING: &str = "### Worst case";
+const BATCH_HEADING: &str = "### Log entries per ESP-NOW frame";
+
+/// PROTO-4, DESIGN §11: with a 16-byte tag, each frequent frame is at most 64 bytes, and its
+/// envelope, tag and total are exactly what the document's table says.
+#[test]
+fn frequent_frames_fit_the_target_and_match_the_doc() {
+    let scenario = Scenario::realistic();
+    let codec = codec(scenario.cluster, DEFAULT_TAG_LEN);
+    let mut checked = 0;
+    for (label, envelope) in scenario.frames() {
+        let len = encoded_len(&codec, &envelope);
+        assert!(len <= TARGET, "{label}: {len} bytes exceeds {TARGET}");
+        assert_eq!(
+            doc_row(REALISTIC_HEADING, label),
+            vec![len - DEFAULT_TAG_LEN, DEFAULT_TAG_LEN, len],
+            "{label}: envelope, tag and total in docs/wire-protocol.md"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 7);
+}
+
+/// PROTO-4: the sentence the document leads with names the real heartbeat size.
+#[test]
+fn doc_states_the_heartbeat_size() {
+    let scenario = Scenario::realistic();
+    let len = encoded_len(
+        &codec(scenario.cluster, DEFAULT_TAG_LEN),
+        &scenario.heartbeat(None),
+    );
+    let sentence = format!("a heartbeat frame with its 16-byte tag is {len} bytes");
+    // Prose is wrapped at any space; compare with line breaks folded.
+    let prose = WIRE_DOC.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        prose.contains(&sentence),
+        "docs/wire-protocol.md should say {sentence:?}"
+    );
+}
+
+/// PROTO-4: with 32-byte ids and the widest numbers, every frequent frame still fits ESP-NOW
+/// v1 even with a full 32-byte tag; the document's worst-case table matches.
+#[test]
+fn worst_case_frames_fit_espnow_and_match_the_doc() {
+    let scenario = Scenario::worst_case();
+    let short_tag = codec(scenario.cluster, DEFAULT_TAG_LEN);
+    let full_tag = codec(scenario.cluster, MAX_TAG_LEN);
+    for (label, envelope) in scenario.frames() {
+        let len = encoded_len(&short_tag, &envelope);
+        let len_full = encoded_len(&full_tag, &envelope);
+        assert_eq!(len_full, len + MAX_TAG_LEN - DEFAULT_TAG_LEN);
+        assert!(len_full <= ESPNOW_V1_MTU, "{label}: {len_full} bytes");
+        assert_eq!(
+            doc_row(WORST_HEADING, label),
+            vec![len - DEFAULT_TAG_LEN, len, len_full],
+            "{label}: worst case in docs/wire-protocol.md"
+        );
+    }
+}
+
+/// PROTO-2, PROTO-5: the document's annotated hex dump is the exact heartbeat frame, tag
+/// included, under the key the document names; offsets in its first column are right.
+#[test]
+fn doc_hex_dump_is_the_real_heartbeat() {
+    let scenario = Scenario::realistic();
+    let frame = codec(scenario.cluster, DEFAULT_TAG_LEN)
+        .encode(&scenario.heartbeat(None), ESPNOW_V1_MTU)
+        .expect("fits");
+    assert!(
+        WIRE_DOC.contains(&format!("`{}`", String::from_utf8_lossy(DOC_KEY))),
+        "the document names the key of its dump"
+    );
+
+    let dump = WIRE_DOC
+        .split_once("<!-- heartbeat-dump:begin -->")
+        .and_then(|(_, rest)| rest.split_once("<!-- heartbeat-dump:end -->"))
+        .map(|(dump, _)| dump)
+        .expect("docs/wire-protocol.md has the heartbeat dump markers");
+    let mut documented = Vec::new();
+    for row in dump.lines() {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let Some(offset) = cells.get(1).and_then(|c| c.parse::<usize>().ok()) else {
+            continue; // header and separator rows
+        };
+        assert_eq!(offset, documented.len(), "offset column of row {row:?}");
+        let bytes = cells.get(2).expect("a bytes column").trim_matches('`');
+        for pair in bytes.split_whitespace() {
+            documented.push(u8::from_str_radix(pair, 16).expect("hex byte"));
+        }
+    }
+    assert_eq!(
+        documented,
+        frame,
+        "docs/wire-protocol.md dump vs the encoder (hex: {})",
+        frame
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+}
+
+/// How many `payload`-byte entries a unicast `AppendEntries` carries under `mtu`: the largest
+/// batch that encodes, found by growing it until the codec answers `Oversize`.
+fn largest_batch(codec: &FrameCodec, scenario: &Scenario, payload: usize, mtu: usize) -> usize {
+    let mut entries = Vec::new();
+    loop {
+        let count = entries.len();
+        entries.push(LogEntry {
+            index: scenario.index + 1 + count as u64,
+            term: scenario.term,
+            kind: EntryKind::Command,
+            data: vec![0x5a; payload],
+        });
+        let envelope = scenario.append_entries(Some(scenario.b), entries.clone());
+        match codec.encode(&envelope, mtu) {
+            Ok(frame) => assert!(frame.len() <= mtu),
+            Err(FrameError::Oversize { len, mtu: limit }) => {
+                assert_eq!(limit, mtu);
+                assert!(len > mtu);
+                return count;
+            }
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+/// PROTO-4: a leader cuts `AppendEntries` batches to the MTU; the largest batch of N-byte
+/// entries that fits ESP-NOW v1 is what the document's table says.
+#[test]
+fn largest_append_entries_batch_matches_the_doc() {
+    let scenario = Scenario::realistic();
+    let codec = codec(scenario.cluster, DEFAULT_TAG_LEN);
+    for payload in [0, 16, 64, 200] {
+        let count = largest_batch(&codec, &scenario, payload, ESPNOW_V1_MTU);
+        assert_eq!(
+            doc_row(BATCH_HEADING, &format!("{payload} B")),
+            vec![count],
+            "{payload}-byte entries in docs/wire-protocol.md"
+        );
+    }
+    // A 250-byte frame has room for one entry of 250 - 58 - 8 = 184 bytes, not 185.
+    assert_eq!(largest_batch(&codec, &scenario, 184, ESPNOW_V1_MTU), 1);
+    assert_eq!(largest_batch(&codec, &scenario, 185, ESPNOW_V1_MTU), 0);
+}
