@@ -156,6 +156,7 @@ fn heartbeat_at(term: u64, leader: PeerId, log: LogPosition) -> RaftMessage {
         prev_term: log.term,
         entries: Vec::new(),
         commit: 0,
+        pinned: false,
     })
 }
 

@@ -143,6 +143,9 @@ pub struct AppendEntries {
     pub entries: Vec<LogEntry>,
     /// The leader's commit index.
     pub commit: u64,
+    /// The leader is pinned by a manual override (RAFT-8). Carried on every heartbeat so that
+    /// every follower reports the same override, even one that missed the assignment.
+    pub pinned: bool,
 }
 
 /// Where a follower's log diverges, so the leader can skip back a whole term at once (LOG-2).
@@ -202,7 +205,7 @@ pub struct SnapshotResp {
 
 /// A manual leader assignment (RAFT-8). In `connected` quorum mode every receiver adopts `term`
 /// and `leader`; in `voters` mode it asks the current leader to transfer leadership to
-/// `leader`, and the leader announces the pin with it once the transfer is done.
+/// `leader` and pin it (followers then see the pin in the heartbeats' `pinned`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaderAssign {
     /// The term of the assignment.

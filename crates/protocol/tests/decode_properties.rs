@@ -208,18 +208,22 @@ fn body_of_kind(kind: BodyKind) -> BoxedStrategy<Body> {
             // Past 15 entries the array header changes from fixarray to array16.
             vec(log_entry(), 0..=18),
             wide_u64(),
+            any::<bool>(),
         )
-            .prop_map(|(term, leader, prev_index, prev_term, entries, commit)| {
-                AppendEntries {
-                    term,
-                    leader,
-                    prev_index,
-                    prev_term,
-                    entries,
-                    commit,
-                }
-                .into()
-            })
+            .prop_map(
+                |(term, leader, prev_index, prev_term, entries, commit, pinned)| {
+                    AppendEntries {
+                        term,
+                        leader,
+                        prev_index,
+                        prev_term,
+                        entries,
+                        commit,
+                        pinned,
+                    }
+                    .into()
+                },
+            )
             .boxed(),
         BodyKind::AppendResp => (
             wide_u64(),

@@ -43,6 +43,7 @@ fn heartbeat(seq: u64) -> Envelope {
             prev_term: 7,
             entries: Vec::new(),
             commit: 1234,
+            pinned: false,
         },
     )
 }
@@ -428,11 +429,12 @@ fn unknown_kinds_are_malformed() {
         "{err:?}"
     );
 
-    // append_entries with one entry [index 1, term 1, kind, bin ""]: kind 1 is a command.
+    // append_entries with one entry [index 1, term 1, kind, bin ""], commit 0, not pinned:
+    // entry kind 1 is a command.
     let append = |entry_kind: u8| {
         frame(&[
-            0x92, 18, 0x96, 0x01, 0xa1, b'a', 0x00, 0x00, 0x91, 0x94, 0x01, 0x01, entry_kind, 0xc4,
-            0x00, 0x00,
+            0x92, 18, 0x97, 0x01, 0xa1, b'a', 0x00, 0x00, 0x91, 0x94, 0x01, 0x01, entry_kind, 0xc4,
+            0x00, 0x00, 0xc2,
         ])
     };
     assert!(codec.decode(&append(1)).is_ok());

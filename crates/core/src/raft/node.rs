@@ -555,6 +555,13 @@ impl Raft {
         }
         self.reset_election_timer(now);
         self.commit = self.commit.max(append.commit.min(self.last_log.index));
+        // RAFT-8: every follower mirrors the leader's pin, so all of them report the same
+        // override, even one that missed the assignment or the pin's removal.
+        if append.pinned {
+            self.hard.manual_override = Some(from);
+        } else if self.hard.manual_override == Some(from) {
+            self.hard.manual_override = None;
+        }
 
         // The replicated log (LOG-2) extends this check to entries; for heartbeats it tells
         // the leader whether this follower's log ends where the leader's does.
@@ -598,8 +605,8 @@ impl Raft {
     }
 
     /// RAFT-8. In `connected` mode an assignment is authoritative: adopt its term and leader.
-    /// In `voters` mode it is a request to the leader to transfer leadership, or the leader's
-    /// announcement that it is pinned.
+    /// In `voters` mode it is a request to the leader to transfer leadership (or to pin itself);
+    /// followers learn the pin from the leader's heartbeats.
     fn handle_leader_assign(&mut self, now: Instant, from: PeerId, assign: LeaderAssign) {
         match &self.config.quorum {
             QuorumMode::Connected => {
@@ -625,22 +632,12 @@ impl Raft {
             QuorumMode::Voters(_) => {
                 if self.role == Role::Leader && assign.term == self.hard.term {
                     if assign.leader == self.config.id {
-                        self.pin_self();
+                        self.pin_self(now);
                     } else if self.is_voter(assign.leader) {
                         self.start_transfer(now, assign.leader, true, LeaderChangeCause::SetLeader);
                     } else {
                         warn!(target = %assign.leader, "leader assignment to a non-voter ignored");
                     }
-                } else if self.role == Role::Follower
-                    && assign.leader == from
-                    && assign.term == self.hard.term
-                    && self.leader.is_none_or(|known| known == from)
-                {
-                    // Only a leader announces itself, and a term has one leader, so the
-                    // announcement also names the leader when it overtook the first heartbeat.
-                    self.set_leader(now, from, LeaderChangeCause::LeaderHeard);
-                    self.reset_election_timer(now);
-                    self.hard.manual_override = Some(from);
                 } else {
                     debug!(%from, "leader assignment ignored: this node is not its leader");
                 }
@@ -720,7 +717,7 @@ impl Raft {
         }
         if self.role == Role::Leader {
             if target == self.config.id {
-                self.pin_self();
+                self.pin_self(now);
                 return Ok(CommandOutcome::Applied);
             }
             self.start_transfer(now, target, true, LeaderChangeCause::SetLeader);
@@ -832,17 +829,10 @@ impl Raft {
         });
     }
 
-    /// Pins this leader and tells the followers (RAFT-8).
-    fn pin_self(&mut self) {
+    /// Pins this leader (RAFT-8) and tells the followers at once: heartbeats carry the pin.
+    fn pin_self(&mut self, now: Instant) {
         self.hard.manual_override = Some(self.config.id);
-        let announce = LeaderAssign {
-            term: self.hard.term,
-            leader: self.config.id,
-            assigner: self.config.id,
-        };
-        for peer in self.replication_peers() {
-            self.send(peer, RaftMessage::LeaderAssign(announce));
-        }
+        self.broadcast_heartbeat(now);
     }
 
     // -----------------------------------------------------------------------------------------
@@ -988,10 +978,10 @@ impl Raft {
         self.recent_active.clear();
         self.match_index.clear();
         self.quorum_check_deadline = now + self.config.election_timeout_min;
-        self.broadcast_heartbeat(now);
         if std::mem::take(&mut self.pin_on_win) {
-            self.pin_self();
+            self.hard.manual_override = Some(self.config.id);
         }
+        self.broadcast_heartbeat(now);
     }
 
     fn become_follower(
@@ -1143,6 +1133,7 @@ impl Raft {
             prev_term: self.last_log.term,
             entries: Vec::new(),
             commit: self.commit,
+            pinned: self.hard.manual_override == Some(self.config.id),
         };
         self.send(peer, RaftMessage::AppendEntries(heartbeat));
     }

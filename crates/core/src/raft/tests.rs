@@ -93,7 +93,17 @@ fn heartbeat(term: u64, leader: &str) -> RaftMessage {
         prev_term: 0,
         entries: Vec::new(),
         commit: 0,
+        pinned: false,
     })
+}
+
+/// A heartbeat of a leader pinned by a manual override.
+fn pinned_heartbeat(term: u64, leader: &str) -> RaftMessage {
+    let mut message = heartbeat(term, leader);
+    if let RaftMessage::AppendEntries(beat) = &mut message {
+        beat.pinned = true;
+    }
+    message
 }
 
 fn vote_request(term: u64, candidate: &str, pre_vote: bool) -> RaftMessage {
@@ -410,7 +420,10 @@ fn raft8_connected_leader_assign_is_adopted() {
     assert_eq!(raft.hard_state().manual_override, Some(id("c")));
     assert_eq!(
         sends(&actions),
-        vec![(id("a"), heartbeat(3, "c")), (id("b"), heartbeat(3, "c"))]
+        vec![
+            (id("a"), pinned_heartbeat(3, "c")),
+            (id("b"), pinned_heartbeat(3, "c"))
+        ]
     );
 }
 
@@ -466,6 +479,7 @@ fn raft8_transfer_waits_for_the_target_to_catch_up() {
         prev_term: 1,
         entries: Vec::new(),
         commit: 0,
+        pinned: false,
     });
     assert_eq!(sends(&drain(&mut raft)), vec![(id("c"), probe)]);
     let behind = RaftMessage::AppendResp(AppendResp {
@@ -533,7 +547,7 @@ fn raft8_voters_set_leader_on_a_follower() {
 }
 
 /// RAFT-8: `TimeoutNow` makes a follower campaign at once, without pre-vote, as a transfer;
-/// winning with `pin` pins it and announces the pin.
+/// winning with `pin` pins it, and its heartbeats say so.
 #[test]
 fn raft8_timeout_now_campaigns_and_pins() {
     let mut raft = start(config("c", &["a", "b", "c"]));
@@ -561,12 +575,13 @@ fn raft8_timeout_now_campaigns_and_pins() {
     let actions = drain(&mut raft);
     assert_eq!(raft.role(), Role::Leader);
     assert_eq!(raft.hard_state().manual_override, Some(id("c")));
-    let announce = RaftMessage::LeaderAssign(LeaderAssign {
-        term: 3,
-        leader: id("c"),
-        assigner: id("c"),
-    });
-    assert!(sends(&actions).contains(&(id("a"), announce)));
+    assert_eq!(
+        sends(&actions),
+        vec![
+            (id("a"), pinned_heartbeat(3, "c")),
+            (id("b"), pinned_heartbeat(3, "c"))
+        ]
+    );
     assert_eq!(
         leader_changes(&actions),
         vec![(3, Some(id("c")), LeaderChangeCause::Transfer)]
@@ -593,6 +608,24 @@ fn raft8_auto_election_off_never_campaigns() {
         leader_changes(&all),
         vec![(2, None, LeaderChangeCause::ElectionTimeout)]
     );
+}
+
+/// RAFT-8: followers mirror the pin their leader's heartbeats carry, set or cleared.
+#[test]
+fn raft8_followers_mirror_the_leaders_pin() {
+    let mut raft = start(config("b", &["a", "b", "c"]));
+    raft.handle_message(ms(10), id("a"), pinned_heartbeat(2, "a"));
+    let actions = drain(&mut raft);
+    assert_eq!(
+        actions[0],
+        Action::Persist(HardState {
+            term: 2,
+            vote: None,
+            manual_override: Some(id("a"))
+        })
+    );
+    raft.handle_message(ms(60), id("a"), heartbeat(2, "a"));
+    assert_eq!(raft.hard_state().manual_override, None);
 }
 
 // ---------------------------------------------------------------------------------------------
