@@ -400,7 +400,6 @@ impl Simulation {
         let membership = self
             .config
             .membership
-            .clone()
             .map(|config| Membership::new(id, config, self.now));
         let node = &mut self.nodes[index];
         node.raft = Some(raft);
@@ -424,9 +423,7 @@ impl Simulation {
         let mut outcome = None;
         match input {
             Input::Message { body, .. } => {
-                let Some((from, origin)) = from_id else {
-                    return None;
-                };
+                let (from, origin) = from_id?;
                 if let Some(membership) = membership {
                     membership.handle_frame(now, from, &origin, &body);
                 }
