@@ -120,6 +120,8 @@ pub struct Raft {
     pin_on_win: bool,
     /// After a resignation, do not campaign before this time unless another leader appears.
     yielded_until: Option<Instant>,
+    /// The last pre-candidate this node stood aside for, and when (see `should_stand_aside`).
+    stood_aside_for: Option<(PeerId, Instant)>,
 
     /// Last time the current leader was heard (the lease of RAFT-7).
     leader_contact: Option<Instant>,
@@ -176,6 +178,7 @@ impl Raft {
             election_started_at: None,
             pin_on_win: false,
             yielded_until: None,
+            stood_aside_for: None,
             leader_contact: None,
             heartbeat_deadline: now,
             quorum_check_deadline: now,
@@ -450,6 +453,21 @@ impl Raft {
     /// candidate whose log is at least as up to date. A pre-vote changes nothing here.
     fn handle_request_vote(&mut self, now: Instant, from: PeerId, request: RequestVote) {
         let candidate_log = LogPosition::new(request.last_log_term, request.last_log_index);
+        if request.pre_vote
+            && self.role == Role::PreCandidate
+            && request.term == self.hard.term + 1
+            && request.candidate == from
+            && self.should_stand_aside(now, from, candidate_log)
+        {
+            debug!(%from, term = request.term, "standing aside for a higher-ranked pre-candidate");
+            self.stood_aside_for = Some((from, now));
+            self.become_follower(
+                now,
+                self.hard.term,
+                None,
+                LeaderChangeCause::ElectionTimeout,
+            );
+        }
         let free_to_vote = self.hard.vote == Some(request.candidate)
             || (self.hard.vote.is_none() && self.leader.is_none())
             || (request.pre_vote && request.term > self.hard.term);
@@ -496,6 +514,28 @@ impl Raft {
         }
         self.votes.insert(from, vote.granted);
         self.evaluate_campaign(now);
+    }
+
+    /// Two followers whose timeouts fire close together both start pre-vote rounds; if both
+    /// went on to real campaigns they would split the vote and the cluster would wait another
+    /// election timeout. A pre-vote commits nothing, so the lower-ranked of two pre-candidates
+    /// can simply stand aside when it hears the other's request: the one with the more up-to-date
+    /// log, or with an equal log the byte-wise larger id, goes on alone. To rule out a livelock
+    /// behind a candidate that cannot win (say it reaches this node but not a majority), a node
+    /// stands aside for the same peer at most once per two maximum election timeouts.
+    fn should_stand_aside(
+        &self,
+        now: Instant,
+        candidate: PeerId,
+        candidate_log: LogPosition,
+    ) -> bool {
+        let outranked = candidate_log > self.last_log
+            || (candidate_log == self.last_log && candidate > self.config.id);
+        let recently = self.stood_aside_for.is_some_and(|(peer, at)| {
+            peer == candidate
+                && now.saturating_duration_since(at) < self.config.election_timeout_max * 2
+        });
+        outranked && !recently
     }
 
     /// Moves a campaign on once its outcome is decided.
@@ -973,9 +1013,17 @@ impl Raft {
             });
         }
         self.set_leader(now, self.config.id, cause);
+        // RAFT-7: the voters that just granted their vote were heard moments ago. Counting them
+        // keeps the first check-quorum from deposing a new leader whose heartbeats cannot be
+        // answered within one minimum election timeout (a round trip near the timeout).
+        self.recent_active = self
+            .votes
+            .iter()
+            .filter(|&(peer, &granted)| granted && *peer != self.config.id)
+            .map(|(peer, _)| *peer)
+            .collect();
         self.votes.clear();
         self.transfer = None;
-        self.recent_active.clear();
         self.match_index.clear();
         self.quorum_check_deadline = now + self.config.election_timeout_min;
         if std::mem::take(&mut self.pin_on_win) {

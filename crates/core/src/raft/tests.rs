@@ -240,6 +240,108 @@ fn raft7_pre_vote_lost() {
     assert_eq!(raft.term(), 0);
 }
 
+/// Starts a pre-vote round on `me` (a voter of a, b, c) with the given log position.
+fn pre_candidate(me: &str, log: LogPosition) -> (Raft, Instant) {
+    let mut raft = Raft::new(
+        config(me, &["a", "b", "c"]),
+        HardState {
+            term: 4,
+            vote: None,
+            manual_override: None,
+        },
+        log,
+        SeededRng::new(7),
+        ms(0),
+    )
+    .unwrap();
+    let at = raft.poll_timeout().unwrap();
+    raft.handle_timeout(at);
+    assert_eq!(raft.role(), Role::PreCandidate);
+    drain(&mut raft);
+    (raft, at)
+}
+
+fn pre_vote_request(candidate: &str, log: LogPosition) -> RaftMessage {
+    RaftMessage::RequestVote(RequestVote {
+        term: 5,
+        candidate: id(candidate),
+        last_log_index: log.index,
+        last_log_term: log.term,
+        pre_vote: true,
+        leadership_transfer: false,
+    })
+}
+
+/// RAFT-7: of two pre-candidates with equal logs, the one with the smaller id stands aside
+/// when it hears the other's pre-vote request: it returns to follower, keeps its term and
+/// grants the pre-vote, so only one of them goes on to a real campaign and they cannot split
+/// the vote.
+#[test]
+fn raft7_pre_candidate_stands_aside_for_a_higher_ranked_one() {
+    let log = LogPosition::new(4, 9);
+    let (mut raft, at) = pre_candidate("a", log);
+    raft.handle_message(at, id("c"), pre_vote_request("c", log));
+    assert_eq!(raft.role(), Role::Follower);
+    assert_eq!(raft.term(), 4);
+    assert_eq!(
+        sends(&drain(&mut raft)),
+        vec![(id("c"), vote(5, true, true))]
+    );
+
+    // The higher-ranked one grants the lower one's pre-vote but goes on campaigning.
+    let (mut raft, at) = pre_candidate("c", log);
+    raft.handle_message(at, id("a"), pre_vote_request("a", log));
+    assert_eq!(raft.role(), Role::PreCandidate);
+    assert_eq!(
+        sends(&drain(&mut raft)),
+        vec![(id("a"), vote(5, true, true))]
+    );
+}
+
+/// RAFT-7, Raft §5.4.1: a more up-to-date log outranks a larger id; a stale log never
+/// makes anyone stand aside.
+#[test]
+fn raft7_log_position_ranks_before_id() {
+    let (mut raft, at) = pre_candidate("c", LogPosition::new(4, 9));
+    raft.handle_message(at, id("a"), pre_vote_request("a", LogPosition::new(4, 10)));
+    assert_eq!(raft.role(), Role::Follower);
+
+    let (mut raft, at) = pre_candidate("a", LogPosition::new(4, 9));
+    raft.handle_message(at, id("c"), pre_vote_request("c", LogPosition::new(3, 20)));
+    assert_eq!(raft.role(), Role::PreCandidate);
+    assert_eq!(
+        sends(&drain(&mut raft)),
+        vec![(id("c"), vote(4, false, true))]
+    );
+}
+
+/// RAFT-7: a node stands aside for the same peer at most once per two maximum election
+/// timeouts, so a higher-ranked peer that cannot win never holds the election up for long.
+#[test]
+fn raft7_stands_aside_once_per_window() {
+    let log = LogPosition::new(4, 9);
+    let (mut raft, at) = pre_candidate("a", log);
+    raft.handle_message(at, id("c"), pre_vote_request("c", log));
+    assert_eq!(raft.role(), Role::Follower);
+    // c never wins; a's next timeout starts a new round, and this time a goes on.
+    let again = raft.poll_timeout().unwrap();
+    assert!(again - at < Duration::from_millis(600));
+    raft.handle_timeout(again);
+    assert_eq!(raft.role(), Role::PreCandidate);
+    raft.handle_message(again, id("c"), pre_vote_request("c", log));
+    assert_eq!(raft.role(), Role::PreCandidate);
+    // Nobody answers, so every timeout starts a new round. Two maximum timeouts after the
+    // first time, a stands aside for c again.
+    let mut now = again;
+    while now < at + Duration::from_millis(600) {
+        now = raft.poll_timeout().unwrap();
+        raft.handle_timeout(now);
+        assert_eq!(raft.role(), Role::PreCandidate);
+    }
+    raft.handle_message(now, id("c"), pre_vote_request("c", log));
+    assert_eq!(raft.role(), Role::Follower);
+}
+
 // ---------------------------------------------------------------------------------------------
 // RAFT-7 check-quorum
 
@@ -268,6 +370,42 @@ fn raft7_check_quorum_steps_down_a_lonely_leader() {
         leader_changes(&actions),
         vec![(1, None, LeaderChangeCause::QuorumLost)]
     );
+}
+
+/// RAFT-7: the voters that elected a leader count as heard in its first check-quorum window,
+/// so a leader whose round trip is longer than the minimum election timeout is not deposed
+/// before its first heartbeat can be answered.
+#[test]
+fn raft7_fresh_leader_survives_its_first_quorum_check() {
+    let mut config = config("a", &["a", "b", "c"])
+        .with_heartbeat(Duration::from_millis(6))
+        .with_election_timeout(Duration::from_millis(12), Duration::from_millis(24));
+    config.pre_vote = false;
+    let mut raft = start(config);
+    let won = elect(&mut raft);
+    // No heartbeat answer arrives within 12 ms (the round trip is longer than that).
+    let first_check = won + Duration::from_millis(12);
+    while raft.poll_timeout().unwrap() <= first_check {
+        raft.handle_timeout(raft.poll_timeout().unwrap());
+    }
+    assert_eq!(raft.role(), Role::Leader);
+    // Answers then arrive; the next window is judged on them.
+    raft.handle_message(
+        first_check + Duration::from_millis(5),
+        id("c"),
+        ok_response(1),
+    );
+    let second_check = first_check + Duration::from_millis(12);
+    while raft.poll_timeout().unwrap() <= second_check {
+        raft.handle_timeout(raft.poll_timeout().unwrap());
+    }
+    assert_eq!(raft.role(), Role::Leader);
+    // A window without any answer deposes it.
+    let third_check = second_check + Duration::from_millis(12);
+    while raft.poll_timeout().unwrap() <= third_check {
+        raft.handle_timeout(raft.poll_timeout().unwrap());
+    }
+    assert_eq!(raft.role(), Role::Follower);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -714,16 +852,47 @@ fn mem3_quarantined_node_takes_no_part() {
     assert!(raft.status().quarantined);
 }
 
-/// Yield: a leader resigns by transferring to a peer it heard; without one it steps down.
+/// Yield: a leader resigns by transferring to a peer it heard — the one with the longest
+/// matching log, the smallest id among equals; without one it steps down.
 #[test]
 fn resign_hands_over_or_steps_down() {
     let mut raft = start(config("a", &["a", "b", "c"]));
     let at = elect(&mut raft);
+    // b voted for it and c answered a heartbeat: equal (empty) logs, so the smaller id.
     raft.handle_message(at, id("c"), ok_response(1));
     drain(&mut raft);
     assert_eq!(
         raft.handle_command(at, Command::Resign),
-        Ok(CommandOutcome::TransferStarted { target: id("c") })
+        Ok(CommandOutcome::TransferStarted { target: id("b") })
+    );
+
+    let state = HardState {
+        term: 1,
+        vote: None,
+        manual_override: None,
+    };
+    let log = LogPosition::new(1, 5);
+    let mut ahead = Raft::new(
+        config("a", &["a", "b", "c"]),
+        state,
+        log,
+        SeededRng::new(7),
+        ms(0),
+    )
+    .unwrap();
+    let at = elect(&mut ahead);
+    let caught_up = RaftMessage::AppendResp(AppendResp {
+        term: 2,
+        success: true,
+        match_index: 5,
+        hint: None,
+    });
+    ahead.handle_message(at, id("c"), caught_up);
+    drain(&mut ahead);
+    assert_eq!(
+        ahead.handle_command(at, Command::Resign),
+        Ok(CommandOutcome::TransferStarted { target: id("c") }),
+        "c holds the whole log, b is not known to"
     );
 
     let mut alone = start(config("a", &["a"]));
