@@ -506,15 +506,7 @@ impl Simulation {
                 });
                 self.raft_messages += 1;
                 if let Some(target) = self.index_of(to) {
-                    self.network.send(
-                        self.now,
-                        &mut self.rng,
-                        Delivery {
-                            from: index,
-                            to: target,
-                            body: message.into(),
-                        },
-                    );
+                    self.transmit(index, target, message.into());
                 }
             }
             Action::Publish(event) => {
@@ -525,35 +517,23 @@ impl Simulation {
         }
     }
 
+    /// Hands one message to the network, which decides whether and when it arrives.
+    fn transmit(&mut self, from: usize, to: usize, body: Body) {
+        self.network
+            .send(self.now, &mut self.rng, Delivery { from, to, body });
+    }
+
     fn carry_out_membership(&mut self, index: usize, action: MembershipAction) {
         let now = self.now;
         match action {
             MembershipAction::Send { to, body } => {
                 if let Some(target) = self.index_of(to) {
-                    self.network.send(
-                        now,
-                        &mut self.rng,
-                        Delivery {
-                            from: index,
-                            to: target,
-                            body,
-                        },
-                    );
+                    self.transmit(index, target, body);
                 }
             }
             MembershipAction::Broadcast { body } => {
-                for target in 0..self.nodes.len() {
-                    if target != index {
-                        self.network.send(
-                            now,
-                            &mut self.rng,
-                            Delivery {
-                                from: index,
-                                to: target,
-                                body: body.clone(),
-                            },
-                        );
-                    }
+                for target in (0..self.nodes.len()).filter(|&target| target != index) {
+                    self.transmit(index, target, body.clone());
                 }
             }
             MembershipAction::Publish(event) => {
