@@ -1,0 +1,158 @@
+//! The validated configuration a node runs with.
+//!
+//! [`NodeConfig`] is what [`crate::settings`] produces once every key of DESIGN §9 has been
+//! read and checked: identities are `PeerId`s, durations are `Duration`s, addresses are
+//! parsed. The node builder trusts it and never re-validates; tests build it directly.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use conclave_core::MembershipConfig;
+use conclave_core::raft::{QuorumMode, RaftConfig};
+use conclave_protocol::{AuthKey, ClusterId, PeerId};
+
+/// Everything one node needs to run.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// `node.id`.
+    pub node_id: PeerId,
+    /// `node.data_dir`: the WAL lives here.
+    pub data_dir: PathBuf,
+    /// `cluster.id`.
+    pub cluster_id: ClusterId,
+    /// The frame key from `cluster.psk_file`; `None` runs unauthenticated (logged as a warning).
+    pub auth_key: Option<AuthKey>,
+    /// `[election]`.
+    pub election: ElectionConfig,
+    /// `[membership]`.
+    pub membership: MembershipConfig,
+    /// `[link.udp]`, when configured.
+    pub udp: Option<UdpLinkConfig>,
+    /// `[admin]`.
+    pub admin: AdminConfig,
+    /// `[metrics]`.
+    pub metrics: MetricsConfig,
+    /// `[hooks]`.
+    pub hooks: HooksConfig,
+}
+
+impl NodeConfig {
+    /// The election core's settings for this node.
+    pub fn raft_config(&self) -> RaftConfig {
+        let raft = &self.election.raft;
+        RaftConfig {
+            id: self.node_id,
+            quorum: match raft.quorum {
+                Quorum::Voters => {
+                    QuorumMode::Voters(self.election.voters.iter().copied().collect())
+                }
+                Quorum::Connected => QuorumMode::Connected,
+            },
+            heartbeat_interval: raft.heartbeat,
+            election_timeout_min: raft.election_timeout_min,
+            election_timeout_max: raft.election_timeout_max,
+            pre_vote: raft.pre_vote,
+            check_quorum: raft.check_quorum,
+            auto_election: self.election.auto,
+        }
+    }
+}
+
+/// `election.raft.quorum`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quorum {
+    /// A majority of `cluster.voters`.
+    Voters,
+    /// Seed 000's rooms: this node plus the connected peers.
+    Connected,
+}
+
+/// `[election]` and `[election.raft]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ElectionConfig {
+    /// `cluster.voters`.
+    pub voters: Vec<PeerId>,
+    /// `election.auto`: start with automatic election on.
+    pub auto: bool,
+    /// `[election.raft]`.
+    pub raft: RaftSettings,
+}
+
+/// `[election.raft]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RaftSettings {
+    /// `quorum`.
+    pub quorum: Quorum,
+    /// `heartbeat_ms`.
+    pub heartbeat: Duration,
+    /// `election_timeout_min_ms`.
+    pub election_timeout_min: Duration,
+    /// `election_timeout_max_ms`.
+    pub election_timeout_max: Duration,
+    /// `pre_vote`.
+    pub pre_vote: bool,
+    /// `check_quorum`.
+    pub check_quorum: bool,
+}
+
+/// `[link.udp]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UdpLinkConfig {
+    /// `listen`: the socket this node receives on and sends from.
+    pub listen: SocketAddr,
+    /// `peers`: where to broadcast before peers are known.
+    pub peers: Vec<SocketAddr>,
+}
+
+/// `[admin]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminConfig {
+    /// `listen`; `None` turns the admin API off.
+    pub listen: Option<SocketAddr>,
+    /// The bearer token read from `token_file`; mutations need it when set.
+    pub token: Option<String>,
+}
+
+/// `[metrics]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsConfig {
+    /// `listen`; `None` turns the metrics endpoint off.
+    pub listen: Option<SocketAddr>,
+}
+
+/// One hook command: a string run by `sh -c`, or an argv array run directly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookCommand {
+    /// `"notify.sh --flag"`: run with `/bin/sh -c`.
+    Shell(String),
+    /// `["/usr/bin/logger", "-t", "conclave"]`: program and arguments, no shell.
+    Argv(Vec<String>),
+}
+
+/// `[hooks]` (CB-2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HooksConfig {
+    /// Run when this node becomes leader.
+    pub on_leader: Vec<HookCommand>,
+    /// Run when this node follows a (new) leader.
+    pub on_follower: Vec<HookCommand>,
+    /// Run on every leader change, including to none.
+    pub on_leader_change: Vec<HookCommand>,
+    /// Run when a peer joins, leaves, connects or disconnects.
+    pub on_peer_status: Vec<HookCommand>,
+    /// `timeout_ms`: a hook still running after this is killed.
+    pub timeout: Duration,
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        Self {
+            on_leader: Vec::new(),
+            on_follower: Vec::new(),
+            on_leader_change: Vec::new(),
+            on_peer_status: Vec::new(),
+            timeout: Duration::from_millis(5000),
+        }
+    }
+}

@@ -1,0 +1,420 @@
+//! The node's Prometheus metrics (CB-4, DESIGN §8). The names are part of the interface.
+//!
+//! Each node owns its own registry (a `metrics` recorder from `metrics-exporter-prometheus`,
+//! not the process-global one), so that several nodes in one process — the actor tests, the
+//! demo — keep their figures apart, and the `/metrics` endpoint renders exactly its node. No
+//! metric is labelled with the node's own id: Prometheus adds `instance`. Peer labels are
+//! bounded by the cluster size.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use conclave_core::raft::Role;
+use conclave_protocol::DropReason;
+use metrics::{Counter, Gauge, Histogram, Key, KeyName, Label, Level, Metadata, Recorder, Unit};
+use metrics_exporter_prometheus::{
+    Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
+};
+
+const METADATA: Metadata<'static> = Metadata::new("conclave", Level::INFO, Some(module_path!()));
+
+/// Every metric name the node exports, with its help text. The dashboard and alert rules are
+/// checked against a live scrape, and this list is what a scrape shows.
+pub const METRIC_NAMES: &[(&str, &str)] = &[
+    ("conclave_election_term", "Current Raft term of this node"),
+    (
+        "conclave_election_is_leader",
+        "1 when this node is the leader",
+    ),
+    (
+        "conclave_election_leader_known",
+        "1 when this node knows a leader",
+    ),
+    ("conclave_election_role", "1 for this node's current role"),
+    (
+        "conclave_leader_changes_total",
+        "Leader changes seen by this node",
+    ),
+    (
+        "conclave_elections_started_total",
+        "Campaigns started by this node, by kind",
+    ),
+    ("conclave_elections_won_total", "Elections won by this node"),
+    (
+        "conclave_election_duration_seconds",
+        "Time from the first campaign after losing the leader to winning",
+    ),
+    (
+        "conclave_leaderless_seconds_total",
+        "Time this node spent without a known leader",
+    ),
+    (
+        "conclave_votes_total",
+        "Votes this node answered, by result",
+    ),
+    (
+        "conclave_split_brain_total",
+        "Two different leaders claimed for one term",
+    ),
+    ("conclave_peers", "Peers in the table, by status"),
+    (
+        "conclave_peer_rtt_seconds",
+        "Last ping round-trip time per peer",
+    ),
+    (
+        "conclave_frames_total",
+        "Frames sent and received, by link, direction and kind",
+    ),
+    (
+        "conclave_frames_dropped_total",
+        "Received frames dropped, by reason",
+    ),
+    (
+        "conclave_wal_fsync_seconds",
+        "Time to make a WAL append durable",
+    ),
+    ("conclave_callbacks_total", "Hook runs, by hook and result"),
+    (
+        "conclave_events_lagged_total",
+        "Events lost by subscribers that fell behind",
+    ),
+];
+
+/// Buckets for election durations: a fast LAN election is tens of milliseconds, a slow one
+/// several election timeouts.
+const ELECTION_BUCKETS: &[f64] = &[0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+/// Buckets for fsync: SSDs answer in tens of microseconds, SD cards in tens of milliseconds.
+const FSYNC_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+];
+
+#[derive(Debug)]
+struct Inner {
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+}
+
+/// One node's metrics. Cheap to clone; clones share the registry.
+#[derive(Debug, Clone)]
+pub struct NodeMetrics {
+    inner: Arc<Inner>,
+}
+
+impl Default for NodeMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl NodeMetrics {
+    /// A fresh registry with every metric described and the fixed label sets at zero, so
+    /// dashboards see a series before the first event.
+    pub fn new() -> Self {
+        let builder = PrometheusBuilder::new();
+        let builder = builder
+            .set_buckets_for_metric(
+                Matcher::Full("conclave_election_duration_seconds".to_owned()),
+                ELECTION_BUCKETS,
+            )
+            .and_then(|b| {
+                b.set_buckets_for_metric(
+                    Matcher::Full("conclave_wal_fsync_seconds".to_owned()),
+                    FSYNC_BUCKETS,
+                )
+            })
+            // Only fails on empty bucket lists, and these are constants.
+            .unwrap_or_else(|_| PrometheusBuilder::new());
+        let recorder = builder.build_recorder();
+        let handle = recorder.handle();
+        for (name, help) in METRIC_NAMES {
+            let unit = name.ends_with("_seconds").then_some(Unit::Seconds);
+            recorder.describe_gauge(KeyName::from(*name), unit, (*help).into());
+        }
+        let metrics = Self {
+            inner: Arc::new(Inner { recorder, handle }),
+        };
+        metrics.preregister();
+        metrics
+    }
+
+    fn preregister(&self) {
+        self.gauge("conclave_election_term", &[]).set(0.0);
+        self.gauge("conclave_election_is_leader", &[]).set(0.0);
+        self.gauge("conclave_election_leader_known", &[]).set(0.0);
+        self.set_role(Role::Follower);
+        self.counter("conclave_leader_changes_total", &[])
+            .absolute(0);
+        for kind in ["pre_vote", "election"] {
+            self.counter(
+                "conclave_elections_started_total",
+                &[("kind", kind.to_owned())],
+            )
+            .absolute(0);
+        }
+        self.counter("conclave_elections_won_total", &[])
+            .absolute(0);
+        self.gauge("conclave_leaderless_seconds_total", &[])
+            .set(0.0);
+        for result in ["granted", "refused"] {
+            self.counter("conclave_votes_total", &[("result", result.to_owned())])
+                .absolute(0);
+        }
+        self.counter("conclave_split_brain_total", &[]).absolute(0);
+        self.set_peers(0, 0);
+        for reason in DropReason::ALL {
+            self.counter(
+                "conclave_frames_dropped_total",
+                &[("reason", reason.label().to_owned())],
+            )
+            .absolute(0);
+        }
+    }
+
+    /// The Prometheus text exposition of everything recorded so far.
+    pub fn render(&self) -> String {
+        self.inner.handle.render()
+    }
+
+    fn key(name: &'static str, labels: &[(&'static str, String)]) -> Key {
+        let labels: Vec<Label> = labels
+            .iter()
+            .map(|(key, value)| Label::new(*key, value.clone()))
+            .collect();
+        Key::from_parts(name, labels)
+    }
+
+    fn counter(&self, name: &'static str, labels: &[(&'static str, String)]) -> Counter {
+        self.inner
+            .recorder
+            .register_counter(&Self::key(name, labels), &METADATA)
+    }
+
+    fn gauge(&self, name: &'static str, labels: &[(&'static str, String)]) -> Gauge {
+        self.inner
+            .recorder
+            .register_gauge(&Self::key(name, labels), &METADATA)
+    }
+
+    fn histogram(&self, name: &'static str) -> Histogram {
+        self.inner
+            .recorder
+            .register_histogram(&Self::key(name, &[]), &METADATA)
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // election
+
+    /// `conclave_election_term`.
+    pub fn set_term(&self, term: u64) {
+        // Terms stay far below 2^53, where f64 is exact.
+        self.gauge("conclave_election_term", &[]).set(term as f64);
+    }
+
+    /// `conclave_election_role{role}` and `conclave_election_is_leader`.
+    pub fn set_role(&self, role: Role) {
+        for candidate in Role::ALL {
+            let value = if *candidate == role { 1.0 } else { 0.0 };
+            self.gauge(
+                "conclave_election_role",
+                &[("role", candidate.label().to_owned())],
+            )
+            .set(value);
+        }
+        let is_leader = if role == Role::Leader { 1.0 } else { 0.0 };
+        self.gauge("conclave_election_is_leader", &[])
+            .set(is_leader);
+    }
+
+    /// `conclave_election_leader_known`.
+    pub fn set_leader_known(&self, known: bool) {
+        self.gauge("conclave_election_leader_known", &[])
+            .set(if known { 1.0 } else { 0.0 });
+    }
+
+    /// `conclave_leader_changes_total`.
+    pub fn leader_changed(&self) {
+        self.counter("conclave_leader_changes_total", &[])
+            .increment(1);
+    }
+
+    /// `conclave_elections_started_total{kind}`.
+    pub fn election_started(&self, pre_vote: bool) {
+        let kind = if pre_vote { "pre_vote" } else { "election" };
+        self.counter(
+            "conclave_elections_started_total",
+            &[("kind", kind.to_owned())],
+        )
+        .increment(1);
+    }
+
+    /// `conclave_elections_won_total` and `conclave_election_duration_seconds`.
+    pub fn election_won(&self, duration: Duration) {
+        self.counter("conclave_elections_won_total", &[])
+            .increment(1);
+        self.histogram("conclave_election_duration_seconds")
+            .record(duration.as_secs_f64());
+    }
+
+    /// `conclave_leaderless_seconds_total`: a running total, exported as a gauge because
+    /// `metrics` counters count whole numbers.
+    pub fn add_leaderless(&self, duration: Duration) {
+        self.gauge("conclave_leaderless_seconds_total", &[])
+            .increment(duration.as_secs_f64());
+    }
+
+    /// `conclave_votes_total{result}`.
+    pub fn vote_cast(&self, granted: bool) {
+        let result = if granted { "granted" } else { "refused" };
+        self.counter("conclave_votes_total", &[("result", result.to_owned())])
+            .increment(1);
+    }
+
+    /// `conclave_split_brain_total`.
+    pub fn split_brain(&self) {
+        self.counter("conclave_split_brain_total", &[]).increment(1);
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // membership and transport
+
+    /// `conclave_peers{status}`.
+    pub fn set_peers(&self, connected: usize, disconnected: usize) {
+        self.gauge("conclave_peers", &[("status", "connected".to_owned())])
+            .set(connected as f64);
+        self.gauge("conclave_peers", &[("status", "disconnected".to_owned())])
+            .set(disconnected as f64);
+    }
+
+    /// `conclave_peer_rtt_seconds{peer}`.
+    pub fn set_peer_rtt(&self, peer: &str, rtt: Duration) {
+        self.gauge("conclave_peer_rtt_seconds", &[("peer", peer.to_owned())])
+            .set(rtt.as_secs_f64());
+    }
+
+    /// `conclave_frames_total{link,direction,kind}`.
+    pub fn frame(&self, link: &'static str, direction: &'static str, kind: &'static str) {
+        self.counter(
+            "conclave_frames_total",
+            &[
+                ("link", link.to_owned()),
+                ("direction", direction.to_owned()),
+                ("kind", kind.to_owned()),
+            ],
+        )
+        .increment(1);
+    }
+
+    /// `conclave_frames_dropped_total{reason}`.
+    pub fn frame_dropped(&self, reason: DropReason) {
+        self.counter(
+            "conclave_frames_dropped_total",
+            &[("reason", reason.label().to_owned())],
+        )
+        .increment(1);
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // WAL, callbacks, subscribers
+
+    /// `conclave_wal_fsync_seconds`.
+    pub fn wal_fsync(&self, duration: Duration) {
+        self.histogram("conclave_wal_fsync_seconds")
+            .record(duration.as_secs_f64());
+    }
+
+    /// `conclave_callbacks_total{hook,result}`; result is `ok`, `failed`, `timeout` or
+    /// `error` (could not start).
+    pub fn callback(&self, hook: &str, result: &'static str) {
+        self.counter(
+            "conclave_callbacks_total",
+            &[("hook", hook.to_owned()), ("result", result.to_owned())],
+        )
+        .increment(1);
+    }
+
+    /// `conclave_events_lagged_total{subscriber}`.
+    pub fn events_lagged(&self, subscriber: &str, missed: u64) {
+        self.counter(
+            "conclave_events_lagged_total",
+            &[("subscriber", subscriber.to_owned())],
+        )
+        .increment(missed);
+    }
+
+    /// The current value of a series, read back from a render (for tests and the status
+    /// answer). `labels` must match exactly, in the exporter's order.
+    pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        let wanted = if labels.is_empty() {
+            name.to_owned()
+        } else {
+            let inner: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+            format!("{name}{{{}}}", inner.join(","))
+        };
+        self.render().lines().find_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            (series == wanted).then(|| value.parse().ok()).flatten()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CB-4: every documented metric name shows up in a render of a fresh registry except the
+    /// ones that only exist once something happened.
+    #[test]
+    fn fresh_registry_exports_the_fixed_series() {
+        let metrics = NodeMetrics::new();
+        let text = metrics.render();
+        for name in [
+            "conclave_election_term",
+            "conclave_election_is_leader",
+            "conclave_election_role",
+            "conclave_leader_changes_total",
+            "conclave_frames_dropped_total",
+            "conclave_peers",
+            "conclave_votes_total",
+        ] {
+            assert!(text.contains(name), "{name} missing from\n{text}");
+        }
+        assert_eq!(
+            metrics.value("conclave_election_role", &[("role", "follower")]),
+            Some(1.0)
+        );
+    }
+
+    /// Two registries do not share values.
+    #[test]
+    fn registries_are_per_node() {
+        let a = NodeMetrics::new();
+        let b = NodeMetrics::new();
+        a.frame_dropped(DropReason::BadTag);
+        a.frame_dropped(DropReason::BadTag);
+        assert_eq!(
+            a.value("conclave_frames_dropped_total", &[("reason", "bad_tag")]),
+            Some(2.0)
+        );
+        assert_eq!(
+            b.value("conclave_frames_dropped_total", &[("reason", "bad_tag")]),
+            Some(0.0)
+        );
+    }
+
+    /// Histograms render with their buckets.
+    #[test]
+    fn histograms_have_buckets() {
+        let metrics = NodeMetrics::new();
+        metrics.wal_fsync(Duration::from_micros(300));
+        metrics.election_won(Duration::from_millis(120));
+        let text = metrics.render();
+        assert!(
+            text.contains("conclave_wal_fsync_seconds_bucket{le=\"0.0005\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("conclave_election_duration_seconds_bucket{le=\"0.25\"} 1"),
+            "{text}"
+        );
+    }
+}
