@@ -87,6 +87,16 @@ pub enum MembershipAction {
         /// What to send.
         body: Body,
     },
+    /// Answer a frame through the link address it came from, whatever address the peer id
+    /// is known by: a refusal of a duplicate id must reach the impostor, not the live holder.
+    Reply {
+        /// The addressee.
+        to: PeerId,
+        /// Where its frame came from.
+        origin: LinkAddr,
+        /// What to send.
+        body: Body,
+    },
     /// Send `body` to everyone reachable on every link.
     Broadcast {
         /// What to send.
@@ -289,14 +299,14 @@ impl Membership {
     fn on_hello(&mut self, now: Instant, from: PeerId, origin: &LinkAddr) {
         let Some(known) = self.peers.get(&from) else {
             self.join(now, from, origin);
-            self.accept(from);
+            self.accept(from, origin);
             return;
         };
         match known.status {
             PeerStatus::Connected if known.addr == *origin => {
                 // The same node restarted (or repeats itself) from where we already hear it.
                 self.peers.touch(&from, now);
-                self.accept(from);
+                self.accept(from, origin);
             }
             PeerStatus::Connected => {
                 tracing::warn!(
@@ -305,8 +315,9 @@ impl Membership {
                     claimed_from = %origin,
                     "refusing hello: the id is live at another address"
                 );
-                self.send(
+                self.reply(
                     from,
+                    origin,
                     Body::HelloAck(HelloAck {
                         success: false,
                         error_reason: Some(DUPLICATE_PEER_ID.to_owned()),
@@ -317,7 +328,7 @@ impl Membership {
                 // The id's holder went silent, so this is most likely the same node back,
                 // possibly on another link; nobody live is being impersonated.
                 self.revive(now, from, origin);
-                self.accept(from);
+                self.accept(from, origin);
             }
         }
     }
@@ -406,9 +417,10 @@ impl Membership {
         }
     }
 
-    fn accept(&mut self, to: PeerId) {
-        self.send(
+    fn accept(&mut self, to: PeerId, origin: &LinkAddr) {
+        self.reply(
             to,
+            origin,
             Body::HelloAck(HelloAck {
                 success: true,
                 error_reason: None,
@@ -470,6 +482,16 @@ impl Membership {
     fn send(&mut self, to: PeerId, body: Body) {
         if self.voice == Voice::Speaking {
             self.actions.push_back(MembershipAction::Send { to, body });
+        }
+    }
+
+    fn reply(&mut self, to: PeerId, origin: &LinkAddr, body: Body) {
+        if self.voice == Voice::Speaking {
+            self.actions.push_back(MembershipAction::Reply {
+                to,
+                origin: origin.clone(),
+                body,
+            });
         }
     }
 

@@ -83,6 +83,14 @@ fn send(to: &str, body: Body) -> MembershipAction {
     MembershipAction::Send { to: id(to), body }
 }
 
+fn reply(to: &str, origin: &str, body: Body) -> MembershipAction {
+    MembershipAction::Reply {
+        to: id(to),
+        origin: addr(origin),
+        body,
+    }
+}
+
 fn broadcast(body: Body) -> MembershipAction {
     MembershipAction::Broadcast { body }
 }
@@ -160,7 +168,7 @@ fn mem2_hello_from_unknown_id_is_added_and_accepted() {
     node.handle_frame(ms(30), id("gw-b"), &addr("udp:10.0.0.2:7946"), &hello());
     assert_eq!(
         drain_actions(&mut node),
-        vec![joined("gw-b"), send("gw-b", ack_ok())]
+        vec![joined("gw-b"), reply("gw-b", "udp:10.0.0.2:7946", ack_ok())]
     );
     let peer = node.peers().get(&id("gw-b")).unwrap();
     assert_eq!(peer.addr, addr("udp:10.0.0.2:7946"));
@@ -183,9 +191,12 @@ fn mem2_discovery_both_ways() {
     };
     b.handle_frame(ms(2), id("gw-a"), &addr_a, &body);
     let answer = drain_actions(&mut b);
-    assert_eq!(answer, vec![joined("gw-a"), send("gw-a", ack_ok())]);
+    assert_eq!(
+        answer,
+        vec![joined("gw-a"), reply("gw-a", "mem:1", ack_ok())]
+    );
 
-    let MembershipAction::Send { to, body } = &answer[1] else {
+    let MembershipAction::Reply { to, body, .. } = &answer[1] else {
         unreachable!("checked above");
     };
     assert_eq!(*to, a.local());
@@ -209,11 +220,11 @@ fn mem2_crossing_hellos_join_once() {
     b.handle_frame(ms(1), id("gw-a"), &addr("mem:1"), &hello());
     assert_eq!(
         drain_actions(&mut a),
-        vec![joined("gw-b"), send("gw-b", ack_ok())]
+        vec![joined("gw-b"), reply("gw-b", "mem:2", ack_ok())]
     );
     assert_eq!(
         drain_actions(&mut b),
-        vec![joined("gw-a"), send("gw-a", ack_ok())]
+        vec![joined("gw-a"), reply("gw-a", "mem:1", ack_ok())]
     );
     a.handle_frame(ms(2), id("gw-b"), &addr("mem:2"), &ack_ok());
     b.handle_frame(ms(2), id("gw-a"), &addr("mem:1"), &ack_ok());
@@ -257,7 +268,7 @@ fn mem2_hello_repeats_only_while_no_peer_is_connected() {
     node.handle_frame(ms(1_200), id("gw-b"), &addr("mem:2"), &hello());
     assert_eq!(
         drain_actions(&mut node),
-        vec![joined("gw-b"), send("gw-b", ack_ok())]
+        vec![joined("gw-b"), reply("gw-b", "mem:2", ack_ok())]
     );
     // The hello timer is dormant while a peer is connected.
     assert_eq!(node.poll_timeout(), Some(ms(1_500)));
@@ -317,7 +328,7 @@ fn mem3_hello_with_live_id_from_another_address_is_refused() {
     node.handle_frame(ms(100), id("gw-b"), &addr("udp:10.0.0.9:7946"), &hello());
     assert_eq!(
         drain_actions(&mut node),
-        vec![send("gw-b", ack_duplicate())]
+        vec![reply("gw-b", "udp:10.0.0.9:7946", ack_duplicate())]
     );
     assert_eq!(node.peers(), &before);
     let text = log.text();
@@ -371,7 +382,10 @@ fn mem3_restart_from_the_same_address_is_accepted() {
     let _log = log_to_test_output();
     let mut node = node_knowing("gw-a", &[("gw-b", "mem:2")]);
     node.handle_frame(ms(300), id("gw-b"), &addr("mem:2"), &hello());
-    assert_eq!(drain_actions(&mut node), vec![send("gw-b", ack_ok())]);
+    assert_eq!(
+        drain_actions(&mut node),
+        vec![reply("gw-b", "mem:2", ack_ok())]
+    );
     let peer = node.peers().get(&id("gw-b")).unwrap();
     assert_eq!(peer.last_seen, ms(300));
     assert_eq!(peer.joined_at, ms(0));
@@ -397,7 +411,10 @@ fn mem3_disconnected_id_may_come_back_from_another_address() {
     );
     assert_eq!(
         drain_actions(&mut node),
-        vec![came_back("gw-b"), send("gw-b", ack_ok())]
+        vec![
+            came_back("gw-b"),
+            reply("gw-b", "espnow:aa:bb:cc:dd:ee:ff", ack_ok())
+        ]
     );
     let peer = node.peers().get(&id("gw-b")).unwrap();
     assert_eq!(peer.addr, addr("espnow:aa:bb:cc:dd:ee:ff"));

@@ -531,6 +531,11 @@ impl Simulation {
                     self.transmit(index, target, body);
                 }
             }
+            MembershipAction::Reply { origin, body, .. } => {
+                if let Some(target) = self.nodes.iter().position(|node| node.addr == origin) {
+                    self.transmit(index, target, body);
+                }
+            }
             MembershipAction::Broadcast { body } => {
                 for target in (0..self.nodes.len()).filter(|&target| target != index) {
                     self.transmit(index, target, body.clone());
