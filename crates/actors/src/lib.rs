@@ -1,7 +1,37 @@
 //! conclave-actors: the actix shell around conclave-core.
 //!
-//! Skeleton; the actors land in the following commits.
+//! Five actors per node, each a thin driver of a sans-IO state machine or of one kind of I/O
+//! (DESIGN §1, CONVENTIONS "The actors are a thin shell"):
+//!
+//! ```text
+//!             frames                      every frame              peer reachability
+//!  links ──► TransportActor ─────────────► MembershipActor ─────────────────┐
+//!  (udp,     │    ▲                              │ events                     ▼
+//!  memory)   │    └───── Transmit ───────────────┤                    ElectionActor ──► WalActor
+//!            │                                   ▼                     │   ▲  Persist   (fsync,
+//!            └── election messages ──────────────────────────────────► │   │            own thread)
+//!                                             EventBus ◄── leader changes ─┘
+//!                                                 │
+//!                                   CallbackActor (hooks), admin API (SSE), subscribers
+//! ```
+//!
+//! No election decision is taken here: the actors feed inputs to `conclave-core`, carry out
+//! its actions in order (a `Persist` is durable before anything after it happens), arm one
+//! timer each from `poll_timeout`, and record metrics. [`node::NodeBuilder`] starts and wires
+//! them from a validated [`config::NodeConfig`]; [`settings`] produces that from the
+//! configuration files.
 
+pub mod admin;
+pub mod callbacks;
+pub mod clock;
 pub mod config;
+pub mod election;
 pub mod events;
+pub mod membership;
+pub mod memory;
+pub mod messages;
 pub mod metrics;
+pub mod node;
+pub mod settings;
+pub mod transport;
+pub mod wal;

@@ -118,6 +118,8 @@ pub enum MembershipEvent {
     Left {
         /// Who.
         peer: PeerId,
+        /// Its status when it left.
+        last: PeerStatus,
     },
     /// A peer went silent or was heard again.
     StatusChanged {
@@ -370,9 +372,12 @@ impl Membership {
     }
 
     fn on_goodbye(&mut self, from: PeerId) {
-        if self.peers.remove(&from).is_some() {
+        if let Some(gone) = self.peers.remove(&from) {
             self.last_pings.remove(&from);
-            self.publish(MembershipEvent::Left { peer: from });
+            self.publish(MembershipEvent::Left {
+                peer: from,
+                last: gone.status,
+            });
         }
     }
 

@@ -100,7 +100,10 @@ fn joined(peer: &str) -> MembershipAction {
 }
 
 fn left(peer: &str) -> MembershipAction {
-    MembershipAction::Publish(MembershipEvent::Left { peer: id(peer) })
+    MembershipAction::Publish(MembershipEvent::Left {
+        peer: id(peer),
+        last: PeerStatus::Connected,
+    })
 }
 
 fn changed(peer: &str, old: PeerStatus, new: PeerStatus) -> MembershipAction {

@@ -549,7 +549,7 @@ impl Simulation {
                 };
                 match event {
                     MembershipEvent::Joined { peer } => raft.handle_peer_status(now, peer, true),
-                    MembershipEvent::Left { peer } => raft.handle_peer_status(now, peer, false),
+                    MembershipEvent::Left { peer, .. } => raft.handle_peer_status(now, peer, false),
                     MembershipEvent::StatusChanged { peer, new, .. } => {
                         raft.handle_peer_status(now, peer, new == PeerStatus::Connected);
                     }

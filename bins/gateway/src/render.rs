@@ -1,0 +1,175 @@
+//! Human-readable renderings of the admin API's answers.
+
+use std::fmt::Write;
+
+use serde_json::Value;
+
+fn text(value: &Value, key: &str) -> String {
+    match value.get(key) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => "-".to_owned(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn yes_no(value: &Value, key: &str) -> &'static str {
+    if value.get(key).and_then(Value::as_bool).unwrap_or(false) {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+/// `conclave status`.
+pub(crate) fn status(status: &Value) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "node        {} (cluster {}, incarnation {})",
+        text(status, "node_id"),
+        text(status, "cluster_id"),
+        text(status, "incarnation")
+    );
+    let _ = writeln!(
+        out,
+        "role        {:<14} term {}",
+        text(status, "role"),
+        text(status, "term")
+    );
+    let _ = writeln!(
+        out,
+        "leader      {:<14} fencing token {}",
+        text(status, "leader"),
+        text(status, "fencing_token")
+    );
+    let _ = writeln!(
+        out,
+        "quorum      {} ({} of {} votes)",
+        text(status, "quorum"),
+        text(status, "quorum_size"),
+        text(status, "electorate")
+    );
+    let pinned = text(status, "pinned_leader");
+    let _ = writeln!(
+        out,
+        "election    auto {}, manual override {}",
+        yes_no(status, "auto_election"),
+        if pinned == "-" { "none".to_owned() } else { format!("pins {pinned}") }
+    );
+    if status.get("quarantined").and_then(Value::as_bool) == Some(true) {
+        out.push_str("WARNING     this node's id is used by another live node; it takes no part in elections\n");
+    }
+    if status.get("authenticated").and_then(Value::as_bool) == Some(false) {
+        out.push_str("WARNING     frames are not authenticated (no cluster.psk_file)\n");
+    }
+    out.push('\n');
+    out.push_str(&peers(status.get("peers").unwrap_or(&Value::Null)));
+    out
+}
+
+/// `conclave peers`.
+pub(crate) fn peers(peers: &Value) -> String {
+    let Some(list) = peers.as_array() else {
+        return "no peers\n".to_owned();
+    };
+    if list.is_empty() {
+        return "no peers\n".to_owned();
+    }
+    let mut out = format!(
+        "{:<20} {:<13} {:>10} {:>12}  {}\n",
+        "PEER", "STATUS", "RTT", "LAST SEEN", "ADDRESS"
+    );
+    for peer in list {
+        let rtt = peer
+            .get("rtt_ms")
+            .and_then(Value::as_f64)
+            .map_or("-".to_owned(), |ms| format!("{ms:.2} ms"));
+        let seen = peer
+            .get("last_seen_ms_ago")
+            .and_then(Value::as_u64)
+            .map_or("-".to_owned(), |ms| format!("{ms} ms ago"));
+        let _ = writeln!(
+            out,
+            "{:<20} {:<13} {:>10} {:>12}  {}",
+            text(peer, "peer_id"),
+            text(peer, "status"),
+            rtt,
+            seen,
+            text(peer, "address")
+        );
+    }
+    out
+}
+
+/// `conclave history`.
+pub(crate) fn history(answer: &Value) -> String {
+    let Some(list) = answer.get("history").and_then(Value::as_array) else {
+        return "no leader changes recorded\n".to_owned();
+    };
+    if list.is_empty() {
+        return "no leader changes recorded\n".to_owned();
+    }
+    let mut out = format!("{:<15} {:>6}  {:<20} {}\n", "AT (unix ms)", "TERM", "LEADER", "CAUSE");
+    for record in list {
+        let _ = writeln!(
+            out,
+            "{:<15} {:>6}  {:<20} {}",
+            text(record, "at_unix_ms"),
+            text(record, "term"),
+            text(record, "leader"),
+            text(record, "cause")
+        );
+    }
+    out
+}
+
+/// The answer to `leader set`, `leader resign`, `auto-election`.
+pub(crate) fn outcome(answer: &Value) -> String {
+    let mut out = text(answer, "outcome").replace('_', " ");
+    let peer = text(answer, "peer_id");
+    if peer != "-" {
+        let _ = write!(out, ": {peer}");
+    }
+    let _ = writeln!(
+        out,
+        "\nterm {}, leader {}, fencing token {}",
+        text(answer, "term"),
+        text(answer, "leader"),
+        text(answer, "fencing_token")
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn status_table_shows_leader_and_token() {
+        let answer = json!({
+            "node_id": "gw-a", "cluster_id": "site-1", "incarnation": 3, "role": "leader",
+            "term": 5, "leader": "gw-a", "fencing_token": "5:gw-a", "quorum": "voters",
+            "quorum_size": 2, "electorate": 3, "auto_election": true, "pinned_leader": null,
+            "quarantined": false, "authenticated": true,
+            "peers": [{"peer_id": "gw-b", "status": "connected", "rtt_ms": 0.42,
+                       "last_seen_ms_ago": 120, "address": "udp:127.0.0.1:7947"}]
+        });
+        let text = status(&answer);
+        assert!(text.contains("fencing token 5:gw-a"), "{text}");
+        assert!(text.contains("leader      gw-a"), "{text}");
+        assert!(text.contains("0.42 ms"), "{text}");
+        assert!(text.contains("manual override none"), "{text}");
+        assert!(!text.contains("WARNING"), "{text}");
+    }
+
+    #[test]
+    fn outcome_names_the_peer() {
+        let answer = json!({"outcome": "transfer_started", "peer_id": "gw-c", "term": 5,
+                            "leader": "gw-a", "fencing_token": "5:gw-a"});
+        assert_eq!(
+            outcome(&answer),
+            "transfer started: gw-c\nterm 5, leader gw-a, fencing token 5:gw-a\n"
+        );
+    }
+}

@@ -1,0 +1,145 @@
+//! `conclave run` and `conclave check-config`: load, validate, start, stop.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use conclave_actors::config::NodeConfig;
+use conclave_actors::node::NodeBuilder;
+use conclave_actors::settings::Settings;
+use tracing::{error, info};
+use tracing_subscriber::EnvFilter;
+
+use crate::{EXIT_SOFTWARE, EXIT_USAGE};
+
+/// Loads and validates `file`, printing every problem; the exit code on failure.
+fn load(file: &Path) -> Result<NodeConfig, ExitCode> {
+    let settings = Settings::load(Some(file)).map_err(|err| {
+        eprintln!("error: {err}");
+        ExitCode::from(EXIT_USAGE)
+    })?;
+    settings.validate().map_err(|problems| {
+        eprintln!(
+            "{}: {} configuration problem{}:",
+            file.display(),
+            problems.len(),
+            if problems.len() == 1 { "" } else { "s" }
+        );
+        for problem in problems {
+            eprintln!("  {problem}");
+        }
+        ExitCode::from(EXIT_USAGE)
+    })
+}
+
+/// `conclave check-config FILE`.
+pub(crate) fn check_config(file: &Path) -> ExitCode {
+    match load(file) {
+        Ok(config) => {
+            println!("{}: ok", file.display());
+            println!("  node {} in cluster {}", config.node_id, config.cluster_id);
+            println!(
+                "  voters {}",
+                config
+                    .election
+                    .voters
+                    .iter()
+                    .map(|v| v.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            if let Some(udp) = &config.udp {
+                println!("  udp {} (peers: {})", udp.listen, udp.peers.len());
+            }
+            match config.admin.listen {
+                Some(listen) => println!("  admin http://{listen}"),
+                None => println!("  admin off"),
+            }
+            match config.metrics.listen {
+                Some(listen) => println!("  metrics http://{listen}/metrics"),
+                None => println!("  metrics off"),
+            }
+            if config.auth_key.is_none() {
+                println!("  warning: no cluster.psk_file, frames are not authenticated");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(code) => code,
+    }
+}
+
+/// `conclave run --config FILE`.
+pub(crate) fn run(file: &Path, log: &str) -> ExitCode {
+    let filter = match EnvFilter::try_new(log) {
+        Ok(filter) => filter,
+        Err(err) => {
+            eprintln!("error: --log {log:?}: {err}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    tracing_subscriber::fmt().with_env_filter(filter).init();
+    let config = match load(file) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let system = actix_rt::System::new();
+    system.block_on(async move {
+        let admin = config.admin.listen;
+        let metrics = config.metrics.listen;
+        let node = match NodeBuilder::new(config).start().await {
+            Ok(node) => node,
+            Err(err) => {
+                error!("cannot start: {err}");
+                return ExitCode::from(1);
+            }
+        };
+        if let Some(admin) = admin {
+            info!("admin API on http://{admin}");
+        }
+        if let Some(metrics) = metrics {
+            info!("metrics on http://{metrics}/metrics");
+        }
+        let halted = wait_for_stop(&node).await;
+        node.stop().await;
+        if halted {
+            ExitCode::from(EXIT_SOFTWARE)
+        } else {
+            info!("stopped");
+            ExitCode::SUCCESS
+        }
+    })
+}
+
+/// Waits for Ctrl-C, SIGTERM, or the node halting; `true` when it halted.
+async fn wait_for_stop(node: &conclave_actors::node::Node) -> bool {
+    let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(signal) => Some(signal),
+        Err(err) => {
+            error!("cannot watch SIGTERM: {err}");
+            None
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {
+                info!("interrupted; stopping");
+                return false;
+            }
+            _ = async {
+                match terminate.as_mut() {
+                    Some(signal) => { signal.recv().await; }
+                    None => std::future::pending::<()>().await,
+                }
+            } => {
+                info!("terminated; stopping");
+                return false;
+            }
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {
+                if !node.handle().is_running() {
+                    error!("the node halted");
+                    return true;
+                }
+            }
+        }
+    }
+}

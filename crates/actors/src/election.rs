@@ -1,0 +1,361 @@
+//! The ElectionActor (RAFT-1..9, CB-5, CB-6): drives [`conclave_core::raft::Raft`] and carries
+//! out its actions. Every decision — who campaigns, who votes for whom, who leads — is the
+//! core's; this actor only moves messages, time and bytes.
+//!
+//! The durability contract (RAFT-1, WAL-1): actions are carried out in order, and when a
+//! `Persist` comes up the actor hands it to the WAL and stops processing anything else —
+//! messages, timers, the rest of the actions — until the WAL answers that it is on disk. Only
+//! then do the messages that depend on it leave. Leader changes are recorded in the WAL's
+//! leadership history (CB-6) before they are published, in the same fsync when one is already
+//! due. If the WAL fails, the node cannot promise not to vote twice, so the actor halts.
+
+use std::collections::VecDeque;
+use std::time::SystemTime;
+
+use actix::clock::Instant;
+use actix::prelude::*;
+use conclave_core::raft::{Action, Command, CommandOutcome, Event, Raft, RaftError, RaftStatus, Role};
+use conclave_protocol::PeerId;
+use tracing::{debug, error, info, warn};
+
+use crate::clock::NodeClock;
+use crate::events::{EventBus, LeaderChange, NodeEvent, unix_millis};
+use crate::messages::{Destination, IdRefused, PeerReachability, RaftArrived, Transmit};
+use crate::metrics::NodeMetrics;
+use crate::wal::{HistoryRecord, Persist, WalRecord};
+
+/// Entries of the leadership history kept in memory for the admin API.
+const HISTORY_IN_MEMORY: usize = 1000;
+
+/// An operator's command (from the admin API or an in-process caller).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Result<CommandOutcome, RaftError>")]
+pub struct ElectionCommand(pub Command);
+
+/// The election's status, for the status answer.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "RaftStatus")]
+pub struct GetElectionStatus;
+
+/// The leadership history, newest last (CB-6).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Vec<HistoryRecord>")]
+pub struct GetHistory;
+
+/// One step still to carry out after a WAL write.
+#[derive(Debug)]
+enum Step {
+    /// An action as the core emitted it.
+    Act(Action),
+    /// A leader change whose history record is already durable: publish it.
+    Announce(HistoryRecord, Role),
+}
+
+/// The history record of a leader change, stamped now; `None` for other events.
+fn history_record(event: &Event) -> Option<(HistoryRecord, Role)> {
+    let Event::LeaderChanged {
+        term,
+        leader,
+        role,
+        cause,
+    } = event
+    else {
+        return None;
+    };
+    let record = HistoryRecord {
+        term: *term,
+        leader: *leader,
+        cause: *cause,
+        at_unix_ms: unix_millis(SystemTime::now()),
+    };
+    Some((record, *role))
+}
+
+/// Where the election's outputs go.
+#[derive(Debug, Clone)]
+pub struct ElectionOutputs {
+    /// Frames to send.
+    pub transport: Recipient<Transmit>,
+    /// Durable writes.
+    pub wal: Recipient<Persist>,
+}
+
+/// The ElectionActor. See the [module docs](self).
+pub struct ElectionActor {
+    raft: Raft,
+    clock: NodeClock,
+    outputs: ElectionOutputs,
+    events: EventBus,
+    metrics: NodeMetrics,
+    history: VecDeque<HistoryRecord>,
+    timer: Option<SpawnHandle>,
+    /// The leader last published, to report the previous one with each change.
+    published_leader: Option<PeerId>,
+    /// While no leader is known: since when the leaderless time was last added up.
+    leaderless_mark: Option<Instant>,
+}
+
+impl ElectionActor {
+    /// An actor around `raft`, with the history recovered from the WAL.
+    pub fn new(
+        raft: Raft,
+        clock: NodeClock,
+        outputs: ElectionOutputs,
+        events: EventBus,
+        metrics: NodeMetrics,
+        history: Vec<HistoryRecord>,
+    ) -> Self {
+        metrics.set_term(raft.term());
+        metrics.set_role(raft.role());
+        let skip = history.len().saturating_sub(HISTORY_IN_MEMORY);
+        Self {
+            raft,
+            clock,
+            outputs,
+            events,
+            metrics,
+            history: history.into_iter().skip(skip).collect(),
+            timer: None,
+            published_leader: None,
+            leaderless_mark: Some(Instant::now()),
+        }
+    }
+
+    fn pump(&mut self, ctx: &mut Context<Self>) {
+        let steps = std::iter::from_fn(|| self.raft.poll_action())
+            .map(Step::Act)
+            .collect();
+        self.carry_out(steps, ctx);
+    }
+
+    /// Carries out `steps` in order, pausing at each `Persist` until it is durable.
+    fn carry_out(&mut self, mut steps: VecDeque<Step>, ctx: &mut Context<Self>) {
+        while let Some(step) = steps.pop_front() {
+            match step {
+                Step::Act(Action::Persist(state)) => {
+                    let mut records = vec![WalRecord::HardState(state)];
+                    // Group commit: leader changes of this same input are recorded in the
+                    // same fsync rather than one of their own.
+                    for later in steps.iter_mut() {
+                        if let Step::Act(Action::Publish(event)) = later {
+                            if let Some((record, role)) = history_record(event) {
+                                records.push(WalRecord::LeaderChange(record.clone()));
+                                *later = Step::Announce(record, role);
+                            }
+                        }
+                    }
+                    self.persist_then(records, steps, ctx);
+                    return;
+                }
+                Step::Act(Action::Publish(event)) => match history_record(&event) {
+                    Some((record, role)) => {
+                        steps.push_front(Step::Announce(record.clone(), role));
+                        self.persist_then(vec![WalRecord::LeaderChange(record)], steps, ctx);
+                        return;
+                    }
+                    None => self.observe(event),
+                },
+                Step::Act(Action::Send { to, message }) => {
+                    self.outputs.transport.do_send(Transmit {
+                        to: Destination::Peer(to),
+                        body: message.into(),
+                    });
+                }
+                Step::Announce(record, role) => self.announce(record, role),
+            }
+        }
+        self.account_leaderless();
+        self.arm_timer(ctx);
+    }
+
+    /// Hands `records` to the WAL and carries out `rest` once they are durable; nothing else
+    /// runs in this actor meanwhile.
+    fn persist_then(
+        &mut self,
+        records: Vec<WalRecord>,
+        rest: VecDeque<Step>,
+        ctx: &mut Context<Self>,
+    ) {
+        let request = self.outputs.wal.send(Persist(records));
+        ctx.wait(
+            async move { request.await }
+                .into_actor(self)
+                .map(move |result, actor, ctx| match result {
+                    Ok(Ok(())) => actor.carry_out(rest, ctx),
+                    Ok(Err(err)) => actor.halt(&err.to_string(), ctx),
+                    Err(err) => actor.halt(&format!("WAL actor unreachable: {err}"), ctx),
+                }),
+        );
+    }
+
+    fn halt(&mut self, reason: &str, ctx: &mut Context<Self>) {
+        error!(
+            %reason,
+            "the WAL could not make the election state durable; this node stops taking part \
+             rather than risk voting twice in a term"
+        );
+        ctx.stop();
+    }
+
+    /// A durable leader change: logs, metrics, the in-memory history and the event bus.
+    fn announce(&mut self, record: HistoryRecord, role: Role) {
+        let HistoryRecord {
+            term,
+            leader,
+            cause,
+            at_unix_ms,
+        } = record;
+        let previous = self.published_leader;
+        self.published_leader = leader;
+        match leader {
+            Some(leader) => {
+                info!(term, %leader, role = role.label(), cause = cause.label(), "leader changed");
+            }
+            None => warn!(term, cause = cause.label(), "no leader"),
+        }
+        self.account_leaderless();
+        self.leaderless_mark = leader.is_none().then(Instant::now);
+        self.metrics.leader_changed();
+        self.metrics.set_leader_known(leader.is_some());
+        self.metrics.set_term(term);
+        self.metrics.set_role(role);
+        self.history.push_back(record);
+        while self.history.len() > HISTORY_IN_MEMORY {
+            self.history.pop_front();
+        }
+        self.events.publish(NodeEvent::LeaderChanged(LeaderChange {
+            term,
+            leader,
+            previous,
+            role,
+            cause,
+            at_unix_ms,
+        }));
+    }
+
+    /// Metrics and logs of the events that are not leader changes.
+    fn observe(&mut self, event: Event) {
+        match event {
+            Event::LeaderChanged { .. } => {
+                // Leader changes go through the WAL first and arrive as `Step::Announce`.
+                debug_assert!(false, "leader change observed without its history record");
+            }
+            Event::RoleChanged { term, role } => {
+                debug!(term, role = role.label(), "role changed");
+                self.metrics.set_role(role);
+                self.metrics.set_term(term);
+            }
+            Event::ElectionStarted { term, pre_vote } => {
+                info!(term, pre_vote, "campaign started");
+                self.metrics.election_started(pre_vote);
+            }
+            Event::ElectionWon { term, duration } => {
+                info!(term, ?duration, "election won");
+                self.metrics.election_won(duration);
+            }
+            Event::VoteCast {
+                term,
+                candidate,
+                granted,
+                pre_vote,
+            } => {
+                debug!(term, %candidate, granted, pre_vote, "vote answered");
+                if !pre_vote {
+                    self.metrics.vote_cast(granted);
+                }
+            }
+            Event::SplitBrain { term, known, other } => {
+                warn!(term, %known, %other, "two leaders claim the same term");
+                self.metrics.split_brain();
+            }
+            Event::TransferAborted { target } => {
+                warn!(%target, "leadership transfer did not complete in time");
+            }
+        }
+    }
+
+    /// Adds the time spent without a leader since the last mark to the metric.
+    fn account_leaderless(&mut self) {
+        if let Some(mark) = self.leaderless_mark {
+            let now = Instant::now();
+            self.metrics.add_leaderless(now.saturating_duration_since(mark));
+            self.leaderless_mark = Some(now);
+        }
+    }
+
+    fn arm_timer(&mut self, ctx: &mut Context<Self>) {
+        if let Some(timer) = self.timer.take() {
+            ctx.cancel_future(timer);
+        }
+        if let Some(deadline) = self.raft.poll_timeout() {
+            let wait = self.clock.until(deadline);
+            self.timer = Some(ctx.run_later(wait, |actor, ctx| {
+                actor.timer = None;
+                let now = actor.clock.now();
+                actor.raft.handle_timeout(now);
+                actor.pump(ctx);
+            }));
+        }
+    }
+}
+
+impl Actor for ElectionActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        self.arm_timer(ctx);
+    }
+}
+
+impl Handler<RaftArrived> for ElectionActor {
+    type Result = ();
+    fn handle(&mut self, arrived: RaftArrived, ctx: &mut Self::Context) {
+        let now = self.clock.now();
+        self.raft.handle_message(now, arrived.from, arrived.message);
+        self.pump(ctx);
+    }
+}
+
+impl Handler<PeerReachability> for ElectionActor {
+    type Result = ();
+    fn handle(&mut self, change: PeerReachability, ctx: &mut Self::Context) {
+        let now = self.clock.now();
+        self.raft
+            .handle_peer_status(now, change.peer, change.connected);
+        self.pump(ctx);
+    }
+}
+
+impl Handler<IdRefused> for ElectionActor {
+    type Result = ();
+    fn handle(&mut self, _: IdRefused, ctx: &mut Self::Context) {
+        let now = self.clock.now();
+        self.raft.handle_id_refused(now);
+        self.pump(ctx);
+    }
+}
+
+impl Handler<ElectionCommand> for ElectionActor {
+    type Result = Result<CommandOutcome, RaftError>;
+    fn handle(&mut self, command: ElectionCommand, ctx: &mut Self::Context) -> Self::Result {
+        let now = self.clock.now();
+        info!(?command, "operator command");
+        let outcome = self.raft.handle_command(now, command.0);
+        self.pump(ctx);
+        outcome
+    }
+}
+
+impl Handler<GetElectionStatus> for ElectionActor {
+    type Result = MessageResult<GetElectionStatus>;
+    fn handle(&mut self, _: GetElectionStatus, _: &mut Self::Context) -> Self::Result {
+        MessageResult(self.raft.status())
+    }
+}
+
+impl Handler<GetHistory> for ElectionActor {
+    type Result = MessageResult<GetHistory>;
+    fn handle(&mut self, _: GetHistory, _: &mut Self::Context) -> Self::Result {
+        MessageResult(self.history.iter().cloned().collect())
+    }
+}

@@ -1,0 +1,72 @@
+//! Messages between the actors of one node. Actors hold `Recipient`s of these, never the
+//! concrete address of a neighbour, so a test can put a fake in any place.
+
+use actix::Message;
+use conclave_core::LinkAddr;
+use conclave_core::raft::RaftMessage;
+use conclave_protocol::{Body, PeerId};
+
+/// Where an outgoing body goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Destination {
+    /// One peer, by the route the transport learned (or to every known address if none yet).
+    Peer(PeerId),
+    /// One peer, through the link address a frame of its came from (MEM-3 refusals).
+    Reply {
+        /// The peer.
+        peer: PeerId,
+        /// The address its frame came from.
+        origin: LinkAddr,
+    },
+    /// Everyone reachable on every link.
+    Broadcast,
+}
+
+/// Send a body (to the transport).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct Transmit {
+    /// Where to.
+    pub to: Destination,
+    /// What.
+    pub body: Body,
+}
+
+/// An authenticated frame arrived (from the transport to membership): every frame, whatever
+/// its body, since any frame proves its sender alive.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct FrameArrived {
+    /// The sender.
+    pub from: PeerId,
+    /// The link address it came from.
+    pub origin: LinkAddr,
+    /// The body.
+    pub body: Body,
+}
+
+/// An election message arrived (from the transport to the election).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct RaftArrived {
+    /// The sender.
+    pub from: PeerId,
+    /// The message.
+    pub message: RaftMessage,
+}
+
+/// Membership's view of a peer changed (from membership to the election, reliably: the
+/// election's electorate depends on it).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct PeerReachability {
+    /// The peer.
+    pub peer: PeerId,
+    /// Connected (heard recently) or not (silent, or gone).
+    pub connected: bool,
+}
+
+/// Another live node holds this node's id (MEM-3): leave the election.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct IdRefused;

@@ -1,0 +1,403 @@
+//! Starting, wiring, querying and stopping one node's actors.
+//!
+//! [`NodeBuilder::start`] opens the WAL (which also advances the node's incarnation), binds
+//! the links, starts the TransportActor, WalActor, ElectionActor, MembershipActor and
+//! CallbackActor, connects them through recipients, and starts the admin and metrics HTTP
+//! servers when configured. The [`NodeHandle`] it returns is the in-process API: status,
+//! peers, history, operator commands, event subscriptions (CB-1), and stopping — gracefully
+//! (peers are told goodbye) or abruptly, as a crash would.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use conclave_core::raft::{Command, CommandOutcome, LogPosition, Raft, RaftError, RaftStatus};
+use conclave_core::{Membership, PeerInfo, SeededRng};
+use conclave_protocol::{ClusterId, FrameCodec, PeerId};
+use tokio::net::UdpSocket;
+use tracing::{info, warn};
+
+use crate::callbacks::CallbackActor;
+use crate::clock::NodeClock;
+use crate::config::NodeConfig;
+use crate::election::{ElectionActor, ElectionCommand, ElectionOutputs, GetElectionStatus, GetHistory};
+use crate::events::{EventBus, EventSubscription};
+use crate::memory::MemoryHub;
+use crate::membership::{GetPeers, MembershipActor, MembershipOutputs, SayGoodbye};
+use crate::metrics::NodeMetrics;
+use crate::transport::{ConnectReceivers, GetRoutes, Links, TransportActor};
+use crate::wal::{HistoryRecord, WalActor, WalError, WalFile};
+
+/// Why a node could not start or answer.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The WAL could not be opened or recovered.
+    #[error(transparent)]
+    Wal(#[from] WalError),
+    /// A socket could not be bound.
+    #[error("cannot bind {what} to {addr}: {source}")]
+    Bind {
+        /// Which socket (`link.udp.listen`, `admin.listen`, `metrics.listen`).
+        what: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The election settings were refused.
+    #[error(transparent)]
+    Election(#[from] RaftError),
+    /// The node's actors have stopped.
+    #[error("the node has stopped")]
+    Stopped,
+    /// The task recovering the WAL did not finish.
+    #[error("WAL recovery did not complete: {0}")]
+    Recovery(String),
+}
+
+/// Stops an actor at once (a crash, for the actor's purposes).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct StopActor;
+
+macro_rules! stoppable {
+    ($($actor:ty),*) => {$(
+        impl Handler<StopActor> for $actor {
+            type Result = ();
+            fn handle(&mut self, _: StopActor, ctx: &mut Self::Context) {
+                ctx.stop();
+            }
+        }
+    )*};
+}
+
+stoppable!(TransportActor, MembershipActor, ElectionActor, CallbackActor);
+
+/// A random seed for the election timeouts of a real node. The standard library's hasher keys
+/// come from the operating system's randomness, so no extra dependency is needed for it.
+fn entropy_seed() -> u64 {
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u64(u64::from(std::process::id()));
+    hasher.finish()
+}
+
+/// Configures and starts a node.
+#[derive(Debug)]
+pub struct NodeBuilder {
+    config: NodeConfig,
+    memory: Option<(MemoryHub, u32)>,
+    seed: Option<u64>,
+}
+
+impl NodeBuilder {
+    /// A node running `config`.
+    pub fn new(config: NodeConfig) -> Self {
+        Self {
+            config,
+            memory: None,
+            seed: None,
+        }
+    }
+
+    /// Also attach to an in-process memory hub under `slot` (tests, demo).
+    pub fn memory_link(mut self, hub: MemoryHub, slot: u32) -> Self {
+        self.memory = Some((hub, slot));
+        self
+    }
+
+    /// Use a fixed seed for the election's randomness (tests); by default it is random.
+    pub fn rng_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Starts the node inside the running actix system.
+    pub async fn start(self) -> Result<Node, NodeError> {
+        let config = self.config;
+        let data_dir = config.data_dir.clone();
+        let (wal, recovered) = actix_rt::task::spawn_blocking(move || WalFile::open(&data_dir))
+            .await
+            .map_err(|err| NodeError::Recovery(err.to_string()))??;
+        info!(
+            node = %config.node_id,
+            cluster = %config.cluster_id,
+            incarnation = recovered.incarnation,
+            term = recovered.hard_state.term,
+            "starting"
+        );
+        if config.auth_key.is_none() {
+            warn!(
+                "no cluster.psk_file: frames are not authenticated and anyone on the network \
+                 can forge them; set a pre-shared key outside of demos"
+            );
+        }
+
+        let metrics = NodeMetrics::new();
+        let events = EventBus::new(metrics.clone());
+        let clock = NodeClock::start();
+
+        let mut links = Links::default();
+        if let Some(udp) = &config.udp {
+            let socket = UdpSocket::bind(udp.listen)
+                .await
+                .map_err(|source| NodeError::Bind {
+                    what: "link.udp.listen",
+                    addr: udp.listen,
+                    source,
+                })?;
+            links.udp = Some((Arc::new(socket), udp.peers.clone()));
+        }
+        links.memory = self.memory;
+
+        let codec = FrameCodec::new(config.cluster_id, config.auth_key.clone());
+        let transport = TransportActor::new(
+            config.node_id,
+            recovered.incarnation,
+            codec,
+            links,
+            metrics.clone(),
+        )
+        .start();
+        let wal = WalActor::start(wal, metrics.clone());
+
+        let raft = Raft::new(
+            config.raft_config(),
+            recovered.hard_state,
+            LogPosition::default(),
+            SeededRng::new(self.seed.unwrap_or_else(entropy_seed)),
+            clock.now(),
+        )?;
+        let election = ElectionActor::new(
+            raft,
+            clock,
+            ElectionOutputs {
+                transport: transport.clone().recipient(),
+                wal: wal.clone().recipient(),
+            },
+            events.clone(),
+            metrics.clone(),
+            recovered.history,
+        )
+        .start();
+        let membership = MembershipActor::new(
+            Membership::new(config.node_id, config.membership, clock.now()),
+            clock,
+            MembershipOutputs {
+                transport: transport.clone().recipient(),
+                reachability: election.clone().recipient(),
+                refused: election.clone().recipient(),
+            },
+            events.clone(),
+            metrics.clone(),
+        )
+        .start();
+        transport.do_send(ConnectReceivers {
+            membership: membership.clone().recipient(),
+            election: election.clone().recipient(),
+        });
+        let callbacks = CallbackActor::new(config.node_id, config.hooks.clone(), metrics.clone())
+            .start_with(events.subscribe("hooks"));
+
+        let handle = NodeHandle {
+            inner: Arc::new(HandleInner {
+                node_id: config.node_id,
+                cluster_id: config.cluster_id,
+                incarnation: recovered.incarnation,
+                authenticated: config.auth_key.is_some(),
+                clock,
+                transport,
+                membership,
+                election,
+                callbacks,
+                events,
+                metrics,
+            }),
+        };
+        let mut servers = Vec::new();
+        if let Some(listen) = config.admin.listen {
+            servers.push(crate::admin::serve_admin(
+                handle.clone(),
+                listen,
+                config.admin.token.clone(),
+            )?);
+        }
+        if let Some(listen) = config.metrics.listen {
+            servers.push(crate::admin::serve_metrics(handle.metrics().clone(), listen)?);
+        }
+        Ok(Node { handle, servers })
+    }
+}
+
+#[derive(Debug)]
+struct HandleInner {
+    node_id: PeerId,
+    cluster_id: ClusterId,
+    incarnation: u64,
+    authenticated: bool,
+    clock: NodeClock,
+    transport: Addr<TransportActor>,
+    membership: Addr<MembershipActor>,
+    election: Addr<ElectionActor>,
+    callbacks: Addr<CallbackActor>,
+    events: EventBus,
+    metrics: NodeMetrics,
+}
+
+/// A running node, with its HTTP servers.
+pub struct Node {
+    handle: NodeHandle,
+    servers: Vec<actix_web::dev::ServerHandle>,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("node_id", &self.handle.node_id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Node {
+    /// The in-process API of the node.
+    pub fn handle(&self) -> &NodeHandle {
+        &self.handle
+    }
+
+    /// Graceful shutdown: peers are told goodbye, the servers stop, then the actors.
+    pub async fn stop(self) {
+        info!(node = %self.handle.node_id(), "stopping");
+        let _ = self.handle.inner.membership.send(SayGoodbye).await;
+        for server in &self.servers {
+            server.stop(true).await;
+        }
+        self.handle.stop_actors();
+    }
+
+    /// Stops everything at once, without a goodbye: what a crash looks like to the peers.
+    pub async fn kill(self) {
+        for server in &self.servers {
+            server.stop(false).await;
+        }
+        self.handle.stop_actors();
+    }
+}
+
+/// The in-process API of a running node (CB-1). Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct NodeHandle {
+    inner: Arc<HandleInner>,
+}
+
+/// A node's status: the election's and the peer table, as the admin API reports it.
+#[derive(Debug, Clone)]
+pub struct NodeStatus {
+    /// This node.
+    pub node_id: PeerId,
+    /// Its cluster.
+    pub cluster_id: ClusterId,
+    /// Its incarnation (grows at every start).
+    pub incarnation: u64,
+    /// Whether frames are authenticated.
+    pub authenticated: bool,
+    /// The election's state.
+    pub election: RaftStatus,
+    /// The peer table.
+    pub peers: Vec<PeerInfo>,
+}
+
+impl NodeHandle {
+    /// This node's id.
+    pub fn node_id(&self) -> PeerId {
+        self.inner.node_id
+    }
+
+    /// The node's clock reading, in the time base of its peer table.
+    pub fn now(&self) -> conclave_core::Instant {
+        self.inner.clock.now()
+    }
+
+    /// This node's metrics.
+    pub fn metrics(&self) -> &NodeMetrics {
+        &self.inner.metrics
+    }
+
+    /// A new event subscriber named `name` (CB-1).
+    pub fn subscribe(&self, name: impl Into<String>) -> EventSubscription {
+        self.inner.events.subscribe(name)
+    }
+
+    /// Whether the node's election still runs (it halts if its WAL fails).
+    pub fn is_running(&self) -> bool {
+        self.inner.election.connected()
+    }
+
+    /// The election's status alone.
+    pub async fn election_status(&self) -> Result<RaftStatus, NodeError> {
+        self.inner
+            .election
+            .send(GetElectionStatus)
+            .await
+            .map_err(|_| NodeError::Stopped)
+    }
+
+    /// The node's whole status.
+    pub async fn status(&self) -> Result<NodeStatus, NodeError> {
+        let election = self.election_status().await?;
+        let peers = self.peers().await?;
+        Ok(NodeStatus {
+            node_id: self.inner.node_id,
+            cluster_id: self.inner.cluster_id,
+            incarnation: self.inner.incarnation,
+            authenticated: self.inner.authenticated,
+            election,
+            peers,
+        })
+    }
+
+    /// The peer table.
+    pub async fn peers(&self) -> Result<Vec<PeerInfo>, NodeError> {
+        self.inner
+            .membership
+            .send(GetPeers)
+            .await
+            .map_err(|_| NodeError::Stopped)
+    }
+
+    /// The link addresses learned for each peer.
+    pub async fn routes(&self) -> Result<Vec<(PeerId, conclave_core::LinkAddr)>, NodeError> {
+        self.inner
+            .transport
+            .send(GetRoutes)
+            .await
+            .map_err(|_| NodeError::Stopped)
+    }
+
+    /// The leadership history, oldest first (CB-6).
+    pub async fn history(&self) -> Result<Vec<HistoryRecord>, NodeError> {
+        self.inner
+            .election
+            .send(GetHistory)
+            .await
+            .map_err(|_| NodeError::Stopped)
+    }
+
+    /// An operator command (RAFT-8).
+    pub async fn command(&self, command: Command) -> Result<Result<CommandOutcome, RaftError>, NodeError> {
+        self.inner
+            .election
+            .send(ElectionCommand(command))
+            .await
+            .map_err(|_| NodeError::Stopped)
+    }
+
+    fn stop_actors(&self) {
+        self.inner.transport.do_send(StopActor);
+        self.inner.membership.do_send(StopActor);
+        self.inner.election.do_send(StopActor);
+        self.inner.callbacks.do_send(StopActor);
+    }
+}
