@@ -2,6 +2,7 @@
 //!
 //! Skeleton; the actors land in the following commits.
 
+pub mod callbacks;
 pub mod config;
 pub mod events;
 pub mod metrics;
