@@ -29,7 +29,7 @@ use crate::memory::MemoryHub;
 use crate::membership::{GetPeers, MembershipActor, MembershipOutputs, SayGoodbye};
 use crate::metrics::NodeMetrics;
 use crate::transport::{ConnectReceivers, GetRoutes, Links, TransportActor};
-use crate::wal::{HistoryRecord, WalActor, WalError, WalFile};
+use crate::wal::{HistoryRecord, InlineWalActor, Persist, WalActor, WalError, WalFile};
 
 /// Why a node could not start or answer.
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +91,7 @@ pub struct NodeBuilder {
     config: NodeConfig,
     memory: Option<(MemoryHub, u32)>,
     seed: Option<u64>,
+    wal_on_event_loop: bool,
 }
 
 impl NodeBuilder {
@@ -100,7 +101,15 @@ impl NodeBuilder {
             config,
             memory: None,
             seed: None,
+            wal_on_event_loop: false,
         }
+    }
+
+    /// Runs the WAL on the node's own event loop instead of its own thread: for tests with a
+    /// paused clock only (see [`InlineWalActor`]); never for a real node (WAL-4).
+    pub fn wal_on_event_loop(mut self) -> Self {
+        self.wal_on_event_loop = true;
+        self
     }
 
     /// Also attach to an in-process memory hub under `slot` (tests, demo).
@@ -162,7 +171,11 @@ impl NodeBuilder {
             metrics.clone(),
         )
         .start();
-        let wal = WalActor::start(wal, metrics.clone());
+        let wal: Recipient<Persist> = if self.wal_on_event_loop {
+            InlineWalActor::start(wal, metrics.clone()).recipient()
+        } else {
+            WalActor::start(wal, metrics.clone()).recipient()
+        };
 
         let raft = Raft::new(
             config.raft_config(),
@@ -176,7 +189,7 @@ impl NodeBuilder {
             clock,
             ElectionOutputs {
                 transport: transport.clone().recipient(),
-                wal: wal.clone().recipient(),
+                wal,
             },
             events.clone(),
             metrics.clone(),

@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use actix::{Actor, Addr, Handler, Message, SyncArbiter, SyncContext};
+use actix::{Actor, Addr, Context, Handler, Message, SyncArbiter, SyncContext};
 use tracing::error;
 
 use super::error::WalError;
@@ -57,26 +57,71 @@ impl WalActor {
     }
 }
 
+/// Appends and times one `Persist`; shared by both WAL actors.
+fn persist(wal: &mut WalFile, metrics: &NodeMetrics, records: &[WalRecord]) -> Result<(), WalError> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    match wal.append(records) {
+        Ok(took) => {
+            metrics.wal_fsync(took);
+            Ok(())
+        }
+        Err(failure) => {
+            error!(error = %failure, records = records.len(), "WAL append failed");
+            Err(failure)
+        }
+    }
+}
+
 impl Handler<Persist> for WalActor {
     type Result = Result<(), WalError>;
 
     fn handle(&mut self, Persist(records): Persist, _: &mut SyncContext<Self>) -> Self::Result {
-        if records.is_empty() {
-            return Ok(());
-        }
         // A poisoned lock means an earlier handler panicked mid-call; the WalFile's own
         // `failed` flag already covers a write that did not finish.
         let mut wal = self.wal.lock().unwrap_or_else(PoisonError::into_inner);
-        match wal.append(&records) {
-            Ok(took) => {
-                self.metrics.wal_fsync(took);
-                Ok(())
-            }
-            Err(failure) => {
-                error!(error = %failure, records = records.len(), "WAL append failed");
-                Err(failure)
-            }
-        }
+        persist(&mut wal, &self.metrics, &records)
+    }
+}
+
+/// The WAL on the caller's own event loop, for tests with a paused clock only.
+///
+/// A paused tokio clock jumps to the next timer whenever its runtime has nothing to do, and
+/// waiting for an answer from the WAL thread is exactly that: every fsync would let virtual
+/// time leap ahead and fire election timeouts that real time would never reach. Running the
+/// WAL on the same loop keeps virtual time honest in such tests. Production nodes always use
+/// [`WalActor`], because file I/O must not block the event loop (WAL-4).
+#[derive(Debug)]
+pub struct InlineWalActor {
+    wal: WalFile,
+    metrics: NodeMetrics,
+}
+
+impl Actor for InlineWalActor {
+    type Context = Context<Self>;
+}
+
+impl InlineWalActor {
+    /// Starts it on the current arbiter.
+    pub fn start(wal: WalFile, metrics: NodeMetrics) -> Addr<InlineWalActor> {
+        InlineWalActor { wal, metrics }.start()
+    }
+}
+
+impl Handler<Persist> for InlineWalActor {
+    type Result = Result<(), WalError>;
+
+    fn handle(&mut self, Persist(records): Persist, _: &mut Context<Self>) -> Self::Result {
+        persist(&mut self.wal, &self.metrics, &records)
+    }
+}
+
+impl Handler<History> for InlineWalActor {
+    type Result = Vec<HistoryRecord>;
+
+    fn handle(&mut self, _: History, _: &mut Context<Self>) -> Self::Result {
+        self.wal.history().to_vec()
     }
 }
 

@@ -20,7 +20,7 @@ mod record;
 #[cfg(test)]
 mod tests;
 
-pub use actor::{History, Persist, WalActor};
+pub use actor::{History, InlineWalActor, Persist, WalActor};
 pub use error::WalError;
 pub use file::{
     DEFAULT_COMPACT_THRESHOLD, DEFAULT_HISTORY_LIMIT, Recovered, WAL_FILE_NAME, WalFile, WalOptions,

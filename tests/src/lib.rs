@@ -1,0 +1,291 @@
+//! A harness for whole-node tests: N real nodes — every actor, a real WAL on disk — in one
+//! process, connected by a [`MemoryHub`], with helpers to kill, restart and partition them and
+//! to wait for agreement.
+//!
+//! Tests that pause the tokio clock must build nodes with the WAL on the event loop
+//! ([`ClusterOptions::paused_clock`]): a paused clock jumps ahead whenever the runtime waits
+//! on another thread, and the WAL thread is one.
+
+use std::path::Path;
+use std::time::Duration;
+
+use conclave_actors::config::{
+    AdminConfig, ElectionConfig, HooksConfig, MetricsConfig, NodeConfig, Quorum, RaftSettings,
+};
+use conclave_actors::memory::MemoryHub;
+use conclave_actors::node::{Node, NodeBuilder, NodeHandle, NodeStatus};
+use conclave_core::MembershipConfig;
+use conclave_core::raft::Role;
+use conclave_protocol::{AuthKey, ClusterId, PeerId};
+use tempfile::TempDir;
+
+/// The cluster id every test node uses.
+pub const CLUSTER: &str = "test-cluster";
+
+/// A pre-shared key for tests that authenticate frames.
+pub const TEST_PSK: &[u8] = b"conclave-test-pre-shared-key";
+
+/// Installs a per-test log subscriber that writes through the test harness, so a failing test
+/// shows its nodes' logs. Keep the guard alive for the test's duration.
+pub fn test_log() -> tracing::subscriber::DefaultGuard {
+    tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            )
+            .with_test_writer()
+            .finish(),
+    )
+}
+
+/// A peer id from a test literal.
+pub fn id(name: &str) -> PeerId {
+    PeerId::new(name).expect("test ids are valid")
+}
+
+/// How a test cluster is set up.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// Quorum mode.
+    pub quorum: Quorum,
+    /// Authenticate frames with [`TEST_PSK`].
+    pub authenticated: bool,
+    /// Run the WAL on the event loop (required with a paused clock).
+    pub paused_clock: bool,
+    /// Hooks, the same for every node.
+    pub hooks: HooksConfig,
+}
+
+impl ClusterOptions {
+    /// `voters` mode, unauthenticated, for a paused clock.
+    pub fn paused_clock(quorum: Quorum) -> Self {
+        Self {
+            quorum,
+            authenticated: false,
+            paused_clock: true,
+            hooks: HooksConfig::default(),
+        }
+    }
+
+    /// The same for real time (hooks run real processes, which a paused clock cannot wait for).
+    pub fn real_time(quorum: Quorum) -> Self {
+        Self {
+            paused_clock: false,
+            ..Self::paused_clock(quorum)
+        }
+    }
+}
+
+/// The configuration of one test node: DESIGN's timings scaled down ten times (heartbeat
+/// 50 ms, election timeout 150–300 ms), no HTTP servers, no UDP.
+pub fn node_config(name: &str, names: &[&str], options: &ClusterOptions, data_dir: &Path) -> NodeConfig {
+    NodeConfig {
+        node_id: id(name),
+        data_dir: data_dir.to_path_buf(),
+        cluster_id: ClusterId::new(CLUSTER).expect("valid cluster id"),
+        auth_key: options
+            .authenticated
+            .then(|| AuthKey::new(TEST_PSK, 16).expect("the test key is long enough")),
+        election: ElectionConfig {
+            voters: names.iter().map(|n| id(n)).collect(),
+            auto: true,
+            raft: RaftSettings {
+                quorum: options.quorum,
+                heartbeat: Duration::from_millis(50),
+                election_timeout_min: Duration::from_millis(150),
+                election_timeout_max: Duration::from_millis(300),
+                pre_vote: true,
+                check_quorum: true,
+            },
+        },
+        membership: MembershipConfig {
+            heartbeat_interval: Duration::from_millis(50),
+            timeout_multiplier: 3,
+            hello_interval: Duration::from_millis(100),
+            announce_interval: Duration::from_secs(1),
+        },
+        udp: None,
+        admin: AdminConfig {
+            listen: None,
+            token: None,
+        },
+        metrics: MetricsConfig { listen: None },
+        hooks: options.hooks.clone(),
+    }
+}
+
+/// N nodes on one memory hub.
+pub struct MemoryCluster {
+    /// The shared medium; partition it, or inject frames into it.
+    pub hub: MemoryHub,
+    options: ClusterOptions,
+    configs: Vec<NodeConfig>,
+    nodes: Vec<Option<Node>>,
+    starts: u64,
+    _dir: TempDir,
+}
+
+impl MemoryCluster {
+    /// Starts nodes named `names`; node `i` is attached to hub slot `i`.
+    pub async fn start(names: &[&str], options: ClusterOptions) -> Self {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let configs: Vec<NodeConfig> = names
+            .iter()
+            .map(|name| node_config(name, names, &options, &dir.path().join(name)))
+            .collect();
+        let mut cluster = Self {
+            hub: MemoryHub::new(),
+            options,
+            nodes: configs.iter().map(|_| None).collect(),
+            configs,
+            starts: 0,
+            _dir: dir,
+        };
+        for index in 0..names.len() {
+            cluster.restart(index).await;
+        }
+        cluster
+    }
+
+    /// The number of nodes, running or not.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the cluster has no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Node `index`'s id.
+    pub fn id(&self, index: usize) -> PeerId {
+        self.configs[index].node_id
+    }
+
+    /// Node `index`'s handle; panics if it is not running.
+    pub fn handle(&self, index: usize) -> &NodeHandle {
+        self.nodes[index]
+            .as_ref()
+            .map(Node::handle)
+            .unwrap_or_else(|| panic!("node {index} is not running"))
+    }
+
+    /// Indices of the running nodes.
+    pub fn running(&self) -> Vec<usize> {
+        (0..self.nodes.len()).filter(|&i| self.nodes[i].is_some()).collect()
+    }
+
+    /// Stops node `index` abruptly, as a crash (no goodbye).
+    pub async fn kill(&mut self, index: usize) {
+        if let Some(node) = self.nodes[index].take() {
+            node.kill().await;
+        }
+    }
+
+    /// Starts node `index` (again) from its WAL.
+    pub async fn restart(&mut self, index: usize) {
+        self.kill(index).await;
+        self.starts += 1;
+        let mut builder = NodeBuilder::new(self.configs[index].clone())
+            .memory_link(self.hub.clone(), u32::try_from(index).expect("few nodes"))
+            .rng_seed(self.starts * 7919 + index as u64);
+        if self.options.paused_clock {
+            builder = builder.wal_on_event_loop();
+        }
+        let node = builder.start().await.expect("test node starts");
+        self.nodes[index] = Some(node);
+    }
+
+    /// Every running node's status.
+    pub async fn statuses(&self) -> Vec<(usize, NodeStatus)> {
+        let mut out = Vec::new();
+        for index in self.running() {
+            if let Ok(status) = self.handle(index).status().await {
+                out.push((index, status));
+            }
+        }
+        out
+    }
+
+    /// The leader every running node of `group` names in the same term, if they agree and it
+    /// leads; `None` otherwise.
+    pub async fn agreed_leader_among(&self, group: &[usize]) -> Option<usize> {
+        let mut agreed: Option<(PeerId, u64)> = None;
+        let mut leaders = 0;
+        for &index in group {
+            let status = self.handle(index).election_status().await.ok()?;
+            if status.role == Role::Leader {
+                leaders += 1;
+            }
+            let claim = (status.leader?, status.term);
+            if agreed.is_some_and(|seen| seen != claim) {
+                return None;
+            }
+            agreed = Some(claim);
+        }
+        let (leader, _) = agreed?;
+        let index = self.configs.iter().position(|c| c.node_id == leader)?;
+        (leaders == 1 && group.contains(&index)).then_some(index)
+    }
+
+    /// The leader all running nodes agree on.
+    pub async fn agreed_leader(&self) -> Option<usize> {
+        self.agreed_leader_among(&self.running()).await
+    }
+
+    /// Waits, polling every 10 ms, until `check` holds or `within` passes (virtual time when
+    /// the clock is paused). Returns whether it held.
+    pub async fn wait_for<F, Fut>(&self, within: Duration, mut check: F) -> bool
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if check().await {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Waits for a leader all running nodes agree on; panics with every status if none comes.
+    pub async fn await_leader(&self, within: Duration) -> usize {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(leader) = self.agreed_leader().await {
+                return leader;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let statuses = self.statuses().await;
+                let summary: Vec<String> = statuses
+                    .iter()
+                    .map(|(i, s)| {
+                        format!(
+                            "{}: {} term {} leader {:?}",
+                            self.id(*i),
+                            s.election.role,
+                            s.election.term,
+                            s.election.leader
+                        )
+                    })
+                    .collect();
+                panic!("no agreed leader within {within:?}: {}", summary.join("; "));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Stops every node gracefully.
+    pub async fn stop(mut self) {
+        for node in self.nodes.iter_mut() {
+            if let Some(node) = node.take() {
+                node.stop().await;
+            }
+        }
+    }
+}
