@@ -5,3 +5,4 @@
 pub mod config;
 pub mod events;
 pub mod metrics;
+pub mod settings;
