@@ -1,0 +1,412 @@
+//! Every key of DESIGN §9 with its type, and the checks each layer (defaults, file,
+//! environment) passes before the layers are merged.
+//!
+//! `#[serde(deny_unknown_fields)]` stops at the first unknown field and a type mismatch stops
+//! deserialization altogether; checking each layer against [`KEYS`] first instead reports
+//! every unknown key and every mistyped value with its full key, and leaves them out, so the
+//! layer below supplies the value and the remaining keys can still be validated.
+
+use std::collections::BTreeMap;
+
+use config::{Map, Value, ValueKind};
+
+use super::{ConfigProblem, parse_toml};
+
+/// Prefix of the environment variables that set keys: `CONCLAVE__NODE__ID`.
+pub const ENV_PREFIX: &str = "CONCLAVE__";
+/// Separator between the parts of a key path in an environment variable name.
+pub const ENV_SEPARATOR: &str = "__";
+
+/// The type a key's value must have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// A table of further keys.
+    Section,
+    /// A string.
+    Text,
+    /// A non-negative integer.
+    Number,
+    /// A boolean.
+    Switch,
+    /// An array of strings.
+    TextList,
+    /// An array whose items are strings or arrays of strings.
+    CommandList,
+}
+
+/// Every key [`super::Settings`] reads, sections included. A test checks that this list and the
+/// serde structs agree.
+pub(super) const KEYS: &[(&str, Kind)] = &[
+    ("node", Kind::Section),
+    ("node.id", Kind::Text),
+    ("node.data_dir", Kind::Text),
+    ("cluster", Kind::Section),
+    ("cluster.id", Kind::Text),
+    ("cluster.voters", Kind::TextList),
+    ("cluster.psk_file", Kind::Text),
+    ("cluster.tag_bytes", Kind::Number),
+    ("election", Kind::Section),
+    ("election.mode", Kind::Text),
+    ("election.auto", Kind::Switch),
+    ("election.raft", Kind::Section),
+    ("election.raft.quorum", Kind::Text),
+    ("election.raft.heartbeat_ms", Kind::Number),
+    ("election.raft.election_timeout_min_ms", Kind::Number),
+    ("election.raft.election_timeout_max_ms", Kind::Number),
+    ("election.raft.pre_vote", Kind::Switch),
+    ("election.raft.check_quorum", Kind::Switch),
+    ("membership", Kind::Section),
+    ("membership.heartbeat_ms", Kind::Number),
+    ("membership.timeout_multiplier", Kind::Number),
+    ("membership.hello_interval_ms", Kind::Number),
+    ("membership.announce_interval_ms", Kind::Number),
+    ("link", Kind::Section),
+    ("link.udp", Kind::Section),
+    ("link.udp.listen", Kind::Text),
+    ("link.udp.peers", Kind::TextList),
+    ("link.espnow", Kind::Section),
+    ("link.espnow.port", Kind::Text),
+    ("link.espnow.baud", Kind::Number),
+    ("link.espnow.channel", Kind::Number),
+    ("admin", Kind::Section),
+    ("admin.listen", Kind::Text),
+    ("admin.token_file", Kind::Text),
+    ("metrics", Kind::Section),
+    ("metrics.listen", Kind::Text),
+    ("hooks", Kind::Section),
+    ("hooks.on_leader", Kind::CommandList),
+    ("hooks.on_follower", Kind::CommandList),
+    ("hooks.on_leader_change", Kind::CommandList),
+    ("hooks.on_peer_status", Kind::CommandList),
+    ("hooks.timeout_ms", Kind::Number),
+];
+
+/// The type of `key`, or `None` for an unknown key.
+pub(super) fn kind_of(key: &str) -> Option<Kind> {
+    KEYS.iter()
+        .find(|(known, _)| *known == key)
+        .map(|&(_, kind)| kind)
+}
+
+/// `parent.name`, or `name` at the top level.
+fn join(parent: Option<&str>, name: &str) -> String {
+    match parent {
+        Some(parent) => format!("{parent}.{name}"),
+        None => name.to_owned(),
+    }
+}
+
+/// The section holding `key` and the key's own name.
+fn split_key(key: &str) -> (Option<&str>, &str) {
+    match key.rsplit_once('.') {
+        Some((parent, name)) => (Some(parent), name),
+        None => (None, key),
+    }
+}
+
+/// The names of the keys directly inside `section` (`None`: the top level).
+fn children(section: Option<&str>) -> impl Iterator<Item = &'static str> + '_ {
+    KEYS.iter().filter_map(move |&(key, _)| {
+        let (parent, name) = split_key(key);
+        (parent == section).then_some(name)
+    })
+}
+
+/// Checks one parsed TOML layer: returns what passed, and records every unknown key and
+/// mistyped value in `problems`.
+pub(super) fn check_table(
+    table: &Map<String, Value>,
+    section: Option<&str>,
+    problems: &mut Vec<ConfigProblem>,
+) -> Map<String, Value> {
+    let mut names: Vec<&String> = table.keys().collect();
+    names.sort();
+    let mut kept = Map::new();
+    for name in names {
+        let Some(value) = table.get(name) else {
+            continue;
+        };
+        let key = join(section, name);
+        match kind_of(&key) {
+            None => problems.push(ConfigProblem::new(&key, unknown_key(&key))),
+            Some(Kind::Section) => match &value.kind {
+                ValueKind::Table(inner) => {
+                    let inner = check_table(inner, Some(&key), problems);
+                    kept.insert(name.clone(), Value::new(None, ValueKind::Table(inner)));
+                }
+                other => problems.push(ConfigProblem::new(
+                    &key,
+                    format!("expected a section ([{key}]), found {}", describe(other)),
+                )),
+            },
+            Some(kind) => {
+                let found = check_value(&key, kind, value);
+                if found.is_empty() {
+                    kept.insert(name.clone(), value.clone());
+                } else {
+                    problems.extend(found);
+                }
+            }
+        }
+    }
+    kept
+}
+
+/// Reads the `CONCLAVE__…` variables of `env` into (key, value) overrides, recording unknown
+/// keys and unreadable values in `problems`.
+pub(super) fn check_env(
+    env: &BTreeMap<String, String>,
+    problems: &mut Vec<ConfigProblem>,
+) -> Vec<(String, Value)> {
+    let mut overrides = Vec::new();
+    for (name, raw) in env {
+        let Some(path) = name.strip_prefix(ENV_PREFIX) else {
+            continue;
+        };
+        let key = path
+            .split(ENV_SEPARATOR)
+            .map(str::to_ascii_lowercase)
+            .collect::<Vec<_>>()
+            .join(".");
+        let set_by = format!("set by {name}");
+        match kind_of(&key) {
+            None => {
+                let key = if key.is_empty() { name.as_str() } else { &key };
+                problems.push(ConfigProblem::new(
+                    key,
+                    format!("{} ({set_by})", unknown_key(key)),
+                ));
+            }
+            Some(Kind::Section) => {
+                let inside = format!("{key}.");
+                let example = KEYS
+                    .iter()
+                    .find(|&&(known, kind)| kind != Kind::Section && known.starts_with(&inside))
+                    .map_or_else(String::new, |&(known, _)| {
+                        format!(", e.g. {}", env_name(known))
+                    });
+                problems.push(ConfigProblem::new(
+                    &key,
+                    format!(
+                        "is a section, not a value ({set_by}); set its keys one by one{example}"
+                    ),
+                ));
+            }
+            Some(kind) => match env_value(kind, raw) {
+                Ok(value) => {
+                    let found = check_value(&key, kind, &value);
+                    if found.is_empty() {
+                        overrides.push((key, value));
+                    }
+                    problems.extend(found.into_iter().map(|mut problem| {
+                        problem.message = format!("{} ({set_by})", problem.message);
+                        problem
+                    }));
+                }
+                Err(message) => {
+                    problems.push(ConfigProblem::new(&key, format!("{message} ({set_by})")));
+                }
+            },
+        }
+    }
+    overrides
+}
+
+/// The environment variable that sets `key`: `CONCLAVE__LINK__UDP__LISTEN`.
+fn env_name(key: &str) -> String {
+    format!(
+        "{ENV_PREFIX}{}",
+        key.replace('.', ENV_SEPARATOR).to_ascii_uppercase()
+    )
+}
+
+/// An environment variable's text as a value of `kind`.
+fn env_value(kind: Kind, raw: &str) -> Result<Value, String> {
+    let kind = match kind {
+        Kind::Section | Kind::Text => ValueKind::String(raw.to_owned()),
+        Kind::Number => raw
+            .trim()
+            .parse::<u64>()
+            .map(ValueKind::U64)
+            .map_err(|_| format!("expected a whole number, found {raw:?}"))?,
+        Kind::Switch => match raw.trim().to_ascii_lowercase().as_str() {
+            "true" => ValueKind::Boolean(true),
+            "false" => ValueKind::Boolean(false),
+            _ => return Err(format!("expected true or false, found {raw:?}")),
+        },
+        Kind::TextList | Kind::CommandList if raw.trim_start().starts_with('[') => {
+            let mut table = parse_toml(&format!("value = {raw}"))
+                .map_err(|error| format!("{raw:?} is not a valid TOML array: {error}"))?;
+            return table
+                .remove("value")
+                .ok_or_else(|| format!("{raw:?} is not a valid TOML array"));
+        }
+        Kind::TextList | Kind::CommandList => ValueKind::Array(
+            raw.split(',')
+                .map(str::trim)
+                .filter(|item| !item.is_empty())
+                .map(|item| Value::new(None, ValueKind::String(item.to_owned())))
+                .collect(),
+        ),
+    };
+    Ok(Value::new(None, kind))
+}
+
+/// The problems of `value` as the value of `key`, which has type `kind`; empty when it fits.
+fn check_value(key: &str, kind: Kind, value: &Value) -> Vec<ConfigProblem> {
+    let wrong = |expected: &str, hint: &str| {
+        vec![ConfigProblem::new(
+            key,
+            format!("expected {expected}, found {}{hint}", describe(&value.kind)),
+        )]
+    };
+    match (kind, &value.kind) {
+        (Kind::Section, ValueKind::Table(_))
+        | (Kind::Text, ValueKind::String(_))
+        | (Kind::Switch, ValueKind::Boolean(_))
+        | (Kind::Number, ValueKind::U64(_)) => Vec::new(),
+        (Kind::Number, &ValueKind::I64(n)) if n >= 0 => Vec::new(),
+        (Kind::Number, &ValueKind::I64(n)) => {
+            vec![ConfigProblem::new(
+                key,
+                format!("must not be negative, found {n}"),
+            )]
+        }
+        (Kind::Number, ValueKind::String(text)) if text.trim().parse::<u64>().is_ok() => {
+            wrong("a whole number", "; write it without quotes")
+        }
+        (Kind::Number, _) => wrong("a whole number", ""),
+        (Kind::Switch, ValueKind::String(text)) if matches!(text.as_str(), "true" | "false") => {
+            wrong("true or false", "; write it without quotes")
+        }
+        (Kind::Switch, _) => wrong("true or false", ""),
+        (Kind::Text, _) => wrong("a string", "; put it in quotes"),
+        (Kind::Section, _) => wrong(&format!("a section ([{key}])"), ""),
+        (Kind::TextList, ValueKind::Array(items)) => items
+            .iter()
+            .enumerate()
+            .filter(|(_, item)| !matches!(item.kind, ValueKind::String(_)))
+            .map(|(i, item)| {
+                ConfigProblem::new(
+                    format!("{key}[{i}]"),
+                    format!("expected a string, found {}", describe(&item.kind)),
+                )
+            })
+            .collect(),
+        (Kind::CommandList, ValueKind::Array(items)) => items
+            .iter()
+            .enumerate()
+            .flat_map(|(i, item)| check_command(key, i, item))
+            .collect(),
+        (Kind::TextList, ValueKind::String(text)) => {
+            wrong("an array of strings", &format!("; write [{text:?}]"))
+        }
+        (Kind::TextList, _) => wrong("an array of strings", ""),
+        (Kind::CommandList, ValueKind::String(text)) => {
+            wrong("an array of commands", &format!("; write [{text:?}]"))
+        }
+        (Kind::CommandList, _) => wrong("an array of commands", ""),
+    }
+}
+
+/// The problems of item `i` of the hook list `key`: a string, or an array of strings.
+fn check_command(key: &str, i: usize, item: &Value) -> Vec<ConfigProblem> {
+    match &item.kind {
+        ValueKind::String(_) => Vec::new(),
+        ValueKind::Array(words) => words
+            .iter()
+            .enumerate()
+            .filter(|(_, word)| !matches!(word.kind, ValueKind::String(_)))
+            .map(|(j, word)| {
+                ConfigProblem::new(
+                    format!("{key}[{i}][{j}]"),
+                    format!("expected a string, found {}", describe(&word.kind)),
+                )
+            })
+            .collect(),
+        other => vec![ConfigProblem::new(
+            format!("{key}[{i}]"),
+            format!(
+                "expected a command string or an array of strings, found {}",
+                describe(other)
+            ),
+        )],
+    }
+}
+
+/// A value as a message shows it.
+fn describe(kind: &ValueKind) -> String {
+    match kind {
+        ValueKind::Nil => "nothing".to_owned(),
+        ValueKind::Boolean(b) => format!("boolean {b}"),
+        ValueKind::I64(n) => format!("integer {n}"),
+        ValueKind::I128(n) => format!("integer {n}"),
+        ValueKind::U64(n) => format!("integer {n}"),
+        ValueKind::U128(n) => format!("integer {n}"),
+        ValueKind::Float(x) => format!("number {x}"),
+        ValueKind::String(text) => format!("string {text:?}"),
+        ValueKind::Table(_) => "a table".to_owned(),
+        ValueKind::Array(_) => "an array".to_owned(),
+    }
+}
+
+/// The message for an unknown `key`: the likely intended key, or what the section accepts.
+fn unknown_key(key: &str) -> String {
+    let candidates = suggestions(key);
+    if !candidates.is_empty() {
+        return format!("unknown key; did you mean {}?", candidates.join(" or "));
+    }
+    let (section, _) = split_key(key);
+    let accepted = children(section).collect::<Vec<_>>().join(", ");
+    match section {
+        Some(section) => format!("unknown key; [{section}] accepts {accepted}"),
+        None => format!("unknown key; the sections are {accepted}"),
+    }
+}
+
+/// Known keys that `key` was probably meant to be: a sibling spelled nearly the same (or
+/// without its `_ms` unit), else keys of the same name in other sections.
+fn suggestions(key: &str) -> Vec<String> {
+    let (section, name) = split_key(key);
+    let tolerance = if name.len() <= 4 {
+        1
+    } else {
+        (name.len() / 4).max(2)
+    };
+    let nearest = children(section)
+        .map(|sibling| {
+            let distance = if sibling.strip_suffix("_ms") == Some(name) {
+                0
+            } else {
+                edit_distance(name, sibling)
+            };
+            (distance, sibling)
+        })
+        .filter(|&(distance, _)| distance <= tolerance)
+        .min();
+    if let Some((_, sibling)) = nearest {
+        return vec![join(section, sibling)];
+    }
+    KEYS.iter()
+        .filter(|&&(known, _)| split_key(known).1 == name)
+        .map(|&(known, _)| known.to_owned())
+        .collect()
+}
+
+/// Levenshtein distance between two ASCII-ish strings, by bytes.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b = b.as_bytes();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, &ca) in a.as_bytes().iter().enumerate() {
+        let mut current = Vec::with_capacity(b.len() + 1);
+        current.push(i + 1);
+        for (j, &cb) in b.iter().enumerate() {
+            let substitute = previous[j] + usize::from(ca != cb);
+            let delete = previous[j + 1] + 1;
+            let insert = current[j] + 1;
+            current.push(substitute.min(delete).min(insert));
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}

@@ -1,0 +1,1231 @@
+//! Tests of loading and validation (DESIGN §9), named after the rule they check.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use conclave_core::MembershipConfig;
+use conclave_core::raft::RaftConfig;
+use conclave_protocol::{AuthKey, DEFAULT_TAG_LEN, PeerId};
+
+use super::schema::KEYS;
+use super::*;
+use crate::config::{HookCommand, HooksConfig, NodeConfig, Quorum};
+
+/// Shows the log when a test fails, as CONVENTIONS.md asks.
+fn log_to_test_output() -> tracing::subscriber::DefaultGuard {
+    tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_test_writer()
+            .finish(),
+    )
+}
+
+fn no_env() -> std::iter::Empty<(String, String)> {
+    std::iter::empty()
+}
+
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|&(name, value)| (name.to_owned(), value.to_owned()))
+        .collect()
+}
+
+fn settings(toml: &str) -> Settings {
+    Settings::from_toml_str(toml).unwrap()
+}
+
+fn node_config(toml: &str) -> NodeConfig {
+    settings(toml)
+        .validate()
+        .unwrap_or_else(|problems| panic!("unexpected problems: {problems:#?}"))
+}
+
+fn warnings(toml: &str) -> Vec<ConfigWarning> {
+    settings(toml)
+        .validate_with_warnings()
+        .unwrap_or_else(|problems| panic!("unexpected problems: {problems:#?}"))
+        .1
+}
+
+fn refused(toml: &str) -> Vec<ConfigProblem> {
+    settings(toml)
+        .validate()
+        .expect_err("the configuration should be refused")
+}
+
+/// Asserts that one of `problems` concerns `key` and says `gist`.
+#[track_caller]
+fn assert_problem(problems: &[ConfigProblem], key: &str, gist: &str) {
+    assert!(
+        problems
+            .iter()
+            .any(|problem| problem.key == key && problem.message.contains(gist)),
+        "no problem `{key}: …{gist}…` among {problems:#?}"
+    );
+}
+
+/// Asserts that `problems` concern exactly `keys`, once each.
+#[track_caller]
+fn assert_keys(problems: &[ConfigProblem], keys: &[&str]) {
+    let found: Vec<&str> = problems
+        .iter()
+        .map(|problem| problem.key.as_str())
+        .collect();
+    assert_eq!(found, keys, "{problems:#?}");
+}
+
+#[track_caller]
+fn assert_warning(warnings: &[ConfigWarning], key: &str, gist: &str) {
+    assert!(
+        warnings
+            .iter()
+            .any(|warning| warning.key == key && warning.message.contains(gist)),
+        "no warning `{key}: …{gist}…` among {warnings:#?}"
+    );
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn example(node: &str) -> PathBuf {
+    repo_root().join(format!("config/examples/three-udp/node-{node}.toml"))
+}
+
+fn file_with(contents: &[u8]) -> tempfile::NamedTempFile {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(contents).unwrap();
+    file.flush().unwrap();
+    file
+}
+
+/// A TOML basic string holding `path`.
+fn toml_path(path: &Path) -> String {
+    format!("{:?}", path.display().to_string())
+}
+
+fn peer(id: &str) -> PeerId {
+    PeerId::new(id).unwrap()
+}
+
+fn addr(text: &str) -> SocketAddr {
+    text.parse().unwrap()
+}
+
+/// DESIGN §9: every setting has a default that serves a single-node start; the defaults
+/// validate into a node that is its own only voter, on loopback, without a link.
+#[test]
+fn defaults_validate_into_a_single_node_config() {
+    let _log = log_to_test_output();
+    let settings = Settings::load_with_env(None, no_env()).unwrap();
+    assert!(
+        settings.read_problems().is_empty(),
+        "{:#?}",
+        settings.read_problems()
+    );
+    let (config, warnings) = settings.validate_with_warnings().unwrap();
+
+    let id = peer("node-1");
+    assert_eq!(config.node_id, id);
+    assert_eq!(config.cluster_id.as_str(), "default");
+    assert_eq!(config.data_dir, PathBuf::from("./conclave-data"));
+    assert!(config.auth_key.is_none());
+    assert_eq!(config.election.voters, vec![id]);
+    assert!(config.election.auto);
+    assert_eq!(config.election.raft.quorum, Quorum::Voters);
+    assert_eq!(config.raft_config(), RaftConfig::new(id, [id]));
+    assert_eq!(config.membership, MembershipConfig::default());
+    assert_eq!(config.udp, None);
+    assert_eq!(config.admin.listen, Some(addr("127.0.0.1:7070")));
+    assert_eq!(config.admin.token, None);
+    assert_eq!(config.metrics.listen, Some(addr("127.0.0.1:9464")));
+    assert_eq!(config.hooks, HooksConfig::default());
+    // PROTO-5: running without a key is said out loud; nothing else is worth a warning.
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert_warning(&warnings, "cluster.psk_file", "not authenticated");
+}
+
+/// The defaults agree with the core's and the protocol's own defaults.
+#[test]
+fn defaults_match_the_core_and_protocol_defaults() {
+    let settings = Settings::load_with_env(None, no_env()).unwrap();
+    assert_eq!(settings.cluster.tag_bytes, DEFAULT_TAG_LEN as u64);
+    let membership = &settings.membership;
+    let core = MembershipConfig::default();
+    assert_eq!(
+        Duration::from_millis(membership.heartbeat_ms),
+        core.heartbeat_interval
+    );
+    assert_eq!(
+        membership.timeout_multiplier,
+        u64::from(core.timeout_multiplier)
+    );
+    assert_eq!(
+        Duration::from_millis(membership.hello_interval_ms),
+        core.hello_interval
+    );
+    assert_eq!(
+        Duration::from_millis(membership.announce_interval_ms),
+        core.announce_interval
+    );
+    assert_eq!(
+        Duration::from_millis(settings.hooks.timeout_ms),
+        HooksConfig::default().timeout
+    );
+}
+
+/// The key list that checks every layer names exactly the fields of the serde structs.
+#[test]
+fn key_list_matches_the_settings_structs() {
+    // Every list non-empty and every optional section present: the serializer leaves out
+    // empty arrays and absent sections.
+    let full = settings(
+        r#"
+        [cluster]
+        voters = ["gw-a"]
+        [link.udp]
+        listen = "127.0.0.1:7946"
+        peers = ["127.0.0.1:7947"]
+        [link.espnow]
+        port = "virtual"
+        [hooks]
+        on_leader = ["a"]
+        on_follower = ["b"]
+        on_leader_change = ["c"]
+        on_peer_status = ["d"]
+        "#,
+    );
+    let tree = config::Config::try_from(&full).unwrap().collect().unwrap();
+    fn keys(table: &config::Map<String, config::Value>, prefix: &str, out: &mut BTreeSet<String>) {
+        for (name, value) in table {
+            let key = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}.{name}")
+            };
+            if let config::ValueKind::Table(inner) = &value.kind {
+                keys(inner, &key, out);
+            }
+            out.insert(key);
+        }
+    }
+    let mut serialized = BTreeSet::new();
+    keys(&tree, "", &mut serialized);
+    let listed: BTreeSet<String> = KEYS.iter().map(|&(key, _)| key.to_owned()).collect();
+    assert_eq!(serialized, listed);
+}
+
+/// The example cluster: each file validates and the three form one cluster on loopback.
+#[test]
+fn each_example_validates_and_they_form_one_cluster() {
+    let _log = log_to_test_output();
+    let mut listens = Vec::new();
+    let mut configs = Vec::new();
+    for (node, udp, admin, metrics) in [
+        ("a", 7946, 7070, 9464),
+        ("b", 7947, 7071, 9465),
+        ("c", 7948, 7072, 9466),
+    ] {
+        let settings = Settings::load_with_env(Some(&example(node)), no_env()).unwrap();
+        let (config, warnings) = settings
+            .validate_with_warnings()
+            .unwrap_or_else(|problems| panic!("node-{node}.toml: {problems:#?}"));
+        assert_eq!(config.node_id, peer(&format!("gw-{node}")));
+        assert_eq!(config.cluster_id.as_str(), "three-udp");
+        assert_eq!(config.data_dir, PathBuf::from(format!("./data/gw-{node}")));
+        assert_eq!(
+            config.election.voters,
+            vec![peer("gw-a"), peer("gw-b"), peer("gw-c")]
+        );
+        assert_eq!(config.election.raft.heartbeat, Duration::from_millis(500));
+        assert_eq!(
+            config.election.raft.election_timeout_min,
+            Duration::from_millis(1500)
+        );
+        assert_eq!(
+            config.election.raft.election_timeout_max,
+            Duration::from_millis(3000)
+        );
+        let link = config.udp.clone().unwrap();
+        assert_eq!(link.listen, addr(&format!("127.0.0.1:{udp}")));
+        assert_eq!(link.peers.len(), 2);
+        assert_eq!(
+            config.admin.listen,
+            Some(addr(&format!("127.0.0.1:{admin}")))
+        );
+        assert_eq!(
+            config.metrics.listen,
+            Some(addr(&format!("127.0.0.1:{metrics}")))
+        );
+        // The demo runs without a key and says so; nothing else.
+        assert_eq!(warnings.len(), 1, "node-{node}.toml: {warnings:#?}");
+        assert_warning(&warnings, "cluster.psk_file", "not authenticated");
+        listens.push(link.listen);
+        configs.push(config);
+    }
+    for config in &configs {
+        let link = config.udp.as_ref().unwrap();
+        let others: Vec<SocketAddr> = listens
+            .iter()
+            .copied()
+            .filter(|&listen| listen != link.listen)
+            .collect();
+        assert_eq!(link.peers, others, "{} lists the other two", config.node_id);
+    }
+}
+
+/// DESIGN §9: the environment overrides the file, which overrides the defaults.
+#[test]
+fn environment_overrides_a_file_value() {
+    let vars = env(&[
+        ("CONCLAVE__NODE__ID", "gw-b"),
+        ("CONCLAVE__ELECTION__RAFT__HEARTBEAT_MS", "200"),
+        ("CONCLAVE__ELECTION__RAFT__PRE_VOTE", "False"),
+        // Not ours: the hook variables and everything else are ignored.
+        ("CONCLAVE_NODE_ID", "ignored"),
+        ("PATH", "/usr/bin"),
+    ]);
+    let settings = Settings::load_with_env(Some(&example("a")), vars).unwrap();
+    assert!(
+        settings.read_problems().is_empty(),
+        "{:#?}",
+        settings.read_problems()
+    );
+    assert_eq!(settings.node.id, "gw-b");
+    assert_eq!(settings.election.raft.heartbeat_ms, 200);
+    assert!(!settings.election.raft.pre_vote);
+    // From the file, untouched by the environment.
+    assert_eq!(settings.cluster.id, "three-udp");
+    // From the defaults, untouched by both.
+    assert_eq!(settings.hooks.timeout_ms, 5000);
+    let config = settings.validate().unwrap();
+    assert_eq!(config.node_id, peer("gw-b"));
+    assert_eq!(config.election.raft.heartbeat, Duration::from_millis(200));
+}
+
+/// Lists from the environment: comma-separated, empty for "", or a TOML array.
+#[test]
+fn environment_lists_are_comma_separated_or_toml_arrays() {
+    let vars = env(&[
+        ("CONCLAVE__CLUSTER__VOTERS", " gw-a, gw-b,gw-c ,"),
+        ("CONCLAVE__LINK__UDP__LISTEN", "127.0.0.1:7946"),
+        (
+            "CONCLAVE__LINK__UDP__PEERS",
+            "127.0.0.1:7947,127.0.0.1:7948",
+        ),
+        (
+            "CONCLAVE__HOOKS__ON_LEADER",
+            r#"[["logger", "-t", "conclave"], "echo up"]"#,
+        ),
+        ("CONCLAVE__HOOKS__ON_FOLLOWER", "echo follower, echo again"),
+    ]);
+    let settings = Settings::load_with_env(None, vars).unwrap();
+    assert!(
+        settings.read_problems().is_empty(),
+        "{:#?}",
+        settings.read_problems()
+    );
+    assert_eq!(settings.cluster.voters, ["gw-a", "gw-b", "gw-c"]);
+    let udp = settings.link.udp.as_ref().unwrap();
+    assert_eq!(udp.peers, ["127.0.0.1:7947", "127.0.0.1:7948"]);
+    let config = settings.validate().unwrap();
+    assert_eq!(
+        config.hooks.on_leader,
+        vec![
+            HookCommand::Argv(vec!["logger".into(), "-t".into(), "conclave".into()]),
+            HookCommand::Shell("echo up".into()),
+        ]
+    );
+    assert_eq!(
+        config.hooks.on_follower,
+        vec![
+            HookCommand::Shell("echo follower".into()),
+            HookCommand::Shell("echo again".into()),
+        ]
+    );
+
+    let file = file_with(b"[cluster]\nvoters = [\"gw-a\", \"gw-b\"]\n");
+    let cleared =
+        Settings::load_with_env(Some(file.path()), env(&[("CONCLAVE__CLUSTER__VOTERS", "")]))
+            .unwrap();
+    assert!(cleared.cluster.voters.is_empty());
+}
+
+/// A variable that cannot be read as its key's type is a problem naming the key and the
+/// variable; the layer below supplies the value.
+#[test]
+fn environment_value_of_the_wrong_type_names_the_variable() {
+    let vars = env(&[
+        ("CONCLAVE__ELECTION__RAFT__HEARTBEAT_MS", "fast"),
+        ("CONCLAVE__ELECTION__AUTO", "yes"),
+        ("CONCLAVE__HOOKS__ON_LEADER", "[1, 2"),
+    ]);
+    let settings = Settings::load_with_env(None, vars).unwrap();
+    assert_eq!(settings.election.raft.heartbeat_ms, 500);
+    let problems = settings.validate().unwrap_err();
+    assert_keys(
+        &problems,
+        &[
+            "election.auto",
+            "election.raft.heartbeat_ms",
+            "hooks.on_leader",
+        ],
+    );
+    assert_problem(
+        &problems,
+        "election.raft.heartbeat_ms",
+        "expected a whole number, found \"fast\" (set by CONCLAVE__ELECTION__RAFT__HEARTBEAT_MS)",
+    );
+    assert_problem(&problems, "election.auto", "expected true or false");
+    assert_problem(&problems, "hooks.on_leader", "not a valid TOML array");
+}
+
+/// An environment variable for a key that does not exist is reported, not ignored.
+#[test]
+fn environment_unknown_key_is_reported() {
+    let vars = env(&[
+        ("CONCLAVE__NODE__IDD", "gw-b"),
+        ("CONCLAVE__LINK", "udp"),
+        ("CONCLAVE__LINK__UDP", "127.0.0.1:7946"),
+    ]);
+    let problems = Settings::load_with_env(None, vars)
+        .unwrap()
+        .validate()
+        .unwrap_err();
+    assert_keys(&problems, &["link", "link.udp", "node.idd"]);
+    assert_problem(&problems, "node.idd", "unknown key; did you mean node.id?");
+    assert_problem(&problems, "node.idd", "set by CONCLAVE__NODE__IDD");
+    assert_problem(&problems, "link.udp", "e.g. CONCLAVE__LINK__UDP__LISTEN");
+    assert_problem(
+        &problems,
+        "link",
+        "is a section, not a value (set by CONCLAVE__LINK)",
+    );
+}
+
+/// A missing configuration file is an error that names it.
+#[test]
+fn missing_file_is_an_error_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("absent.toml");
+    let error = Settings::load_with_env(Some(&path), no_env()).unwrap_err();
+    assert!(matches!(error, SettingsError::ReadFile { .. }), "{error:?}");
+    let message = error.to_string();
+    assert!(message.contains(&path.display().to_string()), "{message}");
+    assert!(message.starts_with("cannot read config file"), "{message}");
+}
+
+/// A file that is not TOML is an error that names it and says where.
+#[test]
+fn unparsable_file_is_an_error_naming_the_file() {
+    let file = file_with(b"[node]\nid = \"gw-a\n");
+    let error = Settings::load_with_env(Some(file.path()), no_env()).unwrap_err();
+    assert!(
+        matches!(error, SettingsError::ParseFile { .. }),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains(&file.path().display().to_string()),
+        "{message}"
+    );
+    assert!(message.contains("line 2"), "{message}");
+}
+
+/// Acceptance check: a configuration with three mistakes is refused with all three, each
+/// with its key, whatever kind of mistake they are (a typo, an invalid value, a broken
+/// relation between two keys).
+#[test]
+fn three_mistakes_are_reported_together_with_their_keys() {
+    let problems = refused(
+        r#"
+        [node]
+        id = "gw a"
+
+        [election.raft]
+        hearbeat_ms = 200
+        election_timeout_max_ms = 1000
+        "#,
+    );
+    assert_keys(
+        &problems,
+        &[
+            "election.raft.hearbeat_ms",
+            "node.id",
+            "election.raft.election_timeout_max_ms",
+        ],
+    );
+    let shown: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        [
+            "election.raft.hearbeat_ms: unknown key; did you mean election.raft.heartbeat_ms?",
+            "node.id: \"gw a\": peer id has byte 0x20 at position 2; only A-Z a-z 0-9 . _ - \
+             are allowed",
+            "election.raft.election_timeout_max_ms: must not be less than \
+             election_timeout_min_ms (1000 < 1500)",
+        ]
+    );
+
+    // Three rule violations of the values alone.
+    let problems = problems_of_three_rules();
+    assert_keys(
+        &problems,
+        &[
+            "election.mode",
+            "election.raft.heartbeat_ms",
+            "admin.token_file",
+        ],
+    );
+}
+
+fn problems_of_three_rules() -> Vec<ConfigProblem> {
+    refused(
+        r#"
+        [election]
+        mode = "gossip"
+        [election.raft]
+        heartbeat_ms = 2000
+        [admin]
+        listen = "0.0.0.0:7070"
+        "#,
+    )
+}
+
+/// Typos are the commonest mistake: an unknown key is a problem naming it, with the key that
+/// was probably meant or what the section accepts.
+#[test]
+fn unknown_keys_are_reported_with_their_names() {
+    let problems = refused(
+        r#"
+        colour = "blue"
+        [clusters]
+        id = "x"
+        [node]
+        name = "gw-a"
+        [election]
+        quorum = "voters"
+        [hooks]
+        timeout = 100
+        [link.tcp]
+        listen = "127.0.0.1:1"
+        "#,
+    );
+    assert_keys(
+        &problems,
+        &[
+            "clusters",
+            "colour",
+            "election.quorum",
+            "hooks.timeout",
+            "link.tcp",
+            "node.name",
+        ],
+    );
+    assert_problem(&problems, "clusters", "did you mean cluster?");
+    assert_problem(
+        &problems,
+        "colour",
+        "the sections are node, cluster, election",
+    );
+    assert_problem(
+        &problems,
+        "election.quorum",
+        "did you mean election.raft.quorum?",
+    );
+    assert_problem(&problems, "hooks.timeout", "did you mean hooks.timeout_ms?");
+    assert_problem(&problems, "link.tcp", "[link] accepts udp, espnow");
+    assert_problem(&problems, "node.name", "[node] accepts id, data_dir");
+}
+
+/// A value of the wrong type is a problem with its key (and item index); the default applies
+/// meanwhile, so other keys are still checked and nothing is reported twice.
+#[test]
+fn wrong_types_are_reported_with_their_keys() {
+    let problems = refused(
+        r#"
+        [cluster]
+        voters = ["gw-a", 3]
+        tag_bytes = -1
+        [election]
+        auto = "true"
+        [election.raft]
+        heartbeat_ms = "500"
+        pre_vote = 1
+        election_timeout_min_ms = 400
+        [link.udp]
+        listen = 7946
+        peers = "127.0.0.1:7947"
+        [hooks]
+        on_leader = [5, ["logger", false]]
+        on_follower = "echo"
+        [metrics]
+        listen = []
+        "#,
+    );
+    assert_keys(
+        &problems,
+        &[
+            "cluster.tag_bytes",
+            "cluster.voters[1]",
+            "election.auto",
+            "election.raft.heartbeat_ms",
+            "election.raft.pre_vote",
+            "hooks.on_follower",
+            "hooks.on_leader[0]",
+            "hooks.on_leader[1][1]",
+            "link.udp.listen",
+            "link.udp.peers",
+            "metrics.listen",
+        ],
+    );
+    assert_problem(
+        &problems,
+        "cluster.tag_bytes",
+        "must not be negative, found -1",
+    );
+    assert_problem(
+        &problems,
+        "cluster.voters[1]",
+        "expected a string, found integer 3",
+    );
+    assert_problem(&problems, "election.auto", "write it without quotes");
+    assert_problem(
+        &problems,
+        "election.raft.heartbeat_ms",
+        "write it without quotes",
+    );
+    assert_problem(
+        &problems,
+        "election.raft.pre_vote",
+        "expected true or false",
+    );
+    assert_problem(&problems, "hooks.on_follower", "write [\"echo\"]");
+    assert_problem(
+        &problems,
+        "hooks.on_leader[0]",
+        "a command string or an array",
+    );
+    assert_problem(&problems, "hooks.on_leader[1][1]", "found boolean false");
+    assert_problem(&problems, "link.udp.listen", "put it in quotes");
+    assert_problem(&problems, "link.udp.peers", "write [\"127.0.0.1:7947\"]");
+    assert_problem(
+        &problems,
+        "metrics.listen",
+        "expected a string, found an array",
+    );
+}
+
+/// PROTO-1: node, cluster and voter ids follow the id rules, and the message states them.
+#[test]
+fn invalid_ids_are_refused_with_the_id_rules() {
+    let long = "x".repeat(33);
+    let problems = refused(&format!(
+        r#"
+        [node]
+        id = "gw/a"
+        [cluster]
+        id = ""
+        voters = ["gw-a", "{long}"]
+        "#
+    ));
+    assert_keys(&problems, &["node.id", "cluster.id", "cluster.voters[1]"]);
+    for problem in &problems {
+        assert!(
+            problem.message.contains("A-Z a-z 0-9 . _ -"),
+            "the rules are missing from {problem}"
+        );
+    }
+    assert_problem(&problems, "node.id", "\"gw/a\"");
+    assert_problem(&problems, "cluster.id", "cluster id is empty");
+    assert_problem(&problems, "cluster.voters[1]", "33 bytes long, at most 32");
+}
+
+/// The WAL needs a directory.
+#[test]
+fn data_dir_must_not_be_empty() {
+    let problems = refused("[node]\ndata_dir = \"\"\n");
+    assert_keys(&problems, &["node.data_dir"]);
+    assert_problem(&problems, "node.data_dir", "must not be empty");
+}
+
+/// A voter listed twice is a problem at its second place.
+#[test]
+fn duplicate_voters_are_refused() {
+    let problems = refused(
+        r#"
+        [node]
+        id = "gw-a"
+        [cluster]
+        voters = ["gw-a", "gw-b", "gw-a"]
+        "#,
+    );
+    assert_keys(&problems, &["cluster.voters[2]"]);
+    assert_problem(
+        &problems,
+        "cluster.voters[2]",
+        "\"gw-a\" is listed twice (also cluster.voters[0])",
+    );
+}
+
+/// DESIGN §4: only raft is implemented; the other modes are named as not available.
+#[test]
+fn election_modes_other_than_raft_are_not_available() {
+    for mode in ["gossip", "priority", "static"] {
+        let problems = refused(&format!("[election]\nmode = \"{mode}\"\n"));
+        assert_keys(&problems, &["election.mode"]);
+        assert_problem(&problems, "election.mode", "not available in this version");
+    }
+    let problems = refused("[election]\nmode = \"paxos\"\n");
+    assert_problem(&problems, "election.mode", "unknown mode \"paxos\"");
+    assert_problem(
+        &problems,
+        "election.mode",
+        "gossip, priority and static are not available in this version",
+    );
+}
+
+/// RAFT-6: the quorum is `voters` or `connected`.
+#[test]
+fn quorum_must_be_voters_or_connected() {
+    let problems = refused("[election.raft]\nquorum = \"majority\"\n");
+    assert_keys(&problems, &["election.raft.quorum"]);
+    assert_problem(
+        &problems,
+        "election.raft.quorum",
+        "expected \"voters\" or \"connected\"",
+    );
+    let config = node_config("[election.raft]\nquorum = \"connected\"\n");
+    assert_eq!(config.election.raft.quorum, Quorum::Connected);
+}
+
+/// RAFT-2/RAFT-4: followers must hear heartbeats well within their election timeout.
+#[test]
+fn heartbeat_must_be_less_than_the_minimum_election_timeout() {
+    let problems = refused(
+        r#"
+        [election.raft]
+        heartbeat_ms = 500
+        election_timeout_min_ms = 400
+        election_timeout_max_ms = 800
+        "#,
+    );
+    let shown: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        ["election.raft.heartbeat_ms: must be less than election_timeout_min_ms (500 >= 400)"]
+    );
+}
+
+/// RAFT-2: the election timeout is drawn from [min, max); max below min is refused, max equal
+/// to min is allowed with a warning.
+#[test]
+fn maximum_election_timeout_must_not_be_below_the_minimum() {
+    let problems = refused("[election.raft]\nelection_timeout_max_ms = 1499\n");
+    assert_keys(&problems, &["election.raft.election_timeout_max_ms"]);
+    assert_problem(
+        &problems,
+        "election.raft.election_timeout_max_ms",
+        "must not be less than election_timeout_min_ms (1499 < 1500)",
+    );
+    let warnings = warnings("[election.raft]\nelection_timeout_max_ms = 1500\n");
+    assert_warning(
+        &warnings,
+        "election.raft.election_timeout_max_ms",
+        "not randomized",
+    );
+}
+
+/// Durations of zero, or beyond a day, are refused, each with its key; a zero does not also
+/// break the relation with the heartbeat.
+#[test]
+fn zero_and_huge_durations_are_refused() {
+    let problems = refused(
+        r#"
+        [election.raft]
+        heartbeat_ms = 0
+        election_timeout_min_ms = 0
+        election_timeout_max_ms = 0
+        [membership]
+        heartbeat_ms = 0
+        hello_interval_ms = 0
+        announce_interval_ms = 86400001
+        [hooks]
+        timeout_ms = 0
+        "#,
+    );
+    assert_keys(
+        &problems,
+        &[
+            "election.raft.heartbeat_ms",
+            "election.raft.election_timeout_min_ms",
+            "election.raft.election_timeout_max_ms",
+            "membership.heartbeat_ms",
+            "membership.hello_interval_ms",
+            "membership.announce_interval_ms",
+            "hooks.timeout_ms",
+        ],
+    );
+    assert_problem(&problems, "hooks.timeout_ms", "must be greater than 0");
+    assert_problem(
+        &problems,
+        "membership.announce_interval_ms",
+        "must be at most 86400000 (one day), found 86400001",
+    );
+}
+
+/// MEM-4: a peer is declared disconnected after at least two missed heartbeats.
+#[test]
+fn timeout_multiplier_must_be_at_least_two() {
+    let problems = refused("[membership]\ntimeout_multiplier = 1\n");
+    assert_keys(&problems, &["membership.timeout_multiplier"]);
+    assert_problem(
+        &problems,
+        "membership.timeout_multiplier",
+        "must be at least 2, found 1",
+    );
+    let problems = refused("[membership]\ntimeout_multiplier = 4294967296\n");
+    assert_problem(
+        &problems,
+        "membership.timeout_multiplier",
+        "must be at most",
+    );
+    let config = node_config("[membership]\ntimeout_multiplier = 2\n");
+    assert_eq!(config.membership.timeout_multiplier, 2);
+}
+
+/// Every address is an ip:port; each bad one is reported with its key and list index.
+#[test]
+fn socket_addresses_must_parse() {
+    let problems = refused(
+        r#"
+        [link.udp]
+        listen = "localhost:7946"
+        peers = ["127.0.0.1:7947", "nope", "[::1]:7948"]
+        [admin]
+        listen = "127.0.0.1"
+        [metrics]
+        listen = ":9464"
+        "#,
+    );
+    assert_keys(
+        &problems,
+        &[
+            "link.udp.listen",
+            "link.udp.peers[1]",
+            "admin.listen",
+            "metrics.listen",
+        ],
+    );
+    assert_problem(
+        &problems,
+        "link.udp.listen",
+        "\"localhost:7946\" is not a socket address; expected ip:port",
+    );
+    assert_problem(&problems, "link.udp.peers[1]", "\"nope\"");
+}
+
+/// `[link.udp]` without a listen address is refused; with one it is the node's UDP link.
+#[test]
+fn udp_link_needs_a_listen_address() {
+    let problems = refused("[link.udp]\npeers = [\"127.0.0.1:7947\"]\n");
+    assert_keys(&problems, &["link.udp.listen"]);
+    assert_problem(
+        &problems,
+        "link.udp.listen",
+        "required when [link.udp] is present",
+    );
+
+    let config = node_config("[link.udp]\nlisten = \"[::1]:7946\"\n");
+    let udp = config.udp.unwrap();
+    assert_eq!(udp.listen, addr("[::1]:7946"));
+    assert!(udp.peers.is_empty());
+}
+
+/// A peer address equal to the node's own listen address is a likely copy-paste slip.
+#[test]
+fn udp_peer_equal_to_listen_warns() {
+    let warnings = warnings(
+        "[link.udp]\nlisten = \"127.0.0.1:7946\"\npeers = [\"127.0.0.1:7947\", \"127.0.0.1:7946\"]\n",
+    );
+    assert_warning(
+        &warnings,
+        "link.udp.peers[1]",
+        "own link.udp.listen address",
+    );
+}
+
+/// An empty listen address turns the admin API or the metrics endpoint off.
+#[test]
+fn empty_listen_disables_admin_and_metrics() {
+    let config = node_config("[admin]\nlisten = \"\"\n[metrics]\nlisten = \"\"\n");
+    assert_eq!(config.admin.listen, None);
+    assert_eq!(config.metrics.listen, None);
+}
+
+/// CB-3: the admin API refuses a non-loopback address without a token, and accepts it with
+/// one.
+#[test]
+fn admin_beyond_loopback_needs_a_token() {
+    let problems = refused("[admin]\nlisten = \"0.0.0.0:7070\"\n");
+    let shown: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        ["admin.token_file: required when admin.listen (0.0.0.0:7070) is not a loopback address"]
+    );
+    let problems = refused("[admin]\nlisten = \"[::]:7070\"\n");
+    assert_keys(&problems, &["admin.token_file"]);
+    let problems = refused("[admin]\nlisten = \"192.168.1.10:7070\"\n");
+    assert_keys(&problems, &["admin.token_file"]);
+
+    let token = file_with(b"  s3cret-token\n");
+    let config = node_config(&format!(
+        "[admin]\nlisten = \"0.0.0.0:7070\"\ntoken_file = {}\n",
+        toml_path(token.path())
+    ));
+    assert_eq!(config.admin.listen, Some(addr("0.0.0.0:7070")));
+    assert_eq!(config.admin.token.as_deref(), Some("s3cret-token"));
+
+    // Loopback in either family needs no token.
+    for listen in ["127.0.0.1:7070", "[::1]:7070", "127.0.0.2:7070"] {
+        let config = node_config(&format!("[admin]\nlisten = \"{listen}\"\n"));
+        assert_eq!(config.admin.token, None);
+    }
+}
+
+/// The token file, when named, must be readable and not empty.
+#[test]
+fn token_file_must_be_readable_and_not_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing-token");
+    let problems = refused(&format!(
+        "[admin]\nlisten = \"0.0.0.0:7070\"\ntoken_file = {}\n",
+        toml_path(&missing)
+    ));
+    // The unreadable file is the problem; "required" would only repeat it.
+    assert_keys(&problems, &["admin.token_file"]);
+    assert_problem(&problems, "admin.token_file", "cannot read");
+    assert_problem(
+        &problems,
+        "admin.token_file",
+        &missing.display().to_string(),
+    );
+
+    let blank = file_with(b" \n\n");
+    let problems = refused(&format!(
+        "[admin]\ntoken_file = {}\n",
+        toml_path(blank.path())
+    ));
+    assert_keys(&problems, &["admin.token_file"]);
+    assert_problem(&problems, "admin.token_file", "is empty");
+}
+
+/// Admin and metrics are both TCP listeners and cannot share an address.
+#[test]
+fn admin_and_metrics_must_not_share_an_address() {
+    let problems = refused("[metrics]\nlisten = \"0.0.0.0:7070\"\n");
+    assert_keys(&problems, &["metrics.listen"]);
+    assert_problem(
+        &problems,
+        "metrics.listen",
+        "collides with admin.listen (127.0.0.1:7070)",
+    );
+    node_config("[metrics]\nlisten = \"127.0.0.2:9464\"\n");
+}
+
+/// PROTO-5: the key file holds raw bytes or 64 hex characters; a trailing newline is not part
+/// of the key in either form.
+#[test]
+fn psk_file_accepts_raw_and_hex_forms() {
+    let message = b"an encoded envelope";
+    let tag_of = |key: &AuthKey| {
+        let mut tag = Vec::new();
+        key.append_tag(message, &mut tag);
+        tag
+    };
+
+    let raw = b"correct horse battery staple";
+    let file = file_with(&[raw.as_slice(), b"\n"].concat());
+    let config = node_config(&format!(
+        "[cluster]\npsk_file = {}\n",
+        toml_path(file.path())
+    ));
+    let key = config.auth_key.unwrap();
+    assert_eq!(key.tag_len(), DEFAULT_TAG_LEN);
+    assert_eq!(
+        tag_of(&key),
+        tag_of(&AuthKey::new(raw, DEFAULT_TAG_LEN).unwrap())
+    );
+
+    let secret: Vec<u8> = (0u8..32).map(|i| i.wrapping_mul(37) ^ 0xA5).collect();
+    let hex: String = secret.iter().map(|byte| format!("{byte:02x}")).collect();
+    let file = file_with(format!("{hex}\r\n").as_bytes());
+    let config = node_config(&format!(
+        "[cluster]\npsk_file = {}\ntag_bytes = 32\n",
+        toml_path(file.path())
+    ));
+    let key = config.auth_key.unwrap();
+    assert_eq!(key.tag_len(), 32);
+    assert_eq!(tag_of(&key), tag_of(&AuthKey::new(&secret, 32).unwrap()));
+
+    // Upper-case hex is the same key.
+    let file = file_with(hex.to_uppercase().as_bytes());
+    let config = node_config(&format!(
+        "[cluster]\npsk_file = {}\n",
+        toml_path(file.path())
+    ));
+    assert_eq!(
+        tag_of(&config.auth_key.unwrap()),
+        tag_of(&AuthKey::new(&secret, DEFAULT_TAG_LEN).unwrap())
+    );
+
+    // With a key there is no warning about running unauthenticated.
+    let file = file_with(raw);
+    let warnings = warnings(&format!(
+        "[cluster]\npsk_file = {}\n",
+        toml_path(file.path())
+    ));
+    assert!(warnings.is_empty(), "{warnings:#?}");
+}
+
+/// PROTO-5: the key file must be readable and hold at least 16 bytes.
+#[test]
+fn psk_file_must_be_readable_and_long_enough() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("psk");
+    let problems = refused(&format!("[cluster]\npsk_file = {}\n", toml_path(&missing)));
+    assert_keys(&problems, &["cluster.psk_file"]);
+    assert_problem(&problems, "cluster.psk_file", "cannot read");
+
+    let short = file_with(b"hunter2\n");
+    let problems = refused(&format!(
+        "[cluster]\npsk_file = {}\n",
+        toml_path(short.path())
+    ));
+    assert_keys(&problems, &["cluster.psk_file"]);
+    assert_problem(
+        &problems,
+        "cluster.psk_file",
+        "pre-shared key is 7 bytes, at least 16 are required",
+    );
+
+    let empty = file_with(b"\n");
+    let problems = refused(&format!(
+        "[cluster]\npsk_file = {}\n",
+        toml_path(empty.path())
+    ));
+    assert_problem(&problems, "cluster.psk_file", "is empty");
+}
+
+/// PROTO-5: the truncated tag is 8 to 32 bytes.
+#[test]
+fn tag_bytes_must_be_between_8_and_32() {
+    for bad in [0, 7, 33] {
+        let problems = refused(&format!("[cluster]\ntag_bytes = {bad}\n"));
+        assert_keys(&problems, &["cluster.tag_bytes"]);
+        assert_problem(
+            &problems,
+            "cluster.tag_bytes",
+            &format!("must be between 8 and 32, found {bad}"),
+        );
+    }
+    let psk = file_with(b"0123456789abcdef0123");
+    for good in [8, 32] {
+        let config = node_config(&format!(
+            "[cluster]\ntag_bytes = {good}\npsk_file = {}\n",
+            toml_path(psk.path())
+        ));
+        assert_eq!(config.auth_key.unwrap().tag_len(), good);
+    }
+}
+
+/// The ESP-NOW keys are recognised, but the bridge is not part of this version.
+#[test]
+fn espnow_link_is_not_available() {
+    let problems = refused("[link.espnow]\nport = \"virtual\"\nbaud = 921600\nchannel = 1\n");
+    assert_keys(&problems, &["link.espnow"]);
+    assert_problem(
+        &problems,
+        "link.espnow",
+        "the ESP-NOW bridge is not available in this version",
+    );
+}
+
+/// CB-2: hook commands are strings or argv arrays; empty ones and a zero timeout are refused.
+#[test]
+fn hook_commands_must_not_be_empty() {
+    let problems = refused(
+        r#"
+        [hooks]
+        on_leader = ["", []]
+        on_follower = [["", "-x"]]
+        on_leader_change = ["  "]
+        on_peer_status = ["logger ok"]
+        timeout_ms = 0
+        "#,
+    );
+    assert_keys(
+        &problems,
+        &[
+            "hooks.on_leader[0]",
+            "hooks.on_leader[1]",
+            "hooks.on_follower[0]",
+            "hooks.on_leader_change[0]",
+            "hooks.timeout_ms",
+        ],
+    );
+    assert_problem(&problems, "hooks.on_leader[0]", "empty command");
+    assert_problem(
+        &problems,
+        "hooks.on_leader[1]",
+        "needs at least the program",
+    );
+    assert_problem(
+        &problems,
+        "hooks.on_follower[0]",
+        "the program (first item) is empty",
+    );
+    assert_problem(&problems, "hooks.timeout_ms", "must be greater than 0");
+}
+
+/// CB-2: strings run through the shell, arrays run directly, in the order given.
+#[test]
+fn hooks_accept_strings_and_argv_arrays() {
+    let config = node_config(
+        r#"
+        [hooks]
+        on_leader = ["systemctl start relay", ["/usr/bin/logger", "-t", "conclave"]]
+        on_peer_status = [["notify"]]
+        timeout_ms = 250
+        "#,
+    );
+    assert_eq!(
+        config.hooks.on_leader,
+        vec![
+            HookCommand::Shell("systemctl start relay".into()),
+            HookCommand::Argv(vec![
+                "/usr/bin/logger".into(),
+                "-t".into(),
+                "conclave".into()
+            ]),
+        ]
+    );
+    assert_eq!(
+        config.hooks.on_peer_status,
+        vec![HookCommand::Argv(vec!["notify".into()])]
+    );
+    assert!(config.hooks.on_follower.is_empty());
+    assert_eq!(config.hooks.timeout, Duration::from_millis(250));
+}
+
+/// RAFT-6: in connected mode the voters list is ignored, which is worth a warning but not a
+/// refusal.
+#[test]
+fn connected_quorum_ignores_voters_with_a_warning() {
+    let toml = r#"
+        [cluster]
+        voters = ["node-1", "gw-b"]
+        [election.raft]
+        quorum = "connected"
+        [link.udp]
+        listen = "127.0.0.1:7946"
+        "#;
+    let config = node_config(toml);
+    assert_eq!(config.election.raft.quorum, Quorum::Connected);
+    assert_warning(&warnings(toml), "cluster.voters", "ignored");
+    assert!(
+        warnings("[election.raft]\nquorum = \"connected\"\n")
+            .iter()
+            .all(|warning| warning.key != "cluster.voters")
+    );
+}
+
+/// RAFT-6: an empty voter list in voters mode is a single-node cluster of `node.id`.
+#[test]
+fn empty_voters_mean_this_node_alone() {
+    let config = node_config("[node]\nid = \"solo\"\n[cluster]\nvoters = []\n");
+    assert_eq!(config.election.voters, vec![peer("solo")]);
+}
+
+/// A node missing from a non-empty voter list is allowed: it follows without voting, and the
+/// warning says so.
+#[test]
+fn node_outside_the_voters_is_a_non_voting_follower() {
+    let toml = r#"
+        [node]
+        id = "gw-d"
+        [cluster]
+        voters = ["gw-a", "gw-b", "gw-c"]
+        [link.udp]
+        listen = "127.0.0.1:7949"
+        peers = ["127.0.0.1:7946"]
+        "#;
+    let config = node_config(toml);
+    assert_eq!(config.election.voters.len(), 3);
+    assert!(!config.election.voters.contains(&peer("gw-d")));
+    let warnings = warnings(toml);
+    assert_eq!(warnings.len(), 2, "{warnings:#?}");
+    assert_warning(&warnings, "cluster.voters", "non-voting follower");
+}
+
+/// Other voters but no link: no quorum can ever be reached, which deserves a warning.
+#[test]
+fn voters_without_a_link_warn() {
+    let warnings = warnings("[node]\nid = \"gw-a\"\n[cluster]\nvoters = [\"gw-a\", \"gw-b\"]\n");
+    assert_warning(&warnings, "cluster.voters", "no link is configured");
+}
+
+/// A problem shows as `key: message`.
+#[test]
+fn problems_display_as_key_colon_message() {
+    let problem = ConfigProblem::new("link.udp.peers[1]", "\"nope\" is not a socket address");
+    assert_eq!(
+        problem.to_string(),
+        "link.udp.peers[1]: \"nope\" is not a socket address"
+    );
+    let warning = ConfigWarning::new("cluster.voters", "ignored");
+    assert_eq!(warning.to_string(), "cluster.voters: ignored");
+}
+
+/// A log sink shared with the test, for asserting on what was logged.
+#[derive(Clone, Default)]
+struct CapturedLog(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Write for CapturedLog {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// `validate` logs the warnings, with their keys, instead of returning them.
+#[test]
+fn validate_logs_warnings() {
+    let log = CapturedLog::default();
+    let writer = log.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        node_config("[election.raft]\nelection_timeout_max_ms = 1500\n");
+    });
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    assert!(text.contains("WARN"), "{text}");
+    assert!(
+        text.contains("election.raft.election_timeout_max_ms"),
+        "{text}"
+    );
+    assert!(text.contains("not randomized"), "{text}");
+    assert!(text.contains("cluster.psk_file"), "{text}");
+}

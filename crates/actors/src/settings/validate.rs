@@ -1,0 +1,619 @@
+//! From [`Settings`] to [`NodeConfig`]: every rule on the values of DESIGN §9, each broken rule
+//! reported with its key, all of them in one pass.
+//!
+//! Covers the identity rules of PROTO-1, the key file of PROTO-5, the timing rules of RAFT-2
+//! and MEM-4, the quorum modes of RAFT-6, CB-2's hook commands and CB-3's refusal to expose the
+//! admin API beyond loopback without a token.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use conclave_core::MembershipConfig;
+use conclave_protocol::{AuthKey, ClusterId, IdError, MAX_TAG_LEN, MIN_TAG_LEN, PeerId};
+
+use super::{ConfigProblem, ConfigWarning, HookEntry, Settings};
+use crate::config::{
+    AdminConfig, ElectionConfig, HookCommand, HooksConfig, MetricsConfig, NodeConfig, Quorum,
+    RaftSettings, UdpLinkConfig,
+};
+
+/// Longest duration any `*_ms` key accepts: one day. Anything longer is a slip of the keyboard,
+/// and deadlines computed from it could overflow.
+pub const MAX_MILLIS: u64 = 86_400_000;
+
+impl Settings {
+    /// The node's configuration, or every problem with these settings; warnings are logged.
+    pub fn validate(&self) -> Result<NodeConfig, Vec<ConfigProblem>> {
+        let (config, warnings) = self.validate_with_warnings()?;
+        for warning in &warnings {
+            tracing::warn!(key = %warning.key, "configuration: {}", warning.message);
+        }
+        Ok(config)
+    }
+
+    /// Like [`Settings::validate`], returning the warnings instead of logging them.
+    pub fn validate_with_warnings(
+        &self,
+    ) -> Result<(NodeConfig, Vec<ConfigWarning>), Vec<ConfigProblem>> {
+        let mut findings = Findings::new(&self.read_problems);
+        let f = &mut findings;
+
+        let node_id = f.id("node.id", &self.node.id, PeerId::new);
+        if self.node.data_dir.as_os_str().is_empty() {
+            f.problem(
+                "node.data_dir",
+                "must not be empty: the WAL and snapshots live there",
+            );
+        }
+        let cluster_id = f.id("cluster.id", &self.cluster.id, ClusterId::new);
+        let auth_key = self.auth_key(f);
+        let election = self.election(f, node_id);
+        let membership = self.membership(f);
+        let udp = self.udp(f);
+        if self.link.espnow.is_some() {
+            f.problem(
+                "link.espnow",
+                "the ESP-NOW bridge is not available in this version; remove [link.espnow] \
+                 and connect gateways with [link.udp]",
+            );
+        }
+        let (admin, metrics) = self.endpoints(f);
+        let hooks = self.hooks(f);
+
+        // Every `None` above came with a problem, so both exits below report at least one.
+        let (
+            Some(node_id),
+            Some(cluster_id),
+            Some(auth_key),
+            Some(election),
+            Some(membership),
+            Some(udp),
+            Some(admin),
+            Some(metrics),
+            Some(hooks),
+        ) = (
+            node_id, cluster_id, auth_key, election, membership, udp, admin, metrics, hooks,
+        )
+        else {
+            return Err(findings.problems);
+        };
+        if !findings.problems.is_empty() {
+            return Err(findings.problems);
+        }
+        if auth_key.is_none() {
+            findings.warn(
+                "cluster.psk_file",
+                "no pre-shared key: frames are not authenticated and anyone on the link can \
+                 forge them (acceptable for a demo only)",
+            );
+        }
+        let config = NodeConfig {
+            node_id,
+            data_dir: self.node.data_dir.clone(),
+            cluster_id,
+            auth_key,
+            election,
+            membership,
+            udp,
+            admin,
+            metrics,
+            hooks,
+        };
+        Ok((config, findings.warnings))
+    }
+
+    /// `cluster.psk_file` and `cluster.tag_bytes`: `Some(None)` runs without a key.
+    fn auth_key(&self, f: &mut Findings<'_>) -> Option<Option<AuthKey>> {
+        let tag_len = match usize::try_from(self.cluster.tag_bytes) {
+            Ok(len) if (MIN_TAG_LEN..=MAX_TAG_LEN).contains(&len) => Some(len),
+            _ => {
+                f.problem(
+                    "cluster.tag_bytes",
+                    format!(
+                        "must be between {MIN_TAG_LEN} and {MAX_TAG_LEN}, found {}",
+                        self.cluster.tag_bytes
+                    ),
+                );
+                None
+            }
+        };
+        let path = &self.cluster.psk_file;
+        if path.as_os_str().is_empty() {
+            return tag_len.map(|_| None);
+        }
+        let secret = match read_secret(path) {
+            Ok(secret) => secret,
+            Err(message) => {
+                f.problem("cluster.psk_file", message);
+                return None;
+            }
+        };
+        match AuthKey::new(&secret, tag_len?) {
+            Ok(key) => Some(Some(key)),
+            Err(error) => {
+                f.problem(
+                    "cluster.psk_file",
+                    format!(
+                        "{}: {error} (the file holds raw bytes, or 64 hex characters)",
+                        path.display()
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// `[election]`, `[election.raft]` and `cluster.voters`.
+    fn election(&self, f: &mut Findings<'_>, node_id: Option<PeerId>) -> Option<ElectionConfig> {
+        let mode = self.election.mode.as_str();
+        match mode {
+            "raft" => {}
+            "gossip" | "priority" | "static" => f.problem(
+                "election.mode",
+                format!(
+                    "{mode:?} is not available in this version; use \"raft\" \
+                     (gossip, priority and static are planned)"
+                ),
+            ),
+            _ => f.problem(
+                "election.mode",
+                format!(
+                    "unknown mode {mode:?}; expected \"raft\" (gossip, priority and static \
+                     are not available in this version)"
+                ),
+            ),
+        }
+        let raft = &self.election.raft;
+        let quorum = match raft.quorum.as_str() {
+            "voters" => Some(Quorum::Voters),
+            "connected" => Some(Quorum::Connected),
+            other => {
+                f.problem(
+                    "election.raft.quorum",
+                    format!("unknown quorum {other:?}; expected \"voters\" or \"connected\""),
+                );
+                None
+            }
+        };
+        let heartbeat = f.millis("election.raft.heartbeat_ms", raft.heartbeat_ms);
+        let min = f.millis(
+            "election.raft.election_timeout_min_ms",
+            raft.election_timeout_min_ms,
+        );
+        let max = f.millis(
+            "election.raft.election_timeout_max_ms",
+            raft.election_timeout_max_ms,
+        );
+        if let (Some(heartbeat), Some(min)) = (heartbeat, min) {
+            if heartbeat >= min {
+                f.problem(
+                    "election.raft.heartbeat_ms",
+                    format!(
+                        "must be less than election_timeout_min_ms ({} >= {})",
+                        raft.heartbeat_ms, raft.election_timeout_min_ms
+                    ),
+                );
+            }
+        }
+        if let (Some(min), Some(max)) = (min, max) {
+            if max < min {
+                f.problem(
+                    "election.raft.election_timeout_max_ms",
+                    format!(
+                        "must not be less than election_timeout_min_ms ({} < {})",
+                        raft.election_timeout_max_ms, raft.election_timeout_min_ms
+                    ),
+                );
+            } else if max == min {
+                f.warn(
+                    "election.raft.election_timeout_max_ms",
+                    "equals election_timeout_min_ms: timeouts are not randomized, so \
+                     candidates that start together may split the vote round after round",
+                );
+            }
+        }
+        let voters = self.voters(f, node_id, quorum);
+        Some(ElectionConfig {
+            voters: voters?,
+            auto: self.election.auto,
+            raft: RaftSettings {
+                quorum: quorum?,
+                heartbeat: heartbeat?,
+                election_timeout_min: min?,
+                election_timeout_max: max?,
+                pre_vote: raft.pre_vote,
+                check_quorum: raft.check_quorum,
+            },
+        })
+    }
+
+    /// `cluster.voters`; in voters mode an empty list is this node alone.
+    fn voters(
+        &self,
+        f: &mut Findings<'_>,
+        node_id: Option<PeerId>,
+        quorum: Option<Quorum>,
+    ) -> Option<Vec<PeerId>> {
+        let mut voters = Some(Vec::new());
+        let mut first_seen: BTreeMap<PeerId, usize> = BTreeMap::new();
+        for (i, text) in self.cluster.voters.iter().enumerate() {
+            let key = format!("cluster.voters[{i}]");
+            let Some(id) = f.id(&key, text, PeerId::new) else {
+                voters = None;
+                continue;
+            };
+            if let Some(first) = first_seen.get(&id) {
+                f.problem(
+                    &key,
+                    format!("{text:?} is listed twice (also cluster.voters[{first}])"),
+                );
+                voters = None;
+                continue;
+            }
+            first_seen.insert(id, i);
+            if let Some(voters) = &mut voters {
+                voters.push(id);
+            }
+        }
+        let voters = voters?;
+        match quorum? {
+            Quorum::Connected => {
+                if !voters.is_empty() {
+                    f.warn(
+                        "cluster.voters",
+                        "ignored: with election.raft.quorum = \"connected\" the electorate is \
+                         this node and its connected peers",
+                    );
+                }
+                Some(voters)
+            }
+            Quorum::Voters => {
+                let node_id = node_id?;
+                if voters.is_empty() {
+                    return Some(vec![node_id]);
+                }
+                if !voters.contains(&node_id) {
+                    f.warn(
+                        "cluster.voters",
+                        format!(
+                            "node.id {node_id} is not listed: this node follows the leader but \
+                             never campaigns or votes (a non-voting follower)"
+                        ),
+                    );
+                }
+                if self.link.udp.is_none() && voters.iter().any(|&voter| voter != node_id) {
+                    f.warn(
+                        "cluster.voters",
+                        "lists other nodes but no link is configured ([link.udp]): they \
+                         cannot be reached, so no leader can be elected",
+                    );
+                }
+                Some(voters)
+            }
+        }
+    }
+
+    /// `[membership]`.
+    fn membership(&self, f: &mut Findings<'_>) -> Option<MembershipConfig> {
+        let section = &self.membership;
+        let heartbeat = f.millis("membership.heartbeat_ms", section.heartbeat_ms);
+        let multiplier = match u32::try_from(section.timeout_multiplier) {
+            Ok(multiplier) if multiplier >= 2 => Some(multiplier),
+            Ok(multiplier) => {
+                f.problem(
+                    "membership.timeout_multiplier",
+                    format!(
+                        "must be at least 2, found {multiplier}: a peer would be declared \
+                         disconnected as soon as one heartbeat is late"
+                    ),
+                );
+                None
+            }
+            Err(_) => {
+                f.problem(
+                    "membership.timeout_multiplier",
+                    format!(
+                        "must be at most {}, found {}",
+                        u32::MAX,
+                        section.timeout_multiplier
+                    ),
+                );
+                None
+            }
+        };
+        let hello = f.millis("membership.hello_interval_ms", section.hello_interval_ms);
+        let announce = f.millis(
+            "membership.announce_interval_ms",
+            section.announce_interval_ms,
+        );
+        Some(MembershipConfig {
+            heartbeat_interval: heartbeat?,
+            timeout_multiplier: multiplier?,
+            hello_interval: hello?,
+            announce_interval: announce?,
+        })
+    }
+
+    /// `[link.udp]`: `Some(None)` when the section is absent.
+    fn udp(&self, f: &mut Findings<'_>) -> Option<Option<UdpLinkConfig>> {
+        let Some(section) = &self.link.udp else {
+            return Some(None);
+        };
+        let listen = if section.listen.trim().is_empty() {
+            f.problem(
+                "link.udp.listen",
+                "required when [link.udp] is present: the ip:port this node receives on, \
+                 e.g. 127.0.0.1:7946",
+            );
+            None
+        } else {
+            f.socket_addr("link.udp.listen", &section.listen)
+        };
+        let mut peers = Some(Vec::with_capacity(section.peers.len()));
+        for (i, text) in section.peers.iter().enumerate() {
+            let key = format!("link.udp.peers[{i}]");
+            match f.socket_addr(&key, text) {
+                Some(peer) => {
+                    if Some(peer) == listen {
+                        f.warn(
+                            &key,
+                            format!("{peer} is this node's own link.udp.listen address"),
+                        );
+                    }
+                    if let Some(peers) = &mut peers {
+                        peers.push(peer);
+                    }
+                }
+                None => peers = None,
+            }
+        }
+        Some(Some(UdpLinkConfig {
+            listen: listen?,
+            peers: peers?,
+        }))
+    }
+
+    /// `[admin]` and `[metrics]`, checked together because they must not share an address.
+    fn endpoints(&self, f: &mut Findings<'_>) -> (Option<AdminConfig>, Option<MetricsConfig>) {
+        let admin_listen = f.optional_socket_addr("admin.listen", &self.admin.listen);
+        let token_file = &self.admin.token_file;
+        let token = if token_file.as_os_str().is_empty() {
+            Some(None)
+        } else {
+            match read_token(token_file) {
+                Ok(token) => Some(Some(token)),
+                Err(message) => {
+                    f.problem("admin.token_file", message);
+                    None
+                }
+            }
+        };
+        if let (Some(Some(listen)), Some(None)) = (admin_listen, &token) {
+            if !listen.ip().to_canonical().is_loopback() {
+                f.problem(
+                    "admin.token_file",
+                    format!("required when admin.listen ({listen}) is not a loopback address"),
+                );
+            }
+        }
+        let metrics_listen = f.optional_socket_addr("metrics.listen", &self.metrics.listen);
+        if let (Some(Some(admin)), Some(Some(metrics))) = (admin_listen, metrics_listen) {
+            if clash(admin, metrics) {
+                f.problem(
+                    "metrics.listen",
+                    format!("{metrics} collides with admin.listen ({admin})"),
+                );
+            }
+        }
+        let admin = match (admin_listen, token) {
+            (Some(listen), Some(token)) => Some(AdminConfig { listen, token }),
+            _ => None,
+        };
+        let metrics = metrics_listen.map(|listen| MetricsConfig { listen });
+        (admin, metrics)
+    }
+
+    /// `[hooks]`.
+    fn hooks(&self, f: &mut Findings<'_>) -> Option<HooksConfig> {
+        let hooks = &self.hooks;
+        let on_leader = f.commands("hooks.on_leader", &hooks.on_leader);
+        let on_follower = f.commands("hooks.on_follower", &hooks.on_follower);
+        let on_leader_change = f.commands("hooks.on_leader_change", &hooks.on_leader_change);
+        let on_peer_status = f.commands("hooks.on_peer_status", &hooks.on_peer_status);
+        let timeout = f.millis("hooks.timeout_ms", hooks.timeout_ms);
+        Some(HooksConfig {
+            on_leader: on_leader?,
+            on_follower: on_follower?,
+            on_leader_change: on_leader_change?,
+            on_peer_status: on_peer_status?,
+            timeout: timeout?,
+        })
+    }
+}
+
+/// Problems and warnings found so far.
+struct Findings<'a> {
+    /// Problems met while reading; a value they concern was replaced by the layer below, so
+    /// rules about that key would only repeat them.
+    read: &'a [ConfigProblem],
+    problems: Vec<ConfigProblem>,
+    warnings: Vec<ConfigWarning>,
+}
+
+impl<'a> Findings<'a> {
+    fn new(read: &'a [ConfigProblem]) -> Self {
+        Self {
+            read,
+            problems: read.to_vec(),
+            warnings: Vec::new(),
+        }
+    }
+
+    fn problem(&mut self, key: &str, message: impl Into<String>) {
+        if !self.read.iter().any(|read| related(&read.key, key)) {
+            self.problems.push(ConfigProblem::new(key, message));
+        }
+    }
+
+    fn warn(&mut self, key: &str, message: impl Into<String>) {
+        self.warnings.push(ConfigWarning::new(key, message));
+    }
+
+    /// A peer or cluster id (PROTO-1).
+    fn id<T>(
+        &mut self,
+        key: &str,
+        text: &str,
+        parse: impl FnOnce(&str) -> Result<T, IdError>,
+    ) -> Option<T> {
+        match parse(text) {
+            Ok(id) => Some(id),
+            Err(error) => {
+                let rules = match error {
+                    // This message states the rules already.
+                    IdError::InvalidByte { .. } => "",
+                    _ => "; ids are 1 to 32 bytes of A-Z a-z 0-9 . _ -",
+                };
+                self.problem(key, format!("{text:?}: {error}{rules}"));
+                None
+            }
+        }
+    }
+
+    /// A positive number of milliseconds, at most [`MAX_MILLIS`].
+    fn millis(&mut self, key: &str, millis: u64) -> Option<Duration> {
+        if millis == 0 {
+            self.problem(key, "must be greater than 0");
+            None
+        } else if millis > MAX_MILLIS {
+            self.problem(
+                key,
+                format!("must be at most {MAX_MILLIS} (one day), found {millis}"),
+            );
+            None
+        } else {
+            Some(Duration::from_millis(millis))
+        }
+    }
+
+    fn socket_addr(&mut self, key: &str, text: &str) -> Option<SocketAddr> {
+        match text.trim().parse() {
+            Ok(addr) => Some(addr),
+            Err(_) => {
+                self.problem(
+                    key,
+                    format!(
+                        "{text:?} is not a socket address; expected ip:port such as \
+                         127.0.0.1:7946 (host names are not resolved)"
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// An address where the empty string turns the endpoint off: `Some(None)`.
+    fn optional_socket_addr(&mut self, key: &str, text: &str) -> Option<Option<SocketAddr>> {
+        if text.trim().is_empty() {
+            Some(None)
+        } else {
+            self.socket_addr(key, text).map(Some)
+        }
+    }
+
+    /// One hook list (CB-2).
+    fn commands(&mut self, key: &str, entries: &[HookEntry]) -> Option<Vec<HookCommand>> {
+        let mut commands = Some(Vec::with_capacity(entries.len()));
+        for (i, entry) in entries.iter().enumerate() {
+            let item = format!("{key}[{i}]");
+            let command = match entry {
+                HookEntry::Shell(line) if line.trim().is_empty() => {
+                    self.problem(&item, "empty command");
+                    None
+                }
+                HookEntry::Shell(line) => Some(HookCommand::Shell(line.clone())),
+                HookEntry::Argv(argv) => match argv.first() {
+                    None => {
+                        self.problem(&item, "empty command: an array needs at least the program");
+                        None
+                    }
+                    Some(program) if program.trim().is_empty() => {
+                        self.problem(&item, "empty command: the program (first item) is empty");
+                        None
+                    }
+                    Some(_) => Some(HookCommand::Argv(argv.clone())),
+                },
+            };
+            match (command, &mut commands) {
+                (Some(command), Some(commands)) => commands.push(command),
+                (None, _) => commands = None,
+                (Some(_), None) => {}
+            }
+        }
+        commands
+    }
+}
+
+/// Whether `a` and `b` are the same key or one lies inside the other (`link.udp` and
+/// `link.udp.listen`, `cluster.voters` and `cluster.voters[1]`).
+fn related(a: &str, b: &str) -> bool {
+    let inside = |inner: &str, outer: &str| {
+        inner
+            .strip_prefix(outer)
+            .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+    };
+    a == b || inside(a, b) || inside(b, a)
+}
+
+/// Whether two TCP listeners would fight over one port.
+fn clash(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() == b.port()
+        && a.port() != 0
+        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+}
+
+/// The pre-shared key in `path`: raw bytes, or 64 hex characters decoded to 32 bytes;
+/// trailing line ends are trimmed in both forms.
+fn read_secret(path: &Path) -> Result<Vec<u8>, String> {
+    let bytes = std::fs::read(path).map_err(|error| cannot_read(path, &error))?;
+    let end = bytes
+        .iter()
+        .rposition(|&byte| !matches!(byte, b'\n' | b'\r'))
+        .map_or(0, |last| last + 1);
+    let content = &bytes[..end];
+    if content.is_empty() {
+        return Err(format!("{} is empty", path.display()));
+    }
+    Ok(decode_hex_key(content).unwrap_or_else(|| content.to_vec()))
+}
+
+/// 64 hex characters as 32 bytes; anything else is not the hex form.
+fn decode_hex_key(text: &[u8]) -> Option<Vec<u8>> {
+    fn nibble(digit: u8) -> Option<u8> {
+        char::from(digit)
+            .to_digit(16)
+            .and_then(|value| u8::try_from(value).ok())
+    }
+    if text.len() != 64 {
+        return None;
+    }
+    text.chunks_exact(2)
+        .map(|pair| Some(nibble(pair[0])? << 4 | nibble(pair[1])?))
+        .collect()
+}
+
+/// The admin bearer token in `path`, surrounding whitespace trimmed.
+fn read_token(path: &Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path).map_err(|error| cannot_read(path, &error))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(format!("{} is empty", path.display()));
+    }
+    Ok(token.to_owned())
+}
+
+fn cannot_read(path: &Path, error: &std::io::Error) -> String {
+    format!("cannot read {}: {error}", path.display())
+}
