@@ -79,7 +79,12 @@ impl ClusterOptions {
 
 /// The configuration of one test node: DESIGN's timings scaled down ten times (heartbeat
 /// 50 ms, election timeout 150–300 ms), no HTTP servers, no UDP.
-pub fn node_config(name: &str, names: &[&str], options: &ClusterOptions, data_dir: &Path) -> NodeConfig {
+pub fn node_config(
+    name: &str,
+    names: &[&str],
+    options: &ClusterOptions,
+    data_dir: &Path,
+) -> NodeConfig {
     NodeConfig {
         node_id: id(name),
         data_dir: data_dir.to_path_buf(),
@@ -173,7 +178,9 @@ impl MemoryCluster {
 
     /// Indices of the running nodes.
     pub fn running(&self) -> Vec<usize> {
-        (0..self.nodes.len()).filter(|&i| self.nodes[i].is_some()).collect()
+        (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].is_some())
+            .collect()
     }
 
     /// Stops node `index` abruptly, as a crash (no goodbye).

@@ -13,11 +13,21 @@ use clap::{Parser, Subcommand, ValueEnum};
 #[command(name = "conclave", version, about, long_about)]
 pub(crate) struct Cli {
     /// Admin API of the node to talk to (client commands).
-    #[arg(long, global = true, env = "CONCLAVE_ADMIN", default_value = "http://127.0.0.1:7070")]
+    #[arg(
+        long,
+        global = true,
+        env = "CONCLAVE_ADMIN",
+        default_value = "http://127.0.0.1:7070"
+    )]
     pub(crate) admin: String,
 
     /// Bearer token for commands that change something, when the node requires one.
-    #[arg(long, global = true, env = "CONCLAVE_ADMIN_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        env = "CONCLAVE_ADMIN_TOKEN",
+        hide_env_values = true
+    )]
     pub(crate) token: Option<String>,
 
     /// Print the API's JSON answer instead of a table (client commands).
@@ -110,7 +120,9 @@ mod tests {
         let cli = Cli::parse_from(["conclave", "auto-election", "off"]);
         assert!(matches!(
             cli.command,
-            Commands::AutoElection { switch: Switch::Off }
+            Commands::AutoElection {
+                switch: Switch::Off
+            }
         ));
         let cli = Cli::parse_from(["conclave", "--admin", "http://10.0.0.2:7070", "status"]);
         assert_eq!(cli.admin, "http://10.0.0.2:7070");

@@ -11,7 +11,9 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ClientError {
     /// Nothing answers at the address.
-    #[error("cannot reach the admin API at {url}: {reason} (is `conclave run` running there? set --admin)")]
+    #[error(
+        "cannot reach the admin API at {url}: {reason} (is `conclave run` running there? set --admin)"
+    )]
     Unreachable { url: String, reason: String },
     /// The node answered with an error.
     #[error("{status}: {message}")]

@@ -54,7 +54,11 @@ pub(crate) fn status(status: &Value) -> String {
         out,
         "election    auto {}, manual override {}",
         yes_no(status, "auto_election"),
-        if pinned == "-" { "none".to_owned() } else { format!("pins {pinned}") }
+        if pinned == "-" {
+            "none".to_owned()
+        } else {
+            format!("pins {pinned}")
+        }
     );
     if status.get("quarantined").and_then(Value::as_bool) == Some(true) {
         out.push_str("WARNING     this node's id is used by another live node; it takes no part in elections\n");
@@ -109,7 +113,10 @@ pub(crate) fn history(answer: &Value) -> String {
     if list.is_empty() {
         return "no leader changes recorded\n".to_owned();
     }
-    let mut out = format!("{:<15} {:>6}  {:<20} {}\n", "AT (unix ms)", "TERM", "LEADER", "CAUSE");
+    let mut out = format!(
+        "{:<15} {:>6}  {:<20} {}\n",
+        "AT (unix ms)", "TERM", "LEADER", "CAUSE"
+    );
     for record in list {
         let _ = writeln!(
             out,

@@ -112,13 +112,14 @@ pub(crate) fn run(file: &Path, log: &str) -> ExitCode {
 
 /// Waits for Ctrl-C, SIGTERM, or the node halting; `true` when it halted.
 async fn wait_for_stop(node: &conclave_actors::node::Node) -> bool {
-    let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(signal) => Some(signal),
-        Err(err) => {
-            error!("cannot watch SIGTERM: {err}");
-            None
-        }
-    };
+    let mut terminate =
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => Some(signal),
+            Err(err) => {
+                error!("cannot watch SIGTERM: {err}");
+                None
+            }
+        };
     loop {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {

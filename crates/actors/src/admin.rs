@@ -309,9 +309,9 @@ async fn run_command(state: &AdminState, command: Command) -> HttpResponse {
             let code = match err {
                 RaftError::NotLeader { .. } => StatusCode::CONFLICT,
                 RaftError::Quarantined => StatusCode::SERVICE_UNAVAILABLE,
-                RaftError::NotAVoter(_) | RaftError::UnknownPeer(_) | RaftError::InvalidConfig(_) => {
-                    StatusCode::BAD_REQUEST
-                }
+                RaftError::NotAVoter(_)
+                | RaftError::UnknownPeer(_)
+                | RaftError::InvalidConfig(_) => StatusCode::BAD_REQUEST,
             };
             HttpResponse::build(code).json(json!({
                 "error": err.to_string(),

@@ -14,7 +14,9 @@ use std::time::SystemTime;
 
 use actix::clock::Instant;
 use actix::prelude::*;
-use conclave_core::raft::{Action, Command, CommandOutcome, Event, Raft, RaftError, RaftStatus, Role};
+use conclave_core::raft::{
+    Action, Command, CommandOutcome, Event, Raft, RaftError, RaftStatus, Role,
+};
 use conclave_protocol::PeerId;
 use tracing::{debug, error, info, warn};
 
@@ -82,6 +84,9 @@ pub struct ElectionOutputs {
 
 /// The ElectionActor. See the [module docs](self).
 pub struct ElectionActor {
+    /// `node = <id>`, entered in every handler so that logs of nodes sharing a process
+    /// (tests, the demo) say whose they are.
+    span: tracing::Span,
     raft: Raft,
     clock: NodeClock,
     outputs: ElectionOutputs,
@@ -109,6 +114,7 @@ impl ElectionActor {
         metrics.set_role(raft.role());
         let skip = history.len().saturating_sub(HISTORY_IN_MEMORY);
         Self {
+            span: tracing::info_span!("node", id = %raft.id()),
             raft,
             clock,
             outputs,
@@ -139,7 +145,7 @@ impl ElectionActor {
                     for later in steps.iter_mut() {
                         if let Step::Act(Action::Publish(event)) = later {
                             if let Some((record, role)) = history_record(event) {
-                                records.push(WalRecord::LeaderChange(record.clone()));
+                                records.push(WalRecord::LeaderChange(record));
                                 *later = Step::Announce(record, role);
                             }
                         }
@@ -149,7 +155,7 @@ impl ElectionActor {
                 }
                 Step::Act(Action::Publish(event)) => match history_record(&event) {
                     Some((record, role)) => {
-                        steps.push_front(Step::Announce(record.clone(), role));
+                        steps.push_front(Step::Announce(record, role));
                         self.persist_then(vec![WalRecord::LeaderChange(record)], steps, ctx);
                         return;
                     }
@@ -178,10 +184,13 @@ impl ElectionActor {
     ) {
         let request = self.outputs.wal.send(Persist(records));
         ctx.wait(
-            async move { request.await }
+            request
                 .into_actor(self)
                 .map(move |result, actor, ctx| match result {
-                    Ok(Ok(())) => actor.carry_out(rest, ctx),
+                    Ok(Ok(())) => {
+                        let _span = actor.span.clone().entered();
+                        actor.carry_out(rest, ctx);
+                    }
                     Ok(Err(err)) => actor.halt(&err.to_string(), ctx),
                     Err(err) => actor.halt(&format!("WAL actor unreachable: {err}"), ctx),
                 }),
@@ -278,7 +287,8 @@ impl ElectionActor {
     fn account_leaderless(&mut self) {
         if let Some(mark) = self.leaderless_mark {
             let now = Instant::now();
-            self.metrics.add_leaderless(now.saturating_duration_since(mark));
+            self.metrics
+                .add_leaderless(now.saturating_duration_since(mark));
             self.leaderless_mark = Some(now);
         }
     }
@@ -290,6 +300,7 @@ impl ElectionActor {
         if let Some(deadline) = self.raft.poll_timeout() {
             let wait = self.clock.until(deadline);
             self.timer = Some(ctx.run_later(wait, |actor, ctx| {
+                let _span = actor.span.clone().entered();
                 actor.timer = None;
                 let now = actor.clock.now();
                 actor.raft.handle_timeout(now);
@@ -310,6 +321,7 @@ impl Actor for ElectionActor {
 impl Handler<RaftArrived> for ElectionActor {
     type Result = ();
     fn handle(&mut self, arrived: RaftArrived, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         let now = self.clock.now();
         self.raft.handle_message(now, arrived.from, arrived.message);
         self.pump(ctx);
@@ -319,6 +331,7 @@ impl Handler<RaftArrived> for ElectionActor {
 impl Handler<PeerReachability> for ElectionActor {
     type Result = ();
     fn handle(&mut self, change: PeerReachability, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         let now = self.clock.now();
         self.raft
             .handle_peer_status(now, change.peer, change.connected);
@@ -329,6 +342,7 @@ impl Handler<PeerReachability> for ElectionActor {
 impl Handler<IdRefused> for ElectionActor {
     type Result = ();
     fn handle(&mut self, _: IdRefused, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         let now = self.clock.now();
         self.raft.handle_id_refused(now);
         self.pump(ctx);
@@ -338,6 +352,7 @@ impl Handler<IdRefused> for ElectionActor {
 impl Handler<ElectionCommand> for ElectionActor {
     type Result = Result<CommandOutcome, RaftError>;
     fn handle(&mut self, command: ElectionCommand, ctx: &mut Self::Context) -> Self::Result {
+        let _span = self.span.clone().entered();
         let now = self.clock.now();
         info!(?command, "operator command");
         let outcome = self.raft.handle_command(now, command.0);
@@ -349,6 +364,7 @@ impl Handler<ElectionCommand> for ElectionActor {
 impl Handler<GetElectionStatus> for ElectionActor {
     type Result = MessageResult<GetElectionStatus>;
     fn handle(&mut self, _: GetElectionStatus, _: &mut Self::Context) -> Self::Result {
+        let _span = self.span.clone().entered();
         MessageResult(self.raft.status())
     }
 }
@@ -356,6 +372,7 @@ impl Handler<GetElectionStatus> for ElectionActor {
 impl Handler<GetHistory> for ElectionActor {
     type Result = MessageResult<GetHistory>;
     fn handle(&mut self, _: GetHistory, _: &mut Self::Context) -> Self::Result {
+        let _span = self.span.clone().entered();
         MessageResult(self.history.iter().cloned().collect())
     }
 }

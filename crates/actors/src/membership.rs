@@ -38,6 +38,9 @@ pub struct MembershipOutputs {
 
 /// The MembershipActor. See the [module docs](self).
 pub struct MembershipActor {
+    /// `node = <id>`, entered in every handler so that logs of nodes sharing a process
+    /// (tests, the demo) say whose they are.
+    span: tracing::Span,
     core: Membership,
     clock: NodeClock,
     outputs: MembershipOutputs,
@@ -56,6 +59,7 @@ impl MembershipActor {
         metrics: NodeMetrics,
     ) -> Self {
         Self {
+            span: tracing::info_span!("node", id = %core.local()),
             core,
             clock,
             outputs,
@@ -116,12 +120,13 @@ impl MembershipActor {
             peer,
             connected: new == Some(PeerStatus::Connected),
         });
-        self.events.publish(NodeEvent::PeerStatusChanged(PeerChange {
-            peer,
-            old,
-            new,
-            at_unix_ms: now,
-        }));
+        self.events
+            .publish(NodeEvent::PeerStatusChanged(PeerChange {
+                peer,
+                old,
+                new,
+                at_unix_ms: now,
+            }));
     }
 
     fn record_peers(&self) {
@@ -142,6 +147,7 @@ impl MembershipActor {
         if let Some(deadline) = self.core.poll_timeout() {
             let wait = self.clock.until(deadline);
             self.timer = Some(ctx.run_later(wait, |actor, ctx| {
+                let _span = actor.span.clone().entered();
                 actor.timer = None;
                 let now = actor.clock.now();
                 actor.core.handle_timeout(now);
@@ -163,6 +169,7 @@ impl Actor for MembershipActor {
 impl Handler<FrameArrived> for MembershipActor {
     type Result = ();
     fn handle(&mut self, frame: FrameArrived, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         let now = self.clock.now();
         self.core
             .handle_frame(now, frame.from, &frame.origin, &frame.body);
@@ -173,6 +180,7 @@ impl Handler<FrameArrived> for MembershipActor {
 impl Handler<GetPeers> for MembershipActor {
     type Result = MessageResult<GetPeers>;
     fn handle(&mut self, _: GetPeers, _: &mut Self::Context) -> Self::Result {
+        let _span = self.span.clone().entered();
         MessageResult(self.core.peers().list().cloned().collect())
     }
 }
@@ -180,6 +188,7 @@ impl Handler<GetPeers> for MembershipActor {
 impl Handler<SayGoodbye> for MembershipActor {
     type Result = ();
     fn handle(&mut self, _: SayGoodbye, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         let now = self.clock.now();
         self.core.handle_shutdown(now);
         self.pump(ctx);

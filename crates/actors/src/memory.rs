@@ -110,7 +110,12 @@ impl MemoryHub {
     /// Cuts `slot` off from every other slot, both ways.
     pub fn isolate(&self, slot: u32) {
         let mut state = self.state();
-        let others: Vec<u32> = state.endpoints.keys().copied().filter(|s| *s != slot).collect();
+        let others: Vec<u32> = state
+            .endpoints
+            .keys()
+            .copied()
+            .filter(|s| *s != slot)
+            .collect();
         for other in others {
             state.blocked.insert((slot, other));
             state.blocked.insert((other, slot));

@@ -18,15 +18,17 @@ use conclave_core::raft::{Command, CommandOutcome, LogPosition, Raft, RaftError,
 use conclave_core::{Membership, PeerInfo, SeededRng};
 use conclave_protocol::{ClusterId, FrameCodec, PeerId};
 use tokio::net::UdpSocket;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::callbacks::CallbackActor;
 use crate::clock::NodeClock;
 use crate::config::NodeConfig;
-use crate::election::{ElectionActor, ElectionCommand, ElectionOutputs, GetElectionStatus, GetHistory};
+use crate::election::{
+    ElectionActor, ElectionCommand, ElectionOutputs, GetElectionStatus, GetHistory,
+};
 use crate::events::{EventBus, EventSubscription};
-use crate::memory::MemoryHub;
 use crate::membership::{GetPeers, MembershipActor, MembershipOutputs, SayGoodbye};
+use crate::memory::MemoryHub;
 use crate::metrics::NodeMetrics;
 use crate::transport::{ConnectReceivers, GetRoutes, Links, TransportActor};
 use crate::wal::{HistoryRecord, InlineWalActor, Persist, WalActor, WalError, WalFile};
@@ -75,7 +77,12 @@ macro_rules! stoppable {
     )*};
 }
 
-stoppable!(TransportActor, MembershipActor, ElectionActor, CallbackActor);
+stoppable!(
+    TransportActor,
+    MembershipActor,
+    ElectionActor,
+    CallbackActor
+);
 
 /// A random seed for the election timeouts of a real node. The standard library's hasher keys
 /// come from the operating system's randomness, so no extra dependency is needed for it.
@@ -136,14 +143,9 @@ impl NodeBuilder {
             cluster = %config.cluster_id,
             incarnation = recovered.incarnation,
             term = recovered.hard_state.term,
+            authenticated = config.auth_key.is_some(),
             "starting"
         );
-        if config.auth_key.is_none() {
-            warn!(
-                "no cluster.psk_file: frames are not authenticated and anyone on the network \
-                 can forge them; set a pre-shared key outside of demos"
-            );
-        }
 
         let metrics = NodeMetrics::new();
         let events = EventBus::new(metrics.clone());
@@ -239,7 +241,10 @@ impl NodeBuilder {
             )?);
         }
         if let Some(listen) = config.metrics.listen {
-            servers.push(crate::admin::serve_metrics(handle.metrics().clone(), listen)?);
+            servers.push(crate::admin::serve_metrics(
+                handle.metrics().clone(),
+                listen,
+            )?);
         }
         Ok(Node { handle, servers })
     }
@@ -399,7 +404,10 @@ impl NodeHandle {
     }
 
     /// An operator command (RAFT-8).
-    pub async fn command(&self, command: Command) -> Result<Result<CommandOutcome, RaftError>, NodeError> {
+    pub async fn command(
+        &self,
+        command: Command,
+    ) -> Result<Result<CommandOutcome, RaftError>, NodeError> {
         self.inner
             .election
             .send(ElectionCommand(command))

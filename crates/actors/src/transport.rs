@@ -124,6 +124,9 @@ pub struct Links {
 
 /// The TransportActor. See the [module docs](self).
 pub struct TransportActor {
+    /// `node = <id>`, entered in every handler so that logs of nodes sharing a process
+    /// (tests, the demo) say whose they are.
+    span: tracing::Span,
     node_id: PeerId,
     incarnation: u64,
     next_seq: u64,
@@ -147,6 +150,7 @@ impl TransportActor {
         metrics: NodeMetrics,
     ) -> Self {
         Self {
+            span: tracing::info_span!("node", id = %node_id),
             node_id,
             incarnation,
             next_seq: 0,
@@ -352,6 +356,7 @@ impl Actor for TransportActor {
 impl Handler<RawFrame> for TransportActor {
     type Result = ();
     fn handle(&mut self, raw: RawFrame, _: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         self.receive(raw);
     }
 }
@@ -359,6 +364,7 @@ impl Handler<RawFrame> for TransportActor {
 impl Handler<Transmit> for TransportActor {
     type Result = ();
     fn handle(&mut self, transmit: Transmit, _: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         self.transmit(transmit);
     }
 }
@@ -366,6 +372,7 @@ impl Handler<Transmit> for TransportActor {
 impl Handler<ConnectReceivers> for TransportActor {
     type Result = ();
     fn handle(&mut self, receivers: ConnectReceivers, _: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         self.membership = Some(receivers.membership);
         self.election = Some(receivers.election);
     }
@@ -374,6 +381,7 @@ impl Handler<ConnectReceivers> for TransportActor {
 impl Handler<GetRoutes> for TransportActor {
     type Result = MessageResult<GetRoutes>;
     fn handle(&mut self, _: GetRoutes, _: &mut Self::Context) -> Self::Result {
+        let _span = self.span.clone().entered();
         MessageResult(
             self.routes
                 .iter()

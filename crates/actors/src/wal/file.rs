@@ -42,6 +42,9 @@ pub struct WalOptions {
     pub compact_threshold: u64,
     /// Newest history records kept.
     pub history_limit: usize,
+    /// Never start an incarnation below the wall clock's Unix seconds (see
+    /// [`WalFile::open_with`]); off only in tests that count incarnations.
+    pub incarnation_from_clock: bool,
 }
 
 impl Default for WalOptions {
@@ -49,6 +52,7 @@ impl Default for WalOptions {
         Self {
             compact_threshold: DEFAULT_COMPACT_THRESHOLD,
             history_limit: DEFAULT_HISTORY_LIMIT,
+            incarnation_from_clock: true,
         }
     }
 }
@@ -58,7 +62,8 @@ impl Default for WalOptions {
 pub struct Recovered {
     /// The last hard state in the file; the default (term 0, no vote) on a fresh node.
     pub hard_state: HardState,
-    /// This start's incarnation: the stored one plus one, already durable (PROTO-2).
+    /// This start's incarnation, already durable (PROTO-2): the stored one plus one, or the
+    /// Unix time in seconds when that is larger (see [`WalOptions::incarnation_from_clock`]).
     pub incarnation: u64,
     /// The newest leadership history records, oldest first (CB-6).
     pub history: Vec<HistoryRecord>,
@@ -148,7 +153,7 @@ impl WalFile {
     /// Opens (or creates) `dir/conclave.wal`, recovers it and starts a new incarnation.
     ///
     /// Creates `dir` if needed. Reads records up to the last valid one; a torn or corrupt tail
-    /// is cut off, fsynced and logged (WAL-2). Then the incarnation is incremented, appended and
+    /// is cut off, fsynced and logged (WAL-2). Then the incarnation is advanced, appended and
     /// fsynced before this returns (PROTO-2), so two starts never share an incarnation.
     ///
     /// Errors: a file that is not a conclave WAL ([`WalError::ForeignFile`], left untouched),
@@ -250,13 +255,23 @@ impl WalFile {
         }
         remove_leftover_compaction(&wal.dir)?;
 
-        let incarnation =
+        let next =
             wal.state
                 .incarnation
                 .checked_add(1)
                 .ok_or_else(|| WalError::IncarnationExhausted {
                     path: wal.path.clone(),
                 })?;
+        // Peers refuse a sender's frames whose (incarnation, seq) is not newer than what they
+        // accepted (PROTO-5). A node whose data directory was wiped would start again at 1 and
+        // be refused as a replay until every peer restarted. Starting no lower than the Unix
+        // time in seconds keeps a wiped node newer than its old self, as long as the clock did
+        // not go back; the stored value plus one still guarantees growth when it did.
+        let incarnation = if wal.options.incarnation_from_clock {
+            next.max(crate::events::unix_millis(std::time::SystemTime::now()) / 1000)
+        } else {
+            next
+        };
         wal.append(&[WalRecord::Incarnation(incarnation)])?;
 
         info!(

@@ -13,6 +13,18 @@ use tracing_subscriber::fmt::MakeWriter;
 use super::record::{MAGIC, RECORD_HEADER_LEN, checksum};
 use super::*;
 
+/// Opens with incarnations counted 1, 2, 3 rather than floored at the clock, so tests can
+/// state exact values.
+fn open_counting(dir: &std::path::Path) -> Result<(WalFile, Recovered), WalError> {
+    WalFile::open_with(
+        dir,
+        WalOptions {
+            incarnation_from_clock: false,
+            ..WalOptions::default()
+        },
+    )
+}
+
 fn id(text: &str) -> PeerId {
     PeerId::new(text).unwrap()
 }
@@ -129,7 +141,7 @@ fn sample_records() -> Vec<WalRecord> {
 /// commits) and returns the file's bytes.
 fn sample_file(dir: &Path) -> Vec<u8> {
     let records = sample_records();
-    let (mut wal, _) = WalFile::open(dir).unwrap();
+    let (mut wal, _) = open_counting(dir).unwrap();
     wal.append(&records[1..3]).unwrap();
     wal.append(&records[3..6]).unwrap();
     wal.append(&records[6..]).unwrap();
@@ -158,7 +170,7 @@ fn expected_after(records: &[WalRecord]) -> (HardState, u64, Vec<HistoryRecord>)
 fn wal1_every_record_kind_survives_a_restart() {
     let _log = CapturedLog::default().install();
     let dir = tempfile::tempdir().unwrap();
-    let (mut wal, fresh) = WalFile::open(dir.path()).unwrap();
+    let (mut wal, fresh) = open_counting(dir.path()).unwrap();
     assert_eq!(fresh.hard_state, HardState::default());
     assert_eq!(fresh.incarnation, 1);
     assert_eq!(fresh.history, vec![]);
@@ -186,7 +198,7 @@ fn wal1_every_record_kind_survives_a_restart() {
     assert_eq!(wal.hard_state(), state);
     drop(wal);
 
-    let (wal, recovered) = WalFile::open(dir.path()).unwrap();
+    let (wal, recovered) = open_counting(dir.path()).unwrap();
     assert_eq!(recovered.hard_state, state);
     assert_eq!(recovered.incarnation, 42);
     assert_eq!(recovered.history, written);
@@ -205,7 +217,7 @@ fn wal2_recovery_keeps_the_last_hard_state_and_the_history_in_order() {
     let bytes = sample_file(dir.path());
     assert_eq!(record_ends(&bytes).len(), sample_records().len());
 
-    let (_, recovered) = WalFile::open(dir.path()).unwrap();
+    let (_, recovered) = open_counting(dir.path()).unwrap();
     let (state, incarnation, history) = expected_after(&sample_records());
     assert_eq!(recovered.hard_state, state);
     assert_eq!(recovered.hard_state, hard(3, None));
@@ -232,11 +244,44 @@ fn wal2_recovery_keeps_the_last_hard_state_and_the_history_in_order() {
 fn proto2_incarnation_grows_at_every_open() {
     let _log = CapturedLog::default().install();
     let dir = tempfile::tempdir().unwrap();
+    let counting = WalOptions {
+        incarnation_from_clock: false,
+        ..WalOptions::default()
+    };
     for expected in 1..=3 {
-        let (wal, recovered) = WalFile::open(dir.path()).unwrap();
+        let (wal, recovered) = WalFile::open_with(dir.path(), counting).unwrap();
         assert_eq!(recovered.incarnation, expected);
         assert_eq!(wal.incarnation(), expected);
     }
+}
+
+/// PROTO-2, PROTO-5: by default an incarnation never starts below the Unix time in seconds,
+/// so a node whose data directory was wiped is still newer than its old self to its peers'
+/// replay windows; a stored value ahead of the clock still grows by one.
+#[test]
+fn proto2_incarnation_never_starts_below_the_clock() {
+    let _log = CapturedLog::default().install();
+    let dir = tempfile::tempdir().unwrap();
+    let now = crate::events::unix_millis(std::time::SystemTime::now()) / 1000;
+    let (wal, first) = WalFile::open(dir.path()).unwrap();
+    assert!(first.incarnation >= now, "{} < {now}", first.incarnation);
+    drop(wal);
+    let (wal, second) = WalFile::open(dir.path()).unwrap();
+    assert!(second.incarnation > first.incarnation);
+    drop(wal);
+
+    // A wiped node starts again above what its peers saw from it before.
+    let wiped = tempfile::tempdir().unwrap();
+    let (_, fresh) = WalFile::open(wiped.path()).unwrap();
+    assert!(fresh.incarnation > 1_000);
+
+    // A stored incarnation far ahead of the clock keeps growing by one.
+    let ahead = tempfile::tempdir().unwrap();
+    let (mut wal, _) = WalFile::open(ahead.path()).unwrap();
+    wal.append(&[WalRecord::Incarnation(u64::MAX / 2)]).unwrap();
+    drop(wal);
+    let (_, next) = WalFile::open(ahead.path()).unwrap();
+    assert_eq!(next.incarnation, u64::MAX / 2 + 1);
 }
 
 /// WAL-2, RAFT-1: a node that voted for `a` in term 5 and restarts still knows it voted for
@@ -245,12 +290,12 @@ fn proto2_incarnation_grows_at_every_open() {
 fn wal2_never_votes_twice_after_restart() {
     let _log = CapturedLog::default().install();
     let dir = tempfile::tempdir().unwrap();
-    let (mut wal, _) = WalFile::open(dir.path()).unwrap();
+    let (mut wal, _) = open_counting(dir.path()).unwrap();
     wal.append(&[WalRecord::HardState(hard(5, Some("a")))])
         .unwrap();
     drop(wal);
 
-    let (_, recovered) = WalFile::open(dir.path()).unwrap();
+    let (_, recovered) = open_counting(dir.path()).unwrap();
     assert_eq!(recovered.hard_state.term, 5);
     assert_eq!(recovered.hard_state.vote, Some(id("a")));
 }
@@ -280,7 +325,7 @@ fn wal2_every_truncation_point_recovers_the_records_before_it() {
         };
         let (state, incarnation, history) = expected_after(&records[..whole]);
 
-        let (mut wal, recovered) = WalFile::open(dir.path()).unwrap();
+        let (mut wal, recovered) = open_counting(dir.path()).unwrap();
         assert_eq!(recovered.hard_state, state, "cut at {cut}");
         assert_eq!(recovered.incarnation, incarnation, "cut at {cut}");
         assert_eq!(recovered.history, history, "cut at {cut}");
@@ -302,7 +347,7 @@ fn wal2_every_truncation_point_recovers_the_records_before_it() {
         wal.append(&[WalRecord::HardState(hard(99, Some("gw-z")))])
             .unwrap();
         drop(wal);
-        let (_, again) = WalFile::open(dir.path()).unwrap();
+        let (_, again) = open_counting(dir.path()).unwrap();
         assert_eq!(again.hard_state, hard(99, Some("gw-z")), "cut at {cut}");
         assert_eq!(again.incarnation, incarnation + 1, "cut at {cut}");
         assert_eq!(again.history, history, "cut at {cut}");
@@ -327,7 +372,7 @@ fn wal2_flipped_byte_in_the_last_record_is_caught_and_cut_off() {
 
     let records = sample_records();
     let (state, incarnation, history) = expected_after(&records[..records.len() - 1]);
-    let (_, recovered) = WalFile::open(dir.path()).unwrap();
+    let (_, recovered) = open_counting(dir.path()).unwrap();
     assert_eq!(recovered.hard_state, state);
     assert_eq!(recovered.incarnation, incarnation);
     assert_eq!(recovered.history, history);
@@ -353,7 +398,7 @@ fn wal2_flipped_byte_in_a_middle_record_cuts_from_there() {
     fs::write(wal_path(dir.path()), &bytes).unwrap();
 
     let (state, incarnation, history) = expected_after(&sample_records()[..3]);
-    let (_, recovered) = WalFile::open(dir.path()).unwrap();
+    let (_, recovered) = open_counting(dir.path()).unwrap();
     assert_eq!(recovered.hard_state, state);
     assert_eq!(recovered.incarnation, incarnation);
     assert_eq!(recovered.history, history);
@@ -366,12 +411,12 @@ fn wal2_flipped_byte_in_a_middle_record_cuts_from_there() {
 fn wal2_absurd_length_is_a_corrupt_tail() {
     let _log = CapturedLog::default().install();
     let dir = tempfile::tempdir().unwrap();
-    drop(WalFile::open(dir.path()).unwrap());
+    drop(open_counting(dir.path()).unwrap());
     let mut bogus = u32::MAX.to_le_bytes().to_vec();
     bogus.extend_from_slice(&[1, 0, 0, 0, 0, 9, 9, 9]);
     append_raw(dir.path(), &bogus);
 
-    let (_, recovered) = WalFile::open(dir.path()).unwrap();
+    let (_, recovered) = open_counting(dir.path()).unwrap();
     assert_eq!(recovered.truncated_bytes, bogus.len() as u64);
     assert_eq!(recovered.incarnation, 2);
 }
@@ -449,10 +494,10 @@ fn wal2_garbage_never_panics() {
         let path = wal_path(dir.path());
         fs::write(&path, &content).unwrap();
 
-        match WalFile::open(dir.path()) {
+        match open_counting(dir.path()) {
             Ok((wal, recovered)) => {
                 drop(wal);
-                let (_, again) = WalFile::open(dir.path())
+                let (_, again) = open_counting(dir.path())
                     .unwrap_or_else(|e| panic!("round {round}: reopen failed: {e}"));
                 assert_eq!(again.truncated_bytes, 0, "round {round}");
                 assert_eq!(again.hard_state, recovered.hard_state, "round {round}");
@@ -490,7 +535,7 @@ fn wal1_foreign_file_is_refused_and_left_untouched() {
         let path = wal_path(dir.path());
         fs::write(&path, content).unwrap();
 
-        let error = WalFile::open(dir.path()).unwrap_err();
+        let error = open_counting(dir.path()).unwrap_err();
         assert!(
             matches!(&error, WalError::ForeignFile { path: p, .. } if *p == path),
             "{error:?}"
@@ -510,12 +555,12 @@ fn wal1_foreign_file_is_refused_and_left_untouched() {
 fn wal1_checksummed_but_unreadable_record_is_an_error() {
     let _log = CapturedLog::default().install();
     let dir = tempfile::tempdir().unwrap();
-    drop(WalFile::open(dir.path()).unwrap());
+    drop(open_counting(dir.path()).unwrap());
     let offset = fs::metadata(wal_path(dir.path())).unwrap().len();
     append_raw(dir.path(), &raw_record(1, &[5, 0, 0, 0, 0, 0, 0, 0, 7]));
     let before = fs::read(wal_path(dir.path())).unwrap();
 
-    let error = WalFile::open(dir.path()).unwrap_err();
+    let error = open_counting(dir.path()).unwrap_err();
     assert!(
         matches!(error, WalError::BadRecord { offset: o, kind: 1, .. } if o == offset),
         "{error:?}"
@@ -530,11 +575,11 @@ fn wal1_checksummed_but_unreadable_record_is_an_error() {
 fn proto2_exhausted_incarnation_is_an_error() {
     let _log = CapturedLog::default().install();
     let dir = tempfile::tempdir().unwrap();
-    let (mut wal, _) = WalFile::open(dir.path()).unwrap();
+    let (mut wal, _) = open_counting(dir.path()).unwrap();
     wal.append(&[WalRecord::Incarnation(u64::MAX)]).unwrap();
     drop(wal);
     assert!(matches!(
-        WalFile::open(dir.path()),
+        open_counting(dir.path()),
         Err(WalError::IncarnationExhausted { .. })
     ));
 }
@@ -551,6 +596,7 @@ fn wal1_unknown_kinds_are_skipped_and_kept() {
     let options = WalOptions {
         compact_threshold: 256,
         history_limit: 4,
+        incarnation_from_clock: false,
     };
     drop(WalFile::open_with(dir.path(), options).unwrap());
     let entries = raw_record(10, b"a future log entry");
@@ -602,6 +648,7 @@ fn wal3_compaction_keeps_state_incarnation_and_newest_history() {
     let options = WalOptions {
         compact_threshold: 2048,
         history_limit: 10,
+        incarnation_from_clock: false,
     };
     let (mut wal, _) = WalFile::open_with(dir.path(), options).unwrap();
     let mut written = Vec::new();
@@ -640,7 +687,7 @@ fn wal3_compaction_keeps_state_incarnation_and_newest_history() {
 fn wal3_explicit_compaction_and_interrupted_compaction() {
     let _log = CapturedLog::default().install();
     let dir = tempfile::tempdir().unwrap();
-    let (mut wal, _) = WalFile::open(dir.path()).unwrap();
+    let (mut wal, _) = open_counting(dir.path()).unwrap();
     for term in 1..=50 {
         wal.append(&[WalRecord::HardState(hard(term, Some("gw-a")))])
             .unwrap();
@@ -656,7 +703,7 @@ fn wal3_explicit_compaction_and_interrupted_compaction() {
     drop(wal);
 
     fs::write(dir.path().join("conclave.wal.tmp"), b"CWL1 half written").unwrap();
-    let (_, recovered) = WalFile::open(dir.path()).unwrap();
+    let (_, recovered) = open_counting(dir.path()).unwrap();
     assert_eq!(recovered.hard_state, hard(51, None));
     assert_eq!(recovered.incarnation, 2);
     assert!(!dir.path().join("conclave.wal.tmp").exists());
@@ -668,7 +715,7 @@ fn wal3_explicit_compaction_and_interrupted_compaction() {
 fn wal1_group_commit_writes_the_records_at_once() {
     let _log = CapturedLog::default().install();
     let dir = tempfile::tempdir().unwrap();
-    let (mut wal, _) = WalFile::open(dir.path()).unwrap();
+    let (mut wal, _) = open_counting(dir.path()).unwrap();
     let before = wal.size_bytes();
     wal.append(&[]).unwrap();
     assert_eq!(wal.size_bytes(), before);
@@ -689,7 +736,7 @@ fn wal1_open_creates_the_data_directory() {
     let _log = CapturedLog::default().install();
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("var").join("conclave");
-    let (wal, recovered) = WalFile::open(&dir).unwrap();
+    let (wal, recovered) = open_counting(&dir).unwrap();
     assert_eq!(recovered.incarnation, 1);
     assert_eq!(wal.path(), wal_path(&dir));
     assert!(wal_path(&dir).is_file());
