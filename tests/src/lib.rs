@@ -109,6 +109,7 @@ pub fn node_config(
             timeout_multiplier: 3,
             hello_interval: Duration::from_millis(100),
             announce_interval: Duration::from_secs(1),
+            expected_peers: names.len() - 1,
         },
         udp: None,
         admin: AdminConfig {

@@ -92,7 +92,9 @@ fn answer(url: &str, mut response: ureq::http::Response<ureq::Body>) -> Result<V
         .unwrap_or("the node refused the request")
         .to_owned();
     if let Some(leader) = body.get("leader").and_then(Value::as_str) {
-        message.push_str(&format!(" (leader: {leader})"));
+        if !message.contains(leader) {
+            message.push_str(&format!(" (leader: {leader})"));
+        }
     }
     Err(ClientError::Refused { status, message })
 }

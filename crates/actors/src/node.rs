@@ -198,8 +198,19 @@ impl NodeBuilder {
             recovered.history,
         )
         .start();
+        let mut membership_config = config.membership;
+        if membership_config.expected_peers == 0 {
+            let other_voters = config
+                .election
+                .voters
+                .iter()
+                .filter(|voter| **voter != config.node_id)
+                .count();
+            let udp_peers = config.udp.as_ref().map_or(0, |udp| udp.peers.len());
+            membership_config.expected_peers = other_voters.max(udp_peers);
+        }
         let membership = MembershipActor::new(
-            Membership::new(config.node_id, config.membership, clock.now()),
+            Membership::new(config.node_id, membership_config, clock.now()),
             clock,
             MembershipOutputs {
                 transport: transport.clone().recipient(),

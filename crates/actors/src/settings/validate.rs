@@ -333,6 +333,8 @@ impl Settings {
             timeout_multiplier: multiplier?,
             hello_interval: hello?,
             announce_interval: announce?,
+            // Derived from the voters and links when the node starts.
+            expected_peers: 0,
         })
     }
 

@@ -54,6 +54,12 @@ pub struct MembershipConfig {
     /// in common to relay frames would otherwise never meet; in `connected` quorum mode they
     /// would never count each other.
     pub announce_interval: Duration,
+    /// How many peers this node expects (for example the other configured voters); while it
+    /// knows fewer, it keeps announcing every `hello_interval`. Two nodes whose first
+    /// announcements were lost (they started while the other's socket was not yet bound) and
+    /// that each already hear a third would otherwise meet only at the next slow
+    /// announcement. 0 when unknown.
+    pub expected_peers: usize,
 }
 
 impl Default for MembershipConfig {
@@ -64,6 +70,7 @@ impl Default for MembershipConfig {
             timeout_multiplier: 3,
             hello_interval: Duration::from_secs(1),
             announce_interval: Duration::from_secs(10),
+            expected_peers: 0,
         }
     }
 }
@@ -469,11 +476,14 @@ impl Membership {
         }
     }
 
-    /// MEM-2: announce every `hello_interval` while nobody is heard, and every
-    /// `announce_interval` otherwise. Computed from the last announcement, so losing the last
-    /// peer makes an announcement due at once when one is overdue.
+    /// MEM-2: announce every `hello_interval` while nobody is heard or fewer peers are known
+    /// than expected, and every `announce_interval` otherwise. Computed from the last
+    /// announcement, so losing the last peer makes an announcement due at once when one is
+    /// overdue.
     fn next_hello(&self) -> Instant {
-        let interval = if self.peers.connected_count() == 0 {
+        let searching =
+            self.peers.connected_count() == 0 || self.peers.len() < self.config.expected_peers;
+        let interval = if searching {
             self.config.hello_interval
         } else {
             self.config.announce_interval

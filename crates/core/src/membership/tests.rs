@@ -528,6 +528,7 @@ fn mem4_silence_timeout_follows_the_configuration() {
         timeout_multiplier: 5,
         hello_interval: Duration::from_secs(1),
         announce_interval: Duration::from_secs(10),
+        expected_peers: 0,
     };
     assert_eq!(config.silence_timeout(), Duration::from_millis(500));
     let mut node = Membership::new(id("gw-a"), config, ms(0));
@@ -674,6 +675,7 @@ fn mem4_zero_intervals_are_raised() {
         timeout_multiplier: 3,
         hello_interval: Duration::ZERO,
         announce_interval: Duration::ZERO,
+        expected_peers: 0,
     };
     let node = Membership::new(id("gw-a"), config, ms(10));
     assert_eq!(node.config().heartbeat_interval, Duration::from_millis(1));

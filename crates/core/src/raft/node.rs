@@ -952,7 +952,11 @@ impl Raft {
 
     fn campaign(&mut self, now: Instant, kind: Campaign) {
         if self.leader.is_some() {
-            self.leader_cause = LeaderChangeCause::ElectionTimeout;
+            self.leader_cause = if kind == Campaign::Transfer {
+                LeaderChangeCause::Transfer
+            } else {
+                LeaderChangeCause::ElectionTimeout
+            };
         }
         if self.election_started_at.is_none() {
             self.election_started_at = Some(now);

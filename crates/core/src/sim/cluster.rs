@@ -62,6 +62,7 @@ impl SimConfig {
                 timeout_multiplier: 3,
                 hello_interval: heartbeat * 2,
                 announce_interval: heartbeat * 20,
+                expected_peers: 0,
             }),
             network: NetworkConfig::default(),
             record_trace: false,
