@@ -102,6 +102,7 @@ pub fn node_config(
                 election_timeout_max: Duration::from_millis(300),
                 pre_vote: true,
                 check_quorum: true,
+                ranked_timeouts: true,
             },
         },
         membership: MembershipConfig {

@@ -55,6 +55,7 @@ impl NodeConfig {
             pre_vote: raft.pre_vote,
             check_quorum: raft.check_quorum,
             auto_election: self.election.auto,
+            ranked_timeouts: raft.ranked_timeouts,
         }
     }
 }
@@ -94,6 +95,9 @@ pub struct RaftSettings {
     pub pre_vote: bool,
     /// `check_quorum`.
     pub check_quorum: bool,
+    /// `ranked_timeouts`: stagger the followers' election timeouts by rank (see
+    /// `conclave_core::raft::RaftConfig::ranked_timeouts`).
+    pub ranked_timeouts: bool,
 }
 
 /// `[link.udp]`.

@@ -83,31 +83,41 @@ fn paper_label(figure: Option<PaperFigure>) -> String {
     }
 }
 
-/// The RAFT-7 switches of one table.
+/// The election switches of one table.
 #[derive(Debug, Clone, Copy)]
 struct Mode {
     title: &'static str,
     pre_vote: bool,
     check_quorum: bool,
+    ranked_timeouts: bool,
 }
 
-/// The paper's settings, conclave's defaults, and — to tell their two differences apart —
-/// pre-vote alone.
-const MODES: [Mode; 3] = [
+/// The paper's settings, conclave's defaults, and — to tell their differences apart — the
+/// defaults without ranked timeouts, and pre-vote alone.
+const MODES: [Mode; 4] = [
     Mode {
-        title: "as in the paper: pre-vote off, check-quorum off",
+        title: "as in the paper: pre-vote off, check-quorum off, uniform timeouts",
         pre_vote: false,
         check_quorum: false,
+        ranked_timeouts: false,
     },
     Mode {
-        title: "conclave defaults: pre-vote on, check-quorum on",
+        title: "conclave defaults: pre-vote on, check-quorum on, ranked timeouts",
         pre_vote: true,
         check_quorum: true,
+        ranked_timeouts: true,
     },
     Mode {
-        title: "pre-vote on, check-quorum off (to separate the two)",
+        title: "defaults but uniform timeouts (ranked_timeouts off)",
+        pre_vote: true,
+        check_quorum: true,
+        ranked_timeouts: false,
+    },
+    Mode {
+        title: "pre-vote alone: check-quorum off, uniform timeouts",
         pre_vote: true,
         check_quorum: false,
+        ranked_timeouts: false,
     },
 ];
 
@@ -300,6 +310,7 @@ fn run_trial(
     config.membership = None;
     config.raft.pre_vote = mode.pre_vote;
     config.raft.check_quorum = mode.check_quorum;
+    config.raft.ranked_timeouts = mode.ranked_timeouts;
     config.network = NetworkConfig {
         delay_min: delay.0,
         delay_max: delay.1,

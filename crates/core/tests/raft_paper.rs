@@ -53,6 +53,8 @@ fn paper_config(me: usize, size: usize) -> RaftConfig {
         .with_election_timeout(ET, ET * 2);
     config.pre_vote = false;
     config.check_quorum = false;
+    // The paper's uniform randomized timeouts, not conclave's ranked ones.
+    config.ranked_timeouts = false;
     config
 }
 
@@ -831,6 +833,7 @@ fn split_vote_rate(
     let mut config = SimConfig::voters(NODES, HEARTBEAT, timeout_min, timeout_max);
     config.raft.pre_vote = false;
     config.raft.check_quorum = false;
+    config.raft.ranked_timeouts = false;
     // The election does not depend on membership in voters mode; without it the run is faster.
     config.membership = None;
     config.network.delay_min = Duration::from_micros(500);

@@ -219,6 +219,8 @@ pub struct RaftSection {
     pub pre_vote: bool,
     /// `check_quorum`.
     pub check_quorum: bool,
+    /// `ranked_timeouts`.
+    pub ranked_timeouts: bool,
 }
 
 /// `[membership]`.

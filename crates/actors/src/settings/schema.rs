@@ -55,6 +55,7 @@ pub(super) const KEYS: &[(&str, Kind)] = &[
     ("election.raft.election_timeout_max_ms", Kind::Number),
     ("election.raft.pre_vote", Kind::Switch),
     ("election.raft.check_quorum", Kind::Switch),
+    ("election.raft.ranked_timeouts", Kind::Switch),
     ("membership", Kind::Section),
     ("membership.heartbeat_ms", Kind::Number),
     ("membership.timeout_multiplier", Kind::Number),

@@ -225,6 +225,7 @@ impl Settings {
                 election_timeout_max: max?,
                 pre_vote: raft.pre_vote,
                 check_quorum: raft.check_quorum,
+                ranked_timeouts: raft.ranked_timeouts,
             },
         })
     }

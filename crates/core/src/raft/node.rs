@@ -14,6 +14,7 @@
 //!   leader of a higher term publishes that leader, not an intermediate "no leader".
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
 
 use conclave_protocol::{
     AppendEntries, AppendResp, ConflictHint, LeaderAssign, PeerId, RequestVote, TimeoutNow, Vote,
@@ -125,6 +126,9 @@ pub struct Raft {
 
     /// Last time the current leader was heard (the lease of RAFT-7).
     leader_contact: Option<Instant>,
+    /// The last leader this node knew, kept after it is lost: the ranking of election
+    /// timeouts leaves it out, so every survivor ranks the same way.
+    last_leader: Option<PeerId>,
 
     heartbeat_deadline: Instant,
     quorum_check_deadline: Instant,
@@ -180,6 +184,7 @@ impl Raft {
             yielded_until: None,
             stood_aside_for: None,
             leader_contact: None,
+            last_leader: None,
             heartbeat_deadline: now,
             quorum_check_deadline: now,
             recent_active: BTreeSet::new(),
@@ -966,7 +971,6 @@ impl Raft {
         self.transfer = None;
         self.transfer_campaign = kind == Campaign::Transfer;
         self.votes.clear();
-        self.reset_election_timer(now);
         let (term, pre_vote) = match kind {
             Campaign::PreVote => {
                 self.role = Role::PreCandidate;
@@ -979,6 +983,7 @@ impl Raft {
                 (self.hard.term, false)
             }
         };
+        self.reset_election_timer(now);
         debug!(term, pre_vote, "campaign started");
         self.pending_events
             .push(Event::ElectionStarted { term, pre_vote });
@@ -1074,6 +1079,7 @@ impl Raft {
             self.leader_cause = cause;
         }
         self.leader = Some(leader);
+        self.last_leader = Some(leader);
         self.leader_contact = Some(now);
         self.election_started_at = None;
         self.yielded_until = None;
@@ -1191,11 +1197,44 @@ impl Raft {
     }
 
     fn reset_election_timer(&mut self, now: Instant) {
-        let timeout = self.rng.duration_between(
+        let (min, max) = (
             self.config.election_timeout_min,
             self.config.election_timeout_max,
         );
+        // Ranking decides who campaigns first once the leader is lost; a node already
+        // campaigning retries on the paper's uniform spread, so that a round trip longer than
+        // the minimum timeout cannot make the first-ranked node restart every round too soon.
+        let ranked = self.config.ranked_timeouts && self.role == Role::Follower;
+        let timeout = match self.election_rank() {
+            Some((rank, electable)) if ranked => {
+                let slot = max.saturating_sub(min) / electable;
+                min + slot * rank + self.rng.duration_between(Duration::ZERO, slot / 10)
+            }
+            _ => self.rng.duration_between(min, max),
+        };
         self.election_deadline = now + timeout;
+    }
+
+    /// This node's rank among the electable nodes, without the current or last leader, larger
+    /// ids first; and how many there are. `None` when it is not electable itself.
+    fn election_rank(&self) -> Option<(u32, u32)> {
+        let mut electable: Vec<PeerId> = match &self.config.quorum {
+            QuorumMode::Voters(voters) => voters.iter().copied().collect(),
+            QuorumMode::Connected => self
+                .connected
+                .iter()
+                .copied()
+                .chain(std::iter::once(self.config.id))
+                .collect(),
+        };
+        let lost = self.leader.or(self.last_leader);
+        electable.retain(|peer| Some(*peer) != lost || *peer == self.config.id);
+        electable.sort_unstable_by(|a, b| b.cmp(a));
+        let rank = electable.iter().position(|peer| *peer == self.config.id)?;
+        Some((
+            u32::try_from(rank).ok()?,
+            u32::try_from(electable.len()).ok()?,
+        ))
     }
 
     fn send(&mut self, to: PeerId, message: RaftMessage) {

@@ -343,6 +343,101 @@ fn raft7_stands_aside_once_per_window() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// ranked election timeouts
+
+/// The election deadline `raft` set when it last reset its timer, relative to `since`.
+fn timeout_after(raft: &Raft, since: Instant) -> Duration {
+    raft.poll_timeout().unwrap() - since
+}
+
+/// RAFT-2, RAFT-10: with ranked timeouts, the followers of a leader time out in the order of
+/// their ids (larger first), one slot of `(max - min) / electable` apart, each within a tenth
+/// of its slot; the leader itself is left out of the ranking, before and after it is lost.
+#[test]
+fn ranked_timeouts_follow_the_id_order_without_the_leader() {
+    // Voters a..e, leader c: the four others are electable, slot = 150 ms / 4.
+    let voters = ["a", "b", "c", "d", "e"];
+    let slot = Duration::from_micros(37_500);
+    for (name, rank) in [("e", 0u32), ("d", 1), ("b", 2), ("a", 3)] {
+        let mut raft = start(config(name, &voters));
+        for round in 0..20u64 {
+            let at = ms(10 + round * 50);
+            raft.handle_message(at, id("c"), heartbeat(1, "c"));
+            drain(&mut raft);
+            let timeout = timeout_after(&raft, at);
+            let earliest = Duration::from_millis(150) + slot * rank;
+            assert!(
+                timeout >= earliest && timeout < earliest + slot / 10,
+                "{name}: {timeout:?} outside rank {rank}'s window"
+            );
+        }
+        // The leader is lost and this node's pre-vote is refused: back to follower, its next
+        // deadline still ranks without the lost leader.
+        let lost_at = raft.poll_timeout().unwrap();
+        raft.handle_timeout(lost_at);
+        assert_eq!(raft.role(), Role::PreCandidate);
+        drain(&mut raft);
+        for voter in voters.iter().filter(|v| **v != name && **v != "c") {
+            raft.handle_message(lost_at, id(voter), vote(1, false, true));
+        }
+        assert_eq!(raft.role(), Role::Follower, "{name}");
+        let timeout = timeout_after(&raft, lost_at);
+        let earliest = Duration::from_millis(150) + slot * rank;
+        assert!(
+            timeout >= earliest && timeout < earliest + slot / 10,
+            "{name} after the loss: {timeout:?}"
+        );
+    }
+}
+
+/// RAFT-2: a node already campaigning retries on the uniform spread over `[min, max)`, so the
+/// first-ranked node cannot restart its campaign every minimum timeout when answers take
+/// longer than that.
+#[test]
+fn campaigning_nodes_retry_on_the_uniform_spread() {
+    let voters = ["a", "b", "c", "d", "e"];
+    let mut raft = start(config("e", &voters));
+    raft.handle_message(ms(10), id("c"), heartbeat(1, "c"));
+    let mut retries = Vec::new();
+    for _ in 0..200 {
+        let at = raft.poll_timeout().unwrap();
+        raft.handle_timeout(at);
+        assert_eq!(raft.role(), Role::PreCandidate);
+        drain(&mut raft);
+        retries.push(timeout_after(&raft, at));
+    }
+    let min = Duration::from_millis(150);
+    assert!(
+        retries
+            .iter()
+            .all(|t| *t >= min && *t < Duration::from_millis(300))
+    );
+    assert!(
+        retries.iter().any(|t| *t > Duration::from_millis(250)),
+        "retries spread over the whole range, not rank 0's slot"
+    );
+}
+
+/// RAFT-2: without ranking, the Raft paper's uniform timeouts over `[min, max)` are used;
+/// and a node outside the voters (which never campaigns) is not ranked either.
+#[test]
+fn unranked_timeouts_spread_over_the_whole_range() {
+    let mut config = config("a", &["a", "b", "c"]);
+    config.ranked_timeouts = false;
+    let mut raft = start(config);
+    let mut seen_late = false;
+    for round in 0..200u64 {
+        let at = ms(10 + round * 50);
+        raft.handle_message(at, id("c"), heartbeat(1, "c"));
+        drain(&mut raft);
+        let timeout = timeout_after(&raft, at);
+        assert!(timeout >= Duration::from_millis(150) && timeout < Duration::from_millis(300));
+        seen_late |= timeout > Duration::from_millis(250);
+    }
+    assert!(seen_late, "uniform over the range reaches its upper part");
+}
+
+// ---------------------------------------------------------------------------------------------
 // RAFT-7 check-quorum
 
 /// RAFT-7: a leader that hears no quorum for the minimum election timeout steps down and

@@ -104,6 +104,7 @@ pub fn run_seed(scenario: Scenario, seed: u64, record_trace: bool) -> SeedRun {
     };
     config.raft.pre_vote = plan.chance(0.75);
     config.raft.check_quorum = plan.chance(0.75);
+    config.raft.ranked_timeouts = plan.chance(0.5);
     if let Some(membership) = &mut config.membership {
         membership.heartbeat_interval = Duration::from_millis(100);
     }
