@@ -59,9 +59,31 @@ pub fn serve_admin(
             ),
         });
     }
+    let routes = admin_routes(node, token);
+    let server = HttpServer::new(move || App::new().configure(routes.clone()))
+        .workers(1)
+        .disable_signals()
+        .bind(listen)
+        .map_err(|source| NodeError::Bind {
+            what: "admin.listen",
+            addr: listen,
+            source,
+        })?
+        .run();
+    let handle = server.handle();
+    actix_rt::spawn(server);
+    Ok(handle)
+}
+
+/// The admin API's routes for `node`, requiring `token` on mutations when set; what
+/// [`serve_admin`] serves, and what tests mount on actix-web's test service.
+pub fn admin_routes(
+    node: NodeHandle,
+    token: Option<String>,
+) -> impl Fn(&mut web::ServiceConfig) + Clone + Send + 'static {
     let state = AdminState { node, token };
-    let server = HttpServer::new(move || {
-        App::new()
+    move |config: &mut web::ServiceConfig| {
+        config
             .app_data(Data::new(state.clone()))
             .app_data(web::JsonConfig::default().error_handler(|err, _| {
                 let message = err.to_string();
@@ -77,20 +99,8 @@ pub fn serve_admin(
             .route("/v1/events", web::get().to(events))
             .route("/v1/leader", web::post().to(set_leader))
             .route("/v1/leader/resign", web::post().to(resign))
-            .route("/v1/auto-election", web::post().to(auto_election))
-    })
-    .workers(1)
-    .disable_signals()
-    .bind(listen)
-    .map_err(|source| NodeError::Bind {
-        what: "admin.listen",
-        addr: listen,
-        source,
-    })?
-    .run();
-    let handle = server.handle();
-    actix_rt::spawn(server);
-    Ok(handle)
+            .route("/v1/auto-election", web::post().to(auto_election));
+    }
 }
 
 /// Starts the Prometheus endpoint (`GET /metrics`) on `listen`.
@@ -194,6 +204,7 @@ pub fn status_json(status: &NodeStatus, now: conclave_core::Instant) -> Value {
         "term": election.term,
         "leader": election.leader.map(|l| l.to_string()),
         "fencing_token": fencing_token(election),
+        "voted_for": election.vote.map(|v| v.to_string()),
         "auto_election": election.auto_election,
         "manual_override": election.manual_override.is_some(),
         "pinned_leader": election.manual_override.map(|l| l.to_string()),

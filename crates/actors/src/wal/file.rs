@@ -211,7 +211,7 @@ impl WalFile {
             history: BoundedHistory::new(options.history_limit),
         };
         let (good_end, records, holds_unknown_kinds) = if found == MAGIC {
-            let scan = scan(&mut reader, &path, &mut state)?;
+            let scan = scan(&mut reader, &path, &mut |record| state.apply(record))?;
             (scan.good_end, scan.records, scan.holds_unknown_kinds)
         } else {
             // Empty, or a prefix of the magic: a file whose creation was cut short.
@@ -452,6 +452,26 @@ impl WalFile {
     }
 }
 
+/// Every valid record of `dir/conclave.wal` in order, read without changing the file: for
+/// diagnostics and tests (for example, checking that no term ever held two different votes).
+/// Reading stops at a torn or corrupt tail, as recovery does.
+pub fn read_records(dir: &Path) -> Result<Vec<WalRecord>, WalError> {
+    let path = dir.join(WAL_FILE_NAME);
+    let file = File::open(&path).map_err(io_error(&path))?;
+    let mut reader = BufReader::new(file);
+    let mut found = [0u8; 4];
+    let found_len = read_full(&mut reader, &mut found).map_err(io_error(&path))?;
+    if found[..found_len] != MAGIC[..] {
+        return Err(WalError::ForeignFile {
+            path,
+            found: found[..found_len].to_vec(),
+        });
+    }
+    let mut records = Vec::new();
+    scan(&mut reader, &path, &mut |record| records.push(*record))?;
+    Ok(records)
+}
+
 /// What [`scan`] found.
 struct Scan {
     /// End of the last valid record: everything after it is torn or corrupt.
@@ -463,7 +483,11 @@ struct Scan {
 /// Reads records after the magic until the end or the first bad one, applying them to `state`.
 /// Only I/O errors and checksummed-but-unreadable records are errors: a bad tail is the
 /// expected result of a crash, and ends the scan.
-fn scan(reader: &mut impl Read, path: &Path, state: &mut State) -> Result<Scan, WalError> {
+fn scan(
+    reader: &mut impl Read,
+    path: &Path,
+    on_record: &mut dyn FnMut(&WalRecord),
+) -> Result<Scan, WalError> {
     let mut offset = MAGIC.len() as u64;
     let mut records = 0u64;
     let mut skipped_kinds: Vec<(u8, u64)> = Vec::new();
@@ -489,7 +513,7 @@ fn scan(reader: &mut impl Read, path: &Path, state: &mut State) -> Result<Scan, 
             break Some("checksum mismatch");
         }
         match decode(header.kind, &payload) {
-            Ok(Decoded::Record(record)) => state.apply(&record),
+            Ok(Decoded::Record(record)) => on_record(&record),
             Ok(Decoded::UnknownKind(kind)) => {
                 match skipped_kinds.iter_mut().find(|(seen, _)| *seen == kind) {
                     Some((_, count)) => *count += 1,

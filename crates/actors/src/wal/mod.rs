@@ -23,6 +23,7 @@ mod tests;
 pub use actor::{History, InlineWalActor, Persist, WalActor};
 pub use error::WalError;
 pub use file::{
-    DEFAULT_COMPACT_THRESHOLD, DEFAULT_HISTORY_LIMIT, Recovered, WAL_FILE_NAME, WalFile, WalOptions,
+    DEFAULT_COMPACT_THRESHOLD, DEFAULT_HISTORY_LIMIT, Recovered, WAL_FILE_NAME, WalFile,
+    WalOptions, read_records,
 };
 pub use record::{HistoryRecord, WalRecord};

@@ -741,3 +741,30 @@ fn wal1_open_creates_the_data_directory() {
     assert_eq!(wal.path(), wal_path(&dir));
     assert!(wal_path(&dir).is_file());
 }
+
+/// WAL-1: `read_records` returns every valid record in order without changing the file.
+#[test]
+fn wal1_read_records_lists_everything_in_order() {
+    let _log = CapturedLog::default().install();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut wal, _) = open_counting(dir.path()).unwrap();
+    wal.append(&[WalRecord::HardState(hard(3, Some("a")))])
+        .unwrap();
+    wal.append(&[WalRecord::HardState(hard(4, Some("b")))])
+        .unwrap();
+    drop(wal);
+    let size = fs::metadata(dir.path().join(WAL_FILE_NAME)).unwrap().len();
+    let records = read_records(dir.path()).unwrap();
+    assert_eq!(
+        records,
+        vec![
+            WalRecord::Incarnation(1),
+            WalRecord::HardState(hard(3, Some("a"))),
+            WalRecord::HardState(hard(4, Some("b"))),
+        ]
+    );
+    assert_eq!(
+        fs::metadata(dir.path().join(WAL_FILE_NAME)).unwrap().len(),
+        size
+    );
+}
