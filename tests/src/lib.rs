@@ -192,6 +192,13 @@ impl MemoryCluster {
         }
     }
 
+    /// Stops node `index` gracefully (a leader hands over first, peers are told goodbye).
+    pub async fn stop_node(&mut self, index: usize) {
+        if let Some(node) = self.nodes[index].take() {
+            node.stop().await;
+        }
+    }
+
     /// Starts node `index` (again) from its WAL.
     pub async fn restart(&mut self, index: usize) {
         self.kill(index).await;

@@ -355,3 +355,32 @@ async fn bad_frames_are_counted_and_change_nothing() {
     }
     cluster.stop().await;
 }
+
+/// Graceful shutdown of the leader hands leadership over: the successor wins by transfer,
+/// without waiting for an election timeout, and the stopped node left the peer tables.
+#[actix_rt::test]
+async fn stopping_the_leader_hands_leadership_over() {
+    let _log = test_log();
+    tokio::time::pause();
+    let mut cluster = MemoryCluster::start(
+        &["a", "b", "c"],
+        ClusterOptions::paused_clock(Quorum::Voters),
+    )
+    .await;
+    let old = cluster.await_leader(SETTLE).await;
+    cluster.stop_node(old).await;
+    let new = cluster.await_leader(SETTLE).await;
+    assert_ne!(new, old);
+    let history = cluster.handle(new).history().await.unwrap();
+    let won = history.last().unwrap();
+    assert_eq!(won.leader, Some(cluster.id(new)));
+    assert_eq!(won.cause.label(), "transfer", "{history:?}");
+    let left = cluster
+        .wait_for(SETTLE, || async {
+            let peers = cluster.handle(new).peers().await.unwrap();
+            peers.iter().all(|peer| peer.id != cluster.id(old))
+        })
+        .await;
+    assert!(left, "the stopped node said goodbye");
+    cluster.stop().await;
+}

@@ -62,6 +62,9 @@ pub fn serve_admin(
     let routes = admin_routes(node, token);
     let server = HttpServer::new(move || App::new().configure(routes.clone()))
         .workers(1)
+        // A stopping node finishes requests in flight but does not wait long for idle
+        // connections (a Prometheus scraper or an event-stream reader keeps one open).
+        .shutdown_timeout(1)
         .disable_signals()
         .bind(listen)
         .map_err(|source| NodeError::Bind {
@@ -123,6 +126,7 @@ pub fn serve_metrics(
         )
     })
     .workers(1)
+    .shutdown_timeout(1)
     .disable_signals()
     .bind(listen)
     .map_err(|source| NodeError::Bind {

@@ -252,6 +252,12 @@ impl CallbackActor {
     /// A runner of `hooks` for node `node_id`, each hook queueing up to
     /// [`HOOK_QUEUE_CAPACITY`] runs.
     pub fn new(node_id: PeerId, hooks: HooksConfig, metrics: NodeMetrics) -> Self {
+        let configured: Vec<&str> = Hook::ALL
+            .iter()
+            .filter(|hook| !hook.commands(&hooks).is_empty())
+            .map(|hook| hook.name())
+            .collect();
+        metrics.preregister_hooks(&configured);
         let runners = Hook::ALL.map(|hook| HookRunner {
             commands: hook.commands(&hooks).into(),
             pending: SubscriberQueue::new(HOOK_QUEUE_CAPACITY),
@@ -948,7 +954,7 @@ mod tests {
                 "conclave_callbacks_total",
                 &[("hook", "on_follower"), ("result", "ok")]
             ),
-            None
+            Some(0.0)
         );
     }
 

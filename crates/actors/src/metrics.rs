@@ -168,6 +168,37 @@ impl NodeMetrics {
             )
             .absolute(0);
         }
+        // Histograms exist from the start so that the first election and the first fsync are
+        // counted by `increase()`, which needs a series to exist before its first change.
+        let _ = self.histogram("conclave_election_duration_seconds");
+        let _ = self.histogram("conclave_wal_fsync_seconds");
+        for subscriber in ["hooks", "admin_events"] {
+            self.counter(
+                "conclave_events_lagged_total",
+                &[("subscriber", subscriber.to_owned())],
+            )
+            .absolute(0);
+        }
+    }
+
+    /// Creates at zero the series of the configured hooks (`callbacks_total` for every
+    /// result, the hook queues' lag), so that the first failure of a hook is visible to
+    /// `increase()` and to the alert rules.
+    pub fn preregister_hooks(&self, hooks: &[&str]) {
+        for hook in hooks {
+            for result in ["ok", "failed", "timeout", "error"] {
+                self.counter(
+                    "conclave_callbacks_total",
+                    &[("hook", (*hook).to_owned()), ("result", result.to_owned())],
+                )
+                .absolute(0);
+            }
+            self.counter(
+                "conclave_events_lagged_total",
+                &[("subscriber", format!("hook:{hook}"))],
+            )
+            .absolute(0);
+        }
     }
 
     /// The Prometheus text exposition of everything recorded so far.
@@ -381,6 +412,29 @@ mod tests {
         assert_eq!(
             metrics.value("conclave_election_role", &[("role", "follower")]),
             Some(1.0)
+        );
+        assert_eq!(
+            metrics.value("conclave_wal_fsync_seconds_count", &[]),
+            Some(0.0)
+        );
+        assert_eq!(
+            metrics.value("conclave_election_duration_seconds_count", &[]),
+            Some(0.0)
+        );
+        metrics.preregister_hooks(&["on_leader"]);
+        assert_eq!(
+            metrics.value(
+                "conclave_callbacks_total",
+                &[("hook", "on_leader"), ("result", "timeout")]
+            ),
+            Some(0.0)
+        );
+        assert_eq!(
+            metrics.value(
+                "conclave_events_lagged_total",
+                &[("subscriber", "hook:on_leader")]
+            ),
+            Some(0.0)
         );
     }
 

@@ -18,7 +18,7 @@ use conclave_core::raft::{Command, CommandOutcome, LogPosition, Raft, RaftError,
 use conclave_core::{Membership, PeerInfo, SeededRng};
 use conclave_protocol::{ClusterId, FrameCodec, PeerId};
 use tokio::net::UdpSocket;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::callbacks::CallbackActor;
 use crate::clock::NodeClock;
@@ -234,6 +234,7 @@ impl NodeBuilder {
                 cluster_id: config.cluster_id,
                 incarnation: recovered.incarnation,
                 authenticated: config.auth_key.is_some(),
+                handover_bound: config.election.raft.election_timeout_max,
                 clock,
                 transport,
                 membership,
@@ -267,6 +268,8 @@ struct HandleInner {
     cluster_id: ClusterId,
     incarnation: u64,
     authenticated: bool,
+    /// How long a stopping leader waits for its successor.
+    handover_bound: std::time::Duration,
     clock: NodeClock,
     transport: Addr<TransportActor>,
     membership: Addr<MembershipActor>,
@@ -296,9 +299,15 @@ impl Node {
         &self.handle
     }
 
-    /// Graceful shutdown: peers are told goodbye, the servers stop, then the actors.
+    /// Graceful shutdown. A leader first hands leadership to the best caught-up peer and
+    /// waits (at most a maximum election timeout) until it no longer leads, so the cluster
+    /// does not sit leaderless for an election timeout; then the election stops, so this node
+    /// neither votes nor leads while the rest winds down; then the peers are told goodbye,
+    /// the HTTP servers finish their requests, and the remaining actors stop.
     pub async fn stop(self) {
         info!(node = %self.handle.node_id(), "stopping");
+        self.handle.hand_over_leadership().await;
+        self.handle.inner.election.do_send(StopActor);
         let _ = self.handle.inner.membership.send(SayGoodbye).await;
         for server in &self.servers {
             server.stop(true).await;
@@ -424,6 +433,33 @@ impl NodeHandle {
             .send(ElectionCommand(command))
             .await
             .map_err(|_| NodeError::Stopped)
+    }
+
+    /// When this node leads: resign and wait until the successor took over (bounded).
+    async fn hand_over_leadership(&self) {
+        let leads = |status: &Result<RaftStatus, NodeError>| {
+            status
+                .as_ref()
+                .is_ok_and(|status| status.role == conclave_core::raft::Role::Leader)
+        };
+        if !leads(&self.election_status().await) {
+            return;
+        }
+        match self.command(Command::Resign).await {
+            Ok(Ok(CommandOutcome::TransferStarted { target })) => {
+                info!(%target, "handing leadership over before stopping");
+            }
+            Ok(Ok(_)) => return,
+            Ok(Err(err)) => {
+                warn!(%err, "could not hand leadership over; stopping anyway");
+                return;
+            }
+            Err(_) => return,
+        }
+        let deadline = actix::clock::Instant::now() + self.inner.handover_bound;
+        while actix::clock::Instant::now() < deadline && leads(&self.election_status().await) {
+            actix::clock::sleep(std::time::Duration::from_millis(10)).await;
+        }
     }
 
     fn stop_actors(&self) {
