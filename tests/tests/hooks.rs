@@ -82,7 +82,8 @@ async fn slow_hook_does_not_delay_an_election() {
     let mut options = ClusterOptions::real_time(Quorum::Voters);
     options.hooks = HooksConfig {
         on_leader_change: vec![HookCommand::Shell(format!(
-            "touch {}; sleep 30; touch {}",
+            // An unusual duration, so that the leftover check below finds this child only.
+            "touch {}; sleep 29.75; touch {}",
             started.display(),
             marker.display()
         ))],
@@ -103,4 +104,11 @@ async fn slow_hook_does_not_delay_an_election() {
         "the election finished while the slow hooks were still running"
     );
     cluster.stop().await;
+    // Stopping the nodes killed the hooks with their children: nothing is left sleeping.
+    actix_rt::time::sleep(Duration::from_millis(300)).await;
+    let leftover = std::process::Command::new("pgrep")
+        .args(["-x", "-f", "sleep 29.75"])
+        .output()
+        .map(|out| out.status.success());
+    assert_ne!(leftover.ok(), Some(true), "a hook outlived its node");
 }

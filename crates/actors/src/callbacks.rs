@@ -48,8 +48,8 @@
 //! - Each command is its own process group. At the timeout the whole group gets `SIGKILL`, so
 //!   a shell's children die with it and cannot overlap the hook's next run; the command is then
 //!   reaped. A command that exits in time keeps any background process it started.
-//! - When the actor stops, pending runs are dropped and running commands are killed (the
-//!   command's own process, through `kill_on_drop`).
+//! - When the actor stops, pending runs are dropped and running commands are killed with
+//!   their whole process group, so a stopped node leaves no hook processes behind.
 //!
 //! # Environment (CB-2, CB-5)
 //!
@@ -367,7 +367,8 @@ impl Actor for CallbackActor {
     }
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
-        // Dropping a run's future drops its `Child`, which kills the command (`kill_on_drop`).
+        // Dropping a run's future drops its `Child`, which kills the command (`kill_on_drop`),
+        // and its group guard, which kills whatever the command started.
         if let Some(reader) = self.reader.take() {
             reader.abort();
         }
@@ -531,6 +532,9 @@ impl HookRun {
         };
         let pid = child.id();
         debug!(hook, command = %shown, pid, "hook command started");
+        // If this run is dropped while the command runs (the node stops), the whole group goes,
+        // not only the command: `kill_on_drop` alone would leave its children behind.
+        let mut group_guard = GroupKillOnDrop(process_group(pid));
 
         let stdout = log_output(hook, &shown, OutputStream::Stdout, child.stdout.take());
         let stderr = log_output(hook, &shown, OutputStream::Stderr, child.stderr.take());
@@ -548,6 +552,8 @@ impl HookRun {
             }
         };
 
+        // The command has ended (or is killed below): nothing left for the guard to do.
+        group_guard.0 = None;
         let outcome = match exit {
             Some(Ok(status)) if status.success() => {
                 debug!(hook, command = %shown, "hook command succeeded");
@@ -588,6 +594,25 @@ impl HookRun {
     }
 }
 
+/// The process group a command started with `process_group(0)` leads: its own pid.
+fn process_group(pid: Option<u32>) -> Option<rustix::process::Pid> {
+    pid.and_then(|pid| i32::try_from(pid).ok())
+        // Never 0 or 1: kill(0) and kill(-1) would signal far more than the hook.
+        .filter(|&pid| pid > 1)
+        .and_then(rustix::process::Pid::from_raw)
+}
+
+/// Kills a still-running command's whole process group when dropped.
+struct GroupKillOnDrop(Option<rustix::process::Pid>);
+
+impl Drop for GroupKillOnDrop {
+    fn drop(&mut self) {
+        if let Some(group) = self.0.take() {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
+    }
+}
+
 /// Kills a timed-out command's process group and waits for the command itself to exit.
 async fn kill_and_reap(
     child: &mut Child,
@@ -596,12 +621,7 @@ async fn kill_and_reap(
     hook: &str,
     shown: &CommandLine<'_>,
 ) {
-    let group = pid
-        .and_then(|pid| i32::try_from(pid).ok())
-        // Never 0 or 1: kill(0) and kill(-1) would signal far more than the hook.
-        .filter(|&pid| pid > 1)
-        .and_then(rustix::process::Pid::from_raw);
-    if let Some(group) = group {
+    if let Some(group) = process_group(pid) {
         if let Err(err) = rustix::process::kill_process_group(group, rustix::process::Signal::KILL)
         {
             debug!(hook, command = %shown, error = %err, "could not kill the hook's process group");
