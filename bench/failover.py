@@ -337,7 +337,8 @@ class Cluster:
     def wait_stable(self, settle: float, timeout: float, context: str) -> tuple[str, int, float]:
         """Waits until all members name one leader in one term, unchanged for `settle` s.
 
-        Returns the leader, its term and how long it took."""
+        Returns the leader, its term and when, counted from the call, the three first agreed on
+        it (the agreement then held for `settle` seconds)."""
         names = sorted(self.members)
         probes = {name: self.make_probe(self.members[name]) for name in names}
         start = time.monotonic()
@@ -359,7 +360,7 @@ class Cluster:
                 if current != agreed:
                     agreed, agreed_since = current, now
                 if agreed is not None and now - agreed_since >= settle:
-                    return agreed[0], agreed[1], now - start
+                    return agreed[0], agreed[1], agreed_since - start
                 if now > deadline:
                     shown = ", ".join(f"{n}: {last.get(n) or 'no answer'}" for n in names)
                     raise BenchError(
@@ -715,10 +716,11 @@ def rejoin(cluster: Cluster, result: RoundResult, args: argparse.Namespace) -> N
     start = time.monotonic()
     cluster.start(result.killed)
     cluster.wait_answering([result.killed], START_TIMEOUT_S)
-    leader, _term, _ = cluster.wait_stable(
+    answering = time.monotonic() - start
+    leader, _term, agreed = cluster.wait_stable(
         args.settle, args.rejoin_timeout, f"after restarting {result.killed} in round {result.index}"
     )
-    result.rejoin_s = time.monotonic() - start
+    result.rejoin_s = answering + agreed
     result.leader_after_rejoin = leader
     if result.new_leader is not None and leader != result.new_leader:
         result.note = f"leader changed from {result.new_leader} to {leader} while {result.killed} rejoined"
@@ -798,13 +800,17 @@ def loadavg() -> str:
 
 def run_system(cluster: Cluster, result: SystemResult, args: argparse.Namespace, rng: random.Random) -> None:
     log(f"\n== {cluster.system}: starting 3 members in {cluster.root} (load average {loadavg()})")
+    started = time.monotonic()
     for name in sorted(cluster.members):
         cluster.start(name)
+    # etcd answers its clients only once it has a leader, so the time to agreement is counted
+    # from the start, not from the first answer.
     cluster.wait_answering(sorted(cluster.members), START_TIMEOUT_S)
-    _, _, took = cluster.wait_stable(args.settle, args.stable_timeout, "after the first start")
+    answering = time.monotonic() - started
+    _, _, agreed = cluster.wait_stable(args.settle, args.stable_timeout, "after the first start")
     cluster.after_start()
     leader, term, _ = cluster.wait_stable(args.settle, args.stable_timeout, "after the first start")
-    log(f"  first leader {leader} (term {term}), all three agreed and stable {took:.1f} s after the start")
+    log(f"  first leader {leader} (term {term}): all three named it {answering + agreed:.2f} s after the start")
 
     if args.idle_seconds > 0:
         leader, term, _ = cluster.wait_stable(args.settle, args.stable_timeout, "before the idle measurement")
@@ -839,7 +845,7 @@ def run_system(cluster: Cluster, result: SystemResult, args: argparse.Namespace,
             log(f"  !! {result.aborted}")
             log(f"     last lines of {cluster.members[r.killed].log_path}:\n{cluster.members[r.killed].log_tail()}")
             return
-        log(f"      {r.killed} restarted and rejoined in {r.rejoin_s:.2f} s (leader {r.leader_after_rejoin})"
+        log(f"      {r.killed} restarted; all three named {r.leader_after_rejoin} {r.rejoin_s:.2f} s after the restart"
             + (f"  NOTE: {r.note}" if r.note else ""))
 
 
