@@ -450,7 +450,7 @@ class EtcdCluster(Cluster):
     system = "etcd"
     term_is_current = False
 
-    def __init__(self, root: Path, ports: PortPool, etcd: str, etcdctl: str) -> None:
+    def __init__(self, root: Path, ports: PortPool, etcd: str, etcdctl: str, log_level: str) -> None:
         super().__init__(root, ports)
         self.etcdctl = etcdctl
         names = ["etcd-a", "etcd-b", "etcd-c"]
@@ -478,7 +478,7 @@ class EtcdCluster(Cluster):
                     "--heartbeat-interval", str(HEARTBEAT_MS),
                     "--election-timeout", str(ELECTION_MIN_MS),
                     "--logger", "zap",
-                    "--log-level", "error",
+                    "--log-level", log_level,
                 ],
                 env=self.env,
                 log_path=root / f"{name}.log",
@@ -1054,6 +1054,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--idle-seconds", type=float, default=10.0, help="length of the idle CPU measurement (0: skip)")
     p.add_argument("--seed", type=int, help="seed of the kill delays (default: random, printed)")
     p.add_argument("--conclave-log", default="info", help="conclave's --log filter (its log goes to a file)")
+    p.add_argument("--etcd-log", default="error", help="etcd's --log-level (its log goes to a file)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, data) at the end")
     p.add_argument("--verbose", action="store_true", help="print every survivor's view changes in each round")
     args = p.parse_args(argv)
@@ -1112,7 +1113,7 @@ def main(argv: list[str]) -> int:
                 cluster: Cluster = ConclaveCluster(root, ports, binary, args.conclave_log)
                 version = conclave_version(binary)
             else:
-                cluster = EtcdCluster(root, ports, etcd, etcdctl)
+                cluster = EtcdCluster(root, ports, etcd, etcdctl, args.etcd_log)
                 version = etcd_ver
             clusters.append(cluster)
             results[system] = SystemResult(system, version)
