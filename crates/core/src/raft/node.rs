@@ -1104,10 +1104,18 @@ impl Raft {
             // Check-quorum steps a leader down once it stops hearing a quorum.
             return true;
         }
+        // A healthy leader is heard every heartbeat interval, so a lease one interval shorter
+        // than the minimum election timeout still refuses every disruptive candidate, and it
+        // has surely run out when the first-ranked follower campaigns at that minimum: their
+        // last heartbeats arrived moments apart, not a whole interval.
+        let lease = self
+            .config
+            .election_timeout_min
+            .saturating_sub(self.config.heartbeat_interval);
         self.leader.is_some()
-            && self.leader_contact.is_some_and(|heard| {
-                now.saturating_duration_since(heard) < self.config.election_timeout_min
-            })
+            && self
+                .leader_contact
+                .is_some_and(|heard| now.saturating_duration_since(heard) < lease)
     }
 
     fn is_voter(&self, peer: PeerId) -> bool {

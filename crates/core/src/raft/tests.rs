@@ -183,6 +183,27 @@ fn raft7_follower_in_lease_ignores_disruptive_candidates() {
     }
 }
 
+/// RAFT-7: the lease lasts the minimum election timeout less one heartbeat interval (150 − 50
+/// ms here): a healthy leader is heard far more often than that, and the first-ranked
+/// follower, campaigning at the minimum, finds every other follower's lease run out.
+#[test]
+fn raft7_lease_ends_one_heartbeat_before_the_minimum_timeout() {
+    let mut raft = start(config("b", &["a", "b", "c"]));
+    raft.handle_message(ms(10), id("a"), heartbeat(3, "a"));
+    drain(&mut raft);
+    raft.handle_message(ms(109), id("c"), vote_request(4, "c", true));
+    assert_eq!(
+        drain(&mut raft),
+        vec![],
+        "99 ms after the leader: still in the lease"
+    );
+    raft.handle_message(ms(111), id("c"), vote_request(4, "c", true));
+    assert_eq!(
+        sends(&drain(&mut raft)),
+        vec![(id("c"), vote(4, true, true))]
+    );
+}
+
 /// RAFT-7: once the lease has run out, a pre-vote is granted at the requested term without
 /// the voter moving to that term or recording a vote.
 #[test]
