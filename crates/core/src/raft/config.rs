@@ -64,10 +64,11 @@ pub struct RaftConfig {
     /// Stagger election timeouts by rank instead of spreading them uniformly over
     /// `[min, max)`: the electable nodes (the voters, or in `connected` mode this node and its
     /// connected peers), without the leader just lost, are ordered byte-wise larger id first,
-    /// and rank `r` of `n` times out at `min + r·(max − min)/n` plus a jitter of a tenth of a
-    /// slot. The first survivor then campaigns right at the minimum with nobody to split the
-    /// vote with, which is what makes failover fast; the slot gap keeps the others from
-    /// competing unless it fails. The ordering agrees with the pre-vote stand-aside rule.
+    /// and rank `r` of `n` times out at `min + r·(max − min)/n`. The first survivor then
+    /// campaigns right at the minimum with nobody to split the vote with, which is what makes
+    /// failover fast; the slot gap keeps the others from competing unless it fails. The
+    /// ordering agrees with the pre-vote stand-aside rule. Only a follower's first timeout is
+    /// ranked; a node already campaigning retries on the uniform spread.
     /// Off gives the Raft paper's uniform randomized timeouts.
     pub ranked_timeouts: bool,
 }

@@ -1214,10 +1214,10 @@ impl Raft {
         // the minimum timeout cannot make the first-ranked node restart every round too soon.
         let ranked = self.config.ranked_timeouts && self.role == Role::Follower;
         let timeout = match self.election_rank() {
-            Some((rank, electable)) if ranked => {
-                let slot = max.saturating_sub(min) / electable;
-                min + slot * rank + self.rng.duration_between(Duration::ZERO, slot / 10)
-            }
+            // No jitter: two nodes that both believe they rank first (their views of the lost
+            // leader differ) are settled by the pre-vote stand-aside rule, and any jitter
+            // would only delay the first survivor.
+            Some((rank, electable)) if ranked => min + max.saturating_sub(min) / electable * rank,
             _ => self.rng.duration_between(min, max),
         };
         self.election_deadline = now + timeout;
