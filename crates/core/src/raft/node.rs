@@ -14,7 +14,6 @@
 //!   leader of a higher term publishes that leader, not an intermediate "no leader".
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::time::Duration;
 
 use conclave_protocol::{
     AppendEntries, AppendResp, ConflictHint, LeaderAssign, PeerId, RequestVote, TimeoutNow, Vote,
