@@ -59,7 +59,15 @@ pub fn serve_admin(
             ),
         });
     }
-    let routes = admin_routes(node, token);
+    start_server(admin_routes(node, token), listen, "admin.listen")
+}
+
+/// Starts an HTTP server for `routes` on `listen`, spawned on the current actix system.
+fn start_server(
+    routes: impl Fn(&mut web::ServiceConfig) + Clone + Send + 'static,
+    listen: SocketAddr,
+    what: &'static str,
+) -> Result<actix_web::dev::ServerHandle, NodeError> {
     let server = HttpServer::new(move || App::new().configure(routes.clone()))
         .workers(1)
         // A stopping node finishes requests in flight but does not wait long for idle
@@ -68,7 +76,7 @@ pub fn serve_admin(
         .disable_signals()
         .bind(listen)
         .map_err(|source| NodeError::Bind {
-            what: "admin.listen",
+            what,
             addr: listen,
             source,
         })?
@@ -111,9 +119,9 @@ pub fn serve_metrics(
     metrics: NodeMetrics,
     listen: SocketAddr,
 ) -> Result<actix_web::dev::ServerHandle, NodeError> {
-    let server = HttpServer::new(move || {
+    let routes = move |config: &mut web::ServiceConfig| {
         let metrics = metrics.clone();
-        App::new().route(
+        config.route(
             "/metrics",
             web::get().to(move || {
                 let body = metrics.render();
@@ -123,21 +131,9 @@ pub fn serve_metrics(
                         .body(body)
                 }
             }),
-        )
-    })
-    .workers(1)
-    .shutdown_timeout(1)
-    .disable_signals()
-    .bind(listen)
-    .map_err(|source| NodeError::Bind {
-        what: "metrics.listen",
-        addr: listen,
-        source,
-    })?
-    .run();
-    let handle = server.handle();
-    actix_rt::spawn(server);
-    Ok(handle)
+        );
+    };
+    start_server(routes, listen, "metrics.listen")
 }
 
 fn error_response(status: StatusCode, message: &str) -> HttpResponse {
