@@ -1,0 +1,21 @@
+//! conclave-espnow: the bridge between a conclave gateway and its USB ESP32 dongle
+//! (DESIGN §7, ESP-1..8).
+//!
+//! - [`frame`]: COBS framing with a CRC-16/KERMIT and the `ver | kind | seq | payload` header
+//!   (ESP-1);
+//! - [`message`]: every host command and dongle message with its payload layout (ESP-2);
+//! - [`codec`]: the tokio-util codec of the serial line, counting and skipping bad frames.
+//!
+//! `docs/dongle-protocol.md` specifies all of it byte by byte, so that firmware can be
+//! written against it (ESP-6).
+
+#![deny(missing_docs)]
+
+pub mod codec;
+pub mod error;
+pub mod frame;
+pub mod message;
+
+pub use codec::{CodecStats, DongleCodec, Inbound};
+pub use error::FrameError;
+pub use message::{Frame, Info, Mac, Message, ResetReason, Status};
