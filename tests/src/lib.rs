@@ -113,6 +113,7 @@ pub fn node_config(
             expected_peers: names.len() - 1,
         },
         udp: None,
+        espnow: None,
         admin: AdminConfig {
             listen: None,
             token: None,

@@ -29,6 +29,8 @@ pub struct NodeConfig {
     pub membership: MembershipConfig,
     /// `[link.udp]`, when configured.
     pub udp: Option<UdpLinkConfig>,
+    /// `[link.espnow]`, when configured.
+    pub espnow: Option<EspNowLinkConfig>,
     /// `[admin]`.
     pub admin: AdminConfig,
     /// `[metrics]`.
@@ -107,6 +109,30 @@ pub struct UdpLinkConfig {
     pub listen: SocketAddr,
     /// `peers`: where to broadcast before peers are known.
     pub peers: Vec<SocketAddr>,
+}
+
+/// Where the ESP-NOW dongle is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DonglePort {
+    /// A serial device, such as `/dev/ttyACM0` (or a pseudo-terminal standing in for one).
+    Device(std::path::PathBuf),
+    /// `"virtual"`: the built-in virtual dongle, on a simulated air of its own.
+    Virtual,
+}
+
+/// `[link.espnow]` (ESP-1..8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EspNowLinkConfig {
+    /// `port`.
+    pub port: DonglePort,
+    /// `baud` (921600 on USB-UART boards; ignored by native USB).
+    pub baud: u32,
+    /// `channel`, 1–14: every node of a cluster must use the same one.
+    pub channel: u8,
+    /// `pmk`: the radio's primary master key, when frames to peers are to be encrypted.
+    pub pmk: Option<[u8; 16]>,
+    /// `lmk`: the local master key used for every unicast peer; encryption is on when set.
+    pub lmk: Option<[u8; 16]>,
 }
 
 /// `[admin]`.

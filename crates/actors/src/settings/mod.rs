@@ -244,7 +244,7 @@ pub struct LinkSection {
     /// `[link.udp]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpSection>,
-    /// `[link.espnow]`: read, but refused by validation in this version.
+    /// `[link.espnow]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub espnow: Option<EspNowSection>,
 }
@@ -274,6 +274,12 @@ pub struct EspNowSection {
     /// `channel`.
     #[serde(default)]
     pub channel: u64,
+    /// `pmk`: 32 hex characters, or empty.
+    #[serde(default)]
+    pub pmk: String,
+    /// `lmk`: 32 hex characters, or empty.
+    #[serde(default)]
+    pub lmk: String,
 }
 
 /// `[admin]`.

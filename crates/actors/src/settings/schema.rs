@@ -69,6 +69,8 @@ pub(super) const KEYS: &[(&str, Kind)] = &[
     ("link.espnow.port", Kind::Text),
     ("link.espnow.baud", Kind::Number),
     ("link.espnow.channel", Kind::Number),
+    ("link.espnow.pmk", Kind::Text),
+    ("link.espnow.lmk", Kind::Text),
     ("admin", Kind::Section),
     ("admin.listen", Kind::Text),
     ("admin.token_file", Kind::Text),

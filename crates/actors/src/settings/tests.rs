@@ -12,7 +12,7 @@ use conclave_protocol::{AuthKey, DEFAULT_TAG_LEN, PeerId};
 
 use super::schema::KEYS;
 use super::*;
-use crate::config::{HookCommand, HooksConfig, NodeConfig, Quorum};
+use crate::config::{DonglePort, HookCommand, HooksConfig, NodeConfig, Quorum};
 
 /// Shows the log when a test fails, as CONVENTIONS.md asks.
 fn log_to_test_output() -> tracing::subscriber::DefaultGuard {
@@ -1044,16 +1044,37 @@ fn tag_bytes_must_be_between_8_and_32() {
     }
 }
 
-/// The ESP-NOW keys are recognised, but the bridge is not part of this version.
+/// ESP-1..8: `[link.espnow]` takes a device path or "virtual", a baud rate (921600 by
+/// default), a channel 1–14 (1 by default), and optional 32-hex-character keys.
 #[test]
-fn espnow_link_is_not_available() {
-    let problems = refused("[link.espnow]\nport = \"virtual\"\nbaud = 921600\nchannel = 1\n");
-    assert_keys(&problems, &["link.espnow"]);
-    assert_problem(
-        &problems,
-        "link.espnow",
-        "the ESP-NOW bridge is not available in this version",
+fn espnow_link_settings() {
+    let config = node_config("[link.espnow]\nport = \"/dev/ttyACM0\"\n");
+    let espnow = config.espnow.unwrap();
+    assert_eq!(espnow.port, DonglePort::Device("/dev/ttyACM0".into()));
+    assert_eq!((espnow.baud, espnow.channel), (921_600, 1));
+    assert_eq!((espnow.pmk, espnow.lmk), (None, None));
+
+    let config = node_config(
+        "[link.espnow]\nport = \"virtual\"\nbaud = 115200\nchannel = 6\n\
+         pmk = \"00112233445566778899aabbccddeeff\"\n",
     );
+    let espnow = config.espnow.unwrap();
+    assert_eq!(espnow.port, DonglePort::Virtual);
+    assert_eq!((espnow.baud, espnow.channel), (115_200, 6));
+    assert_eq!(espnow.pmk.unwrap()[15], 0xff);
+
+    let problems = refused("[link.espnow]\nport = \"\"\nbaud = 300\nchannel = 15\nlmk = \"abc\"\n");
+    assert_keys(
+        &problems,
+        &[
+            "link.espnow.port",
+            "link.espnow.baud",
+            "link.espnow.channel",
+            "link.espnow.lmk",
+        ],
+    );
+    assert_problem(&problems, "link.espnow.channel", "use 1 to 14");
+    assert_problem(&problems, "link.espnow.lmk", "32 hex characters");
 }
 
 /// CB-2: hook commands are strings or argv arrays; empty ones and a zero timeout are refused.

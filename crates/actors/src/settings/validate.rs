@@ -15,8 +15,8 @@ use conclave_protocol::{AuthKey, ClusterId, IdError, MAX_TAG_LEN, MIN_TAG_LEN, P
 
 use super::{ConfigProblem, ConfigWarning, HookEntry, Settings};
 use crate::config::{
-    AdminConfig, ElectionConfig, HookCommand, HooksConfig, MetricsConfig, NodeConfig, Quorum,
-    RaftSettings, UdpLinkConfig,
+    AdminConfig, DonglePort, ElectionConfig, EspNowLinkConfig, HookCommand, HooksConfig,
+    MetricsConfig, NodeConfig, Quorum, RaftSettings, UdpLinkConfig,
 };
 
 /// Longest duration any `*_ms` key accepts: one day. Anything longer is a slip of the keyboard,
@@ -52,13 +52,7 @@ impl Settings {
         let election = self.election(f, node_id);
         let membership = self.membership(f);
         let udp = self.udp(f);
-        if self.link.espnow.is_some() {
-            f.problem(
-                "link.espnow",
-                "the ESP-NOW bridge is not available in this version; remove [link.espnow] \
-                 and connect gateways with [link.udp]",
-            );
-        }
+        let espnow = self.espnow(f);
         let (admin, metrics) = self.endpoints(f);
         let hooks = self.hooks(f);
 
@@ -70,11 +64,12 @@ impl Settings {
             Some(election),
             Some(membership),
             Some(udp),
+            Some(espnow),
             Some(admin),
             Some(metrics),
             Some(hooks),
         ) = (
-            node_id, cluster_id, auth_key, election, membership, udp, admin, metrics, hooks,
+            node_id, cluster_id, auth_key, election, membership, udp, espnow, admin, metrics, hooks,
         )
         else {
             return Err(findings.problems);
@@ -97,6 +92,7 @@ impl Settings {
             election,
             membership,
             udp,
+            espnow,
             admin,
             metrics,
             hooks,
@@ -378,6 +374,59 @@ impl Settings {
         }))
     }
 
+    /// `[link.espnow]`: `Some(None)` when the section is absent.
+    fn espnow(&self, f: &mut Findings<'_>) -> Option<Option<EspNowLinkConfig>> {
+        let Some(section) = &self.link.espnow else {
+            return Some(None);
+        };
+        let port = match section.port.trim() {
+            "" => {
+                f.problem(
+                    "link.espnow.port",
+                    "required when [link.espnow] is present: the dongle's serial device \
+                     (e.g. /dev/ttyACM0) or \"virtual\"",
+                );
+                None
+            }
+            "virtual" => Some(DonglePort::Virtual),
+            path => Some(DonglePort::Device(path.into())),
+        };
+        let baud = match u32::try_from(section.baud) {
+            Ok(0) => Some(921_600),
+            Ok(baud) if baud >= 9600 => Some(baud),
+            _ => {
+                f.problem(
+                    "link.espnow.baud",
+                    format!(
+                        "{} is not a usable serial speed; the dongle runs at 921600",
+                        section.baud
+                    ),
+                );
+                None
+            }
+        };
+        let channel = match u8::try_from(section.channel) {
+            Ok(0) => Some(1),
+            Ok(channel @ 1..=14) => Some(channel),
+            _ => {
+                f.problem(
+                    "link.espnow.channel",
+                    format!("{} is not a Wi-Fi channel; use 1 to 14", section.channel),
+                );
+                None
+            }
+        };
+        let pmk = hex_key(f, "link.espnow.pmk", &section.pmk);
+        let lmk = hex_key(f, "link.espnow.lmk", &section.lmk);
+        Some(Some(EspNowLinkConfig {
+            port: port?,
+            baud: baud?,
+            channel: channel?,
+            pmk: pmk?,
+            lmk: lmk?,
+        }))
+    }
+
     /// `[admin]` and `[metrics]`, checked together because they must not share an address.
     fn endpoints(&self, f: &mut Findings<'_>) -> (Option<AdminConfig>, Option<MetricsConfig>) {
         let admin_listen = f.optional_socket_addr("admin.listen", &self.admin.listen);
@@ -619,4 +668,31 @@ fn read_token(path: &Path) -> Result<String, String> {
 
 fn cannot_read(path: &Path, error: &std::io::Error) -> String {
     format!("cannot read {}: {error}", path.display())
+}
+
+/// A 16-byte radio key written as 32 hex characters; empty means none.
+fn hex_key(f: &mut Findings<'_>, key: &str, text: &str) -> Option<Option<[u8; 16]>> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Some(None);
+    }
+    let digits: Vec<u8> = text
+        .as_bytes()
+        .chunks(2)
+        .map_while(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|p| u8::from_str_radix(p, 16).ok())
+        })
+        .collect();
+    match <[u8; 16]>::try_from(digits.as_slice()) {
+        Ok(bytes) if text.len() == 32 => Some(Some(bytes)),
+        _ => {
+            f.problem(
+                key,
+                "must be 32 hex characters (a 16-byte ESP-NOW key), or empty for none",
+            );
+            None
+        }
+    }
 }
