@@ -4,7 +4,9 @@
 //! - [`frame`]: COBS framing with a CRC-16/KERMIT and the `ver | kind | seq | payload` header
 //!   (ESP-1);
 //! - [`message`]: every host command and dongle message with its payload layout (ESP-2);
-//! - [`codec`]: the tokio-util codec of the serial line, counting and skipping bad frames.
+//! - [`codec`]: the tokio-util codec of the serial line, counting and skipping bad frames;
+//! - [`driver`]: the host's driver task: handshake, setup, TX credits, send queue with
+//!   priorities, reconnect (ESP-3, ESP-4, ESP-5).
 //!
 //! `docs/dongle-protocol.md` specifies all of it byte by byte, so that firmware can be
 //! written against it (ESP-6).
@@ -12,10 +14,15 @@
 #![deny(missing_docs)]
 
 pub mod codec;
+pub mod driver;
 pub mod error;
 pub mod frame;
 pub mod message;
 
 pub use codec::{CodecStats, DongleCodec, Inbound};
+pub use driver::{
+    DongleConfig, DongleError, DongleEvent, DongleHandle, DongleStatus, Priority, open_serial,
+    spawn_dongle,
+};
 pub use error::FrameError;
 pub use message::{Frame, Info, Mac, Message, ResetReason, Status};
