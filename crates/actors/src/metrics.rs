@@ -78,6 +78,26 @@ pub const METRIC_NAMES: &[(&str, &str)] = &[
         "conclave_events_lagged_total",
         "Events lost by subscribers that fell behind",
     ),
+    (
+        "conclave_dongle_connected",
+        "1 while the ESP-NOW dongle is connected and set up",
+    ),
+    (
+        "conclave_dongle_rssi_dbm",
+        "Signal strength of each peer as the dongle hears it",
+    ),
+    (
+        "conclave_dongle_tx_failures_total",
+        "ESP-NOW sends the radio reported as not delivered",
+    ),
+    (
+        "conclave_dongle_crc_errors_total",
+        "Frames from the dongle dropped for a bad CRC",
+    ),
+    (
+        "conclave_dongle_dropped_total",
+        "Frames dropped before reaching the dongle, by reason",
+    ),
 ];
 
 /// Buckets for election durations: a fast LAN election is tens of milliseconds, a slow one
@@ -361,6 +381,54 @@ impl NodeMetrics {
             &[("hook", hook.to_owned()), ("result", result.to_owned())],
         )
         .increment(1);
+    }
+
+    /// Creates the dongle's series at zero; only nodes with an ESP-NOW link export them, so a
+    /// UDP-only node never looks like one with an unplugged dongle.
+    pub fn preregister_dongle(&self) {
+        self.set_dongle_connected(false);
+        self.counter("conclave_dongle_tx_failures_total", &[]).absolute(0);
+        self.counter("conclave_dongle_crc_errors_total", &[]).absolute(0);
+        self.set_dongle_dropped(0, 0);
+    }
+
+    /// `conclave_dongle_connected`.
+    pub fn set_dongle_connected(&self, connected: bool) {
+        self.gauge("conclave_dongle_connected", &[])
+            .set(if connected { 1.0 } else { 0.0 });
+    }
+
+    /// `conclave_dongle_rssi_dbm{peer}`.
+    pub fn set_peer_rssi(&self, peer: &str, rssi_dbm: f64) {
+        self.gauge("conclave_dongle_rssi_dbm", &[("peer", peer.to_owned())])
+            .set(rssi_dbm);
+    }
+
+    /// `conclave_dongle_tx_failures_total`.
+    pub fn dongle_tx_failure(&self) {
+        self.counter("conclave_dongle_tx_failures_total", &[])
+            .increment(1);
+    }
+
+    /// `conclave_dongle_crc_errors_total`, set from the driver's running count.
+    pub fn set_dongle_crc_errors(&self, total: u64) {
+        self.counter("conclave_dongle_crc_errors_total", &[])
+            .absolute(total);
+    }
+
+    /// `conclave_dongle_dropped_total{reason}`, set from the driver's running counts: frames
+    /// dropped from a full queue (heartbeats first) and frames refused.
+    pub fn set_dongle_dropped(&self, queue_full: u64, refused: u64) {
+        self.counter(
+            "conclave_dongle_dropped_total",
+            &[("reason", "queue_full".to_owned())],
+        )
+        .absolute(queue_full);
+        self.counter(
+            "conclave_dongle_dropped_total",
+            &[("reason", "refused".to_owned())],
+        )
+        .absolute(refused);
     }
 
     /// `conclave_events_lagged_total{subscriber}`.
