@@ -7,18 +7,27 @@
 //! - [`codec`]: the tokio-util codec of the serial line, counting and skipping bad frames;
 //! - [`driver`]: the host's driver task: handshake, setup, TX credits, send queue with
 //!   priorities, reconnect (ESP-3, ESP-4, ESP-5).
+//! - [`air`]: a simulated ESP-NOW medium with channels, RSSI, loss, latency, partitions and
+//!   power (ESP-7);
+//! - [`virtual_dongle`]: the dongle side of the protocol in software, on that air (ESP-7);
+//! - [`pty`]: a virtual dongle behind a pseudo-terminal at a stable path, which the gateway
+//!   opens with tokio-serial like a real one, unplugged and replugged at will (ESP-5, ESP-7).
 //!
 //! `docs/dongle-protocol.md` specifies all of it byte by byte, so that firmware can be
 //! written against it (ESP-6).
 
 #![deny(missing_docs)]
 
+pub mod air;
 pub mod codec;
 pub mod driver;
 pub mod error;
 pub mod frame;
 pub mod message;
+pub mod pty;
+pub mod virtual_dongle;
 
+pub use air::{Air, AirConfig, AirCounters, AirEvent, AirFrame, AirPort, TxReport, VirtualError};
 pub use codec::{CodecStats, DongleCodec, Inbound};
 pub use driver::{
     DongleConfig, DongleError, DongleEvent, DongleHandle, DongleStatus, Priority, open_serial,
@@ -26,3 +35,7 @@ pub use driver::{
 };
 pub use error::FrameError;
 pub use message::{Frame, Info, Mac, Message, ResetReason, Status};
+pub use pty::{PtyMaster, VirtualSerialPort};
+pub use virtual_dongle::{
+    DongleState, PeerEntry, VirtualDongle, VirtualDongleConfig, VirtualDongleHandle,
+};
