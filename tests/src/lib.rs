@@ -306,3 +306,136 @@ impl MemoryCluster {
         }
     }
 }
+
+/// N nodes talking ESP-NOW only, each through its own virtual dongle behind a
+/// pseudo-terminal that the node opens with tokio-serial by path, exactly as it would open
+/// `/dev/ttyACM0`; the dongles share one simulated air. Real time: the serial path and the
+/// driver's reconnects are real I/O.
+pub struct RadioCluster {
+    /// The simulated air: partition it, power nodes off, change loss.
+    pub air: conclave_espnow::Air,
+    /// Each node's virtual serial port: unplug and replug its dongle.
+    pub ports: Vec<conclave_espnow::VirtualSerialPort>,
+    configs: Vec<NodeConfig>,
+    nodes: Vec<Option<Node>>,
+    _dir: TempDir,
+}
+
+impl RadioCluster {
+    /// Starts nodes named `names` in `quorum` mode, on a seeded air.
+    pub async fn start(names: &[&str], quorum: Quorum, seed: u64) -> Self {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let air = conclave_espnow::Air::new(seed);
+        let options = ClusterOptions::real_time(quorum);
+        let mut ports = Vec::new();
+        let mut configs = Vec::new();
+        for name in names {
+            let mac = conclave_actors::node::virtual_mac(id(name));
+            let port = conclave_espnow::VirtualSerialPort::create(
+                dir.path().join(format!("tty-{name}")),
+                &air,
+                conclave_espnow::VirtualDongleConfig::new(mac),
+            )
+            .expect("a virtual serial port");
+            let mut config = node_config(name, names, &options, &dir.path().join(name));
+            config.espnow = Some(conclave_actors::config::EspNowLinkConfig {
+                port: conclave_actors::config::DonglePort::Device(port.path().to_path_buf()),
+                baud: 921_600,
+                channel: 1,
+                pmk: None,
+                lmk: None,
+            });
+            ports.push(port);
+            configs.push(config);
+        }
+        let mut nodes = Vec::new();
+        for config in &configs {
+            let node = NodeBuilder::new(config.clone())
+                .start()
+                .await
+                .expect("radio node starts");
+            nodes.push(Some(node));
+        }
+        Self {
+            air,
+            ports,
+            configs,
+            nodes,
+            _dir: dir,
+        }
+    }
+
+    /// Node `index`'s id.
+    pub fn id(&self, index: usize) -> PeerId {
+        self.configs[index].node_id
+    }
+
+    /// Node `index`'s dongle MAC.
+    pub fn mac(&self, index: usize) -> conclave_espnow::Mac {
+        conclave_actors::node::virtual_mac(self.id(index))
+    }
+
+    /// Node `index`'s handle.
+    pub fn handle(&self, index: usize) -> &NodeHandle {
+        self.nodes[index]
+            .as_ref()
+            .map(Node::handle)
+            .unwrap_or_else(|| panic!("node {index} is not running"))
+    }
+
+    /// The leader every node of `group` names in the same term, if they agree and it leads.
+    pub async fn agreed_leader_among(&self, group: &[usize]) -> Option<usize> {
+        let mut agreed: Option<(PeerId, u64)> = None;
+        let mut leaders = 0;
+        for &index in group {
+            let status = self.handle(index).election_status().await.ok()?;
+            if status.role == Role::Leader {
+                leaders += 1;
+            }
+            let claim = (status.leader?, status.term);
+            if agreed.is_some_and(|seen| seen != claim) {
+                return None;
+            }
+            agreed = Some(claim);
+        }
+        let (leader, _) = agreed?;
+        let index = self.configs.iter().position(|c| c.node_id == leader)?;
+        (leaders == 1 && group.contains(&index)).then_some(index)
+    }
+
+    /// Waits for a leader the nodes of `group` agree on; panics with their statuses if none.
+    pub async fn await_leader_among(&self, group: &[usize], within: Duration) -> usize {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(leader) = self.agreed_leader_among(group).await {
+                return leader;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let mut summary = Vec::new();
+                for &index in group {
+                    if let Ok(s) = self.handle(index).status().await {
+                        summary.push(format!(
+                            "{}: {} term {} leader {:?} dongle {:?}",
+                            self.id(index),
+                            s.election.role,
+                            s.election.term,
+                            s.election.leader,
+                            s.dongle.map(|d| d.status.connected)
+                        ));
+                    }
+                }
+                panic!("no agreed leader within {within:?}: {}", summary.join("; "));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Stops every node gracefully.
+    pub async fn stop(mut self) {
+        for node in self.nodes.iter_mut() {
+            if let Some(node) = node.take() {
+                node.stop().await;
+            }
+        }
+    }
+}

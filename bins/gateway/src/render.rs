@@ -60,6 +60,28 @@ pub(crate) fn status(status: &Value) -> String {
             format!("pins {pinned}")
         }
     );
+    if let Some(dongle) = status.get("dongle").filter(|d| !d.is_null()) {
+        let state = if dongle.get("connected").and_then(Value::as_bool) == Some(true) {
+            format!(
+                "connected, mac {}, firmware {}, channel {}",
+                text(dongle, "mac"),
+                text(dongle, "firmware"),
+                text(dongle, "channel")
+            )
+        } else {
+            format!("NOT CONNECTED ({})", text(dongle, "last_error"))
+        };
+        let _ = writeln!(out, "dongle      {} {state}", text(dongle, "port"));
+        let _ = writeln!(
+            out,
+            "            {} sent, {} received, {} not delivered, {} CRC errors, queue {}",
+            text(dongle, "tx_frames"),
+            text(dongle, "rx_frames"),
+            text(dongle, "tx_failures"),
+            text(dongle, "crc_errors"),
+            text(dongle, "queue_len")
+        );
+    }
     if status.get("quarantined").and_then(Value::as_bool) == Some(true) {
         out.push_str("WARNING     this node's id is used by another live node; it takes no part in elections\n");
     }

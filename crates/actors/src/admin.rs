@@ -212,6 +212,35 @@ pub fn status_json(status: &NodeStatus, now: conclave_core::Instant) -> Value {
         "incarnation": status.incarnation,
         "authenticated": status.authenticated,
         "peers": status.peers.iter().map(|p| peer_json(p, now)).collect::<Vec<_>>(),
+        "dongle": status.dongle.as_ref().map(dongle_json),
+    })
+}
+
+/// The ESP-NOW dongle's state as the status answer shows it.
+fn dongle_json(report: &crate::transport::DongleReport) -> Value {
+    let status = &report.status;
+    json!({
+        "port": report.port,
+        "connected": status.connected,
+        "mac": status.info.as_ref().map(|info| info.mac.to_string()),
+        "firmware": status.info.as_ref().map(|info| info.firmware.clone()),
+        "channel": status.info.as_ref().map(|info| info.channel),
+        "max_payload": status.info.as_ref().map(|info| info.max_payload),
+        "credits_free": status.credits_free,
+        "queue_len": status.queue_len,
+        "tx_frames": status.tx_frames,
+        "rx_frames": status.rx_frames,
+        "tx_failures": status.tx_failures,
+        "crc_errors": status.crc_errors,
+        "dropped_from_queue": status.dropped_droppable,
+        "refused": status.refused,
+        "reconnects": status.reconnects,
+        "last_error": status.last_error,
+        "rssi_dbm": report
+            .rssi
+            .iter()
+            .map(|(peer, rssi)| (peer.to_string(), json!((rssi * 10.0).round() / 10.0)))
+            .collect::<serde_json::Map<String, Value>>(),
     })
 }
 

@@ -387,8 +387,10 @@ impl NodeMetrics {
     /// UDP-only node never looks like one with an unplugged dongle.
     pub fn preregister_dongle(&self) {
         self.set_dongle_connected(false);
-        self.counter("conclave_dongle_tx_failures_total", &[]).absolute(0);
-        self.counter("conclave_dongle_crc_errors_total", &[]).absolute(0);
+        self.counter("conclave_dongle_tx_failures_total", &[])
+            .absolute(0);
+        self.counter("conclave_dongle_crc_errors_total", &[])
+            .absolute(0);
         self.set_dongle_dropped(0, 0);
     }
 

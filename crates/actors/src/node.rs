@@ -23,6 +23,7 @@ use tracing::{info, warn};
 use crate::callbacks::CallbackActor;
 use crate::clock::NodeClock;
 use crate::config::NodeConfig;
+use crate::config::{DonglePort, EspNowLinkConfig};
 use crate::election::{
     ElectionActor, ElectionCommand, ElectionOutputs, GetElectionStatus, GetHistory,
 };
@@ -30,7 +31,9 @@ use crate::events::{EventBus, EventSubscription};
 use crate::membership::{GetPeers, MembershipActor, MembershipOutputs, SayGoodbye};
 use crate::memory::MemoryHub;
 use crate::metrics::NodeMetrics;
-use crate::transport::{ConnectReceivers, GetRoutes, Links, TransportActor};
+use crate::transport::{
+    ConnectReceivers, DongleReport, EspNowLink, GetDongle, GetRoutes, Links, TransportActor,
+};
 use crate::wal::{HistoryRecord, InlineWalActor, Persist, WalActor, WalError, WalFile};
 
 /// Why a node could not start or answer.
@@ -56,6 +59,9 @@ pub enum NodeError {
     /// The node's actors have stopped.
     #[error("the node has stopped")]
     Stopped,
+    /// The built-in virtual dongle could not be created.
+    #[error("link.espnow.port = \"virtual\": {0}")]
+    VirtualDongle(String),
     /// The task recovering the WAL did not finish.
     #[error("WAL recovery did not complete: {0}")]
     Recovery(String),
@@ -163,6 +169,13 @@ impl NodeBuilder {
             links.udp = Some((Arc::new(socket), udp.peers.clone()));
         }
         links.memory = self.memory;
+        let mut virtual_port = None;
+        if let Some(espnow) = &config.espnow {
+            let (link, port) = espnow_link(espnow, &config)?;
+            metrics.preregister_dongle();
+            links.espnow = Some(link);
+            virtual_port = port;
+        }
 
         let codec = FrameCodec::new(config.cluster_id, config.auth_key.clone());
         let transport = TransportActor::new(
@@ -258,8 +271,61 @@ impl NodeBuilder {
                 listen,
             )?);
         }
-        Ok(Node { handle, servers })
+        Ok(Node {
+            handle,
+            servers,
+            _virtual_port: virtual_port,
+        })
     }
+}
+
+/// Starts the dongle driver for `[link.espnow]`. A device port is opened with tokio-serial,
+/// by path, whatever stands behind it (a real ESP32, or a pseudo-terminal a test or the demo
+/// created). `"virtual"` puts a virtual dongle behind a pseudo-terminal in the data directory,
+/// on a simulated air of its own: alone, it hears nobody, which is what a single `conclave
+/// run` can offer; `conclave demo` shares one air between its nodes instead.
+fn espnow_link(
+    espnow: &EspNowLinkConfig,
+    config: &NodeConfig,
+) -> Result<(EspNowLink, Option<conclave_espnow::VirtualSerialPort>), NodeError> {
+    let (path, virtual_port) = match &espnow.port {
+        DonglePort::Device(path) => (path.clone(), None),
+        DonglePort::Virtual => {
+            let air = conclave_espnow::Air::new(entropy_seed());
+            let mut dongle = conclave_espnow::VirtualDongleConfig::new(virtual_mac(config.node_id));
+            dongle.channel = espnow.channel;
+            let port = conclave_espnow::VirtualSerialPort::create(
+                config.data_dir.join("ttyVIRT"),
+                &air,
+                dongle,
+            )
+            .map_err(|err| NodeError::VirtualDongle(err.to_string()))?;
+            (port.path().to_path_buf(), Some(port))
+        }
+    };
+    let label = path.display().to_string();
+    let mut driver = conclave_espnow::DongleConfig::new(label.clone(), espnow.channel);
+    driver.pmk = espnow.pmk;
+    let (handle, events) =
+        conclave_espnow::spawn_dongle(driver, conclave_espnow::open_serial(&label, espnow.baud));
+    Ok((
+        EspNowLink {
+            port: label,
+            handle,
+            events: Some(events),
+            lmk: espnow.lmk,
+        },
+        virtual_port,
+    ))
+}
+
+/// A locally administered MAC address derived from a node id, for virtual dongles.
+pub fn virtual_mac(id: PeerId) -> conclave_espnow::Mac {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    std::hash::Hash::hash(&id, &mut hasher);
+    let bytes = hasher.finish().to_le_bytes();
+    // 0x02: locally administered, unicast.
+    conclave_espnow::Mac([0x02, bytes[0], bytes[1], bytes[2], bytes[3], bytes[4]])
 }
 
 #[derive(Debug)]
@@ -283,6 +349,8 @@ struct HandleInner {
 pub struct Node {
     handle: NodeHandle,
     servers: Vec<actix_web::dev::ServerHandle>,
+    /// The pseudo-terminal behind `port = "virtual"`, kept open for the node's lifetime.
+    _virtual_port: Option<conclave_espnow::VirtualSerialPort>,
 }
 
 impl std::fmt::Debug for Node {
@@ -345,6 +413,8 @@ pub struct NodeStatus {
     pub election: RaftStatus,
     /// The peer table.
     pub peers: Vec<PeerInfo>,
+    /// The ESP-NOW dongle, when the node has that link.
+    pub dongle: Option<DongleReport>,
 }
 
 impl NodeHandle {
@@ -386,6 +456,7 @@ impl NodeHandle {
     pub async fn status(&self) -> Result<NodeStatus, NodeError> {
         let election = self.election_status().await?;
         let peers = self.peers().await?;
+        let dongle = self.dongle().await?;
         Ok(NodeStatus {
             node_id: self.inner.node_id,
             cluster_id: self.inner.cluster_id,
@@ -393,6 +464,7 @@ impl NodeHandle {
             authenticated: self.inner.authenticated,
             election,
             peers,
+            dongle,
         })
     }
 
@@ -410,6 +482,15 @@ impl NodeHandle {
         self.inner
             .transport
             .send(GetRoutes)
+            .await
+            .map_err(|_| NodeError::Stopped)
+    }
+
+    /// The ESP-NOW dongle's state, when the node has that link.
+    pub async fn dongle(&self) -> Result<Option<DongleReport>, NodeError> {
+        self.inner
+            .transport
+            .send(GetDongle)
             .await
             .map_err(|_| NodeError::Stopped)
     }

@@ -11,20 +11,33 @@
 //! A body for a peer with no learned route goes to every configured address, addressed to
 //! that peer (others drop it as misaddressed), which is how the first contact happens.
 //!
-//! Links: `udp` (a tokio socket) and `memory` (a [`MemoryHub`], for tests and the demo). The
-//! ESP-NOW dongle link joins them in a later version.
+//! Links: `udp` (a tokio socket), `espnow` (the USB dongle, through `conclave-espnow`'s
+//! driver) and `memory` (a [`MemoryHub`], for tests). On ESP-NOW, a peer's MAC address is
+//! learned from its frames and added to the dongle's peer table so that frames to it go
+//! unicast; discovery and broadcasts use the radio's broadcast address; every frame is cut
+//! to the dongle's payload limit; heartbeats and pings are marked droppable for the dongle's
+//! queue, votes and everything else essential (ESP-4); the signal strength of each peer is
+//! kept (PRI-1) and exported as `conclave_dongle_rssi_dbm{peer}`. ESP-NOW broadcast is
+//! neither encrypted nor authenticated by the radio: the frame tag is what keeps forged
+//! frames out (ESP-8).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use std::collections::BTreeSet;
+
 use actix::prelude::*;
 use conclave_core::LinkAddr;
 use conclave_core::raft::RaftMessage;
-use conclave_protocol::{Body, DropReason, Envelope, FrameCodec, FrameReceiver, PeerId, UDP_MTU};
+use conclave_espnow::{DongleEvent, DongleHandle, DongleStatus, Mac, Priority};
+use conclave_protocol::{
+    Body, DropReason, ESPNOW_V1_MTU, Envelope, FrameCodec, FrameReceiver, PeerId, UDP_MTU,
+};
 use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tracing::{debug, warn};
+use tracing::{debug, error, warn};
 
 use crate::memory::{MemoryFrame, MemoryHub};
 use crate::messages::{Destination, FrameArrived, RaftArrived, Transmit};
@@ -41,6 +54,8 @@ pub enum LinkKind {
     Udp,
     /// The in-process memory hub.
     Memory,
+    /// ESP-NOW radio through the dongle.
+    EspNow,
 }
 
 impl LinkKind {
@@ -49,6 +64,7 @@ impl LinkKind {
         match self {
             LinkKind::Udp => "udp",
             LinkKind::Memory => "memory",
+            LinkKind::EspNow => "espnow",
         }
     }
 }
@@ -60,6 +76,8 @@ pub enum LinkAddress {
     Udp(SocketAddr),
     /// A memory hub slot.
     Memory(u32),
+    /// An ESP-NOW MAC address.
+    EspNow(Mac),
 }
 
 impl LinkAddress {
@@ -68,6 +86,7 @@ impl LinkAddress {
         match self {
             LinkAddress::Udp(_) => LinkKind::Udp,
             LinkAddress::Memory(_) => LinkKind::Memory,
+            LinkAddress::EspNow(_) => LinkKind::EspNow,
         }
     }
 
@@ -76,6 +95,7 @@ impl LinkAddress {
         match self {
             LinkAddress::Udp(addr) => LinkAddr::new(format!("udp:{addr}")),
             LinkAddress::Memory(slot) => LinkAddr::new(format!("mem:{slot}")),
+            LinkAddress::EspNow(mac) => LinkAddr::new(format!("espnow:{mac}")),
         }
     }
 
@@ -85,6 +105,7 @@ impl LinkAddress {
         match scheme {
             "udp" => rest.parse().ok().map(LinkAddress::Udp),
             "mem" => rest.parse().ok().map(LinkAddress::Memory),
+            "espnow" => rest.parse().ok().map(LinkAddress::EspNow),
             _ => None,
         }
     }
@@ -96,7 +117,14 @@ impl LinkAddress {
 struct RawFrame {
     from: LinkAddress,
     bytes: Vec<u8>,
+    /// Signal strength, for frames heard over the radio.
+    rssi: Option<i8>,
 }
+
+/// Something the dongle driver reported (from the driver's event channel to the actor).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct DongleNotice(DongleEvent);
 
 /// Who receives accepted frames: set once after the node's actors are started.
 #[derive(Debug, Message)]
@@ -113,6 +141,35 @@ pub struct ConnectReceivers {
 #[rtype(result = "Vec<(PeerId, LinkAddr)>")]
 pub struct GetRoutes;
 
+/// The dongle's state, for the status answer.
+#[derive(Debug, Message)]
+#[rtype(result = "Option<DongleReport>")]
+pub struct GetDongle;
+
+/// The ESP-NOW link as the status answer shows it.
+#[derive(Debug, Clone)]
+pub struct DongleReport {
+    /// The port (device path).
+    pub port: String,
+    /// The driver's snapshot.
+    pub status: DongleStatus,
+    /// Signal strength of each peer heard over the radio, dBm (smoothed).
+    pub rssi: Vec<(PeerId, f64)>,
+}
+
+/// The ESP-NOW link: the driver's handle and its events.
+#[derive(Debug)]
+pub struct EspNowLink {
+    /// The port, for logs and the status answer.
+    pub port: String,
+    /// The driver.
+    pub handle: DongleHandle,
+    /// The driver's events, taken by the actor when it starts.
+    pub events: Option<mpsc::Receiver<DongleEvent>>,
+    /// The local master key for unicast peers; frames to them are encrypted when set.
+    pub lmk: Option<[u8; 16]>,
+}
+
 /// The links a transport uses.
 #[derive(Debug, Default)]
 pub struct Links {
@@ -120,6 +177,25 @@ pub struct Links {
     pub udp: Option<(Arc<UdpSocket>, Vec<SocketAddr>)>,
     /// A memory hub and this node's slot.
     pub memory: Option<(MemoryHub, u32)>,
+    /// The ESP-NOW dongle.
+    pub espnow: Option<EspNowLink>,
+}
+
+/// How much of the smoothed RSSI a new reading replaces.
+const RSSI_WEIGHT: f64 = 0.2;
+/// ESP-NOW peers added to the dongle for unicast; the radio holds 20, and one place is left
+/// free so that a newcomer can always be answered.
+const MAX_ESPNOW_PEERS: usize = 19;
+
+/// Whether the dongle may drop this body first when its queue is full (ESP-4): heartbeats,
+/// pings and other periodic frames are sent again anyway; votes, assignments and log entries
+/// are not.
+fn radio_priority(body: &Body) -> Priority {
+    match body {
+        Body::Ping(_) | Body::Pong(_) | Body::Hello(_) | Body::AppendResp(_) => Priority::Droppable,
+        Body::AppendEntries(append) if append.entries.is_empty() => Priority::Droppable,
+        _ => Priority::Essential,
+    }
 }
 
 /// The TransportActor. See the [module docs](self).
@@ -138,6 +214,10 @@ pub struct TransportActor {
     election: Option<Recipient<RaftArrived>>,
     metrics: NodeMetrics,
     readers: Vec<JoinHandle<()>>,
+    /// MACs added to the dongle's peer table.
+    espnow_peers: BTreeSet<Mac>,
+    /// Smoothed signal strength of each peer heard over the radio (PRI-1).
+    rssi: BTreeMap<PeerId, f64>,
 }
 
 impl TransportActor {
@@ -162,6 +242,22 @@ impl TransportActor {
             election: None,
             metrics,
             readers: Vec::new(),
+            espnow_peers: BTreeSet::new(),
+            rssi: BTreeMap::new(),
+        }
+    }
+
+    /// The largest frame every link can carry: the dongle's payload limit once it is known
+    /// (ESP-NOW v1: 250 bytes), the UDP limit otherwise (PROTO-4).
+    fn mtu(&self) -> usize {
+        match &self.links.espnow {
+            Some(link) => link
+                .handle
+                .status()
+                .info
+                .map_or(ESPNOW_V1_MTU, |info| usize::from(info.max_payload))
+                .min(UDP_MTU),
+            None => UDP_MTU,
         }
     }
 
@@ -175,8 +271,7 @@ impl TransportActor {
             to,
             body.clone(),
         );
-        // Every link here carries at least a UDP payload; the ESP-NOW link will pass its own.
-        match self.codec.encode(&envelope, UDP_MTU) {
+        match self.codec.encode(&envelope, self.mtu()) {
             Ok(frame) => Some(frame),
             Err(err) => {
                 warn!(kind = body.kind().label(), %err, "frame not sent");
@@ -185,7 +280,8 @@ impl TransportActor {
         }
     }
 
-    fn send_to(&self, address: LinkAddress, frame: &[u8], kind: &'static str) {
+    fn send_to(&self, address: LinkAddress, frame: &[u8], body: &Body) {
+        let kind = body.kind().label();
         match address {
             LinkAddress::Udp(addr) => {
                 let Some((socket, _)) = &self.links.udp else {
@@ -204,14 +300,33 @@ impl TransportActor {
                 };
                 hub.send(*own, slot, frame.to_vec());
             }
+            LinkAddress::EspNow(mac) => {
+                let Some(link) = &self.links.espnow else {
+                    return;
+                };
+                // Unicast only to peers in the dongle's table; the others hear a broadcast
+                // addressed to them inside the envelope.
+                let dst = if mac.is_broadcast() || self.espnow_peers.contains(&mac) {
+                    mac
+                } else {
+                    Mac::BROADCAST
+                };
+                if let Err(err) = link.handle.send(dst, frame.to_vec(), radio_priority(body)) {
+                    debug!(%err, "espnow send refused");
+                    return;
+                }
+            }
         }
         self.metrics.frame(address.kind().label(), "out", kind);
     }
 
-    /// Every address to try when no route is known: the configured UDP peers and every
-    /// memory slot.
+    /// Every address to try when no route is known: the configured UDP peers, every memory
+    /// slot, and the radio's broadcast address.
     fn bootstrap_addresses(&self) -> Vec<LinkAddress> {
         let mut addresses = Vec::new();
+        if self.links.espnow.is_some() {
+            addresses.push(LinkAddress::EspNow(Mac::BROADCAST));
+        }
         if let Some((_, peers)) = &self.links.udp {
             addresses.extend(peers.iter().copied().map(LinkAddress::Udp));
         }
@@ -227,40 +342,46 @@ impl TransportActor {
     }
 
     fn transmit(&mut self, transmit: Transmit) {
-        let kind = transmit.body.kind().label();
+        let body = &transmit.body;
         match transmit.to {
             Destination::Peer(peer) => {
-                let Some(frame) = self.seal(Some(peer), &transmit.body) else {
+                let Some(frame) = self.seal(Some(peer), body) else {
                     return;
                 };
                 match self.routes.get(&peer).copied() {
-                    Some(address) => self.send_to(address, &frame, kind),
+                    Some(address) => self.send_to(address, &frame, body),
                     None => {
                         for address in self.bootstrap_addresses() {
-                            self.send_to(address, &frame, kind);
+                            self.send_to(address, &frame, body);
                         }
                     }
                 }
             }
             Destination::Reply { peer, origin } => {
-                let Some(frame) = self.seal(Some(peer), &transmit.body) else {
+                let Some(frame) = self.seal(Some(peer), body) else {
                     return;
                 };
                 match LinkAddress::parse(&origin) {
-                    Some(address) => self.send_to(address, &frame, kind),
+                    Some(address) => self.send_to(address, &frame, body),
                     None => warn!(%origin, "cannot reply: unknown link address"),
                 }
             }
             Destination::Broadcast => {
-                let Some(frame) = self.seal(None, &transmit.body) else {
+                let Some(frame) = self.seal(None, body) else {
                     return;
                 };
                 let mut addresses = self.bootstrap_addresses();
-                addresses.extend(self.routes.values().copied());
+                // One radio broadcast reaches every ESP-NOW peer at once.
+                addresses.extend(
+                    self.routes
+                        .values()
+                        .copied()
+                        .filter(|address| address.kind() != LinkKind::EspNow),
+                );
                 addresses.sort();
                 addresses.dedup();
                 for address in addresses {
-                    self.send_to(address, &frame, kind);
+                    self.send_to(address, &frame, body);
                 }
             }
         }
@@ -288,6 +409,9 @@ impl TransportActor {
         }
         self.metrics.frame(link, "in", envelope.body.kind().label());
         self.routes.insert(envelope.from, raw.from);
+        if let LinkAddress::EspNow(mac) = raw.from {
+            self.learn_radio_peer(envelope.from, mac, raw.rssi);
+        }
         let origin = raw.from.to_link_addr();
         if let Some(membership) = &self.membership {
             membership.do_send(FrameArrived {
@@ -307,6 +431,86 @@ impl TransportActor {
     }
 }
 
+impl TransportActor {
+    /// A frame came over the radio from `peer` at `mac`: add it to the dongle's peer table
+    /// (for unicast) and smooth its signal strength (PRI-1).
+    fn learn_radio_peer(&mut self, peer: PeerId, mac: Mac, rssi: Option<i8>) {
+        if let Some(link) = &self.links.espnow {
+            if !self.espnow_peers.contains(&mac) && self.espnow_peers.len() < MAX_ESPNOW_PEERS {
+                let key = link.lmk.unwrap_or([0; 16]);
+                match link.handle.add_peer(mac, link.lmk.is_some(), key) {
+                    Ok(()) => {
+                        self.espnow_peers.insert(mac);
+                    }
+                    Err(err) => debug!(%err, %mac, "espnow peer not added"),
+                }
+            }
+        }
+        if let Some(rssi) = rssi {
+            let reading = f64::from(rssi);
+            let smoothed = self
+                .rssi
+                .get(&peer)
+                .map_or(reading, |old| old + RSSI_WEIGHT * (reading - old));
+            self.rssi.insert(peer, smoothed);
+            self.metrics.set_peer_rssi(peer.as_str(), smoothed);
+        }
+    }
+
+    fn dongle_event(&mut self, event: DongleEvent) {
+        let Some(link) = &self.links.espnow else {
+            return;
+        };
+        let port = link.port.clone();
+        match event {
+            DongleEvent::Received {
+                src, rssi, payload, ..
+            } => self.receive(RawFrame {
+                from: LinkAddress::EspNow(src),
+                bytes: payload,
+                rssi: Some(rssi),
+            }),
+            DongleEvent::Connected(info) => {
+                // The driver already logged the details at info level.
+                debug!(
+                    %port,
+                    mac = %info.mac,
+                    firmware = %info.firmware,
+                    channel = info.channel,
+                    max_payload = info.max_payload,
+                    "ESP-NOW dongle ready"
+                );
+                self.metrics.set_dongle_connected(true);
+            }
+            DongleEvent::Disconnected { reason } => {
+                warn!(%port, %reason, "ESP-NOW dongle lost; frames queue until it is back");
+                self.metrics.set_dongle_connected(false);
+            }
+            DongleEvent::Refused { reason } => {
+                error!(%port, %reason, "ESP-NOW dongle refused");
+                self.metrics.set_dongle_connected(false);
+            }
+            DongleEvent::Rebooted { reason } => {
+                warn!(%port, %reason, "ESP-NOW dongle rebooted; setting it up again");
+            }
+            DongleEvent::TxDone { mac, ok } => {
+                if !ok {
+                    debug!(%mac, "espnow frame not delivered");
+                    self.metrics.dongle_tx_failure();
+                }
+            }
+            DongleEvent::Stats { .. } => {}
+            DongleEvent::Log { level, text } => debug!(%port, level, %text, "dongle log"),
+        }
+        if let Some(link) = &self.links.espnow {
+            let status = link.handle.status();
+            self.metrics.set_dongle_crc_errors(status.crc_errors);
+            self.metrics
+                .set_dongle_dropped(status.dropped_droppable, status.refused);
+        }
+    }
+}
+
 impl Actor for TransportActor {
     type Context = Context<Self>;
 
@@ -322,6 +526,7 @@ impl Actor for TransportActor {
                         Ok((len, from)) => me.do_send(RawFrame {
                             from: LinkAddress::Udp(from),
                             bytes: buffer[..len].to_vec(),
+                            rssi: None,
                         }),
                         // ICMP "port unreachable" from a peer that is down surfaces here on
                         // some systems; it says nothing about this socket.
@@ -332,12 +537,26 @@ impl Actor for TransportActor {
         }
         if let Some((hub, slot)) = &self.links.memory {
             let mut frames = hub.attach(*slot);
+            let me = me.clone();
             self.readers.push(actix_rt::spawn(async move {
                 while let Some(MemoryFrame { from, bytes }) = frames.recv().await {
                     me.do_send(RawFrame {
                         from: LinkAddress::Memory(from),
                         bytes,
+                        rssi: None,
                     });
+                }
+            }));
+        }
+        if let Some(mut events) = self
+            .links
+            .espnow
+            .as_mut()
+            .and_then(|link| link.events.take())
+        {
+            self.readers.push(actix_rt::spawn(async move {
+                while let Some(event) = events.recv().await {
+                    me.do_send(DongleNotice(event));
                 }
             }));
         }
@@ -366,6 +585,31 @@ impl Handler<Transmit> for TransportActor {
     fn handle(&mut self, transmit: Transmit, _: &mut Self::Context) {
         let _span = self.span.clone().entered();
         self.transmit(transmit);
+    }
+}
+
+impl Handler<DongleNotice> for TransportActor {
+    type Result = ();
+    fn handle(&mut self, notice: DongleNotice, _: &mut Self::Context) {
+        let _span = self.span.clone().entered();
+        self.dongle_event(notice.0);
+    }
+}
+
+impl Handler<GetDongle> for TransportActor {
+    type Result = MessageResult<GetDongle>;
+    fn handle(&mut self, _: GetDongle, _: &mut Self::Context) -> Self::Result {
+        MessageResult(self.links.espnow.as_ref().map(|link| {
+            DongleReport {
+                port: link.port.clone(),
+                status: link.handle.status(),
+                rssi: self
+                    .rssi
+                    .iter()
+                    .map(|(peer, rssi)| (*peer, *rssi))
+                    .collect(),
+            }
+        }))
     }
 }
 
@@ -401,6 +645,8 @@ mod tests {
             LinkAddress::Udp("127.0.0.1:7946".parse().unwrap()),
             LinkAddress::Udp("[::1]:7946".parse().unwrap()),
             LinkAddress::Memory(3),
+            LinkAddress::EspNow(Mac([0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0x0e])),
+            LinkAddress::EspNow(Mac::BROADCAST),
         ] {
             assert_eq!(LinkAddress::parse(&address.to_link_addr()), Some(address));
         }
