@@ -54,6 +54,27 @@ pub(crate) enum Commands {
         #[arg(long, env = "RUST_LOG", default_value = "info")]
         log: String,
     },
+    /// Run a whole cluster in this process, on virtual ESP-NOW dongles: no hardware, no
+    /// configuration.
+    ///
+    /// N nodes (5 by default) each get a virtual ESP32 dongle behind a pseudo-terminal that
+    /// the node opens like a real serial device; the dongles share one simulated air. Every
+    /// node's admin API and metrics endpoint are printed at start. Without --duration, a live
+    /// view shows every node and the recent events, and typed commands kill, revive and
+    /// partition nodes (`kill 3`, `revive 3`, `partition 1,2 3,4,5`, `heal`, `quit`). With
+    /// --duration it runs unattended, prints one line per event, kills the leader once halfway,
+    /// and exits 0 only if every live node knows the same leader at the end.
+    Demo {
+        /// How many nodes.
+        #[arg(long, default_value_t = 5)]
+        nodes: usize,
+        /// Run unattended for this many seconds and report, instead of the live view.
+        #[arg(long)]
+        duration: Option<u64>,
+        /// Seed of the simulated air (random by default).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
     /// Check a configuration file and print every problem with its key.
     CheckConfig {
         /// Configuration file (TOML).

@@ -11,6 +11,7 @@
 
 mod cli;
 mod client;
+mod demo;
 mod render;
 mod run;
 
@@ -33,6 +34,15 @@ fn main() -> ExitCode {
     match cli.command {
         Commands::Run { config, log } => run::run(&config, &log),
         Commands::CheckConfig { file } => run::check_config(&file),
+        Commands::Demo {
+            nodes,
+            duration,
+            seed,
+        } => demo::run(demo::DemoOptions {
+            nodes,
+            duration: duration.map(std::time::Duration::from_secs),
+            seed,
+        }),
         ref command => {
             let client = AdminClient::new(&cli.admin, cli.token.clone());
             match client_command(&client, command, cli.json) {
@@ -64,7 +74,9 @@ fn client_command(client: &AdminClient, command: &Commands, json: bool) -> Resul
             "/v1/auto-election",
             &serde_json::json!({ "enabled": *switch == Switch::On }),
         )?,
-        Commands::Run { .. } | Commands::CheckConfig { .. } => return Ok(()),
+        Commands::Run { .. } | Commands::CheckConfig { .. } | Commands::Demo { .. } => {
+            return Ok(());
+        }
     };
     if json {
         println!(
