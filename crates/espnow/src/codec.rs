@@ -3,9 +3,10 @@
 //!
 //! Decoding never fails the stream: a frame that is damaged (bad COBS, bad CRC, bad layout),
 //! too long, or of an unknown kind is counted in [`CodecStats`] and skipped, and decoding
-//! resumes at the next delimiter, so garbage before a good frame never loses that frame. A
-//! run of bytes longer than any frame without a delimiter is dropped as it comes, so a
-//! babbling line cannot make the buffer grow. A frame of another protocol major version is
+//! resumes at the next delimiter, so garbage ended by a delimiter never loses the frame after
+//! it. A run of bytes longer than any frame without a delimiter is dropped as it comes, so a
+//! babbling line cannot make the buffer grow, and a frame cut off by the end of the stream is
+//! counted as malformed rather than failing it. A frame of another protocol major version is
 //! handed up as [`Inbound::OtherVersion`]: the handshake must refuse that dongle with a clear
 //! error rather than ignore it.
 
@@ -16,7 +17,7 @@ use tokio_util::codec::{Decoder, Encoder};
 use tracing::debug;
 
 use crate::error::FrameError;
-use crate::frame::{DELIMITER, MAX_ENCODED, RawFrame};
+use crate::frame::{CRC_LEN, DELIMITER, HEADER_LEN, MAX_ENCODED, MAX_PAYLOAD, RawFrame};
 use crate::message::Frame;
 
 /// What the decoder delivers.
@@ -35,7 +36,8 @@ pub struct CodecStats {
     pub frames: u64,
     /// Frames dropped for a CRC mismatch.
     pub crc_errors: u64,
-    /// Frames dropped for broken COBS, a short frame, or a payload that does not fit its kind.
+    /// Frames dropped for broken COBS, a short frame, a payload that does not fit its kind, or
+    /// a frame cut off by the end of the stream.
     pub malformed: u64,
     /// Frames of a kind this side does not know.
     pub unknown_kind: u64,
@@ -123,14 +125,46 @@ impl Decoder for DongleCodec {
             }
         }
     }
+
+    /// At the end of the stream (an unplugged dongle, ESP-5), a frame cut off before its
+    /// delimiter is counted and dropped. tokio-util's default would fail the stream with
+    /// "bytes remaining on stream" instead, against the promise of the module docs.
+    fn decode_eof(&mut self, src: &mut BytesMut) -> io::Result<Option<Inbound>> {
+        if let Some(inbound) = self.decode(src)? {
+            return Ok(Some(inbound));
+        }
+        // The tail of an oversize run was counted when the run was dropped.
+        if !src.is_empty() && !self.discarding {
+            self.stats.malformed += 1;
+            debug!(
+                bytes = src.len(),
+                "serial line: frame cut off by the end of the stream"
+            );
+        }
+        src.clear();
+        // A codec kept for the next connection starts in step with it.
+        self.discarding = false;
+        Ok(None)
+    }
 }
 
 impl Encoder<Frame> for DongleCodec {
     type Error = io::Error;
 
+    /// Refuses a message whose payload exceeds [`MAX_PAYLOAD`]: the other side would drop the
+    /// frame as too long, so it is an error here rather than a silent loss there.
     fn encode(&mut self, frame: Frame, dst: &mut BytesMut) -> io::Result<()> {
+        let raw = frame.to_raw();
+        if raw.payload.len() > MAX_PAYLOAD {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                FrameError::TooLong {
+                    len: HEADER_LEN + raw.payload.len() + CRC_LEN,
+                },
+            ));
+        }
         let mut bytes = Vec::new();
-        frame.to_raw().encode_into(&mut bytes);
+        raw.encode_into(&mut bytes);
         dst.extend_from_slice(&bytes);
         Ok(())
     }

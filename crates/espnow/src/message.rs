@@ -218,7 +218,8 @@ pub enum Message {
         pmk: [u8; 16],
     },
     /// Host: transmit `payload` to `dst` (broadcast: [`Mac::BROADCAST`]). Answered by `RESP`
-    /// when queued, then by `TX_DONE` with the same seq when the radio is done with it.
+    /// when queued, then by `TX_DONE` whose `send_seq` is this seq when the radio is done with
+    /// it (the `TX_DONE` header carries the dongle's own counter).
     Send {
         /// Destination.
         dst: Mac,
@@ -526,7 +527,12 @@ fn put_bytes16(out: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 fn put_text8(out: &mut Vec<u8>, text: &str) {
-    let bytes = &text.as_bytes()[..text.len().min(MAX_TEXT)];
+    // Cut at a character boundary: cutting inside one would put invalid UTF-8 on the wire.
+    let mut len = text.len().min(MAX_TEXT);
+    while !text.is_char_boundary(len) {
+        len -= 1;
+    }
+    let bytes = &text.as_bytes()[..len];
     out.push(bytes.len() as u8);
     out.extend_from_slice(bytes);
 }
