@@ -430,6 +430,14 @@ impl RadioCluster {
         }
     }
 
+    /// Stops node `index` gracefully: a leader hands over first, and its `Goodbye` goes out
+    /// over its dongle before the driver stops.
+    pub async fn stop_node(&mut self, index: usize) {
+        if let Some(node) = self.nodes[index].take() {
+            node.stop().await;
+        }
+    }
+
     /// Stops every node gracefully.
     pub async fn stop(mut self) {
         for node in self.nodes.iter_mut() {

@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use conclave_actors::config::Quorum;
+use conclave_actors::events::{NodeEvent, Received};
 use conclave_core::raft::Role;
 use conclave_tests::{RadioCluster, test_log};
 
@@ -87,5 +88,49 @@ async fn five_gateways_split_three_two_on_the_air() {
         n
     };
     assert_eq!(leaders, 1, "healed: one leader, {healed}, known by all");
+    cluster.stop().await;
+}
+
+/// MEM-2 over the radio: a gateway that stops says `Goodbye`, and the dongle sends it before
+/// the driver stops, so its peers drop it from the table at once instead of waiting for its
+/// silence; a stopping leader first hands leadership to the gateway left standing.
+#[actix_rt::test]
+async fn a_stopping_gateway_says_goodbye_over_the_air_and_hands_over() {
+    let _log = test_log();
+    let mut cluster = RadioCluster::start(&["a", "b", "c"], Quorum::Voters, 5).await;
+    let all = [0, 1, 2];
+    let leader = cluster.await_leader_among(&all, BOUND).await;
+    let follower = all.into_iter().find(|&i| i != leader).unwrap();
+    let remaining = all
+        .into_iter()
+        .find(|&i| i != leader && i != follower)
+        .unwrap();
+    let gone = cluster.id(follower);
+    let mut events = cluster.handle(leader).subscribe("test");
+
+    cluster.stop_node(follower).await;
+    let change = loop {
+        let received = tokio::time::timeout(BOUND, events.recv())
+            .await
+            .expect("the leader heard of the stopped follower")
+            .expect("the leader's events continue");
+        if let Received::Event(NodeEvent::PeerStatusChanged(change)) = received
+            && change.peer == gone
+        {
+            break change;
+        }
+    };
+    assert_eq!(
+        change.new, None,
+        "the follower's Goodbye removed it; it did not merely fall silent"
+    );
+    let peers = cluster.handle(leader).status().await.unwrap().peers;
+    assert!(peers.iter().all(|peer| peer.id != gone), "{peers:?}");
+
+    // Two of three voters remain: the leader can hand over to the other before it goes.
+    // Alone, it could never win a vote of three voters: leading proves the handover.
+    cluster.stop_node(leader).await;
+    let successor = cluster.await_leader_among(&[remaining], BOUND).await;
+    assert_eq!(successor, remaining);
     cluster.stop().await;
 }

@@ -16,7 +16,7 @@
 use std::collections::VecDeque;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
@@ -84,7 +84,12 @@ fn clock() -> String {
     )
 }
 
-fn demo_config(name: &str, names: &[String], dir: &Path, port: &Path) -> std::io::Result<NodeConfig> {
+fn demo_config(
+    name: &str,
+    names: &[String],
+    dir: &Path,
+    port: &Path,
+) -> std::io::Result<NodeConfig> {
     let id = peer_id(name);
     Ok(NodeConfig {
         node_id: id,
@@ -133,7 +138,11 @@ fn demo_config(name: &str, names: &[String], dir: &Path, port: &Path) -> std::io
 }
 
 impl Demo {
-    async fn start(count: usize, seed: u64, events_tx: mpsc::UnboundedSender<String>) -> Result<Self, String> {
+    async fn start(
+        count: usize,
+        seed: u64,
+        events_tx: mpsc::UnboundedSender<String>,
+    ) -> Result<Self, String> {
         let dir = tempfile::Builder::new()
             .prefix("conclave-demo-")
             .tempdir()
@@ -252,19 +261,41 @@ impl Demo {
         self.air.partition(&slices);
     }
 
+    /// Stops every node gracefully: the followers first, together, then the leader, so that
+    /// no leader hands over to a node that is itself on its way out.
     async fn stop(mut self) {
-        for node in &mut self.nodes {
-            if let Some(running) = node.node.take() {
-                running.stop().await;
+        let leader = self.agreed_leader().await;
+        let mut stopping = Vec::new();
+        for (index, node) in self.nodes.iter_mut().enumerate() {
+            if Some(index) == leader {
+                continue;
             }
+            if let Some(running) = node.node.take() {
+                stopping.push(actix_rt::spawn(running.stop()));
+            }
+        }
+        for stop in stopping {
+            let _ = stop.await;
+        }
+        if let Some(running) = leader.and_then(|index| self.nodes[index].node.take()) {
+            running.stop().await;
+        }
+        for node in &mut self.nodes {
             let _ = node.port.unplug().await;
         }
     }
 
     fn print_endpoints(&self) {
-        println!("conclave demo: {} nodes on virtual ESP-NOW dongles sharing one simulated air", self.nodes.len());
+        println!(
+            "conclave demo: {} nodes on virtual ESP-NOW dongles sharing one simulated air",
+            self.nodes.len()
+        );
         for node in &self.nodes {
-            let admin = node.config.admin.listen.map_or("-".to_owned(), |a| format!("http://{a}"));
+            let admin = node
+                .config
+                .admin
+                .listen
+                .map_or("-".to_owned(), |a| format!("http://{a}"));
             let metrics = node
                 .config
                 .metrics
@@ -282,7 +313,9 @@ impl Demo {
     /// The live view: one line per node, then the recent events.
     async fn render(&self, recent: &VecDeque<String>) -> String {
         let mut out = String::from("\x1b[2J\x1b[H");
-        out.push_str("conclave demo — commands: kill N | revive N | partition 1,2 3,4,5 | heal | quit\n\n");
+        out.push_str(
+            "conclave demo — commands: kill N | revive N | partition 1,2 3,4,5 | heal | quit\n\n",
+        );
         out.push_str(&format!(
             "{:<9} {:<14} {:>5}  {:<9} {:<10} {}\n",
             "NODE", "ROLE", "TERM", "LEADER", "DONGLE", "PEERS (RTT)"
@@ -321,7 +354,10 @@ impl Demo {
             out.push_str(&format!(
                 "{name:<9} {role} {:>5}  {:<9} {dongle:<10} {}\n",
                 status.election.term,
-                status.election.leader.map_or("-".to_owned(), |l| l.to_string()),
+                status
+                    .election
+                    .leader
+                    .map_or("-".to_owned(), |l| l.to_string()),
                 peers.join(", ")
             ));
         }
@@ -360,15 +396,13 @@ fn parse_groups(words: &[&str], count: usize) -> Result<Vec<Vec<usize>>, String>
 
 /// `conclave demo`.
 pub(crate) fn run(options: DemoOptions) -> ExitCode {
-    let interactive = options.duration.is_none();
-    let level = if interactive { "warn" } else { "info" };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let log_file = match init_logging(options.duration.is_none()) {
+        Ok(path) => path,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::from(1);
+        }
+    };
     if options.nodes == 0 || options.nodes > 19 {
         eprintln!("error: --nodes must be 1 to 19 (an ESP-NOW radio holds 20 peers)");
         return ExitCode::from(crate::EXIT_USAGE);
@@ -389,11 +423,44 @@ pub(crate) fn run(options: DemoOptions) -> ExitCode {
             }
         };
         demo.print_endpoints();
+        if let Some(path) = &log_file {
+            println!("  logs in {} (RUST_LOG sets the level)", path.display());
+        }
         match options.duration {
             Some(duration) => unattended(demo, events_rx, duration).await,
             None => interactive_loop(demo, events_rx).await,
         }
     })
+}
+
+/// Where the nodes' logs go. The live view owns the terminal, so there they go to a file
+/// (returned, to be printed); unattended, warnings and errors go to stderr. `RUST_LOG`
+/// overrides the level in both cases.
+fn init_logging(interactive: bool) -> Result<Option<PathBuf>, String> {
+    let filter = |default: &str| {
+        tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
+    };
+    if !interactive {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter("warn"))
+            .with_writer(std::io::stderr)
+            .init();
+        return Ok(None);
+    }
+    let path = std::env::temp_dir().join("conclave-demo.log");
+    let file = std::fs::File::create(&path).map_err(|err| {
+        format!(
+            "cannot create the demo's log file {}: {err}",
+            path.display()
+        )
+    })?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter("info"))
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(file))
+        .init();
+    Ok(Some(path))
 }
 
 /// `--duration`: events as lines, the leader killed halfway, the verdict as the exit code.
@@ -402,7 +469,10 @@ async fn unattended(
     mut events: mpsc::UnboundedReceiver<String>,
     duration: Duration,
 ) -> ExitCode {
-    println!("running for {duration:?}; the leader is killed at {:?}", duration / 2);
+    println!(
+        "running for {duration:?}; the leader is killed at {:?}",
+        duration / 2
+    );
     let start = tokio::time::Instant::now();
     let halfway = start + duration / 2;
     let end = start + duration;

@@ -32,7 +32,7 @@ use crate::membership::{GetPeers, MembershipActor, MembershipOutputs, SayGoodbye
 use crate::memory::MemoryHub;
 use crate::metrics::NodeMetrics;
 use crate::transport::{
-    ConnectReceivers, DongleReport, EspNowLink, GetDongle, GetRoutes, Links, TransportActor,
+    ConnectReceivers, DongleReport, Drain, EspNowLink, GetDongle, GetRoutes, Links, TransportActor,
 };
 use crate::wal::{HistoryRecord, InlineWalActor, Persist, WalActor, WalError, WalFile};
 
@@ -66,6 +66,10 @@ pub enum NodeError {
     #[error("WAL recovery did not complete: {0}")]
     Recovery(String),
 }
+
+/// How long a stopping node waits for its `Goodbye` to leave the dongle: a few frame times
+/// on the serial line and the air, with room for a busy queue.
+const GOODBYE_DRAIN: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Stops an actor at once (a crash, for the actor's purposes).
 #[derive(Debug, Clone, Copy, Message)]
@@ -375,8 +379,19 @@ impl Node {
     pub async fn stop(self) {
         info!(node = %self.handle.node_id(), "stopping");
         self.handle.hand_over_leadership().await;
-        self.handle.inner.election.do_send(StopActor);
+        // Awaited, not fire-and-forget: a heartbeat answer the election sends after the
+        // `Goodbye` would make every peer add this node back as a member.
+        let _ = self.handle.inner.election.send(StopActor).await;
         let _ = self.handle.inner.membership.send(SayGoodbye).await;
+        // The `Goodbye` is in the transport's mailbox now; let it reach the air.
+        let _ = self
+            .handle
+            .inner
+            .transport
+            .send(Drain {
+                within: GOODBYE_DRAIN,
+            })
+            .await;
         for server in &self.servers {
             server.stop(true).await;
         }

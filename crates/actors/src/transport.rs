@@ -146,6 +146,17 @@ pub struct GetRoutes;
 #[rtype(result = "Option<DongleReport>")]
 pub struct GetDongle;
 
+/// Waits until what the links hold for sending has left — the dongle's queue is empty and
+/// every `SEND` acknowledged — or `within` has passed. A stopping node asks for it after its
+/// `Goodbye`: the UDP and memory links send at once, but a dongle queues, and stopping the
+/// driver with the `Goodbye` still queued would leave the peers to find out by silence.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Drain {
+    /// The longest wait.
+    pub within: std::time::Duration,
+}
+
 /// The ESP-NOW link as the status answer shows it.
 #[derive(Debug, Clone)]
 pub struct DongleReport {
@@ -610,6 +621,32 @@ impl Handler<GetDongle> for TransportActor {
                     .collect(),
             }
         }))
+    }
+}
+
+impl Handler<Drain> for TransportActor {
+    type Result = ResponseFuture<()>;
+    fn handle(&mut self, drain: Drain, _: &mut Self::Context) -> Self::Result {
+        let dongle = self.links.espnow.as_ref().map(|link| link.handle.clone());
+        Box::pin(async move {
+            let Some(dongle) = dongle else {
+                return;
+            };
+            let deadline = actix::clock::Instant::now() + drain.within;
+            loop {
+                let status = dongle.status();
+                let all_credits_back = status
+                    .info
+                    .as_ref()
+                    .is_none_or(|info| status.credits_free >= info.tx_credits);
+                // A dongle that is not there has nothing on its way either.
+                let idle = !status.connected || (status.queue_len == 0 && all_credits_back);
+                if idle || actix::clock::Instant::now() >= deadline {
+                    return;
+                }
+                actix::clock::sleep(std::time::Duration::from_millis(2)).await;
+            }
+        })
     }
 }
 

@@ -68,7 +68,6 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep, sleep_until, timeout};
-use tokio_serial::{SerialPortBuilderExt, SerialStream};
 use tokio_util::codec::Framed;
 use tracing::{debug, error, info, trace, warn};
 
@@ -323,27 +322,8 @@ pub enum DongleError {
     },
 }
 
-/// A factory for [`spawn_dongle`] that opens a serial port with tokio-serial: a real
-/// `/dev/ttyACM0` or the slave side of a pseudo-terminal, the same way. Errors name the path.
-pub fn open_serial(
-    path: &str,
-    baud: u32,
-) -> impl FnMut() -> std::future::Ready<io::Result<SerialStream>> + Send + 'static {
-    let path = path.to_owned();
-    move || {
-        std::future::ready(
-            tokio_serial::new(&path, baud)
-                .open_native_async()
-                .map_err(|err| {
-                    let kind = io::Error::from(err.clone()).kind();
-                    io::Error::new(kind, format!("{path}: {err}"))
-                }),
-        )
-    }
-}
-
 /// Starts the driver task of one dongle. `open` is called for every (re)connection and
-/// yields the byte stream to the dongle ([`open_serial`] for a serial port, a
+/// yields the byte stream to the dongle ([`open_serial`](crate::open_serial) for a serial port, a
 /// `tokio::io::duplex` end in tests). The task runs until every clone of the handle is
 /// dropped.
 ///

@@ -7,6 +7,8 @@
 //! - [`codec`]: the tokio-util codec of the serial line, counting and skipping bad frames;
 //! - [`driver`]: the host's driver task: handshake, setup, TX credits, send queue with
 //!   priorities, reconnect (ESP-3, ESP-4, ESP-5).
+//! - [`serial`]: the serial port to a dongle, opened with tokio-serial, that never blocks the
+//!   executor (ESP-1);
 //! - [`air`]: a simulated ESP-NOW medium with channels, RSSI, loss, latency, partitions and
 //!   power (ESP-7);
 //! - [`virtual_dongle`]: the dongle side of the protocol in software, on that air (ESP-7);
@@ -25,17 +27,18 @@ pub mod error;
 pub mod frame;
 pub mod message;
 pub mod pty;
+pub mod serial;
 pub mod virtual_dongle;
 
 pub use air::{Air, AirConfig, AirCounters, AirEvent, AirFrame, AirPort, TxReport, VirtualError};
 pub use codec::{CodecStats, DongleCodec, Inbound};
 pub use driver::{
-    DongleConfig, DongleError, DongleEvent, DongleHandle, DongleStatus, Priority, open_serial,
-    spawn_dongle,
+    DongleConfig, DongleError, DongleEvent, DongleHandle, DongleStatus, Priority, spawn_dongle,
 };
 pub use error::FrameError;
 pub use message::{Frame, Info, Mac, Message, ResetReason, Status};
 pub use pty::{PtyMaster, VirtualSerialPort};
+pub use serial::{SerialLine, open_serial};
 pub use virtual_dongle::{
     DongleState, PeerEntry, VirtualDongle, VirtualDongleConfig, VirtualDongleHandle,
 };

@@ -9,9 +9,8 @@ mod virtual_support;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use conclave_espnow::{Air, Mac, Message, ResetReason, Status, VirtualSerialPort};
+use conclave_espnow::{Air, Mac, Message, ResetReason, SerialLine, Status, VirtualSerialPort};
 use tokio::io::AsyncWriteExt;
-use tokio_serial::{SerialPortBuilderExt, SerialStream};
 use virtual_support::{Host, mac, plug, quiet, send_and_wait, trace};
 
 /// A directory of this test's own, removed when dropped.
@@ -33,11 +32,11 @@ impl Drop for Scratch {
 }
 
 /// Opens the port as the gateway's driver does.
-fn open(path: &Path) -> tokio_serial::Result<SerialStream> {
-    tokio_serial::new(path.to_string_lossy(), 921_600).open_native_async()
+fn open(path: &Path) -> std::io::Result<SerialLine> {
+    SerialLine::open(&path.to_string_lossy(), 921_600)
 }
 
-async fn hello(host: &mut Host<SerialStream>) -> conclave_espnow::Info {
+async fn hello(host: &mut Host<SerialLine>) -> conclave_espnow::Info {
     host.raw(&[0x00]).await;
     let seq = host.request(Message::Hello { major: 1, minor: 0 }).await;
     let answer = host.recv().await;

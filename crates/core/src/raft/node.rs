@@ -235,6 +235,10 @@ impl Raft {
         let changed = if connected {
             self.connected.insert(peer)
         } else {
+            // What membership knows is newer than the last answer: a peer that left is no
+            // longer evidence of a quorum, nor a successor to hand leadership to. A later
+            // answer from it counts again.
+            self.recent_active.remove(&peer);
             self.connected.remove(&peer)
         };
         if changed && !self.quarantined {

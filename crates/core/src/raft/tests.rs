@@ -1070,3 +1070,20 @@ fn raft6_non_voter_follows_but_never_campaigns() {
     raft.handle_message(ms(10_010), id("a"), heartbeat(1, "a"));
     assert_eq!(raft.leader(), Some(id("a")));
 }
+
+/// MEM-5 feeds the election: a peer that membership reports gone (it said `Goodbye`, or fell
+/// silent) is not handed leadership, even though it answered within the last election timeout.
+#[test]
+fn resign_skips_a_peer_that_left() {
+    let mut raft = start(config("a", &["a", "b", "c"]));
+    let at = elect(&mut raft);
+    raft.handle_message(at, id("c"), ok_response(1));
+    drain(&mut raft);
+    // b voted for a, so it would be chosen (smallest id) — but it has just left.
+    raft.handle_peer_status(at, id("b"), false);
+    drain(&mut raft);
+    assert_eq!(
+        raft.handle_command(at, Command::Resign),
+        Ok(CommandOutcome::TransferStarted { target: id("c") })
+    );
+}
