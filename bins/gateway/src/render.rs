@@ -81,6 +81,18 @@ pub(crate) fn status(status: &Value) -> String {
             text(dongle, "crc_errors"),
             text(dongle, "queue_len")
         );
+        // PRI-1 uses these; an operator placing nodes wants them too.
+        if let Some(rssi) = dongle
+            .get("rssi_dbm")
+            .and_then(Value::as_object)
+            .filter(|m| !m.is_empty())
+        {
+            let heard: Vec<String> = rssi
+                .iter()
+                .map(|(peer, dbm)| format!("{peer} {dbm} dBm"))
+                .collect();
+            let _ = writeln!(out, "            signal: {}", heard.join(", "));
+        }
     }
     if status.get("quarantined").and_then(Value::as_bool) == Some(true) {
         out.push_str("WARNING     this node's id is used by another live node; it takes no part in elections\n");
@@ -190,6 +202,41 @@ mod tests {
         assert!(text.contains("0.42 ms"), "{text}");
         assert!(text.contains("manual override none"), "{text}");
         assert!(!text.contains("WARNING"), "{text}");
+    }
+
+    #[test]
+    fn status_table_shows_the_dongle_and_signal() {
+        let answer = json!({
+            "node_id": "gw-a", "role": "follower", "term": 2, "leader": "gw-b",
+            "authenticated": true, "peers": [],
+            "dongle": {"port": "/dev/ttyACM0", "connected": true, "mac": "02:00:00:00:00:01",
+                       "firmware": "conclave-esp32 1.0", "channel": 6, "tx_frames": 10,
+                       "rx_frames": 12, "tx_failures": 1, "crc_errors": 0, "queue_len": 0,
+                       "rssi_dbm": {"gw-b": -48.5, "gw-c": -71.0}}
+        });
+        let text = status(&answer);
+        assert!(
+            text.contains("dongle      /dev/ttyACM0 connected, mac 02:00:00:00:00:01"),
+            "{text}"
+        );
+        assert!(
+            text.contains("10 sent, 12 received, 1 not delivered"),
+            "{text}"
+        );
+        assert!(
+            text.contains("signal: gw-b -48.5 dBm, gw-c -71.0 dBm"),
+            "{text}"
+        );
+
+        let unplugged = json!({"node_id": "gw-a", "peers": [], "dongle": {
+            "port": "/dev/ttyACM0", "connected": false,
+            "last_error": "dongle /dev/ttyACM0: end of file on the port", "rssi_dbm": {}}});
+        let text = status(&unplugged);
+        assert!(
+            text.contains("NOT CONNECTED (dongle /dev/ttyACM0: end of file on the port)"),
+            "{text}"
+        );
+        assert!(!text.contains("signal:"), "{text}");
     }
 
     #[test]

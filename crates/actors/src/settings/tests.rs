@@ -1201,6 +1201,19 @@ fn voters_without_a_link_warn() {
     assert_warning(&warnings, "cluster.voters", "no link is configured");
 }
 
+/// The radio is a link too: voters reached over ESP-NOW only draw no such warning.
+#[test]
+fn voters_over_the_radio_alone_do_not_warn() {
+    let warnings = warnings(
+        "[node]\nid = \"gw-a\"\n[cluster]\nvoters = [\"gw-a\", \"gw-b\"]\n\
+         [link.espnow]\nport = \"/dev/ttyACM0\"\n",
+    );
+    assert!(
+        warnings.iter().all(|w| !w.to_string().contains("no link")),
+        "{warnings:#?}"
+    );
+}
+
 /// A problem shows as `key: message`.
 #[test]
 fn problems_display_as_key_colon_message() {

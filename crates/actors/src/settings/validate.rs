@@ -280,11 +280,12 @@ impl Settings {
                         ),
                     );
                 }
-                if self.link.udp.is_none() && voters.iter().any(|&voter| voter != node_id) {
+                let no_link = self.link.udp.is_none() && self.link.espnow.is_none();
+                if no_link && voters.iter().any(|&voter| voter != node_id) {
                     f.warn(
                         "cluster.voters",
-                        "lists other nodes but no link is configured ([link.udp]): they \
-                         cannot be reached, so no leader can be elected",
+                        "lists other nodes but no link is configured ([link.udp] or \
+                         [link.espnow]): they cannot be reached, so no leader can be elected",
                     );
                 }
                 Some(voters)
