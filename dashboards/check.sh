@@ -21,7 +21,9 @@ METRICS_RS=crates/actors/src/metrics.rs
 # required to be declared in METRIC_NAMES; keep this list short and say why.
 #   conclave_events_lagged_total: created when a subscriber (a hook queue of 64 runs, the
 #   admin event stream) falls behind and loses events.
-LAZY_NAMES=(conclave_events_lagged_total)
+#   conclave_dongle_rssi_dbm: one series per peer heard over the radio; gw-b's lone virtual
+#   dongle hears nobody.
+LAZY_NAMES=(conclave_events_lagged_total conclave_dongle_rssi_dbm)
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -226,6 +228,8 @@ EOF
 }
 write_config gw-a "$udp_a" "$udp_b" "$metrics_a"
 write_config gw-b "$udp_b" "$udp_a" "$metrics_b"
+# gw-b also has a radio link, on the built-in virtual dongle, so that the dongle series exist.
+printf '\n[link.espnow]\nport = "virtual"\n' >>"$work/gw-b.toml"
 for node in gw-a gw-b; do
     # No pre-shared key in this throwaway cluster: the node warns about it in its log.
     (cd "$work" && NO_COLOR=1 exec "$bin" run --config "$work/$node.toml" --log info \
