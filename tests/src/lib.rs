@@ -228,22 +228,11 @@ impl MemoryCluster {
     /// The leader every running node of `group` names in the same term, if they agree and it
     /// leads; `None` otherwise.
     pub async fn agreed_leader_among(&self, group: &[usize]) -> Option<usize> {
-        let mut agreed: Option<(PeerId, u64)> = None;
-        let mut leaders = 0;
-        for &index in group {
-            let status = self.handle(index).election_status().await.ok()?;
-            if status.role == Role::Leader {
-                leaders += 1;
-            }
-            let claim = (status.leader?, status.term);
-            if agreed.is_some_and(|seen| seen != claim) {
-                return None;
-            }
-            agreed = Some(claim);
-        }
-        let (leader, _) = agreed?;
-        let index = self.configs.iter().position(|c| c.node_id == leader)?;
-        (leaders == 1 && group.contains(&index)).then_some(index)
+        let members: Vec<(usize, NodeHandle)> = group
+            .iter()
+            .map(|&index| (index, self.handle(index).clone()))
+            .collect();
+        agreed_leader_of(&members, &self.configs).await
     }
 
     /// The leader all running nodes agree on.
@@ -305,6 +294,30 @@ impl MemoryCluster {
             }
         }
     }
+}
+
+/// The leader every node of `members` (index and handle) names in the same term, if exactly
+/// one of them leads and it is that one; its index in `configs`.
+async fn agreed_leader_of(
+    members: &[(usize, NodeHandle)],
+    configs: &[NodeConfig],
+) -> Option<usize> {
+    let mut agreed: Option<(PeerId, u64)> = None;
+    let mut leaders = 0;
+    for (_, handle) in members {
+        let status = handle.election_status().await.ok()?;
+        if status.role == Role::Leader {
+            leaders += 1;
+        }
+        let claim = (status.leader?, status.term);
+        if agreed.is_some_and(|seen| seen != claim) {
+            return None;
+        }
+        agreed = Some(claim);
+    }
+    let (leader, _) = agreed?;
+    let index = configs.iter().position(|c| c.node_id == leader)?;
+    (leaders == 1 && members.iter().any(|(member, _)| *member == index)).then_some(index)
 }
 
 /// N nodes talking ESP-NOW only, each through its own virtual dongle behind a
@@ -385,22 +398,11 @@ impl RadioCluster {
 
     /// The leader every node of `group` names in the same term, if they agree and it leads.
     pub async fn agreed_leader_among(&self, group: &[usize]) -> Option<usize> {
-        let mut agreed: Option<(PeerId, u64)> = None;
-        let mut leaders = 0;
-        for &index in group {
-            let status = self.handle(index).election_status().await.ok()?;
-            if status.role == Role::Leader {
-                leaders += 1;
-            }
-            let claim = (status.leader?, status.term);
-            if agreed.is_some_and(|seen| seen != claim) {
-                return None;
-            }
-            agreed = Some(claim);
-        }
-        let (leader, _) = agreed?;
-        let index = self.configs.iter().position(|c| c.node_id == leader)?;
-        (leaders == 1 && group.contains(&index)).then_some(index)
+        let members: Vec<(usize, NodeHandle)> = group
+            .iter()
+            .map(|&index| (index, self.handle(index).clone()))
+            .collect();
+        agreed_leader_of(&members, &self.configs).await
     }
 
     /// Waits for a leader the nodes of `group` agree on; panics with their statuses if none.
