@@ -337,6 +337,16 @@ pub struct RadioCluster {
 impl RadioCluster {
     /// Starts nodes named `names` in `quorum` mode, on a seeded air.
     pub async fn start(names: &[&str], quorum: Quorum, seed: u64) -> Self {
+        Self::start_with(names, quorum, seed, |_| {}).await
+    }
+
+    /// The same, with each node's configuration changed by `customize` before it starts.
+    pub async fn start_with(
+        names: &[&str],
+        quorum: Quorum,
+        seed: u64,
+        customize: impl Fn(&mut NodeConfig),
+    ) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let air = conclave_espnow::Air::new(seed);
         let options = ClusterOptions::real_time(quorum);
@@ -357,7 +367,9 @@ impl RadioCluster {
                 channel: 1,
                 pmk: None,
                 lmk: None,
+                peer_lmks: Default::default(),
             });
+            customize(&mut config);
             ports.push(port);
             configs.push(config);
         }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use conclave_actors::config::Quorum;
 use conclave_actors::events::{NodeEvent, Received};
 use conclave_core::raft::Role;
-use conclave_tests::{RadioCluster, test_log};
+use conclave_tests::{RadioCluster, id, test_log};
 
 const BOUND: Duration = Duration::from_secs(15);
 
@@ -132,5 +132,44 @@ async fn a_stopping_gateway_says_goodbye_over_the_air_and_hands_over() {
     cluster.stop_node(leader).await;
     let successor = cluster.await_leader_among(&[remaining], BOUND).await;
     assert_eq!(successor, remaining);
+    cluster.stop().await;
+}
+
+/// ESP-NOW keys: every radio peer a gateway learns is added to its dongle for unicast,
+/// encrypted with the peer's own key from `peer_lmks`, or else with `lmk`.
+#[actix_rt::test]
+async fn radio_peers_get_their_own_key_or_the_common_one() {
+    const COMMON: [u8; 16] = [0x11; 16];
+    const FOR_B: [u8; 16] = [0xb0; 16];
+    let _log = test_log();
+    let cluster = RadioCluster::start_with(&["a", "b", "c"], Quorum::Voters, 3, |config| {
+        if config.node_id.as_str() == "a" {
+            let espnow = config.espnow.as_mut().unwrap();
+            espnow.lmk = Some(COMMON);
+            espnow.peer_lmks.insert(id("b"), FOR_B);
+        }
+    })
+    .await;
+    cluster.await_leader_among(&[0, 1, 2], BOUND).await;
+    // Each node learns the others' MACs from their first frames (the `Hello` at start).
+    let deadline = tokio::time::Instant::now() + BOUND;
+    let table = loop {
+        let table = cluster.ports[0].dongle().unwrap().state().peers;
+        if table.len() >= 2 || tokio::time::Instant::now() >= deadline {
+            break table;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let entry = |index: usize| {
+        table
+            .iter()
+            .find(|peer| peer.mac == cluster.mac(index))
+            .unwrap_or_else(|| panic!("node {index} is not in a's dongle: {table:?}"))
+    };
+    assert!(entry(1).encrypt && entry(1).key == FOR_B, "{table:?}");
+    assert!(entry(2).encrypt && entry(2).key == COMMON, "{table:?}");
+    // b has no keys at all: its unicasts go out in the clear.
+    let table_b = cluster.ports[1].dongle().unwrap().state().peers;
+    assert!(table_b.iter().all(|peer| !peer.encrypt), "{table_b:?}");
     cluster.stop().await;
 }

@@ -125,6 +125,7 @@ fn demo_config(
             channel: 1,
             pmk: None,
             lmk: None,
+            peer_lmks: Default::default(),
         }),
         admin: AdminConfig {
             listen: Some(free_port()?),

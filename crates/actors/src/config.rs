@@ -4,6 +4,7 @@
 //! read and checked: identities are `PeerId`s, durations are `Duration`s, addresses are
 //! parsed. The node builder trusts it and never re-validates; tests build it directly.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -131,8 +132,12 @@ pub struct EspNowLinkConfig {
     pub channel: u8,
     /// `pmk`: the radio's primary master key, when frames to peers are to be encrypted.
     pub pmk: Option<[u8; 16]>,
-    /// `lmk`: the local master key used for every unicast peer; encryption is on when set.
+    /// `lmk`: the local master key for unicast peers without one of their own in
+    /// `peer_lmks`; frames to them are encrypted when set.
     pub lmk: Option<[u8; 16]>,
+    /// `peer_lmks`: a local master key of its own for some peers; frames to those are
+    /// encrypted with it whatever `lmk` says.
+    pub peer_lmks: BTreeMap<PeerId, [u8; 16]>,
 }
 
 /// `[admin]`.

@@ -318,6 +318,7 @@ fn espnow_link(
             handle,
             events: Some(events),
             lmk: espnow.lmk,
+            peer_lmks: espnow.peer_lmks.clone(),
         },
         virtual_port,
     ))

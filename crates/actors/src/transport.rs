@@ -179,6 +179,8 @@ pub struct EspNowLink {
     pub events: Option<mpsc::Receiver<DongleEvent>>,
     /// The local master key for unicast peers; frames to them are encrypted when set.
     pub lmk: Option<[u8; 16]>,
+    /// Peers with a local master key of their own, used instead of `lmk`.
+    pub peer_lmks: BTreeMap<PeerId, [u8; 16]>,
 }
 
 /// The links a transport uses.
@@ -448,8 +450,11 @@ impl TransportActor {
     fn learn_radio_peer(&mut self, peer: PeerId, mac: Mac, rssi: Option<i8>) {
         if let Some(link) = &self.links.espnow {
             if !self.espnow_peers.contains(&mac) && self.espnow_peers.len() < MAX_ESPNOW_PEERS {
-                let key = link.lmk.unwrap_or([0; 16]);
-                match link.handle.add_peer(mac, link.lmk.is_some(), key) {
+                let lmk = link.peer_lmks.get(&peer).copied().or(link.lmk);
+                match link
+                    .handle
+                    .add_peer(mac, lmk.is_some(), lmk.unwrap_or([0; 16]))
+                {
                     Ok(()) => {
                         self.espnow_peers.insert(mac);
                     }

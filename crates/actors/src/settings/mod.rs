@@ -280,6 +280,9 @@ pub struct EspNowSection {
     /// `lmk`: 32 hex characters, or empty.
     #[serde(default)]
     pub lmk: String,
+    /// `peer_lmks`: `"<peer id>=<32 hex characters>"` each, a key of its own for a peer.
+    #[serde(default)]
+    pub peer_lmks: Vec<String>,
 }
 
 /// `[admin]`.

@@ -71,6 +71,7 @@ pub(super) const KEYS: &[(&str, Kind)] = &[
     ("link.espnow.channel", Kind::Number),
     ("link.espnow.pmk", Kind::Text),
     ("link.espnow.lmk", Kind::Text),
+    ("link.espnow.peer_lmks", Kind::TextList),
     ("admin", Kind::Section),
     ("admin.listen", Kind::Text),
     ("admin.token_file", Kind::Text),

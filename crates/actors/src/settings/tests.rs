@@ -193,6 +193,7 @@ fn key_list_matches_the_settings_structs() {
         peers = ["127.0.0.1:7947"]
         [link.espnow]
         port = "virtual"
+        peer_lmks = ["gw-b=00112233445566778899aabbccddeeff"]
         [hooks]
         on_leader = ["a"]
         on_follower = ["b"]
@@ -1075,6 +1076,67 @@ fn espnow_link_settings() {
     );
     assert_problem(&problems, "link.espnow.channel", "use 1 to 14");
     assert_problem(&problems, "link.espnow.lmk", "32 hex characters");
+}
+
+/// ESP-NOW keys per peer: `peer_lmks` gives some peers a key of their own; every malformed
+/// entry is reported under its own index, and from the environment the list is
+/// comma-separated like every other.
+#[test]
+fn espnow_peer_keys() {
+    let config = node_config(
+        "[link.espnow]\nport = \"/dev/ttyACM0\"\nlmk = \"000102030405060708090a0b0c0d0e0f\"\n\
+         peer_lmks = [\"gw-b=ffeeddccbbaa99887766554433221100\", \"gw-c = 0f0e0d0c0b0a09080706050403020100\"]\n",
+    );
+    let espnow = config.espnow.unwrap();
+    assert_eq!(espnow.lmk.unwrap()[1], 0x01);
+    assert_eq!(espnow.peer_lmks.len(), 2);
+    assert_eq!(espnow.peer_lmks[&peer("gw-b")][0], 0xff);
+    assert_eq!(espnow.peer_lmks[&peer("gw-c")][15], 0x00);
+
+    let problems = refused(
+        "[link.espnow]\nport = \"/dev/ttyACM0\"\npeer_lmks = [\"gw-b\", \"bad id!=00112233445566778899aabbccddeeff\", \
+         \"gw-c=0011\", \"gw-d=\", \"gw-e=00112233445566778899aabbccddeeff\", \
+         \"gw-e=00112233445566778899aabbccddeeff\"]\n",
+    );
+    assert_keys(
+        &problems,
+        &[
+            "link.espnow.peer_lmks[0]",
+            "link.espnow.peer_lmks[1]",
+            "link.espnow.peer_lmks[2]",
+            "link.espnow.peer_lmks[3]",
+            "link.espnow.peer_lmks[5]",
+        ],
+    );
+    assert_problem(
+        &problems,
+        "link.espnow.peer_lmks[0]",
+        "<peer id>=<32 hex characters>",
+    );
+    assert_problem(&problems, "link.espnow.peer_lmks[2]", "32 hex characters");
+    assert_problem(&problems, "link.espnow.peer_lmks[3]", "missing");
+    assert_problem(
+        &problems,
+        "link.espnow.peer_lmks[5]",
+        "a second key for gw-e",
+    );
+
+    let vars = env(&[
+        ("CONCLAVE__LINK__ESPNOW__PORT", "/dev/ttyUSB0"),
+        (
+            "CONCLAVE__LINK__ESPNOW__PEER_LMKS",
+            "gw-b=ffeeddccbbaa99887766554433221100, gw-c=0f0e0d0c0b0a09080706050403020100",
+        ),
+    ]);
+    let config = Settings::load_with_env(None, vars)
+        .unwrap()
+        .validate()
+        .unwrap();
+    let espnow = config.espnow.unwrap();
+    assert_eq!(
+        espnow.peer_lmks.keys().copied().collect::<Vec<_>>(),
+        [peer("gw-b"), peer("gw-c")]
+    );
 }
 
 /// CB-2: hook commands are strings or argv arrays; empty ones and a zero timeout are refused.

@@ -419,12 +419,14 @@ impl Settings {
         };
         let pmk = hex_key(f, "link.espnow.pmk", &section.pmk);
         let lmk = hex_key(f, "link.espnow.lmk", &section.lmk);
+        let peer_lmks = peer_keys(f, &section.peer_lmks);
         Some(Some(EspNowLinkConfig {
             port: port?,
             baud: baud?,
             channel: channel?,
             pmk: pmk?,
             lmk: lmk?,
+            peer_lmks: peer_lmks?,
         }))
     }
 
@@ -672,10 +674,71 @@ fn cannot_read(path: &Path, error: &std::io::Error) -> String {
 }
 
 /// A 16-byte radio key written as 32 hex characters; empty means none.
+/// `link.espnow.peer_lmks`: `"<peer id>=<32 hex characters>"` each, one entry per peer.
+fn peer_keys(f: &mut Findings<'_>, entries: &[String]) -> Option<BTreeMap<PeerId, [u8; 16]>> {
+    let mut keys = BTreeMap::new();
+    let mut sound = true;
+    for (i, entry) in entries.iter().enumerate() {
+        let key = format!("link.espnow.peer_lmks[{i}]");
+        let Some((id, hex)) = entry.split_once('=') else {
+            f.problem(
+                &key,
+                "must be \"<peer id>=<32 hex characters>\", e.g. \"gw-b=00112233445566778899aabbccddeeff\"",
+            );
+            sound = false;
+            continue;
+        };
+        let id = match PeerId::new(id.trim()) {
+            Ok(id) => Some(id),
+            Err(err) => {
+                f.problem(&key, format!("peer id {:?}: {err}", id.trim()));
+                None
+            }
+        };
+        let hex = hex.trim();
+        let lmk = parse_key16(hex);
+        if lmk.is_none() {
+            let what = if hex.is_empty() {
+                "the key is missing after '='"
+            } else {
+                "the key must be 32 hex characters (a 16-byte ESP-NOW key)"
+            };
+            f.problem(&key, what);
+        }
+        match (id, lmk) {
+            (Some(id), Some(lmk)) => {
+                if keys.insert(id, lmk).is_some() {
+                    f.problem(&key, format!("a second key for {id}; give each peer one"));
+                    sound = false;
+                }
+            }
+            _ => sound = false,
+        }
+    }
+    sound.then_some(keys)
+}
+
 fn hex_key(f: &mut Findings<'_>, key: &str, text: &str) -> Option<Option<[u8; 16]>> {
     let text = text.trim();
     if text.is_empty() {
         return Some(None);
+    }
+    match parse_key16(text) {
+        Some(bytes) => Some(Some(bytes)),
+        None => {
+            f.problem(
+                key,
+                "must be 32 hex characters (a 16-byte ESP-NOW key), or empty for none",
+            );
+            None
+        }
+    }
+}
+
+/// 32 hex characters as 16 bytes.
+fn parse_key16(text: &str) -> Option<[u8; 16]> {
+    if text.len() != 32 {
+        return None;
     }
     let digits: Vec<u8> = text
         .as_bytes()
@@ -686,14 +749,5 @@ fn hex_key(f: &mut Findings<'_>, key: &str, text: &str) -> Option<Option<[u8; 16
                 .and_then(|p| u8::from_str_radix(p, 16).ok())
         })
         .collect();
-    match <[u8; 16]>::try_from(digits.as_slice()) {
-        Ok(bytes) if text.len() == 32 => Some(Some(bytes)),
-        _ => {
-            f.problem(
-                key,
-                "must be 32 hex characters (a 16-byte ESP-NOW key), or empty for none",
-            );
-            None
-        }
-    }
+    <[u8; 16]>::try_from(digits.as_slice()).ok()
 }
