@@ -1010,7 +1010,9 @@ impl Raft {
     }
 
     fn become_leader(&mut self, now: Instant, cause: LeaderChangeCause) {
-        info!(term = self.hard.term, "became leader");
+        // The driver logs the win and the leader change from the events, after the campaign
+        // they belong to; an info line here would come out before "campaign started".
+        debug!(term = self.hard.term, "became leader");
         let cause = if self.transfer_campaign {
             LeaderChangeCause::Transfer
         } else {
