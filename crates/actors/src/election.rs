@@ -20,7 +20,7 @@ use conclave_core::raft::{
 use conclave_protocol::PeerId;
 use tracing::{debug, error, info, warn};
 
-use crate::clock::NodeClock;
+use crate::clock::{CoreTimer, NodeClock};
 use crate::events::{EventBus, LeaderChange, NodeEvent, unix_millis};
 use crate::messages::{Destination, IdRefused, PeerReachability, RaftArrived, Transmit};
 use crate::metrics::NodeMetrics;
@@ -93,7 +93,7 @@ pub struct ElectionActor {
     events: EventBus,
     metrics: NodeMetrics,
     history: VecDeque<HistoryRecord>,
-    timer: Option<SpawnHandle>,
+    timer: CoreTimer,
     /// The leader last published, to report the previous one with each change.
     published_leader: Option<PeerId>,
     /// While no leader is known: since when the leaderless time was last added up.
@@ -121,7 +121,7 @@ impl ElectionActor {
             events,
             metrics,
             history: history.into_iter().skip(skip).collect(),
-            timer: None,
+            timer: CoreTimer::default(),
             published_leader: None,
             leaderless_mark: Some(Instant::now()),
         }
@@ -294,19 +294,19 @@ impl ElectionActor {
     }
 
     fn arm_timer(&mut self, ctx: &mut Context<Self>) {
-        if let Some(timer) = self.timer.take() {
-            ctx.cancel_future(timer);
-        }
-        if let Some(deadline) = self.raft.poll_timeout() {
-            let wait = self.clock.until(deadline);
-            self.timer = Some(ctx.run_later(wait, |actor, ctx| {
+        let deadline = self.raft.poll_timeout();
+        self.timer.arm(
+            ctx,
+            &self.clock,
+            deadline,
+            |actor| &mut actor.timer,
+            |actor, ctx| {
                 let _span = actor.span.clone().entered();
-                actor.timer = None;
                 let now = actor.clock.now();
                 actor.raft.handle_timeout(now);
                 actor.pump(ctx);
-            }));
-        }
+            },
+        );
     }
 }
 

@@ -10,7 +10,7 @@ use actix::prelude::*;
 use conclave_core::{Membership, MembershipAction, MembershipEvent, PeerInfo, PeerStatus};
 use tracing::info;
 
-use crate::clock::NodeClock;
+use crate::clock::{CoreTimer, NodeClock};
 use crate::events::{EventBus, NodeEvent, PeerChange, unix_millis};
 use crate::messages::{Destination, FrameArrived, IdRefused, PeerReachability, Transmit};
 use crate::metrics::NodeMetrics;
@@ -46,7 +46,7 @@ pub struct MembershipActor {
     outputs: MembershipOutputs,
     events: EventBus,
     metrics: NodeMetrics,
-    timer: Option<SpawnHandle>,
+    timer: CoreTimer,
 }
 
 impl MembershipActor {
@@ -65,7 +65,7 @@ impl MembershipActor {
             outputs,
             events,
             metrics,
-            timer: None,
+            timer: CoreTimer::default(),
         }
     }
 
@@ -141,19 +141,19 @@ impl MembershipActor {
     }
 
     fn arm_timer(&mut self, ctx: &mut Context<Self>) {
-        if let Some(timer) = self.timer.take() {
-            ctx.cancel_future(timer);
-        }
-        if let Some(deadline) = self.core.poll_timeout() {
-            let wait = self.clock.until(deadline);
-            self.timer = Some(ctx.run_later(wait, |actor, ctx| {
+        let deadline = self.core.poll_timeout();
+        self.timer.arm(
+            ctx,
+            &self.clock,
+            deadline,
+            |actor| &mut actor.timer,
+            |actor, ctx| {
                 let _span = actor.span.clone().entered();
-                actor.timer = None;
                 let now = actor.clock.now();
                 actor.core.handle_timeout(now);
                 actor.pump(ctx);
-            }));
-        }
+            },
+        );
     }
 }
 
