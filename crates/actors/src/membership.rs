@@ -171,8 +171,10 @@ impl Handler<FrameArrived> for MembershipActor {
     fn handle(&mut self, frame: FrameArrived, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
         let now = self.clock.now();
-        self.core
-            .handle_frame(now, frame.from, &frame.origin, &frame.body);
+        match &frame.body {
+            Some(body) => self.core.handle_frame(now, frame.from, &frame.origin, body),
+            None => self.core.handle_heard(now, frame.from, &frame.origin),
+        }
         self.pump(ctx);
     }
 }

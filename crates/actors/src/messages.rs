@@ -41,8 +41,9 @@ pub struct FrameArrived {
     pub from: PeerId,
     /// The link address it came from.
     pub origin: LinkAddr,
-    /// The body.
-    pub body: Body,
+    /// The body when it is membership's own (`Hello`, `Ping`, ...). `None` for an election
+    /// message: the election gets that body, and here it only proves the sender alive.
+    pub body: Option<Body>,
 }
 
 /// An election message arrived (from the transport to the election).

@@ -211,6 +211,14 @@ fn radio_priority(body: &Body) -> Priority {
     }
 }
 
+/// A frame encoded and tagged for sending, with what its metrics and the dongle's queue need
+/// to know of its body.
+struct SealedFrame {
+    bytes: Vec<u8>,
+    kind: &'static str,
+    priority: Priority,
+}
+
 /// The TransportActor. See the [module docs](self).
 pub struct TransportActor {
     /// `node = <id>`, entered in every handler so that logs of nodes sharing a process
@@ -274,7 +282,10 @@ impl TransportActor {
         }
     }
 
-    fn seal(&mut self, to: Option<PeerId>, body: &Body) -> Option<Vec<u8>> {
+    /// Wraps `body` in the next envelope and encodes it once, for every address it goes to.
+    fn seal(&mut self, to: Option<PeerId>, body: Body) -> Option<SealedFrame> {
+        let kind = body.kind().label();
+        let priority = radio_priority(&body);
         self.next_seq += 1;
         let envelope = Envelope::new(
             self.codec.cluster(),
@@ -282,19 +293,23 @@ impl TransportActor {
             self.incarnation,
             self.next_seq,
             to,
-            body.clone(),
+            body,
         );
         match self.codec.encode(&envelope, self.mtu()) {
-            Ok(frame) => Some(frame),
+            Ok(bytes) => Some(SealedFrame {
+                bytes,
+                kind,
+                priority,
+            }),
             Err(err) => {
-                warn!(kind = body.kind().label(), %err, "frame not sent");
+                warn!(kind, %err, "frame not sent");
                 None
             }
         }
     }
 
-    fn send_to(&self, address: LinkAddress, frame: &[u8], body: &Body) {
-        let kind = body.kind().label();
+    fn send_to(&self, address: LinkAddress, sealed: &SealedFrame) {
+        let frame = sealed.bytes.as_slice();
         match address {
             LinkAddress::Udp(addr) => {
                 let Some((socket, _)) = &self.links.udp else {
@@ -324,13 +339,14 @@ impl TransportActor {
                 } else {
                     Mac::BROADCAST
                 };
-                if let Err(err) = link.handle.send(dst, frame.to_vec(), radio_priority(body)) {
+                if let Err(err) = link.handle.send(dst, frame.to_vec(), sealed.priority) {
                     debug!(%err, "espnow send refused");
                     return;
                 }
             }
         }
-        self.metrics.frame(address.kind().label(), "out", kind);
+        self.metrics
+            .frame(address.kind().label(), "out", sealed.kind);
     }
 
     /// Every address to try when no route is known: the configured UDP peers, every memory
@@ -355,17 +371,17 @@ impl TransportActor {
     }
 
     fn transmit(&mut self, transmit: Transmit) {
-        let body = &transmit.body;
+        let body = transmit.body;
         match transmit.to {
             Destination::Peer(peer) => {
                 let Some(frame) = self.seal(Some(peer), body) else {
                     return;
                 };
                 match self.routes.get(&peer).copied() {
-                    Some(address) => self.send_to(address, &frame, body),
+                    Some(address) => self.send_to(address, &frame),
                     None => {
                         for address in self.bootstrap_addresses() {
-                            self.send_to(address, &frame, body);
+                            self.send_to(address, &frame);
                         }
                     }
                 }
@@ -375,7 +391,7 @@ impl TransportActor {
                     return;
                 };
                 match LinkAddress::parse(&origin) {
-                    Some(address) => self.send_to(address, &frame, body),
+                    Some(address) => self.send_to(address, &frame),
                     None => warn!(%origin, "cannot reply: unknown link address"),
                 }
             }
@@ -394,7 +410,7 @@ impl TransportActor {
                 addresses.sort();
                 addresses.dedup();
                 for address in addresses {
-                    self.send_to(address, &frame, body);
+                    self.send_to(address, &frame);
                 }
             }
         }
@@ -426,16 +442,20 @@ impl TransportActor {
             self.learn_radio_peer(envelope.from, mac, raw.rssi);
         }
         let origin = raw.from.to_link_addr();
+        // Every frame goes to membership as proof of life; an election message's body goes
+        // only to the election, so that it is not copied for a reader that ignores it.
+        let (membership_body, election_message) = match RaftMessage::try_from(envelope.body) {
+            Ok(message) => (None, Some(message)),
+            Err(body) => (Some(body), None),
+        };
         if let Some(membership) = &self.membership {
             membership.do_send(FrameArrived {
                 from: envelope.from,
                 origin,
-                body: envelope.body.clone(),
+                body: membership_body,
             });
         }
-        if let (Some(election), Ok(message)) =
-            (&self.election, RaftMessage::try_from(envelope.body))
-        {
+        if let (Some(election), Some(message)) = (&self.election, election_message) {
             election.do_send(RaftArrived {
                 from: envelope.from,
                 message,

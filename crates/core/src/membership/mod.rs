@@ -207,7 +207,7 @@ impl Membership {
     /// it came from. Every frame belongs here, whatever its body: any frame is proof of life
     /// (MEM-4), and a frame from an unknown sender makes it a member (TR-1).
     pub fn handle_frame(&mut self, now: Instant, from: PeerId, origin: &LinkAddr, body: &Body) {
-        if from == self.local || self.voice == Voice::Departed {
+        if !self.listens_to(from) {
             return;
         }
         match body {
@@ -228,6 +228,22 @@ impl Membership {
                 }
             }
         }
+    }
+
+    /// A frame whose body is not membership's (an election message, which the driver hands to
+    /// the election instead) arrived from `from` at `origin`: the same as [`handle_frame`]
+    /// with that body, without the driver having to copy the body for it.
+    ///
+    /// [`handle_frame`]: Self::handle_frame
+    pub fn handle_heard(&mut self, now: Instant, from: PeerId, origin: &LinkAddr) {
+        if self.listens_to(from) {
+            self.heard(now, from, origin);
+        }
+    }
+
+    /// Whether frames from `from` count: never our own echo, nothing once we have left.
+    fn listens_to(&self, from: PeerId) -> bool {
+        from != self.local && self.voice != Voice::Departed
     }
 
     /// Runs whatever timers are due at `now`: the liveness tick and the `Hello` rebroadcast.

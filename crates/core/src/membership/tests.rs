@@ -738,6 +738,53 @@ fn tr1_frame_from_unknown_sender_adds_it() {
     assert_eq!(node.peers().connected_count(), 2);
 }
 
+/// MEM-4, TR-1: `handle_heard` (an election message the driver did not copy) has exactly the
+/// effect of `handle_frame` with that body: an unknown sender joins, a Disconnected one comes
+/// back, a Connected one is touched; our own echo and anything after leaving are ignored.
+#[test]
+fn mem4_heard_without_the_body_is_the_same_as_the_frame() {
+    let _log = log_to_test_output();
+    let mut by_frame = node_knowing("gw-a", &[("gw-b", "mem:2")]);
+    let mut by_heard = node_knowing("gw-a", &[("gw-b", "mem:2")]);
+    let inputs = [
+        (5, "gw-a", "mem:1"),
+        (70, "gw-c", "mem:3"),
+        (2_300, "gw-b", "mem:2"),
+        (2_400, "gw-b", "mem:2"),
+    ];
+    for (at, from, origin) in inputs {
+        let timers = run_timers_until(&mut by_frame, ms(at));
+        assert_eq!(timers, run_timers_until(&mut by_heard, ms(at)));
+        by_frame.handle_frame(ms(at), id(from), &addr(origin), &raft_vote());
+        by_heard.handle_heard(ms(at), id(from), &addr(origin));
+        assert_eq!(
+            drain_actions(&mut by_frame),
+            drain_actions(&mut by_heard),
+            "actions after {from} at {at} ms"
+        );
+        assert_eq!(
+            by_frame.peers().list().collect::<Vec<_>>(),
+            by_heard.peers().list().collect::<Vec<_>>()
+        );
+    }
+    assert_eq!(
+        by_heard.peers().status(&id("gw-b")),
+        Some(PeerStatus::Connected)
+    );
+    assert_eq!(
+        by_heard.peers().get(&id("gw-b")).unwrap().last_seen,
+        ms(2_400)
+    );
+    assert!(by_heard.peers().has(&id("gw-c")));
+    assert!(!by_heard.peers().has(&id("gw-a")));
+
+    by_heard.handle_shutdown(ms(2_500));
+    drain_actions(&mut by_heard);
+    by_heard.handle_heard(ms(2_600), id("gw-d"), &addr("mem:4"));
+    assert_eq!(drain_actions(&mut by_heard), vec![]);
+    assert!(!by_heard.peers().has(&id("gw-d")));
+}
+
 /// MEM-1: frames claiming to come from the local node itself (an echo of its own broadcast)
 /// change nothing; the node is never its own peer.
 #[test]
