@@ -240,6 +240,14 @@ impl MemoryCluster {
         self.agreed_leader_among(&self.running()).await
     }
 
+    /// Waits up to `within` for every running node to agree that node `target` leads.
+    pub async fn leader_becomes(&self, target: usize, within: Duration) -> bool {
+        self.wait_for(within, || async {
+            self.agreed_leader().await == Some(target)
+        })
+        .await
+    }
+
     /// Waits, polling every 10 ms, until `check` holds or `within` passes (virtual time when
     /// the clock is paused). Returns whether it held.
     pub async fn wait_for<F, Fut>(&self, within: Duration, mut check: F) -> bool

@@ -109,11 +109,7 @@ async fn set_leader_transfers_and_pins() {
             to: cluster.id(leader)
         })
     );
-    let moved = cluster
-        .wait_for(SETTLE, || async {
-            cluster.agreed_leader().await == Some(target)
-        })
-        .await;
+    let moved = cluster.leader_becomes(target, SETTLE).await;
     assert!(moved, "leadership moved to the target");
     let pinned = cluster
         .wait_for(SETTLE, || async {
@@ -148,11 +144,7 @@ async fn set_leader_assigns_in_connected_mode() {
         .await
         .unwrap();
     assert_eq!(outcome, Ok(CommandOutcome::Applied));
-    let assigned = cluster
-        .wait_for(SETTLE, || async {
-            cluster.agreed_leader().await == Some(target)
-        })
-        .await;
+    let assigned = cluster.leader_becomes(target, SETTLE).await;
     assert!(assigned);
     let status = cluster.handle(target).election_status().await.unwrap();
     assert_eq!(status.term, term + 1);

@@ -829,6 +829,18 @@ mod tests {
         })
     }
 
+    /// A follower that lost its leader to an election timeout in `term`: the event that
+    /// needs no particular field.
+    fn leaderless(term: u64) -> NodeEvent {
+        leader_changed(
+            term,
+            None,
+            None,
+            Role::Follower,
+            LeaderChangeCause::ElectionTimeout,
+        )
+    }
+
     fn peer_changed(id: &str, old: Option<PeerStatus>, new: Option<PeerStatus>) -> NodeEvent {
         NodeEvent::PeerStatusChanged(PeerChange {
             peer: peer(id),
@@ -1132,13 +1144,7 @@ mod tests {
         let node = start(peer("gw-a"), config, HOOK_QUEUE_CAPACITY);
 
         for term in 1..=5 {
-            node.bus.publish(leader_changed(
-                term,
-                None,
-                None,
-                Role::Follower,
-                LeaderChangeCause::ElectionTimeout,
-            ));
+            node.bus.publish(leaderless(term));
         }
         eventually("ten on_leader_change commands", || {
             runs(&node.metrics, "on_leader_change", "ok") == 10.0
@@ -1174,13 +1180,7 @@ mod tests {
         ))];
         let node = start(peer("gw-a"), config, HOOK_QUEUE_CAPACITY);
 
-        node.bus.publish(leader_changed(
-            1,
-            None,
-            None,
-            Role::Follower,
-            LeaderChangeCause::ElectionTimeout,
-        ));
+        node.bus.publish(leaderless(1));
         eventually("the run to time out", || {
             runs(&node.metrics, "on_leader_change", "timeout") == 1.0
         })
@@ -1216,13 +1216,7 @@ mod tests {
         ];
         let node = start(peer("gw-a"), config, HOOK_QUEUE_CAPACITY);
 
-        node.bus.publish(leader_changed(
-            1,
-            None,
-            None,
-            Role::Follower,
-            LeaderChangeCause::ElectionTimeout,
-        ));
+        node.bus.publish(leaderless(1));
         eventually("the last command to run", || {
             runs(&node.metrics, "on_leader_change", "ok") == 1.0
         })
@@ -1253,13 +1247,7 @@ mod tests {
         ))];
         let node = start(peer("gw-a"), config, HOOK_QUEUE_CAPACITY);
 
-        node.bus.publish(leader_changed(
-            1,
-            None,
-            None,
-            Role::Follower,
-            LeaderChangeCause::ElectionTimeout,
-        ));
+        node.bus.publish(leaderless(1));
         node.bus
             .publish(peer_changed("gw-b", None, Some(PeerStatus::Connected)));
         node.bus
@@ -1299,13 +1287,7 @@ mod tests {
 
         // Term 1 starts at once and blocks; 2..=20 queue behind it in room for two.
         for term in 1..=20 {
-            node.bus.publish(leader_changed(
-                term,
-                None,
-                None,
-                Role::Follower,
-                LeaderChangeCause::ElectionTimeout,
-            ));
+            node.bus.publish(leaderless(term));
         }
         eventually("the lag to be counted", || {
             lagged(&node.metrics, "hook:on_leader_change") == 17.0
@@ -1344,13 +1326,7 @@ mod tests {
         ];
         let node = start(peer("gw-a"), config, HOOK_QUEUE_CAPACITY);
 
-        node.bus.publish(leader_changed(
-            1,
-            None,
-            None,
-            Role::Follower,
-            LeaderChangeCause::ElectionTimeout,
-        ));
+        node.bus.publish(leaderless(1));
         eventually("both commands to succeed", || {
             runs(&node.metrics, "on_leader_change", "ok") == 2.0
         })

@@ -9,7 +9,7 @@ use std::time::Duration;
 use conclave_espnow::{DongleEvent, Mac, Message, Priority, ResetReason, Status, spawn_dongle};
 use driver_support::{
     PEER_A, PEER_B, config, connect, expect_connected, fake_port, fake_port_failing, info,
-    next_event, settle, trace, within,
+    next_event, send_essential, settle, trace, within,
 };
 
 /// ESP-3 / ESP-5: a `BOOT` in the middle of a session publishes `Rebooted`, loses the
@@ -23,13 +23,9 @@ async fn boot_mid_session_sets_the_dongle_up_again() {
     handle.add_peer(PEER_A, false, [0; 16]).unwrap();
     let mut dongle = connect(&mut plugs, &mut events, &info(2), 1).await;
 
-    handle
-        .send(PEER_A, b"in flight".to_vec(), Priority::Essential)
-        .unwrap();
+    send_essential(&handle, PEER_A, b"in flight");
     let (seq, _, _) = dongle.expect_send().await;
-    dongle
-        .reply(seq, Message::Resp { status: Status::Ok })
-        .await;
+    dongle.respond(seq, Status::Ok).await;
     dongle
         .reply(
             0,
@@ -55,9 +51,7 @@ async fn boot_mid_session_sets_the_dongle_up_again() {
     );
 
     // Frames queued while the dongle is set up again wait for it.
-    handle
-        .send(PEER_A, b"after".to_vec(), Priority::Essential)
-        .unwrap();
+    send_essential(&handle, PEER_A, b"after");
     dongle.answer_hello(&info(2)).await;
     assert_eq!(dongle.ack().await, Message::SetChannel { channel: 1 });
     assert_eq!(
@@ -90,9 +84,7 @@ async fn eof_reconnects_and_sends_what_was_queued() {
     let (handle, mut events) = spawn_dongle(config(), open);
     let dongle = {
         let mut dongle = connect(&mut plugs, &mut events, &info(1), 0).await;
-        handle
-            .send(PEER_A, b"lost".to_vec(), Priority::Essential)
-            .unwrap();
+        send_essential(&handle, PEER_A, b"lost");
         dongle.expect_send().await;
         dongle
     };
@@ -115,9 +107,7 @@ async fn eof_reconnects_and_sends_what_was_queued() {
     assert!(!status.connected);
     assert_eq!(status.info, None);
 
-    handle
-        .send(PEER_B, b"queued 1".to_vec(), Priority::Essential)
-        .unwrap();
+    send_essential(&handle, PEER_B, b"queued 1");
     handle
         .send(PEER_B, b"queued 2".to_vec(), Priority::Droppable)
         .unwrap();
@@ -125,19 +115,8 @@ async fn eof_reconnects_and_sends_what_was_queued() {
     assert_eq!(plugs.calls(), 2, "the factory reopened the port");
     let (seq, dst, payload) = dongle.expect_send().await;
     assert_eq!((dst, payload.as_slice()), (PEER_B, &b"queued 1"[..]));
-    dongle
-        .reply(seq, Message::Resp { status: Status::Ok })
-        .await;
-    dongle
-        .reply(
-            0,
-            Message::TxDone {
-                send_seq: seq,
-                mac: PEER_B,
-                ok: true,
-            },
-        )
-        .await;
+    dongle.respond(seq, Status::Ok).await;
+    dongle.tx_done(seq, PEER_B, true).await;
     let (_, _, payload) = dongle.expect_send().await;
     assert_eq!(payload, b"queued 2");
     settle().await;

@@ -9,7 +9,8 @@ use std::time::Duration;
 use conclave_espnow::frame::cobs_encode;
 use conclave_espnow::{DongleError, DongleEvent, Mac, Message, Priority, Status, spawn_dongle};
 use driver_support::{
-    PEER_A, PEER_B, config, connect, expect_connected, fake_port, info, next_event, settle, trace,
+    PEER_A, PEER_B, config, connect, expect_connected, fake_port, info, next_event, send_essential,
+    settle, trace,
 };
 use tokio::sync::mpsc::error::TryRecvError;
 
@@ -106,30 +107,17 @@ async fn credits_bound_the_sends_in_flight() {
     }
     let (first, dst, payload) = dongle.expect_send().await;
     assert_eq!((dst, payload.as_slice()), (PEER_A, &b"one"[..]));
-    dongle
-        .reply(first, Message::Resp { status: Status::Ok })
-        .await;
+    dongle.respond(first, Status::Ok).await;
     let (second, _, payload) = dongle.expect_send().await;
     assert_eq!(payload, b"two");
-    dongle
-        .reply(second, Message::Resp { status: Status::Ok })
-        .await;
+    dongle.respond(second, Status::Ok).await;
     dongle.expect_nothing_for(Duration::from_millis(300)).await;
     settle().await;
     let status = handle.status();
     assert_eq!(status.credits_free, 0);
     assert_eq!(status.queue_len, 1);
 
-    dongle
-        .reply(
-            0,
-            Message::TxDone {
-                send_seq: first,
-                mac: PEER_A,
-                ok: true,
-            },
-        )
-        .await;
+    dongle.tx_done(first, PEER_A, true).await;
     let (_, _, payload) = dongle.expect_send().await;
     assert_eq!(payload, b"six");
     assert_eq!(
@@ -149,22 +137,11 @@ async fn refused_send_returns_its_credit() {
     let (open, mut plugs) = fake_port();
     let (handle, mut events) = spawn_dongle(config(), open);
     let mut dongle = connect(&mut plugs, &mut events, &info(1), 0).await;
-    handle
-        .send(PEER_B, b"a".to_vec(), Priority::Essential)
-        .unwrap();
-    handle
-        .send(PEER_B, b"b".to_vec(), Priority::Essential)
-        .unwrap();
+    send_essential(&handle, PEER_B, b"a");
+    send_essential(&handle, PEER_B, b"b");
     let (seq, _, payload) = dongle.expect_send().await;
     assert_eq!(payload, b"a");
-    dongle
-        .reply(
-            seq,
-            Message::Resp {
-                status: Status::UnknownPeer,
-            },
-        )
-        .await;
+    dongle.respond(seq, Status::UnknownPeer).await;
     let (_, _, payload) = dongle.expect_send().await;
     assert_eq!(payload, b"b");
     assert_eq!(
@@ -185,37 +162,15 @@ async fn no_credit_answer_requeues_the_frame() {
     let (open, mut plugs) = fake_port();
     let (handle, mut events) = spawn_dongle(config(), open);
     let mut dongle = connect(&mut plugs, &mut events, &info(1), 0).await;
-    handle
-        .send(PEER_A, b"a".to_vec(), Priority::Essential)
-        .unwrap();
-    handle
-        .send(PEER_A, b"b".to_vec(), Priority::Essential)
-        .unwrap();
+    send_essential(&handle, PEER_A, b"a");
+    send_essential(&handle, PEER_A, b"b");
     let (seq, _, payload) = dongle.expect_send().await;
     assert_eq!(payload, b"a");
-    dongle
-        .reply(
-            seq,
-            Message::Resp {
-                status: Status::NoCredit,
-            },
-        )
-        .await;
+    dongle.respond(seq, Status::NoCredit).await;
     let (seq, _, payload) = dongle.expect_send().await;
     assert_eq!(payload, b"a", "the refused frame goes first");
-    dongle
-        .reply(seq, Message::Resp { status: Status::Ok })
-        .await;
-    dongle
-        .reply(
-            0,
-            Message::TxDone {
-                send_seq: seq,
-                mac: PEER_A,
-                ok: true,
-            },
-        )
-        .await;
+    dongle.respond(seq, Status::Ok).await;
+    dongle.tx_done(seq, PEER_A, true).await;
     let (_, _, payload) = dongle.expect_send().await;
     assert_eq!(payload, b"b");
     assert_eq!(handle.status().tx_failures, 0);
@@ -229,16 +184,10 @@ async fn credit_of_a_lost_tx_done_is_reclaimed() {
     let (open, mut plugs) = fake_port();
     let (handle, mut events) = spawn_dongle(config(), open);
     let mut dongle = connect(&mut plugs, &mut events, &info(1), 0).await;
-    handle
-        .send(PEER_A, b"a".to_vec(), Priority::Essential)
-        .unwrap();
-    handle
-        .send(PEER_A, b"b".to_vec(), Priority::Essential)
-        .unwrap();
+    send_essential(&handle, PEER_A, b"a");
+    send_essential(&handle, PEER_A, b"b");
     let (seq, _, _) = dongle.expect_send().await;
-    dongle
-        .reply(seq, Message::Resp { status: Status::Ok })
-        .await;
+    dongle.respond(seq, Status::Ok).await;
     let (_, _, payload) = dongle.expect_send().await;
     assert_eq!(payload, b"b");
     assert_eq!(
@@ -266,18 +215,12 @@ async fn full_queue_drops_the_oldest_droppable() {
     handle
         .send(PEER_A, b"d1".to_vec(), Priority::Droppable)
         .unwrap();
-    handle
-        .send(PEER_A, b"e1".to_vec(), Priority::Essential)
-        .unwrap();
+    send_essential(&handle, PEER_A, b"e1");
     handle
         .send(PEER_A, b"d2".to_vec(), Priority::Droppable)
         .unwrap();
-    handle
-        .send(PEER_A, b"e2".to_vec(), Priority::Essential)
-        .unwrap();
-    handle
-        .send(PEER_A, b"e3".to_vec(), Priority::Essential)
-        .unwrap(); // drops d1
+    send_essential(&handle, PEER_A, b"e2");
+    send_essential(&handle, PEER_A, b"e3"); // drops d1
     handle
         .send(PEER_A, b"d3".to_vec(), Priority::Droppable)
         .unwrap(); // drops d2
@@ -491,9 +434,7 @@ async fn garbage_on_the_line_is_counted_and_skipped() {
     assert_eq!(status.rx_frames, 1);
     assert!(status.connected);
 
-    handle
-        .send(PEER_B, b"still here".to_vec(), Priority::Essential)
-        .unwrap();
+    send_essential(&handle, PEER_B, b"still here");
     let (_, _, payload) = dongle.expect_send().await;
     assert_eq!(payload, b"still here");
 }

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use conclave_espnow::{
-    DongleCodec, DongleConfig, DongleEvent, Frame, Inbound, Info, Mac, Message, Status,
+    DongleCodec, DongleConfig, DongleEvent, DongleHandle, Frame, Inbound, Info, Mac, Message,
+    Priority, Status,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::sync::mpsc;
@@ -205,6 +206,16 @@ impl FakeDongle {
         self.write_raw(&out).await;
     }
 
+    /// Answers the request `seq` with `RESP{status}`.
+    pub(crate) async fn respond(&mut self, seq: u16, status: Status) {
+        self.reply(seq, Message::Resp { status }).await;
+    }
+
+    /// Reports the radio done with the `SEND` of `send_seq` (a `TX_DONE`, seq 0).
+    pub(crate) async fn tx_done(&mut self, send_seq: u16, mac: Mac, ok: bool) {
+        self.reply(0, Message::TxDone { send_seq, mac, ok }).await;
+    }
+
     /// Writes bytes as they are.
     pub(crate) async fn write_raw(&mut self, bytes: &[u8]) {
         self.io
@@ -234,7 +245,7 @@ impl FakeDongle {
     /// Expects a request and answers `RESP{status}`; returns the request.
     pub(crate) async fn answer(&mut self, status: Status) -> Frame {
         let frame = self.expect().await;
-        self.reply(frame.seq, Message::Resp { status }).await;
+        self.respond(frame.seq, status).await;
         frame
     }
 
@@ -251,6 +262,13 @@ impl FakeDongle {
             other => panic!("expected SEND, got {other:?}"),
         }
     }
+}
+
+/// Queues `payload` for `dst` as an essential frame; the queue must take it.
+pub(crate) fn send_essential(handle: &DongleHandle, dst: Mac, payload: &[u8]) {
+    handle
+        .send(dst, payload.to_vec(), Priority::Essential)
+        .expect("the driver's queue takes the frame");
 }
 
 /// The driver's next event.
