@@ -209,6 +209,12 @@ pub fn status_json(status: &NodeStatus, now: conclave_core::Instant) -> Value {
         "manual_override": election.manual_override.is_some(),
         "pinned_leader": election.manual_override.map(|l| l.to_string()),
         "quarantined": election.quarantined,
+        "abstaining": election.abstaining,
+        "abstaining_until_heard": election
+            .abstaining_until_heard
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
         "incarnation": status.incarnation,
         "authenticated": status.authenticated,
         "peers": status.peers.iter().map(|p| peer_json(p, now)).collect::<Vec<_>>(),
@@ -348,7 +354,7 @@ async fn run_command(state: &AdminState, command: Command) -> HttpResponse {
         Err(err) => {
             let code = match err {
                 RaftError::NotLeader { .. } => StatusCode::CONFLICT,
-                RaftError::Quarantined => StatusCode::SERVICE_UNAVAILABLE,
+                RaftError::Quarantined | RaftError::Abstaining => StatusCode::SERVICE_UNAVAILABLE,
                 RaftError::NotAVoter(_)
                 | RaftError::UnknownPeer(_)
                 | RaftError::InvalidConfig(_) => StatusCode::BAD_REQUEST,

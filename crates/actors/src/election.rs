@@ -112,6 +112,7 @@ impl ElectionActor {
     ) -> Self {
         metrics.set_term(raft.term());
         metrics.set_role(raft.role());
+        metrics.set_abstaining(raft.is_abstaining());
         let skip = history.len().saturating_sub(HISTORY_IN_MEMORY);
         Self {
             span: tracing::info_span!("node", id = %raft.id()),
@@ -153,6 +154,10 @@ impl ElectionActor {
                     self.persist_then(records, steps, ctx);
                     return;
                 }
+                Step::Act(Action::PersistAutoElection(enabled)) => {
+                    self.persist_then(vec![WalRecord::AutoElection(enabled)], steps, ctx);
+                    return;
+                }
                 Step::Act(Action::Publish(event)) => match history_record(&event) {
                     Some((record, role)) => {
                         steps.push_front(Step::Announce(record, role));
@@ -170,6 +175,7 @@ impl ElectionActor {
                 Step::Announce(record, role) => self.announce(record, role),
             }
         }
+        self.metrics.set_abstaining(self.raft.is_abstaining());
         self.account_leaderless();
         self.arm_timer(ctx);
     }

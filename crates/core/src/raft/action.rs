@@ -15,6 +15,9 @@ use crate::raft::state::{HardState, Role};
 pub enum Action {
     /// Make this hard state durable (fsync) before going on.
     Persist(HardState),
+    /// Make the operator's automatic-election switch durable (RAFT-8), so that it wins over
+    /// the configuration at the next start. Emitted for every `EnableAutoElection` command.
+    PersistAutoElection(bool),
     /// Send a message to one peer.
     Send {
         /// The addressee.

@@ -12,6 +12,43 @@
 //! - events are queued after the messages of the same input, and a leader change is published
 //!   once per input, after its state was persisted (RAFT-9): a follower that learns a new
 //!   leader of a higher term publishes that leader, not an intermediate "no leader".
+//!
+//! # Abstention after a lost hard state (WAL-2)
+//!
+//! A node whose WAL holds no hard state — deleted, wiped, brand new, or repaired — may have
+//! voted, before it lost its WAL, in terms it no longer knows. Voting again in one of them
+//! could give a term two leaders. Its driver calls [`Raft::begin_abstention`] right after
+//! [`Raft::new`], and a voter of a cluster with other voters then abstains:
+//!
+//! - it grants no vote and no pre-vote, does not campaign, follows no leader, and does not
+//!   adopt the terms it hears, so it persists nothing: a restart during the abstention
+//!   abstains again;
+//! - it records, for every other voter, the highest term that voter's messages showed, and
+//!   asks the voters it has not heard yet for their term every heartbeat interval with a
+//!   pre-vote request for term 0 — a term below every real one, which every node answers with
+//!   its current term and a refusal, and which changes nothing on either side;
+//! - once every other voter has been heard, the abstention ends: the node adopts the highest
+//!   term heard (or its own, if higher) with its vote in that term taken — by the leader heard
+//!   in it, or by itself — so it grants no vote in that term, and persists that. A persisted
+//!   hard state ends the abstention for later restarts.
+//!
+//! Why this is enough: if the node voted for candidate C in term V before losing its WAL, C
+//! made term V durable before asking, and a node's term never goes back. C's answer therefore
+//! carries a term of at least V, so the adopted term is at least V, and every term the node
+//! votes in afterwards is one it never voted in. The argument needs the other voters to have
+//! kept their WALs (one lost WAL at a time) and messages not to be delayed longer than the node
+//! was down; it holds across partitions and message loss, which only make the wait longer.
+//!
+//! Hearing a leader alone does not end the abstention: a stale leader of a lower term can
+//! still be heard while the candidate this node voted for is cut off, and ending then would let
+//! the node vote again in the candidate's term. Nor does a timer, for the same reason. The cost:
+//! an abstaining node waits until it has heard every voter, so a brand-new cluster elects once
+//! all its voters have started (a round trip later), and a node that lost its WAL while
+//! another voter is down for good stays out until that voter returns or is removed from
+//! `cluster.voters`. A non-voter and the only voter of a cluster never abstain. In `connected`
+//! mode, where there is no configured electorate, the node abstains for at least two maximum
+//! election timeouts and until it has heard every peer membership reports connected; that mode
+//! promises no single leader per term across partitions anyway.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -91,6 +128,19 @@ struct Transfer {
     cause: LeaderChangeCause,
 }
 
+/// What an abstaining node knows (see the module docs on abstention, WAL-2).
+#[derive(Debug, Clone)]
+struct Abstention {
+    /// When it began.
+    since: Instant,
+    /// The highest term each peer was heard at since the start.
+    heard: BTreeMap<PeerId, u64>,
+    /// The leader heard in the highest term a leader was heard in.
+    leader: Option<(u64, PeerId)>,
+    /// When the peers not heard yet are asked for their term again.
+    next_probe: Instant,
+}
+
 /// The election state machine of one node. See the [module docs](self).
 #[derive(Debug)]
 pub struct Raft {
@@ -150,6 +200,8 @@ pub struct Raft {
     handover: Option<(PeerId, LeaderChangeCause)>,
     /// The current campaign was ordered by `TimeoutNow`.
     transfer_campaign: bool,
+    /// Set while the node abstains after starting without a hard state (WAL-2).
+    abstention: Option<Abstention>,
 }
 
 impl Raft {
@@ -196,11 +248,56 @@ impl Raft {
             leader_cause: LeaderChangeCause::ElectionTimeout,
             handover: None,
             transfer_campaign: false,
+            abstention: None,
         };
         raft.reset_election_timer(now);
         Ok(raft)
     }
 
+    /// The node's WAL held no hard state (WAL-2): it may have voted in terms it no longer
+    /// knows. Call right after [`Raft::new`]. A voter with other voters (or any node in
+    /// `connected` mode) then abstains until it has heard every other voter; see the module
+    /// docs. Returns whether it abstains: a non-voter and a single voter need not.
+    pub fn begin_abstention(&mut self, now: Instant) -> bool {
+        if self.abstention.is_some() {
+            return true;
+        }
+        let others = match &self.config.quorum {
+            QuorumMode::Voters(voters) => {
+                if !voters.contains(&self.config.id) {
+                    return false;
+                }
+                voters.len() - 1
+            }
+            QuorumMode::Connected => usize::MAX,
+        };
+        if others == 0 {
+            return false;
+        }
+        self.abstention = Some(Abstention {
+            since: now,
+            heard: BTreeMap::new(),
+            leader: None,
+            next_probe: now,
+        });
+        self.role = Role::Follower;
+        self.leader = None;
+        self.leader_contact = None;
+        self.votes.clear();
+        let waiting: Vec<String> = self
+            .abstention_waiting_for()
+            .iter()
+            .map(PeerId::to_string)
+            .collect();
+        warn!(
+            term = self.hard.term,
+            waiting_for = %waiting.join(","),
+            "no term or vote recovered (new, wiped or repaired WAL): this node may have voted \
+             in terms it no longer knows, so it grants no vote and does not campaign until it \
+             has heard every other voter (docs/wal.md)"
+        );
+        true
+    }
     // -----------------------------------------------------------------------------------------
     // inputs
 
@@ -209,7 +306,11 @@ impl Raft {
         if from == self.config.id || self.quarantined {
             return;
         }
-        self.step(now, from, message);
+        if self.abstention.is_some() {
+            self.abstaining_step(now, from, message);
+        } else {
+            self.step(now, from, message);
+        }
         self.finish();
     }
 
@@ -218,7 +319,9 @@ impl Raft {
         if self.quarantined {
             return;
         }
-        if self.role == Role::Leader {
+        if self.abstention.is_some() {
+            self.abstention_tick(now);
+        } else if self.role == Role::Leader {
             self.leader_tick(now);
         } else if now >= self.election_deadline {
             self.election_timeout(now);
@@ -241,7 +344,10 @@ impl Raft {
             self.recent_active.remove(&peer);
             self.connected.remove(&peer)
         };
-        if changed && !self.quarantined {
+        if changed && self.abstention.is_some() {
+            // In `connected` mode the peers to hear are the connected ones.
+            self.end_abstention_if_heard(now);
+        } else if changed && !self.quarantined {
             match self.role {
                 Role::PreCandidate | Role::Candidate => self.evaluate_campaign(now),
                 Role::Leader if connected => {
@@ -292,6 +398,11 @@ impl Raft {
         if self.quarantined {
             return None;
         }
+        if let Some(abstention) = &self.abstention {
+            // Every tick also checks whether the abstention may end (in `connected` mode, at
+            // most one heartbeat interval after its earliest end).
+            return Some(abstention.next_probe);
+        }
         if self.role != Role::Leader {
             return Some(self.election_deadline);
         }
@@ -338,6 +449,11 @@ impl Raft {
         self.role == Role::Leader
     }
 
+    /// Whether it abstains after starting without a hard state (WAL-2).
+    pub fn is_abstaining(&self) -> bool {
+        self.abstention.is_some()
+    }
+
     /// The state it must persist.
     pub fn hard_state(&self) -> HardState {
         self.hard
@@ -380,6 +496,8 @@ impl Raft {
             fencing_token: self.fencing_token(),
             last_log: self.last_log,
             quarantined: self.quarantined,
+            abstaining: self.abstention.is_some(),
+            abstaining_until_heard: self.abstention_waiting_for(),
         }
     }
 
@@ -705,6 +823,137 @@ impl Raft {
     }
 
     // -----------------------------------------------------------------------------------------
+    // abstention after a lost hard state (WAL-2; see the module docs)
+
+    /// A message while abstaining: note the sender's term, refuse votes, follow nobody.
+    fn abstaining_step(&mut self, now: Instant, from: PeerId, message: RaftMessage) {
+        let counts = match &self.config.quorum {
+            QuorumMode::Voters(voters) => voters.contains(&from),
+            QuorumMode::Connected => true,
+        };
+        if let (true, Some(term), Some(abstention)) =
+            (counts, evidence_term(&message), self.abstention.as_mut())
+        {
+            let highest = abstention.heard.entry(from).or_insert(term);
+            *highest = (*highest).max(term);
+            if let RaftMessage::AppendEntries(append) = &message {
+                if append.leader == from && abstention.leader.is_none_or(|(t, _)| t <= term) {
+                    abstention.leader = Some((term, from));
+                }
+            }
+        }
+        match &message {
+            RaftMessage::RequestVote(request) => {
+                debug!(%from, term = request.term, pre_vote = request.pre_vote, "vote refused: abstaining");
+                // A refusal with this node's own term: it commits to nothing.
+                self.answer_stale(from, &message);
+            }
+            RaftMessage::AppendEntries(_) if message.term() < self.hard.term => {
+                // Its own term is durable and real: a stale leader learns it is behind.
+                self.answer_stale(from, &message);
+            }
+            _ => {}
+        }
+        self.end_abstention_if_heard(now);
+    }
+
+    /// Asks the peers not heard yet for their term, and ends the abstention when it may.
+    fn abstention_tick(&mut self, now: Instant) {
+        let due = self
+            .abstention
+            .as_ref()
+            .is_some_and(|abstention| now >= abstention.next_probe);
+        if due {
+            if let Some(abstention) = self.abstention.as_mut() {
+                abstention.next_probe = now + self.config.heartbeat_interval;
+            }
+            // Term 0 is below every real term: the answer is a refusal carrying the peer's
+            // current term, and neither side changes anything.
+            let probe = RequestVote {
+                term: 0,
+                candidate: self.config.id,
+                last_log_index: self.last_log.index,
+                last_log_term: self.last_log.term,
+                pre_vote: true,
+                leadership_transfer: false,
+            };
+            for peer in self.abstention_waiting_for() {
+                self.send(peer, RaftMessage::RequestVote(probe));
+            }
+        }
+        self.end_abstention_if_heard(now);
+    }
+
+    /// In `connected` mode, the earliest end of an abstention: two maximum election timeouts
+    /// after it began, so that membership has found the peers there are to hear.
+    fn abstention_min_end(&self) -> Option<Instant> {
+        let abstention = self.abstention.as_ref()?;
+        match self.config.quorum {
+            QuorumMode::Voters(_) => None,
+            QuorumMode::Connected => Some(abstention.since + self.config.election_timeout_max * 2),
+        }
+    }
+
+    /// The peers an abstaining node still waits for: the other voters (in `connected` mode,
+    /// the connected peers) it has not heard since it started.
+    fn abstention_waiting_for(&self) -> Vec<PeerId> {
+        let Some(abstention) = &self.abstention else {
+            return Vec::new();
+        };
+        let peers: Vec<PeerId> = match &self.config.quorum {
+            QuorumMode::Voters(voters) => voters.iter().copied().collect(),
+            QuorumMode::Connected => self.connected.iter().copied().collect(),
+        };
+        peers
+            .into_iter()
+            .filter(|peer| *peer != self.config.id && !abstention.heard.contains_key(peer))
+            .collect()
+    }
+
+    fn end_abstention_if_heard(&mut self, now: Instant) {
+        if self.abstention.is_none() || !self.abstention_waiting_for().is_empty() {
+            return;
+        }
+        if self.abstention_min_end().is_some_and(|end| now < end) {
+            return;
+        }
+        self.end_abstention(now);
+    }
+
+    /// Every peer that matters was heard: adopt the highest term heard with the vote in it
+    /// taken, and persist that, which ends the abstention for later restarts too.
+    fn end_abstention(&mut self, now: Instant) {
+        let Some(abstention) = self.abstention.take() else {
+            return;
+        };
+        let heard = abstention.heard.values().copied().max().unwrap_or(0);
+        if heard > self.hard.term {
+            self.hard.term = heard;
+            self.hard.vote = None;
+        }
+        let term = self.hard.term;
+        if term > 0 && self.hard.vote.is_none() {
+            // It may have voted in this very term before it lost its WAL: take the vote, so
+            // that it grants none in this term. The leader of the term won it already.
+            let leader = abstention
+                .leader
+                .filter(|(leader_term, _)| *leader_term == term)
+                .map(|(_, leader)| leader);
+            self.hard.vote = Some(leader.unwrap_or(self.config.id));
+        }
+        self.persisted = self.hard;
+        self.actions.push_back(Action::Persist(self.hard));
+        self.reset_election_timer(now);
+        info!(
+            term,
+            vote = ?self.hard.vote,
+            heard = abstention.heard.len(),
+            "abstention over: every other voter was heard; voting and campaigning from the next \
+             term on"
+        );
+    }
+
+    // -----------------------------------------------------------------------------------------
     // commands
 
     fn command(&mut self, now: Instant, command: Command) -> Result<CommandOutcome, RaftError> {
@@ -714,6 +963,8 @@ impl Raft {
         match command {
             Command::EnableAutoElection(enabled) => {
                 self.auto_election = enabled;
+                // RAFT-8: the operator's choice outlives a restart.
+                self.actions.push_back(Action::PersistAutoElection(enabled));
                 if enabled && self.leader.is_none() && self.hard.manual_override.is_some() {
                     // The pinned leader is gone and automatic election is back: lift the pin.
                     info!("automatic election enabled; manual override cleared");
@@ -721,6 +972,7 @@ impl Raft {
                 }
                 Ok(CommandOutcome::Applied)
             }
+            Command::SetLeader(_) if self.abstention.is_some() => Err(RaftError::Abstaining),
             Command::SetLeader(target) => match &self.config.quorum {
                 QuorumMode::Connected => self.assign_leader(now, target),
                 QuorumMode::Voters(_) => self.request_transfer(now, target),
@@ -1257,6 +1509,11 @@ impl Raft {
     }
 
     fn flush_hard_state(&mut self) {
+        // An abstaining node persists nothing: a hard state in the WAL would end its
+        // abstention at the next start. `end_abstention` persists once it is over.
+        if self.abstention.is_some() {
+            return;
+        }
         if self.hard != self.persisted {
             self.persisted = self.hard;
             self.actions.push_back(Action::Persist(self.hard));
@@ -1287,5 +1544,15 @@ impl Raft {
                     cause: self.leader_cause,
                 }));
         }
+    }
+}
+
+/// What `message` shows of its sender's term, for an abstaining node: a term no lower than the
+/// sender's current one. A pre-vote request asks for the term after the sender's, and the
+/// abstention probe (a pre-vote for term 0) says nothing about its sender.
+fn evidence_term(message: &RaftMessage) -> Option<u64> {
+    match message {
+        RaftMessage::RequestVote(request) if request.pre_vote => request.term.checked_sub(1),
+        other => Some(other.term()),
     }
 }
