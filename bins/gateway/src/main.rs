@@ -6,6 +6,8 @@
 //! The other commands talk to a running node through its admin API (`--admin`, default
 //! `http://127.0.0.1:7070`) and print a table, or JSON with `--json`.
 //!
+//! `conclave wal inspect|repair DIR` work on a node's WAL file directly (see `wal.rs`).
+//!
 //! Exit codes: 0 success; 1 the node or the API refused or failed; 64 bad usage or
 //! configuration; 69 the admin API cannot be reached; 70 the node halted on an internal error.
 
@@ -14,12 +16,13 @@ mod client;
 mod demo;
 mod render;
 mod run;
+mod wal;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Commands, LeaderCommand, Switch};
+use crate::cli::{Cli, Commands, LeaderCommand, Switch, WalCommand};
 use crate::client::{AdminClient, ClientError};
 
 /// sysexits' EX_USAGE: the command line or the configuration is wrong.
@@ -34,6 +37,12 @@ fn main() -> ExitCode {
     match cli.command {
         Commands::Run { config, log } => run::run(&config, &log),
         Commands::CheckConfig { file } => run::check_config(&file),
+        Commands::Wal {
+            command: WalCommand::Inspect { dir },
+        } => wal::inspect_command(&dir, cli.json),
+        Commands::Wal {
+            command: WalCommand::Repair { dir, confirm },
+        } => wal::repair_command(&dir, confirm, cli.json),
         Commands::Demo {
             nodes,
             duration,
@@ -74,7 +83,10 @@ fn client_command(client: &AdminClient, command: &Commands, json: bool) -> Resul
             "/v1/auto-election",
             &serde_json::json!({ "enabled": *switch == Switch::On }),
         )?,
-        Commands::Run { .. } | Commands::CheckConfig { .. } | Commands::Demo { .. } => {
+        Commands::Run { .. }
+        | Commands::CheckConfig { .. }
+        | Commands::Demo { .. }
+        | Commands::Wal { .. } => {
             return Ok(());
         }
     };

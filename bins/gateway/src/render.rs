@@ -94,6 +94,27 @@ pub(crate) fn status(status: &Value) -> String {
             let _ = writeln!(out, "            signal: {}", heard.join(", "));
         }
     }
+    if status.get("abstaining").and_then(Value::as_bool) == Some(true) {
+        let waiting: Vec<&str> = status
+            .get("abstaining_until_heard")
+            .and_then(Value::as_array)
+            .map(|peers| peers.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "WARNING     abstaining: the WAL held no term or vote; no vote, no campaign until \
+             {} answered (docs/wal.md)",
+            if waiting.is_empty() {
+                "the peers have".to_owned()
+            } else {
+                format!(
+                    "{} {}",
+                    waiting.join(", "),
+                    if waiting.len() == 1 { "has" } else { "have" }
+                )
+            }
+        );
+    }
     if status.get("quarantined").and_then(Value::as_bool) == Some(true) {
         out.push_str("WARNING     this node's id is used by another live node; it takes no part in elections\n");
     }
@@ -202,6 +223,21 @@ mod tests {
         assert!(text.contains("0.42 ms"), "{text}");
         assert!(text.contains("manual override none"), "{text}");
         assert!(!text.contains("WARNING"), "{text}");
+    }
+
+    /// WAL-2: an abstaining node says so, and names the peers it waits for.
+    #[test]
+    fn status_table_warns_while_abstaining() {
+        let answer = json!({
+            "node_id": "gw-a", "role": "follower", "term": 0, "leader": null,
+            "authenticated": true, "peers": [], "abstaining": true,
+            "abstaining_until_heard": ["gw-b", "gw-c"]
+        });
+        let text = status(&answer);
+        assert!(
+            text.contains("WARNING     abstaining: the WAL held no term or vote; no vote, no campaign until gw-b, gw-c have answered"),
+            "{text}"
+        );
     }
 
     #[test]
