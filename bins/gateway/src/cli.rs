@@ -121,7 +121,7 @@ pub(crate) enum WalCommand {
     ///
     /// Refuses while a node runs on the directory. Copies the damaged file, unchanged, to
     /// conclave.wal.damaged-<unix ms> beside it; writes a new WAL with every valid record in
-    /// order, the damaged spans dropped; and ends it with a repair marker, so that the node
+    /// order, the damaged spans dropped; and ends it with a amnesia marker, so that the node
     /// abstains (no vote, no campaign) at its next start until it has heard every other voter:
     /// a dropped record may have held its newest vote. Without --confirm it only says what it
     /// would do.

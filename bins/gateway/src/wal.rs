@@ -121,7 +121,7 @@ fn repair_plan(dir: &Path) -> ExitCode {
     );
     let _ = writeln!(
         out,
-        "  - end it with a repair marker: at its next start the node abstains (no vote, no \
+        "  - end it with a amnesia marker: at its next start the node abstains (no vote, no \
          campaign) until it has heard every other voter, because a dropped record may have \
          held its newest vote (docs/wal.md)."
     );
@@ -173,17 +173,26 @@ fn render_inspection(inspection: &Inspection) -> String {
         } else {
             ""
         };
-        let line = format!(
-            "{:>8}  {:>5}  {:<16} {content}{after}",
-            record.offset, record.number, kind
+        let body = if content.is_empty() {
+            kind.to_owned()
+        } else {
+            format!("{kind:<16} {content}")
+        };
+        let _ = writeln!(
+            out,
+            "{:>8}  {:>5}  {body}{after}",
+            record.offset, record.number
         );
-        let _ = writeln!(out, "{}", line.trim_end());
     }
     for span in damage {
         out.push_str(&damage_line(span));
     }
     let _ = writeln!(out, "\nverdict     {}", verdict_text(&examination.verdict));
-    let _ = writeln!(out, "start state {}", start_text(&inspection.start));
+    if examination.verdict.allows_start() {
+        let _ = writeln!(out, "start state {}", start_text(&inspection.start));
+    } else {
+        let _ = writeln!(out, "before it   {}", start_text(&inspection.start));
+    }
     if !examination.verdict.allows_start() {
         let dir = inspection
             .path
@@ -209,7 +218,7 @@ fn damage_line(span: &DamagedSpan) -> String {
     format!(
         "{:>8}  {:>5}  {:<16} {} bytes: {}\n",
         span.offset,
-        "-",
+        span.record,
         "DAMAGED",
         span.end - span.offset,
         span.reason
@@ -233,10 +242,11 @@ fn describe(record: &ExaminedRecord) -> (&'static str, String) {
                 utc_text(change.at_unix_ms)
             ),
         ),
-        RecordContent::Record(WalRecord::Repaired { at_unix_ms }) => (
-            "repair marker",
+        RecordContent::Record(WalRecord::Amnesia { at_unix_ms }) => (
+            "amnesia marker",
             format!(
-                "repaired {}: abstain until a hard state follows",
+                "{}: votes may be missing before this; a voter abstains until a hard state \
+                 follows",
                 utc_text(*at_unix_ms)
             ),
         ),
@@ -314,7 +324,7 @@ fn start_text(start: &StartState) -> String {
         None => "from the configuration",
     };
     let amnesic = if start.amnesic {
-        "; no term or vote recorded since the file began or its last repair marker"
+        "; amnesic: no hard state since the file began or its last amnesia marker"
     } else {
         ""
     };
@@ -495,11 +505,9 @@ impl From<&RecordContent> for ContentJson {
                 cause: change.cause.label(),
                 at_unix_ms: change.at_unix_ms,
             },
-            RecordContent::Record(WalRecord::Repaired { at_unix_ms }) => {
-                ContentJson::RepairMarker {
-                    at_unix_ms: *at_unix_ms,
-                }
-            }
+            RecordContent::Record(WalRecord::Amnesia { at_unix_ms }) => ContentJson::RepairMarker {
+                at_unix_ms: *at_unix_ms,
+            },
             RecordContent::Record(WalRecord::AutoElection(enabled)) => {
                 ContentJson::AutoElection { enabled: *enabled }
             }
@@ -516,6 +524,7 @@ impl From<&RecordContent> for ContentJson {
 #[derive(Debug, Serialize)]
 struct DamageJson {
     offset: u64,
+    record: u64,
     end: u64,
     reason: &'static str,
 }
@@ -524,6 +533,7 @@ impl From<&DamagedSpan> for DamageJson {
     fn from(span: &DamagedSpan) -> Self {
         Self {
             offset: span.offset,
+            record: span.record,
             end: span.end,
             reason: span.reason,
         }

@@ -73,6 +73,9 @@ impl ExaminedRecord {
 pub struct DamagedSpan {
     /// Where it starts.
     pub offset: u64,
+    /// The number the record expected there has, counting from 1: the damaged span counts as
+    /// one record, so the records after it keep their numbers.
+    pub record: u64,
     /// Where the next valid record starts, or the end of the file.
     pub end: u64,
     /// Why the record expected at `offset` is not valid.
@@ -200,17 +203,19 @@ pub(super) fn examine(bytes: &[u8]) -> Examination {
                 position += RECORD_HEADER_LEN + payload.len();
             }
             Err(reason) => {
+                number += 1;
                 let next = (position + 1..len).find(|&at| frame_at(bytes, at).is_ok());
                 let end = next.unwrap_or(len);
                 damage.push(DamagedSpan {
                     offset: position as u64,
+                    record: number,
                     end: end as u64,
                     reason,
                 });
                 verdict.get_or_insert(match next {
                     Some(next) => Verdict::Corrupt {
                         offset: position as u64,
-                        record: number + 1,
+                        record: number,
                         reason,
                         next_valid: next as u64,
                     },
@@ -341,14 +346,15 @@ mod tests {
             examination.damage,
             vec![DamagedSpan {
                 offset: 30,
+                record: 3,
                 end: 51,
                 reason: "checksum mismatch"
             }]
         );
         let last = examination.records.last().unwrap();
         assert_eq!(
-            (last.offset, last.after_damage, &last.content),
-            (51, true, &RecordContent::Seal)
+            (last.offset, last.number, last.after_damage, &last.content),
+            (51, 4, true, &RecordContent::Seal)
         );
         assert_eq!(examination.trusted().count(), 2);
         assert!(!examination.verdict.allows_start());

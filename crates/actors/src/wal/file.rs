@@ -74,7 +74,7 @@ impl Default for WalOptions {
 pub struct Recovered {
     /// The last hard state in the file; the default (term 0, no vote) on a fresh node.
     pub hard_state: HardState,
-    /// The file holds no hard state (a new or wiped node), or none after a repair marker: the
+    /// The file holds no hard state (a new or wiped node), or none after a amnesia marker: the
     /// node may have voted in terms it no longer knows, so it must abstain (WAL-2).
     pub amnesic: bool,
     /// The operator's last automatic-election switch, if one was ever recorded (RAFT-8); it
@@ -128,12 +128,12 @@ pub(super) struct State {
     pub(super) hard_state: HardState,
     /// A hard state record was seen.
     has_hard_state: bool,
-    /// No hard state since the start of the file or the last repair marker.
+    /// No hard state since the start of the file or the last amnesia marker.
     pub(super) amnesic: bool,
     pub(super) incarnation: u64,
     pub(super) auto_election: Option<bool>,
-    /// When the last repair marker was written.
-    repaired_at_unix_ms: u64,
+    /// When the last amnesia marker was written.
+    amnesia_at_unix_ms: u64,
     pub(super) history: BoundedHistory,
 }
 
@@ -145,7 +145,7 @@ impl State {
             amnesic: true,
             incarnation: 0,
             auto_election: None,
-            repaired_at_unix_ms: 0,
+            amnesia_at_unix_ms: 0,
             history: BoundedHistory::new(history_limit),
         }
     }
@@ -159,24 +159,24 @@ impl State {
             }
             WalRecord::Incarnation(incarnation) => self.incarnation = *incarnation,
             WalRecord::LeaderChange(change) => self.history.push(*change),
-            WalRecord::Repaired { at_unix_ms } => {
+            WalRecord::Amnesia { at_unix_ms } => {
                 self.amnesic = true;
-                self.repaired_at_unix_ms = *at_unix_ms;
+                self.amnesia_at_unix_ms = *at_unix_ms;
             }
             WalRecord::AutoElection(enabled) => self.auto_election = Some(*enabled),
         }
     }
 
     /// The records a compacted file holds: the same state in as few records as possible. The
-    /// repair marker stays after the hard state while the node is amnesic, so that a
+    /// amnesia marker stays after the hard state while the node is amnesic, so that a
     /// compaction never ends an abstention.
     fn compacted(&self) -> Vec<WalRecord> {
         let mut records = Vec::new();
         if self.has_hard_state {
             records.push(WalRecord::HardState(self.hard_state));
             if self.amnesic {
-                records.push(WalRecord::Repaired {
-                    at_unix_ms: self.repaired_at_unix_ms,
+                records.push(WalRecord::Amnesia {
+                    at_unix_ms: self.amnesia_at_unix_ms,
                 });
             }
         }
@@ -436,7 +436,7 @@ impl WalFile {
         Ok(elapsed)
     }
 
-    /// Rewrites the file as the current hard state (with the repair marker after it while the
+    /// Rewrites the file as the current hard state (with the amnesia marker after it while the
     /// node is amnesic), incarnation, automatic-election switch and newest history records,
     /// then a seal (WAL-3): written to `conclave.wal.tmp`, fsynced, renamed over `conclave.wal`, and the
     /// directory fsynced. A crash at any point leaves either the old file or the new one.

@@ -41,7 +41,7 @@
 //! | 2 | incarnation (PROTO-2) | `incarnation u64` |
 //! | 3 | leader change (CB-6) | `term u64`, `leader option<id>`, `cause u8`, `at_unix_ms u64` |
 //! | 4 | seal: the end of a group commit (WAL-2) | empty |
-//! | 5 | repair marker (WAL-2): abstain until a hard state follows | `at_unix_ms u64` |
+//! | 5 | amnesia marker (WAL-2): votes may be missing before it; abstain until a hard state follows | `at_unix_ms u64` |
 //! | 6 | automatic election switch (RAFT-8) | `enabled u8` (0 or 1) |
 //! | 10 | *reserved*: replicated log entries (LOG-*) | not written by this version |
 //! | 11 | *reserved*: snapshot marker (LOG-4) | not written by this version |
@@ -79,7 +79,7 @@ const KIND_INCARNATION: u8 = 2;
 const KIND_LEADER_CHANGE: u8 = 3;
 /// Ends every group commit, the compacted file and the repaired file (see `docs/wal.md`).
 pub(super) const KIND_SEAL: u8 = 4;
-const KIND_REPAIRED: u8 = 5;
+const KIND_AMNESIA: u8 = 5;
 const KIND_AUTO_ELECTION: u8 = 6;
 /// Reserved for the replicated log's entries (LOG-*); skipped by this version.
 pub(super) const KIND_LOG_ENTRIES: u8 = 10;
@@ -108,11 +108,12 @@ pub enum WalRecord {
     Incarnation(u64),
     /// A leader change, appended to the leadership history (CB-6).
     LeaderChange(HistoryRecord),
-    /// Written by `conclave wal repair` after the records it kept (WAL-2): the hard state
-    /// before it may miss a vote that was in a damaged record, so the node abstains at its next
-    /// start as if its WAL had been wiped, until a hard state is recorded after this marker.
-    Repaired {
-        /// When the repair ran, in milliseconds since the Unix epoch.
+    /// Votes may be missing before this point (WAL-2): written by `conclave wal repair` after
+    /// the records it kept, and after a hard state persisted at the end of an abstention, whose
+    /// term the node may have voted in before it lost its WAL. The node abstains at its next
+    /// start, as if its WAL had been wiped, until a hard state is recorded after this marker.
+    Amnesia {
+        /// When it was written, in milliseconds since the Unix epoch.
         at_unix_ms: u64,
     },
     /// The operator's automatic-election switch (RAFT-8 `EnableAutoLeaderElection`); the last
@@ -126,7 +127,7 @@ impl WalRecord {
             WalRecord::HardState(_) => KIND_HARD_STATE,
             WalRecord::Incarnation(_) => KIND_INCARNATION,
             WalRecord::LeaderChange(_) => KIND_LEADER_CHANGE,
-            WalRecord::Repaired { .. } => KIND_REPAIRED,
+            WalRecord::Amnesia { .. } => KIND_AMNESIA,
             WalRecord::AutoElection(_) => KIND_AUTO_ELECTION,
         }
     }
@@ -149,7 +150,7 @@ impl WalRecord {
                 out.push(cause_index(change.cause));
                 put_u64(out, change.at_unix_ms);
             }
-            WalRecord::Repaired { at_unix_ms } => put_u64(out, *at_unix_ms),
+            WalRecord::Amnesia { at_unix_ms } => put_u64(out, *at_unix_ms),
             WalRecord::AutoElection(enabled) => out.push(u8::from(*enabled)),
         }
         finish_header(out, start, self.kind());
@@ -241,7 +242,7 @@ pub(super) fn decode(kind: u8, payload: &[u8]) -> Result<Decoded, &'static str> 
         })),
         KIND_INCARNATION => Decoded::Record(WalRecord::Incarnation(input.u64()?)),
         KIND_SEAL => Decoded::Seal,
-        KIND_REPAIRED => Decoded::Record(WalRecord::Repaired {
+        KIND_AMNESIA => Decoded::Record(WalRecord::Amnesia {
             at_unix_ms: input.u64()?,
         }),
         KIND_AUTO_ELECTION => match input.u8()? {
@@ -380,8 +381,8 @@ mod tests {
             }),
             WalRecord::Incarnation(0),
             WalRecord::Incarnation(u64::MAX),
-            WalRecord::Repaired { at_unix_ms: 0 },
-            WalRecord::Repaired {
+            WalRecord::Amnesia { at_unix_ms: 0 },
+            WalRecord::Amnesia {
                 at_unix_ms: u64::MAX,
             },
             WalRecord::AutoElection(false),
@@ -441,7 +442,7 @@ mod tests {
     }
 
     /// WAL-2: the seal is the 9 bytes of an empty kind-4 record, and decodes as a seal; the
-    /// repair marker and the automatic-election switch follow their documented layouts.
+    /// amnesia marker and the automatic-election switch follow their documented layouts.
     #[test]
     fn seal_repair_marker_and_switch_layouts() {
         let mut seal = Vec::new();
@@ -451,7 +452,7 @@ mod tests {
         assert_eq!(seal, expected);
         assert_eq!(reread(&seal), Decoded::Seal);
 
-        let marker = WalRecord::Repaired { at_unix_ms: 258 }.encode();
+        let marker = WalRecord::Amnesia { at_unix_ms: 258 }.encode();
         assert_eq!(marker[4], 5);
         assert_eq!(&marker[9..], &[2, 1, 0, 0, 0, 0, 0, 0]);
         let switch = WalRecord::AutoElection(false).encode();
@@ -498,7 +499,7 @@ mod tests {
             (KIND_HARD_STATE, &[0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0xff, 0]),
             (KIND_HARD_STATE, &[0, 0, 0, 0, 0, 0, 0, 0, 1, 5, b'a', 0]),
             (KIND_SEAL, &[0]),
-            (KIND_REPAIRED, &[1, 2, 3]),
+            (KIND_AMNESIA, &[1, 2, 3]),
             (KIND_AUTO_ELECTION, &[2]),
             (KIND_AUTO_ELECTION, &[]),
             (KIND_AUTO_ELECTION, &[1, 0]),

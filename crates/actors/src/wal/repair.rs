@@ -5,7 +5,7 @@
 //! Inspecting reads the file without the data-directory lock and changes nothing, so it works
 //! on the WAL of a running node. Repairing takes the lock (it refuses while a node runs on the
 //! directory), copies the damaged file aside byte for byte, and writes a new WAL holding every
-//! valid record in order, the damaged spans dropped, followed by a repair marker. The marker
+//! valid record in order, the damaged spans dropped, followed by a amnesia marker. The marker
 //! makes the node abstain at its next start exactly like a node whose WAL was wiped: a dropped
 //! span may have held the node's newest vote, so it must not vote until the terms it could have
 //! voted in are over. That is why a repair can never produce a second vote in a term.
@@ -30,7 +30,7 @@ use super::record::{HistoryRecord, MAGIC, WalRecord, encode_seal};
 pub struct StartState {
     /// The last hard state.
     pub hard_state: HardState,
-    /// No hard state (after the last repair marker): the node abstains (WAL-2).
+    /// No hard state (after the last amnesia marker): the node abstains (WAL-2).
     pub amnesic: bool,
     /// The last incarnation recorded (the next start uses a larger one).
     pub incarnation: u64,
@@ -116,11 +116,11 @@ pub struct RepairReport {
     pub unreadable: u64,
     /// Spans of the old file that were not valid records: dropped.
     pub dropped: Vec<DamagedSpan>,
-    /// The state the node starts from now; it abstains, because of the repair marker.
+    /// The state the node starts from now; it abstains, because of the amnesia marker.
     pub start: StartState,
 }
 
-/// Repairs the WAL of the data directory `dir`, stamping the repair marker with `at_unix_ms`.
+/// Repairs the WAL of the data directory `dir`, stamping the amnesia marker with `at_unix_ms`.
 ///
 /// Takes the data-directory lock first and refuses ([`WalError::Locked`]) while a node holds
 /// it. Does nothing when the node could start from the file by itself. Otherwise copies the
@@ -170,7 +170,7 @@ pub fn repair(dir: &Path, at_unix_ms: u64) -> Result<RepairOutcome, WalError> {
             }
         }
     }
-    WalRecord::Repaired { at_unix_ms }.encode_into(&mut repaired);
+    WalRecord::Amnesia { at_unix_ms }.encode_into(&mut repaired);
     encode_seal(&mut repaired);
     drop(replace_file(&dir.join(REPAIR_FILE_NAME), &path, &repaired)?);
     sync_dir(dir)?;

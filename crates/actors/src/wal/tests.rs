@@ -226,7 +226,7 @@ fn expected_after(records: &[WalRecord]) -> (HardState, u64, Vec<HistoryRecord>,
             }
             WalRecord::Incarnation(n) => incarnation = *n,
             WalRecord::LeaderChange(change) => history.push(*change),
-            WalRecord::Repaired { .. } => amnesic = true,
+            WalRecord::Amnesia { .. } => amnesic = true,
             WalRecord::AutoElection(_) => {}
         }
     }
@@ -1222,7 +1222,7 @@ fn wal2_repair_refuses_a_locked_directory_and_leaves_startable_files_alone() {
 }
 
 /// WAL-2: `repair` keeps an exact copy of the damaged file, writes a new WAL with every valid
-/// record (the damaged one dropped, the ones after it kept) and a repair marker, after which
+/// record (the damaged one dropped, the ones after it kept) and a amnesia marker, after which
 /// the node opens the WAL as amnesic — it abstains, as a wiped node does — at the last valid
 /// hard state; a hard state written afterwards ends that, and a compaction before it does not.
 #[test]
@@ -1249,7 +1249,7 @@ fn wal2_repair_keeps_valid_records_and_makes_the_node_abstain() {
 
     let repaired = read_records(dir.path()).unwrap();
     let mut expected = records[..records.len() - 1].to_vec();
-    expected.push(WalRecord::Repaired {
+    expected.push(WalRecord::Amnesia {
         at_unix_ms: 1_700_000_000_123,
     });
     assert_eq!(repaired, expected);
@@ -1265,7 +1265,7 @@ fn wal2_repair_keeps_valid_records_and_makes_the_node_abstain() {
     wal.compact().unwrap();
     drop(wal);
     let (mut wal, again) = open_counting(dir.path()).unwrap();
-    assert!(again.amnesic, "compaction keeps the repair marker");
+    assert!(again.amnesic, "compaction keeps the amnesia marker");
     // ...until the election records a hard state after the marker.
     wal.append(&[WalRecord::HardState(hard(6, Some("gw-z")))])
         .unwrap();
@@ -1298,4 +1298,49 @@ fn wal2_repair_drops_an_unreadable_record() {
     let (_, recovered) = open_counting(dir.path()).unwrap();
     assert!(recovered.amnesic);
     assert_eq!(recovered.hard_state, hard(2, Some("gw-a")));
+}
+
+/// WAL-1: the worked examples of `docs/wal.md` are what the encoder writes, byte for byte, so
+/// the document cannot drift from the format.
+#[test]
+fn wal1_docs_worked_examples_match_the_encoder() {
+    let doc = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/wal.md"));
+    let section = doc
+        .split("### Worked examples")
+        .nth(1)
+        .and_then(|rest| rest.split("```text").nth(1))
+        .and_then(|block| block.split("```").next())
+        .expect("docs/wal.md has a worked examples block");
+    let documented: Vec<Vec<u8>> = section
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .map(|(_, hex)| {
+            hex.split_whitespace()
+                .map(|byte| u8::from_str_radix(byte, 16).unwrap())
+                .collect()
+        })
+        .collect();
+
+    let mut seal = Vec::new();
+    encode_seal(&mut seal);
+    let expected = vec![
+        WalRecord::Incarnation(1).encode(),
+        seal,
+        WalRecord::HardState(hard(5, Some("gw-b"))).encode(),
+        WalRecord::LeaderChange(HistoryRecord {
+            term: 5,
+            leader: Some(id("gw-b")),
+            cause: LeaderChangeCause::VoteWon,
+            at_unix_ms: 1_700_000_000_000,
+        })
+        .encode(),
+        WalRecord::AutoElection(false).encode(),
+        WalRecord::Amnesia {
+            at_unix_ms: 1_700_000_000_000,
+        }
+        .encode(),
+    ];
+    assert_eq!(documented, expected);
+    assert!(doc.contains("magic \"CWL1\" (43 57 4c 31)"));
+    assert_eq!(MAGIC, [0x43, 0x57, 0x4c, 0x31]);
 }

@@ -26,29 +26,32 @@
 //! - it records, for every other voter, the highest term that voter's messages showed, and
 //!   asks the voters it has not heard yet for their term every heartbeat interval with a
 //!   pre-vote request for term 0 — a term below every real one, which every node answers with
-//!   its current term and a refusal, and which changes nothing on either side;
+//!   a refusal carrying its current term, and which changes nothing on either side;
 //! - once every other voter has been heard, the abstention ends: the node adopts the highest
-//!   term heard (or its own, if higher) with its vote in that term taken — by the leader heard
-//!   in it, or by itself — so it grants no vote in that term, and persists that. A persisted
-//!   hard state ends the abstention for later restarts.
+//!   term heard (or its own, if higher), refuses every vote in that term and the ones before,
+//!   and takes part as usual from the next term on. It persists the adopted term with
+//!   [`Action::PersistAmnesic`]: the WAL records no vote the node did not cast, and stays
+//!   amnesic — a restart abstains again — until a later term is persisted.
 //!
 //! Why this is enough: if the node voted for candidate C in term V before losing its WAL, C
 //! made term V durable before asking, and a node's term never goes back. C's answer therefore
 //! carries a term of at least V, so the adopted term is at least V, and every term the node
 //! votes in afterwards is one it never voted in. The argument needs the other voters to have
-//! kept their WALs (one lost WAL at a time) and messages not to be delayed longer than the node
-//! was down; it holds across partitions and message loss, which only make the wait longer.
+//! kept their WALs (one node at a time abstaining or down with a lost WAL) and messages not to
+//! be delayed longer than the node was down; it holds across partitions and message loss,
+//! which only make the wait longer.
 //!
-//! Hearing a leader alone does not end the abstention: a stale leader of a lower term can
-//! still be heard while the candidate this node voted for is cut off, and ending then would let
-//! the node vote again in the candidate's term. Nor does a timer, for the same reason. The cost:
-//! an abstaining node waits until it has heard every voter, so a brand-new cluster elects once
-//! all its voters have started (a round trip later), and a node that lost its WAL while
-//! another voter is down for good stays out until that voter returns or is removed from
-//! `cluster.voters`. A non-voter and the only voter of a cluster never abstain. In `connected`
-//! mode, where there is no configured electorate, the node abstains for at least two maximum
-//! election timeouts and until it has heard every peer membership reports connected; that mode
-//! promises no single leader per term across partitions anyway.
+//! Hearing a leader does not end the abstention, and neither does a timer: a stale leader of a
+//! lower term can be heard while the candidate this node voted for is cut off, and a timer
+//! can run out during such a partition; ending then would let the node vote again in the
+//! candidate's term. (With either rule the simulator's `wal-loss` scenario finds two leaders
+//! in one term.) The cost: an abstaining node waits until it has heard every voter, so a
+//! brand-new cluster elects once all its voters have started (a round trip later), and a node
+//! that lost its WAL while another voter is down for good stays out until that voter returns
+//! or is removed from `cluster.voters`. A non-voter and the only voter of a cluster never
+//! abstain. In `connected` mode, where there is no configured electorate, the node abstains
+//! for at least two maximum election timeouts and until it has heard every peer membership
+//! reports connected; that mode promises no single leader per term across partitions anyway.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -135,8 +138,6 @@ struct Abstention {
     since: Instant,
     /// The highest term each peer was heard at since the start.
     heard: BTreeMap<PeerId, u64>,
-    /// The leader heard in the highest term a leader was heard in.
-    leader: Option<(u64, PeerId)>,
     /// When the peers not heard yet are asked for their term again.
     next_probe: Instant,
 }
@@ -202,6 +203,9 @@ pub struct Raft {
     transfer_campaign: bool,
     /// Set while the node abstains after starting without a hard state (WAL-2).
     abstention: Option<Abstention>,
+    /// After an abstention: the term adopted at its end. No vote is granted in it or before
+    /// it, and hard states of it are persisted as amnesic (WAL-2).
+    vote_floor: Option<u64>,
 }
 
 impl Raft {
@@ -249,6 +253,7 @@ impl Raft {
             handover: None,
             transfer_campaign: false,
             abstention: None,
+            vote_floor: None,
         };
         raft.reset_election_timer(now);
         Ok(raft)
@@ -277,7 +282,6 @@ impl Raft {
         self.abstention = Some(Abstention {
             since: now,
             heard: BTreeMap::new(),
-            leader: None,
             next_probe: now,
         });
         self.role = Role::Follower;
@@ -597,10 +601,14 @@ impl Raft {
         let free_to_vote = self.hard.vote == Some(request.candidate)
             || (self.hard.vote.is_none() && self.leader.is_none())
             || (request.pre_vote && request.term > self.hard.term);
+        // WAL-2: after an abstention, the node may have voted in the terms up to the floor
+        // before it lost its WAL.
+        let forgotten = self.vote_floor.is_some_and(|floor| request.term <= floor);
         let granted = request.candidate == from
             && self.is_voter(self.config.id)
             && self.is_voter(from)
             && free_to_vote
+            && !forgotten
             && candidate_log >= self.last_log;
         if granted && !request.pre_vote {
             self.hard.vote = Some(from);
@@ -836,11 +844,6 @@ impl Raft {
         {
             let highest = abstention.heard.entry(from).or_insert(term);
             *highest = (*highest).max(term);
-            if let RaftMessage::AppendEntries(append) = &message {
-                if append.leader == from && abstention.leader.is_none_or(|(t, _)| t <= term) {
-                    abstention.leader = Some((term, from));
-                }
-            }
         }
         match &message {
             RaftMessage::RequestVote(request) => {
@@ -920,8 +923,8 @@ impl Raft {
         self.end_abstention(now);
     }
 
-    /// Every peer that matters was heard: adopt the highest term heard with the vote in it
-    /// taken, and persist that, which ends the abstention for later restarts too.
+    /// Every peer that matters was heard: adopt the highest term heard, refuse every vote up
+    /// to it, and persist it without ending the WAL's amnesia (see the module docs).
     fn end_abstention(&mut self, now: Instant) {
         let Some(abstention) = self.abstention.take() else {
             return;
@@ -932,24 +935,20 @@ impl Raft {
             self.hard.vote = None;
         }
         let term = self.hard.term;
-        if term > 0 && self.hard.vote.is_none() {
-            // It may have voted in this very term before it lost its WAL: take the vote, so
-            // that it grants none in this term. The leader of the term won it already.
-            let leader = abstention
-                .leader
-                .filter(|(leader_term, _)| *leader_term == term)
-                .map(|(_, leader)| leader);
-            self.hard.vote = Some(leader.unwrap_or(self.config.id));
-        }
         self.persisted = self.hard;
-        self.actions.push_back(Action::Persist(self.hard));
+        if term == 0 {
+            // Nobody votes in term 0: nothing can have been forgotten.
+            self.actions.push_back(Action::Persist(self.hard));
+        } else {
+            self.vote_floor = Some(term);
+            self.actions.push_back(Action::PersistAmnesic(self.hard));
+        }
         self.reset_election_timer(now);
         info!(
             term,
-            vote = ?self.hard.vote,
             heard = abstention.heard.len(),
-            "abstention over: every other voter was heard; voting and campaigning from the next \
-             term on"
+            "abstention over: every other voter was heard; no vote in this term or before it, \
+             taking part as usual from the next term on"
         );
     }
 
@@ -1516,7 +1515,12 @@ impl Raft {
         }
         if self.hard != self.persisted {
             self.persisted = self.hard;
-            self.actions.push_back(Action::Persist(self.hard));
+            let action = if self.vote_floor.is_some_and(|floor| self.hard.term <= floor) {
+                Action::PersistAmnesic(self.hard)
+            } else {
+                Action::Persist(self.hard)
+            };
+            self.actions.push_back(action);
         }
     }
 

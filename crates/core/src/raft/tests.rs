@@ -1174,9 +1174,9 @@ fn wal2_abstaining_voter_refuses_votes_and_never_campaigns() {
 }
 
 /// WAL-2: once every other voter was heard — here the leader's heartbeat and the answer to a
-/// probe — the abstention ends with the highest term heard adopted and its vote taken by the
-/// leader of that term, persisted in one action. Then it refuses a vote in that term and
-/// grants one in the next.
+/// probe — the abstention ends with the highest term heard adopted, with no vote recorded and
+/// persisted as amnesic. Then it refuses every vote in that term, follows its leader (still
+/// persisting amnesic states in it), and votes as usual in the next term, persisted plainly.
 #[test]
 fn wal2_abstention_ends_when_every_voter_was_heard() {
     let mut raft = abstaining(HardState::default());
@@ -1194,9 +1194,9 @@ fn wal2_abstention_ends_when_every_voter_was_heard() {
     raft.handle_message(ms(20), id("c"), vote(4, false, true));
     assert_eq!(
         drain(&mut raft),
-        vec![Action::Persist(HardState {
+        vec![Action::PersistAmnesic(HardState {
             term: 4,
-            vote: Some(id("b")),
+            vote: None,
             manual_override: None,
         })]
     );
@@ -1208,14 +1208,27 @@ fn wal2_abstention_ends_when_every_voter_was_heard() {
         sends(&drain(&mut raft)),
         vec![(id("c"), vote(4, false, false))]
     );
-    raft.handle_message(ms(40), id("c"), vote_request(5, "c", false));
+    raft.handle_message(ms(35), id("b"), pinned_heartbeat(4, "b"));
+    let actions = drain(&mut raft);
     assert_eq!(
-        drain(&mut raft),
-        vec![
+        actions[0],
+        Action::PersistAmnesic(HardState {
+            term: 4,
+            vote: None,
+            manual_override: Some(id("b")),
+        })
+    );
+    assert_eq!(raft.leader(), Some(id("b")));
+
+    raft.handle_message(ms(2000), id("c"), vote_request(5, "c", false));
+    let actions = drain(&mut raft);
+    assert_eq!(
+        actions[..3],
+        [
             Action::Persist(HardState {
                 term: 5,
                 vote: Some(id("c")),
-                manual_override: None,
+                manual_override: Some(id("b")),
             }),
             Action::Send {
                 to: id("c"),
@@ -1234,8 +1247,7 @@ fn wal2_abstention_ends_when_every_voter_was_heard() {
 /// WAL-2: hearing a leader does not end the abstention while a voter is unheard. Here `a`
 /// voted for `c` in term 3 before losing its WAL, and `b` — a stale leader of term 2 — is
 /// heard first; ending then would let `a` vote again in term 3. `c`'s answer carries term 3,
-/// so the abstention ends in term 3 with the vote taken, and `b`'s request in term 3 is
-/// refused.
+/// so the abstention ends in term 3, and `b`'s request in term 3 is refused.
 #[test]
 fn wal2_a_leader_alone_does_not_end_the_abstention() {
     let mut raft = abstaining(HardState::default());
@@ -1253,9 +1265,9 @@ fn wal2_a_leader_alone_does_not_end_the_abstention() {
     raft.handle_message(ms(510), id("c"), vote(3, false, true));
     assert_eq!(
         drain(&mut raft),
-        vec![Action::Persist(HardState {
+        vec![Action::PersistAmnesic(HardState {
             term: 3,
-            vote: Some(id("a")),
+            vote: None,
             manual_override: None,
         })]
     );
@@ -1298,7 +1310,7 @@ fn wal2_abstention_keeps_a_recovered_term_and_vote() {
                 to: id("c"),
                 message: vote(7, false, true)
             },
-            Action::Persist(recovered),
+            Action::PersistAmnesic(recovered),
             Action::Publish(Event::VoteCast {
                 term: 8,
                 candidate: id("c"),
@@ -1439,9 +1451,9 @@ fn wal2_connected_mode_abstains_two_max_timeouts_and_until_peers_heard() {
     raft.handle_message(ms(660), id("c"), heartbeat(3, "c"));
     assert_eq!(
         drain(&mut raft),
-        vec![Action::Persist(HardState {
+        vec![Action::PersistAmnesic(HardState {
             term: 3,
-            vote: Some(id("c")),
+            vote: None,
             manual_override: None,
         })]
     );

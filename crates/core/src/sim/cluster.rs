@@ -174,7 +174,8 @@ struct SimNode {
     durable: HardState,
     /// The operator's automatic-election switch as the WAL keeps it (RAFT-8).
     durable_auto_election: Option<bool>,
-    /// The node lost its WAL and has persisted no hard state since (WAL-2).
+    /// The node lost its WAL and has persisted no plain hard state since (WAL-2): its WAL is
+    /// amnesic, so it abstains whenever it starts.
     amnesic: bool,
     restarts: u32,
 }
@@ -516,6 +517,12 @@ impl Simulation {
                 self.observations
                     .push(Observation::Persisted { node: id, state });
             }
+            Action::PersistAmnesic(state) => {
+                // The WAL keeps its amnesia marker after this state.
+                self.nodes[index].durable = state;
+                self.observations
+                    .push(Observation::Persisted { node: id, state });
+            }
             Action::PersistAutoElection(enabled) => {
                 self.nodes[index].durable_auto_election = Some(enabled);
             }
@@ -621,9 +628,12 @@ impl Simulation {
         self.trace.record(self.now, id, || "WAL lost".to_owned(), 5);
     }
 
-    /// Whether node `index` lost its WAL and has persisted no hard state since.
+    /// Whether node `index` is without its memory of votes: it lost its WAL (or its WAL is
+    /// still amnesic) and it is down or abstaining. Once its abstention is over it knows a term
+    /// at least as high as any it voted in, even while its WAL stays amnesic.
     pub fn is_amnesic(&self, index: usize) -> bool {
-        self.nodes[index].amnesic
+        let node = &self.nodes[index];
+        node.amnesic && node.raft.as_ref().is_none_or(Raft::is_abstaining)
     }
 
     /// Whether a node that lost its WAL abstains at its restart (on by default, as in a real
