@@ -41,14 +41,17 @@
 //! be delayed longer than the node was down; it holds across partitions and message loss,
 //! which only make the wait longer.
 //!
-//! Hearing a leader does not end the abstention, and neither does a timer: a stale leader of a
-//! lower term can be heard while the candidate this node voted for is cut off, and a timer
-//! can run out during such a partition; ending then would let the node vote again in the
-//! candidate's term. (With either rule the simulator's `wal-loss` scenario finds two leaders
-//! in one term.) The cost: an abstaining node waits until it has heard every voter, so a
-//! brand-new cluster elects once all its voters have started (a round trip later), and a node
-//! that lost its WAL while another voter is down for good stays out until that voter returns
-//! or is removed from `cluster.voters`. A non-voter and the only voter of a cluster never
+//! Hearing a leader does not end the abstention, and neither does a timer. A timer can run out
+//! while the candidate this node voted for is cut off from it; the simulator's `wal-loss`
+//! scenario with a rule of two maximum election timeouts finds two leaders in one term. A
+//! leader heard is no proof either: with five voters, `c` can win term 6 with the votes of this
+//! node and `e` while a stale leader `d` of term 5 still holds `a` and `b`; if this node then
+//! loses its WAL and hears only `d`'s side, ending at term 5 lets it vote for `a` in term 6,
+//! and term 6 gets a second leader.
+//!
+//! The cost of waiting for every voter: a brand-new cluster elects once all its voters have
+//! started (a round trip later), and a node that lost its WAL while another voter is down for
+//! good stays out until that voter returns or is removed from `cluster.voters`. A non-voter and the only voter of a cluster never
 //! abstain. In `connected` mode, where there is no configured electorate, the node abstains
 //! for at least two maximum election timeouts and until it has heard every peer membership
 //! reports connected; that mode promises no single leader per term across partitions anyway.
