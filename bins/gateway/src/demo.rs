@@ -129,7 +129,7 @@ fn demo_config(
         }),
         admin: AdminConfig {
             listen: Some(free_port()?),
-            token: None,
+            ..AdminConfig::default()
         },
         metrics: MetricsConfig {
             listen: Some(free_port()?),
