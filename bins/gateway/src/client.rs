@@ -20,9 +20,9 @@ const QUOTE: usize = 120;
 /// Why a client command failed.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ClientError {
-    /// `--admin` (or an endpoint) is not an address.
-    #[error("--admin {given:?}: {reason}")]
-    BadAddress { given: String, reason: String },
+    /// `--admin` (or an endpoint) is not an address; the reason quotes it.
+    #[error("{reason} (check --admin, CONCLAVE_ADMIN and --endpoints)")]
+    BadAddress { reason: String },
     /// Nothing answers at the address.
     #[error(
         "cannot reach the admin API at {url}: {reason} (is `conclave run` running there? point \
@@ -78,10 +78,7 @@ impl AdminClient {
         token: Option<String>,
         timeout: Duration,
     ) -> Result<Self, ClientError> {
-        let base = admin_url(admin.trim()).map_err(|reason| ClientError::BadAddress {
-            given: admin.to_owned(),
-            reason,
-        })?;
+        let base = admin_url(admin.trim()).map_err(|reason| ClientError::BadAddress { reason })?;
         Ok(Self {
             base,
             token,

@@ -56,8 +56,14 @@ pub(crate) fn check_config(file: &Path) -> ExitCode {
                 println!("  udp {} (peers: {})", udp.listen, udp.peers.len());
             }
             match config.admin.listen {
-                Some(listen) => println!("  admin http://{listen}"),
+                Some(listen) => println!(
+                    "  admin http://{listen} (at most {} connections, {} event streams)",
+                    config.admin.max_connections, config.admin.max_event_streams
+                ),
                 None => println!("  admin off"),
+            }
+            for (peer, url) in &config.admin.peer_urls {
+                println!("  admin of {peer}: {url}");
             }
             match config.metrics.listen {
                 Some(listen) => println!("  metrics http://{listen}/metrics"),

@@ -229,11 +229,8 @@ fn stderr(output: &Output) -> String {
 fn an_operators_first_hour() {
     const NODES: [&str; 3] = ["gw-a", "gw-b", "gw-c"];
     let cluster = ProcessCluster::new(&NODES);
-    let urls: Vec<String> = NODES
-        .iter()
-        .map(|id| format!("{id}={}", cluster.admin_url(id)))
-        .collect();
-    let mut cluster = cluster.with_env("CONCLAVE__ADMIN__PEER_URLS", &urls.join(","));
+    let urls = cluster.peer_urls();
+    let mut cluster = cluster.with_env("CONCLAVE__ADMIN__PEER_URLS", &urls);
     cluster.start_all();
     let (leader, _) = cluster.wait_for("a leader", ProcessCluster::agreed_leader);
     let follower = NODES.iter().find(|id| **id != leader).unwrap().to_string();
