@@ -81,6 +81,14 @@ fn dispatch(cli: &Cli, client: &AdminClient, command: &Commands) -> Result<ExitC
             let answer: CommandAnswer =
                 client.post("/v1/auto-election", &request, Duration::ZERO)?;
             print_answer(json, &answer, render::outcome);
+            if !request.enabled && !json {
+                // The switch is per node: the other voters still elect.
+                eprintln!(
+                    "note: automatic election is off on {} only; the other voters still elect a \
+                     leader when this one is lost (`--cluster` switches it on every voter)",
+                    answer.node_id
+                );
+            }
         }
         Commands::AutoElection {
             switch,

@@ -24,7 +24,7 @@
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
@@ -80,10 +80,10 @@ fn peer_id(name: &str) -> PeerId {
     PeerId::new(name).unwrap_or_else(|err| panic!("demo node names are valid ids: {err}"))
 }
 
-/// A free loopback port, found by binding port 0 and letting the OS choose.
-fn free_port() -> std::io::Result<SocketAddr> {
-    TcpListener::bind("127.0.0.1:0")?.local_addr()
-}
+/// Loopback, port 0: the system picks a free port when the node binds, and the node's first
+/// start fixes it for the demo's lifetime (a port found free beforehand could be taken by
+/// someone else before the node binds it).
+const ANY_LOOPBACK_PORT: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
 
 fn clock() -> String {
     let millis = SystemTime::now()
@@ -100,14 +100,9 @@ fn clock() -> String {
     )
 }
 
-fn demo_config(
-    name: &str,
-    names: &[String],
-    dir: &Path,
-    port: &Path,
-) -> std::io::Result<NodeConfig> {
+fn demo_config(name: &str, names: &[String], dir: &Path, port: &Path) -> NodeConfig {
     let id = peer_id(name);
-    Ok(NodeConfig {
+    NodeConfig {
         node_id: id,
         data_dir: dir.join(name),
         cluster_id: ClusterId::new("demo").unwrap_or_else(|err| panic!("{err}")),
@@ -144,14 +139,14 @@ fn demo_config(
             peer_lmks: Default::default(),
         }),
         admin: AdminConfig {
-            listen: Some(free_port()?),
+            listen: Some(ANY_LOOPBACK_PORT),
             ..AdminConfig::default()
         },
         metrics: MetricsConfig {
-            listen: Some(free_port()?),
+            listen: Some(ANY_LOOPBACK_PORT),
         },
         hooks: HooksConfig::default(),
-    })
+    }
 }
 
 impl Demo {
@@ -172,8 +167,7 @@ impl Demo {
             let link = dir.path().join(format!("tty-{name}"));
             let port = VirtualSerialPort::create(&link, &air, VirtualDongleConfig::new(mac))
                 .map_err(|err| format!("cannot create {name}'s virtual dongle: {err}"))?;
-            let config = demo_config(name, &names, dir.path(), port.path())
-                .map_err(|err| format!("cannot find free ports: {err}"))?;
+            let config = demo_config(name, &names, dir.path(), port.path());
             nodes.push(DemoNode {
                 config,
                 mac,
@@ -189,7 +183,11 @@ impl Demo {
             _dir: dir,
         };
         for index in 0..count {
-            demo.revive(index).await?;
+            if let Err(err) = demo.revive(index).await {
+                // The nodes already running must stop before the runtime goes.
+                demo.stop().await;
+                return Err(err);
+            }
         }
         Ok(demo)
     }
@@ -208,6 +206,10 @@ impl Demo {
             .start()
             .await
             .map_err(|err| format!("{name} cannot start: {err}"))?;
+        // Keep the ports the system chose, so a revived node has the same URLs.
+        let config = &mut self.nodes[index].config;
+        config.admin.listen = node.admin_addr().or(config.admin.listen);
+        config.metrics.listen = node.metrics_addr().or(config.metrics.listen);
         let mut events = node.handle().subscribe("demo");
         let tx = self.events_tx.clone();
         actix_rt::spawn(async move {

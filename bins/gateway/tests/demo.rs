@@ -11,7 +11,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, SystemTime};
 
 /// Bound on every wait: generous against a loaded machine.
 const BOUND: Duration = Duration::from_secs(30);
@@ -113,9 +113,11 @@ impl Interactive {
 
     /// Waits (bounded) for a line `matches` accepts; returns it.
     fn wait_line(&mut self, what: &str, matches: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + BOUND;
+        let deadline = SystemTime::now() + BOUND;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline
+                .duration_since(SystemTime::now())
+                .unwrap_or(Duration::ZERO);
             match self.lines.recv_timeout(left) {
                 Ok(line) => {
                     self.seen.push(line.clone());
@@ -135,12 +137,12 @@ impl Interactive {
 
     /// Waits (bounded) for the process to exit; its exit code.
     fn wait_exit(&mut self) -> Option<i32> {
-        let deadline = Instant::now() + BOUND;
+        let deadline = SystemTime::now() + BOUND;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status.code();
             }
-            if Instant::now() > deadline {
+            if SystemTime::now() > deadline {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
                 panic!(
