@@ -146,6 +146,18 @@ impl NodeBuilder {
         let config = self.config;
         // Everything that can fail comes before the first actor starts: an actor spawned and
         // then abandoned by a failed start would panic when the runtime drops it.
+        if let (Some(addr), None) = (config.admin.listen, &config.admin.token) {
+            if !addr.ip().to_canonical().is_loopback() {
+                return Err(NodeError::Bind {
+                    what: "admin.listen",
+                    addr,
+                    source: io::Error::other(
+                        "refusing to serve the admin API on a non-loopback address without \
+                         admin.token_file",
+                    ),
+                });
+            }
+        }
         let admin_listener = listener("admin.listen", config.admin.listen)?;
         let metrics_listener = listener("metrics.listen", config.metrics.listen)?;
         let data_dir = config.data_dir.clone();
