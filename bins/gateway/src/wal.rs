@@ -121,7 +121,7 @@ fn repair_plan(dir: &Path) -> ExitCode {
     );
     let _ = writeln!(
         out,
-        "  - end it with a amnesia marker: at its next start the node abstains (no vote, no \
+        "  - end it with an amnesia marker: at its next start the node abstains (no vote, no \
          campaign) until it has heard every other voter, because a dropped record may have \
          held its newest vote (docs/wal.md)."
     );

@@ -74,7 +74,7 @@ impl Default for WalOptions {
 pub struct Recovered {
     /// The last hard state in the file; the default (term 0, no vote) on a fresh node.
     pub hard_state: HardState,
-    /// The file holds no hard state (a new or wiped node), or none after a amnesia marker: the
+    /// The file holds no hard state (a new or wiped node), or none after an amnesia marker: the
     /// node may have voted in terms it no longer knows, so it must abstain (WAL-2).
     pub amnesic: bool,
     /// The operator's last automatic-election switch, if one was ever recorded (RAFT-8); it

@@ -5,7 +5,7 @@
 //! Inspecting reads the file without the data-directory lock and changes nothing, so it works
 //! on the WAL of a running node. Repairing takes the lock (it refuses while a node runs on the
 //! directory), copies the damaged file aside byte for byte, and writes a new WAL holding every
-//! valid record in order, the damaged spans dropped, followed by a amnesia marker. The marker
+//! valid record in order, the damaged spans dropped, followed by an amnesia marker. The marker
 //! makes the node abstain at its next start exactly like a node whose WAL was wiped: a dropped
 //! span may have held the node's newest vote, so it must not vote until the terms it could have
 //! voted in are over. That is why a repair can never produce a second vote in a term.

@@ -1222,7 +1222,7 @@ fn wal2_repair_refuses_a_locked_directory_and_leaves_startable_files_alone() {
 }
 
 /// WAL-2: `repair` keeps an exact copy of the damaged file, writes a new WAL with every valid
-/// record (the damaged one dropped, the ones after it kept) and a amnesia marker, after which
+/// record (the damaged one dropped, the ones after it kept) and an amnesia marker, after which
 /// the node opens the WAL as amnesic — it abstains, as a wiped node does — at the last valid
 /// hard state; a hard state written afterwards ends that, and a compaction before it does not.
 #[test]
