@@ -117,6 +117,14 @@ fn wal2_node_whose_wal_was_deleted_abstains_and_never_votes_twice() {
         metrics.contains("conclave_election_abstaining 1"),
         "{metrics}"
     );
+    let ready = cluster.get(&victim, "/ready").unwrap();
+    assert_eq!(ready["ready"], false, "{ready}");
+    assert!(
+        ready["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.contains("abstaining") && reason.contains(&leader)),
+        "{ready}"
+    );
 
     cluster.start(&leader);
     let (elected, term) = cluster.wait_for("all three agreeing, none abstaining", |c| {
