@@ -152,7 +152,7 @@ fn wal2_node_whose_wal_was_deleted_abstains_and_never_votes_twice() {
 }
 
 /// WAL-2 (one process per data directory): a second `conclave run` on the data directory of a
-/// running node — on other ports, so that only the lock can stop it — exits non-zero, naming
+/// running node — on other ports, so that only the lock can stop it — exits with 69, naming
 /// the data directory and the running node's pid, and the WAL's bytes are the same before and
 /// after. `conclave wal inspect` reads the running node's WAL without the lock and changes
 /// nothing; `conclave wal repair --confirm` refuses it.
@@ -177,7 +177,7 @@ fn wal2_second_process_on_a_data_directory_is_refused() {
     std::fs::write(&second_path, second).unwrap();
     let output = conclave(&["run", "--config", second_path.to_str().unwrap()]);
     let stderr = format!("{}{}", text(&output.stdout), text(&output.stderr));
-    assert!(!output.status.success(), "{stderr}");
+    assert_eq!(output.status.code(), Some(69), "{stderr}");
 
     let holder: u32 = std::fs::read_to_string(data_dir.join(LOCK_FILE_NAME))
         .unwrap()
