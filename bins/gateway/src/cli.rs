@@ -115,6 +115,9 @@ pub(crate) enum Commands {
     /// The switch is per node (seed 000's EnableAutoLeaderElection): with it off on one node
     /// only, the others still elect. --cluster applies it on every voter, reports each, and
     /// exits 1 unless every voter applied it.
+    ///
+    /// The switch is recorded in the node's WAL and outlives restarts, overriding election.auto
+    /// from the configuration.
     AutoElection {
         /// `on` or `off`.
         switch: Switch,
@@ -122,10 +125,45 @@ pub(crate) enum Commands {
         #[arg(long)]
         cluster: bool,
     },
+    /// Look at a node's write-ahead log, or repair a damaged one (docs/wal.md).
+    Wal {
+        #[command(subcommand)]
+        command: WalCommand,
+    },
     /// The whole cluster at a glance.
     Cluster {
         #[command(subcommand)]
         command: ClusterCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum WalCommand {
+    /// Every record with its offset and content, the damage found, and whether a node can
+    /// start from the file.
+    ///
+    /// Reads without locking and changes nothing, so it works on the WAL of a running node.
+    /// Exits 0 when a node can start from the file (clean, or a torn tail that the node cuts
+    /// off by itself), 1 when it is corrupt or cannot be read. --json prints it as JSON.
+    Inspect {
+        /// The node's data directory (node.data_dir), or the WAL file itself.
+        dir: PathBuf,
+    },
+    /// Repair a corrupt WAL: keep every valid record and make the node abstain at its next
+    /// start.
+    ///
+    /// Refuses while a node runs on the directory. Copies the damaged file, unchanged, to
+    /// conclave.wal.damaged-<unix ms> beside it; writes a new WAL with every valid record in
+    /// order, the damaged spans dropped; and ends it with an amnesia marker, so that the node
+    /// abstains (no vote, no campaign) at its next start until it has heard every other voter:
+    /// a dropped record may have held its newest vote. Without --confirm it only says what it
+    /// would do.
+    Repair {
+        /// The node's data directory (node.data_dir).
+        dir: PathBuf,
+        /// Do it.
+        #[arg(long)]
+        confirm: bool,
     },
 }
 
@@ -213,5 +251,14 @@ mod tests {
         assert!(matches!(cli.command, Commands::Run { config: None, .. }));
         let cli = Cli::parse_from(["conclave", "--admin", "http://10.0.0.2:7070", "status"]);
         assert_eq!(cli.admin, "http://10.0.0.2:7070");
+        let cli = Cli::parse_from(["conclave", "wal", "repair", "/var/lib/x", "--confirm"]);
+        assert!(matches!(
+            cli.command,
+            Commands::Wal {
+                command: WalCommand::Repair { confirm: true, .. }
+            }
+        ));
+        let cli = Cli::parse_from(["conclave", "wal", "inspect", "/var/lib/x", "--json"]);
+        assert!(cli.json);
     }
 }

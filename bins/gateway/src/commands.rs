@@ -599,6 +599,8 @@ mod tests {
                 manual_override: false,
                 pinned_leader: None,
                 quarantined: false,
+                abstaining: false,
+                abstaining_until_heard: Vec::new(),
                 incarnation: 1,
                 authenticated: true,
                 peers: Vec::new(),

@@ -6,6 +6,8 @@
 //! validates. The other commands talk to running nodes through their admin API (`--admin`,
 //! default `http://127.0.0.1:7070`, or `host:port`) and print a table, or JSON with `--json`.
 //!
+//! `conclave wal inspect|repair DIR` work on a node's WAL file directly (see `wal.rs`).
+//!
 //! Exit codes: 0 success; 1 the node or the API refused or failed, a change did not complete,
 //! or the cluster disagrees; 64 bad usage or configuration; 69 the admin API cannot be
 //! reached, or the node cannot have a port or file it needs; 70 the node halted on an
@@ -17,12 +19,13 @@ mod commands;
 mod demo;
 mod render;
 mod run;
+mod wal;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Commands};
+use crate::cli::{Cli, Commands, WalCommand};
 
 /// sysexits' EX_USAGE: the command line or the configuration is wrong.
 pub(crate) const EXIT_USAGE: u8 = 64;
@@ -36,6 +39,12 @@ fn main() -> ExitCode {
     match cli.command {
         Commands::Run { config, log } => run::run(config.as_deref(), &log),
         Commands::CheckConfig { file } => run::check_config(&file),
+        Commands::Wal {
+            command: WalCommand::Inspect { dir },
+        } => wal::inspect_command(&dir, cli.json),
+        Commands::Wal {
+            command: WalCommand::Repair { dir, confirm },
+        } => wal::repair_command(&dir, confirm, cli.json),
         Commands::Demo {
             nodes,
             duration,

@@ -100,6 +100,23 @@ pub(crate) fn status(status: &StatusAnswer) -> String {
             let _ = writeln!(out, "            signal: {}", heard.join(", "));
         }
     }
+    if status.abstaining {
+        let waiting = &status.abstaining_until_heard;
+        let _ = writeln!(
+            out,
+            "WARNING     abstaining: the WAL held no term or vote; no vote, no campaign until \
+             {} answered (docs/wal.md)",
+            if waiting.is_empty() {
+                "the peers have".to_owned()
+            } else {
+                format!(
+                    "{} {}",
+                    waiting.join(", "),
+                    if waiting.len() == 1 { "has" } else { "have" }
+                )
+            }
+        );
+    }
     if status.quarantined {
         out.push_str("WARNING     this node's id is used by another live node; it takes no part in elections\n");
     }
@@ -221,6 +238,8 @@ mod tests {
             manual_override: false,
             pinned_leader: None,
             quarantined: false,
+            abstaining: false,
+            abstaining_until_heard: Vec::new(),
             incarnation: 3,
             authenticated: true,
             peers: vec![
@@ -270,6 +289,22 @@ mod tests {
         assert_eq!(rtt(Some(42.25)), "42.2 ms");
         assert_eq!(rtt(Some(250.4)), "250 ms");
         assert_eq!(rtt(None), "unknown");
+    }
+
+    /// WAL-2: an abstaining node says so, and names the peers it waits for.
+    #[test]
+    fn status_table_warns_while_abstaining() {
+        let mut answer = status_answer();
+        answer.abstaining = true;
+        answer.abstaining_until_heard = vec!["gw-b".to_owned(), "gw-c".to_owned()];
+        let text = status(&answer);
+        assert!(
+            text.contains(
+                "WARNING     abstaining: the WAL held no term or vote; no vote, no campaign \
+                 until gw-b, gw-c have answered"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -129,10 +129,13 @@ pub(crate) fn run(file: Option<&Path>, log: &str) -> ExitCode {
 }
 
 /// The exit code of a node that could not start: 69 (EX_UNAVAILABLE) when something it needs
-/// is taken or missing (a port another process holds), 70 (EX_SOFTWARE) otherwise.
+/// is taken or missing (a port another process holds, a data directory another process has
+/// locked), 70 (EX_SOFTWARE) otherwise.
 fn start_failure_code(err: &NodeError) -> u8 {
     match err {
-        NodeError::Bind { .. } => EXIT_UNAVAILABLE,
+        NodeError::Bind { .. } | NodeError::Wal(conclave_actors::wal::WalError::Locked { .. }) => {
+            EXIT_UNAVAILABLE
+        }
         _ => EXIT_SOFTWARE,
     }
 }

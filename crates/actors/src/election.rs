@@ -7,7 +7,9 @@
 //! messages, timers, the rest of the actions — until the WAL answers that it is on disk. Only
 //! then do the messages that depend on it leave. Leader changes are recorded in the WAL's
 //! leadership history (CB-6) before they are published, in the same fsync when one is already
-//! due. If the WAL fails, the node cannot promise not to vote twice, so the actor halts.
+//! due. A hard state the core marks amnesic (after an abstention, WAL-2) is followed by an
+//! amnesia marker, and the operator's automatic-election switch is persisted too (RAFT-8). If
+//! the WAL fails, the node cannot promise not to vote twice, so the actor halts.
 
 use std::collections::VecDeque;
 use std::time::SystemTime;
@@ -112,6 +114,7 @@ impl ElectionActor {
     ) -> Self {
         metrics.set_term(raft.term());
         metrics.set_role(raft.role());
+        metrics.set_abstaining(raft.is_abstaining());
         let skip = history.len().saturating_sub(HISTORY_IN_MEMORY);
         Self {
             span: tracing::info_span!("node", id = %raft.id()),
@@ -139,18 +142,22 @@ impl ElectionActor {
         while let Some(step) = steps.pop_front() {
             match step {
                 Step::Act(Action::Persist(state)) => {
-                    let mut records = vec![WalRecord::HardState(state)];
-                    // Group commit: leader changes of this same input are recorded in the
-                    // same fsync rather than one of their own.
-                    for later in steps.iter_mut() {
-                        if let Step::Act(Action::Publish(event)) = later {
-                            if let Some((record, role)) = history_record(event) {
-                                records.push(WalRecord::LeaderChange(record));
-                                *later = Step::Announce(record, role);
-                            }
-                        }
-                    }
-                    self.persist_then(records, steps, ctx);
+                    self.persist_with_history(vec![WalRecord::HardState(state)], steps, ctx);
+                    return;
+                }
+                Step::Act(Action::PersistAmnesic(state)) => {
+                    let records = vec![
+                        WalRecord::HardState(state),
+                        // WAL-2: a restart before a later term is recorded abstains again.
+                        WalRecord::Amnesia {
+                            at_unix_ms: unix_millis(SystemTime::now()),
+                        },
+                    ];
+                    self.persist_with_history(records, steps, ctx);
+                    return;
+                }
+                Step::Act(Action::PersistAutoElection(enabled)) => {
+                    self.persist_then(vec![WalRecord::AutoElection(enabled)], steps, ctx);
                     return;
                 }
                 Step::Act(Action::Publish(event)) => match history_record(&event) {
@@ -170,8 +177,28 @@ impl ElectionActor {
                 Step::Announce(record, role) => self.announce(record, role),
             }
         }
+        self.metrics.set_abstaining(self.raft.is_abstaining());
         self.account_leaderless();
         self.arm_timer(ctx);
+    }
+
+    /// Persists a hard state's `records` with the leader changes among `rest`: group commit,
+    /// those are recorded in the same fsync rather than one of their own.
+    fn persist_with_history(
+        &mut self,
+        mut records: Vec<WalRecord>,
+        mut rest: VecDeque<Step>,
+        ctx: &mut Context<Self>,
+    ) {
+        for later in rest.iter_mut() {
+            if let Step::Act(Action::Publish(event)) = later {
+                if let Some((record, role)) = history_record(event) {
+                    records.push(WalRecord::LeaderChange(record));
+                    *later = Step::Announce(record, role);
+                }
+            }
+        }
+        self.persist_then(records, rest, ctx);
     }
 
     /// Hands `records` to the WAL and carries out `rest` once they are durable; nothing else

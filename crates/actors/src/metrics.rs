@@ -32,6 +32,10 @@ pub const METRIC_NAMES: &[(&str, &str)] = &[
     ),
     ("conclave_election_role", "1 for this node's current role"),
     (
+        "conclave_election_abstaining",
+        "1 while this node abstains after starting without a term or vote (docs/wal.md)",
+    ),
+    (
         "conclave_leader_changes_total",
         "Leader changes seen by this node",
     ),
@@ -173,6 +177,7 @@ impl NodeMetrics {
         self.gauge("conclave_election_term", &[]).set(0.0);
         self.gauge("conclave_election_is_leader", &[]).set(0.0);
         self.gauge("conclave_election_leader_known", &[]).set(0.0);
+        self.gauge("conclave_election_abstaining", &[]).set(0.0);
         self.set_role(Role::Follower);
         self.counter("conclave_leader_changes_total", &[])
             .absolute(0);
@@ -292,6 +297,12 @@ impl NodeMetrics {
     pub fn set_leader_known(&self, known: bool) {
         self.gauge("conclave_election_leader_known", &[])
             .set(if known { 1.0 } else { 0.0 });
+    }
+
+    /// `conclave_election_abstaining` (WAL-2).
+    pub fn set_abstaining(&self, abstaining: bool) {
+        self.gauge("conclave_election_abstaining", &[])
+            .set(if abstaining { 1.0 } else { 0.0 });
     }
 
     /// `conclave_leader_changes_total`.

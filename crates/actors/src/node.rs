@@ -1,6 +1,8 @@
 //! Starting, wiring, querying and stopping one node's actors.
 //!
-//! [`NodeBuilder::start`] opens the WAL (which also advances the node's incarnation), binds
+//! [`NodeBuilder::start`] opens the WAL (which locks the data directory and advances the
+//! node's incarnation), restores the operator's automatic-election switch from it, makes the
+//! election abstain when the WAL held no term or vote (WAL-2), binds
 //! the links, starts the TransportActor, WalActor, ElectionActor, MembershipActor and
 //! CallbackActor, connects them through recipients, and starts the admin and metrics HTTP
 //! servers when configured. The [`NodeHandle`] it returns is the in-process API: status,
@@ -34,7 +36,7 @@ use crate::metrics::NodeMetrics;
 use crate::transport::{
     ConnectReceivers, DongleReport, Drain, EspNowLink, GetDongle, GetRoutes, Links, TransportActor,
 };
-use crate::wal::{HistoryRecord, InlineWalActor, Persist, WalActor, WalError, WalFile};
+use crate::wal::{CloseWal, HistoryRecord, InlineWalActor, Persist, WalActor, WalError, WalFile};
 
 /// Why a node could not start or answer.
 #[derive(Debug, thiserror::Error)]
@@ -197,13 +199,34 @@ impl NodeBuilder {
             virtual_port = port;
         }
 
-        let raft = Raft::new(
-            config.raft_config(),
+        let mut raft_config = config.raft_config();
+        if let Some(enabled) = recovered.auto_election {
+            // RAFT-8: the operator's last `auto-election on|off` outlives restarts.
+            if enabled != raft_config.auto_election {
+                let switch = |on: bool| if on { "on" } else { "off" };
+                warn!(
+                    "automatic election is {}: the operator's `conclave auto-election {}` \
+                     recorded in the WAL overrides election.auto = {} in the configuration; \
+                     `conclave auto-election {}` switches it back",
+                    switch(enabled),
+                    switch(enabled),
+                    raft_config.auto_election,
+                    switch(!enabled)
+                );
+            }
+            raft_config.auto_election = enabled;
+        }
+        let mut raft = Raft::new(
+            raft_config,
             recovered.hard_state,
             LogPosition::default(),
             SeededRng::new(self.seed.unwrap_or_else(entropy_seed)),
             clock.now(),
         )?;
+        if recovered.amnesic {
+            // WAL-2: the core decides whether this node must abstain, and logs it at WARN.
+            raft.begin_abstention(clock.now());
+        }
 
         let codec = FrameCodec::new(config.cluster_id, config.auth_key.clone());
         let transport = TransportActor::new(
@@ -214,10 +237,13 @@ impl NodeBuilder {
             metrics.clone(),
         )
         .start();
-        let wal: Recipient<Persist> = if self.wal_on_event_loop {
-            InlineWalActor::start(wal, metrics.clone()).recipient()
+        let (wal, wal_close): (Recipient<Persist>, Recipient<CloseWal>) = if self.wal_on_event_loop
+        {
+            let actor = InlineWalActor::start(wal, metrics.clone());
+            (actor.clone().recipient(), actor.recipient())
         } else {
-            WalActor::start(wal, metrics.clone()).recipient()
+            let actor = WalActor::start(wal, metrics.clone());
+            (actor.clone().recipient(), actor.recipient())
         };
 
         let election = ElectionActor::new(
@@ -275,6 +301,7 @@ impl NodeBuilder {
                 membership,
                 election,
                 callbacks,
+                wal_close,
                 events,
                 metrics,
             }),
@@ -386,6 +413,8 @@ struct HandleInner {
     membership: Addr<MembershipActor>,
     election: Addr<ElectionActor>,
     callbacks: Addr<CallbackActor>,
+    /// Releases the WAL file and the data-directory lock once the election has stopped.
+    wal_close: Recipient<CloseWal>,
     events: EventBus,
     metrics: NodeMetrics,
 }
@@ -449,14 +478,19 @@ impl Node {
             server.stop(true).await;
         }
         self.handle.stop_actors();
+        self.handle.close_wal().await;
     }
 
-    /// Stops everything at once, without a goodbye: what a crash looks like to the peers.
+    /// Stops everything at once, without a goodbye: what a crash looks like to the peers. The
+    /// WAL is closed and the data directory unlocked once the election has stopped, as the
+    /// kernel would at a crash, so the node can be started again in this process.
     pub async fn kill(self) {
         for server in &self.servers {
             server.stop(false).await;
         }
+        let _ = self.handle.inner.election.send(StopActor).await;
         self.handle.stop_actors();
+        self.handle.close_wal().await;
     }
 }
 
@@ -620,6 +654,11 @@ impl NodeHandle {
         while actix::clock::Instant::now() < deadline && leads(&self.election_status().await) {
             actix::clock::sleep(std::time::Duration::from_millis(10)).await;
         }
+    }
+
+    /// Releases the WAL and the data-directory lock; the election must have stopped.
+    async fn close_wal(&self) {
+        let _ = self.inner.wal_close.send(CloseWal).await;
     }
 
     fn stop_actors(&self) {

@@ -58,9 +58,9 @@ fn simulated_seeds_connected_mode() {
 #[ignore = "a tool: run with CONCLAVE_SIM_REPLAY=<scenario>:<seed>"]
 fn replay() {
     let spec = std::env::var("CONCLAVE_SIM_REPLAY")
-        .expect("set CONCLAVE_SIM_REPLAY=<voters|connected>:<seed>");
+        .expect("set CONCLAVE_SIM_REPLAY=<voters|connected|wal-loss>:<seed>");
     let (name, seed) = spec.split_once(':').expect("format is <scenario>:<seed>");
-    let scenario = Scenario::from_name(name).expect("scenario is voters or connected");
+    let scenario = Scenario::from_name(name).expect("scenario is voters, connected or wal-loss");
     let seed: u64 = seed.parse().expect("seed is a number");
     let run = run_seed(scenario, seed, true);
     for entry in run.trace.unwrap_or_default() {

@@ -120,6 +120,13 @@ pub struct StatusAnswer {
     pub pinned_leader: Option<String>,
     /// Kept out of elections because another live node uses its id (MEM-3).
     pub quarantined: bool,
+    /// Abstaining after it started without a term or vote (WAL-2, `docs/wal.md`): no vote, no
+    /// campaign until it has heard every other voter.
+    #[serde(default)]
+    pub abstaining: bool,
+    /// While abstaining: the voters it has not heard yet.
+    #[serde(default)]
+    pub abstaining_until_heard: Vec<String>,
     /// Grows at every start.
     pub incarnation: u64,
     /// Whether frames are authenticated.

@@ -482,6 +482,16 @@ fn readiness(status: &NodeStatus) -> (usize, usize, Option<String>) {
     let quorum = election.quorum_size;
     let reason = if election.quarantined {
         Some("this node's id is used by another live node; it takes no part in elections".into())
+    } else if election.abstaining {
+        let waiting: Vec<String> = election
+            .abstaining_until_heard
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        Some(format!(
+            "abstaining after starting without a term or vote (docs/wal.md); waiting to hear {}",
+            waiting.join(", ")
+        ))
     } else if election.leader.is_none() {
         Some(format!("no leader is known in term {}", election.term))
     } else if reachable < quorum {
@@ -516,6 +526,12 @@ fn status_answer(
         manual_override: election.manual_override.is_some(),
         pinned_leader: election.manual_override.map(|leader| leader.to_string()),
         quarantined: election.quarantined,
+        abstaining: election.abstaining,
+        abstaining_until_heard: election
+            .abstaining_until_heard
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
         incarnation: status.incarnation,
         authenticated: status.authenticated,
         peers: status.peers.iter().map(|p| peer_answer(p, now)).collect(),
@@ -732,7 +748,7 @@ async fn run_command(state: &AdminState, command: Command) -> Result<CommandAnsw
         Err(err) => {
             let code = match err {
                 RaftError::NotLeader { .. } => StatusCode::CONFLICT,
-                RaftError::Quarantined => StatusCode::SERVICE_UNAVAILABLE,
+                RaftError::Quarantined | RaftError::Abstaining => StatusCode::SERVICE_UNAVAILABLE,
                 RaftError::NotAVoter(_)
                 | RaftError::UnknownPeer(_)
                 | RaftError::InvalidConfig(_) => StatusCode::BAD_REQUEST,

@@ -26,6 +26,13 @@ use crate::metrics::NodeMetrics;
 #[rtype(result = "Result<(), WalError>")]
 pub struct Persist(pub Vec<WalRecord>);
 
+/// Closes the WAL: the file and the data-directory lock are released once this is answered,
+/// so the directory can be opened again (a node restarted in the same process). Later
+/// `Persist`s answer [`WalError::Closed`].
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct CloseWal;
+
 /// Asks for the leadership history kept in memory, oldest first (CB-6).
 #[derive(Debug, Message)]
 #[rtype(result = "Vec<HistoryRecord>")]
@@ -37,7 +44,9 @@ pub struct WalActor {
     /// Shared rather than owned because a `SyncArbiter` builds its actor with an `Fn`
     /// factory, which it calls again if the actor is ever restarted; the one worker thread
     /// means the lock is never contended.
-    wal: Arc<Mutex<WalFile>>,
+    wal: Arc<Mutex<Option<WalFile>>>,
+    /// The file's path, for the error once it is closed.
+    path: std::path::PathBuf,
     metrics: NodeMetrics,
 }
 
@@ -49,9 +58,11 @@ impl WalActor {
     /// Starts the actor on a `SyncArbiter` with one thread. Call from inside a running actix
     /// `System`.
     pub fn start(wal: WalFile, metrics: NodeMetrics) -> Addr<WalActor> {
-        let wal = Arc::new(Mutex::new(wal));
+        let path = wal.path().to_path_buf();
+        let wal = Arc::new(Mutex::new(Some(wal)));
         SyncArbiter::start(1, move || WalActor {
             wal: Arc::clone(&wal),
+            path: path.clone(),
             metrics: metrics.clone(),
         })
     }
@@ -59,13 +70,19 @@ impl WalActor {
 
 /// Appends and times one `Persist`; shared by both WAL actors.
 fn persist(
-    wal: &mut WalFile,
+    wal: Option<&mut WalFile>,
+    path: &std::path::Path,
     metrics: &NodeMetrics,
     records: &[WalRecord],
 ) -> Result<(), WalError> {
     if records.is_empty() {
         return Ok(());
     }
+    let Some(wal) = wal else {
+        return Err(WalError::Closed {
+            path: path.to_path_buf(),
+        });
+    };
     match wal.append(records) {
         Ok(took) => {
             metrics.wal_fsync(took);
@@ -85,7 +102,16 @@ impl Handler<Persist> for WalActor {
         // A poisoned lock means an earlier handler panicked mid-call; the WalFile's own
         // `failed` flag already covers a write that did not finish.
         let mut wal = self.wal.lock().unwrap_or_else(PoisonError::into_inner);
-        persist(&mut wal, &self.metrics, &records)
+        persist(wal.as_mut(), &self.path, &self.metrics, &records)
+    }
+}
+
+impl Handler<CloseWal> for WalActor {
+    type Result = ();
+
+    fn handle(&mut self, _: CloseWal, _: &mut SyncContext<Self>) {
+        let mut wal = self.wal.lock().unwrap_or_else(PoisonError::into_inner);
+        drop(wal.take());
     }
 }
 
@@ -98,7 +124,8 @@ impl Handler<Persist> for WalActor {
 /// [`WalActor`], because file I/O must not block the event loop (WAL-4).
 #[derive(Debug)]
 pub struct InlineWalActor {
-    wal: WalFile,
+    wal: Option<WalFile>,
+    path: std::path::PathBuf,
     metrics: NodeMetrics,
 }
 
@@ -109,7 +136,12 @@ impl Actor for InlineWalActor {
 impl InlineWalActor {
     /// Starts it on the current arbiter.
     pub fn start(wal: WalFile, metrics: NodeMetrics) -> Addr<InlineWalActor> {
-        InlineWalActor { wal, metrics }.start()
+        InlineWalActor {
+            path: wal.path().to_path_buf(),
+            wal: Some(wal),
+            metrics,
+        }
+        .start()
     }
 }
 
@@ -117,7 +149,15 @@ impl Handler<Persist> for InlineWalActor {
     type Result = Result<(), WalError>;
 
     fn handle(&mut self, Persist(records): Persist, _: &mut Context<Self>) -> Self::Result {
-        persist(&mut self.wal, &self.metrics, &records)
+        persist(self.wal.as_mut(), &self.path, &self.metrics, &records)
+    }
+}
+
+impl Handler<CloseWal> for InlineWalActor {
+    type Result = ();
+
+    fn handle(&mut self, _: CloseWal, _: &mut Context<Self>) {
+        drop(self.wal.take());
     }
 }
 
@@ -125,7 +165,9 @@ impl Handler<History> for InlineWalActor {
     type Result = Vec<HistoryRecord>;
 
     fn handle(&mut self, _: History, _: &mut Context<Self>) -> Self::Result {
-        self.wal.history().to_vec()
+        self.wal
+            .as_ref()
+            .map_or_else(Vec::new, |wal| wal.history().to_vec())
     }
 }
 
@@ -134,7 +176,8 @@ impl Handler<History> for WalActor {
 
     fn handle(&mut self, _: History, _: &mut SyncContext<Self>) -> Self::Result {
         let wal = self.wal.lock().unwrap_or_else(PoisonError::into_inner);
-        wal.history().to_vec()
+        wal.as_ref()
+            .map_or_else(Vec::new, |wal| wal.history().to_vec())
     }
 }
 
@@ -198,8 +241,22 @@ mod tests {
         assert_eq!(wal_actor.send(History).await.unwrap(), vec![change]);
         assert_eq!(fsyncs(&metrics), Some(1.0));
 
-        // The actor still holds its handle; once it answered, the records are on disk, which
-        // is what a restarted node's open reads.
+        // Once it answered, the records are on disk: a reader sees them while the actor still
+        // holds the file, and a restart (after the actor closed it) recovers them.
+        assert_eq!(
+            crate::wal::read_records(dir.path()).unwrap()[1..],
+            [WalRecord::HardState(state), WalRecord::LeaderChange(change)]
+        );
+        assert!(matches!(
+            WalFile::open(dir.path()),
+            Err(WalError::Locked { .. })
+        ));
+        wal_actor.send(CloseWal).await.unwrap();
+        let closed = wal_actor
+            .send(Persist(vec![WalRecord::Incarnation(9)]))
+            .await
+            .unwrap();
+        assert!(matches!(closed, Err(WalError::Closed { .. })), "{closed:?}");
         let (_, recovered) = WalFile::open(dir.path()).unwrap();
         assert_eq!(recovered.hard_state, state);
         assert_eq!(recovered.history, vec![change]);
@@ -240,6 +297,7 @@ mod tests {
         // A paused clock would have measured exactly zero.
         let total = metrics.value("conclave_wal_fsync_seconds_sum", &[]);
         assert!(total.is_some_and(|seconds| seconds > 0.0), "{total:?}");
+        wal_actor.send(CloseWal).await.unwrap();
         let (_, recovered) = WalFile::open(dir.path()).unwrap();
         assert_eq!(recovered.hard_state.term, 3);
     }

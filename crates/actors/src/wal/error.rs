@@ -44,6 +44,51 @@ pub enum WalError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A record is damaged and valid records follow it (WAL-2). It is not a torn tail: cutting
+    /// there would drop durable records, perhaps the vote of the current term, and a node that
+    /// forgot its vote could vote twice. The file is left byte for byte as it was.
+    #[error(
+        "WAL {}: corrupt: record {record} at byte {offset} is damaged ({reason}) and a valid \
+         record follows at byte {next_valid}, so this is not a torn tail; refusing to start and \
+         leaving the file untouched. `conclave wal inspect {}` shows every record; \
+         `conclave wal repair {} --confirm` keeps the valid records and makes the node abstain \
+         from voting until it has heard every voter (docs/wal.md)",
+        path.display(),
+        dir_of(path).display(),
+        dir_of(path).display()
+    )]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// Where the damaged record starts.
+        offset: u64,
+        /// Its number, counting the file's records from 1.
+        record: u64,
+        /// What is wrong with it.
+        reason: &'static str,
+        /// Where the next valid record starts.
+        next_valid: u64,
+    },
+    /// Another process (or another open in this one) holds the data directory (WAL-2: one
+    /// process per data directory). Nothing in the directory was read or written.
+    #[error(
+        "data directory {} is in use by {}; refusing to touch its WAL (another conclave with \
+         the same node.data_dir?)",
+        dir.display(),
+        pid.map_or("another process".to_owned(), |pid| format!("process {pid}"))
+    )]
+    Locked {
+        /// The data directory.
+        dir: PathBuf,
+        /// The holder's pid, as it wrote it into the lock file.
+        pid: Option<u32>,
+    },
+    /// The WAL was closed (the node is stopping); nothing more is written.
+    #[error("WAL {}: closed", path.display())]
+    Closed {
+        /// The file.
+        path: PathBuf,
+    },
     /// The stored incarnation is `u64::MAX`, so it cannot grow (PROTO-2).
     #[error("WAL {}: the incarnation counter is exhausted", path.display())]
     IncarnationExhausted {
@@ -62,4 +107,9 @@ pub enum WalError {
         /// The file.
         path: PathBuf,
     },
+}
+
+/// The data directory a WAL file lives in, for the commands an error suggests.
+fn dir_of(path: &std::path::Path) -> &std::path::Path {
+    path.parent().unwrap_or(path)
 }

@@ -5,13 +5,22 @@
 //! Every call here blocks on the disk; [`WalActor`](super::WalActor) runs them on a thread of
 //! their own (WAL-4).
 //!
-//! Recovery trusts the log only up to its first bad record: a record is appended after all
-//! records before it were made durable, so the first record that is short or fails its
-//! checksum is where the last write was torn, and nothing after it was ever acknowledged.
-//! Everything from there on is cut off, so that the next append is not hidden behind garbage.
+//! Recovery (WAL-2) reads the whole file and lets [`examine`](super::examine) judge it: bad
+//! bytes with nothing valid after them are a torn tail, the remains of an interrupted write
+//! that was never acknowledged, and are cut off so the next append is not hidden behind
+//! garbage; a damaged record with valid records after it is corruption, and the file is
+//! refused and left untouched ([`WalError::Corrupt`]). Every group commit ends with a seal
+//! record so that damage to the newest record is still followed by something valid.
+//!
+//! The data directory is locked ([`DataDirLock`]) before the file is opened, for as long as
+//! the `WalFile` lives.
+//!
+//! A file that holds no hard state — new, wiped, or repaired (no hard state after the repair
+//! marker) — is reported as [`Recovered::amnesic`]: the node may have voted in terms it no
+//! longer knows, and the election core abstains until those terms are over.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -20,15 +29,18 @@ use conclave_core::raft::HardState;
 use tracing::{info, warn};
 
 use super::error::WalError;
+use super::examine::{Examination, RecordContent, Verdict, examine};
+use super::lock::DataDirLock;
 use super::record::{
-    Decoded, HistoryRecord, KIND_LOG_ENTRIES, KIND_SNAPSHOT_MARKER, MAGIC, MAX_PAYLOAD_LEN,
-    RECORD_HEADER_LEN, RecordHeader, WalRecord, checksum, decode,
+    HistoryRecord, KIND_LOG_ENTRIES, KIND_SNAPSHOT_MARKER, MAGIC, WalRecord, encode_seal,
 };
 
 /// The WAL's file name inside `node.data_dir`.
 pub const WAL_FILE_NAME: &str = "conclave.wal";
 /// Where compaction writes the new file before renaming it over the old one.
 const COMPACTION_FILE_NAME: &str = "conclave.wal.tmp";
+/// Where `repair` writes the new file before renaming it over the old one.
+pub(super) const REPAIR_FILE_NAME: &str = "conclave.wal.repair.tmp";
 
 /// Default size above which an append compacts the file (WAL-3).
 pub const DEFAULT_COMPACT_THRESHOLD: u64 = 1 << 20;
@@ -62,6 +74,12 @@ impl Default for WalOptions {
 pub struct Recovered {
     /// The last hard state in the file; the default (term 0, no vote) on a fresh node.
     pub hard_state: HardState,
+    /// The file holds no hard state (a new or wiped node), or none after an amnesia marker: the
+    /// node may have voted in terms it no longer knows, so it must abstain (WAL-2).
+    pub amnesic: bool,
+    /// The operator's last automatic-election switch, if one was ever recorded (RAFT-8); it
+    /// wins over `election.auto`.
+    pub auto_election: Option<bool>,
     /// This start's incarnation, already durable (PROTO-2): the stored one plus one, or the
     /// Unix time in seconds when that is larger (see [`WalOptions::incarnation_from_clock`]).
     pub incarnation: u64,
@@ -69,8 +87,8 @@ pub struct Recovered {
     pub history: Vec<HistoryRecord>,
     /// Bytes of torn or corrupt tail that were cut off (WAL-2).
     pub truncated_bytes: u64,
-    /// Valid records read from the file, skipped unknown kinds included, not counting the
-    /// incarnation record `open` itself appends.
+    /// Valid records read from the file, skipped unknown kinds included, seals not counted, nor
+    /// the incarnation record `open` itself appends.
     pub records: u64,
 }
 
@@ -78,7 +96,7 @@ pub struct Recovered {
 /// and trims in one go, so that a push is amortised O(1) while [`Self::as_slice`] stays a
 /// plain slice.
 #[derive(Debug)]
-struct BoundedHistory {
+pub(super) struct BoundedHistory {
     records: Vec<HistoryRecord>,
     limit: usize,
 }
@@ -99,26 +117,81 @@ impl BoundedHistory {
         }
     }
 
-    fn as_slice(&self) -> &[HistoryRecord] {
+    pub(super) fn as_slice(&self) -> &[HistoryRecord] {
         &self.records[self.records.len().saturating_sub(self.limit)..]
     }
 }
 
 /// The state the records add up to.
 #[derive(Debug)]
-struct State {
-    hard_state: HardState,
-    incarnation: u64,
-    history: BoundedHistory,
+pub(super) struct State {
+    pub(super) hard_state: HardState,
+    /// A hard state record was seen.
+    has_hard_state: bool,
+    /// No hard state since the start of the file or the last amnesia marker.
+    pub(super) amnesic: bool,
+    pub(super) incarnation: u64,
+    pub(super) auto_election: Option<bool>,
+    /// When the last amnesia marker was written.
+    amnesia_at_unix_ms: u64,
+    pub(super) history: BoundedHistory,
 }
 
 impl State {
-    fn apply(&mut self, record: &WalRecord) {
+    pub(super) fn new(history_limit: usize) -> Self {
+        Self {
+            hard_state: HardState::default(),
+            has_hard_state: false,
+            amnesic: true,
+            incarnation: 0,
+            auto_election: None,
+            amnesia_at_unix_ms: 0,
+            history: BoundedHistory::new(history_limit),
+        }
+    }
+
+    pub(super) fn apply(&mut self, record: &WalRecord) {
         match record {
-            WalRecord::HardState(state) => self.hard_state = *state,
+            WalRecord::HardState(state) => {
+                self.hard_state = *state;
+                self.has_hard_state = true;
+                self.amnesic = false;
+            }
             WalRecord::Incarnation(incarnation) => self.incarnation = *incarnation,
             WalRecord::LeaderChange(change) => self.history.push(*change),
+            WalRecord::Amnesia { at_unix_ms } => {
+                self.amnesic = true;
+                self.amnesia_at_unix_ms = *at_unix_ms;
+            }
+            WalRecord::AutoElection(enabled) => self.auto_election = Some(*enabled),
         }
+    }
+
+    /// The records a compacted file holds: the same state in as few records as possible. The
+    /// amnesia marker stays after the hard state while the node is amnesic, so that a
+    /// compaction never ends an abstention.
+    fn compacted(&self) -> Vec<WalRecord> {
+        let mut records = Vec::new();
+        if self.has_hard_state {
+            records.push(WalRecord::HardState(self.hard_state));
+            if self.amnesic {
+                records.push(WalRecord::Amnesia {
+                    at_unix_ms: self.amnesia_at_unix_ms,
+                });
+            }
+        }
+        records.push(WalRecord::Incarnation(self.incarnation));
+        if let Some(enabled) = self.auto_election {
+            records.push(WalRecord::AutoElection(enabled));
+        }
+        records.extend(
+            self.history
+                .as_slice()
+                .iter()
+                .copied()
+                .map(WalRecord::LeaderChange),
+        );
+        records
     }
 }
 
@@ -141,6 +214,8 @@ pub struct WalFile {
     holds_unknown_kinds: bool,
     /// A write or fsync failed; see [`WalError::Failed`].
     failed: bool,
+    /// Held as long as the file is open (WAL-2: one process per data directory).
+    _lock: DataDirLock,
 }
 
 impl WalFile {
@@ -152,12 +227,16 @@ impl WalFile {
 
     /// Opens (or creates) `dir/conclave.wal`, recovers it and starts a new incarnation.
     ///
-    /// Creates `dir` if needed. Reads records up to the last valid one; a torn or corrupt tail
-    /// is cut off, fsynced and logged (WAL-2). Then the incarnation is advanced, appended and
-    /// fsynced before this returns (PROTO-2), so two starts never share an incarnation.
+    /// Creates `dir` if needed and locks it before reading a byte ([`WalError::Locked`] if
+    /// another process holds it). Reads the whole file and judges it (WAL-2): a torn tail is cut
+    /// off, fsynced and logged; a damaged record followed by valid ones is corruption, refused
+    /// with the file left untouched. Then the incarnation is advanced, appended and fsynced
+    /// before this returns (PROTO-2), so two starts never share an incarnation.
     ///
-    /// Errors: a file that is not a conclave WAL ([`WalError::ForeignFile`], left untouched),
-    /// a checksummed record that cannot be read ([`WalError::BadRecord`]), I/O.
+    /// Errors: the directory is locked ([`WalError::Locked`]); a file that is not a conclave
+    /// WAL ([`WalError::ForeignFile`]), a corrupt file ([`WalError::Corrupt`]) or a
+    /// checksummed record that cannot be read ([`WalError::BadRecord`]), all left untouched;
+    /// I/O.
     pub fn open_with(dir: &Path, options: WalOptions) -> Result<(WalFile, Recovered), WalError> {
         let dir_existed = dir.is_dir();
         fs::create_dir_all(dir).map_err(io_error(dir))?;
@@ -173,9 +252,10 @@ impl WalFile {
                 sync_dir(parent)?;
             }
         }
+        let lock = DataDirLock::acquire(dir)?;
 
         let path = dir.join(WAL_FILE_NAME);
-        let (file, created) = match OpenOptions::new()
+        let (mut file, created) = match OpenOptions::new()
             .read(true)
             .append(true)
             .create_new(true)
@@ -192,32 +272,42 @@ impl WalFile {
             }
             Err(error) => return Err(io_error(&path)(error)),
         };
-        let file_len = file.metadata().map_err(io_error(&path))?.len();
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(io_error(&path))?;
+        let file_len = bytes.len() as u64;
 
-        let mut reader = BufReader::new(&file);
-        let mut found = [0u8; 4];
-        let found_len = read_full(&mut reader, &mut found).map_err(io_error(&path))?;
-        let found = &found[..found_len];
-        if found != MAGIC && !(file_len < 4 && MAGIC.starts_with(found)) {
-            return Err(WalError::ForeignFile {
-                path,
-                found: found.to_vec(),
-            });
-        }
-
-        let mut state = State {
-            hard_state: HardState::default(),
-            incarnation: 0,
-            history: BoundedHistory::new(options.history_limit),
-        };
-        let (good_end, records, holds_unknown_kinds) = if found == MAGIC {
-            let scan = scan(&mut reader, &path, &mut |record| state.apply(record))?;
-            (scan.good_end, scan.records, scan.holds_unknown_kinds)
+        let mut state = State::new(options.history_limit);
+        let (good_end, records, holds_unknown_kinds) = if has_magic(&path, &bytes)? {
+            let examination = examine(&bytes);
+            refuse_damage(&path, &examination)?;
+            let mut records = 0;
+            let mut holds_unknown_kinds = false;
+            for record in examination.trusted() {
+                match &record.content {
+                    RecordContent::Record(record) => state.apply(record),
+                    RecordContent::UnknownKind => holds_unknown_kinds = true,
+                    RecordContent::Seal
+                    | RecordContent::UnknownCause(_)
+                    | RecordContent::Unreadable(_) => {}
+                }
+                if record.content != RecordContent::Seal {
+                    records += 1;
+                }
+            }
+            warn_about_skipped(&path, &examination);
+            if let Verdict::TornTail { offset, reason, .. } = examination.verdict {
+                warn!(
+                    path = %path.display(),
+                    offset,
+                    reason,
+                    "WAL ends with a torn write: nothing valid follows the bad bytes"
+                );
+            }
+            (examination.trusted_end(), records, holds_unknown_kinds)
         } else {
             // Empty, or a prefix of the magic: a file whose creation was cut short.
             (0, 0, false)
         };
-        drop(reader);
 
         // Saturating: the file could only be shorter than what was read if something else cut it
         // meanwhile, and that must not become a panic.
@@ -227,8 +317,7 @@ impl WalFile {
                 path = %path.display(),
                 dropped_bytes = truncated_bytes,
                 kept_bytes = good_end,
-                "WAL has a torn or corrupt tail; cutting it off (the log is trusted up to its \
-                 first bad record)"
+                "WAL has a torn tail; cutting it off (it was never acknowledged)"
             );
             file.set_len(good_end).map_err(io_error(&path))?;
             file.sync_all().map_err(io_error(&path))?;
@@ -244,6 +333,7 @@ impl WalFile {
             state,
             holds_unknown_kinds,
             failed: false,
+            _lock: lock,
         };
         if wal.len == 0 {
             wal.write_durably(&MAGIC)?;
@@ -253,7 +343,12 @@ impl WalFile {
             // The file's name must survive a crash as well as its contents.
             sync_dir(&wal.dir)?;
         }
-        remove_leftover_compaction(&wal.dir)?;
+        remove_leftover(
+            &wal.dir,
+            COMPACTION_FILE_NAME,
+            "an interrupted WAL compaction",
+        )?;
+        remove_leftover(&wal.dir, REPAIR_FILE_NAME, "an interrupted WAL repair")?;
 
         let next =
             wal.state
@@ -274,15 +369,31 @@ impl WalFile {
         };
         wal.append(&[WalRecord::Incarnation(incarnation)])?;
 
-        info!(
-            path = %wal.path.display(),
-            records,
-            incarnation,
-            term = wal.state.hard_state.term,
-            "WAL recovered"
-        );
+        let amnesic = wal.state.amnesic;
+        if amnesic {
+            // The election core decides what that means (a voter of a cluster abstains) and
+            // says so at WARN.
+            info!(
+                path = %wal.path.display(),
+                records,
+                incarnation,
+                term = wal.state.hard_state.term,
+                "WAL recovered; it holds no term or vote (a new node, a wiped or deleted WAL, or \
+                 a repaired one)"
+            );
+        } else {
+            info!(
+                path = %wal.path.display(),
+                records,
+                incarnation,
+                term = wal.state.hard_state.term,
+                "WAL recovered"
+            );
+        }
         let recovered = Recovered {
             hard_state: wal.state.hard_state,
+            amnesic,
+            auto_election: wal.state.auto_election,
             incarnation,
             history: wal.history().to_vec(),
             truncated_bytes,
@@ -301,10 +412,13 @@ impl WalFile {
         if records.is_empty() {
             return Ok(Duration::ZERO);
         }
-        let mut bytes = Vec::with_capacity(64 * records.len());
+        let mut bytes = Vec::with_capacity(64 * records.len() + 16);
         for record in records {
             record.encode_into(&mut bytes);
         }
+        // The seal ends the batch, so damage to any record of it is followed by something
+        // valid and is recognised as corruption, not cut off as a torn tail (WAL-2).
+        encode_seal(&mut bytes);
         // tokio's clock: outside a runtime (this runs on a SyncArbiter thread) it reads the
         // OS monotonic clock, even while a test has paused the runtime's clock.
         let started = Instant::now();
@@ -322,8 +436,9 @@ impl WalFile {
         Ok(elapsed)
     }
 
-    /// Rewrites the file as the current hard state, incarnation and newest history records
-    /// (WAL-3): written to `conclave.wal.tmp`, fsynced, renamed over `conclave.wal`, and the
+    /// Rewrites the file as the current hard state (with the amnesia marker after it while the
+    /// node is amnesic), incarnation, automatic-election switch and newest history records,
+    /// then a seal (WAL-3): written to `conclave.wal.tmp`, fsynced, renamed over `conclave.wal`, and the
     /// directory fsynced. A crash at any point leaves either the old file or the new one.
     ///
     /// Does nothing (and logs why) while the file holds records of kinds this version does not
@@ -343,34 +458,12 @@ impl WalFile {
             return Ok(());
         }
         let mut bytes = MAGIC.to_vec();
-        WalRecord::HardState(self.state.hard_state).encode_into(&mut bytes);
-        WalRecord::Incarnation(self.state.incarnation).encode_into(&mut bytes);
-        for change in self.history() {
-            WalRecord::LeaderChange(*change).encode_into(&mut bytes);
+        for record in self.state.compacted() {
+            record.encode_into(&mut bytes);
         }
+        encode_seal(&mut bytes);
 
-        let temp = self.dir.join(COMPACTION_FILE_NAME);
-        remove_if_present(&temp)?;
-        let written = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create_new(true)
-            .open(&temp)
-            .and_then(|mut file| {
-                file.write_all(&bytes)?;
-                // sync_all, not sync_data: the new file's size and existence are metadata.
-                file.sync_all()?;
-                Ok(file)
-            })
-            .and_then(|file| fs::rename(&temp, &self.path).map(|()| file));
-        let file = match written {
-            Ok(file) => file,
-            Err(source) => {
-                // The old file is intact; the half-made one is only clutter.
-                let _ = fs::remove_file(&temp);
-                return Err(WalError::Io { path: temp, source });
-            }
-        };
+        let file = replace_file(&self.dir.join(COMPACTION_FILE_NAME), &self.path, &bytes)?;
         let before = self.len;
         // The path now names the new file, whose handle stays valid across the rename.
         self.file = file;
@@ -452,89 +545,90 @@ impl WalFile {
     }
 }
 
-/// Every valid record of `dir/conclave.wal` in order, read without changing the file: for
-/// diagnostics and tests (for example, checking that no term ever held two different votes).
-/// Reading stops at a torn or corrupt tail, as recovery does.
+/// Every record of `dir/conclave.wal` that recovery would use, in order (seals left out),
+/// read without the lock and without changing the file: for diagnostics and tests (for
+/// example, checking that no term ever held two different votes). A torn tail ends the list,
+/// as it ends recovery; a corrupt or unreadable record is an error, as it is for recovery.
 pub fn read_records(dir: &Path) -> Result<Vec<WalRecord>, WalError> {
     let path = dir.join(WAL_FILE_NAME);
-    let file = File::open(&path).map_err(io_error(&path))?;
-    let mut reader = BufReader::new(file);
-    let mut found = [0u8; 4];
-    let found_len = read_full(&mut reader, &mut found).map_err(io_error(&path))?;
-    if found[..found_len] != MAGIC[..] {
-        return Err(WalError::ForeignFile {
-            path,
-            found: found[..found_len].to_vec(),
-        });
+    let bytes = fs::read(&path).map_err(io_error(&path))?;
+    if !has_magic(&path, &bytes)? {
+        return Ok(Vec::new());
     }
-    let mut records = Vec::new();
-    scan(&mut reader, &path, &mut |record| records.push(*record))?;
-    Ok(records)
+    let examination = examine(&bytes);
+    refuse_damage(&path, &examination)?;
+    Ok(examination
+        .trusted()
+        .filter_map(|record| match &record.content {
+            RecordContent::Record(record) => Some(*record),
+            _ => None,
+        })
+        .collect())
 }
 
-/// What [`scan`] found.
-struct Scan {
-    /// End of the last valid record: everything after it is torn or corrupt.
-    good_end: u64,
-    records: u64,
-    holds_unknown_kinds: bool,
+/// Whether `bytes` start with the magic. A file shorter than the magic that is a prefix of it
+/// is our own creation cut short (`Ok(false)`); anything else is not ours.
+pub(super) fn has_magic(path: &Path, bytes: &[u8]) -> Result<bool, WalError> {
+    if bytes.starts_with(&MAGIC) {
+        return Ok(true);
+    }
+    if bytes.len() < MAGIC.len() && MAGIC.starts_with(bytes) {
+        return Ok(false);
+    }
+    Err(WalError::ForeignFile {
+        path: path.to_path_buf(),
+        found: bytes[..bytes.len().min(MAGIC.len())].to_vec(),
+    })
 }
 
-/// Reads records after the magic until the end or the first bad one, applying them to `state`.
-/// Only I/O errors and checksummed-but-unreadable records are errors: a bad tail is the
-/// expected result of a crash, and ends the scan.
-fn scan(
-    reader: &mut impl Read,
-    path: &Path,
-    on_record: &mut dyn FnMut(&WalRecord),
-) -> Result<Scan, WalError> {
-    let mut offset = MAGIC.len() as u64;
-    let mut records = 0u64;
+/// The error for a verdict a node must not start from.
+pub(super) fn refuse_damage(path: &Path, examination: &Examination) -> Result<(), WalError> {
+    match examination.verdict {
+        Verdict::Clean | Verdict::TornTail { .. } => Ok(()),
+        Verdict::Corrupt {
+            offset,
+            record,
+            reason,
+            next_valid,
+        } => Err(WalError::Corrupt {
+            path: path.to_path_buf(),
+            offset,
+            record,
+            reason,
+            next_valid,
+        }),
+        Verdict::Unreadable {
+            offset,
+            kind,
+            reason,
+            ..
+        } => Err(WalError::BadRecord {
+            path: path.to_path_buf(),
+            offset,
+            kind,
+            reason,
+        }),
+    }
+}
+
+/// Warns about records recovery skipped: kinds and causes this version does not know.
+fn warn_about_skipped(path: &Path, examination: &Examination) {
     let mut skipped_kinds: Vec<(u8, u64)> = Vec::new();
     let mut skipped_causes = 0u64;
-    let mut payload = Vec::new();
-    let tail = loop {
-        let mut header = [0u8; RECORD_HEADER_LEN];
-        match read_full(reader, &mut header).map_err(io_error(path))? {
-            0 => break None,
-            RECORD_HEADER_LEN => {}
-            _ => break Some("short record header"),
-        }
-        let header = RecordHeader::parse(&header);
-        if header.length > MAX_PAYLOAD_LEN {
-            break Some("record length over 1 MiB");
-        }
-        // Bounded by MAX_PAYLOAD_LEN just above, so a corrupt length cannot exhaust memory.
-        payload.resize(header.length as usize, 0);
-        if read_full(reader, &mut payload).map_err(io_error(path))? < payload.len() {
-            break Some("short record payload");
-        }
-        if checksum(header.kind, &payload) != header.crc {
-            break Some("checksum mismatch");
-        }
-        match decode(header.kind, &payload) {
-            Ok(Decoded::Record(record)) => on_record(&record),
-            Ok(Decoded::UnknownKind(kind)) => {
-                match skipped_kinds.iter_mut().find(|(seen, _)| *seen == kind) {
+    for record in examination.trusted() {
+        match record.content {
+            RecordContent::UnknownKind => {
+                match skipped_kinds
+                    .iter_mut()
+                    .find(|(seen, _)| *seen == record.kind)
+                {
                     Some((_, count)) => *count += 1,
-                    None => skipped_kinds.push((kind, 1)),
+                    None => skipped_kinds.push((record.kind, 1)),
                 }
             }
-            Ok(Decoded::UnknownCause(_)) => skipped_causes += 1,
-            Err(reason) => {
-                return Err(WalError::BadRecord {
-                    path: path.to_path_buf(),
-                    offset,
-                    kind: header.kind,
-                    reason,
-                });
-            }
+            RecordContent::UnknownCause(_) => skipped_causes += 1,
+            _ => {}
         }
-        records += 1;
-        offset += (RECORD_HEADER_LEN + payload.len()) as u64;
-    };
-    if let Some(reason) = tail {
-        warn!(path = %path.display(), offset, reason, "WAL record at this offset is torn or corrupt");
     }
     for (kind, count) in &skipped_kinds {
         let what = match *kind {
@@ -556,39 +650,47 @@ fn scan(
             "skipped leadership history records with a cause this version does not know"
         );
     }
-    Ok(Scan {
-        good_end: offset,
-        records,
-        holds_unknown_kinds: !skipped_kinds.is_empty(),
+}
+
+/// Writes `bytes` to `temp`, fsyncs it, renames it over `path` and returns the new file open
+/// for appending; the directory is not synced here. On failure the old file is intact and the
+/// temp file removed.
+pub(super) fn replace_file(temp: &Path, path: &Path, bytes: &[u8]) -> Result<File, WalError> {
+    remove_if_present(temp)?;
+    let written = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create_new(true)
+        .open(temp)
+        .and_then(|mut file| {
+            file.write_all(bytes)?;
+            // sync_all, not sync_data: the new file's size and existence are metadata.
+            file.sync_all()?;
+            Ok(file)
+        })
+        .and_then(|file| fs::rename(temp, path).map(|()| file));
+    written.map_err(|source| {
+        // The old file is intact; the half-made one is only clutter.
+        let _ = fs::remove_file(temp);
+        WalError::Io {
+            path: temp.to_path_buf(),
+            source,
+        }
     })
 }
 
-/// Fills `buf` as far as the input goes; returns how much was read (less only at the end).
-fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match reader.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(count) => filled += count,
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-            Err(error) => return Err(error),
-        }
-    }
-    Ok(filled)
-}
-
-/// A compaction that crashed before its rename leaves its temp file behind; the old WAL is
-/// still whole, so the leftover is dropped.
-fn remove_leftover_compaction(dir: &Path) -> Result<(), WalError> {
-    let temp = dir.join(COMPACTION_FILE_NAME);
+/// A compaction or repair that crashed before its rename leaves its temp file behind; the old
+/// WAL is still whole, so the leftover is dropped.
+fn remove_leftover(dir: &Path, name: &str, what: &str) -> Result<(), WalError> {
+    let temp = dir.join(name);
     if temp.exists() {
-        warn!(path = %temp.display(), "removing the leftover of an interrupted WAL compaction");
+        warn!(path = %temp.display(), "removing the leftover of {what}");
         remove_if_present(&temp)?;
     }
     Ok(())
 }
 
-fn remove_if_present(path: &Path) -> Result<(), WalError> {
+pub(super) fn remove_if_present(path: &Path) -> Result<(), WalError> {
     match fs::remove_file(path) {
         Err(error) if error.kind() != io::ErrorKind::NotFound => Err(io_error(path)(error)),
         _ => Ok(()),
@@ -596,7 +698,7 @@ fn remove_if_present(path: &Path) -> Result<(), WalError> {
 }
 
 /// Makes the directory's entries (a new or renamed file) durable.
-fn sync_dir(dir: &Path) -> Result<(), WalError> {
+pub(super) fn sync_dir(dir: &Path) -> Result<(), WalError> {
     #[cfg(unix)]
     {
         File::open(dir)
@@ -611,7 +713,7 @@ fn sync_dir(dir: &Path) -> Result<(), WalError> {
     }
 }
 
-fn io_error(path: &Path) -> impl FnOnce(io::Error) -> WalError + '_ {
+pub(super) fn io_error(path: &Path) -> impl FnOnce(io::Error) -> WalError + '_ {
     move |source| WalError::Io {
         path: path.to_path_buf(),
         source,

@@ -1,5 +1,7 @@
 //! The WAL's on-disk format: what a record is and how it is laid out byte by byte (WAL-1),
 //! including the leadership history records of CB-6 and the incarnation of PROTO-2.
+//! `docs/wal.md` is the full specification, with recovery and repair; this is its summary,
+//! and a test holds the document's worked examples to this encoder.
 //!
 //! # File
 //!
@@ -38,8 +40,16 @@
 //! | 1 | hard state (RAFT-1) | `term u64`, `vote option<id>`, `manual_override option<id>` |
 //! | 2 | incarnation (PROTO-2) | `incarnation u64` |
 //! | 3 | leader change (CB-6) | `term u64`, `leader option<id>`, `cause u8`, `at_unix_ms u64` |
+//! | 4 | seal: the end of a group commit (WAL-2) | empty |
+//! | 5 | amnesia marker (WAL-2): votes may be missing before it; abstain until a hard state follows | `at_unix_ms u64` |
+//! | 6 | automatic election switch (RAFT-8) | `enabled u8` (0 or 1) |
 //! | 10 | *reserved*: replicated log entries (LOG-*) | not written by this version |
 //! | 11 | *reserved*: snapshot marker (LOG-4) | not written by this version |
+//!
+//! Every group commit ends with a seal, and so do a compacted and a repaired file. A record
+//! damaged in place is therefore always followed by a valid record (at least its batch's seal),
+//! which is how recovery tells corruption (refuse to start) from a torn tail (cut it off);
+//! see [`super::examine`]. Files written before seals existed still open.
 //!
 //! `cause` is the position of the cause in [`LeaderChangeCause::ALL`], which only ever grows
 //! at the end, so an index written by any version means the same cause forever.
@@ -67,6 +77,10 @@ pub(super) const MAX_PAYLOAD_LEN: u32 = 1 << 20;
 const KIND_HARD_STATE: u8 = 1;
 const KIND_INCARNATION: u8 = 2;
 const KIND_LEADER_CHANGE: u8 = 3;
+/// Ends every group commit, the compacted file and the repaired file (see `docs/wal.md`).
+pub(super) const KIND_SEAL: u8 = 4;
+const KIND_AMNESIA: u8 = 5;
+const KIND_AUTO_ELECTION: u8 = 6;
 /// Reserved for the replicated log's entries (LOG-*); skipped by this version.
 pub(super) const KIND_LOG_ENTRIES: u8 = 10;
 /// Reserved for the replicated log's snapshot marker (LOG-4); skipped by this version.
@@ -94,6 +108,17 @@ pub enum WalRecord {
     Incarnation(u64),
     /// A leader change, appended to the leadership history (CB-6).
     LeaderChange(HistoryRecord),
+    /// Votes may be missing before this point (WAL-2): written by `conclave wal repair` after
+    /// the records it kept, and after a hard state persisted at the end of an abstention, whose
+    /// term the node may have voted in before it lost its WAL. The node abstains at its next
+    /// start, as if its WAL had been wiped, until a hard state is recorded after this marker.
+    Amnesia {
+        /// When it was written, in milliseconds since the Unix epoch.
+        at_unix_ms: u64,
+    },
+    /// The operator's automatic-election switch (RAFT-8 `EnableAutoLeaderElection`); the last
+    /// one wins over `election.auto` at the next start.
+    AutoElection(bool),
 }
 
 impl WalRecord {
@@ -102,6 +127,8 @@ impl WalRecord {
             WalRecord::HardState(_) => KIND_HARD_STATE,
             WalRecord::Incarnation(_) => KIND_INCARNATION,
             WalRecord::LeaderChange(_) => KIND_LEADER_CHANGE,
+            WalRecord::Amnesia { .. } => KIND_AMNESIA,
+            WalRecord::AutoElection(_) => KIND_AUTO_ELECTION,
         }
     }
 
@@ -123,15 +150,10 @@ impl WalRecord {
                 out.push(cause_index(change.cause));
                 put_u64(out, change.at_unix_ms);
             }
+            WalRecord::Amnesia { at_unix_ms } => put_u64(out, *at_unix_ms),
+            WalRecord::AutoElection(enabled) => out.push(u8::from(*enabled)),
         }
-        let kind = self.kind();
-        let payload = &out[start + RECORD_HEADER_LEN..];
-        // Cannot truncate: the largest payload is 8 + 2 * 33 + 1 + 8 bytes.
-        let length = payload.len() as u32;
-        let crc = checksum(kind, payload);
-        out[start..start + 4].copy_from_slice(&length.to_le_bytes());
-        out[start + 4] = kind;
-        out[start + 5..start + RECORD_HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
+        finish_header(out, start, self.kind());
     }
 
     /// The record with its header, as it is written to the file.
@@ -141,6 +163,25 @@ impl WalRecord {
         self.encode_into(&mut out);
         out
     }
+}
+
+/// Appends a seal record (kind 4, empty payload): the end of one group commit. A damaged record
+/// is then always followed by a valid seal, which tells corruption apart from a torn tail.
+pub(super) fn encode_seal(out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&[0; RECORD_HEADER_LEN]);
+    finish_header(out, start, KIND_SEAL);
+}
+
+/// Fills in the header of the record that starts at `start` and runs to the end of `out`.
+fn finish_header(out: &mut [u8], start: usize, kind: u8) {
+    let payload = &out[start + RECORD_HEADER_LEN..];
+    // Cannot truncate: the largest payload is 8 + 2 * 33 + 1 + 8 bytes.
+    let length = payload.len() as u32;
+    let crc = checksum(kind, payload);
+    out[start..start + 4].copy_from_slice(&length.to_le_bytes());
+    out[start + 4] = kind;
+    out[start + 5..start + RECORD_HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// The header of one record, as read.
@@ -179,6 +220,8 @@ pub(super) fn checksum(kind: u8, payload: &[u8]) -> u32 {
 pub(super) enum Decoded {
     /// A record this version understands.
     Record(WalRecord),
+    /// The seal that ends a group commit.
+    Seal,
     /// A kind this version does not know (a newer writer, or a reserved kind): skipped.
     UnknownKind(u8),
     /// A history record naming a cause added by a newer version: skipped, because the history
@@ -198,6 +241,15 @@ pub(super) fn decode(kind: u8, payload: &[u8]) -> Result<Decoded, &'static str> 
             manual_override: input.peer()?,
         })),
         KIND_INCARNATION => Decoded::Record(WalRecord::Incarnation(input.u64()?)),
+        KIND_SEAL => Decoded::Seal,
+        KIND_AMNESIA => Decoded::Record(WalRecord::Amnesia {
+            at_unix_ms: input.u64()?,
+        }),
+        KIND_AUTO_ELECTION => match input.u8()? {
+            0 => Decoded::Record(WalRecord::AutoElection(false)),
+            1 => Decoded::Record(WalRecord::AutoElection(true)),
+            _ => return Err("auto-election flag is neither 0 nor 1"),
+        },
         KIND_LEADER_CHANGE => {
             let term = input.u64()?;
             let leader = input.peer()?;
@@ -329,6 +381,12 @@ mod tests {
             }),
             WalRecord::Incarnation(0),
             WalRecord::Incarnation(u64::MAX),
+            WalRecord::Amnesia { at_unix_ms: 0 },
+            WalRecord::Amnesia {
+                at_unix_ms: u64::MAX,
+            },
+            WalRecord::AutoElection(false),
+            WalRecord::AutoElection(true),
         ];
         for (n, &cause) in LeaderChangeCause::ALL.iter().enumerate() {
             records.push(WalRecord::LeaderChange(HistoryRecord {
@@ -383,6 +441,25 @@ mod tests {
         );
     }
 
+    /// WAL-2: the seal is the 9 bytes of an empty kind-4 record, and decodes as a seal; the
+    /// amnesia marker and the automatic-election switch follow their documented layouts.
+    #[test]
+    fn seal_repair_marker_and_switch_layouts() {
+        let mut seal = Vec::new();
+        encode_seal(&mut seal);
+        let mut expected = vec![0, 0, 0, 0, 4];
+        expected.extend_from_slice(&checksum(4, &[]).to_le_bytes());
+        assert_eq!(seal, expected);
+        assert_eq!(reread(&seal), Decoded::Seal);
+
+        let marker = WalRecord::Amnesia { at_unix_ms: 258 }.encode();
+        assert_eq!(marker[4], 5);
+        assert_eq!(&marker[9..], &[2, 1, 0, 0, 0, 0, 0, 0]);
+        let switch = WalRecord::AutoElection(false).encode();
+        assert_eq!(switch[4], 6);
+        assert_eq!(&switch[9..], &[0]);
+    }
+
     /// CB-6: causes are stored by their position in `LeaderChangeCause::ALL`.
     #[test]
     fn causes_are_stored_by_index() {
@@ -395,7 +472,7 @@ mod tests {
     /// "skip", not as an error; a cause index from a newer version skips the history line.
     #[test]
     fn unknown_kinds_and_causes_are_skipped() {
-        for kind in [0, 4, KIND_LOG_ENTRIES, KIND_SNAPSHOT_MARKER, 255] {
+        for kind in [0, 7, KIND_LOG_ENTRIES, KIND_SNAPSHOT_MARKER, 255] {
             assert_eq!(decode(kind, b"whatever"), Ok(Decoded::UnknownKind(kind)));
         }
         let mut payload = vec![0; 8];
@@ -421,6 +498,11 @@ mod tests {
             (KIND_HARD_STATE, &[0, 0, 0, 0, 0, 0, 0, 0, 1, 1, b' ', 0]),
             (KIND_HARD_STATE, &[0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0xff, 0]),
             (KIND_HARD_STATE, &[0, 0, 0, 0, 0, 0, 0, 0, 1, 5, b'a', 0]),
+            (KIND_SEAL, &[0]),
+            (KIND_AMNESIA, &[1, 2, 3]),
+            (KIND_AUTO_ELECTION, &[2]),
+            (KIND_AUTO_ELECTION, &[]),
+            (KIND_AUTO_ELECTION, &[1, 0]),
         ];
         for (kind, payload) in cases {
             assert!(decode(*kind, payload).is_err(), "{kind} {payload:?}");

@@ -20,6 +20,13 @@ pub enum RaftError {
         /// The leader, if known.
         leader: Option<PeerId>,
     },
+    /// This node abstains after starting without a hard state (WAL-2): it takes no part in
+    /// elections until it has heard every other voter.
+    #[error(
+        "this node is abstaining: its WAL held no term or vote (new, wiped or repaired), so it \
+         neither votes nor campaigns until it has heard every other voter (docs/wal.md)"
+    )]
+    Abstaining,
     /// This node's id was refused as a duplicate (MEM-3); it takes no part in elections.
     #[error("this node's id is used by another live node; it takes no part in elections")]
     Quarantined,

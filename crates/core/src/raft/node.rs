@@ -12,6 +12,49 @@
 //! - events are queued after the messages of the same input, and a leader change is published
 //!   once per input, after its state was persisted (RAFT-9): a follower that learns a new
 //!   leader of a higher term publishes that leader, not an intermediate "no leader".
+//!
+//! # Abstention after a lost hard state (WAL-2)
+//!
+//! A node whose WAL holds no hard state — deleted, wiped, brand new, or repaired — may have
+//! voted, before it lost its WAL, in terms it no longer knows. Voting again in one of them
+//! could give a term two leaders. Its driver calls [`Raft::begin_abstention`] right after
+//! [`Raft::new`], and a voter of a cluster with other voters then abstains:
+//!
+//! - it grants no vote and no pre-vote, does not campaign, follows no leader, and does not
+//!   adopt the terms it hears, so it persists nothing: a restart during the abstention
+//!   abstains again;
+//! - it records, for every other voter, the highest term that voter's messages showed, and
+//!   asks the voters it has not heard yet for their term every heartbeat interval with a
+//!   pre-vote request for term 0 — a term below every real one, which every node answers with
+//!   a refusal carrying its current term, and which changes nothing on either side;
+//! - once every other voter has been heard, the abstention ends: the node adopts the highest
+//!   term heard (or its own, if higher), refuses every vote in that term and the ones before,
+//!   and takes part as usual from the next term on. It persists the adopted term with
+//!   [`Action::PersistAmnesic`]: the WAL records no vote the node did not cast, and stays
+//!   amnesic — a restart abstains again — until a later term is persisted.
+//!
+//! Why this is enough: if the node voted for candidate C in term V before losing its WAL, C
+//! made term V durable before asking, and a node's term never goes back. C's answer therefore
+//! carries a term of at least V, so the adopted term is at least V, and every term the node
+//! votes in afterwards is one it never voted in. The argument needs the other voters to have
+//! kept their WALs (one node at a time abstaining or down with a lost WAL) and messages not to
+//! be delayed longer than the node was down; it holds across partitions and message loss,
+//! which only make the wait longer.
+//!
+//! Hearing a leader does not end the abstention, and neither does a timer. A timer can run out
+//! while the candidate this node voted for is cut off from it; the simulator's `wal-loss`
+//! scenario with a rule of two maximum election timeouts finds two leaders in one term. A
+//! leader heard is no proof either: with five voters, `c` can win term 6 with the votes of this
+//! node and `e` while a stale leader `d` of term 5 still holds `a` and `b`; if this node then
+//! loses its WAL and hears only `d`'s side, ending at term 5 lets it vote for `a` in term 6,
+//! and term 6 gets a second leader.
+//!
+//! The cost of waiting for every voter: a brand-new cluster elects once all its voters have
+//! started (a round trip later), and a node that lost its WAL while another voter is down for
+//! good stays out until that voter returns or is removed from `cluster.voters`. A non-voter and the only voter of a cluster never
+//! abstain. In `connected` mode, where there is no configured electorate, the node abstains
+//! for at least two maximum election timeouts and until it has heard every peer membership
+//! reports connected; that mode promises no single leader per term across partitions anyway.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -91,6 +134,17 @@ struct Transfer {
     cause: LeaderChangeCause,
 }
 
+/// What an abstaining node knows (see the module docs on abstention, WAL-2).
+#[derive(Debug, Clone)]
+struct Abstention {
+    /// When it began.
+    since: Instant,
+    /// The highest term each peer was heard at since the start.
+    heard: BTreeMap<PeerId, u64>,
+    /// When the peers not heard yet are asked for their term again.
+    next_probe: Instant,
+}
+
 /// The election state machine of one node. See the [module docs](self).
 #[derive(Debug)]
 pub struct Raft {
@@ -150,6 +204,11 @@ pub struct Raft {
     handover: Option<(PeerId, LeaderChangeCause)>,
     /// The current campaign was ordered by `TimeoutNow`.
     transfer_campaign: bool,
+    /// Set while the node abstains after starting without a hard state (WAL-2).
+    abstention: Option<Abstention>,
+    /// After an abstention: the term adopted at its end. No vote is granted in it or before
+    /// it, and hard states of it are persisted as amnesic (WAL-2).
+    vote_floor: Option<u64>,
 }
 
 impl Raft {
@@ -196,11 +255,56 @@ impl Raft {
             leader_cause: LeaderChangeCause::ElectionTimeout,
             handover: None,
             transfer_campaign: false,
+            abstention: None,
+            vote_floor: None,
         };
         raft.reset_election_timer(now);
         Ok(raft)
     }
 
+    /// The node's WAL held no hard state (WAL-2): it may have voted in terms it no longer
+    /// knows. Call right after [`Raft::new`]. A voter with other voters (or any node in
+    /// `connected` mode) then abstains until it has heard every other voter; see the module
+    /// docs. Returns whether it abstains: a non-voter and a single voter need not.
+    pub fn begin_abstention(&mut self, now: Instant) -> bool {
+        if self.abstention.is_some() {
+            return true;
+        }
+        let others = match &self.config.quorum {
+            QuorumMode::Voters(voters) => {
+                if !voters.contains(&self.config.id) {
+                    return false;
+                }
+                voters.len() - 1
+            }
+            QuorumMode::Connected => usize::MAX,
+        };
+        if others == 0 {
+            return false;
+        }
+        self.abstention = Some(Abstention {
+            since: now,
+            heard: BTreeMap::new(),
+            next_probe: now,
+        });
+        self.role = Role::Follower;
+        self.leader = None;
+        self.leader_contact = None;
+        self.votes.clear();
+        let waiting: Vec<String> = self
+            .abstention_waiting_for()
+            .iter()
+            .map(PeerId::to_string)
+            .collect();
+        warn!(
+            term = self.hard.term,
+            waiting_for = %waiting.join(","),
+            "no term or vote recovered (new, wiped or repaired WAL): this node may have voted \
+             in terms it no longer knows, so it grants no vote and does not campaign until it \
+             has heard every other voter (docs/wal.md)"
+        );
+        true
+    }
     // -----------------------------------------------------------------------------------------
     // inputs
 
@@ -209,7 +313,11 @@ impl Raft {
         if from == self.config.id || self.quarantined {
             return;
         }
-        self.step(now, from, message);
+        if self.abstention.is_some() {
+            self.abstaining_step(now, from, message);
+        } else {
+            self.step(now, from, message);
+        }
         self.finish();
     }
 
@@ -218,7 +326,9 @@ impl Raft {
         if self.quarantined {
             return;
         }
-        if self.role == Role::Leader {
+        if self.abstention.is_some() {
+            self.abstention_tick(now);
+        } else if self.role == Role::Leader {
             self.leader_tick(now);
         } else if now >= self.election_deadline {
             self.election_timeout(now);
@@ -241,7 +351,10 @@ impl Raft {
             self.recent_active.remove(&peer);
             self.connected.remove(&peer)
         };
-        if changed && !self.quarantined {
+        if changed && self.abstention.is_some() {
+            // In `connected` mode the peers to hear are the connected ones.
+            self.end_abstention_if_heard(now);
+        } else if changed && !self.quarantined {
             match self.role {
                 Role::PreCandidate | Role::Candidate => self.evaluate_campaign(now),
                 Role::Leader if connected => {
@@ -292,6 +405,11 @@ impl Raft {
         if self.quarantined {
             return None;
         }
+        if let Some(abstention) = &self.abstention {
+            // Every tick also checks whether the abstention may end (in `connected` mode, at
+            // most one heartbeat interval after its earliest end).
+            return Some(abstention.next_probe);
+        }
         if self.role != Role::Leader {
             return Some(self.election_deadline);
         }
@@ -338,6 +456,11 @@ impl Raft {
         self.role == Role::Leader
     }
 
+    /// Whether it abstains after starting without a hard state (WAL-2).
+    pub fn is_abstaining(&self) -> bool {
+        self.abstention.is_some()
+    }
+
     /// The state it must persist.
     pub fn hard_state(&self) -> HardState {
         self.hard
@@ -380,6 +503,8 @@ impl Raft {
             fencing_token: self.fencing_token(),
             last_log: self.last_log,
             quarantined: self.quarantined,
+            abstaining: self.abstention.is_some(),
+            abstaining_until_heard: self.abstention_waiting_for(),
         }
     }
 
@@ -479,10 +604,14 @@ impl Raft {
         let free_to_vote = self.hard.vote == Some(request.candidate)
             || (self.hard.vote.is_none() && self.leader.is_none())
             || (request.pre_vote && request.term > self.hard.term);
+        // WAL-2: after an abstention, the node may have voted in the terms up to the floor
+        // before it lost its WAL.
+        let forgotten = self.vote_floor.is_some_and(|floor| request.term <= floor);
         let granted = request.candidate == from
             && self.is_voter(self.config.id)
             && self.is_voter(from)
             && free_to_vote
+            && !forgotten
             && candidate_log >= self.last_log;
         if granted && !request.pre_vote {
             self.hard.vote = Some(from);
@@ -705,6 +834,128 @@ impl Raft {
     }
 
     // -----------------------------------------------------------------------------------------
+    // abstention after a lost hard state (WAL-2; see the module docs)
+
+    /// A message while abstaining: note the sender's term, refuse votes, follow nobody.
+    fn abstaining_step(&mut self, now: Instant, from: PeerId, message: RaftMessage) {
+        let counts = match &self.config.quorum {
+            QuorumMode::Voters(voters) => voters.contains(&from),
+            QuorumMode::Connected => true,
+        };
+        if let (true, Some(term), Some(abstention)) =
+            (counts, evidence_term(&message), self.abstention.as_mut())
+        {
+            let highest = abstention.heard.entry(from).or_insert(term);
+            *highest = (*highest).max(term);
+        }
+        match &message {
+            RaftMessage::RequestVote(request) => {
+                debug!(%from, term = request.term, pre_vote = request.pre_vote, "vote refused: abstaining");
+                // A refusal with this node's own term: it commits to nothing.
+                self.answer_stale(from, &message);
+            }
+            RaftMessage::AppendEntries(_) if message.term() < self.hard.term => {
+                // Its own term is durable and real: a stale leader learns it is behind.
+                self.answer_stale(from, &message);
+            }
+            _ => {}
+        }
+        self.end_abstention_if_heard(now);
+    }
+
+    /// Asks the peers not heard yet for their term, and ends the abstention when it may.
+    fn abstention_tick(&mut self, now: Instant) {
+        let due = self
+            .abstention
+            .as_ref()
+            .is_some_and(|abstention| now >= abstention.next_probe);
+        if due {
+            if let Some(abstention) = self.abstention.as_mut() {
+                abstention.next_probe = now + self.config.heartbeat_interval;
+            }
+            // Term 0 is below every real term: the answer is a refusal carrying the peer's
+            // current term, and neither side changes anything.
+            let probe = RequestVote {
+                term: 0,
+                candidate: self.config.id,
+                last_log_index: self.last_log.index,
+                last_log_term: self.last_log.term,
+                pre_vote: true,
+                leadership_transfer: false,
+            };
+            for peer in self.abstention_waiting_for() {
+                self.send(peer, RaftMessage::RequestVote(probe));
+            }
+        }
+        self.end_abstention_if_heard(now);
+    }
+
+    /// In `connected` mode, the earliest end of an abstention: two maximum election timeouts
+    /// after it began, so that membership has found the peers there are to hear.
+    fn abstention_min_end(&self) -> Option<Instant> {
+        let abstention = self.abstention.as_ref()?;
+        match self.config.quorum {
+            QuorumMode::Voters(_) => None,
+            QuorumMode::Connected => Some(abstention.since + self.config.election_timeout_max * 2),
+        }
+    }
+
+    /// The peers an abstaining node still waits for: the other voters (in `connected` mode,
+    /// the connected peers) it has not heard since it started.
+    fn abstention_waiting_for(&self) -> Vec<PeerId> {
+        let Some(abstention) = &self.abstention else {
+            return Vec::new();
+        };
+        let peers: Vec<PeerId> = match &self.config.quorum {
+            QuorumMode::Voters(voters) => voters.iter().copied().collect(),
+            QuorumMode::Connected => self.connected.iter().copied().collect(),
+        };
+        peers
+            .into_iter()
+            .filter(|peer| *peer != self.config.id && !abstention.heard.contains_key(peer))
+            .collect()
+    }
+
+    fn end_abstention_if_heard(&mut self, now: Instant) {
+        if self.abstention.is_none() || !self.abstention_waiting_for().is_empty() {
+            return;
+        }
+        if self.abstention_min_end().is_some_and(|end| now < end) {
+            return;
+        }
+        self.end_abstention(now);
+    }
+
+    /// Every peer that matters was heard: adopt the highest term heard, refuse every vote up
+    /// to it, and persist it without ending the WAL's amnesia (see the module docs).
+    fn end_abstention(&mut self, now: Instant) {
+        let Some(abstention) = self.abstention.take() else {
+            return;
+        };
+        let heard = abstention.heard.values().copied().max().unwrap_or(0);
+        if heard > self.hard.term {
+            self.hard.term = heard;
+            self.hard.vote = None;
+        }
+        let term = self.hard.term;
+        self.persisted = self.hard;
+        if term == 0 {
+            // Nobody votes in term 0: nothing can have been forgotten.
+            self.actions.push_back(Action::Persist(self.hard));
+        } else {
+            self.vote_floor = Some(term);
+            self.actions.push_back(Action::PersistAmnesic(self.hard));
+        }
+        self.reset_election_timer(now);
+        info!(
+            term,
+            heard = abstention.heard.len(),
+            "abstention over: every other voter was heard; no vote in this term or before it, \
+             taking part as usual from the next term on"
+        );
+    }
+
+    // -----------------------------------------------------------------------------------------
     // commands
 
     fn command(&mut self, now: Instant, command: Command) -> Result<CommandOutcome, RaftError> {
@@ -714,6 +965,8 @@ impl Raft {
         match command {
             Command::EnableAutoElection(enabled) => {
                 self.auto_election = enabled;
+                // RAFT-8: the operator's choice outlives a restart.
+                self.actions.push_back(Action::PersistAutoElection(enabled));
                 if enabled && self.leader.is_none() && self.hard.manual_override.is_some() {
                     // The pinned leader is gone and automatic election is back: lift the pin.
                     info!("automatic election enabled; manual override cleared");
@@ -721,6 +974,7 @@ impl Raft {
                 }
                 Ok(CommandOutcome::Applied)
             }
+            Command::SetLeader(_) if self.abstention.is_some() => Err(RaftError::Abstaining),
             Command::SetLeader(target) => match &self.config.quorum {
                 QuorumMode::Connected => self.assign_leader(now, target),
                 QuorumMode::Voters(_) => self.request_transfer(now, target),
@@ -1257,9 +1511,19 @@ impl Raft {
     }
 
     fn flush_hard_state(&mut self) {
+        // An abstaining node persists nothing: a hard state in the WAL would end its
+        // abstention at the next start. `end_abstention` persists once it is over.
+        if self.abstention.is_some() {
+            return;
+        }
         if self.hard != self.persisted {
             self.persisted = self.hard;
-            self.actions.push_back(Action::Persist(self.hard));
+            let action = if self.vote_floor.is_some_and(|floor| self.hard.term <= floor) {
+                Action::PersistAmnesic(self.hard)
+            } else {
+                Action::Persist(self.hard)
+            };
+            self.actions.push_back(action);
         }
     }
 
@@ -1287,5 +1551,15 @@ impl Raft {
                     cause: self.leader_cause,
                 }));
         }
+    }
+}
+
+/// What `message` shows of its sender's term, for an abstaining node: a term no lower than the
+/// sender's current one. A pre-vote request asks for the term after the sender's, and the
+/// abstention probe (a pre-vote for term 0) says nothing about its sender.
+fn evidence_term(message: &RaftMessage) -> Option<u64> {
+    match message {
+        RaftMessage::RequestVote(request) if request.pre_vote => request.term.checked_sub(1),
+        other => Some(other.term()),
     }
 }

@@ -131,4 +131,9 @@ pub struct RaftStatus {
     pub last_log: LogPosition,
     /// Whether the node is kept out of elections because its id is a duplicate (MEM-3).
     pub quarantined: bool,
+    /// Whether the node abstains because it started without a hard state (WAL-2): it neither
+    /// votes nor campaigns until it has heard every other voter.
+    pub abstaining: bool,
+    /// While abstaining: the peers it has not heard yet, whose terms it waits for.
+    pub abstaining_until_heard: Vec<PeerId>,
 }

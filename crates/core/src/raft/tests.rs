@@ -1087,3 +1087,389 @@ fn resign_skips_a_peer_that_left() {
         Ok(CommandOutcome::TransferStarted { target: id("c") })
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// WAL-2: abstention after a lost hard state
+
+/// A voter of `a, b, c` that started without a hard state (or from `state`, a repaired WAL's).
+fn abstaining(state: HardState) -> Raft {
+    let mut raft = start_from(config("a", &["a", "b", "c"]), state);
+    assert!(raft.begin_abstention(ms(0)));
+    raft
+}
+
+/// The pre-vote request for term 0 with which an abstaining node asks for a peer's term.
+fn probe(from: &str) -> RaftMessage {
+    vote_request(0, from, true)
+}
+
+/// WAL-2: an abstaining voter asks the other voters for their term at once and again every
+/// heartbeat interval (only those it has not heard), refuses every vote and pre-vote with its
+/// own term, never campaigns however long it waits, and persists nothing.
+#[test]
+fn wal2_abstaining_voter_refuses_votes_and_never_campaigns() {
+    let mut raft = abstaining(HardState::default());
+    let status = raft.status();
+    assert!(status.abstaining && raft.is_abstaining());
+    assert_eq!(status.abstaining_until_heard, vec![id("b"), id("c")]);
+    assert_eq!(raft.poll_timeout(), Some(ms(0)));
+
+    raft.handle_timeout(ms(0));
+    assert_eq!(
+        drain(&mut raft),
+        vec![
+            Action::Send {
+                to: id("b"),
+                message: probe("a")
+            },
+            Action::Send {
+                to: id("c"),
+                message: probe("a")
+            },
+        ]
+    );
+    assert_eq!(raft.poll_timeout(), Some(ms(50)));
+
+    for pre_vote in [false, true] {
+        raft.handle_message(ms(10), id("b"), vote_request(3, "b", pre_vote));
+        assert_eq!(
+            drain(&mut raft),
+            vec![
+                Action::Send {
+                    to: id("b"),
+                    message: vote(0, false, pre_vote)
+                },
+                Action::Publish(Event::VoteCast {
+                    term: 3,
+                    candidate: id("b"),
+                    granted: false,
+                    pre_vote,
+                }),
+            ]
+        );
+    }
+    assert_eq!(raft.status().abstaining_until_heard, vec![id("c")]);
+
+    // Fifty maximum election timeouts later: still no campaign, only the probe to `c`.
+    let mut actions = Vec::new();
+    let mut now = ms(50);
+    while now <= ms(15_000) {
+        raft.handle_timeout(now);
+        actions.extend(drain(&mut raft));
+        now = raft.poll_timeout().unwrap();
+    }
+    assert!(!actions.is_empty());
+    assert!(
+        actions.iter().all(|action| *action
+            == Action::Send {
+                to: id("c"),
+                message: probe("a")
+            }),
+        "{actions:?}"
+    );
+    assert_eq!(
+        (raft.role(), raft.term(), raft.is_abstaining()),
+        (Role::Follower, 0, true)
+    );
+}
+
+/// WAL-2: once every other voter was heard — here the leader's heartbeat and the answer to a
+/// probe — the abstention ends with the highest term heard adopted, with no vote recorded and
+/// persisted as amnesic. Then it refuses every vote in that term, follows its leader (still
+/// persisting amnesic states in it), and votes as usual in the next term, persisted plainly.
+#[test]
+fn wal2_abstention_ends_when_every_voter_was_heard() {
+    let mut raft = abstaining(HardState::default());
+    raft.handle_timeout(ms(0));
+    drain(&mut raft);
+
+    raft.handle_message(ms(10), id("b"), heartbeat(4, "b"));
+    assert_eq!(
+        drain(&mut raft),
+        vec![],
+        "it follows nobody while abstaining"
+    );
+    assert!(raft.is_abstaining());
+
+    raft.handle_message(ms(20), id("c"), vote(4, false, true));
+    assert_eq!(
+        drain(&mut raft),
+        vec![Action::PersistAmnesic(HardState {
+            term: 4,
+            vote: None,
+            manual_override: None,
+        })]
+    );
+    assert!(!raft.is_abstaining());
+    assert!(raft.status().abstaining_until_heard.is_empty());
+
+    raft.handle_message(ms(30), id("c"), vote_request(4, "c", false));
+    assert_eq!(
+        sends(&drain(&mut raft)),
+        vec![(id("c"), vote(4, false, false))]
+    );
+    raft.handle_message(ms(35), id("b"), pinned_heartbeat(4, "b"));
+    let actions = drain(&mut raft);
+    assert_eq!(
+        actions[0],
+        Action::PersistAmnesic(HardState {
+            term: 4,
+            vote: None,
+            manual_override: Some(id("b")),
+        })
+    );
+    assert_eq!(raft.leader(), Some(id("b")));
+
+    raft.handle_message(ms(2000), id("c"), vote_request(5, "c", false));
+    let actions = drain(&mut raft);
+    assert_eq!(
+        actions[..3],
+        [
+            Action::Persist(HardState {
+                term: 5,
+                vote: Some(id("c")),
+                manual_override: Some(id("b")),
+            }),
+            Action::Send {
+                to: id("c"),
+                message: vote(5, true, false)
+            },
+            Action::Publish(Event::VoteCast {
+                term: 5,
+                candidate: id("c"),
+                granted: true,
+                pre_vote: false,
+            }),
+        ]
+    );
+}
+
+/// WAL-2: hearing a leader does not end the abstention while a voter is unheard. Here `a`
+/// voted for `c` in term 3 before losing its WAL, and `b` — a stale leader of term 2 — is
+/// heard first; ending then would let `a` vote again in term 3. `c`'s answer carries term 3,
+/// so the abstention ends in term 3, and `b`'s request in term 3 is refused.
+#[test]
+fn wal2_a_leader_alone_does_not_end_the_abstention() {
+    let mut raft = abstaining(HardState::default());
+    raft.handle_message(ms(10), id("b"), heartbeat(2, "b"));
+    raft.handle_timeout(ms(500));
+    assert_eq!(
+        drain(&mut raft),
+        vec![Action::Send {
+            to: id("c"),
+            message: probe("a")
+        }]
+    );
+    assert!(raft.is_abstaining());
+
+    raft.handle_message(ms(510), id("c"), vote(3, false, true));
+    assert_eq!(
+        drain(&mut raft),
+        vec![Action::PersistAmnesic(HardState {
+            term: 3,
+            vote: None,
+            manual_override: None,
+        })]
+    );
+    raft.handle_message(ms(520), id("b"), vote_request(3, "b", false));
+    assert_eq!(
+        sends(&drain(&mut raft)),
+        vec![(id("b"), vote(3, false, false))]
+    );
+}
+
+/// WAL-2: a repaired WAL's recovered term and vote stay when no voter is further ahead; a
+/// stale leader is told the node's term; a pre-vote request shows its sender's term (one
+/// below the term it asks for).
+#[test]
+fn wal2_abstention_keeps_a_recovered_term_and_vote() {
+    let recovered = HardState {
+        term: 7,
+        vote: Some(id("c")),
+        manual_override: None,
+    };
+    let mut raft = abstaining(recovered);
+    raft.handle_message(ms(10), id("b"), heartbeat(5, "b"));
+    assert_eq!(
+        sends(&drain(&mut raft)),
+        vec![(
+            id("b"),
+            RaftMessage::AppendResp(AppendResp {
+                term: 7,
+                success: false,
+                match_index: 0,
+                hint: None,
+            })
+        )]
+    );
+    raft.handle_message(ms(20), id("c"), vote_request(8, "c", true));
+    assert_eq!(
+        drain(&mut raft),
+        vec![
+            Action::Send {
+                to: id("c"),
+                message: vote(7, false, true)
+            },
+            Action::PersistAmnesic(recovered),
+            Action::Publish(Event::VoteCast {
+                term: 8,
+                candidate: id("c"),
+                granted: false,
+                pre_vote: true,
+            }),
+        ]
+    );
+}
+
+/// WAL-2, RAFT-8: an abstaining node persists no hard state, not even when a command changes
+/// it (a persisted hard state would end the abstention at the next start); the automatic
+/// election switch is persisted on its own. `SetLeader` is refused while abstaining.
+#[test]
+fn wal2_abstaining_node_persists_no_hard_state() {
+    let mut raft = abstaining(HardState {
+        term: 2,
+        vote: None,
+        manual_override: Some(id("b")),
+    });
+    assert_eq!(
+        raft.handle_command(ms(5), Command::EnableAutoElection(true)),
+        Ok(CommandOutcome::Applied)
+    );
+    assert_eq!(drain(&mut raft), vec![Action::PersistAutoElection(true)]);
+    assert_eq!(
+        raft.handle_command(ms(6), Command::SetLeader(id("a"))),
+        Err(RaftError::Abstaining)
+    );
+    assert_eq!(drain(&mut raft), vec![]);
+}
+
+/// WAL-2: a single voter and a node that is not a voter need not abstain: nobody else's vote
+/// could be repeated. The single voter elects itself at its first timeout.
+#[test]
+fn wal2_single_voter_and_non_voter_do_not_abstain() {
+    let mut alone = start(config("a", &["a"]));
+    assert!(!alone.begin_abstention(ms(0)));
+    assert!(!alone.status().abstaining);
+    let at = alone.poll_timeout().unwrap();
+    alone.handle_timeout(at);
+    drain(&mut alone);
+    assert_eq!(alone.role(), Role::Leader);
+
+    let mut outsider = start(config("x", &["a", "b", "c"]));
+    assert!(!outsider.begin_abstention(ms(0)));
+    assert!(!outsider.is_abstaining());
+}
+
+/// WAL-2: the probe (a pre-vote for term 0) is answered with the receiver's term and changes
+/// nothing there: a refusal from a node in a later term, a granted pre-vote from a node still
+/// in term 0.
+#[test]
+fn wal2_probe_is_answered_with_the_term_and_changes_nothing() {
+    let mut follower = start_from(
+        config("b", &["a", "b", "c"]),
+        HardState {
+            term: 5,
+            vote: Some(id("c")),
+            manual_override: None,
+        },
+    );
+    follower.handle_message(ms(10), id("a"), probe("a"));
+    assert_eq!(
+        drain(&mut follower),
+        vec![
+            Action::Send {
+                to: id("a"),
+                message: vote(5, false, true)
+            },
+            Action::Publish(Event::VoteCast {
+                term: 0,
+                candidate: id("a"),
+                granted: false,
+                pre_vote: true,
+            }),
+        ]
+    );
+    assert_eq!(follower.term(), 5);
+
+    let mut fresh = start(config("b", &["a", "b", "c"]));
+    fresh.handle_message(ms(10), id("a"), probe("a"));
+    assert_eq!(
+        sends(&drain(&mut fresh)),
+        vec![(id("a"), vote(0, true, true))]
+    );
+    assert_eq!(fresh.hard_state(), HardState::default());
+}
+
+/// WAL-2: the nodes of a brand-new cluster all start without a hard state; they hear each
+/// other through their probes and answers, end their abstention in term 0 within one round
+/// trip, and elect as usual.
+#[test]
+fn wal2_brand_new_nodes_end_each_others_abstention() {
+    let mut a = start(config("a", &["a", "b"]));
+    let mut b = start(config("b", &["a", "b"]));
+    assert!(a.begin_abstention(ms(0)) && b.begin_abstention(ms(0)));
+    a.handle_timeout(ms(0));
+    let to_b = sends(&drain(&mut a));
+    assert_eq!(to_b, vec![(id("b"), probe("a"))]);
+    b.handle_message(ms(1), id("a"), to_b[0].1.clone());
+    let answer = sends(&drain(&mut b));
+    assert_eq!(answer, vec![(id("a"), vote(0, false, true))]);
+    assert!(
+        b.is_abstaining(),
+        "a probe says nothing of its sender's term"
+    );
+    a.handle_message(ms(2), id("b"), answer[0].1.clone());
+    assert_eq!(drain(&mut a), vec![Action::Persist(HardState::default())]);
+    assert!(!a.is_abstaining());
+    b.handle_timeout(ms(0));
+    let to_a = sends(&drain(&mut b));
+    a.handle_message(ms(3), id("b"), to_a[0].1.clone());
+    b.handle_message(ms(4), id("a"), sends(&drain(&mut a))[0].1.clone());
+    assert_eq!(drain(&mut b), vec![Action::Persist(HardState::default())]);
+}
+
+/// WAL-2: in `connected` mode there is no configured electorate; the node abstains for at
+/// least two maximum election timeouts and until every connected peer was heard.
+#[test]
+fn wal2_connected_mode_abstains_two_max_timeouts_and_until_peers_heard() {
+    let mut raft = connected("a", &["b"]);
+    assert!(raft.begin_abstention(ms(0)));
+    raft.handle_timeout(ms(0));
+    assert_eq!(sends(&drain(&mut raft)), vec![(id("b"), probe("a"))]);
+    raft.handle_message(ms(5), id("b"), vote(3, false, true));
+    assert_eq!(drain(&mut raft), vec![]);
+    assert!(
+        raft.is_abstaining(),
+        "not before two maximum election timeouts"
+    );
+    raft.handle_peer_status(ms(100), id("c"), true);
+    drain(&mut raft);
+    assert_eq!(raft.status().abstaining_until_heard, vec![id("c")]);
+    raft.handle_timeout(ms(650));
+    assert_eq!(sends(&drain(&mut raft)), vec![(id("c"), probe("a"))]);
+    assert!(raft.is_abstaining(), "c is connected and not heard yet");
+    raft.handle_message(ms(660), id("c"), heartbeat(3, "c"));
+    assert_eq!(
+        drain(&mut raft),
+        vec![Action::PersistAmnesic(HardState {
+            term: 3,
+            vote: None,
+            manual_override: None,
+        })]
+    );
+}
+
+/// RAFT-8: every `EnableAutoElection` command asks the driver to persist the switch, so the
+/// operator's choice survives a restart.
+#[test]
+fn raft8_auto_election_switch_is_persisted() {
+    let mut raft = start(config("a", &["a", "b", "c"]));
+    for enabled in [false, true, false] {
+        assert_eq!(
+            raft.handle_command(ms(1), Command::EnableAutoElection(enabled)),
+            Ok(CommandOutcome::Applied)
+        );
+        assert_eq!(drain(&mut raft), vec![Action::PersistAutoElection(enabled)]);
+        assert_eq!(raft.status().auto_election, enabled);
+    }
+}

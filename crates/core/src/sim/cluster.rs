@@ -125,6 +125,12 @@ pub enum Observation {
         /// What it persisted.
         state: HardState,
     },
+    /// A node crashed and lost its whole WAL (WAL-2): what it persisted before is gone, but
+    /// the votes it sent before are not forgotten by the invariants.
+    WalLost {
+        /// The node.
+        node: PeerId,
+    },
 }
 
 /// A failed run: which invariant broke, when, and how to replay it.
@@ -166,6 +172,11 @@ struct SimNode {
     raft: Option<Raft>,
     membership: Option<Membership>,
     durable: HardState,
+    /// The operator's automatic-election switch as the WAL keeps it (RAFT-8).
+    durable_auto_election: Option<bool>,
+    /// The node lost its WAL and has persisted no plain hard state since (WAL-2): its WAL is
+    /// amnesic, so it abstains whenever it starts.
+    amnesic: bool,
     restarts: u32,
 }
 
@@ -190,8 +201,12 @@ pub struct Simulation {
     trace: Trace,
     /// Probability that a node crashes part-way through the actions of one input.
     crash_mid_step: f64,
+    /// Whether a node that lost its WAL abstains at its restart, as the node's driver makes
+    /// it (WAL-2); off only for the control run that shows what abstention prevents.
+    abstain_after_wal_loss: bool,
     steps: u64,
     raft_messages: u64,
+    wal_losses: u64,
     replay_hint: Option<String>,
 }
 
@@ -225,6 +240,8 @@ impl Simulation {
                 raft: None,
                 membership: None,
                 durable: HardState::default(),
+                durable_auto_election: None,
+                amnesic: false,
                 restarts: 0,
             })
             .collect();
@@ -240,8 +257,10 @@ impl Simulation {
             observations: Vec::new(),
             trace,
             crash_mid_step: 0.0,
+            abstain_after_wal_loss: true,
             steps: 0,
             raft_messages: 0,
+            wal_losses: 0,
             replay_hint: None,
         };
         for index in 0..sim.nodes.len() {
@@ -389,8 +408,11 @@ impl Simulation {
         }
         let node_rng = self.rng.fork();
         let durable = self.nodes[index].durable;
+        if let Some(enabled) = self.nodes[index].durable_auto_election {
+            raft_config.auto_election = enabled;
+        }
         // `new` validated the shared settings; only the id differs per node.
-        let raft = Raft::new(
+        let mut raft = Raft::new(
             raft_config,
             durable,
             LogPosition::default(),
@@ -398,6 +420,9 @@ impl Simulation {
             self.now,
         )
         .expect("settings validated when the simulation was created");
+        if self.nodes[index].amnesic && self.abstain_after_wal_loss {
+            raft.begin_abstention(self.now);
+        }
         let membership = self
             .config
             .membership
@@ -488,8 +513,18 @@ impl Simulation {
         match action {
             Action::Persist(state) => {
                 self.nodes[index].durable = state;
+                self.nodes[index].amnesic = false;
                 self.observations
                     .push(Observation::Persisted { node: id, state });
+            }
+            Action::PersistAmnesic(state) => {
+                // The WAL keeps its amnesia marker after this state.
+                self.nodes[index].durable = state;
+                self.observations
+                    .push(Observation::Persisted { node: id, state });
+            }
+            Action::PersistAutoElection(enabled) => {
+                self.nodes[index].durable_auto_election = Some(enabled);
             }
             Action::Send { to, message } => {
                 let kind = match &message {
@@ -573,6 +608,38 @@ impl Simulation {
         node.membership = None;
         let id = node.id;
         self.trace.record(self.now, id, || "crash".to_owned(), 2);
+    }
+
+    /// Stops node `index` at once and loses its whole WAL, as a wiped or deleted data directory
+    /// would (WAL-2): it restarts with no hard state, and abstains unless the control switch
+    /// [`Simulation::set_abstain_after_wal_loss`] is off. Messages on their way to it are lost
+    /// with it: a node is down longer than any message is delayed, so nothing it receives after
+    /// its restart was sent before it went down.
+    pub fn crash_losing_wal(&mut self, index: usize) {
+        self.crash(index);
+        let node = &mut self.nodes[index];
+        node.durable = HardState::default();
+        node.durable_auto_election = None;
+        node.amnesic = true;
+        let id = node.id;
+        self.wal_losses += 1;
+        self.network.drop_in_flight_to(index);
+        self.observations.push(Observation::WalLost { node: id });
+        self.trace.record(self.now, id, || "WAL lost".to_owned(), 5);
+    }
+
+    /// Whether node `index` is without its memory of votes: it lost its WAL (or its WAL is
+    /// still amnesic) and it is down or abstaining. Once its abstention is over it knows a term
+    /// at least as high as any it voted in, even while its WAL stays amnesic.
+    pub fn is_amnesic(&self, index: usize) -> bool {
+        let node = &self.nodes[index];
+        node.amnesic && node.raft.as_ref().is_none_or(Raft::is_abstaining)
+    }
+
+    /// Whether a node that lost its WAL abstains at its restart (on by default, as in a real
+    /// node); the control run switches it off to show the double vote it prevents.
+    pub fn set_abstain_after_wal_loss(&mut self, abstain: bool) {
+        self.abstain_after_wal_loss = abstain;
     }
 
     /// Starts a crashed node again from its durable state.
@@ -754,6 +821,11 @@ impl Simulation {
     /// Steps taken so far.
     pub fn steps(&self) -> u64 {
         self.steps
+    }
+
+    /// Crashes that lost a node's whole WAL so far.
+    pub fn wal_losses(&self) -> u64 {
+        self.wal_losses
     }
 
     /// Election messages sent so far (delivered or not).

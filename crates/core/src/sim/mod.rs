@@ -6,8 +6,9 @@
 //! when — derives from one seed, so a run replays exactly: [`Simulation::digest`] and the
 //! optional trace are identical for identical seeds.
 //!
-//! - [`Simulation`]: the harness, with `step`, `run_until`, `crash`, `restart`, `partition`,
-//!   `isolate`, `cut`, `heal`, loss/duplication/delay settings and operator commands;
+//! - [`Simulation`]: the harness, with `step`, `run_until`, `crash`, `crash_losing_wal`,
+//!   `restart`, `partition`, `isolate`, `cut`, `heal`, loss/duplication/delay settings and
+//!   operator commands;
 //! - [`invariants`]: the properties checked after every step or at the end of a phase;
 //! - [`scenario`]: randomized fault scripts, one per seed, with the replay command a failure
 //!   prints.
@@ -20,5 +21,7 @@ mod trace;
 
 pub use cluster::{Observation, SentKind, SimConfig, SimFailure, Simulation, node_id};
 pub use network::NetworkConfig;
-pub use scenario::{Scenario, SeedReport, SeedRun, run_seed, seed_count};
+pub use scenario::{
+    Scenario, SeedReport, SeedRun, run_seed, run_seed_without_abstention, seed_count,
+};
 pub use trace::TraceEntry;

@@ -137,10 +137,26 @@ impl Network {
                 return None;
             }
             let Reverse((_, index)) = self.in_flight.pop()?;
-            let delivery = self.payloads[index].take()?;
+            let payload = self.payloads[index].take();
             self.free_slots.push(index);
+            let Some(delivery) = payload else {
+                // Lost on the way (see `drop_in_flight_to`).
+                continue;
+            };
             if self.reachable(delivery.from, delivery.to) {
                 return Some(delivery);
+            }
+        }
+    }
+
+    /// Loses every message on its way to `to` (its receiver went down for longer than they
+    /// were delayed).
+    pub(crate) fn drop_in_flight_to(&mut self, to: usize) {
+        for payload in &mut self.payloads {
+            if payload.as_ref().is_some_and(|delivery| delivery.to == to) {
+                // The heap entry stays until it is due; `pop_due` then skips it and frees the
+                // slot, so no later message can be delivered through the stale entry.
+                *payload = None;
             }
         }
     }

@@ -7,7 +7,7 @@
 //! then — in `connected` mode — a stable partition whose every side must converge on one
 //! leader, then healing: no more faults, every node restarted, and every live node must know
 //! the same leader within a bound and keep it. Safety invariants are checked after every step
-//! throughout.
+//! throughout. [`Scenario::WalLoss`] adds crashes that lose a node's whole WAL (WAL-2).
 
 use std::time::Duration;
 
@@ -25,6 +25,10 @@ pub enum Scenario {
     Voters,
     /// `connected` quorum (seed 000's rooms), 2–5 nodes, with a stable partition phase.
     Connected,
+    /// `voters` quorum, 3–5 nodes, whose chaos also crashes nodes losing their whole WAL, one
+    /// node at a time (WAL-2): the one-vote-per-term invariant remembers every vote a node id
+    /// cast, across the lost WAL too.
+    WalLoss,
 }
 
 impl Scenario {
@@ -33,6 +37,7 @@ impl Scenario {
         match self {
             Scenario::Voters => "voters",
             Scenario::Connected => "connected",
+            Scenario::WalLoss => "wal-loss",
         }
     }
 
@@ -41,6 +46,7 @@ impl Scenario {
         match name {
             "voters" => Some(Scenario::Voters),
             "connected" => Some(Scenario::Connected),
+            "wal-loss" => Some(Scenario::WalLoss),
             _ => None,
         }
     }
@@ -77,6 +83,8 @@ pub struct SeedReport {
     pub messages: u64,
     /// Digest of the run's events.
     pub digest: u64,
+    /// Crashes that lost a node's whole WAL ([`Scenario::WalLoss`]).
+    pub wal_losses: u64,
 }
 
 /// A finished run: its result and, when recording was asked for, its trace.
@@ -90,16 +98,27 @@ pub struct SeedRun {
 
 /// Runs one seed of `scenario`.
 pub fn run_seed(scenario: Scenario, seed: u64, record_trace: bool) -> SeedRun {
+    run_seed_with(scenario, seed, record_trace, true)
+}
+
+/// Runs one seed of [`Scenario::WalLoss`] with a node that lost its WAL voting at once, as it
+/// did before abstention existed (WAL-2): the control run that shows the invariant can fail.
+pub fn run_seed_without_abstention(seed: u64) -> SeedRun {
+    run_seed_with(Scenario::WalLoss, seed, false, false)
+}
+
+fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, abstain: bool) -> SeedRun {
     let mut plan = SeededRng::new(seed ^ 0x5ced_5ced_5ced_5ced);
     let sizes: &[usize] = match scenario {
         Scenario::Voters => &[1, 2, 3, 3, 4, 5, 5, 5],
         Scenario::Connected => &[2, 3, 3, 4, 5, 5],
+        Scenario::WalLoss => &[3, 3, 3, 4, 5],
     };
     let nodes = sizes[plan.below(sizes.len() as u64) as usize];
     let heartbeat = Duration::from_millis(50);
     let (min, max) = (Duration::from_millis(150), Duration::from_millis(300));
     let mut config = match scenario {
-        Scenario::Voters => SimConfig::voters(nodes, heartbeat, min, max),
+        Scenario::Voters | Scenario::WalLoss => SimConfig::voters(nodes, heartbeat, min, max),
         Scenario::Connected => SimConfig::connected(nodes, heartbeat, min, max),
     };
     config.raft.pre_vote = plan.chance(0.75);
@@ -111,7 +130,8 @@ pub fn run_seed(scenario: Scenario, seed: u64, record_trace: bool) -> SeedRun {
     config.record_trace = record_trace;
     debug_assert!(matches!(
         (&config.raft.quorum, scenario),
-        (QuorumMode::Voters(_), Scenario::Voters) | (QuorumMode::Connected, Scenario::Connected)
+        (QuorumMode::Voters(_), Scenario::Voters | Scenario::WalLoss)
+            | (QuorumMode::Connected, Scenario::Connected)
     ));
 
     let mut sim = match Simulation::new(seed, config) {
@@ -130,6 +150,7 @@ pub fn run_seed(scenario: Scenario, seed: u64, record_trace: bool) -> SeedRun {
         }
     };
     sim.set_replay_hint(scenario.replay_command(seed));
+    sim.set_abstain_after_wal_loss(abstain);
     let result = script(scenario, &mut sim, &mut plan).map(|convergence| SeedReport {
         seed,
         nodes,
@@ -137,6 +158,7 @@ pub fn run_seed(scenario: Scenario, seed: u64, record_trace: bool) -> SeedRun {
         steps: sim.steps(),
         messages: sim.messages_sent(),
         digest: sim.digest(),
+        wal_losses: sim.wal_losses(),
     });
     SeedRun {
         result,
@@ -149,7 +171,11 @@ fn script(
     sim: &mut Simulation,
     plan: &mut SeededRng,
 ) -> Result<Duration, SimFailure> {
-    chaos(sim, plan, CHAOS)?;
+    if scenario == Scenario::WalLoss {
+        chaos_with_wal_loss(sim, plan, CHAOS)?;
+    } else {
+        chaos(sim, plan, CHAOS)?;
+    }
     if scenario == Scenario::Connected && sim.len() >= 2 {
         calm(sim);
         let groups = random_split(sim.len(), plan);
@@ -176,6 +202,58 @@ fn chaos(sim: &mut Simulation, plan: &mut SeededRng, duration: Duration) -> Resu
         }
         sim.run_until(next)?;
         inject_fault(sim, plan);
+    }
+}
+
+/// [`chaos`] with crashes that lose a node's whole WAL among the faults. Only one node at a
+/// time is without its WAL (lost, or abstaining since): the abstention's guarantee rests on
+/// the other voters' memories. A node that voted for someone else is the likeliest victim,
+/// since a forgotten vote is what abstention protects.
+fn chaos_with_wal_loss(
+    sim: &mut Simulation,
+    plan: &mut SeededRng,
+    duration: Duration,
+) -> Result<(), SimFailure> {
+    let end = sim.now() + duration;
+    sim.set_crash_mid_step(0.002);
+    loop {
+        let next = sim.now() + Duration::from_millis(plan.between(20, 300));
+        if next >= end {
+            sim.run_until(end)?;
+            return Ok(());
+        }
+        sim.run_until(next)?;
+        let n = sim.len();
+        let lost = (0..n).find(|&i| sim.is_amnesic(i));
+        match lost {
+            Some(index) if !sim.is_alive(index) => {
+                if plan.chance(0.5) {
+                    sim.restart(index);
+                }
+            }
+            Some(_) => inject_fault(sim, plan),
+            None if plan.chance(0.4) => {
+                let alive = sim.alive();
+                let voted_for_another: Vec<usize> = alive
+                    .iter()
+                    .copied()
+                    .filter(|&i| {
+                        sim.raft(i)
+                            .and_then(|raft| raft.hard_state().vote)
+                            .is_some_and(|vote| vote != sim.id(i))
+                    })
+                    .collect();
+                let pool = if voted_for_another.is_empty() {
+                    alive
+                } else {
+                    voted_for_another
+                };
+                if !pool.is_empty() {
+                    sim.crash_losing_wal(pool[plan.below(pool.len() as u64) as usize]);
+                }
+            }
+            None => inject_fault(sim, plan),
+        }
     }
 }
 

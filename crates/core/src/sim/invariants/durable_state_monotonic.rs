@@ -1,6 +1,7 @@
 //! RAFT-1, WAL-2: what a node persisted only moves forward. Its term never decreases, and
 //! within one term its vote, once given, never changes — so after any restart it cannot vote
-//! again in a term it already voted in.
+//! again in a term it already voted in. A node whose WAL was lost starts over; that it still
+//! casts no second vote is what [`OneVotePerTerm`](super::OneVotePerTerm) checks.
 
 use std::collections::BTreeMap;
 
@@ -23,8 +24,13 @@ impl Invariant for DurableStateMonotonic {
 
     fn check(&mut self, _: &Simulation, observations: &[Observation]) -> Result<(), String> {
         for observation in observations {
-            let Observation::Persisted { node, state } = observation else {
-                continue;
+            let (node, state) = match observation {
+                Observation::Persisted { node, state } => (node, state),
+                Observation::WalLost { node } => {
+                    self.last.remove(node);
+                    continue;
+                }
+                Observation::Sent { .. } => continue,
             };
             if let Some(previous) = self.last.get(node) {
                 if state.term < previous.term {

@@ -1,6 +1,8 @@
-//! RAFT-1, RAFT-5, Raft §5.2: each node grants at most one vote per term — including after a
-//! crash and restart from its persisted state. Checked on the votes actually sent, so a vote
-//! that left before its `Persist` and was forgotten in a crash is caught.
+//! RAFT-1, RAFT-5, Raft §5.2, WAL-2: each node grants at most one vote per term — including
+//! after a crash and restart from its persisted state, and after a crash that lost its whole
+//! WAL: votes are remembered by node id for the whole run, whatever the node remembers. Checked
+//! on the votes actually sent, so a vote that left before its `Persist` and was forgotten in a
+//! crash is caught.
 
 use std::collections::BTreeMap;
 
