@@ -17,10 +17,10 @@ use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How long a firmware process may take to start (CPython's start-up on a loaded machine).
-pub const START_BOUND: Duration = Duration::from_secs(30);
+pub(crate) const START_BOUND: Duration = Duration::from_secs(30);
 
 /// The repository's root, found from the including crate's manifest directory.
-pub fn repo_root() -> PathBuf {
+pub(crate) fn repo_root() -> PathBuf {
     let mut dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     loop {
         if dir.join("firmware/micropython/host_dongle.py").is_file() {
@@ -35,12 +35,12 @@ pub fn repo_root() -> PathBuf {
 }
 
 /// A file of `firmware/micropython`.
-pub fn firmware_file(name: &str) -> PathBuf {
+pub(crate) fn firmware_file(name: &str) -> PathBuf {
     repo_root().join("firmware/micropython").join(name)
 }
 
 /// Whether `python3` runs.
-pub fn python_available() -> bool {
+pub(crate) fn python_available() -> bool {
     Command::new("python3")
         .arg("--version")
         .stdout(Stdio::null())
@@ -51,7 +51,7 @@ pub fn python_available() -> bool {
 
 /// True, after saying so, when `python3` is missing: the test then returns without checking
 /// anything. Everywhere conclave is built and tested (CI included) it is there.
-pub fn skip_without_python(test: &str) -> bool {
+pub(crate) fn skip_without_python(test: &str) -> bool {
     if python_available() {
         return false;
     }
@@ -64,12 +64,12 @@ pub fn skip_without_python(test: &str) -> bool {
 
 /// A simulated air of its own: a multicast group and port no other test uses.
 #[derive(Debug, Clone)]
-pub struct AirAddress(pub String);
+pub(crate) struct AirAddress(pub String);
 
 impl AirAddress {
     /// A random group in 239.0.0.0/8 (administratively scoped, and the processes send with
     /// TTL 0: it never leaves the machine) and a port the system just handed out.
-    pub fn random() -> Self {
+    pub(crate) fn random() -> Self {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| since.subsec_nanos());
@@ -91,20 +91,20 @@ fn next_counter() -> u32 {
 
 /// One firmware process.
 #[derive(Debug)]
-pub struct Firmware {
+pub(crate) struct Firmware {
     child: Option<Child>,
     /// The pseudo-terminal's slave.
-    pub pty: PathBuf,
+    pub(crate) pty: PathBuf,
     /// The symbolic link to it: the port a gateway opens.
-    pub link: PathBuf,
+    pub(crate) link: PathBuf,
     /// Its MAC, as given.
-    pub mac: String,
+    pub(crate) mac: String,
 }
 
 impl Firmware {
     /// Starts `host_dongle.py` on `air` with `mac`, its port linked at `link`, with `extra`
     /// options; returns once it is ready (its `BOOT` is on the line).
-    pub fn start(air: &AirAddress, mac: &str, link: &Path, extra: &[&str]) -> Firmware {
+    pub(crate) fn start(air: &AirAddress, mac: &str, link: &Path, extra: &[&str]) -> Firmware {
         let mut child = Command::new("python3")
             .arg("-u")
             .arg(firmware_file("host_dongle.py"))
@@ -145,17 +145,17 @@ impl Firmware {
     }
 
     /// The port's path, as a gateway's configuration names it.
-    pub fn port(&self) -> String {
+    pub(crate) fn port(&self) -> String {
         self.link.to_string_lossy().into_owned()
     }
 
     /// Its process id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.as_ref().map_or(0, Child::id)
     }
 
     /// `kill -9`: the dongle is pulled out; its gateway reads end of file.
-    pub fn kill9(&mut self) {
+    pub(crate) fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -163,7 +163,7 @@ impl Firmware {
     }
 
     /// Sends `signal` (`USR1`: the dongle restarts as its watchdog would).
-    pub fn signal(&self, signal: &str) {
+    pub(crate) fn signal(&self, signal: &str) {
         let status = Command::new("kill")
             .arg(format!("-{signal}"))
             .arg(self.pid().to_string())
@@ -181,7 +181,7 @@ impl Drop for Firmware {
 
 /// A test's own end of a firmware's serial line: the pty's slave opened by path, with a
 /// thread reading it so that a frame is waited for with a bound.
-pub struct Line {
+pub(crate) struct Line {
     port: std::fs::File,
     bytes: mpsc::Receiver<Vec<u8>>,
     pending: Vec<u8>,
@@ -189,7 +189,7 @@ pub struct Line {
 
 impl Line {
     /// Opens `path` (the firmware keeps its pseudo-terminal raw).
-    pub fn open(path: &Path) -> Line {
+    pub(crate) fn open(path: &Path) -> Line {
         let port = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -213,13 +213,13 @@ impl Line {
     }
 
     /// Writes `bytes` in one `write`.
-    pub fn write(&mut self, bytes: &[u8]) {
+    pub(crate) fn write(&mut self, bytes: &[u8]) {
         self.port.write_all(bytes).expect("write to the pty");
     }
 
     /// The next frame with its delimiter (a lone delimiter is a frame of its own), or `None`
     /// when none is complete within `within`.
-    pub fn next_frame(&mut self, within: Duration) -> Option<Vec<u8>> {
+    pub(crate) fn next_frame(&mut self, within: Duration) -> Option<Vec<u8>> {
         let deadline = std::time::Instant::now() + within;
         loop {
             if let Some(end) = self.pending.iter().position(|&byte| byte == 0) {
@@ -234,7 +234,7 @@ impl Line {
     }
 
     /// The next frame; fails the test after `within` without one.
-    pub fn expect_frame(&mut self, what: &str, within: Duration) -> Vec<u8> {
+    pub(crate) fn expect_frame(&mut self, what: &str, within: Duration) -> Vec<u8> {
         self.next_frame(within)
             .unwrap_or_else(|| panic!("no frame within {within:?}: expected {what}"))
     }
