@@ -4,7 +4,8 @@
 //! with its key and exiting with the usage code 64 when there is any), starts the node, and
 //! stops it gracefully on Ctrl-C or SIGTERM. `conclave check-config FILE` only validates.
 //! The other commands talk to a running node through its admin API (`--admin`, default
-//! `http://127.0.0.1:7070`) and print a table, or JSON with `--json`.
+//! `http://127.0.0.1:7070`) and print a table, or JSON with `--json`. `conclave dongle check
+//! PORT` talks to an ESP32 dongle directly.
 //!
 //! Exit codes: 0 success; 1 the node or the API refused or failed; 64 bad usage or
 //! configuration; 69 the admin API cannot be reached; 70 the node halted on an internal error.
@@ -12,6 +13,7 @@
 mod cli;
 mod client;
 mod demo;
+mod dongle;
 mod render;
 mod run;
 
@@ -19,7 +21,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Commands, LeaderCommand, Switch};
+use crate::cli::{Cli, Commands, DongleCommand, LeaderCommand, Switch};
 use crate::client::{AdminClient, ClientError};
 
 /// sysexits' EX_USAGE: the command line or the configuration is wrong.
@@ -42,6 +44,13 @@ fn main() -> ExitCode {
             nodes,
             duration: duration.map(std::time::Duration::from_secs),
             seed,
+        }),
+        Commands::Dongle {
+            command: DongleCommand::Check { port, baud, stats },
+        } => dongle::check(&dongle::CheckOptions {
+            port,
+            baud,
+            stats: std::time::Duration::from_secs(stats),
         }),
         ref command => {
             let client = AdminClient::new(&cli.admin, cli.token.clone());
@@ -74,7 +83,10 @@ fn client_command(client: &AdminClient, command: &Commands, json: bool) -> Resul
             "/v1/auto-election",
             &serde_json::json!({ "enabled": *switch == Switch::On }),
         )?,
-        Commands::Run { .. } | Commands::CheckConfig { .. } | Commands::Demo { .. } => {
+        Commands::Run { .. }
+        | Commands::CheckConfig { .. }
+        | Commands::Demo { .. }
+        | Commands::Dongle { .. } => {
             return Ok(());
         }
     };
