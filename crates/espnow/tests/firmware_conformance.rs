@@ -341,6 +341,8 @@ fn doc_examples_byte_for_byte_on_the_pty() {
 /// ESP-2: STATS counts the host's damaged frames and refused SENDs; a peer refused for the
 /// build's limit of encrypted peers is answered PEER_TABLE_FULL and explained in a LOG.
 #[test]
+// Wall-clock time: the firmware is another process, which no test clock controls.
+#[allow(clippy::disallowed_types)]
 fn stats_and_log_say_what_went_wrong() {
     if skip_without_python("stats_and_log_say_what_went_wrong") {
         return;

@@ -218,7 +218,9 @@ impl Line {
     }
 
     /// The next frame with its delimiter (a lone delimiter is a frame of its own), or `None`
-    /// when none is complete within `within`.
+    /// when none is complete within `within`. Wall-clock time: the firmware is another
+    /// process, which no test clock controls.
+    #[allow(clippy::disallowed_types)]
     pub(crate) fn next_frame(&mut self, within: Duration) -> Option<Vec<u8>> {
         let deadline = std::time::Instant::now() + within;
         loop {
