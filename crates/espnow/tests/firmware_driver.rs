@@ -2,8 +2,9 @@
 //! `firmware/micropython/host_dongle.py` on its own pseudo-terminal, opened by the driver with
 //! tokio-serial by path as a gateway opens `/dev/ttyACM0`, the dongles on one simulated air.
 //! The handshake and the firmware's INFO (ESP-3), TX credits under a burst (ESP-4), a firmware
-//! restart with boot text on the line (ESP-1, ESP-3), `kill -9` and a new process as unplug
-//! and replug (ESP-5), and INFO's peer limit respected by the driver.
+//! restart with boot text on the line (ESP-1, ESP-3), a `RESET` and the setup after it,
+//! `kill -9` and a new process as unplug and replug (ESP-5), and INFO's peer limit respected
+//! by the driver.
 //!
 //! Skipped, with a message, when `python3` is not installed.
 
@@ -11,13 +12,18 @@
 
 mod firmware_support;
 
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use conclave_espnow::{
-    DongleConfig, DongleError, DongleEvent, DongleHandle, Info, Mac, Priority, open_serial,
-    spawn_dongle,
+    DongleConfig, DongleError, DongleEvent, DongleHandle, Frame, Info, Mac, Message, Priority,
+    SerialLine, open_serial, spawn_dongle,
 };
 use firmware_support::{AirAddress, Firmware, skip_without_python};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::mpsc;
 
 /// Bound on every wait: generous against a loaded machine.
@@ -227,6 +233,101 @@ async fn a_firmware_restart_with_boot_text_is_survived() {
         received(&mut events_b, b"after").await,
         mac(MAC_B),
         "unicast again: the peer was added again after the reboot"
+    );
+}
+
+/// The driver's port with a way in for the test: bytes handed to `inject` are written to the
+/// firmware, after a lone delimiter, just before the driver's next write.
+struct Tapped {
+    line: SerialLine,
+    inject: Arc<Mutex<Vec<u8>>>,
+}
+
+impl AsyncRead for Tapped {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.line).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Tapped {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let pending = std::mem::take(&mut *self.inject.lock().unwrap());
+        if !pending.is_empty() {
+            let mut bytes = vec![0];
+            bytes.extend_from_slice(&pending);
+            // A few bytes into an empty pty buffer: written whole, or the test fails.
+            match Pin::new(&mut self.line).poll_write(cx, &bytes) {
+                Poll::Ready(Ok(written)) => assert_eq!(written, bytes.len()),
+                other => panic!("injection not written: {other:?}"),
+            }
+        }
+        Pin::new(&mut self.line).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.line).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.line).poll_shutdown(cx)
+    }
+}
+
+/// ESP-3, §5.4: a `RESET` reaches the firmware (here from the test, on the driver's own line):
+/// it answers, restarts, forgets channel and peers and says `BOOT{HOST_REQUEST}`; the driver
+/// takes the reboot, runs the handshake and the setup again, and unicasts flow again.
+#[tokio::test]
+async fn the_driver_sets_the_firmware_up_again_after_a_reset() {
+    if skip_without_python("the_driver_sets_the_firmware_up_again_after_a_reset") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let air = AirAddress::random();
+    let a = Firmware::start(&air, MAC_A, &dir.path().join("a"), &[]);
+    let b = Firmware::start(&air, MAC_B, &dir.path().join("b"), &[]);
+    let inject = Arc::new(Mutex::new(Vec::new()));
+    let port = a.port();
+    let tap = Arc::clone(&inject);
+    let (sender, mut events_a) = spawn_dongle(DongleConfig::new(port.clone(), 4), move || {
+        let tap = Arc::clone(&tap);
+        let opened = SerialLine::open(&port, 921_600).map(|line| Tapped { line, inject: tap });
+        std::future::ready(opened)
+    });
+    let (_receiver, mut events_b) = driver(&b, 4);
+    connected(&mut events_a).await;
+    connected(&mut events_b).await;
+    sender.add_peer(mac(MAC_B), false, [0; 16]).unwrap();
+
+    let mut reset = Vec::new();
+    Frame::new(0xfff0, Message::Reset)
+        .to_raw()
+        .encode_into(&mut reset);
+    *inject.lock().unwrap() = reset;
+    sender
+        .send(mac(MAC_B), b"with the reset".to_vec(), Priority::Essential)
+        .unwrap();
+    let reason = wait_for(&mut events_a, "Rebooted", |event| match event {
+        DongleEvent::Rebooted { reason } => Some(reason),
+        _ => None,
+    })
+    .await;
+    assert!(reason.contains("reset requested by the host"), "{reason}");
+    assert_eq!(connected(&mut events_a).await.channel, 4);
+    sender
+        .send(mac(MAC_B), b"after the reset".to_vec(), Priority::Essential)
+        .unwrap();
+    assert_eq!(
+        received(&mut events_b, b"after the reset").await,
+        mac(MAC_B),
+        "unicast: the peer was added again"
     );
 }
 
