@@ -126,8 +126,11 @@ async fn credits_pace_a_burst_through_the_firmware() {
     const FRAMES: usize = 300;
     let dir = tempfile::tempdir().unwrap();
     let air = AirAddress::random();
-    let a = Firmware::start(&air, MAC_A, &dir.path().join("a"), &[]);
-    let b = Firmware::start(&air, MAC_B, &dir.path().join("b"), &[]);
+    // A patient radio: on a loaded machine a process can stall longer than the default
+    // acknowledgement wait, which would count as a failed unicast.
+    let patient = ["--ack-timeout-ms", "500"];
+    let a = Firmware::start(&air, MAC_A, &dir.path().join("a"), &patient);
+    let b = Firmware::start(&air, MAC_B, &dir.path().join("b"), &patient);
     let (sender, mut events_a) = driver(&a, 1);
     let (_receiver, mut events_b) = driver(&b, 1);
     connected(&mut events_a).await;
