@@ -212,6 +212,10 @@ class Hal:
         self._wake_write.setblocking(False)
         signal.set_wakeup_fd(self._wake_write.fileno())
         signal.signal(signal.SIGUSR1, self._on_sigusr1)
+        # --exit-with-parent: a test harness killed before it could stop its dongles must not
+        # leave them running; the parent's death shows as a new parent process.
+        self.parent = os.getppid() if options.exit_with_parent else None
+        self.parent_checked = time.monotonic()
         self.boot()
 
     def _on_sigusr1(self, signum, frame):
@@ -268,6 +272,11 @@ class Hal:
     def wait(self, timeout_ms, want_write, tx_busy):
         if self.restart_reason is not None:
             self._restart_now()
+        if self.parent is not None and time.monotonic() - self.parent_checked >= 1.0:
+            self.parent_checked = time.monotonic()
+            if os.getppid() != self.parent:
+                self.close()
+                os._exit(0)
         timeout = timeout_ms / 1000.0
         if self.in_air is not None:
             timeout = min(timeout, max(0.0, self.in_air[3] - time.monotonic()))

@@ -86,6 +86,11 @@ def options(argv):
         action="store_true",
         help="print an ESP32 ROM banner before every BOOT, as a real board does",
     )
+    parser.add_argument(
+        "--exit-with-parent",
+        action="store_true",
+        help="stop when the process that started this one ends (tests)",
+    )
     parsed = parser.parse_args(argv)
     if parsed.tx_credits < 1 or parsed.tx_credits > 255:
         parser.error("--tx-credits must be 1 to 255")

