@@ -94,6 +94,11 @@ pub(crate) enum Commands {
         #[arg(long)]
         seed: Option<u64>,
     },
+    /// Talk to an ESP32 dongle directly, without a node (see firmware/micropython).
+    Dongle {
+        #[command(subcommand)]
+        command: DongleCommand,
+    },
     /// Check a configuration file and print every problem with its key.
     CheckConfig {
         /// Configuration file (TOML).
@@ -176,6 +181,26 @@ pub(crate) enum ClusterCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub(crate) enum DongleCommand {
+    /// Check the dongle on PORT: handshake, print its INFO (firmware, MAC, channel, limits),
+    /// the round trip of a few PINGs and a few seconds of STATS. Changes nothing on it.
+    ///
+    /// Exits 0 for a working dongle, 1 when the device answers but is not one (another
+    /// protocol, boot text of an ESP32 without the dongle firmware), 69 when the port cannot
+    /// be opened (absent, busy, not a serial port) or nothing answers.
+    Check {
+        /// The dongle's serial port: /dev/ttyACM0, /dev/ttyUSB0, /dev/conclave-dongle.
+        port: PathBuf,
+        /// Baud rate on USB-UART boards; native USB ignores it.
+        #[arg(long, default_value_t = 921_600)]
+        baud: u32,
+        /// Seconds of STATS to print (the dongle sends one a second).
+        #[arg(long, default_value_t = 3)]
+        stats: u64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub(crate) enum LeaderCommand {
     /// Make PEER_ID the leader (connected mode: assign it; voters mode: transfer to it) and pin
     /// it until it is lost.
@@ -249,6 +274,24 @@ mod tests {
         assert_eq!(cli.endpoints, ["10.0.0.1:7070", "10.0.0.2:7070"]);
         let cli = Cli::parse_from(["conclave", "run"]);
         assert!(matches!(cli.command, Commands::Run { config: None, .. }));
+        let cli = Cli::parse_from([
+            "conclave",
+            "dongle",
+            "check",
+            "/dev/ttyACM0",
+            "--stats",
+            "5",
+        ]);
+        assert!(matches!(
+            cli.command,
+            Commands::Dongle {
+                command: DongleCommand::Check {
+                    stats: 5,
+                    baud: 921_600,
+                    ..
+                }
+            }
+        ));
         let cli = Cli::parse_from(["conclave", "--admin", "http://10.0.0.2:7070", "status"]);
         assert_eq!(cli.admin, "http://10.0.0.2:7070");
         let cli = Cli::parse_from(["conclave", "wal", "repair", "/var/lib/x", "--confirm"]);

@@ -5,6 +5,7 @@
 //! node, and stops it gracefully on Ctrl-C or SIGTERM. `conclave check-config FILE` only
 //! validates. The other commands talk to running nodes through their admin API (`--admin`,
 //! default `http://127.0.0.1:7070`, or `host:port`) and print a table, or JSON with `--json`.
+//! `conclave dongle check PORT` talks to an ESP32 dongle directly.
 //!
 //! `conclave wal inspect|repair DIR` work on a node's WAL file directly (see `wal.rs`).
 //!
@@ -17,6 +18,7 @@ mod cli;
 mod client;
 mod commands;
 mod demo;
+mod dongle;
 mod render;
 mod run;
 mod wal;
@@ -25,7 +27,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Commands, WalCommand};
+use crate::cli::{Cli, Commands, DongleCommand, WalCommand};
 
 /// sysexits' EX_USAGE: the command line or the configuration is wrong.
 pub(crate) const EXIT_USAGE: u8 = 64;
@@ -53,6 +55,13 @@ fn main() -> ExitCode {
             nodes,
             duration: duration.map(std::time::Duration::from_secs),
             seed,
+        }),
+        Commands::Dongle {
+            command: DongleCommand::Check { port, baud, stats },
+        } => dongle::check(&dongle::CheckOptions {
+            port,
+            baud,
+            stats: std::time::Duration::from_secs(stats),
         }),
         ref command => commands::run(&cli, command),
     }

@@ -21,8 +21,20 @@
 //!
 //! A pseudo-terminal does not pace bytes at the baud rate, so the pty figures are what the
 //! software costs; the physical line's limits are computed next to them.
+//!
+//! ```text
+//! cargo run --release -p conclave-espnow --example dongle_bench -- --firmware
+//! ```
+//!
+//! runs table 3 on the reference firmware instead (issue 10): two `firmware/micropython`
+//! processes under CPython, each behind its own pseudo-terminal on one simulated air (UDP
+//! multicast on loopback), driven by the same driver code, next to the virtual dongle with no
+//! air latency, in the same run.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+#[path = "../tests/firmware_support/mod.rs"]
+mod firmware_support;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -199,18 +211,42 @@ fn entries_per_frame() {
     println!();
 }
 
-/// One host: the driver of a virtual dongle reached through its pseudo-terminal.
+/// What is behind a host's pseudo-terminal, kept alive for the run (dropping it unplugs it).
+enum Dongle {
+    Virtual {
+        _port: VirtualSerialPort,
+    },
+    Firmware {
+        _process: firmware_support::Firmware,
+    },
+}
+
+/// Where the dongles live: a virtual air in this process, or firmware processes on a
+/// multicast air.
+enum Medium {
+    Virtual(Air),
+    Firmware(firmware_support::AirAddress),
+}
+
+/// One host: the driver of a dongle reached through its pseudo-terminal.
 struct Host {
     handle: DongleHandle,
     events: mpsc::Receiver<DongleEvent>,
     mac: Mac,
-    _port: VirtualSerialPort,
+    _dongle: Dongle,
 }
 
-async fn host(air: &Air, dir: &std::path::Path, n: u8) -> Host {
+async fn host(medium: &Medium, dir: &std::path::Path, n: u8) -> Host {
     let mac = Mac([0x02, 0, 0, 0, 0, n]);
     let link = dir.join(format!("tty-{n}"));
-    let port = VirtualSerialPort::create(&link, air, VirtualDongleConfig::new(mac)).unwrap();
+    let dongle = match medium {
+        Medium::Virtual(air) => Dongle::Virtual {
+            _port: VirtualSerialPort::create(&link, air, VirtualDongleConfig::new(mac)).unwrap(),
+        },
+        Medium::Firmware(air) => Dongle::Firmware {
+            _process: firmware_support::Firmware::start(air, &mac.to_string(), &link, &[]),
+        },
+    };
     let path = link.to_string_lossy().into_owned();
     let (handle, mut events) = spawn_dongle(DongleConfig::new(&path, 1), open_serial(&path, BAUD));
     loop {
@@ -224,7 +260,7 @@ async fn host(air: &Air, dir: &std::path::Path, n: u8) -> Host {
         handle,
         events,
         mac,
-        _port: port,
+        _dongle: dongle,
     }
 }
 
@@ -294,28 +330,45 @@ async fn throughput(a: &Host, b: &mut Host, size: usize, count: usize) -> (usize
     (received, last - start)
 }
 
-async fn pty_path(air_latency: Duration) {
+/// What table 3 runs on.
+#[derive(Clone, Copy)]
+enum Backend {
+    /// Virtual dongles on a virtual air with this latency.
+    Virtual(Duration),
+    /// Reference firmware processes (`firmware/micropython` under CPython).
+    Firmware,
+}
+
+async fn pty_path(backend: Backend) {
     let dir = std::env::temp_dir().join(format!("conclave-dongle-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let air = Air::with_config(AirConfig {
-        seed: 1,
-        latency_min: air_latency,
-        latency_max: air_latency,
-        // The receiving host drains as fast as it can; a deep queue keeps the measure about
-        // the serial path rather than the firmware's buffer.
-        rx_queue: 1024,
-        ..AirConfig::default()
-    });
-    let a = host(&air, &dir, 1).await;
-    let mut b = host(&air, &dir, 2).await;
+    let medium = match backend {
+        Backend::Virtual(air_latency) => Medium::Virtual(Air::with_config(AirConfig {
+            seed: 1,
+            latency_min: air_latency,
+            latency_max: air_latency,
+            // The receiving host drains as fast as it can; a deep queue keeps the measure
+            // about the serial path rather than the firmware's buffer.
+            rx_queue: 1024,
+            ..AirConfig::default()
+        })),
+        Backend::Firmware => Medium::Firmware(firmware_support::AirAddress::random()),
+    };
+    let a = host(&medium, &dir, 1).await;
+    let mut b = host(&medium, &dir, 2).await;
     a.handle.add_peer(b.mac, false, [0; 16]).unwrap();
     // Let the ADD_PEER reach the dongle before measuring.
     tokio::time::sleep(Duration::from_millis(50)).await;
 
-    println!(
-        "### Air latency {} ms\n",
-        air_latency.as_secs_f64() * 1000.0
-    );
+    match backend {
+        Backend::Virtual(air_latency) => println!(
+            "### Virtual dongles, air latency {} ms\n",
+            air_latency.as_secs_f64() * 1000.0
+        ),
+        Backend::Firmware => println!(
+            "### Reference firmware (firmware/micropython under CPython), multicast air on loopback\n"
+        ),
+    }
     println!("| one frame at a time | median | p99 | max |");
     println!("|---|---|---|---|");
     for size in [55usize, 250] {
@@ -353,13 +406,26 @@ async fn pty_path(air_latency: Duration) {
 }
 
 fn main() {
-    bytes_per_message();
-    entries_per_frame();
+    let firmware = std::env::args().skip(1).any(|arg| arg == "--firmware");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
+    if firmware {
+        assert!(
+            firmware_support::python_available(),
+            "--firmware runs firmware/micropython under python3, which is not installed"
+        );
+        println!(
+            "## The pty path at 921600 baud (current-thread runtime): virtual dongle and reference firmware\n"
+        );
+        runtime.block_on(pty_path(Backend::Virtual(Duration::ZERO)));
+        runtime.block_on(pty_path(Backend::Firmware));
+        return;
+    }
+    bytes_per_message();
+    entries_per_frame();
     println!("## The pty path at 921600 baud (current-thread runtime)\n");
-    runtime.block_on(pty_path(Duration::ZERO));
-    runtime.block_on(pty_path(Duration::from_millis(2)));
+    runtime.block_on(pty_path(Backend::Virtual(Duration::ZERO)));
+    runtime.block_on(pty_path(Backend::Virtual(Duration::from_millis(2))));
 }

@@ -29,6 +29,13 @@
 //!   traffic back: it is logged and retried on its own, and unicasts to that peer fail meanwhile.
 //!   After a mid-session `BOOT`, `Rebooted` is followed by a fresh `Connected` (with the new
 //!   `INFO`) once the dongle is set up again.
+//! - **The dongle's limits are its `INFO`'s.** Payloads up to `max_payload`, `tx_credits`
+//!   `SEND`s in flight, and `ADD_PEER` for at most `max_peers` peers: a firmware reports the
+//!   limits of the build it runs on (the MicroPython reference dongle has fewer encrypted peers
+//!   than ESP-IDF allows, which it refuses with `PEER_TABLE_FULL`). A peer that finds no room
+//!   is not asked for again until another leaves or the dongle restarts; frames to it go out
+//!   as broadcast, which its node hears and keeps by the envelope's destination (ESP-8: the
+//!   frame's tag, not the radio, authenticates it).
 //! - **Sends while disconnected queue up** in the same bounded queue, under the same drop
 //!   policy, and go out after the next handshake. Nothing is refused just for being
 //!   disconnected: an election must survive a replug of a few seconds.
@@ -765,6 +772,10 @@ struct Session<'d, S> {
     applied: Applied,
     /// Setup targets that failed, left alone until `retry_at`.
     failed: BTreeSet<Target>,
+    /// Peers the host wants that the dongle has no room for: beyond `INFO.max_peers`, or
+    /// refused `PEER_TABLE_FULL` (a build's limit of encrypted peers, which `INFO` does not
+    /// carry). Frames to them go out as broadcast until room frees up.
+    overflow: BTreeSet<Mac>,
     retry_at: Option<Instant>,
     retry_backoff: Duration,
     /// The desired state changed (peers, an answer, a retry): compare and send what differs.
@@ -794,6 +805,7 @@ where
             pending: HashMap::new(),
             applied: Applied::default(),
             failed: BTreeSet::new(),
+            overflow: BTreeSet::new(),
             retry_at: None,
             retry_backoff,
             dirty: true,
@@ -1002,6 +1014,7 @@ where
         self.phase = Phase::Setup;
         self.applied = Applied::default();
         self.failed.clear();
+        self.overflow.clear();
         self.retry_at = None;
         self.retry_backoff = self.driver.config.reconnect_backoff_min;
         self.dirty = true;
@@ -1181,6 +1194,7 @@ where
         self.pending.clear();
         self.applied = Applied::default();
         self.failed.clear();
+        self.overflow.clear();
         self.retry_at = None;
         self.paused_until = None;
         self.info = None;
@@ -1203,6 +1217,11 @@ where
         self.dirty = true;
         let done = status == Status::Ok
             || (matches!(item, SetupItem::DelPeer(_)) && status == Status::UnknownPeer);
+        if let (SetupItem::AddPeer(mac, _), Status::PeerTableFull) = (item, status) {
+            // Asking again would be refused again until a peer leaves: reach it by broadcast.
+            self.no_room_for(mac, "the dongle's peer table is full");
+            return Ok(());
+        }
         if !done {
             self.setup_failed(
                 item.target(),
@@ -1218,6 +1237,8 @@ where
             }
             SetupItem::DelPeer(mac) => {
                 self.applied.peers.remove(&mac);
+                // Room for a peer that had none: the next pass offers it again.
+                self.overflow.clear();
             }
         }
         if self.failed.is_empty() {
@@ -1230,6 +1251,19 @@ where
             self.become_ready().await;
         }
         Ok(())
+    }
+
+    /// A peer the dongle cannot hold (`INFO.max_peers` reached, or `PEER_TABLE_FULL`): its
+    /// unicasts go out as broadcast, which every node hears and filters by the envelope's
+    /// destination, so the frames still arrive, unacknowledged and unencrypted by the radio
+    /// (ESP-8: conclave's own tag authenticates them).
+    fn no_room_for(&mut self, mac: Mac, why: &str) {
+        if self.overflow.insert(mac) {
+            info!(
+                "dongle {}: no room for peer {mac} ({why}); frames to it go out as broadcast",
+                self.label()
+            );
+        }
     }
 
     fn setup_failed(&mut self, target: Target, what: String) {
@@ -1307,20 +1341,6 @@ where
         if self.driver.config.pmk.is_some() && !self.applied.pmk {
             items.push(SetupItem::Pmk);
         }
-        let macs: BTreeSet<Mac> = desired
-            .keys()
-            .chain(self.applied.peers.keys())
-            .copied()
-            .collect();
-        for mac in macs {
-            match (desired.get(&mac), self.applied.peers.get(&mac)) {
-                (Some(want), have) if have != Some(want) => {
-                    items.push(SetupItem::AddPeer(mac, *want));
-                }
-                (None, Some(_)) => items.push(SetupItem::DelPeer(mac)),
-                _ => {}
-            }
-        }
         let in_flight: BTreeSet<Target> = self
             .pending
             .values()
@@ -1329,6 +1349,47 @@ where
                 Request::Send { .. } => None,
             })
             .collect();
+        // INFO.max_peers is the most this dongle holds: peers it has, or is being given.
+        let max_peers = self
+            .info
+            .as_ref()
+            .map_or(usize::MAX, |info| usize::from(info.max_peers));
+        let mut holding = self.applied.peers.len()
+            + in_flight
+                .iter()
+                .filter(|target| match target {
+                    Target::Peer(mac) => {
+                        desired.contains_key(mac) && !self.applied.peers.contains_key(mac)
+                    }
+                    Target::Channel | Target::Pmk => false,
+                })
+                .count();
+        self.overflow.retain(|mac| desired.contains_key(mac));
+        let macs: BTreeSet<Mac> = desired
+            .keys()
+            .chain(self.applied.peers.keys())
+            .copied()
+            .collect();
+        for mac in macs {
+            match (desired.get(&mac), self.applied.peers.get(&mac)) {
+                (Some(want), None) => {
+                    if in_flight.contains(&Target::Peer(mac)) || self.overflow.contains(&mac) {
+                        continue;
+                    }
+                    if holding >= max_peers {
+                        self.no_room_for(mac, &format!("it holds {max_peers} peers"));
+                        continue;
+                    }
+                    holding += 1;
+                    items.push(SetupItem::AddPeer(mac, *want));
+                }
+                (Some(want), Some(have)) if have != want => {
+                    items.push(SetupItem::AddPeer(mac, *want));
+                }
+                (None, Some(_)) => items.push(SetupItem::DelPeer(mac)),
+                _ => {}
+            }
+        }
         let deadline = Instant::now() + self.driver.config.handshake_timeout;
         let mut frames = Vec::new();
         for item in items {
@@ -1406,10 +1467,15 @@ where
                 continue;
             }
             let seq = self.driver.next_seq();
+            let wire_dst = if self.overflow.contains(&out.dst) {
+                Mac::BROADCAST
+            } else {
+                out.dst
+            };
             frames.push(Frame::new(
                 seq,
                 Message::Send {
-                    dst: out.dst,
+                    dst: wire_dst,
                     payload: out.payload.clone(),
                 },
             ));

@@ -438,3 +438,72 @@ async fn garbage_on_the_line_is_counted_and_skipped() {
     let (_, _, payload) = dongle.expect_send().await;
     assert_eq!(payload, b"still here");
 }
+
+/// ESP-3 (INFO's limits), ESP-4: the driver gives the dongle at most `INFO.max_peers` peers;
+/// frames to a peer that found no room go out as broadcast instead of failing at the dongle
+/// with `UNKNOWN_PEER`, and the peer gets its place once another leaves.
+#[tokio::test(start_paused = true)]
+async fn peers_beyond_info_max_peers_are_reached_by_broadcast() {
+    let _log = trace();
+    let (open, mut plugs) = fake_port();
+    let (handle, mut events) = spawn_dongle(config(), open);
+    let peer_c = Mac([0x02, 0, 0, 0, 0, 0x0c]);
+    handle.add_peer(PEER_A, false, [0; 16]).unwrap();
+    handle.add_peer(PEER_B, false, [0; 16]).unwrap();
+    handle.add_peer(peer_c, false, [0; 16]).unwrap();
+    let mut small = info(4);
+    small.max_peers = 2;
+    let mut dongle = connect(&mut plugs, &mut events, &small, 2).await;
+    send_essential(&handle, peer_c, b"to c");
+    send_essential(&handle, PEER_A, b"to a");
+    let (seq, dst, payload) = dongle.expect_send().await;
+    assert_eq!(
+        (dst, payload.as_slice()),
+        (Mac::BROADCAST, &b"to c"[..]),
+        "no ADD_PEER beyond INFO.max_peers: the frame goes to everyone"
+    );
+    dongle.respond(seq, Status::Ok).await;
+    let (_, dst, _) = dongle.expect_send().await;
+    assert_eq!(dst, PEER_A, "peers with a place are unicast");
+
+    handle.del_peer(PEER_A).unwrap();
+    assert_eq!(dongle.ack().await, Message::DelPeer { mac: PEER_A });
+    assert_eq!(
+        dongle.ack().await,
+        Message::AddPeer {
+            mac: peer_c,
+            channel: 0,
+            encrypt: false,
+            key: [0; 16]
+        },
+        "the freed place goes to the peer that had none"
+    );
+    settle().await;
+    send_essential(&handle, peer_c, b"to c again");
+    let (_, dst, _) = dongle.expect_send().await;
+    assert_eq!(dst, peer_c);
+}
+
+/// ESP-3: `PEER_TABLE_FULL` (a build's lower limit of encrypted peers, which INFO does not
+/// carry) is not retried while nothing changes, and frames to that peer go out as broadcast.
+#[tokio::test(start_paused = true)]
+async fn a_peer_refused_for_a_full_table_is_reached_by_broadcast() {
+    let _log = trace();
+    let (open, mut plugs) = fake_port();
+    let (handle, mut events) = spawn_dongle(config(), open);
+    handle.add_peer(PEER_A, true, [1; 16]).unwrap();
+    let mut dongle = plugs.next().await;
+    dongle.answer_hello(&info(4)).await;
+    assert!(matches!(dongle.ack().await, Message::SetChannel { .. }));
+    let refused = dongle.answer(Status::PeerTableFull).await;
+    assert!(matches!(
+        refused.message,
+        Message::AddPeer { mac: PEER_A, .. }
+    ));
+    expect_connected(&mut events).await;
+    send_essential(&handle, PEER_A, b"to a");
+    let (_, dst, payload) = dongle.expect_send().await;
+    assert_eq!((dst, payload.as_slice()), (Mac::BROADCAST, &b"to a"[..]));
+    // No ADD_PEER again, however long: the table is as full as it was.
+    dongle.expect_nothing_for(Duration::from_secs(30)).await;
+}
