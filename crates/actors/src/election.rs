@@ -19,7 +19,6 @@
 use std::collections::VecDeque;
 use std::time::SystemTime;
 
-use actix::clock::Instant;
 use actix::prelude::*;
 use conclave_core::raft::{
     Action, Command, CommandOutcome, Event, Raft, RaftError, RaftStatus, Role,
@@ -115,8 +114,6 @@ pub struct ElectionActor {
     last_known_leader: Option<PeerId>,
     /// Told to leave: once the actions in hand are carried out, the actor stops and says so.
     leaving: Option<tokio::sync::oneshot::Sender<()>>,
-    /// While no leader is known: since when the leaderless time was last added up.
-    leaderless_mark: Option<Instant>,
 }
 
 impl ElectionActor {
@@ -131,6 +128,8 @@ impl ElectionActor {
     ) -> Self {
         metrics.set_term(raft.term());
         metrics.set_role(raft.role());
+        // A node starts without a leader: its first leaderless stretch starts now.
+        metrics.set_leader_known(false);
         let skip = history.len().saturating_sub(HISTORY_IN_MEMORY);
         let last_known_leader = history.iter().rev().find_map(|record| record.leader);
         Self {
@@ -145,7 +144,6 @@ impl ElectionActor {
             published_leader: None,
             last_known_leader,
             leaving: None,
-            leaderless_mark: Some(Instant::now()),
         }
     }
 
@@ -192,7 +190,6 @@ impl ElectionActor {
                 Step::Announce(record, role) => self.announce(record, role),
             }
         }
-        self.account_leaderless();
         if let Some(left) = self.leaving.take() {
             let _ = left.send(());
             ctx.stop();
@@ -266,8 +263,6 @@ impl ElectionActor {
             }
             None => warn!(term, cause = cause.label(), "no leader"),
         }
-        self.account_leaderless();
-        self.leaderless_mark = leader.is_none().then(Instant::now);
         self.metrics.leader_changed();
         self.metrics.set_leader_known(leader.is_some());
         self.metrics.set_term(term);
@@ -325,16 +320,6 @@ impl ElectionActor {
             Event::TransferAborted { target } => {
                 warn!(%target, "leadership transfer did not complete in time");
             }
-        }
-    }
-
-    /// Adds the time spent without a leader since the last mark to the metric.
-    fn account_leaderless(&mut self) {
-        if let Some(mark) = self.leaderless_mark {
-            let now = Instant::now();
-            self.metrics
-                .add_leaderless(now.saturating_duration_since(mark));
-            self.leaderless_mark = Some(now);
         }
     }
 
