@@ -2,7 +2,10 @@
 //!
 //! `conclave run --config FILE` loads and validates the configuration (printing every problem
 //! with its key and exiting with the usage code 64 when there is any), starts the node, and
-//! stops it gracefully on Ctrl-C or SIGTERM. `conclave check-config FILE` only validates.
+//! stops it gracefully on SIGTERM, Ctrl-C and every other terminating signal; SIGHUP reloads
+//! (see `run`). `conclave check-config FILE` only validates. `conclave completions SHELL`
+//! and `conclave man` print a completion script and the manual page generated from these
+//! clap definitions.
 //! The other commands talk to a running node through its admin API (`--admin`, default
 //! `http://127.0.0.1:7070`) and print a table, or JSON with `--json`.
 //!
@@ -12,6 +15,10 @@
 mod cli;
 mod client;
 mod demo;
+mod generated;
+mod logging;
+mod notify;
+mod reload;
 mod render;
 mod run;
 
@@ -32,7 +39,9 @@ pub(crate) const EXIT_SOFTWARE: u8 = 70;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Commands::Run { config, log } => run::run(&config, &log),
+        Commands::Run { config, log } => run::run(&config, log.as_deref()),
+        Commands::Completions { shell } => generated::completions(shell),
+        Commands::Man => generated::man(),
         Commands::CheckConfig { file } => run::check_config(&file),
         Commands::Demo {
             nodes,
@@ -74,7 +83,11 @@ fn client_command(client: &AdminClient, command: &Commands, json: bool) -> Resul
             "/v1/auto-election",
             &serde_json::json!({ "enabled": *switch == Switch::On }),
         )?,
-        Commands::Run { .. } | Commands::CheckConfig { .. } | Commands::Demo { .. } => {
+        Commands::Run { .. }
+        | Commands::CheckConfig { .. }
+        | Commands::Demo { .. }
+        | Commands::Completions { .. }
+        | Commands::Man => {
             return Ok(());
         }
     };

@@ -71,7 +71,8 @@
 //!
 //! The command inherits the gateway's environment, minus every variable whose name starts
 //! with `CONCLAVE_`, so that only the variables below (which describe the event) carry that
-//! prefix:
+//! prefix, and minus systemd's `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID`, which are
+//! the gateway's to use:
 //!
 //! | variable | events | value |
 //! |---|---|---|
@@ -171,6 +172,9 @@ pub const HOOK_QUEUE_CAPACITY: usize = 64;
 
 /// Bytes of each of a command's stdout and stderr that are logged; the rest is discarded.
 pub const HOOK_OUTPUT_LIMIT: u64 = 64 * 1024;
+
+/// The gateway's own dialogue with systemd: a hook must not speak for the service.
+const SYSTEMD_VARIABLES: [&str; 3] = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"];
 
 /// A stopping node waits at most this many hook timeouts for the runs of its last events.
 pub const SETTLE_TIMEOUTS: u32 = 2;
@@ -632,6 +636,9 @@ impl HookRun {
             if name.as_encoded_bytes().starts_with(b"CONCLAVE_") {
                 process.env_remove(name);
             }
+        }
+        for name in SYSTEMD_VARIABLES {
+            process.env_remove(name);
         }
         process.envs(self.environment.iter().map(|(name, value)| (name, value)));
 
