@@ -166,6 +166,8 @@ pub(crate) fn run(file: &Path, log: Option<&str>) -> ExitCode {
 
     let system = actix_rt::System::new();
     system.block_on(async {
+        // Before anything else: a signal during the start-up must not take its default action.
+        let mut signals = Signals::listen();
         let admin = config.admin.listen;
         let metrics = config.metrics.listen;
         let node_id = config.node_id;
@@ -182,7 +184,6 @@ pub(crate) fn run(file: &Path, log: Option<&str>) -> ExitCode {
         if let Some(metrics) = metrics {
             info!("metrics on http://{metrics}/metrics");
         }
-        let mut signals = Signals::listen();
         notify(&format!("READY=1\nSTATUS=node {node_id} running"));
         if let (Some(every), Some(notifier)) = (watchdog, &notifier) {
             info!(

@@ -458,11 +458,12 @@ impl Actor for CallbackActor {
 #[rtype(result = "()")]
 struct EventReceived(Received);
 
-/// Answers once every event published so far has been received and every run it caused
-/// has ended (the caller bounds the wait). A stopping node sends it before stopping the
-/// runner, so that its last events' hooks are not killed half-way.
+/// Answers `true` once every event published so far has been received and every run it
+/// caused has ended, or `false` after [`SETTLE_TIMEOUTS`] hook timeouts (the current
+/// `hooks.timeout_ms`). A stopping node sends it before stopping the runner, so that its last
+/// events' hooks are not killed half-way.
 #[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "()")]
+#[rtype(result = "bool")]
 pub struct SettleHooks;
 
 /// Replaces the hook commands and their timeout (a configuration reload).
@@ -471,15 +472,14 @@ pub struct SettleHooks;
 pub struct ReplaceHooks(pub HooksConfig);
 
 impl Handler<SettleHooks> for CallbackActor {
-    type Result = actix::ResponseFuture<()>;
+    type Result = actix::ResponseFuture<bool>;
 
     fn handle(&mut self, _: SettleHooks, _: &mut Self::Context) -> Self::Result {
         let (waiter, settled) = tokio::sync::oneshot::channel();
         self.settling.push(waiter);
         self.answer_settled();
-        Box::pin(async move {
-            let _ = settled.await;
-        })
+        let bound = self.timeout * SETTLE_TIMEOUTS;
+        Box::pin(async move { matches!(tokio::time::timeout(bound, settled).await, Ok(Ok(()))) })
     }
 }
 
@@ -1285,11 +1285,30 @@ mod tests {
 
         // Published and settled at once: the runner has not even received the event yet.
         bus.publish(stepped_down(me, 3, LeaderChangeCause::Shutdown));
-        runner.send(SettleHooks).await.unwrap();
+        assert!(runner.send(SettleHooks).await.unwrap());
         assert!(done.exists(), "settled before the on_follower run ended");
         assert_eq!(runs(&metrics, "on_follower", "ok"), 1.0);
         // Nothing pending: answered at once.
-        runner.send(SettleHooks).await.unwrap();
+        assert!(runner.send(SettleHooks).await.unwrap());
+    }
+
+    /// CB-2: a settle gives up after two hook timeouts: three runs of a hook that hangs until
+    /// killed take three.
+    #[actix_rt::test]
+    async fn cb2_settle_gives_up_after_two_hook_timeouts() {
+        let _log = test_log();
+        let mut config = hooks(Duration::from_millis(300));
+        config.on_leader_change = vec![shell("sleep 30".to_owned())];
+        let me = peer("gw-a");
+        let metrics = NodeMetrics::new();
+        let bus = EventBus::new(metrics.clone());
+        let runner =
+            CallbackActor::new(me, config, metrics.clone()).start_with(bus.subscribe("hooks"));
+        for term in 1..=3 {
+            bus.publish(leaderless(term));
+        }
+        assert!(!runner.send(SettleHooks).await.unwrap());
+        assert!(runs(&metrics, "on_leader_change", "timeout") < 3.0);
     }
 
     /// CB-2: replaced hooks apply from the next run; the new timeout too.

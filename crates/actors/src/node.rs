@@ -20,7 +20,7 @@ use conclave_protocol::{ClusterId, FrameCodec, PeerId};
 use tokio::net::UdpSocket;
 use tracing::{info, warn};
 
-use crate::callbacks::{CallbackActor, ReplaceHooks, SETTLE_TIMEOUTS, SettleHooks};
+use crate::callbacks::{CallbackActor, ReplaceHooks, SettleHooks};
 use crate::clock::NodeClock;
 use crate::config::NodeConfig;
 use crate::config::{DonglePort, EspNowLinkConfig};
@@ -252,7 +252,6 @@ impl NodeBuilder {
                 incarnation: recovered.incarnation,
                 authenticated: config.auth_key.is_some(),
                 handover_bound: config.election.raft.election_timeout_max,
-                hooks_settle_bound: config.hooks.timeout * SETTLE_TIMEOUTS,
                 clock,
                 transport,
                 membership,
@@ -342,8 +341,6 @@ struct HandleInner {
     authenticated: bool,
     /// How long a stopping leader waits for its successor.
     handover_bound: std::time::Duration,
-    /// How long a stopping node waits for the hooks of its last events.
-    hooks_settle_bound: std::time::Duration,
     clock: NodeClock,
     transport: Addr<TransportActor>,
     membership: Addr<MembershipActor>,
@@ -398,11 +395,7 @@ impl Node {
                 within: GOODBYE_DRAIN,
             })
             .await;
-        let settle = self.handle.inner.callbacks.send(SettleHooks);
-        if actix::clock::timeout(self.handle.inner.hooks_settle_bound, settle)
-            .await
-            .is_err()
-        {
+        if !matches!(self.handle.inner.callbacks.send(SettleHooks).await, Ok(true)) {
             warn!("hooks still running at shutdown are killed");
         }
         for server in &self.servers {
