@@ -93,10 +93,7 @@ fn the_systemd_unit_keeps_what_the_node_relies_on() {
         assert!(service.contains_key(hardening), "{hardening} missing");
     }
     // The notification socket is AF_UNIX, the links AF_INET(6).
-    assert_eq!(
-        one("RestrictAddressFamilies"),
-        "AF_UNIX AF_INET AF_INET6"
-    );
+    assert_eq!(one("RestrictAddressFamilies"), "AF_UNIX AF_INET AF_INET6");
     // setrlimit (raising the open-file limit) is in @system-service, not taken away.
     assert!(
         service["SystemCallFilter"]

@@ -395,7 +395,10 @@ impl Node {
                 within: GOODBYE_DRAIN,
             })
             .await;
-        if !matches!(self.handle.inner.callbacks.send(SettleHooks).await, Ok(true)) {
+        if !matches!(
+            self.handle.inner.callbacks.send(SettleHooks).await,
+            Ok(true)
+        ) {
             warn!("hooks still running at shutdown are killed");
         }
         for server in &self.servers {
