@@ -6,7 +6,8 @@
 #   3. the Grafana dashboard is valid JSON with a sound structure, and every query in it is
 #      valid PromQL;
 #   4. every conclave_* metric name the dashboard and the rules use is declared in
-#      METRIC_NAMES and shows up in a live scrape of a two-node cluster built from this tree.
+#      METRIC_NAMES and shows up in a live scrape of a two-node cluster built from this tree;
+#   5. `promtool check metrics` finds nothing to say about either node's scrape.
 # Exits non-zero, naming what is wrong, when any of that fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -374,5 +375,15 @@ if ! check_names 1; then
     grep -o '^conclave_[a-z_]*' "$work/scrape" | sort -u >&2 || true
     exit 1
 fi
+
+step "promtool check metrics (each node's scrape)"
+for node in a b; do
+    if ! report=$(promtool check metrics <"$work/scrape.$node" 2>&1) || [ -n "$report" ]; then
+        echo "gw-$node: promtool check metrics:" >&2
+        echo "$report" >&2
+        exit 1
+    fi
+    echo "gw-$node: clean ($(grep -c '^# TYPE' "$work/scrape.$node") metric families)"
+done
 
 step "ok"

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use conclave_actors::config::Quorum;
-use conclave_actors::events::{NodeEvent, Received};
+use conclave_actors::events::{EventSubscription, NodeEvent, Received};
 use conclave_core::raft::Role;
 use conclave_tests::{RadioCluster, id, test_log};
 
@@ -49,6 +49,15 @@ async fn three_gateways_survive_the_leaders_dongle_unplugged_and_replugged() {
     cluster.stop().await;
 }
 
+/// Pre-vote campaigns node `index` has started so far.
+fn pre_votes(cluster: &RadioCluster, index: usize) -> f64 {
+    cluster
+        .handle(index)
+        .metrics()
+        .value("conclave_elections_started_total", &[("kind", "pre_vote")])
+        .unwrap_or(0.0)
+}
+
 /// RAFT-6 `voters`, ESP-7: split 3+2 on the air, the majority side keeps (or elects) one
 /// leader and the minority none; healed, exactly one leader remains.
 #[actix_rt::test]
@@ -58,16 +67,48 @@ async fn five_gateways_split_three_two_on_the_air() {
     let all = [0, 1, 2, 3, 4];
     cluster.await_leader_among(&all, BOUND).await;
     let (majority, minority) = ([0usize, 1, 2], [3usize, 4]);
+    // Everything the minority nodes publish from the split on, and where their campaign
+    // counts stand.
+    let mut watched: Vec<(usize, EventSubscription, f64)> = minority
+        .iter()
+        .map(|&index| {
+            let events = cluster.handle(index).subscribe("test");
+            (index, events, pre_votes(&cluster, index))
+        })
+        .collect();
     let macs = |group: &[usize]| group.iter().map(|&i| cluster.mac(i)).collect::<Vec<_>>();
     cluster.air.partition(&[&macs(&majority), &macs(&minority)]);
 
     let leader = cluster.await_leader_among(&majority, BOUND).await;
     assert!(majority.contains(&leader));
-    // The minority cannot elect: a quorum needs three of five. Give it many election
-    // timeouts, then check nobody there leads.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    for index in minority {
-        let status = cluster.handle(index).election_status().await.unwrap();
+    // The minority cannot elect: a quorum needs three of five. Wait until each of its nodes
+    // has started two campaigns since the split — its first one ended without a win when the
+    // second began — then check that none of them ever led meanwhile.
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while watched
+        .iter()
+        .any(|(index, _, before)| pre_votes(&cluster, *index) < before + 2.0)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the minority nodes did not campaign twice within {BOUND:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for (index, events, _) in &mut watched {
+        let me = cluster.id(*index);
+        while let Some(received) = events.try_recv() {
+            match received {
+                Received::Event(NodeEvent::LeaderChanged(change)) => assert_ne!(
+                    change.leader,
+                    Some(me),
+                    "node {index} led a minority: {change:?}"
+                ),
+                Received::Event(NodeEvent::PeerStatusChanged(_)) => {}
+                Received::Lagged(missed) => panic!("node {index}: {missed} events lost"),
+            }
+        }
+        let status = cluster.handle(*index).election_status().await.unwrap();
         assert_ne!(status.role, Role::Leader, "node {index} leads a minority");
     }
     assert_eq!(

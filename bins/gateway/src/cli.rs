@@ -62,15 +62,24 @@ pub(crate) enum Commands {
     /// CONCLAVE__SECTION__KEY (for example CONCLAVE__NODE__ID=gw-b). Without --config the
     /// defaults make a single node on loopback. Every configuration problem is printed with
     /// its key and the command exits with code 64; a port or file the node cannot have ends
-    /// it with 69, an internal failure with 70. Ctrl-C or SIGTERM stops the node gracefully:
-    /// its peers are told it is leaving.
+    /// it with 69, an internal failure with 70.
+    ///
+    /// Signals: SIGHUP reopens the log file and reloads FILE, applying the hooks and the log
+    /// settings at once and naming (at WARN) every other changed key, which needs a restart;
+    /// a file with problems is refused and the node runs on unchanged. SIGTERM, Ctrl-C
+    /// (SIGINT), SIGQUIT, SIGUSR1, SIGUSR2 and every other signal that would end the process
+    /// stop it gracefully: a leader hands over first, the peers are told it is leaving, and
+    /// the exit code is 0; a second such signal during the stop exits at once. Under systemd
+    /// (Type=notify) it reports READY, RELOADING, STOPPING and pings the watchdog while
+    /// healthy.
     Run {
         /// Configuration file (TOML); the built-in defaults when absent.
         #[arg(long, short)]
         config: Option<PathBuf>,
-        /// Log filter, as in RUST_LOG (for example `info` or `conclave_actors=debug`).
-        #[arg(long, env = "RUST_LOG", default_value = "info")]
-        log: String,
+        /// Log filter, as in RUST_LOG (for example `info` or `conclave_actors=debug`); given,
+        /// it overrides `log.level` of the configuration at start.
+        #[arg(long, env = "RUST_LOG")]
+        log: Option<String>,
     },
     /// Run a whole cluster in this process, on virtual ESP-NOW dongles: no hardware, no
     /// configuration.
@@ -140,6 +149,18 @@ pub(crate) enum Commands {
         #[command(subcommand)]
         command: ClusterCommand,
     },
+    /// Print a shell completion script for SHELL to standard output.
+    ///
+    /// bash: `conclave completions bash > /etc/bash_completion.d/conclave`; zsh: into a
+    /// directory of $fpath as `_conclave`; fish: `~/.config/fish/completions/conclave.fish`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) to standard output.
+    ///
+    /// `conclave man > /usr/local/share/man/man1/conclave.1`, then `man conclave`.
+    Man,
 }
 
 #[derive(Debug, Subcommand)]
@@ -303,5 +324,12 @@ mod tests {
         ));
         let cli = Cli::parse_from(["conclave", "wal", "inspect", "/var/lib/x", "--json"]);
         assert!(cli.json);
+        let cli = Cli::parse_from(["conclave", "completions", "zsh"]);
+        assert!(matches!(
+            cli.command,
+            Commands::Completions {
+                shell: clap_complete::Shell::Zsh
+            }
+        ));
     }
 }

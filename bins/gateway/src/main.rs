@@ -2,10 +2,13 @@
 //!
 //! `conclave run [--config FILE]` loads and validates the configuration (printing every
 //! problem with its key and exiting with the usage code 64 when there is any), starts the
-//! node, and stops it gracefully on Ctrl-C or SIGTERM. `conclave check-config FILE` only
-//! validates. The other commands talk to running nodes through their admin API (`--admin`,
-//! default `http://127.0.0.1:7070`, or `host:port`) and print a table, or JSON with `--json`.
-//! `conclave dongle check PORT` talks to an ESP32 dongle directly.
+//! node, and stops it gracefully on SIGTERM, Ctrl-C and every other terminating signal;
+//! SIGHUP reloads (see `run`). `conclave check-config FILE` only validates. `conclave
+//! completions SHELL` and `conclave man` print a completion script and the manual page
+//! generated from these clap definitions. The other commands talk to running nodes through
+//! their admin API (`--admin`, default `http://127.0.0.1:7070`, or `host:port`) and print a
+//! table, or JSON with `--json`. `conclave dongle check PORT` talks to an ESP32 dongle
+//! directly.
 //!
 //! `conclave wal inspect|repair DIR` work on a node's WAL file directly (see `wal.rs`).
 //!
@@ -19,6 +22,10 @@ mod client;
 mod commands;
 mod demo;
 mod dongle;
+mod generated;
+mod logging;
+mod notify;
+mod reload;
 mod render;
 mod run;
 mod wal;
@@ -39,7 +46,9 @@ pub(crate) const EXIT_SOFTWARE: u8 = 70;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Commands::Run { config, log } => run::run(config.as_deref(), &log),
+        Commands::Run { config, log } => run::run(config.as_deref(), log.as_deref()),
+        Commands::Completions { shell } => generated::completions(shell),
+        Commands::Man => generated::man(),
         Commands::CheckConfig { file } => run::check_config(&file),
         Commands::Wal {
             command: WalCommand::Inspect { dir },

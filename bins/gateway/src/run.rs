@@ -1,25 +1,59 @@
-//! `conclave run` and `conclave check-config`: load, validate, start, stop.
+//! `conclave run` and `conclave check-config`: load, validate, start, stop; signals, reload and
+//! systemd's notifications (issue 8, item 8).
+//!
+//! # Signals
+//!
+//! | signal | what `conclave run` does |
+//! |---|---|
+//! | `SIGHUP` | reopens the log and reloads the configuration file ([`crate::reload`]); the node keeps running, a leader keeps leading |
+//! | `SIGTERM`, `SIGINT`, `SIGQUIT`, `SIGUSR1`, `SIGUSR2`, `SIGALRM`, `SIGVTALRM`, `SIGPROF`, `SIGXCPU`, `SIGXFSZ`, `SIGIO`, `SIGPWR`, `SIGSTKFLT`, `SIGRTMIN`…`SIGRTMAX` | a graceful stop, exit code 0: a leader hands over first, peers are told goodbye, the hooks of the last events finish |
+//! | a second one of those during the stop | exits at once with 128 + the signal's number |
+//!
+//! Every signal whose default action would end the process is caught, so none of them kills a
+//! leader without a hand-over (a `kill -9`-like failover). Left alone: `SIGKILL` and `SIGSTOP`
+//! (they cannot be caught), the faults (`SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE`, `SIGTRAP`,
+//! `SIGSYS`, `SIGABRT`: the process is broken, a hand-over cannot be trusted), `SIGPIPE`
+//! (ignored, as in every Rust program), and the signals whose default action is not to
+//! terminate (`SIGCHLD`, `SIGWINCH`, `SIGURG`, `SIGCONT`, `SIGTSTP`, `SIGTTIN`, `SIGTTOU`).
+//!
+//! # systemd
+//!
+//! Under `Type=notify` the node says `READY=1` once started, `RELOADING=1` / `READY=1` around
+//! a reload, `STOPPING=1` when it begins to stop, and pings the watchdog while it is healthy
+//! ([`crate::notify`]).
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::rc::Rc;
 use std::time::Duration;
 
 use conclave_actors::config::NodeConfig;
-use conclave_actors::node::{NodeBuilder, NodeError};
-use conclave_actors::settings::Settings;
-use tracing::{error, info};
-use tracing_subscriber::EnvFilter;
+use conclave_actors::node::{Node, NodeBuilder, NodeError, NodeHandle};
+use conclave_actors::settings::{ConfigWarning, Settings};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+use tracing::{debug, error, info, warn};
 
+use crate::logging::{Log, parse_filter};
+use crate::notify::{Notifier, monotonic_usec, watchdog_interval};
+use crate::reload::{self, Reloader};
 use crate::{EXIT_SOFTWARE, EXIT_UNAVAILABLE, EXIT_USAGE};
+
+/// A configuration that passed every check.
+struct Loaded {
+    settings: Settings,
+    config: NodeConfig,
+    warnings: Vec<ConfigWarning>,
+}
 
 /// Loads and validates `file` (the built-in defaults alone when `None`), printing every
 /// problem; the exit code on failure.
-fn load(file: Option<&Path>) -> Result<NodeConfig, ExitCode> {
+fn load(file: Option<&Path>) -> Result<Loaded, ExitCode> {
     let settings = Settings::load(file).map_err(|err| {
         eprintln!("error: {err}");
         ExitCode::from(EXIT_USAGE)
     })?;
-    settings.validate().map_err(|problems| {
+    let (config, warnings) = reload::validate(&settings).map_err(|problems| {
         eprintln!(
             "{}: {} configuration problem{}:",
             file.map_or_else(
@@ -33,13 +67,18 @@ fn load(file: Option<&Path>) -> Result<NodeConfig, ExitCode> {
             eprintln!("  {problem}");
         }
         ExitCode::from(EXIT_USAGE)
+    })?;
+    Ok(Loaded {
+        settings,
+        config,
+        warnings,
     })
 }
 
 /// `conclave check-config FILE`.
 pub(crate) fn check_config(file: &Path) -> ExitCode {
     match load(Some(file)) {
-        Ok(config) => {
+        Ok(Loaded { config, .. }) => {
             println!("{}: ok", file.display());
             println!("  node {} in cluster {}", config.node_id, config.cluster_id);
             println!(
@@ -78,32 +117,75 @@ pub(crate) fn check_config(file: &Path) -> ExitCode {
     }
 }
 
-/// `conclave run [--config FILE]`.
-pub(crate) fn run(file: Option<&Path>, log: &str) -> ExitCode {
-    let filter = match EnvFilter::try_new(log) {
+/// `conclave run [--config FILE]`; `log` is `--log` / `RUST_LOG`, which overrides
+/// `log.level` at start.
+pub(crate) fn run(file: Option<&Path>, log: Option<&str>) -> ExitCode {
+    let Loaded {
+        settings,
+        config,
+        warnings,
+    } = match load(file) {
+        Ok(loaded) => loaded,
+        Err(code) => return code,
+    };
+    let filter = match parse_filter(log.unwrap_or(&settings.log.level)) {
         Ok(filter) => filter,
         Err(err) => {
-            eprintln!("error: --log {log:?}: {err}");
+            eprintln!("error: --log: {err}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(crate::render::colour(&std::io::stderr()))
-        .init();
+    let log = match Log::install(filter, reload::log_file(&settings).as_deref()) {
+        Ok(log) => log,
+        Err(err) => {
+            eprintln!(
+                "error: cannot open log.file {}: {err}",
+                settings.log.file.display()
+            );
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     if file.is_none() {
         info!("no --config: running on the built-in defaults (config/default.toml)");
     }
+    for warning in &warnings {
+        warn!(key = %warning.key, "configuration: {}", warning.message);
+    }
     // Before any socket: the admin API's bounds are fitted to the limit this leaves.
     conclave_actors::admin::log_open_files_limit(&conclave_actors::admin::raise_open_files_limit());
-    let config = match load(file) {
-        Ok(config) => config,
-        Err(code) => return code,
+    let notifier = match Notifier::from_env() {
+        Ok(notifier) => notifier.map(Rc::new),
+        Err(err) => {
+            warn!("{err}; not notifying systemd");
+            None
+        }
     };
+    let watchdog = match watchdog_interval(
+        std::env::var_os("WATCHDOG_USEC"),
+        std::env::var_os("WATCHDOG_PID"),
+        std::process::id(),
+    ) {
+        Ok(every) => every,
+        Err(err) => {
+            warn!("{err}; not pinging the systemd watchdog");
+            None
+        }
+    };
+    let notify = |state: &str| {
+        if let Some(notifier) = &notifier {
+            if let Err(err) = notifier.notify(state) {
+                warn!("cannot notify systemd: {err}");
+            }
+        }
+    };
+
     let system = actix_rt::System::new();
-    system.block_on(async move {
+    system.block_on(async {
+        // Before anything else: a signal during the start-up must not take its default action.
+        let mut signals = Signals::listen();
         let admin = config.admin.listen;
         let metrics = config.metrics.listen;
+        let node_id = config.node_id;
         let node = match NodeBuilder::new(config).start().await {
             Ok(node) => node,
             Err(err) => {
@@ -117,8 +199,61 @@ pub(crate) fn run(file: Option<&Path>, log: &str) -> ExitCode {
         if let Some(metrics) = metrics {
             info!("metrics on http://{metrics}/metrics");
         }
-        let halted = wait_for_stop(&node).await;
-        node.stop().await;
+        notify(&format!("READY=1\nSTATUS=node {node_id} running"));
+        if let (Some(every), Some(notifier)) = (watchdog, &notifier) {
+            info!(
+                every_ms = every.as_millis(),
+                "pinging the systemd watchdog while healthy"
+            );
+            let notifier = Rc::clone(notifier);
+            let handle = node.handle().clone();
+            actix_rt::spawn(watchdog_loop(
+                every,
+                move || healthy(handle.clone(), every),
+                move || {
+                    if let Err(err) = notifier.notify("WATCHDOG=1") {
+                        warn!("cannot ping the systemd watchdog: {err}");
+                    }
+                },
+            ));
+        }
+
+        let mut reloader = Reloader::new(file, &settings);
+        let halted = loop {
+            tokio::select! {
+                received = signals.next() => match received {
+                    Some(libc::SIGHUP) => {
+                        notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()));
+                        reloader.reload(node.handle(), &log).await;
+                        notify(&format!("READY=1\nSTATUS=node {node_id} running"));
+                    }
+                    Some(number) => {
+                        info!(
+                            signal = signal_name(number),
+                            "{}: stopping gracefully (a leader hands over first)",
+                            signal_name(number)
+                        );
+                        break false;
+                    }
+                    None => std::future::pending::<()>().await,
+                },
+                () = tokio::time::sleep(Duration::from_millis(500)) => {
+                    if !node.handle().is_running() {
+                        error!("the node halted");
+                        break true;
+                    }
+                }
+            }
+        };
+        notify("STOPPING=1");
+        if let Some(number) = stop_unless_signalled(node, &mut signals).await {
+            warn!(
+                signal = signal_name(number),
+                "{} during the graceful stop: exiting at once",
+                signal_name(number)
+            );
+            return ExitCode::from(u8::try_from(128 + number).unwrap_or(u8::MAX));
+        }
         if halted {
             ExitCode::from(EXIT_SOFTWARE)
         } else {
@@ -128,6 +263,8 @@ pub(crate) fn run(file: Option<&Path>, log: &str) -> ExitCode {
     })
 }
 
+/// Stops `node` gracefully; a terminating signal received meanwhile cuts it short (its
+/// number is returned; SIGHUP is ignored by then).
 /// The exit code of a node that could not start: 69 (EX_UNAVAILABLE) when something it needs
 /// is taken or missing (a port another process holds, a data directory another process has
 /// locked), 70 (EX_SOFTWARE) otherwise.
@@ -140,37 +277,212 @@ fn start_failure_code(err: &NodeError) -> u8 {
     }
 }
 
-/// Waits for Ctrl-C, SIGTERM, or the node halting; `true` when it halted.
-async fn wait_for_stop(node: &conclave_actors::node::Node) -> bool {
-    let mut terminate =
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(signal) => Some(signal),
-            Err(err) => {
-                error!("cannot watch SIGTERM: {err}");
-                None
-            }
-        };
+async fn stop_unless_signalled(node: Node, signals: &mut Signals) -> Option<i32> {
+    let stop = node.stop();
+    tokio::pin!(stop);
     loop {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {
-                info!("interrupted; stopping");
-                return false;
-            }
-            _ = async {
-                match terminate.as_mut() {
-                    Some(signal) => { signal.recv().await; }
-                    None => std::future::pending::<()>().await,
+            () = &mut stop => return None,
+            received = signals.next() => match received {
+                Some(libc::SIGHUP) => debug!("SIGHUP while stopping: ignored"),
+                Some(number) => return Some(number),
+                None => {
+                    stop.as_mut().await;
+                    return None;
                 }
-            } => {
-                info!("terminated; stopping");
-                return false;
+            },
+        }
+    }
+}
+
+/// Whether the node is healthy enough for a watchdog ping: its election runs and answers a
+/// status query within `within`.
+async fn healthy(handle: NodeHandle, within: Duration) -> bool {
+    handle.is_running()
+        && tokio::time::timeout(within, handle.election_status())
+            .await
+            .is_ok_and(|status| status.is_ok())
+}
+
+/// Every `every`, pings (`ping`) when `check` says the node is healthy; logs once when it
+/// stops being so and once when it recovers.
+async fn watchdog_loop<C, F, P>(every: Duration, check: C, ping: P)
+where
+    C: Fn() -> F,
+    F: std::future::Future<Output = bool>,
+    P: Fn(),
+{
+    let mut ticker = tokio::time::interval(every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut was_healthy = true;
+    loop {
+        ticker.tick().await;
+        let is_healthy = check().await;
+        if is_healthy {
+            ping();
+        }
+        match (was_healthy, is_healthy) {
+            (true, false) => {
+                warn!("the node is not healthy: withholding the systemd watchdog ping");
             }
-            _ = tokio::time::sleep(Duration::from_millis(500)) => {
-                if !node.handle().is_running() {
-                    error!("the node halted");
-                    return true;
+            (false, true) => info!("the node is healthy again: pinging the systemd watchdog"),
+            _ => {}
+        }
+        was_healthy = is_healthy;
+    }
+}
+
+/// The signals `conclave run` handles, as they arrive.
+struct Signals {
+    received: mpsc::Receiver<i32>,
+}
+
+/// Every catchable signal whose default action ends the process, and SIGHUP.
+fn handled_signals() -> Vec<i32> {
+    let mut numbers = vec![
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+        libc::SIGVTALRM,
+        libc::SIGPROF,
+        libc::SIGXCPU,
+        libc::SIGXFSZ,
+        libc::SIGIO,
+    ];
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        numbers.extend([libc::SIGPWR, libc::SIGSTKFLT]);
+        numbers.extend(libc::SIGRTMIN()..=libc::SIGRTMAX());
+    }
+    numbers
+}
+
+/// A signal's name for the log.
+fn signal_name(number: i32) -> String {
+    let named = [
+        (libc::SIGHUP, "SIGHUP"),
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGQUIT, "SIGQUIT"),
+        (libc::SIGUSR1, "SIGUSR1"),
+        (libc::SIGUSR2, "SIGUSR2"),
+        (libc::SIGALRM, "SIGALRM"),
+        (libc::SIGVTALRM, "SIGVTALRM"),
+        (libc::SIGPROF, "SIGPROF"),
+        (libc::SIGXCPU, "SIGXCPU"),
+        (libc::SIGXFSZ, "SIGXFSZ"),
+        (libc::SIGIO, "SIGIO"),
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        (libc::SIGPWR, "SIGPWR"),
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        (libc::SIGSTKFLT, "SIGSTKFLT"),
+    ];
+    if let Some((_, name)) = named.iter().find(|(n, _)| *n == number) {
+        return (*name).to_owned();
+    }
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    if (libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(&number) {
+        return format!("SIGRTMIN+{}", number - libc::SIGRTMIN());
+    }
+    format!("signal {number}")
+}
+
+impl Signals {
+    /// Starts watching every handled signal; a signal that cannot be watched is logged and
+    /// keeps its default action.
+    fn listen() -> Self {
+        // A burst of signals beyond this is one signal repeated; the extra ones are dropped.
+        let (sender, received) = mpsc::channel(16);
+        for number in handled_signals() {
+            match signal(SignalKind::from_raw(number)) {
+                Ok(mut stream) => {
+                    let sender = sender.clone();
+                    actix_rt::spawn(async move {
+                        while stream.recv().await.is_some() {
+                            let _ = sender.try_send(number);
+                        }
+                    });
                 }
+                Err(err) => warn!(
+                    signal = signal_name(number),
+                    "cannot watch {}: {err}; it keeps its default action",
+                    signal_name(number)
+                ),
             }
         }
+        Self { received }
+    }
+
+    /// The next signal received.
+    async fn next(&mut self) -> Option<i32> {
+        self.received.recv().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    /// Every handled signal has a name, and the graceful ones exclude SIGHUP only.
+    #[test]
+    fn handled_signals_are_named_and_include_every_terminating_one() {
+        let handled = handled_signals();
+        for number in &handled {
+            assert!(!signal_name(*number).starts_with("signal "), "{number}");
+        }
+        for must in [
+            libc::SIGTERM,
+            libc::SIGINT,
+            libc::SIGQUIT,
+            libc::SIGUSR1,
+            libc::SIGUSR2,
+            libc::SIGHUP,
+        ] {
+            assert!(handled.contains(&must), "{}", signal_name(must));
+        }
+        for never in [
+            libc::SIGKILL,
+            libc::SIGSTOP,
+            libc::SIGSEGV,
+            libc::SIGPIPE,
+            libc::SIGCHLD,
+        ] {
+            assert!(!handled.contains(&never), "{}", signal_name(never));
+        }
+        #[cfg(target_os = "linux")]
+        assert_eq!(signal_name(libc::SIGRTMIN() + 3), "SIGRTMIN+3");
+    }
+
+    /// The watchdog pings every period while healthy and withholds pings while not.
+    #[actix_rt::test]
+    async fn watchdog_pings_only_while_healthy() {
+        tokio::time::pause();
+        let health = Rc::new(Cell::new(true));
+        let pings = Rc::new(Cell::new(0_u32));
+        let (check_health, count) = (Rc::clone(&health), Rc::clone(&pings));
+        let task = actix_rt::spawn(watchdog_loop(
+            Duration::from_secs(1),
+            move || {
+                let healthy = check_health.get();
+                async move { healthy }
+            },
+            move || count.set(count.get() + 1),
+        ));
+        // The first tick is immediate, then one per period.
+        tokio::time::sleep(Duration::from_millis(3500)).await;
+        assert_eq!(pings.get(), 4);
+        health.set(false);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(pings.get(), 4, "no ping while unhealthy");
+        health.set(true);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(pings.get(), 6);
+        task.abort();
     }
 }

@@ -7,8 +7,18 @@
 //! |---|---|
 //! | `LeaderChanged`, leader is this node | `on_leader_change`, `on_leader` |
 //! | `LeaderChanged`, leader is another node | `on_leader_change`, `on_follower` |
-//! | `LeaderChanged`, no leader | `on_leader_change` |
+//! | `LeaderChanged`, this node stopped leading, no leader known | `on_leader_change`, `on_follower` |
+//! | `LeaderChanged`, no leader, this node did not lead | `on_leader_change` |
 //! | `PeerStatusChanged` (joined, left, connected, disconnected) | `on_peer_status` |
+//!
+//! **`on_follower` runs on every transition out of leader** (CB-2), whatever the cause — the
+//! quorum lost (check-quorum), a higher term, a resignation or transfer, a duplicate-id
+//! quarantine, the node stopping or halting — with the cause in `CONCLAVE_CAUSE` and
+//! `CONCLAVE_STEPPED_DOWN=true`, even when no new leader is known yet. It runs again, with
+//! `CONCLAVE_STEPPED_DOWN=false`, whenever another node becomes the leader. A keepalived-style
+//! pair — start a service in `on_leader`, stop it in `on_follower` — therefore never leaves the
+//! service running on a node that no longer leads, and `on_follower` commands must be
+//! idempotent (stopping what is already stopped).
 //!
 //! Each event runs every command of the hook's list, in list order; a command that fails does
 //! not stop the ones after it. Each command is counted once in
@@ -48,14 +58,21 @@
 //! - Each command is its own process group. At the timeout the whole group gets `SIGKILL`, so
 //!   a shell's children die with it and cannot overlap the hook's next run; the command is then
 //!   reaped. A command that exits in time keeps any background process it started.
-//! - When the actor stops, pending runs are dropped and running commands are killed with
-//!   their whole process group, so a stopped node leaves no hook processes behind.
+//! - A node that stops gracefully first lets the runs of its last events finish (its own
+//!   step-down's `on_follower` above all), bounded by [`SETTLE_TIMEOUTS`] hook timeouts
+//!   ([`SettleHooks`]). When the actor stops, pending runs are dropped and running commands
+//!   are killed with their whole process group, so a stopped node leaves no hook processes
+//!   behind.
+//! - The commands and the timeout can be replaced while the node runs ([`ReplaceHooks`],
+//!   what a reload on SIGHUP does): a run in progress finishes with the commands it started
+//!   with; every later run, pending ones included, uses the new ones.
 //!
 //! # Environment (CB-2, CB-5)
 //!
 //! The command inherits the gateway's environment, minus every variable whose name starts
 //! with `CONCLAVE_`, so that only the variables below (which describe the event) carry that
-//! prefix:
+//! prefix, and minus systemd's `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID`, which are
+//! the gateway's to use:
 //!
 //! | variable | events | value |
 //! |---|---|---|
@@ -66,8 +83,9 @@
 //! | `CONCLAVE_ROLE` | `leader_changed` | this node's role: `follower`, `pre_candidate`, `candidate`, `leader` |
 //! | `CONCLAVE_TERM` | `leader_changed` | the term, a decimal number |
 //! | `CONCLAVE_LEADER` | `leader_changed` | the new leader's id; empty when there is none |
-//! | `CONCLAVE_PREVIOUS_LEADER` | `leader_changed` | the leader before; empty when there was none |
-//! | `CONCLAVE_CAUSE` | `leader_changed` | why (CB-6): `election_timeout`, `vote_won`, `leader_heard`, `higher_term`, `set_leader`, `transfer`, `resign`, `tie_break`, `quorum_lost`, `quarantined` |
+//! | `CONCLAVE_PREVIOUS_LEADER` | `leader_changed` | the last leader this node knew before this change (kept through leaderless stretches and restarts); empty only when it never knew one |
+//! | `CONCLAVE_STEPPED_DOWN` | `leader_changed` | `true` when this node led until this change, else `false` |
+//! | `CONCLAVE_CAUSE` | `leader_changed` | why (CB-6): `election_timeout`, `vote_won`, `leader_heard`, `higher_term`, `set_leader`, `transfer`, `resign`, `tie_break`, `quorum_lost`, `quarantined`, `shutdown` |
 //! | `CONCLAVE_FENCING_TOKEN` | `leader_changed` | `<term>:<leader>`, e.g. `7:gw-a`; empty when there is no leader |
 //! | `CONCLAVE_PEER_ID` | `peer_status_changed` | the peer's id |
 //! | `CONCLAVE_PEER_CHANGE` | `peer_status_changed` | `joined`, `left` or `changed` (status change of a known peer) |
@@ -94,7 +112,7 @@
 //! let mut events = bus.subscribe("my-app");
 //! # let me = PeerId::new("gw-a").unwrap();
 //! # bus.publish(NodeEvent::LeaderChanged(LeaderChange {
-//! #     term: 3, leader: Some(me), previous: None, role: Role::Leader,
+//! #     term: 3, leader: Some(me), previous: None, stepped_down: false, role: Role::Leader,
 //! #     cause: LeaderChangeCause::VoteWon, at_unix_ms: 0,
 //! # }));
 //! # drop(bus);
@@ -144,7 +162,9 @@ use tokio::time::Instant;
 use tracing::{debug, error, warn};
 
 use crate::config::{HookCommand, HooksConfig};
-use crate::events::{EventSubscription, LeaderChange, NodeEvent, PeerChange, Received};
+use crate::events::{
+    BusProgress, EventSubscription, LeaderChange, NodeEvent, PeerChange, Received,
+};
 use crate::metrics::NodeMetrics;
 
 /// Runs one hook may have pending before the oldest are dropped.
@@ -152,6 +172,12 @@ pub const HOOK_QUEUE_CAPACITY: usize = 64;
 
 /// Bytes of each of a command's stdout and stderr that are logged; the rest is discarded.
 pub const HOOK_OUTPUT_LIMIT: u64 = 64 * 1024;
+
+/// The gateway's own dialogue with systemd: a hook must not speak for the service.
+const SYSTEMD_VARIABLES: [&str; 3] = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"];
+
+/// A stopping node waits at most this many hook timeouts for the runs of its last events.
+pub const SETTLE_TIMEOUTS: u32 = 2;
 
 /// How long to keep reading output after the command exited. What the command itself wrote
 /// is already in the pipe and reads at once; only a background process it left behind can
@@ -220,7 +246,7 @@ impl Hook {
             (Hook::LeaderChange, NodeEvent::LeaderChanged(_)) => true,
             (Hook::Leader, NodeEvent::LeaderChanged(change)) => change.leader == Some(node_id),
             (Hook::Follower, NodeEvent::LeaderChanged(change)) => {
-                change.leader.is_some_and(|leader| leader != node_id)
+                change.stepped_down || change.leader.is_some_and(|leader| leader != node_id)
             }
             (Hook::PeerStatus, NodeEvent::PeerStatusChanged(_)) => true,
             _ => false,
@@ -246,6 +272,12 @@ pub struct CallbackActor {
     runners: [HookRunner; 4],
     subscription: Option<EventSubscription>,
     reader: Option<JoinHandle<()>>,
+    /// Events published on the bus since this runner subscribed, and how many of them (or
+    /// reports of lost ones) it has received: a settle waits for the two to meet.
+    progress: Option<BusProgress>,
+    received: u64,
+    /// Callers of [`SettleHooks`] waiting for every run to end.
+    settling: Vec<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl CallbackActor {
@@ -270,6 +302,9 @@ impl CallbackActor {
             runners,
             subscription: None,
             reader: None,
+            progress: None,
+            received: 0,
+            settling: Vec::new(),
         }
     }
 
@@ -285,8 +320,46 @@ impl CallbackActor {
     /// Starts the actor on the current arbiter, running hooks for the events of
     /// `subscription` until the bus closes or the actor stops.
     pub fn start_with(mut self, subscription: EventSubscription) -> Addr<Self> {
+        self.progress = Some(subscription.progress());
         self.subscription = Some(subscription);
         self.start()
+    }
+
+    /// Installs `hooks` in place of the configured commands and timeout (see the module docs).
+    fn replace_hooks(&mut self, hooks: &HooksConfig) {
+        let configured: Vec<&str> = Hook::ALL
+            .iter()
+            .filter(|hook| !hook.commands(hooks).is_empty())
+            .map(|hook| hook.name())
+            .collect();
+        self.metrics.preregister_hooks(&configured);
+        for hook in Hook::ALL {
+            self.runners[hook.index()].commands = hook.commands(hooks).into();
+        }
+        self.timeout = hooks.timeout;
+    }
+
+    /// Whether every event published so far has reached this runner and no run is pending
+    /// or in progress.
+    fn settled(&self) -> bool {
+        let caught_up = self
+            .progress
+            .as_ref()
+            .is_none_or(|progress| self.received >= progress.published_since());
+        caught_up
+            && self
+                .runners
+                .iter()
+                .all(|runner| runner.running.is_none() && runner.pending.is_empty())
+    }
+
+    /// Answers the callers of [`SettleHooks`] once settled.
+    fn answer_settled(&mut self) {
+        if !self.settling.is_empty() && self.settled() {
+            for waiter in self.settling.drain(..) {
+                let _ = waiter.send(());
+            }
+        }
     }
 
     /// Queues a run of every hook `event` concerns and starts the idle ones.
@@ -385,6 +458,39 @@ impl Actor for CallbackActor {
 #[rtype(result = "()")]
 struct EventReceived(Received);
 
+/// Answers `true` once every event published so far has been received and every run it
+/// caused has ended, or `false` after [`SETTLE_TIMEOUTS`] hook timeouts (the current
+/// `hooks.timeout_ms`). A stopping node sends it before stopping the runner, so that its last
+/// events' hooks are not killed half-way.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "bool")]
+pub struct SettleHooks;
+
+/// Replaces the hook commands and their timeout (a configuration reload).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct ReplaceHooks(pub HooksConfig);
+
+impl Handler<SettleHooks> for CallbackActor {
+    type Result = actix::ResponseFuture<bool>;
+
+    fn handle(&mut self, _: SettleHooks, _: &mut Self::Context) -> Self::Result {
+        let (waiter, settled) = tokio::sync::oneshot::channel();
+        self.settling.push(waiter);
+        self.answer_settled();
+        let bound = self.timeout * SETTLE_TIMEOUTS;
+        Box::pin(async move { matches!(tokio::time::timeout(bound, settled).await, Ok(Ok(()))) })
+    }
+}
+
+impl Handler<ReplaceHooks> for CallbackActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ReplaceHooks, _: &mut Self::Context) {
+        self.replace_hooks(&msg.0);
+    }
+}
+
 /// A hook's run is over; the hook may start its next.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -395,12 +501,19 @@ impl Handler<EventReceived> for CallbackActor {
 
     fn handle(&mut self, msg: EventReceived, ctx: &mut Self::Context) {
         match msg.0 {
-            Received::Event(event) => self.enqueue(&event, ctx),
-            Received::Lagged(missed) => debug!(
-                missed,
-                "hook runner fell behind the event bus; counted under its subscription"
-            ),
+            Received::Event(event) => {
+                self.received += 1;
+                self.enqueue(&event, ctx);
+            }
+            Received::Lagged(missed) => {
+                self.received += missed;
+                debug!(
+                    missed,
+                    "hook runner fell behind the event bus; counted under its subscription"
+                );
+            }
         }
+        self.answer_settled();
     }
 }
 
@@ -411,6 +524,7 @@ impl Handler<RunFinished> for CallbackActor {
         let hook = msg.0;
         self.runners[hook.index()].running = None;
         self.start_next(hook, ctx);
+        self.answer_settled();
     }
 }
 
@@ -427,6 +541,7 @@ fn hook_environment(node_id: PeerId, hook: Hook, event: &NodeEvent) -> Vec<(&'st
             term,
             leader,
             previous,
+            stepped_down,
             role,
             cause,
             at_unix_ms,
@@ -436,6 +551,7 @@ fn hook_environment(node_id: PeerId, hook: Hook, event: &NodeEvent) -> Vec<(&'st
             ("CONCLAVE_TERM", term.to_string()),
             ("CONCLAVE_LEADER", id_or_empty(*leader)),
             ("CONCLAVE_PREVIOUS_LEADER", id_or_empty(*previous)),
+            ("CONCLAVE_STEPPED_DOWN", stepped_down.to_string()),
             ("CONCLAVE_CAUSE", cause.label().to_owned()),
             (
                 "CONCLAVE_FENCING_TOKEN",
@@ -520,6 +636,9 @@ impl HookRun {
             if name.as_encoded_bytes().starts_with(b"CONCLAVE_") {
                 process.env_remove(name);
             }
+        }
+        for name in SYSTEMD_VARIABLES {
+            process.env_remove(name);
         }
         process.envs(self.environment.iter().map(|(name, value)| (name, value)));
 
@@ -823,7 +942,21 @@ mod tests {
             term,
             leader,
             previous,
+            stepped_down: false,
             role,
+            cause,
+            at_unix_ms: 1_700_000_000_000 + term,
+        })
+    }
+
+    /// This node, leader until now, stepped down for `cause` in `term`; no leader known.
+    fn stepped_down(me: PeerId, term: u64, cause: LeaderChangeCause) -> NodeEvent {
+        NodeEvent::LeaderChanged(LeaderChange {
+            term,
+            leader: None,
+            previous: Some(me),
+            stepped_down: true,
+            role: Role::Follower,
             cause,
             at_unix_ms: 1_700_000_000_000 + term,
         })
@@ -964,6 +1097,7 @@ mod tests {
             "CONCLAVE_TERM=7",
             "CONCLAVE_LEADER=gw-a",
             "CONCLAVE_PREVIOUS_LEADER=gw-b",
+            "CONCLAVE_STEPPED_DOWN=false",
             "CONCLAVE_CAUSE=vote_won",
             "CONCLAVE_FENCING_TOKEN=7:gw-a",
         ];
@@ -1038,6 +1172,7 @@ mod tests {
                 "CONCLAVE_TERM=3",
                 "CONCLAVE_LEADER=gw-b",
                 "CONCLAVE_PREVIOUS_LEADER=",
+                "CONCLAVE_STEPPED_DOWN=false",
                 "CONCLAVE_CAUSE=leader_heard",
                 "CONCLAVE_FENCING_TOKEN=3:gw-b",
             ])
@@ -1053,12 +1188,160 @@ mod tests {
                 "CONCLAVE_TERM=4",
                 "CONCLAVE_LEADER=",
                 "CONCLAVE_PREVIOUS_LEADER=gw-b",
+                "CONCLAVE_STEPPED_DOWN=false",
                 "CONCLAVE_CAUSE=quorum_lost",
                 "CONCLAVE_FENCING_TOKEN=",
             ])
         );
         assert!(dir.path().join("change-3").exists());
         assert!(!dir.path().join("on_leader").exists());
+    }
+
+    /// CB-2 (issue 8, item 6): every transition out of leader runs `on_follower`, with the
+    /// cause and `CONCLAVE_STEPPED_DOWN=true`, even when no new leader is known: a
+    /// keepalived-style pair of hooks must not leave a service running on an ex-leader. A
+    /// node that did not lead and merely lost its leader runs no `on_follower`.
+    #[actix_rt::test]
+    async fn cb2_every_step_down_runs_on_follower_with_its_cause() {
+        let _log = test_log();
+        let dir = tempfile::tempdir().unwrap();
+        let me = peer("gw-a");
+        let mut config = hooks(Duration::from_secs(10));
+        config.on_follower = vec![shell(format!(
+            "env | grep '^CONCLAVE_' > '{}'/follower-\"$CONCLAVE_TERM\"",
+            dir.path().display()
+        ))];
+        let node = start(me, config, HOOK_QUEUE_CAPACITY);
+
+        let causes = [
+            LeaderChangeCause::QuorumLost,
+            LeaderChangeCause::HigherTerm,
+            LeaderChangeCause::Resign,
+            LeaderChangeCause::Transfer,
+            LeaderChangeCause::Quarantined,
+            LeaderChangeCause::Shutdown,
+        ];
+        for (term, cause) in (1_u64..).zip(causes) {
+            node.bus.publish(leader_changed(
+                term,
+                Some(me),
+                None,
+                Role::Leader,
+                LeaderChangeCause::VoteWon,
+            ));
+            node.bus.publish(stepped_down(me, term, cause));
+        }
+        // Not a step-down: this node followed gw-b and lost it.
+        node.bus.publish(leader_changed(
+            10,
+            None,
+            Some(peer("gw-b")),
+            Role::Follower,
+            LeaderChangeCause::ElectionTimeout,
+        ));
+        node.bus.publish(leaderless(11));
+        eventually("on_follower once per step-down", || {
+            runs(&node.metrics, "on_follower", "ok") == 6.0
+        })
+        .await;
+
+        for (term, cause) in (1_u64..).zip(causes) {
+            assert_eq!(
+                env_lines(&dir.path().join(format!("follower-{term}"))),
+                expected(&[
+                    "CONCLAVE_NODE_ID=gw-a",
+                    "CONCLAVE_HOOK=on_follower",
+                    "CONCLAVE_EVENT=leader_changed",
+                    &format!("CONCLAVE_AT_UNIX_MS={}", 1_700_000_000_000 + term),
+                    "CONCLAVE_ROLE=follower",
+                    &format!("CONCLAVE_TERM={term}"),
+                    "CONCLAVE_LEADER=",
+                    "CONCLAVE_PREVIOUS_LEADER=gw-a",
+                    "CONCLAVE_STEPPED_DOWN=true",
+                    &format!("CONCLAVE_CAUSE={}", cause.label()),
+                    "CONCLAVE_FENCING_TOKEN=",
+                ]),
+                "{cause:?}"
+            );
+        }
+        assert!(!dir.path().join("follower-10").exists());
+        assert!(!dir.path().join("follower-11").exists());
+    }
+
+    /// CB-2: a settle answers only once the runs of every event published before it have
+    /// ended, so a stopping node does not kill its last hooks half-way.
+    #[actix_rt::test]
+    async fn cb2_settle_waits_for_the_runs_of_published_events() {
+        let _log = test_log();
+        let dir = tempfile::tempdir().unwrap();
+        let done = dir.path().join("done");
+        let mut config = hooks(Duration::from_secs(10));
+        config.on_follower = vec![shell(format!("sleep 0.3; touch '{}'", done.display()))];
+        let me = peer("gw-a");
+        let metrics = NodeMetrics::new();
+        let bus = EventBus::new(metrics.clone());
+        let runner =
+            CallbackActor::new(me, config, metrics.clone()).start_with(bus.subscribe("hooks"));
+
+        // Published and settled at once: the runner has not even received the event yet.
+        bus.publish(stepped_down(me, 3, LeaderChangeCause::Shutdown));
+        assert!(runner.send(SettleHooks).await.unwrap());
+        assert!(done.exists(), "settled before the on_follower run ended");
+        assert_eq!(runs(&metrics, "on_follower", "ok"), 1.0);
+        // Nothing pending: answered at once.
+        assert!(runner.send(SettleHooks).await.unwrap());
+    }
+
+    /// CB-2: a settle gives up after two hook timeouts: three runs of a hook that hangs until
+    /// killed take three.
+    #[actix_rt::test]
+    async fn cb2_settle_gives_up_after_two_hook_timeouts() {
+        let _log = test_log();
+        let mut config = hooks(Duration::from_millis(300));
+        config.on_leader_change = vec![shell("sleep 30".to_owned())];
+        let me = peer("gw-a");
+        let metrics = NodeMetrics::new();
+        let bus = EventBus::new(metrics.clone());
+        let runner =
+            CallbackActor::new(me, config, metrics.clone()).start_with(bus.subscribe("hooks"));
+        for term in 1..=3 {
+            bus.publish(leaderless(term));
+        }
+        assert!(!runner.send(SettleHooks).await.unwrap());
+        assert!(runs(&metrics, "on_leader_change", "timeout") < 3.0);
+    }
+
+    /// CB-2: replaced hooks apply from the next run; the new timeout too.
+    #[actix_rt::test]
+    async fn cb2_replaced_hooks_apply_to_later_runs() {
+        let _log = test_log();
+        let dir = tempfile::tempdir().unwrap();
+        let me = peer("gw-a");
+        let mut config = hooks(Duration::from_secs(10));
+        config.on_leader_change = vec![shell(format!(
+            "echo old-$CONCLAVE_TERM >> '{}'/trace",
+            dir.path().display()
+        ))];
+        let metrics = NodeMetrics::new();
+        let bus = EventBus::new(metrics.clone());
+        let runner =
+            CallbackActor::new(me, config, metrics.clone()).start_with(bus.subscribe("hooks"));
+        bus.publish(leaderless(1));
+        runner.send(SettleHooks).await.unwrap();
+
+        let mut replaced = hooks(Duration::from_millis(200));
+        replaced.on_leader_change = vec![shell(format!(
+            "echo new-$CONCLAVE_TERM >> '{}'/trace",
+            dir.path().display()
+        ))];
+        replaced.on_peer_status = vec![shell("sleep 5".to_owned())];
+        runner.send(ReplaceHooks(replaced)).await.unwrap();
+        bus.publish(leaderless(2));
+        bus.publish(peer_changed("gw-b", None, Some(PeerStatus::Connected)));
+        runner.send(SettleHooks).await.unwrap();
+
+        assert_eq!(read(&dir.path().join("trace")), "old-1\nnew-2\n");
+        assert_eq!(runs(&metrics, "on_peer_status", "timeout"), 1.0);
     }
 
     /// CB-2: peer events run `on_peer_status` with the peer, the kind of change and both

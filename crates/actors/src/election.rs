@@ -10,11 +10,17 @@
 //! due. A hard state the core marks amnesic (after an abstention, WAL-2) is followed by an
 //! amnesia marker, and the operator's automatic-election switch is persisted too (RAFT-8). If
 //! the WAL fails, the node cannot promise not to vote twice, so the actor halts.
+//!
+//! What it publishes (CB-2, CB-5): each [`LeaderChange`] carries, besides the core's term,
+//! leader, role and cause, the last leader known before it (kept through leaderless stretches
+//! and recovered from the history at start) and whether this node led until that change, so
+//! that the hook runner needs no guesswork to run `on_follower` on every way out of
+//! leadership. A node that stops gracefully ([`LeaveElection`]), or halts, while it still
+//! leads steps down first and publishes it (cause `shutdown`).
 
 use std::collections::VecDeque;
 use std::time::SystemTime;
 
-use actix::clock::Instant;
 use actix::prelude::*;
 use conclave_core::raft::{
     Action, Command, CommandOutcome, Event, Raft, RaftError, RaftStatus, Role,
@@ -45,6 +51,12 @@ pub struct GetElectionStatus;
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "Vec<HistoryRecord>")]
 pub struct GetHistory;
+
+/// The node is stopping gracefully: a leader steps down (published with cause `shutdown`
+/// and recorded in the history), then the actor stops. Answers once that is done.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct LeaveElection;
 
 /// One step still to carry out after a WAL write.
 #[derive(Debug)]
@@ -96,10 +108,14 @@ pub struct ElectionActor {
     metrics: NodeMetrics,
     history: VecDeque<HistoryRecord>,
     timer: CoreTimer,
-    /// The leader last published, to report the previous one with each change.
+    /// The leader last published (`None` after "no leader"): whether this node led until a
+    /// change.
     published_leader: Option<PeerId>,
-    /// While no leader is known: since when the leaderless time was last added up.
-    leaderless_mark: Option<Instant>,
+    /// The last leader known before the change being published, kept through leaderless
+    /// stretches and seeded from the history: each change's `previous`.
+    last_known_leader: Option<PeerId>,
+    /// Told to leave: once the actions in hand are carried out, the actor stops and says so.
+    leaving: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl ElectionActor {
@@ -115,7 +131,10 @@ impl ElectionActor {
         metrics.set_term(raft.term());
         metrics.set_role(raft.role());
         metrics.set_abstaining(raft.is_abstaining());
+        // A node starts without a leader: its first leaderless stretch starts now.
+        metrics.set_leader_known(false);
         let skip = history.len().saturating_sub(HISTORY_IN_MEMORY);
+        let last_known_leader = history.iter().rev().find_map(|record| record.leader);
         Self {
             span: tracing::info_span!("node", id = %raft.id()),
             raft,
@@ -126,7 +145,8 @@ impl ElectionActor {
             history: history.into_iter().skip(skip).collect(),
             timer: CoreTimer::default(),
             published_leader: None,
-            leaderless_mark: Some(Instant::now()),
+            last_known_leader,
+            leaving: None,
         }
     }
 
@@ -178,7 +198,11 @@ impl ElectionActor {
             }
         }
         self.metrics.set_abstaining(self.raft.is_abstaining());
-        self.account_leaderless();
+        if let Some(left) = self.leaving.take() {
+            let _ = left.send(());
+            ctx.stop();
+            return;
+        }
         self.arm_timer(ctx);
     }
 
@@ -230,6 +254,18 @@ impl ElectionActor {
             "the WAL could not make the election state durable; this node stops taking part \
              rather than risk voting twice in a term"
         );
+        // A halting leader still says it no longer leads, so that its hooks stop what they
+        // started; the history cannot record it, the WAL being what failed.
+        self.raft.handle_shutdown(self.clock.now());
+        while let Some(action) = self.raft.poll_action() {
+            if let Action::Publish(event) = action {
+                match history_record(&event) {
+                    Some((record, role)) => self.announce(record, role),
+                    None => self.observe(event),
+                }
+            }
+        }
+        self.leaving = None;
         ctx.stop();
     }
 
@@ -241,16 +277,19 @@ impl ElectionActor {
             cause,
             at_unix_ms,
         } = record;
-        let previous = self.published_leader;
+        let me = self.raft.id();
+        let stepped_down = self.published_leader == Some(me) && leader != Some(me);
+        let previous = self.last_known_leader;
         self.published_leader = leader;
+        if leader.is_some() {
+            self.last_known_leader = leader;
+        }
         match leader {
             Some(leader) => {
                 info!(term, %leader, role = role.label(), cause = cause.label(), "leader changed");
             }
             None => warn!(term, cause = cause.label(), "no leader"),
         }
-        self.account_leaderless();
-        self.leaderless_mark = leader.is_none().then(Instant::now);
         self.metrics.leader_changed();
         self.metrics.set_leader_known(leader.is_some());
         self.metrics.set_term(term);
@@ -263,6 +302,7 @@ impl ElectionActor {
             term,
             leader,
             previous,
+            stepped_down,
             role,
             cause,
             at_unix_ms,
@@ -307,16 +347,6 @@ impl ElectionActor {
             Event::TransferAborted { target } => {
                 warn!(%target, "leadership transfer did not complete in time");
             }
-        }
-    }
-
-    /// Adds the time spent without a leader since the last mark to the metric.
-    fn account_leaderless(&mut self) {
-        if let Some(mark) = self.leaderless_mark {
-            let now = Instant::now();
-            self.metrics
-                .add_leaderless(now.saturating_duration_since(mark));
-            self.leaderless_mark = Some(now);
         }
     }
 
@@ -385,6 +415,23 @@ impl Handler<ElectionCommand> for ElectionActor {
         let outcome = self.raft.handle_command(now, command.0);
         self.pump(ctx);
         outcome
+    }
+}
+
+impl Handler<LeaveElection> for ElectionActor {
+    type Result = ResponseFuture<()>;
+    fn handle(&mut self, _: LeaveElection, ctx: &mut Self::Context) -> Self::Result {
+        let _span = self.span.clone().entered();
+        let (left, done) = tokio::sync::oneshot::channel();
+        self.leaving = Some(left);
+        let now = self.clock.now();
+        self.raft.handle_shutdown(now);
+        self.pump(ctx);
+        // Answered when the step-down is durable and published, or at once if the actor
+        // halted on the way (the sender is then dropped).
+        Box::pin(async move {
+            let _ = done.await;
+        })
     }
 }
 

@@ -7,6 +7,8 @@
 //! on with the newest. The node's state (status, peer table) stays the truth and can always be
 //! read whole, so a lagging subscriber re-reads it rather than relying on every event.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use conclave_core::PeerStatus;
@@ -37,8 +39,12 @@ pub struct LeaderChange {
     pub term: u64,
     /// The new leader, if any.
     pub leader: Option<PeerId>,
-    /// The leader before, if any.
+    /// The last leader this node knew before this change, kept through leaderless stretches
+    /// and across restarts (from the leadership history): `None` only when it never knew one.
     pub previous: Option<PeerId>,
+    /// This node led until this change: a transition out of leader (quorum lost, higher
+    /// term, resignation, transfer, quarantine, shutdown), whatever the new leader is.
+    pub stepped_down: bool,
     /// This node's role now.
     pub role: Role,
     /// Why (CB-6).
@@ -90,6 +96,7 @@ impl NodeEvent {
                 "term": change.term,
                 "leader": change.leader.map(|l| l.to_string()),
                 "previous_leader": change.previous.map(|l| l.to_string()),
+                "stepped_down": change.stepped_down,
                 "role": change.role.label(),
                 "cause": change.cause.label(),
                 "fencing_token": change.leader.map(|l| format!("{}:{l}", change.term)),
@@ -111,28 +118,58 @@ impl NodeEvent {
 pub struct EventBus {
     sender: broadcast::Sender<NodeEvent>,
     metrics: NodeMetrics,
+    /// Events published so far, so that a subscriber can tell whether it has seen them all.
+    published: Arc<AtomicU64>,
 }
 
 impl EventBus {
     /// A bus of [`EVENT_BUS_CAPACITY`] events.
     pub fn new(metrics: NodeMetrics) -> Self {
         let (sender, _) = broadcast::channel(EVENT_BUS_CAPACITY);
-        Self { sender, metrics }
+        Self {
+            sender,
+            metrics,
+            published: Arc::new(AtomicU64::new(0)),
+        }
     }
 
     /// Publishes to every current subscriber; nobody listening is fine.
     pub fn publish(&self, event: NodeEvent) {
+        // Counted before the send: a subscriber that sees the event also sees the count.
+        self.published.fetch_add(1, Ordering::SeqCst);
         let _ = self.sender.send(event);
     }
 
     /// A new subscriber named `name` (the `subscriber` label of lag metrics), seeing events
     /// published from now on.
     pub fn subscribe(&self, name: impl Into<String>) -> EventSubscription {
+        let receiver = self.sender.subscribe();
         EventSubscription {
             name: name.into(),
-            receiver: self.sender.subscribe(),
+            receiver,
             metrics: self.metrics.clone(),
+            progress: BusProgress {
+                base: self.published.load(Ordering::SeqCst),
+                published: Arc::clone(&self.published),
+            },
         }
+    }
+}
+
+/// How many events were published on a bus since one subscription was made: what that
+/// subscriber has to have received (or been told it lost) to be caught up.
+#[derive(Debug, Clone)]
+pub(crate) struct BusProgress {
+    base: u64,
+    published: Arc<AtomicU64>,
+}
+
+impl BusProgress {
+    /// Events published since the subscription was made.
+    pub(crate) fn published_since(&self) -> u64 {
+        self.published
+            .load(Ordering::SeqCst)
+            .saturating_sub(self.base)
     }
 }
 
@@ -152,6 +189,7 @@ pub struct EventSubscription {
     name: String,
     receiver: broadcast::Receiver<NodeEvent>,
     metrics: NodeMetrics,
+    progress: BusProgress,
 }
 
 impl EventSubscription {
@@ -159,17 +197,36 @@ impl EventSubscription {
     pub async fn recv(&mut self) -> Option<Received> {
         match self.receiver.recv().await {
             Ok(event) => Some(Received::Event(event)),
-            Err(broadcast::error::RecvError::Lagged(missed)) => {
-                warn!(
-                    subscriber = %self.name,
-                    missed,
-                    "event subscriber fell behind; the oldest events were dropped"
-                );
-                self.metrics.events_lagged(&self.name, missed);
-                Some(Received::Lagged(missed))
-            }
+            Err(broadcast::error::RecvError::Lagged(missed)) => Some(self.lagged(missed)),
             Err(broadcast::error::RecvError::Closed) => None,
         }
+    }
+
+    /// The next event if one is already there, without waiting; `None` when there is none
+    /// yet or the node stopped.
+    pub fn try_recv(&mut self) -> Option<Received> {
+        match self.receiver.try_recv() {
+            Ok(event) => Some(Received::Event(event)),
+            Err(broadcast::error::TryRecvError::Lagged(missed)) => Some(self.lagged(missed)),
+            Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed) => {
+                None
+            }
+        }
+    }
+
+    fn lagged(&self, missed: u64) -> Received {
+        warn!(
+            subscriber = %self.name,
+            missed,
+            "event subscriber fell behind; the oldest events were dropped"
+        );
+        self.metrics.events_lagged(&self.name, missed);
+        Received::Lagged(missed)
+    }
+
+    /// What this subscriber must have received to be caught up with the bus.
+    pub(crate) fn progress(&self) -> BusProgress {
+        self.progress.clone()
     }
 
     /// The subscriber's name.

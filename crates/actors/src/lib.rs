@@ -32,6 +32,7 @@ pub mod memory;
 pub mod messages;
 pub mod metrics;
 pub mod node;
+mod process_metrics;
 pub mod settings;
 pub mod transport;
 pub mod wal;

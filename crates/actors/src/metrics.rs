@@ -5,9 +5,21 @@
 //! demo — keep their figures apart, and the `/metrics` endpoint renders exactly its node. No
 //! metric is labelled with the node's own id: Prometheus adds `instance`. Peer labels are
 //! bounded by the cluster size.
+//!
+//! Beside the registry, a render adds what the exporter cannot hold: the standard `process_*`
+//! series of the whole process, read from `/proc` at each scrape (see
+//! [`crate::process_metrics`]), and `conclave_leaderless_seconds_total`, a counter of
+//! fractional seconds (the exporter's counters count whole numbers) that includes the
+//! leaderless stretch still running at the scrape. `conclave_build_info{version,commit}` is 1,
+//! with the commit the binary was built from (`unknown` outside a git checkout;
+//! `CONCLAVE_BUILD_COMMIT` at build time overrides it). The output passes
+//! `promtool check metrics` (`dashboards/check.sh` checks a live node).
 
-use std::sync::Arc;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+use actix::clock::Instant;
 
 use conclave_core::raft::Role;
 use conclave_protocol::DropReason;
@@ -21,6 +33,10 @@ const METADATA: Metadata<'static> = Metadata::new("conclave", Level::INFO, Some(
 /// Every metric name the node exports, with its help text. The dashboard and alert rules are
 /// checked against a live scrape, and this list is what a scrape shows.
 pub const METRIC_NAMES: &[(&str, &str)] = &[
+    (
+        "conclave_build_info",
+        "Always 1; the labels say which version and commit this binary was built from",
+    ),
     ("conclave_election_term", "Current Raft term of this node"),
     (
         "conclave_election_is_leader",
@@ -124,10 +140,33 @@ const FSYNC_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 ];
 
+/// `conclave_leaderless_seconds_total`, rendered by [`NodeMetrics::render`] itself.
+const LEADERLESS: &str = "conclave_leaderless_seconds_total";
+
+/// The commit this crate was built from (`build.rs`), `unknown` outside a git checkout.
+pub const BUILD_COMMIT: &str = env!("CONCLAVE_BUILD_COMMIT");
+
+/// Time without a known leader: the stretches that ended, and the one running, if any.
+#[derive(Debug, Default)]
+struct Leaderless {
+    total: Duration,
+    since: Option<Instant>,
+}
+
+impl Leaderless {
+    fn seconds_at(&self, now: Instant) -> f64 {
+        let running = self
+            .since
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
+        (self.total + running).as_secs_f64()
+    }
+}
+
 #[derive(Debug)]
 struct Inner {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
+    leaderless: Mutex<Leaderless>,
 }
 
 /// One node's metrics. Cheap to clone; clones share the registry.
@@ -163,17 +202,32 @@ impl NodeMetrics {
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
         for (name, help) in METRIC_NAMES {
+            if *name == LEADERLESS {
+                continue;
+            }
             let unit = name.ends_with("_seconds").then_some(Unit::Seconds);
             recorder.describe_gauge(KeyName::from(*name), unit, (*help).into());
         }
         let metrics = Self {
-            inner: Arc::new(Inner { recorder, handle }),
+            inner: Arc::new(Inner {
+                recorder,
+                handle,
+                leaderless: Mutex::new(Leaderless::default()),
+            }),
         };
         metrics.preregister();
         metrics
     }
 
     fn preregister(&self) {
+        self.gauge(
+            "conclave_build_info",
+            &[
+                ("version", env!("CARGO_PKG_VERSION").to_owned()),
+                ("commit", BUILD_COMMIT.to_owned()),
+            ],
+        )
+        .set(1.0);
         self.gauge("conclave_election_term", &[]).set(0.0);
         self.gauge("conclave_election_is_leader", &[]).set(0.0);
         self.gauge("conclave_election_leader_known", &[]).set(0.0);
@@ -190,8 +244,6 @@ impl NodeMetrics {
         }
         self.counter("conclave_elections_won_total", &[])
             .absolute(0);
-        self.gauge("conclave_leaderless_seconds_total", &[])
-            .set(0.0);
         for result in ["granted", "refused"] {
             self.counter("conclave_votes_total", &[("result", result.to_owned())])
                 .absolute(0);
@@ -238,9 +290,30 @@ impl NodeMetrics {
         }
     }
 
-    /// The Prometheus text exposition of everything recorded so far.
+    /// The Prometheus text exposition of everything recorded so far, the leaderless time up
+    /// to now and the process's own series.
     pub fn render(&self) -> String {
-        self.inner.handle.render()
+        let mut text = self.inner.handle.render();
+        let leaderless = self.leaderless_seconds();
+        let help = METRIC_NAMES
+            .iter()
+            .find(|(name, _)| *name == LEADERLESS)
+            .map_or("", |(_, help)| help);
+        let _ = write!(
+            text,
+            "# HELP {LEADERLESS} {help}\n# TYPE {LEADERLESS} counter\n{LEADERLESS} {leaderless}\n"
+        );
+        crate::process_metrics::render(&mut text);
+        text
+    }
+
+    /// `conclave_leaderless_seconds_total` now, the running stretch included.
+    pub fn leaderless_seconds(&self) -> f64 {
+        self.inner
+            .leaderless
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .seconds_at(Instant::now())
     }
 
     fn key(name: &'static str, labels: &[(&'static str, String)]) -> Key {
@@ -293,10 +366,25 @@ impl NodeMetrics {
             .set(is_leader);
     }
 
-    /// `conclave_election_leader_known`.
+    /// `conclave_election_leader_known`; also starts or ends a stretch of
+    /// `conclave_leaderless_seconds_total`.
     pub fn set_leader_known(&self, known: bool) {
         self.gauge("conclave_election_leader_known", &[])
             .set(if known { 1.0 } else { 0.0 });
+        let now = Instant::now();
+        let mut leaderless = self
+            .inner
+            .leaderless
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match (known, leaderless.since) {
+            (true, Some(since)) => {
+                leaderless.total += now.saturating_duration_since(since);
+                leaderless.since = None;
+            }
+            (false, None) => leaderless.since = Some(now),
+            _ => {}
+        }
     }
 
     /// `conclave_election_abstaining` (WAL-2).
@@ -327,13 +415,6 @@ impl NodeMetrics {
             .increment(1);
         self.histogram("conclave_election_duration_seconds")
             .record(duration.as_secs_f64());
-    }
-
-    /// `conclave_leaderless_seconds_total`: a running total, exported as a gauge because
-    /// `metrics` counters count whole numbers.
-    pub fn add_leaderless(&self, duration: Duration) {
-        self.gauge("conclave_leaderless_seconds_total", &[])
-            .increment(duration.as_secs_f64());
     }
 
     /// `conclave_votes_total{result}`.
@@ -575,6 +656,71 @@ mod tests {
             b.value("conclave_frames_dropped_total", &[("reason", "bad_tag")]),
             Some(0.0)
         );
+    }
+
+    /// CB-4: `conclave_build_info` is 1 with the crate's version and the build's commit.
+    #[test]
+    fn build_info_names_version_and_commit() {
+        let metrics = NodeMetrics::new();
+        assert_eq!(
+            metrics.value(
+                "conclave_build_info",
+                &[
+                    ("version", env!("CARGO_PKG_VERSION")),
+                    ("commit", BUILD_COMMIT)
+                ]
+            ),
+            Some(1.0)
+        );
+        assert!(!BUILD_COMMIT.is_empty());
+    }
+
+    /// CB-4: the leaderless time is a counter of fractional seconds that grows while no leader
+    /// is known, the running stretch included, and stands still while one is.
+    #[actix_rt::test]
+    async fn leaderless_seconds_is_a_counter_that_counts_the_running_stretch() {
+        tokio::time::pause();
+        let metrics = NodeMetrics::new();
+        let text = metrics.render();
+        assert!(
+            text.contains("# TYPE conclave_leaderless_seconds_total counter\n"),
+            "{text}"
+        );
+        assert_eq!(metrics.value(LEADERLESS, &[]), Some(0.0));
+        metrics.set_leader_known(false);
+        tokio::time::advance(Duration::from_millis(1500)).await;
+        assert_eq!(metrics.value(LEADERLESS, &[]), Some(1.5));
+        metrics.set_leader_known(false);
+        tokio::time::advance(Duration::from_millis(250)).await;
+        metrics.set_leader_known(true);
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(metrics.value(LEADERLESS, &[]), Some(1.75));
+        metrics.set_leader_known(false);
+        tokio::time::advance(Duration::from_millis(250)).await;
+        assert_eq!(metrics.leaderless_seconds(), 2.0);
+    }
+
+    /// CB-4: the standard process series are part of every render (on Linux), each with its
+    /// type line.
+    #[test]
+    fn render_has_the_process_series() {
+        if !std::path::Path::new("/proc/self/stat").exists() {
+            return;
+        }
+        let text = NodeMetrics::new().render();
+        for (name, kind) in [
+            ("process_cpu_seconds_total", "counter"),
+            ("process_resident_memory_bytes", "gauge"),
+            ("process_virtual_memory_bytes", "gauge"),
+            ("process_open_fds", "gauge"),
+            ("process_max_fds", "gauge"),
+            ("process_start_time_seconds", "gauge"),
+        ] {
+            assert!(
+                text.contains(&format!("# TYPE {name} {kind}\n")),
+                "{name}: {text}"
+            );
+        }
     }
 
     /// Histograms render with their buckets.

@@ -22,12 +22,12 @@ use conclave_protocol::{ClusterId, FrameCodec, PeerId};
 use tokio::net::UdpSocket;
 use tracing::{info, warn};
 
-use crate::callbacks::CallbackActor;
+use crate::callbacks::{CallbackActor, ReplaceHooks, SettleHooks};
 use crate::clock::NodeClock;
 use crate::config::NodeConfig;
 use crate::config::{DonglePort, EspNowLinkConfig};
 use crate::election::{
-    ElectionActor, ElectionCommand, ElectionOutputs, GetElectionStatus, GetHistory,
+    ElectionActor, ElectionCommand, ElectionOutputs, GetElectionStatus, GetHistory, LeaveElection,
 };
 use crate::events::{EventBus, EventSubscription};
 use crate::membership::{GetPeers, MembershipActor, MembershipOutputs, SayGoodbye};
@@ -456,14 +456,16 @@ impl Node {
     /// Graceful shutdown. A leader first hands leadership to the best caught-up peer and
     /// waits (at most a maximum election timeout) until it no longer leads, so the cluster
     /// does not sit leaderless for an election timeout; then the election stops, so this node
-    /// neither votes nor leads while the rest winds down; then the peers are told goodbye,
-    /// the HTTP servers finish their requests, and the remaining actors stop.
+    /// neither votes nor leads while the rest winds down (a leader whose successor did not
+    /// take over in time steps down first, cause `shutdown`, so its `on_follower` hook runs);
+    /// then the peers are told goodbye, the hooks of the last events finish (bounded by two
+    /// hook timeouts), the HTTP servers finish their requests, and the remaining actors stop.
     pub async fn stop(self) {
         info!(node = %self.handle.node_id(), "stopping");
         self.handle.hand_over_leadership().await;
         // Awaited, not fire-and-forget: a heartbeat answer the election sends after the
         // `Goodbye` would make every peer add this node back as a member.
-        let _ = self.handle.inner.election.send(StopActor).await;
+        let _ = self.handle.inner.election.send(LeaveElection).await;
         let _ = self.handle.inner.membership.send(SayGoodbye).await;
         // The `Goodbye` is in the transport's mailbox now; let it reach the air.
         let _ = self
@@ -474,6 +476,12 @@ impl Node {
                 within: GOODBYE_DRAIN,
             })
             .await;
+        if !matches!(
+            self.handle.inner.callbacks.send(SettleHooks).await,
+            Ok(true)
+        ) {
+            warn!("hooks still running at shutdown are killed");
+        }
         for server in &self.servers {
             server.stop(true).await;
         }
@@ -625,6 +633,15 @@ impl NodeHandle {
         self.inner
             .election
             .send(ElectionCommand(command))
+            .await
+            .map_err(|_| NodeError::Stopped)
+    }
+
+    /// Replaces the hook commands and their timeout from the next run on (a reload).
+    pub async fn replace_hooks(&self, hooks: crate::config::HooksConfig) -> Result<(), NodeError> {
+        self.inner
+            .callbacks
+            .send(ReplaceHooks(hooks))
             .await
             .map_err(|_| NodeError::Stopped)
     }

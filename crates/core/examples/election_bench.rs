@@ -122,7 +122,7 @@ const MODES: [Mode; 4] = [
 ];
 
 #[derive(Debug, Clone)]
-struct Options {
+pub(crate) struct Options {
     trials: usize,
     seed: u64,
     threads: usize,
@@ -171,7 +171,7 @@ fn parse_number(flag: &str, value: Option<&String>) -> Result<u64, String> {
     parsed.map_err(|_| format!("{flag}: not a number: {value}"))
 }
 
-fn parse_options(args: Vec<String>) -> Result<Options, String> {
+pub(crate) fn parse_options(args: Vec<String>) -> Result<Options, String> {
     let mut trials = None;
     let mut seed = DEFAULT_SEED;
     let mut quick = false;
@@ -611,6 +611,35 @@ fn main() -> ExitCode {
             };
         }
     };
+    let (text, safe) = report(&options);
+    print!("{text}");
+    // On standard error, so that standard output is the same on every run and machine.
+    eprintln!(
+        "wall clock: {:.1} s on {} thread(s) (virtual-time figures do not depend on it)",
+        started.elapsed().as_secs_f64(),
+        options.threads
+    );
+    if safe {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Everything the program prints on standard output for `options`, and whether every safety
+/// invariant held. A pure function of the options (the simulator is deterministic), which is
+/// what lets `crates/core/tests/figure16_doc.rs` hold `docs/benchmarks.md` to it.
+pub(crate) fn report(options: &Options) -> (String, bool) {
+    let mut out = String::new();
+    macro_rules! println {
+        () => {
+            out.push('\n')
+        };
+        ($($arg:tt)*) => {{
+            use std::fmt::Write as _;
+            let _ = writeln!(out, $($arg)*);
+        }};
+    }
 
     let mut command = "cargo run --release -p conclave-core --example election_bench".to_owned();
     if !options.args.is_empty() {
@@ -683,7 +712,7 @@ fn main() -> ExitCode {
         );
         let mut setup_notes: Vec<String> = Vec::new();
         for (range_index, range) in RANGES.iter().copied().enumerate() {
-            let results = run_range(mode, range_index, &options);
+            let results = run_range(mode, range_index, options);
             let mut trials = Vec::with_capacity(results.len());
             let mut setup_failures: Vec<(usize, String)> = Vec::new();
             for (trial, result) in results {
@@ -747,15 +776,6 @@ fn main() -> ExitCode {
             println!("{failure}");
         }
     }
-    println!();
-    println!(
-        "wall clock: {:.1} s on {} thread(s) (virtual-time figures do not depend on it)",
-        started.elapsed().as_secs_f64(),
-        options.threads
-    );
-    if safety.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    let safe = safety.is_empty();
+    (out, safe)
 }

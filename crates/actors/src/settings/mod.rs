@@ -162,6 +162,8 @@ pub struct Settings {
     pub metrics: MetricsSection,
     /// `[hooks]`.
     pub hooks: HooksSection,
+    /// `[log]`: read by the binary, which owns the log (not part of [`NodeConfig`](crate::config::NodeConfig)).
+    pub log: LogSection,
     /// Unknown keys and mistyped values met while reading; reported by `validate`.
     #[serde(skip)]
     read_problems: Vec<ConfigProblem>,
@@ -324,6 +326,16 @@ pub struct HooksSection {
     pub on_peer_status: Vec<HookEntry>,
     /// `timeout_ms`.
     pub timeout_ms: u64,
+}
+
+/// `[log]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSection {
+    /// `level`: a log filter, as in `RUST_LOG` (`info`, `conclave_actors=debug,info`).
+    pub level: String,
+    /// `file`: append the log to this file (reopened on SIGHUP); empty = standard output.
+    pub file: PathBuf,
 }
 
 /// One item of a hook list.

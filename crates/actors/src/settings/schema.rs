@@ -86,6 +86,9 @@ pub(super) const KEYS: &[(&str, Kind)] = &[
     ("hooks.on_leader_change", Kind::CommandList),
     ("hooks.on_peer_status", Kind::CommandList),
     ("hooks.timeout_ms", Kind::Number),
+    ("log", Kind::Section),
+    ("log.level", Kind::Text),
+    ("log.file", Kind::Text),
 ];
 
 /// The type of `key`, or `None` for an unknown key.

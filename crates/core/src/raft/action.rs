@@ -58,6 +58,8 @@ pub enum LeaderChangeCause {
     QuorumLost,
     /// This node's id was refused as a duplicate and it left the election (MEM-3).
     Quarantined,
+    /// This node stopped while it led, without a successor taking over first.
+    Shutdown,
 }
 
 impl LeaderChangeCause {
@@ -74,6 +76,7 @@ impl LeaderChangeCause {
         LeaderChangeCause::TieBreak,
         LeaderChangeCause::QuorumLost,
         LeaderChangeCause::Quarantined,
+        LeaderChangeCause::Shutdown,
     ];
 
     /// The cause with this label.
@@ -97,6 +100,7 @@ impl LeaderChangeCause {
             LeaderChangeCause::TieBreak => "tie_break",
             LeaderChangeCause::QuorumLost => "quorum_lost",
             LeaderChangeCause::Quarantined => "quarantined",
+            LeaderChangeCause::Shutdown => "shutdown",
         }
     }
 }

@@ -379,6 +379,20 @@ impl Raft {
         self.finish();
     }
 
+    /// The node is stopping (CB-2): a leader steps down, so that the last leader change it
+    /// publishes says it no longer leads (cause `Shutdown`). Called once, after any hand-over
+    /// had its chance; the driver feeds nothing more afterwards. A follower publishes nothing.
+    pub fn handle_shutdown(&mut self, now: Instant) {
+        if self.role == Role::Leader {
+            info!(
+                term = self.hard.term,
+                "stopping while leading; stepping down"
+            );
+            self.become_follower(now, self.hard.term, None, LeaderChangeCause::Shutdown);
+        }
+        self.finish();
+    }
+
     /// An operator's command (RAFT-8).
     pub fn handle_command(
         &mut self,
@@ -1319,7 +1333,9 @@ impl Raft {
             Some(leader) => self.set_leader(now, leader, cause),
             None => {
                 if self.leader.is_some() {
-                    self.leader_cause = cause;
+                    // A leader handing over learns its successor's term before its name: the
+                    // step-down is the hand-over's (resign, transfer), not a stray higher term.
+                    self.leader_cause = self.handover.map_or(cause, |(_, why)| why);
                 }
                 self.leader = None;
                 self.leader_contact = None;

@@ -1473,3 +1473,70 @@ fn raft8_auto_election_switch_is_persisted() {
         assert_eq!(raft.status().auto_election, enabled);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// CB-2: every way out of leadership is published with its cause
+
+/// CB-2, RAFT-9: a leader that stops steps down and says so: a role change, then "no leader"
+/// with cause `shutdown`, and nothing to persist (term and vote are unchanged). A follower
+/// that stops publishes nothing.
+#[test]
+fn cb2_a_stopping_leader_publishes_its_step_down() {
+    let mut raft = start(config("a", &["a", "b", "c"]));
+    let at = elect(&mut raft);
+    raft.handle_shutdown(at);
+    assert_eq!(
+        drain(&mut raft),
+        vec![
+            Action::Publish(Event::RoleChanged {
+                term: 1,
+                role: Role::Follower,
+            }),
+            Action::Publish(Event::LeaderChanged {
+                term: 1,
+                leader: None,
+                role: Role::Follower,
+                cause: LeaderChangeCause::Shutdown,
+            }),
+        ]
+    );
+
+    let mut follower = start(config("b", &["a", "b", "c"]));
+    follower.handle_message(ms(10), id("a"), heartbeat(1, "a"));
+    drain(&mut follower);
+    follower.handle_shutdown(ms(20));
+    assert_eq!(drain(&mut follower), vec![]);
+}
+
+/// CB-2, CB-6: a resigning leader learns its successor's term from the successor's vote
+/// request before it hears the successor lead; its step-down is recorded as the resignation
+/// it is, not as a stray higher term.
+#[test]
+fn cb2_step_down_of_a_hand_over_carries_its_cause() {
+    let mut raft = start(config("a", &["a", "b", "c"]));
+    let at = elect(&mut raft);
+    raft.handle_message(at, id("b"), ok_response(1));
+    drain(&mut raft);
+    assert_eq!(
+        raft.handle_command(at, Command::Resign),
+        Ok(CommandOutcome::TransferStarted { target: id("b") })
+    );
+    drain(&mut raft);
+    let mut request = vote_request(2, "b", false);
+    if let RaftMessage::RequestVote(campaign) = &mut request {
+        campaign.leadership_transfer = true;
+    }
+    raft.handle_message(at, id("b"), request);
+    assert_eq!(
+        leader_changes(&drain(&mut raft)),
+        vec![(2, None, LeaderChangeCause::Resign)]
+    );
+    // A higher term from anyone but the successor is still just that.
+    let mut other = start(config("a", &["a", "b", "c"]));
+    let at = elect(&mut other);
+    other.handle_message(at, id("c"), heartbeat(5, "c"));
+    assert_eq!(
+        leader_changes(&drain(&mut other)),
+        vec![(5, Some(id("c")), LeaderChangeCause::LeaderHeard)]
+    );
+}
