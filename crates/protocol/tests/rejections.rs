@@ -403,6 +403,11 @@ fn drop_reason_labels_are_distinct() {
         "replay",
         "oversize",
         "misaddressed",
+        "unverified",
+        "duplicate_id",
+        "peer_limit",
+        "incarnation_ahead",
+        "queue_full",
     ];
     assert_eq!(labels, expected.into_iter().collect());
 }
@@ -415,17 +420,28 @@ fn unknown_kinds_are_malformed() {
     // cluster "s", from "a", incarnation 1, seq 1, broadcast, then the body.
     let frame = |body: &[u8]| {
         [
-            &[0x97, 0x01, 0xa1, b's', 0xa1, b'a', 0x01, 0x01, 0xc0][..],
+            &[
+                0x97,
+                PROTOCOL_VERSION,
+                0xa1,
+                b's',
+                0xa1,
+                b'a',
+                0x01,
+                0x01,
+                0xc0,
+            ][..],
             body,
         ]
         .concat()
     };
 
-    // goodbye (4) is known, kind 5 is not.
+    // goodbye (4) is known, and challenge_ack (6); kind 7 is not.
     assert!(codec.decode(&frame(&[0x92, 0x04, 0x90])).is_ok());
-    let err = codec.decode(&frame(&[0x92, 0x05, 0x90])).unwrap_err();
+    assert!(codec.decode(&frame(&[0x92, 0x06, 0x91, 0x2a])).is_ok());
+    let err = codec.decode(&frame(&[0x92, 0x07, 0x90])).unwrap_err();
     assert!(
-        matches!(&err, FrameError::Malformed(reason) if reason.contains("unknown body kind 5")),
+        matches!(&err, FrameError::Malformed(reason) if reason.contains("unknown body kind 7")),
         "{err:?}"
     );
 
