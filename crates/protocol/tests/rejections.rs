@@ -198,17 +198,22 @@ fn refused_frames_do_not_advance_the_window() {
 #[test]
 fn unsupported_version_is_refused() {
     for codec in [keyed_codec(), FrameCodec::new(cluster("site-1"), None)] {
+        // A newer version, and version 1, which has no challenge handshake.
+        for version in [PROTOCOL_VERSION + 1, 1] {
+            let mut envelope = heartbeat(1);
+            envelope.version = version;
+            let frame = encode(&codec, &envelope);
+            assert_eq!(
+                codec.decode(&frame),
+                Err(FrameError::UnsupportedVersion {
+                    got: version,
+                    supported: PROTOCOL_VERSION,
+                })
+            );
+        }
         let mut envelope = heartbeat(1);
         envelope.version = PROTOCOL_VERSION + 1;
-        let frame = encode(&codec, &envelope);
-        let err = codec.decode(&frame).unwrap_err();
-        assert_eq!(
-            err,
-            FrameError::UnsupportedVersion {
-                got: 2,
-                supported: 1,
-            }
-        );
+        let err = codec.decode(&encode(&codec, &envelope)).unwrap_err();
         assert_eq!(err.drop_reason(), DropReason::Version);
         assert_eq!(err.drop_reason().label(), "version");
 
@@ -219,7 +224,7 @@ fn unsupported_version_is_refused() {
             codec.decode(&future),
             Err(FrameError::UnsupportedVersion {
                 got: 5,
-                supported: 1,
+                supported: PROTOCOL_VERSION,
             })
         );
     }
