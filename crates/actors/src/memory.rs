@@ -18,8 +18,9 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 
-/// Frames a slot's queue holds by default.
-pub const DEFAULT_SLOT_CAPACITY: usize = 1024;
+/// Frames a slot's queue holds by default: about what a UDP socket's default receive buffer
+/// holds of small datagrams.
+pub const DEFAULT_SLOT_CAPACITY: usize = 256;
 /// Frames a capture keeps at most; later ones are not recorded.
 pub const MAX_CAPTURED: usize = 100_000;
 
