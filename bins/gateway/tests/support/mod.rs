@@ -1,0 +1,420 @@
+//! A cluster of real `conclave run` processes for the multi-process tests (DESIGN §10).
+//!
+//! Every cluster lives on a loopback address of its own, drawn at random from 127.0.0.0/8
+//! (never 127.0.0.1), so its fixed ports (UDP 7946+i, admin 7070+i, metrics 9464+i) collide
+//! neither with another test running at the same time nor with the README's example cluster
+//! on 127.0.0.1. Each node gets a configuration file written into the cluster's temporary
+//! directory, its data directory there, and its log there (printed when a wait fails).
+//! Waits poll the nodes' admin APIs with a generous bound; nothing sleeps and then asserts.
+
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different part of the harness"
+)]
+
+use std::collections::BTreeMap;
+use std::collections::hash_map::RandomState;
+use std::fs::File;
+use std::hash::{BuildHasher, Hasher};
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+
+/// Bound on every wait: generous against a loaded CI machine, far above what a failover
+/// takes with the harness's timings.
+pub(crate) const BOUND: Duration = Duration::from_secs(30);
+
+/// The first UDP, admin and metrics ports; node `i` (from 0) adds `i`.
+const UDP_BASE: u16 = 7946;
+const ADMIN_BASE: u16 = 7070;
+const METRICS_BASE: u16 = 9464;
+
+/// A loopback address no other test is likely to use: 127.x.y.z with x, y, z in 1..=254.
+pub(crate) fn random_loopback() -> Ipv4Addr {
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    hasher.write_u128(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_nanos()),
+    );
+    let bits = hasher.finish().to_le_bytes();
+    let octet = |byte: u8| 1 + byte % 254;
+    Ipv4Addr::new(127, octet(bits[0]), octet(bits[1]), octet(bits[2]))
+}
+
+/// One node of a [`ProcessCluster`].
+#[derive(Debug, Clone)]
+pub(crate) struct NodeSpec {
+    /// Its peer id, such as `gw-a`.
+    pub(crate) id: String,
+    /// Its position: ports are the bases plus this.
+    pub(crate) index: u16,
+}
+
+/// A cluster of `conclave run` processes on one random loopback address.
+pub(crate) struct ProcessCluster {
+    dir: tempfile::TempDir,
+    ip: Ipv4Addr,
+    nodes: Vec<NodeSpec>,
+    /// Extra TOML appended to every node's configuration (after the generated keys, so it may
+    /// add keys in sections the harness does not write, or whole sections).
+    extra_toml: String,
+    /// Environment set on every process.
+    env: Vec<(String, String)>,
+    children: BTreeMap<String, Child>,
+    agent: ureq::Agent,
+}
+
+impl ProcessCluster {
+    /// A cluster whose voters are `ids`, with fast timings (heartbeat 50 ms, election timeout
+    /// 250–500 ms, membership heartbeat 50 ms). Nothing runs until [`Self::start`].
+    pub(crate) fn new(ids: &[&str]) -> Self {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_millis(500)))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let nodes = ids
+            .iter()
+            .enumerate()
+            .map(|(index, id)| NodeSpec {
+                id: (*id).to_owned(),
+                index: u16::try_from(index).expect("a handful of nodes"),
+            })
+            .collect();
+        Self {
+            dir: tempfile::tempdir().expect("temporary directory"),
+            ip: random_loopback(),
+            nodes,
+            extra_toml: String::new(),
+            env: vec![("RUST_LOG".to_owned(), "info".to_owned())],
+            children: BTreeMap::new(),
+            agent,
+        }
+    }
+
+    /// Appends `toml` to every node's configuration file (written at each start).
+    pub(crate) fn with_toml(mut self, toml: &str) -> Self {
+        self.extra_toml.push_str(toml);
+        self.extra_toml.push('\n');
+        self
+    }
+
+    /// Sets an environment variable on every process started from now on.
+    pub(crate) fn with_env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// The loopback address every node of this cluster listens on.
+    pub(crate) fn ip(&self) -> Ipv4Addr {
+        self.ip
+    }
+
+    /// The cluster's temporary directory.
+    pub(crate) fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The node ids, in order.
+    pub(crate) fn ids(&self) -> Vec<String> {
+        self.nodes.iter().map(|node| node.id.clone()).collect()
+    }
+
+    fn spec(&self, id: &str) -> &NodeSpec {
+        self.nodes
+            .iter()
+            .find(|node| node.id == id)
+            .unwrap_or_else(|| panic!("no node {id} in this cluster"))
+    }
+
+    /// `ip:port` of a node's UDP link.
+    pub(crate) fn udp_addr(&self, id: &str) -> String {
+        format!("{}:{}", self.ip, UDP_BASE + self.spec(id).index)
+    }
+
+    /// `ip:port` of a node's admin API.
+    pub(crate) fn admin_addr(&self, id: &str) -> String {
+        format!("{}:{}", self.ip, ADMIN_BASE + self.spec(id).index)
+    }
+
+    /// The admin API's base URL of a node.
+    pub(crate) fn admin_url(&self, id: &str) -> String {
+        format!("http://{}", self.admin_addr(id))
+    }
+
+    /// The metrics endpoint of a node.
+    pub(crate) fn metrics_url(&self, id: &str) -> String {
+        format!(
+            "http://{}:{}/metrics",
+            self.ip,
+            METRICS_BASE + self.spec(id).index
+        )
+    }
+
+    /// A node's data directory.
+    pub(crate) fn data_dir(&self, id: &str) -> PathBuf {
+        self.dir.path().join(format!("{id}.data"))
+    }
+
+    /// A node's configuration file (written by [`Self::write_config`]).
+    pub(crate) fn config_path(&self, id: &str) -> PathBuf {
+        self.dir.path().join(format!("{id}.toml"))
+    }
+
+    /// A node's log file: stdout and stderr of every process started for it, appended.
+    pub(crate) fn log_path(&self, id: &str) -> PathBuf {
+        self.dir.path().join(format!("{id}.log"))
+    }
+
+    /// Everything a node has logged so far.
+    pub(crate) fn log(&self, id: &str) -> String {
+        std::fs::read_to_string(self.log_path(id)).unwrap_or_default()
+    }
+
+    /// The configuration the harness gives node `id`.
+    pub(crate) fn config_text(&self, id: &str) -> String {
+        let spec = self.spec(id);
+        let voters: Vec<String> = self.nodes.iter().map(|n| format!("{:?}", n.id)).collect();
+        let peers: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|n| n.id != spec.id)
+            .map(|n| format!("{:?}", self.udp_addr(&n.id)))
+            .collect();
+        format!(
+            "[node]\nid = {id:?}\ndata_dir = {data:?}\n\n\
+             [cluster]\nid = \"process-test\"\nvoters = [{voters}]\n\n\
+             [election.raft]\nheartbeat_ms = 50\nelection_timeout_min_ms = 250\n\
+             election_timeout_max_ms = 500\n\n\
+             [membership]\nheartbeat_ms = 50\n\n\
+             [link.udp]\nlisten = {udp:?}\npeers = [{peers}]\n\n\
+             [admin]\nlisten = {admin:?}\n\n\
+             [metrics]\nlisten = \"{ip}:{metrics}\"\n\n{extra}",
+            id = spec.id,
+            data = self.data_dir(id).display().to_string(),
+            voters = voters.join(", "),
+            udp = self.udp_addr(id),
+            peers = peers.join(", "),
+            admin = self.admin_addr(id),
+            ip = self.ip,
+            metrics = METRICS_BASE + spec.index,
+            extra = self.extra_toml,
+        )
+    }
+
+    /// Writes node `id`'s configuration file and returns its path.
+    pub(crate) fn write_config(&self, id: &str) -> PathBuf {
+        let path = self.config_path(id);
+        std::fs::write(&path, self.config_text(id)).expect("write the node's configuration");
+        path
+    }
+
+    /// A `conclave` command with the cluster's environment and node `id`'s log as output; the
+    /// caller adds the arguments.
+    pub(crate) fn command(&self, id: &str) -> Command {
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(self.log_path(id))
+            .expect("open the node's log");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_conclave"));
+        command
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("clone the log handle"))
+            .stderr(log);
+        command
+    }
+
+    /// Starts `conclave run` for node `id` with its (re)written configuration.
+    pub(crate) fn start(&mut self, id: &str) {
+        self.start_with(id, &[]);
+    }
+
+    /// Starts node `id` with extra environment variables for this process only.
+    pub(crate) fn start_with(&mut self, id: &str, env: &[(&str, &str)]) {
+        assert!(
+            !self.children.contains_key(id),
+            "node {id} is already running"
+        );
+        let config = self.write_config(id);
+        let child = self
+            .command(id)
+            .args(["run", "--config"])
+            .arg(&config)
+            .envs(env.iter().copied())
+            .spawn()
+            .expect("spawn conclave run");
+        self.children.insert(id.to_owned(), child);
+    }
+
+    /// Starts node `id` from a configuration file of the user's (such as the README's
+    /// `config/examples/three-udp/node-a.toml`) with this cluster's addresses, data directory
+    /// and fast timings laid over it through `CONCLAVE__...` environment variables, which
+    /// also exercises the layering of DESIGN §9. The file's `node.id` must be `id`.
+    pub(crate) fn start_from_file(&mut self, id: &str, config: &Path) {
+        assert!(
+            !self.children.contains_key(id),
+            "node {id} is already running"
+        );
+        let peers: Vec<String> = self
+            .ids()
+            .iter()
+            .filter(|other| *other != id)
+            .map(|other| self.udp_addr(other))
+            .collect();
+        let metrics = self
+            .metrics_url(id)
+            .trim_start_matches("http://")
+            .trim_end_matches("/metrics")
+            .to_owned();
+        let child = self
+            .command(id)
+            .args(["run", "--config"])
+            .arg(config)
+            .env("CONCLAVE__NODE__DATA_DIR", self.data_dir(id))
+            .env("CONCLAVE__LINK__UDP__LISTEN", self.udp_addr(id))
+            .env("CONCLAVE__LINK__UDP__PEERS", peers.join(","))
+            .env("CONCLAVE__ADMIN__LISTEN", self.admin_addr(id))
+            .env("CONCLAVE__METRICS__LISTEN", metrics)
+            .env("CONCLAVE__ELECTION__RAFT__HEARTBEAT_MS", "50")
+            .env("CONCLAVE__ELECTION__RAFT__ELECTION_TIMEOUT_MIN_MS", "250")
+            .env("CONCLAVE__ELECTION__RAFT__ELECTION_TIMEOUT_MAX_MS", "500")
+            .env("CONCLAVE__MEMBERSHIP__HEARTBEAT_MS", "50")
+            .spawn()
+            .expect("spawn conclave run");
+        self.children.insert(id.to_owned(), child);
+    }
+
+    /// Starts every node.
+    pub(crate) fn start_all(&mut self) {
+        for id in self.ids() {
+            self.start(&id);
+        }
+    }
+
+    /// Whether the harness started node `id` and has not stopped it.
+    pub(crate) fn is_running(&self, id: &str) -> bool {
+        self.children.contains_key(id)
+    }
+
+    /// SIGKILL: no goodbye, no chance to flush anything — a crash.
+    pub(crate) fn kill(&mut self, id: &str) {
+        if let Some(mut child) = self.children.remove(id) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Sends `signal` (a number, such as 15 for SIGTERM) to node `id`'s process.
+    pub(crate) fn signal(&self, id: &str, signal: i32) {
+        let child = self
+            .children
+            .get(id)
+            .unwrap_or_else(|| panic!("node {id} is not running"));
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {id} failed");
+    }
+
+    /// SIGTERM, then waits (bounded) for the process to exit; returns how it exited.
+    pub(crate) fn stop(&mut self, id: &str) -> ExitStatus {
+        self.signal(id, 15);
+        self.wait_exit(id)
+    }
+
+    /// Waits (bounded) for node `id`'s process to exit on its own; returns how it exited.
+    pub(crate) fn wait_exit(&mut self, id: &str) -> ExitStatus {
+        let mut child = self
+            .children
+            .remove(id)
+            .unwrap_or_else(|| panic!("node {id} is not running"));
+        let deadline = SystemTime::now() + BOUND;
+        loop {
+            if let Some(status) = child.try_wait().expect("poll the child") {
+                return status;
+            }
+            if SystemTime::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                self.dump_logs();
+                panic!("node {id} did not exit within {BOUND:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// GET `path` on node `id`'s admin API, as JSON; `None` when it does not answer.
+    pub(crate) fn get(&self, id: &str, path: &str) -> Option<Value> {
+        let url = format!("{}{path}", self.admin_url(id));
+        let mut response = self.agent.get(&url).call().ok()?;
+        response.body_mut().read_json().ok()
+    }
+
+    /// GET `/v1/status` on node `id`.
+    pub(crate) fn status(&self, id: &str) -> Option<Value> {
+        self.get(id, "/v1/status")
+    }
+
+    /// The metrics text of node `id`.
+    pub(crate) fn metrics(&self, id: &str) -> Option<String> {
+        let mut response = self.agent.get(&self.metrics_url(id)).call().ok()?;
+        response.body_mut().read_to_string().ok()
+    }
+
+    /// The leader (and term) every running node names, when they all answer and agree.
+    pub(crate) fn agreed_leader(&self) -> Option<(String, u64)> {
+        let mut agreed: Option<(String, u64)> = None;
+        for id in self.children.keys() {
+            let status = self.status(id)?;
+            let claim = (
+                status["leader"].as_str()?.to_owned(),
+                status["term"].as_u64()?,
+            );
+            if agreed.as_ref().is_some_and(|seen| *seen != claim) {
+                return None;
+            }
+            agreed = Some(claim);
+        }
+        agreed
+    }
+
+    /// Polls `check` until it gives a value; panics with every node's log after [`BOUND`].
+    pub(crate) fn wait_for<T>(&self, what: &str, mut check: impl FnMut(&Self) -> Option<T>) -> T {
+        let deadline = SystemTime::now() + BOUND;
+        loop {
+            if let Some(value) = check(self) {
+                return value;
+            }
+            if SystemTime::now() > deadline {
+                self.dump_logs();
+                panic!("{what} within {BOUND:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Prints every node's log to stderr (the test's output).
+    pub(crate) fn dump_logs(&self) {
+        for id in self.ids() {
+            eprintln!("----- {id} -----\n{}", self.log(&id));
+        }
+    }
+}
+
+impl Drop for ProcessCluster {
+    fn drop(&mut self) {
+        let ids: Vec<String> = self.children.keys().cloned().collect();
+        for id in ids {
+            self.kill(&id);
+        }
+    }
+}
