@@ -14,8 +14,8 @@
 //! ```
 //!
 //! Each link's reader task decodes and authenticates what it reads, so that garbage and forgeries
-//! never enter a queue, and sorts what passes into two bounded queues: election messages and the
-//! admission handshake (`urgent`), and everything else. The actor always takes an urgent frame
+//! never enter a queue, and sorts what passes into two bounded queues: election messages
+//! (`urgent`), and everything else. The actor always takes an urgent frame
 //! first, so a flood of other frames (or of replays, which only the actor can recognise) does
 //! not delay a heartbeat by more than one bounded queue's worth. A frame that finds its queue
 //! full is dropped and counted (`queue_full`): nothing between a socket and the core queues
@@ -154,8 +154,11 @@ struct Inbound {
     rssi: Option<i8>,
 }
 
-/// Whether a frame goes to the urgent queue: election messages, whose delay costs a leader,
-/// and the admission handshake, which every other frame of a restarted peer waits for.
+/// Whether a frame goes to the urgent queue: election messages, whose delay costs a leader.
+///
+/// The handshake is not urgent on purpose: a `ChallengeAck` that overtook its sender's older
+/// frames would make them look like replays of frames made before the proof (they are
+/// refused either way, but as `unverified`, which is what they are, when they come first).
 fn is_urgent(kind: BodyKind) -> bool {
     matches!(
         kind,
@@ -167,8 +170,6 @@ fn is_urgent(kind: BodyKind) -> bool {
             | BodyKind::SnapshotResp
             | BodyKind::LeaderAssign
             | BodyKind::TimeoutNow
-            | BodyKind::Challenge
-            | BodyKind::ChallengeAck
     )
 }
 
