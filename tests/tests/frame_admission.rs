@@ -8,11 +8,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use conclave_actors::config::Quorum;
-use conclave_actors::memory::MemoryHub;
+use conclave_actors::memory::{MemoryFrame, MemoryHub};
 use conclave_actors::node::{Node, NodeBuilder};
 use conclave_core::LinkAddr;
 use conclave_core::raft::Role;
-use conclave_protocol::{AuthKey, ClusterId, Envelope, FrameCodec, RequestVote};
+use conclave_protocol::{
+    AuthKey, Body, ChallengeAck, ClusterId, Envelope, FrameCodec, Hello, PeerId, RequestVote,
+};
 use conclave_tests::{CLUSTER, ClusterOptions, MemoryCluster, node_config, test_log};
 
 const SETTLE: Duration = Duration::from_secs(10);
@@ -122,11 +124,11 @@ async fn flood_cluster(hub: &MemoryHub, dir: &std::path::Path) -> Vec<Node> {
         config.election.raft.election_timeout_min = Duration::from_millis(300);
         config.election.raft.election_timeout_max = Duration::from_millis(600);
         let node = NodeBuilder::new(config)
-            .memory_link(hub.clone(), u32::try_from(index).unwrap())
+            .memory_link(hub.clone(), u32::try_from(index).expect("three slots"))
             .rng_seed(index as u64 + 1)
             .start()
             .await
-            .unwrap();
+            .expect("test node starts");
         nodes.push(node);
     }
     nodes
@@ -248,4 +250,103 @@ async fn tr2_flooded_follower_keeps_its_leader() {
     for node in nodes {
         node.stop().await;
     }
+}
+
+/// PROTO-5, secure by default, on a cluster without a key (as with `cluster.insecure`):
+/// 2,000 made-up ids say hello. Those that never answer the challenge sent to their address
+/// never enter the peer table; of those that do answer, at most 64 besides the configured
+/// voters are admitted and the rest are refused as `peer_limit`. A frame with a real member's
+/// id and an incarnation of 2^64 − 1, even from that member's own address, is refused as
+/// `incarnation_ahead` and cuts nobody off. The cluster keeps its leader throughout.
+#[actix_rt::test]
+async fn proto5_strangers_without_a_key_are_bounded() {
+    let _log = test_log();
+    tokio::time::pause();
+    let cluster = MemoryCluster::start(
+        &["a", "b", "c"],
+        ClusterOptions::paused_clock(Quorum::Voters),
+    )
+    .await;
+    let leader = cluster.await_leader(SETTLE).await;
+    let term = cluster.handle(0).election_status().await.unwrap().term;
+    let codec = FrameCodec::new(ClusterId::new(CLUSTER).unwrap(), None);
+    let target = cluster.id(0);
+    let stranger = |n: usize| PeerId::new(&format!("x{n}")).unwrap();
+    let frame = |from: PeerId, seq: u64, body: Body| -> Bytes {
+        let envelope = Envelope::new(
+            codec.cluster(),
+            from,
+            1_700_000_000,
+            seq,
+            Some(target),
+            body,
+        );
+        Bytes::from(codec.encode(&envelope, 1452).unwrap())
+    };
+    let mut attacker = cluster.hub.attach(ATTACKER);
+
+    // Silent strangers: their challenges go unanswered.
+    let silent: Vec<Bytes> = (0..1_000)
+        .map(|n| frame(stranger(n), 1, Hello {}.into()))
+        .collect();
+    replay(&cluster.hub, ATTACKER, 0, &silent).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(cluster.handle(0).peers().await.unwrap().len(), 2);
+    while attacker.try_recv().is_ok() {}
+
+    // Strangers that answer: hello, answer the challenge, hello again.
+    for batch in (1_000..2_000).collect::<Vec<_>>().chunks(50) {
+        let hellos: Vec<Bytes> = batch
+            .iter()
+            .map(|&n| frame(stranger(n), 1, Hello {}.into()))
+            .collect();
+        replay(&cluster.hub, ATTACKER, 0, &hellos).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let mut answers = Vec::new();
+        while let Ok(MemoryFrame { bytes, .. }) = attacker.try_recv() {
+            let Ok(envelope) = codec.decode(&bytes) else {
+                continue;
+            };
+            if let (Body::Challenge(challenge), Some(to)) = (envelope.body, envelope.to) {
+                answers.push(frame(
+                    to,
+                    2,
+                    ChallengeAck {
+                        nonce: challenge.nonce,
+                    }
+                    .into(),
+                ));
+                answers.push(frame(to, 3, Hello {}.into()));
+            }
+        }
+        replay(&cluster.hub, ATTACKER, 0, &answers).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let peers = cluster.handle(0).peers().await.unwrap();
+    assert_eq!(
+        peers.len(),
+        2 + conclave_core::admission::DEFAULT_MAX_PEERS,
+        "the voters and as many strangers as the bound allows"
+    );
+    assert!(drops(&cluster, 0, "peer_limit") >= 900.0);
+    assert!(drops(&cluster, 0, "unverified") >= 1_000.0);
+
+    // One frame of b from the future, from b's own address.
+    let b = cluster.id(1);
+    let future = Envelope::new(codec.cluster(), b, u64::MAX, 1, None, Hello {});
+    assert!(
+        cluster
+            .hub
+            .inject(1, 0, codec.encode(&future, 1452).unwrap())
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(drops(&cluster, 0, "incarnation_ahead"), 1.0);
+    let status = cluster.handle(0).status().await.unwrap();
+    let b_entry = status.peers.iter().find(|peer| peer.id == b).unwrap();
+    assert_eq!(b_entry.status, conclave_core::PeerStatus::Connected);
+    assert_eq!(cluster.agreed_leader().await, Some(leader));
+    assert_eq!(status.election.term, term);
+    cluster.hub.detach(ATTACKER);
+    cluster.stop().await;
 }

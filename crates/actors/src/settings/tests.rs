@@ -1014,7 +1014,7 @@ fn psk_file_of_any_other_form_is_refused_naming_file_and_length() {
         // 32 raw bytes and a newline: 33 bytes.
         [[7u8; 32].as_slice(), b"\n"].concat(),
         // A hex key with one digit missing or wrong.
-        hex[..63].as_bytes().to_vec(),
+        hex.as_bytes()[..63].to_vec(),
         format!("{}g", &hex[..63]).into_bytes(),
     ] {
         let file = file_with(&contents);
@@ -1037,7 +1037,7 @@ fn psk_file_of_any_other_form_is_refused_naming_file_and_length() {
 
     // 32 bytes that are all hex digits are half a hex key (or `openssl rand -hex 16`), not a
     // random raw key, which would almost never be made of hex digits only.
-    let half = file_with(hex[..32].as_bytes());
+    let half = file_with(&hex.as_bytes()[..32]);
     let problems = refused(&format!(
         "[cluster]\npsk_file = {}\n",
         toml_path(half.path())
