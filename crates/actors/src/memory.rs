@@ -129,8 +129,8 @@ impl MemoryHub {
         deliver(&mut self.state(), from, to, bytes.into())
     }
 
-    /// Starts recording every frame `slot` sends (at most [`MAX_CAPTURED`]), forgetting any
-    /// earlier recording of it.
+    /// Starts recording every frame `slot` sends that the hub carries (not those a partition
+    /// stops; at most [`MAX_CAPTURED`]), forgetting any earlier recording of it.
     pub fn capture(&self, slot: u32) {
         self.state().captures.insert(slot, Vec::new());
     }

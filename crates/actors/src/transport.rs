@@ -635,11 +635,18 @@ impl TransportActor {
             }
             Verdict::Accept => {
                 self.metrics.frame(link, "in", kind);
+                let leaving = matches!(envelope.body, Body::Goodbye(_));
                 self.routes.insert(header.from, address);
                 if let LinkAddress::EspNow(mac) = address {
                     self.learn_radio_peer(header.from, mac, rssi);
                 }
                 self.deliver(header.from, origin, envelope.body);
+                if leaving {
+                    // Admission forgot it too; what is learned of peers stays bounded by the
+                    // peers admission knows.
+                    self.routes.remove(&header.from);
+                    self.rssi.remove(&header.from);
+                }
             }
         }
         self.carry_out_admission();
