@@ -15,9 +15,10 @@
 //!
 //! Each link's reader task decodes and authenticates what it reads, so that garbage and forgeries
 //! never enter a queue, and sorts what passes into two bounded queues: election messages
-//! (`urgent`), and everything else. The actor always takes an urgent frame
-//! first, so a flood of other frames (or of replays, which only the actor can recognise) does
-//! not delay a heartbeat by more than one bounded queue's worth. A frame that finds its queue
+//! (`urgent`), and everything else. The actor takes an urgent frame first (up to eight in a row
+//! while other frames wait, so that membership is never starved), so a flood of other frames
+//! (or of replays, which only the actor can recognise) does not delay a heartbeat by more than
+//! one bounded queue's worth. A frame that finds its queue
 //! full is dropped and counted (`queue_full`): nothing between a socket and the core queues
 //! without bound (TR-2). The memory hub's slot queues are bounded the same way.
 //!
@@ -213,24 +214,42 @@ impl InboundSender {
     }
 }
 
+/// Urgent frames the actor takes in a row while other frames wait: election traffic goes first,
+/// but a flood of it (replayed heartbeats, say) cannot starve membership's pings and the
+/// handshake altogether.
+const URGENT_STREAK: u32 = 8;
+
 /// The receiving ends of the inbound queues, as one stream that yields an urgent frame
-/// whenever one is waiting.
+/// whenever one is waiting, except that after [`URGENT_STREAK`] of them in a row a waiting
+/// other frame goes first.
 #[derive(Debug)]
 struct InboundQueues {
     urgent: mpsc::Receiver<Inbound>,
     other: mpsc::Receiver<Inbound>,
+    /// Urgent frames yielded since the last other frame.
+    streak: u32,
 }
 
 impl Stream for InboundQueues {
     type Item = Inbound;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Inbound>> {
+        if self.streak >= URGENT_STREAK {
+            if let Poll::Ready(Some(inbound)) = self.other.poll_recv(cx) {
+                self.streak = 0;
+                return Poll::Ready(Some(inbound));
+            }
+        }
         let urgent = self.urgent.poll_recv(cx);
         if let Poll::Ready(Some(inbound)) = urgent {
+            self.streak = self.streak.saturating_add(1);
             return Poll::Ready(Some(inbound));
         }
         match self.other.poll_recv(cx) {
-            Poll::Ready(Some(inbound)) => Poll::Ready(Some(inbound)),
+            Poll::Ready(Some(inbound)) => {
+                self.streak = 0;
+                Poll::Ready(Some(inbound))
+            }
             // The transport itself keeps a sender, so both close only when it is gone.
             Poll::Ready(None) if urgent.is_ready() => Poll::Ready(None),
             _ => Poll::Pending,
@@ -252,6 +271,7 @@ fn inbound_queues(codec: FrameCodec, metrics: NodeMetrics) -> (InboundSender, In
         InboundQueues {
             urgent: urgent_rx,
             other: other_rx,
+            streak: 0,
         },
     )
 }
@@ -973,5 +993,69 @@ mod tests {
         }
         assert_eq!(LinkAddress::parse(&LinkAddr::new("espnow:aa:bb")), None);
         assert_eq!(LinkAddress::parse(&LinkAddr::new("garbage")), None);
+    }
+
+    /// TR-2: the readers' path: garbage is counted and never queued; each queue holds
+    /// `INBOUND_QUEUE` frames and counts what finds it full; the actor's stream takes election
+    /// frames first, but never more than `URGENT_STREAK` in a row while other frames wait.
+    #[tokio::test]
+    async fn tr2_inbound_queues_are_bounded_and_election_frames_go_first() {
+        use conclave_protocol::{AppendEntries, ClusterId, Ping};
+        use futures_util::StreamExt;
+
+        let metrics = NodeMetrics::new();
+        let codec = FrameCodec::new(ClusterId::new("test").unwrap(), None);
+        let (sender, mut queues) = inbound_queues(codec.clone(), metrics.clone());
+        let peer = PeerId::new("gw-b").unwrap();
+        let frame = |seq: u64, body: Body| {
+            codec
+                .encode(
+                    &Envelope::new(codec.cluster(), peer, 1, seq, None, body),
+                    UDP_MTU,
+                )
+                .unwrap()
+        };
+        let heartbeat = |seq| {
+            frame(
+                seq,
+                AppendEntries {
+                    term: 1,
+                    leader: peer,
+                    prev_index: 0,
+                    prev_term: 0,
+                    entries: Vec::new(),
+                    commit: 0,
+                    pinned: false,
+                }
+                .into(),
+            )
+        };
+        let from = LinkAddress::Memory(1);
+        let extra = 10;
+        for seq in 0..(INBOUND_QUEUE as u64 + extra) {
+            sender.offer(from, &heartbeat(seq), None);
+        }
+        for seq in 1_000..1_003 {
+            sender.offer(from, &frame(seq, Ping { timestamp_ms: seq }.into()), None);
+        }
+        sender.offer(from, b"garbage", None);
+        let dropped =
+            |reason: &str| metrics.value("conclave_frames_dropped_total", &[("reason", reason)]);
+        assert_eq!(dropped("queue_full"), Some(extra as f64));
+        assert_eq!(dropped("malformed"), Some(1.0));
+
+        let mut order = Vec::new();
+        for _ in 0..(INBOUND_QUEUE + 3) {
+            let inbound = queues.next().await.unwrap();
+            order.push(is_urgent(inbound.envelope.body.kind()));
+        }
+        let streak = URGENT_STREAK as usize;
+        let mut expected = Vec::new();
+        for _ in 0..3 {
+            expected.extend(std::iter::repeat_n(true, streak));
+            expected.push(false);
+        }
+        expected.extend(std::iter::repeat_n(true, INBOUND_QUEUE - 3 * streak));
+        assert_eq!(order, expected);
     }
 }
