@@ -18,9 +18,9 @@
 //! (`urgent`), and everything else. The actor takes an urgent frame first (up to eight in a row
 //! while other frames wait, so that membership is never starved), so a flood of other frames
 //! (or of replays, which only the actor can recognise) does not delay a heartbeat by more than
-//! one bounded queue's worth. A frame that finds its queue
-//! full is dropped and counted (`queue_full`): nothing between a socket and the core queues
-//! without bound (TR-2). The memory hub's slot queues are bounded the same way.
+//! one bounded queue's worth. A frame that finds its queue full is dropped and counted
+//! (`queue_full`): nothing between a socket and the core queues without bound (TR-2). The
+//! memory hub's slot queues are bounded the same way.
 //!
 //! The actor then asks [`conclave_core::admission`] whether the frame may act on this node:
 //! after a restart a sender is challenged before any of its frames is admitted, replays are
@@ -32,9 +32,9 @@
 //! to membership and the election, at the rate their real senders send them.
 //!
 //! The transport learns which link and address reach each peer from the frames admission
-//! accepts (and the address a sender answered a challenge from).
-//! A body for a peer with no learned route goes to every configured address, addressed to
-//! that peer (others drop it as misaddressed), which is how the first contact happens.
+//! accepts (and the address a sender answered a challenge from). A body for a peer with no
+//! learned route goes to every configured address, addressed to that peer (others drop it as
+//! misaddressed), which is how the first contact happens.
 //!
 //! Links: `udp` (a tokio socket), `espnow` (the USB dongle, through `conclave-espnow`'s
 //! driver) and `memory` (a [`MemoryHub`], for tests). On ESP-NOW, a peer's MAC address is
