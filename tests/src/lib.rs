@@ -114,10 +114,7 @@ pub fn node_config(
         },
         udp: None,
         espnow: None,
-        admin: AdminConfig {
-            listen: None,
-            token: None,
-        },
+        admin: AdminConfig::default(),
         metrics: MetricsConfig { listen: None },
         hooks: options.hooks.clone(),
     }

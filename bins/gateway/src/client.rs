@@ -1,62 +1,137 @@
 //! A small blocking client of the admin API, for the CLI's client commands.
+//!
+//! Answers are read into the typed answers of `conclave_actors::admin::api`, the same types
+//! the node writes. Every error names the URL that failed and what to do about it; an answer
+//! that is not conclave's (the metrics port, another service) is reported as such. Every
+//! mutation carries its deadline (`conclave-deadline`), the moment this client stops waiting,
+//! so a node that gets to it only later refuses it instead of carrying it out unasked.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use serde_json::Value;
+use conclave_actors::admin::api::{DEADLINE_HEADER, ErrorAnswer};
+use conclave_actors::events::unix_millis;
+use conclave_actors::settings::admin_url;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
-/// How long a client command waits for the node.
-const TIMEOUT: Duration = Duration::from_secs(5);
+/// The most of an unexpected answer an error message quotes.
+const QUOTE: usize = 120;
 
 /// Why a client command failed.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ClientError {
+    /// `--admin` (or an endpoint) is not an address; the reason quotes it.
+    #[error("{reason} (check --admin, CONCLAVE_ADMIN and --endpoints)")]
+    BadAddress { reason: String },
     /// Nothing answers at the address.
     #[error(
-        "cannot reach the admin API at {url}: {reason} (is `conclave run` running there? set --admin)"
+        "cannot reach the admin API at {url}: {reason} (is `conclave run` running there? point \
+         --admin or CONCLAVE_ADMIN at its admin.listen address)"
     )]
     Unreachable { url: String, reason: String },
+    /// Something answered, but not a conclave admin API.
+    #[error(
+        "{url} answered {status} but is not a conclave admin API ({what}); point --admin at the \
+         node's admin.listen address, not its metrics endpoint or another service"
+    )]
+    NotConclave {
+        url: String,
+        status: u16,
+        what: String,
+    },
     /// The node answered with an error.
-    #[error("{status}: {message}")]
-    Refused { status: u16, message: String },
-    /// The answer was not the JSON the API sends.
-    #[error("unexpected answer from {url}: {reason}")]
+    #[error("{url} refused ({status}): {}", answer.error)]
+    Refused {
+        url: String,
+        status: u16,
+        answer: Box<ErrorAnswer>,
+    },
+    /// The answer was conclave's but not what this version of the CLI reads.
+    #[error(
+        "unexpected answer from {url}: {reason} (is the node a different version of conclave?)"
+    )]
     Malformed { url: String, reason: String },
+}
+
+impl ClientError {
+    /// The exit code: 69 when the API cannot be reached, 64 for a bad address, else 1.
+    pub(crate) fn exit_code(&self) -> u8 {
+        match self {
+            ClientError::Unreachable { .. } => crate::EXIT_UNAVAILABLE,
+            ClientError::BadAddress { .. } => crate::EXIT_USAGE,
+            _ => 1,
+        }
+    }
 }
 
 /// A client of one node's admin API.
 pub(crate) struct AdminClient {
     base: String,
     token: Option<String>,
-    agent: ureq::Agent,
+    timeout: Duration,
 }
 
 impl AdminClient {
-    pub(crate) fn new(base: &str, token: Option<String>) -> Self {
-        let agent = ureq::Agent::config_builder()
-            .timeout_global(Some(TIMEOUT))
-            .http_status_as_error(false)
-            .build()
-            .into();
-        Self {
-            base: base.trim_end_matches('/').to_owned(),
+    /// A client of the admin API at `admin`: `http://host:port` or `host:port`.
+    pub(crate) fn new(
+        admin: &str,
+        token: Option<String>,
+        timeout: Duration,
+    ) -> Result<Self, ClientError> {
+        let base = admin_url(admin.trim()).map_err(|reason| ClientError::BadAddress { reason })?;
+        Ok(Self {
+            base,
             token,
-            agent,
-        }
+            timeout,
+        })
     }
 
-    pub(crate) fn get(&self, path: &str) -> Result<Value, ClientError> {
+    /// A client of another node with the same token and timeout.
+    pub(crate) fn other(&self, admin: &str) -> Result<Self, ClientError> {
+        Self::new(admin, self.token.clone(), self.timeout)
+    }
+
+    /// The API's base URL, `http://host:port`.
+    pub(crate) fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn agent(&self, timeout: Duration) -> ureq::Agent {
+        ureq::Agent::config_builder()
+            .timeout_global(Some(timeout))
+            .http_status_as_error(false)
+            .build()
+            .into()
+    }
+
+    /// GET `path`.
+    pub(crate) fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
         let url = format!("{}{path}", self.base);
-        let response = self
-            .agent
-            .get(&url)
-            .call()
-            .map_err(|err| unreachable(&url, &err))?;
+        let mut request = self.agent(self.timeout).get(&url);
+        // Reads need the token where the API listens beyond loopback.
+        if let Some(token) = &self.token {
+            request = request.header("Authorization", &format!("Bearer {token}"));
+        }
+        let response = request.call().map_err(|err| unreachable(&url, &err))?;
         answer(&url, response)
     }
 
-    pub(crate) fn post(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
+    /// POST `body` to `path`, waiting for the answer `extra` longer than the usual timeout
+    /// (for a command that itself waits); the node refuses to start it after this client
+    /// stops waiting.
+    pub(crate) fn post<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+        extra: Duration,
+    ) -> Result<T, ClientError> {
         let url = format!("{}{path}", self.base);
-        let mut request = self.agent.post(&url);
+        let timeout = self.timeout + extra;
+        let deadline = unix_millis(SystemTime::now() + timeout);
+        let mut request = self
+            .agent(timeout)
+            .post(&url)
+            .header(DEADLINE_HEADER, &deadline.to_string());
         if let Some(token) = &self.token {
             request = request.header("Authorization", &format!("Bearer {token}"));
         }
@@ -74,27 +149,57 @@ fn unreachable(url: &str, err: &ureq::Error) -> ClientError {
     }
 }
 
-fn answer(url: &str, mut response: ureq::http::Response<ureq::Body>) -> Result<Value, ClientError> {
+/// The start of `text` on one line, for an error message.
+fn quote(text: &str) -> String {
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > QUOTE {
+        format!("{}…", line.chars().take(QUOTE).collect::<String>())
+    } else {
+        line
+    }
+}
+
+fn answer<T: DeserializeOwned>(
+    url: &str,
+    mut response: ureq::http::Response<ureq::Body>,
+) -> Result<T, ClientError> {
     let status = response.status().as_u16();
-    let body: Value = response
+    let json = response
+        .headers()
+        .get("content-type")
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/json"));
+    let body = response
         .body_mut()
-        .read_json()
+        .read_to_string()
         .map_err(|err| ClientError::Malformed {
             url: url.to_owned(),
             reason: err.to_string(),
         })?;
+    let not_conclave = |what: String| ClientError::NotConclave {
+        url: url.to_owned(),
+        status,
+        what,
+    };
+    if !json {
+        return Err(not_conclave(if body.trim().is_empty() {
+            "an empty answer".to_owned()
+        } else {
+            format!("it said {:?}", quote(&body))
+        }));
+    }
     if (200..300).contains(&status) {
-        return Ok(body);
+        return serde_json::from_str(&body).map_err(|err| ClientError::Malformed {
+            url: url.to_owned(),
+            reason: err.to_string(),
+        });
     }
-    let mut message = body
-        .get("error")
-        .and_then(Value::as_str)
-        .unwrap_or("the node refused the request")
-        .to_owned();
-    if let Some(leader) = body.get("leader").and_then(Value::as_str) {
-        if !message.contains(leader) {
-            message.push_str(&format!(" (leader: {leader})"));
-        }
+    match serde_json::from_str::<ErrorAnswer>(&body) {
+        Ok(answer) => Err(ClientError::Refused {
+            url: url.to_owned(),
+            status,
+            answer: Box::new(answer),
+        }),
+        Err(_) => Err(not_conclave(format!("its JSON was {:?}", quote(&body)))),
     }
-    Err(ClientError::Refused { status, message })
 }

@@ -7,15 +7,24 @@
 //! admin API and metrics endpoint, printed at start, so `conclave status --admin ...` and a
 //! Prometheus scrape work against the demo as against real nodes.
 //!
-//! Interactive (the default): a live view of every node — role, term, leader, dongle, peers'
-//! round-trip times — and the recent events, redrawn twice a second; commands typed on stdin
-//! kill, revive and partition nodes. With `--duration SECS` it runs unattended instead: one
-//! line per event, the leader is killed once halfway, and the exit code says whether every
-//! live node knew the same leader at the end (0) or not (1).
+//! Interactive (the default): commands typed on stdin kill, revive and partition nodes
+//! (`kill 3`, `kill 1,2`, `kill leader`, `revive 3`, `partition 1,2 3,4,5`, `heal`, `quit`).
+//! On a terminal a live view of every node — role, term, leader, dongle, peers' round-trip
+//! times, its admin and metrics URLs — and the recent events is redrawn twice a second above a
+//! prompt line that the redraw never touches, so what the user is typing stays on screen.
+//! Elsewhere (a pipe) events and replies are printed as lines and `view` prints the table.
+//! Stdin is read on a thread of its own, so Ctrl-C ends the demo at once even while a read
+//! is pending. With `--duration SECS` it runs unattended instead: one line per event, the
+//! leader is killed once halfway, and the exit code says whether every live node knew the
+//! same leader at the end (0) or not (1).
+//!
+//! Colour (the leader's row in bold, the logs on stderr) only on a terminal, and never with
+//! `NO_COLOR` set.
 
 use std::collections::VecDeque;
-use std::io::Write;
-use std::net::{SocketAddr, TcpListener};
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
@@ -30,11 +39,16 @@ use conclave_core::MembershipConfig;
 use conclave_core::raft::Role;
 use conclave_espnow::{Air, Mac, VirtualDongleConfig, VirtualSerialPort};
 use conclave_protocol::{ClusterId, PeerId};
-use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
+
+use crate::render::colour;
 
 /// Recent events kept for the live view.
 const RECENT_EVENTS: usize = 12;
+
+/// The commands, as the view and a wrong command show them.
+const COMMANDS: &str =
+    "kill N[,M..] | kill leader | revive N[,M..] | partition 1,2 3,4,5 | heal | view | quit";
 
 /// What the demo was asked to do.
 #[derive(Debug, Clone)]
@@ -57,6 +71,8 @@ struct Demo {
     nodes: Vec<DemoNode>,
     /// Every node's events, with its name, for the printer and the live view.
     events_tx: mpsc::UnboundedSender<String>,
+    /// Where the nodes' logs go, when to a file.
+    log_file: Option<PathBuf>,
     _dir: tempfile::TempDir,
 }
 
@@ -64,10 +80,10 @@ fn peer_id(name: &str) -> PeerId {
     PeerId::new(name).unwrap_or_else(|err| panic!("demo node names are valid ids: {err}"))
 }
 
-/// A free loopback port, found by binding port 0 and letting the OS choose.
-fn free_port() -> std::io::Result<SocketAddr> {
-    TcpListener::bind("127.0.0.1:0")?.local_addr()
-}
+/// Loopback, port 0: the system picks a free port when the node binds, and the node's first
+/// start fixes it for the demo's lifetime (a port found free beforehand could be taken by
+/// someone else before the node binds it).
+const ANY_LOOPBACK_PORT: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
 
 fn clock() -> String {
     let millis = SystemTime::now()
@@ -84,14 +100,9 @@ fn clock() -> String {
     )
 }
 
-fn demo_config(
-    name: &str,
-    names: &[String],
-    dir: &Path,
-    port: &Path,
-) -> std::io::Result<NodeConfig> {
+fn demo_config(name: &str, names: &[String], dir: &Path, port: &Path) -> NodeConfig {
     let id = peer_id(name);
-    Ok(NodeConfig {
+    NodeConfig {
         node_id: id,
         data_dir: dir.join(name),
         cluster_id: ClusterId::new("demo").unwrap_or_else(|err| panic!("{err}")),
@@ -128,14 +139,14 @@ fn demo_config(
             peer_lmks: Default::default(),
         }),
         admin: AdminConfig {
-            listen: Some(free_port()?),
-            token: None,
+            listen: Some(ANY_LOOPBACK_PORT),
+            ..AdminConfig::default()
         },
         metrics: MetricsConfig {
-            listen: Some(free_port()?),
+            listen: Some(ANY_LOOPBACK_PORT),
         },
         hooks: HooksConfig::default(),
-    })
+    }
 }
 
 impl Demo {
@@ -156,8 +167,7 @@ impl Demo {
             let link = dir.path().join(format!("tty-{name}"));
             let port = VirtualSerialPort::create(&link, &air, VirtualDongleConfig::new(mac))
                 .map_err(|err| format!("cannot create {name}'s virtual dongle: {err}"))?;
-            let config = demo_config(name, &names, dir.path(), port.path())
-                .map_err(|err| format!("cannot find free ports: {err}"))?;
+            let config = demo_config(name, &names, dir.path(), port.path());
             nodes.push(DemoNode {
                 config,
                 mac,
@@ -169,10 +179,15 @@ impl Demo {
             air,
             nodes,
             events_tx,
+            log_file: None,
             _dir: dir,
         };
         for index in 0..count {
-            demo.revive(index).await?;
+            if let Err(err) = demo.revive(index).await {
+                // The nodes already running must stop before the runtime goes.
+                demo.stop().await;
+                return Err(err);
+            }
         }
         Ok(demo)
     }
@@ -191,6 +206,10 @@ impl Demo {
             .start()
             .await
             .map_err(|err| format!("{name} cannot start: {err}"))?;
+        // Keep the ports the system chose, so a revived node has the same URLs.
+        let config = &mut self.nodes[index].config;
+        config.admin.listen = node.admin_addr().or(config.admin.listen);
+        config.metrics.listen = node.metrics_addr().or(config.metrics.listen);
         let mut events = node.handle().subscribe("demo");
         let tx = self.events_tx.clone();
         actix_rt::spawn(async move {
@@ -229,6 +248,11 @@ impl Demo {
         }
     }
 
+    /// Whether node `index` runs.
+    fn is_running(&self, index: usize) -> bool {
+        self.nodes[index].node.is_some()
+    }
+
     /// The running nodes.
     fn live(&self) -> Vec<usize> {
         (0..self.nodes.len())
@@ -250,6 +274,74 @@ impl Demo {
         }
         let (leader, _) = agreed?;
         self.nodes.iter().position(|n| n.config.node_id == leader)
+    }
+
+    /// The leader: the one every live node names, else one that says it leads.
+    async fn current_leader(&self) -> Option<usize> {
+        if let Some(leader) = self.agreed_leader().await {
+            return Some(leader);
+        }
+        for index in self.live() {
+            let node = self.nodes[index].node.as_ref()?;
+            if node
+                .handle()
+                .election_status()
+                .await
+                .is_ok_and(|status| status.role == Role::Leader)
+            {
+                return Some(index);
+            }
+        }
+        None
+    }
+
+    /// `kill …`: the nodes named (numbers from 1, or `leader`), abruptly; the reply.
+    async fn kill_command(&mut self, targets: &[Target]) -> String {
+        let mut replies = Vec::new();
+        for target in targets {
+            let index = match *target {
+                Target::Node(n) => n - 1,
+                Target::Leader => match self.current_leader().await {
+                    Some(index) => index,
+                    None => {
+                        replies.push("no node leads right now".to_owned());
+                        continue;
+                    }
+                },
+            };
+            let name = self.name(index);
+            if !self.is_running(index) {
+                replies.push(format!("{name} is not running"));
+                continue;
+            }
+            self.kill(index).await;
+            replies.push(match target {
+                Target::Leader => format!("killed {name} (the leader)"),
+                Target::Node(_) => format!("killed {name}"),
+            });
+        }
+        replies.join("; ")
+    }
+
+    /// `revive …`: the nodes named, from their WAL; the reply.
+    async fn revive_command(&mut self, targets: &[Target]) -> String {
+        let mut replies = Vec::new();
+        for target in targets {
+            let Target::Node(n) = *target else {
+                replies.push("revive takes node numbers: a leader is never down".to_owned());
+                continue;
+            };
+            let name = self.name(n - 1);
+            if self.is_running(n - 1) {
+                replies.push(format!("{name} is already running"));
+                continue;
+            }
+            replies.push(match self.revive(n - 1).await {
+                Ok(()) => format!("revived {name}"),
+                Err(err) => err,
+            });
+        }
+        replies.join("; ")
     }
 
     /// Splits the air into groups of node numbers (1-based); nodes in no group are cut off.
@@ -291,51 +383,81 @@ impl Demo {
             "conclave demo: {} nodes on virtual ESP-NOW dongles sharing one simulated air",
             self.nodes.len()
         );
-        for node in &self.nodes {
-            let admin = node
-                .config
-                .admin
-                .listen
-                .map_or("-".to_owned(), |a| format!("http://{a}"));
-            let metrics = node
-                .config
-                .metrics
-                .listen
-                .map_or("-".to_owned(), |a| format!("http://{a}/metrics"));
-            println!(
-                "  {:<8} dongle {} on {}  admin {admin}  metrics {metrics}",
-                node.config.node_id,
-                node.mac,
-                node.port.path().display()
-            );
+        for line in self.endpoint_lines() {
+            println!("{line}");
         }
     }
 
-    /// The live view: one line per node, then the recent events.
-    async fn render(&self, recent: &VecDeque<String>) -> String {
-        let mut out = String::from("\x1b[2J\x1b[H");
-        out.push_str(
-            "conclave demo — commands: kill N | revive N | partition 1,2 3,4,5 | heal | quit\n\n",
-        );
-        out.push_str(&format!(
-            "{:<9} {:<14} {:>5}  {:<9} {:<10} {}\n",
+    /// The live view, line by line: the nodes' endpoints, one line per node, the recent
+    /// events (`events` of them, padded, so the view's height stays put).
+    async fn view(&self, recent: &VecDeque<String>, events: usize) -> Vec<ViewLine> {
+        let mut lines = vec![
+            ViewLine::plain(format!(
+                "conclave demo: {} nodes on virtual ESP-NOW dongles, one simulated air",
+                self.nodes.len()
+            )),
+            ViewLine::plain(format!("commands: {COMMANDS}")),
+            ViewLine::plain(String::new()),
+        ];
+        lines.extend(self.endpoint_lines().into_iter().map(ViewLine::plain));
+        if let Some(path) = &self.log_file {
+            lines.push(ViewLine::plain(format!("  logs in {}", path.display())));
+        }
+        lines.push(ViewLine::plain(String::new()));
+        lines.extend(self.table().await);
+        lines.push(ViewLine::plain(String::new()));
+        lines.push(ViewLine::plain("recent events:".to_owned()));
+        let skip = recent.len().saturating_sub(events);
+        for i in 0..events {
+            let line = recent
+                .get(skip + i)
+                .map_or_else(String::new, |l| format!("  {l}"));
+            lines.push(ViewLine::plain(line));
+        }
+        lines.push(ViewLine::plain(String::new()));
+        lines
+    }
+
+    /// Each node's admin API and metrics endpoint (they stay the same across revivals).
+    fn endpoint_lines(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|node| {
+                let admin = node
+                    .config
+                    .admin
+                    .listen
+                    .map_or("-".to_owned(), |a| format!("http://{a}"));
+                let metrics = node
+                    .config
+                    .metrics
+                    .listen
+                    .map_or("-".to_owned(), |a| format!("http://{a}/metrics"));
+                format!(
+                    "  {:<8} admin {admin}  metrics {metrics}  dongle {} on {}",
+                    node.config.node_id,
+                    node.mac,
+                    node.port.path().display()
+                )
+            })
+            .collect()
+    }
+
+    /// The table: one line per node, the leader's in bold.
+    async fn table(&self) -> Vec<ViewLine> {
+        let mut lines = vec![ViewLine::plain(format!(
+            "{:<9} {:<14} {:>5}  {:<9} {:<7} {}",
             "NODE", "ROLE", "TERM", "LEADER", "DONGLE", "PEERS (RTT)"
-        ));
+        ))];
         for node in &self.nodes {
             let name = node.config.node_id.to_string();
             let Some(running) = &node.node else {
-                out.push_str(&format!("{name:<9} {:<14}\n", "killed"));
+                lines.push(ViewLine::plain(format!("{name:<9} killed")));
                 continue;
             };
             let Ok(status) = running.handle().status().await else {
-                out.push_str(&format!("{name:<9} {:<14}\n", "stopping"));
+                lines.push(ViewLine::plain(format!("{name:<9} stopping")));
                 continue;
-            };
-            let role = status.election.role;
-            let role = if role == Role::Leader {
-                format!("\x1b[1m{:<14}\x1b[0m", role.label())
-            } else {
-                format!("{:<14}", role.label())
             };
             let dongle = match &status.dongle {
                 Some(dongle) if dongle.status.connected => "up",
@@ -345,32 +467,118 @@ impl Demo {
             let peers: Vec<String> = status
                 .peers
                 .iter()
-                .map(|peer| match (peer.status.label(), peer.rtt) {
-                    ("connected", Some(rtt)) => {
-                        format!("{} {:.1}ms", peer.id, rtt.as_secs_f64() * 1000.0)
-                    }
-                    (label, _) => format!("{} {label}", peer.id),
+                .map(|peer| match (peer.status, peer.rtt) {
+                    (conclave_core::PeerStatus::Connected, Some(rtt)) => format!(
+                        "{} {}",
+                        peer.id,
+                        crate::render::rtt(Some(conclave_actors::admin::api::rtt_millis(rtt)))
+                    ),
+                    (status, _) => format!("{} {}", peer.id, status.label()),
                 })
                 .collect();
-            out.push_str(&format!(
-                "{name:<9} {role} {:>5}  {:<9} {dongle:<10} {}\n",
-                status.election.term,
-                status
-                    .election
-                    .leader
-                    .map_or("-".to_owned(), |l| l.to_string()),
-                peers.join(", ")
-            ));
+            lines.push(ViewLine {
+                text: format!(
+                    "{name:<9} {:<14} {:>5}  {:<9} {dongle:<7} {}",
+                    status.election.role.label(),
+                    status.election.term,
+                    status
+                        .election
+                        .leader
+                        .map_or("-".to_owned(), |l| l.to_string()),
+                    peers.join(", ")
+                ),
+                bold: status.election.role == Role::Leader,
+            });
         }
-        out.push_str("\nrecent events:\n");
-        for line in recent {
-            out.push_str("  ");
-            out.push_str(line);
-            out.push('\n');
-        }
-        out.push_str("\n> ");
-        out
+        lines
     }
+}
+
+/// One line of the live view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ViewLine {
+    text: String,
+    /// Drawn in bold when colour is allowed.
+    bold: bool,
+}
+
+impl ViewLine {
+    fn plain(text: String) -> Self {
+        Self { text, bold: false }
+    }
+}
+
+/// The first `width` characters of `text`: a line that wrapped would push the prompt down.
+fn clip(text: &str, width: usize) -> &str {
+    match text.char_indices().nth(width) {
+        Some((end, _)) => &text[..end],
+        None => text,
+    }
+}
+
+/// What redraws the view on a terminal: each line at its own row from the top, cleared to
+/// its end, between saving and restoring the cursor. Nothing else on the screen is touched:
+/// not the prompt line below the view, where the user is typing (no clearing of the screen,
+/// no clearing below a line).
+fn redraw(lines: &[ViewLine], width: usize, bold: bool) -> String {
+    let mut out = String::from("\x1b7");
+    for (row, line) in lines.iter().enumerate() {
+        let text = clip(&line.text, width.saturating_sub(1));
+        let _ = if bold && line.bold {
+            write!(out, "\x1b[{};1H\x1b[1m{text}\x1b[0m\x1b[K", row + 1)
+        } else {
+            write!(out, "\x1b[{};1H{text}\x1b[K", row + 1)
+        };
+    }
+    out.push_str("\x1b8");
+    out
+}
+
+/// The prompt on row `row`, everything below it cleared (the echo of the last command).
+fn prompt(row: usize) -> String {
+    format!("\x1b[{row};1H\x1b[J> ")
+}
+
+/// The terminal's size (columns, rows), when stdout is one.
+fn terminal_size() -> Option<(usize, usize)> {
+    let size = rustix::termios::tcgetwinsize(std::io::stdout()).ok()?;
+    (size.ws_col > 0 && size.ws_row > 0)
+        .then(|| (usize::from(size.ws_col), usize::from(size.ws_row)))
+}
+
+/// What a `kill` or `revive` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// Node `n`, from 1.
+    Node(usize),
+    /// Whichever node leads.
+    Leader,
+}
+
+/// Parses `3`, `1,2`, `1 2`, `leader`: node numbers from 1 to `count`, or `leader`.
+fn parse_targets(words: &[&str], count: usize) -> Result<Vec<Target>, String> {
+    let mut targets = Vec::new();
+    for part in words
+        .iter()
+        .flat_map(|word| word.split(','))
+        .filter(|part| !part.is_empty())
+    {
+        if part == "leader" {
+            targets.push(Target::Leader);
+            continue;
+        }
+        let n: usize = part
+            .parse()
+            .map_err(|_| format!("{part:?} is not a node number (1 to {count}) nor `leader`"))?;
+        if n == 0 || n > count {
+            return Err(format!("there is no node {n}; nodes are 1 to {count}"));
+        }
+        targets.push(Target::Node(n));
+    }
+    if targets.is_empty() {
+        return Err("name nodes: `kill 3`, `kill 1,2`, `kill leader`".to_owned());
+    }
+    Ok(targets)
 }
 
 /// Parses `partition 1,2 3,4,5` groups.
@@ -413,10 +621,12 @@ pub(crate) fn run(options: DemoOptions) -> ExitCode {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
     });
+    // Every node has its HTTP endpoints: the demo needs descriptors like a gateway does.
+    conclave_actors::admin::log_open_files_limit(&conclave_actors::admin::raise_open_files_limit());
     let system = actix_rt::System::new();
     system.block_on(async move {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
-        let demo = match Demo::start(options.nodes, seed, events_tx).await {
+        let mut demo = match Demo::start(options.nodes, seed, events_tx).await {
             Ok(demo) => demo,
             Err(err) => {
                 eprintln!("error: {err}");
@@ -427,6 +637,7 @@ pub(crate) fn run(options: DemoOptions) -> ExitCode {
         if let Some(path) = &log_file {
             println!("  logs in {} (RUST_LOG sets the level)", path.display());
         }
+        demo.log_file = log_file;
         match options.duration {
             Some(duration) => unattended(demo, events_rx, duration).await,
             None => interactive_loop(demo, events_rx).await,
@@ -445,6 +656,7 @@ fn init_logging(interactive: bool) -> Result<Option<PathBuf>, String> {
     if !interactive {
         tracing_subscriber::fmt()
             .with_env_filter(filter("warn"))
+            .with_ansi(colour(&std::io::stderr()))
             .with_writer(std::io::stderr)
             .init();
         return Ok(None);
@@ -474,6 +686,7 @@ async fn unattended(
         "running for {duration:?}; the leader is killed at {:?}",
         duration / 2
     );
+    let mut interrupt = Interrupt::watch();
     let start = tokio::time::Instant::now();
     let halfway = start + duration / 2;
     let end = start + duration;
@@ -496,7 +709,7 @@ async fn unattended(
                 }
             }
             () = tokio::time::sleep_until(end) => break,
-            _ = tokio::signal::ctrl_c() => {
+            () = interrupt.recv() => {
                 println!("interrupted");
                 demo.stop().await;
                 return ExitCode::from(130);
@@ -525,52 +738,134 @@ async fn unattended(
     code
 }
 
-/// The live view and its commands.
+/// Ctrl-C (SIGINT), watched from creation on: a `tokio::signal::ctrl_c()` made afresh in each
+/// turn of a loop misses a signal that arrives between two turns.
+struct Interrupt(Option<tokio::signal::unix::Signal>);
+
+impl Interrupt {
+    fn watch() -> Self {
+        let signal = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
+        if let Err(err) = &signal {
+            eprintln!("cannot watch Ctrl-C: {err}; type quit to stop");
+        }
+        Self(signal.ok())
+    }
+
+    /// The next Ctrl-C; never, when it cannot be watched.
+    async fn recv(&mut self) {
+        match &mut self.0 {
+            Some(signal) => {
+                signal.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+}
+
+/// Lines typed on stdin, read on a thread of its own: a read pending on the runtime's blocking
+/// pool would hold the process at exit until the user pressed Enter. The thread ends with the
+/// process.
+fn stdin_lines() -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel(16);
+    let reader = std::thread::Builder::new()
+        .name("demo-stdin".to_owned())
+        .spawn(move || {
+            for line in std::io::stdin().lines() {
+                let Ok(line) = line else { break };
+                if tx.blocking_send(line).is_err() {
+                    break;
+                }
+            }
+        });
+    if let Err(err) = reader {
+        eprintln!("cannot read commands from stdin: {err}");
+    }
+    rx
+}
+
+/// How the interactive demo shows itself.
+struct Screen {
+    /// On a terminal: the live view is redrawn; elsewhere lines are printed.
+    terminal: bool,
+    /// Bold for the leader.
+    colour: bool,
+    /// The row of the prompt, below the view, while on a terminal.
+    prompt_row: usize,
+}
+
+impl Screen {
+    /// Events kept in the view so that it and the prompt fit the terminal's height.
+    fn events_that_fit(&self, nodes: usize, has_log: bool) -> usize {
+        let fixed = 9 + 2 * nodes + usize::from(has_log);
+        terminal_size().map_or(RECENT_EVENTS, |(_, rows)| {
+            rows.saturating_sub(fixed + 1).clamp(2, RECENT_EVENTS)
+        })
+    }
+
+    /// Redraws the view; moves the prompt when the view's height changed.
+    async fn draw(&mut self, demo: &Demo, recent: &VecDeque<String>) {
+        let events = self.events_that_fit(demo.nodes.len(), demo.log_file.is_some());
+        let lines = demo.view(recent, events).await;
+        let width = terminal_size().map_or(200, |(columns, _)| columns);
+        let mut out = redraw(&lines, width, self.colour);
+        if self.prompt_row != lines.len() + 1 {
+            self.prompt_row = lines.len() + 1;
+            out.push_str(&prompt(self.prompt_row));
+        }
+        print!("{out}");
+        let _ = std::io::stdout().flush();
+    }
+}
+
+/// The live view (on a terminal) or the event lines (elsewhere), and the commands.
 async fn interactive_loop(mut demo: Demo, mut events: mpsc::UnboundedReceiver<String>) -> ExitCode {
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let stdout = std::io::stdout();
+    let mut screen = Screen {
+        terminal: stdout.is_terminal(),
+        colour: colour(&stdout),
+        prompt_row: 0,
+    };
+    let mut interrupt = Interrupt::watch();
+    let mut lines = stdin_lines();
     let mut recent: VecDeque<String> = VecDeque::new();
-    let mut redraw = tokio::time::interval(Duration::from_millis(500));
+    let mut redraw_tick = tokio::time::interval(Duration::from_millis(500));
     let mut stdin_open = true;
+    if screen.terminal {
+        print!("\x1b[2J");
+    } else {
+        println!("commands: {COMMANDS}");
+    }
     loop {
         tokio::select! {
-            _ = redraw.tick() => {
-                let view = demo.render(&recent).await;
-                print!("{view}");
-                let _ = std::io::stdout().flush();
-            }
+            _ = redraw_tick.tick(), if screen.terminal => screen.draw(&demo, &recent).await,
             line = events.recv() => {
                 if let Some(line) = line {
+                    if !screen.terminal {
+                        println!("{line}");
+                    }
                     recent.push_back(line);
                     while recent.len() > RECENT_EVENTS {
                         recent.pop_front();
                     }
                 }
             }
-            line = lines.next_line(), if stdin_open => {
-                let line = match line {
-                    Ok(Some(line)) => line,
-                    // Stdin closed: keep showing the view until Ctrl-C.
-                    _ => { stdin_open = false; continue; }
-                };
+            line = lines.recv(), if stdin_open => {
+                // Stdin closed: keep showing the view until Ctrl-C.
+                let Some(line) = line else { stdin_open = false; continue };
                 let words: Vec<&str> = line.split_whitespace().collect();
                 let reply = match words.as_slice() {
                     ["quit" | "q" | "exit"] => break,
-                    ["kill", n] | ["k", n] => match n.parse::<usize>() {
-                        Ok(n) if (1..=demo.nodes.len()).contains(&n) => {
-                            demo.kill(n - 1).await;
-                            format!("killed node-{n}")
-                        }
-                        _ => format!("no node {n}"),
+                    [] => String::new(),
+                    ["kill" | "k", targets @ ..] => match parse_targets(targets, demo.nodes.len()) {
+                        Ok(targets) => demo.kill_command(&targets).await,
+                        Err(err) => err,
                     },
-                    ["revive", n] | ["r", n] => match n.parse::<usize>() {
-                        Ok(n) if (1..=demo.nodes.len()).contains(&n) => {
-                            match demo.revive(n - 1).await {
-                                Ok(()) => format!("revived node-{n}"),
-                                Err(err) => err,
-                            }
+                    ["revive" | "r", targets @ ..] => {
+                        match parse_targets(targets, demo.nodes.len()) {
+                            Ok(targets) => demo.revive_command(&targets).await,
+                            Err(err) => err,
                         }
-                        _ => format!("no node {n}"),
-                    },
+                    }
                     ["partition" | "p", groups @ ..] => {
                         match parse_groups(groups, demo.nodes.len()) {
                             Ok(groups) => {
@@ -584,18 +879,39 @@ async fn interactive_loop(mut demo: Demo, mut events: mpsc::UnboundedReceiver<St
                         demo.air.heal();
                         "air healed".to_owned()
                     }
-                    [] => continue,
-                    _ => "commands: kill N | revive N | partition 1,2 3,4,5 | heal | quit".to_owned(),
+                    ["view" | "v"] => {
+                        if !screen.terminal {
+                            for line in demo.table().await {
+                                println!("{}", line.text);
+                            }
+                        }
+                        String::new()
+                    }
+                    _ => format!("commands: {COMMANDS}"),
                 };
-                recent.push_back(format!("{} > {line}: {reply}", clock()));
-                while recent.len() > RECENT_EVENTS {
-                    recent.pop_front();
+                if !reply.is_empty() {
+                    let line = format!("{} > {line}: {reply}", clock());
+                    if !screen.terminal {
+                        println!("{line}");
+                    }
+                    recent.push_back(line);
+                    while recent.len() > RECENT_EVENTS {
+                        recent.pop_front();
+                    }
+                }
+                if screen.terminal {
+                    // Enter moved the cursor below the prompt: put a fresh prompt back.
+                    print!("{}", prompt(screen.prompt_row));
+                    screen.draw(&demo, &recent).await;
                 }
             }
-            _ = tokio::signal::ctrl_c() => break,
+            () = interrupt.recv() => break,
         }
     }
-    println!("\nstopping the demo");
+    if screen.terminal {
+        print!("{}", prompt(screen.prompt_row).trim_end_matches("> "));
+    }
+    println!("stopping the demo");
     demo.stop().await;
     ExitCode::SUCCESS
 }
@@ -603,6 +919,60 @@ async fn interactive_loop(mut demo: Demo, mut events: mpsc::UnboundedReceiver<St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `kill 1,2`, `kill 1 2` and `kill leader` name what they say.
+    #[test]
+    fn kill_and_revive_targets_parse() {
+        assert_eq!(
+            parse_targets(&["1,2"], 5).unwrap(),
+            [Target::Node(1), Target::Node(2)]
+        );
+        assert_eq!(
+            parse_targets(&["1", "3"], 5).unwrap(),
+            [Target::Node(1), Target::Node(3)]
+        );
+        assert_eq!(parse_targets(&["leader"], 5).unwrap(), [Target::Leader]);
+        assert!(parse_targets(&["6"], 5).is_err());
+        assert!(parse_targets(&["x"], 5).is_err());
+        assert!(parse_targets(&[], 5).is_err());
+    }
+
+    /// The redraw never clears the screen nor anything below the view, and leaves the
+    /// cursor where it was: what the user types on the prompt line stays.
+    #[test]
+    fn the_redraw_leaves_the_prompt_line_alone() {
+        let lines = vec![
+            ViewLine::plain("title".to_owned()),
+            ViewLine {
+                text: "node-1    leader".to_owned(),
+                bold: true,
+            },
+            ViewLine::plain("x".repeat(300)),
+        ];
+        let out = redraw(&lines, 80, true);
+        assert!(
+            out.starts_with("\x1b7") && out.ends_with("\x1b8"),
+            "{out:?}"
+        );
+        assert!(
+            !out.contains("\x1b[2J") && !out.contains("\x1b[J"),
+            "{out:?}"
+        );
+        // Rows 1 to 3 only: the prompt, on row 4, is not touched.
+        assert!(
+            out.contains("\x1b[3;1H") && !out.contains("\x1b[4;"),
+            "{out:?}"
+        );
+        // Long lines are cut so they cannot wrap onto the prompt.
+        assert!(
+            out.contains(&format!("{}\x1b[K", "x".repeat(79))),
+            "{out:?}"
+        );
+        assert!(!out.contains(&"x".repeat(80)), "{out:?}");
+        assert!(out.contains("\x1b[1mnode-1    leader\x1b[0m"), "{out:?}");
+        // Without colour, no bold.
+        assert!(!redraw(&lines, 80, false).contains("\x1b[1m"));
+    }
 
     #[test]
     fn partition_groups_parse() {

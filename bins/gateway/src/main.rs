@@ -1,16 +1,19 @@
 //! `conclave`: the gateway binary.
 //!
-//! `conclave run --config FILE` loads and validates the configuration (printing every problem
-//! with its key and exiting with the usage code 64 when there is any), starts the node, and
-//! stops it gracefully on Ctrl-C or SIGTERM. `conclave check-config FILE` only validates.
-//! The other commands talk to a running node through its admin API (`--admin`, default
-//! `http://127.0.0.1:7070`) and print a table, or JSON with `--json`.
+//! `conclave run [--config FILE]` loads and validates the configuration (printing every
+//! problem with its key and exiting with the usage code 64 when there is any), starts the
+//! node, and stops it gracefully on Ctrl-C or SIGTERM. `conclave check-config FILE` only
+//! validates. The other commands talk to running nodes through their admin API (`--admin`,
+//! default `http://127.0.0.1:7070`, or `host:port`) and print a table, or JSON with `--json`.
 //!
-//! Exit codes: 0 success; 1 the node or the API refused or failed; 64 bad usage or
-//! configuration; 69 the admin API cannot be reached; 70 the node halted on an internal error.
+//! Exit codes: 0 success; 1 the node or the API refused or failed, a change did not complete,
+//! or the cluster disagrees; 64 bad usage or configuration; 69 the admin API cannot be
+//! reached, or the node cannot have a port or file it needs; 70 the node halted on an
+//! internal error.
 
 mod cli;
 mod client;
+mod commands;
 mod demo;
 mod render;
 mod run;
@@ -19,8 +22,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Commands, LeaderCommand, Switch};
-use crate::client::{AdminClient, ClientError};
+use crate::cli::{Cli, Commands};
 
 /// sysexits' EX_USAGE: the command line or the configuration is wrong.
 pub(crate) const EXIT_USAGE: u8 = 64;
@@ -32,7 +34,7 @@ pub(crate) const EXIT_SOFTWARE: u8 = 70;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Commands::Run { config, log } => run::run(&config, &log),
+        Commands::Run { config, log } => run::run(config.as_deref(), &log),
         Commands::CheckConfig { file } => run::check_config(&file),
         Commands::Demo {
             nodes,
@@ -43,54 +45,6 @@ fn main() -> ExitCode {
             duration: duration.map(std::time::Duration::from_secs),
             seed,
         }),
-        ref command => {
-            let client = AdminClient::new(&cli.admin, cli.token.clone());
-            match client_command(&client, command, cli.json) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(err) => {
-                    eprintln!("error: {err}");
-                    ExitCode::from(match err {
-                        ClientError::Unreachable { .. } => EXIT_UNAVAILABLE,
-                        _ => 1,
-                    })
-                }
-            }
-        }
+        ref command => commands::run(&cli, command),
     }
-}
-
-fn client_command(client: &AdminClient, command: &Commands, json: bool) -> Result<(), ClientError> {
-    let answer = match command {
-        Commands::Status => client.get("/v1/status")?,
-        Commands::Peers => client.get("/v1/peers")?,
-        Commands::History => client.get("/v1/history")?,
-        Commands::Leader {
-            command: LeaderCommand::Set { peer_id },
-        } => client.post("/v1/leader", &serde_json::json!({ "peer_id": peer_id }))?,
-        Commands::Leader {
-            command: LeaderCommand::Resign,
-        } => client.post("/v1/leader/resign", &serde_json::json!({}))?,
-        Commands::AutoElection { switch } => client.post(
-            "/v1/auto-election",
-            &serde_json::json!({ "enabled": *switch == Switch::On }),
-        )?,
-        Commands::Run { .. } | Commands::CheckConfig { .. } | Commands::Demo { .. } => {
-            return Ok(());
-        }
-    };
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&answer).unwrap_or_else(|_| answer.to_string())
-        );
-        return Ok(());
-    }
-    let text = match command {
-        Commands::Status => render::status(&answer),
-        Commands::Peers => render::peers(answer.get("peers").unwrap_or(&answer)),
-        Commands::History => render::history(&answer),
-        _ => render::outcome(&answer),
-    };
-    print!("{text}");
-    Ok(())
 }

@@ -1,182 +1,194 @@
-//! Human-readable renderings of the admin API's answers.
+//! Human-readable renderings of the admin API's answers, and when to use colour.
 
 use std::fmt::Write;
+use std::io::IsTerminal;
 
-use serde_json::Value;
+use conclave_actors::admin::api::{
+    CommandAnswer, HistoryAnswer, PeerAnswer, StatusAnswer, human_duration, rfc3339_utc,
+};
 
-fn text(value: &Value, key: &str) -> String {
-    match value.get(key) {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => "-".to_owned(),
-        Some(other) => other.to_string(),
-    }
+/// Whether output to `stream` may carry colour: only on a terminal, and never with `NO_COLOR`
+/// set to anything (<https://no-color.org>).
+pub(crate) fn colour(stream: &impl IsTerminal) -> bool {
+    stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty())
 }
 
-fn yes_no(value: &Value, key: &str) -> &'static str {
-    if value.get(key).and_then(Value::as_bool).unwrap_or(false) {
-        "on"
-    } else {
-        "off"
+fn or_dash(value: Option<&str>) -> &str {
+    value.unwrap_or("-")
+}
+
+/// A round trip for people: microseconds below a millisecond, then milliseconds with the
+/// digits that mean something; `unknown` when there is none (never measured, or the peer is
+/// disconnected and an old figure would mislead).
+pub(crate) fn rtt(rtt_ms: Option<f64>) -> String {
+    match rtt_ms {
+        None => "unknown".to_owned(),
+        Some(ms) if ms < 1.0 => format!("{:.0} µs", ms * 1000.0),
+        Some(ms) if ms < 10.0 => format!("{ms:.2} ms"),
+        Some(ms) if ms < 100.0 => format!("{ms:.1} ms"),
+        Some(ms) => format!("{ms:.0} ms"),
     }
 }
 
 /// `conclave status`.
-pub(crate) fn status(status: &Value) -> String {
+pub(crate) fn status(status: &StatusAnswer) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
         "node        {} (cluster {}, incarnation {})",
-        text(status, "node_id"),
-        text(status, "cluster_id"),
-        text(status, "incarnation")
+        status.node_id, status.cluster_id, status.incarnation
     );
     let _ = writeln!(
         out,
         "role        {:<14} term {}",
-        text(status, "role"),
-        text(status, "term")
+        status.role, status.fencing.term
     );
     let _ = writeln!(
         out,
         "leader      {:<14} fencing token {}",
-        text(status, "leader"),
-        text(status, "fencing_token")
+        or_dash(status.fencing.leader.as_deref()),
+        or_dash(status.fencing.fencing_token.as_deref())
     );
     let _ = writeln!(
         out,
-        "quorum      {} ({} of {} votes)",
-        text(status, "quorum"),
-        text(status, "quorum_size"),
-        text(status, "electorate")
+        "quorum      {} ({} of {} votes; {} voters reachable; {})",
+        status.quorum,
+        status.quorum_size,
+        status.electorate,
+        status.reachable_voters,
+        if status.ready { "ready" } else { "NOT READY" }
     );
-    let pinned = text(status, "pinned_leader");
     let _ = writeln!(
         out,
         "election    auto {}, manual override {}",
-        yes_no(status, "auto_election"),
-        if pinned == "-" {
-            "none".to_owned()
-        } else {
-            format!("pins {pinned}")
-        }
+        if status.auto_election { "on" } else { "OFF" },
+        status
+            .pinned_leader
+            .as_ref()
+            .map_or_else(|| "none".to_owned(), |pinned| format!("pins {pinned}"))
     );
-    if let Some(dongle) = status.get("dongle").filter(|d| !d.is_null()) {
-        let state = if dongle.get("connected").and_then(Value::as_bool) == Some(true) {
+    if let Some(dongle) = &status.dongle {
+        let state = if dongle.connected {
             format!(
                 "connected, mac {}, firmware {}, channel {}",
-                text(dongle, "mac"),
-                text(dongle, "firmware"),
-                text(dongle, "channel")
+                or_dash(dongle.mac.as_deref()),
+                or_dash(dongle.firmware.as_deref()),
+                dongle
+                    .channel
+                    .map_or_else(|| "-".to_owned(), |c| c.to_string())
             )
         } else {
-            format!("NOT CONNECTED ({})", text(dongle, "last_error"))
+            format!("NOT CONNECTED ({})", or_dash(dongle.last_error.as_deref()))
         };
-        let _ = writeln!(out, "dongle      {} {state}", text(dongle, "port"));
+        let _ = writeln!(out, "dongle      {} {state}", dongle.port);
         let _ = writeln!(
             out,
             "            {} sent, {} received, {} not delivered, {} CRC errors, queue {}",
-            text(dongle, "tx_frames"),
-            text(dongle, "rx_frames"),
-            text(dongle, "tx_failures"),
-            text(dongle, "crc_errors"),
-            text(dongle, "queue_len")
+            dongle.tx_frames,
+            dongle.rx_frames,
+            dongle.tx_failures,
+            dongle.crc_errors,
+            dongle.queue_len
         );
         // PRI-1 uses these; an operator placing nodes wants them too.
-        if let Some(rssi) = dongle
-            .get("rssi_dbm")
-            .and_then(Value::as_object)
-            .filter(|m| !m.is_empty())
-        {
-            let heard: Vec<String> = rssi
+        if !dongle.rssi_dbm.is_empty() {
+            let heard: Vec<String> = dongle
+                .rssi_dbm
                 .iter()
-                .map(|(peer, dbm)| format!("{peer} {dbm} dBm"))
+                .map(|(peer, dbm)| format!("{peer} {dbm:.1} dBm"))
                 .collect();
             let _ = writeln!(out, "            signal: {}", heard.join(", "));
         }
     }
-    if status.get("quarantined").and_then(Value::as_bool) == Some(true) {
+    if status.quarantined {
         out.push_str("WARNING     this node's id is used by another live node; it takes no part in elections\n");
     }
-    if status.get("authenticated").and_then(Value::as_bool) == Some(false) {
+    if !status.authenticated {
         out.push_str("WARNING     frames are not authenticated (no cluster.psk_file)\n");
     }
     out.push('\n');
-    out.push_str(&peers(status.get("peers").unwrap_or(&Value::Null)));
+    out.push_str(&peers(&status.peers));
     out
 }
 
+/// Where a node stands, on one line: `gw-a: follower in term 7, leader gw-c (fencing token
+/// 7:gw-c)`.
+pub(crate) fn summary(status: &StatusAnswer) -> String {
+    format!(
+        "{}: {} in term {}, leader {} (fencing token {})",
+        status.node_id,
+        status.role,
+        status.fencing.term,
+        or_dash(status.fencing.leader.as_deref()),
+        or_dash(status.fencing.fencing_token.as_deref())
+    )
+}
+
 /// `conclave peers`.
-pub(crate) fn peers(peers: &Value) -> String {
-    let Some(list) = peers.as_array() else {
-        return "no peers\n".to_owned();
-    };
-    if list.is_empty() {
+pub(crate) fn peers(peers: &[PeerAnswer]) -> String {
+    if peers.is_empty() {
         return "no peers\n".to_owned();
     }
     let mut out = format!(
-        "{:<20} {:<13} {:>10} {:>12}  {}\n",
+        "{:<20} {:<13} {:>10} {:>14}  {}\n",
         "PEER", "STATUS", "RTT", "LAST SEEN", "ADDRESS"
     );
-    for peer in list {
-        let rtt = peer
-            .get("rtt_ms")
-            .and_then(Value::as_f64)
-            .map_or("-".to_owned(), |ms| format!("{ms:.2} ms"));
-        let seen = peer
-            .get("last_seen_ms_ago")
-            .and_then(Value::as_u64)
-            .map_or("-".to_owned(), |ms| format!("{ms} ms ago"));
+    for peer in peers {
         let _ = writeln!(
             out,
-            "{:<20} {:<13} {:>10} {:>12}  {}",
-            text(peer, "peer_id"),
-            text(peer, "status"),
-            rtt,
-            seen,
-            text(peer, "address")
+            "{:<20} {:<13} {:>10} {:>14}  {}",
+            peer.peer_id,
+            peer.status,
+            rtt(peer.rtt_ms),
+            format!("{} ago", human_duration(peer.last_seen_ms_ago)),
+            peer.address
         );
     }
     out
 }
 
-/// `conclave history`.
-pub(crate) fn history(answer: &Value) -> String {
-    let Some(list) = answer.get("history").and_then(Value::as_array) else {
-        return "no leader changes recorded\n".to_owned();
-    };
-    if list.is_empty() {
+/// `conclave history`, with times in UTC and how long ago they were, seen from `now_unix_ms`.
+pub(crate) fn history(answer: &HistoryAnswer, now_unix_ms: u64) -> String {
+    if answer.history.is_empty() {
         return "no leader changes recorded\n".to_owned();
     }
     let mut out = format!(
-        "{:<15} {:>6}  {:<20} {}\n",
-        "AT (unix ms)", "TERM", "LEADER", "CAUSE"
+        "{:<23}  {:>14}  {:>6}  {:<20} {}\n",
+        "AT (UTC)", "AGO", "TERM", "LEADER", "CAUSE"
     );
-    for record in list {
+    for record in &answer.history {
+        // `2024-05-01T12:34:56.789Z` → `2024-05-01 12:34:56.789`.
+        let at = rfc3339_utc(record.at_unix_ms)
+            .replace('T', " ")
+            .trim_end_matches('Z')
+            .to_owned();
+        let ago = human_duration(now_unix_ms.saturating_sub(record.at_unix_ms));
         let _ = writeln!(
             out,
-            "{:<15} {:>6}  {:<20} {}",
-            text(record, "at_unix_ms"),
-            text(record, "term"),
-            text(record, "leader"),
-            text(record, "cause")
+            "{at:<23}  {ago:>14}  {:>6}  {:<20} {}",
+            record.term,
+            or_dash(record.leader.as_deref()),
+            record.cause
         );
     }
     out
 }
 
 /// The answer to `leader set`, `leader resign`, `auto-election`.
-pub(crate) fn outcome(answer: &Value) -> String {
-    let mut out = text(answer, "outcome").replace('_', " ");
-    let peer = text(answer, "peer_id");
-    if peer != "-" {
+pub(crate) fn outcome(answer: &CommandAnswer) -> String {
+    let mut out = answer.outcome.describe().to_owned();
+    if let Some(peer) = &answer.peer_id {
         let _ = write!(out, ": {peer}");
+    }
+    if answer.completed == Some(true) {
+        out.push_str(" (completed)");
     }
     let _ = writeln!(
         out,
         "\nterm {}, leader {}, fencing token {}",
-        text(answer, "term"),
-        text(answer, "leader"),
-        text(answer, "fencing_token")
+        answer.fencing.term,
+        or_dash(answer.fencing.leader.as_deref()),
+        or_dash(answer.fencing.fencing_token.as_deref())
     );
     out
 }
@@ -184,35 +196,96 @@ pub(crate) fn outcome(answer: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use conclave_actors::admin::api::{DongleAnswer, Fencing, HistoryEntry, Outcome};
+
+    fn fencing(term: u64, leader: &str) -> Fencing {
+        Fencing {
+            term,
+            leader: Some(leader.to_owned()),
+            fencing_token: Some(format!("{term}:{leader}")),
+        }
+    }
+
+    fn status_answer() -> StatusAnswer {
+        StatusAnswer {
+            node_id: "gw-a".to_owned(),
+            cluster_id: "site-1".to_owned(),
+            mode: "raft".to_owned(),
+            quorum: "voters".to_owned(),
+            quorum_size: 2,
+            electorate: 3,
+            role: "leader".to_owned(),
+            fencing: fencing(5, "gw-a"),
+            voted_for: Some("gw-a".to_owned()),
+            auto_election: true,
+            manual_override: false,
+            pinned_leader: None,
+            quarantined: false,
+            incarnation: 3,
+            authenticated: true,
+            peers: vec![
+                PeerAnswer {
+                    peer_id: "gw-b".to_owned(),
+                    status: "connected".to_owned(),
+                    rtt_ms: Some(0.42),
+                    last_seen_ms_ago: 120,
+                    address: "udp:127.0.0.1:7947".to_owned(),
+                },
+                PeerAnswer {
+                    peer_id: "gw-c".to_owned(),
+                    status: "disconnected".to_owned(),
+                    rtt_ms: None,
+                    last_seen_ms_ago: 12_000,
+                    address: "udp:127.0.0.1:7948".to_owned(),
+                },
+            ],
+            dongle: None,
+            voters: vec!["gw-a".into(), "gw-b".into(), "gw-c".into()],
+            reachable_voters: 2,
+            ready: true,
+            peer_admin_urls: Default::default(),
+        }
+    }
 
     #[test]
     fn status_table_shows_leader_and_token() {
-        let answer = json!({
-            "node_id": "gw-a", "cluster_id": "site-1", "incarnation": 3, "role": "leader",
-            "term": 5, "leader": "gw-a", "fencing_token": "5:gw-a", "quorum": "voters",
-            "quorum_size": 2, "electorate": 3, "auto_election": true, "pinned_leader": null,
-            "quarantined": false, "authenticated": true,
-            "peers": [{"peer_id": "gw-b", "status": "connected", "rtt_ms": 0.42,
-                       "last_seen_ms_ago": 120, "address": "udp:127.0.0.1:7947"}]
-        });
-        let text = status(&answer);
+        let text = status(&status_answer());
         assert!(text.contains("fencing token 5:gw-a"), "{text}");
         assert!(text.contains("leader      gw-a"), "{text}");
-        assert!(text.contains("0.42 ms"), "{text}");
+        assert!(text.contains("420 µs"), "{text}");
         assert!(text.contains("manual override none"), "{text}");
+        assert!(text.contains("2 voters reachable; ready"), "{text}");
         assert!(!text.contains("WARNING"), "{text}");
+    }
+
+    /// A disconnected peer's round trip is unknown, not its last figure.
+    #[test]
+    fn round_trips_read_cleanly() {
+        let text = status(&status_answer());
+        let gw_c = text.lines().find(|l| l.starts_with("gw-c")).unwrap_or("");
+        assert!(gw_c.contains("unknown"), "{text}");
+        assert!(gw_c.contains("12 s ago"), "{text}");
+        assert_eq!(rtt(Some(0.123_456)), "123 µs");
+        assert_eq!(rtt(Some(1.5)), "1.50 ms");
+        assert_eq!(rtt(Some(42.25)), "42.2 ms");
+        assert_eq!(rtt(Some(250.4)), "250 ms");
+        assert_eq!(rtt(None), "unknown");
     }
 
     #[test]
     fn status_table_shows_the_dongle_and_signal() {
-        let answer = json!({
-            "node_id": "gw-a", "role": "follower", "term": 2, "leader": "gw-b",
-            "authenticated": true, "peers": [],
-            "dongle": {"port": "/dev/ttyACM0", "connected": true, "mac": "02:00:00:00:00:01",
-                       "firmware": "conclave-esp32 1.0", "channel": 6, "tx_frames": 10,
-                       "rx_frames": 12, "tx_failures": 1, "crc_errors": 0, "queue_len": 0,
-                       "rssi_dbm": {"gw-b": -48.5, "gw-c": -71.0}}
+        let mut answer = status_answer();
+        answer.dongle = Some(DongleAnswer {
+            port: "/dev/ttyACM0".to_owned(),
+            connected: true,
+            mac: Some("02:00:00:00:00:01".to_owned()),
+            firmware: Some("conclave-esp32 1.0".to_owned()),
+            channel: Some(6),
+            tx_frames: 10,
+            rx_frames: 12,
+            tx_failures: 1,
+            rssi_dbm: [("gw-b".to_owned(), -48.5), ("gw-c".to_owned(), -71.0)].into(),
+            ..DongleAnswer::default()
         });
         let text = status(&answer);
         assert!(
@@ -228,10 +301,12 @@ mod tests {
             "{text}"
         );
 
-        let unplugged = json!({"node_id": "gw-a", "peers": [], "dongle": {
-            "port": "/dev/ttyACM0", "connected": false,
-            "last_error": "dongle /dev/ttyACM0: end of file on the port", "rssi_dbm": {}}});
-        let text = status(&unplugged);
+        answer.dongle = Some(DongleAnswer {
+            port: "/dev/ttyACM0".to_owned(),
+            last_error: Some("dongle /dev/ttyACM0: end of file on the port".to_owned()),
+            ..DongleAnswer::default()
+        });
+        let text = status(&answer);
         assert!(
             text.contains("NOT CONNECTED (dongle /dev/ttyACM0: end of file on the port)"),
             "{text}"
@@ -239,10 +314,36 @@ mod tests {
         assert!(!text.contains("signal:"), "{text}");
     }
 
+    /// History shows when each change happened in UTC and how long ago, not Unix ms.
+    #[test]
+    fn history_times_are_for_people() {
+        let answer = HistoryAnswer {
+            history: vec![HistoryEntry {
+                term: 4,
+                leader: Some("gw-b".to_owned()),
+                cause: "vote_won".to_owned(),
+                at_unix_ms: 1_700_000_000_123,
+                at: String::new(),
+            }],
+            fencing: fencing(4, "gw-b"),
+        };
+        let text = history(&answer, 1_700_000_184_123);
+        assert!(
+            text.contains("2023-11-14 22:13:20.123       3 min 4 s       4  gw-b"),
+            "{text}"
+        );
+        assert!(!text.contains("1700000000123"), "{text}");
+    }
+
     #[test]
     fn outcome_names_the_peer() {
-        let answer = json!({"outcome": "transfer_started", "peer_id": "gw-c", "term": 5,
-                            "leader": "gw-a", "fencing_token": "5:gw-a"});
+        let answer = CommandAnswer {
+            outcome: Outcome::TransferStarted,
+            peer_id: Some("gw-c".to_owned()),
+            node_id: "gw-a".to_owned(),
+            completed: None,
+            fencing: fencing(5, "gw-a"),
+        };
         assert_eq!(
             outcome(&answer),
             "transfer started: gw-c\nterm 5, leader gw-a, fencing token 5:gw-a\n"

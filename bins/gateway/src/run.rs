@@ -5,23 +5,27 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use conclave_actors::config::NodeConfig;
-use conclave_actors::node::NodeBuilder;
+use conclave_actors::node::{NodeBuilder, NodeError};
 use conclave_actors::settings::Settings;
 use tracing::{error, info};
 use tracing_subscriber::EnvFilter;
 
-use crate::{EXIT_SOFTWARE, EXIT_USAGE};
+use crate::{EXIT_SOFTWARE, EXIT_UNAVAILABLE, EXIT_USAGE};
 
-/// Loads and validates `file`, printing every problem; the exit code on failure.
-fn load(file: &Path) -> Result<NodeConfig, ExitCode> {
-    let settings = Settings::load(Some(file)).map_err(|err| {
+/// Loads and validates `file` (the built-in defaults alone when `None`), printing every
+/// problem; the exit code on failure.
+fn load(file: Option<&Path>) -> Result<NodeConfig, ExitCode> {
+    let settings = Settings::load(file).map_err(|err| {
         eprintln!("error: {err}");
         ExitCode::from(EXIT_USAGE)
     })?;
     settings.validate().map_err(|problems| {
         eprintln!(
             "{}: {} configuration problem{}:",
-            file.display(),
+            file.map_or_else(
+                || "built-in defaults".to_owned(),
+                |file| file.display().to_string()
+            ),
             problems.len(),
             if problems.len() == 1 { "" } else { "s" }
         );
@@ -34,7 +38,7 @@ fn load(file: &Path) -> Result<NodeConfig, ExitCode> {
 
 /// `conclave check-config FILE`.
 pub(crate) fn check_config(file: &Path) -> ExitCode {
-    match load(file) {
+    match load(Some(file)) {
         Ok(config) => {
             println!("{}: ok", file.display());
             println!("  node {} in cluster {}", config.node_id, config.cluster_id);
@@ -52,8 +56,14 @@ pub(crate) fn check_config(file: &Path) -> ExitCode {
                 println!("  udp {} (peers: {})", udp.listen, udp.peers.len());
             }
             match config.admin.listen {
-                Some(listen) => println!("  admin http://{listen}"),
+                Some(listen) => println!(
+                    "  admin http://{listen} (at most {} connections, {} event streams)",
+                    config.admin.max_connections, config.admin.max_event_streams
+                ),
                 None => println!("  admin off"),
+            }
+            for (peer, url) in &config.admin.peer_urls {
+                println!("  admin of {peer}: {url}");
             }
             match config.metrics.listen {
                 Some(listen) => println!("  metrics http://{listen}/metrics"),
@@ -68,8 +78,8 @@ pub(crate) fn check_config(file: &Path) -> ExitCode {
     }
 }
 
-/// `conclave run --config FILE`.
-pub(crate) fn run(file: &Path, log: &str) -> ExitCode {
+/// `conclave run [--config FILE]`.
+pub(crate) fn run(file: Option<&Path>, log: &str) -> ExitCode {
     let filter = match EnvFilter::try_new(log) {
         Ok(filter) => filter,
         Err(err) => {
@@ -77,7 +87,15 @@ pub(crate) fn run(file: &Path, log: &str) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    tracing_subscriber::fmt().with_env_filter(filter).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(crate::render::colour(&std::io::stderr()))
+        .init();
+    if file.is_none() {
+        info!("no --config: running on the built-in defaults (config/default.toml)");
+    }
+    // Before any socket: the admin API's bounds are fitted to the limit this leaves.
+    conclave_actors::admin::log_open_files_limit(&conclave_actors::admin::raise_open_files_limit());
     let config = match load(file) {
         Ok(config) => config,
         Err(code) => return code,
@@ -90,7 +108,7 @@ pub(crate) fn run(file: &Path, log: &str) -> ExitCode {
             Ok(node) => node,
             Err(err) => {
                 error!("cannot start: {err}");
-                return ExitCode::from(1);
+                return ExitCode::from(start_failure_code(&err));
             }
         };
         if let Some(admin) = admin {
@@ -108,6 +126,15 @@ pub(crate) fn run(file: &Path, log: &str) -> ExitCode {
             ExitCode::SUCCESS
         }
     })
+}
+
+/// The exit code of a node that could not start: 69 (EX_UNAVAILABLE) when something it needs
+/// is taken or missing (a port another process holds), 70 (EX_SOFTWARE) otherwise.
+fn start_failure_code(err: &NodeError) -> u8 {
+    match err {
+        NodeError::Bind { .. } => EXIT_UNAVAILABLE,
+        _ => EXIT_SOFTWARE,
+    }
 }
 
 /// Waits for Ctrl-C, SIGTERM, or the node halting; `true` when it halted.

@@ -1,17 +1,28 @@
-//! `conclave demo --duration` (CB-7) as a script would use it: the real binary runs five
-//! gateways on virtual ESP-NOW dongles behind pseudo-terminals, kills the leader halfway, and
-//! must exit 0 — every live node knowing the same leader at the end — with one line per event
-//! on stdout, among them a leader elected after the kill.
+//! `conclave demo` (CB-7) as a script and a user would use it. `--duration`: the real binary
+//! runs five gateways on virtual ESP-NOW dongles behind pseudo-terminals, kills the leader
+//! halfway, and must exit 0 — every live node knowing the same leader at the end — with one
+//! line per event on stdout, among them a leader elected after the kill, and no escape codes
+//! anywhere when the output is not a terminal. Interactive, over a pipe: `kill leader`,
+//! `kill 1,2`, `revive` of a running node, and Ctrl-C ending it at once though stdin is
+//! still open.
 
 #![allow(clippy::unwrap_used)]
 
-use std::process::Command;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, SystemTime};
+
+/// Bound on every wait: generous against a loaded machine.
+const BOUND: Duration = Duration::from_secs(30);
 
 #[test]
 fn unattended_demo_survives_the_leader_killed_halfway() {
     let output = Command::new(env!("CARGO_BIN_EXE_conclave"))
         .args(["demo", "--nodes", "5", "--duration", "8", "--seed", "4"])
-        .env("RUST_LOG", "warn")
+        // Logs on stderr, to show they carry no colour codes either.
+        .env("RUST_LOG", "info")
+        .env_remove("NO_COLOR")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -20,6 +31,16 @@ fn unattended_demo_survives_the_leader_killed_halfway() {
         output.status.success(),
         "demo failed ({:?})\nstdout:\n{stdout}\nstderr:\n{stderr}",
         output.status
+    );
+    // Not a terminal: no colour, no cursor movement, in the lines or the logs.
+    assert!(
+        !stdout.contains('\x1b'),
+        "escape codes on stdout:\n{stdout}"
+    );
+    assert!(!stderr.is_empty(), "RUST_LOG=info shows logs on stderr");
+    assert!(
+        !stderr.contains('\x1b'),
+        "escape codes on stderr:\n{stderr}"
     );
 
     // Every node's admin and metrics endpoints are printed at start.
@@ -51,4 +72,152 @@ fn unattended_demo_survives_the_leader_killed_halfway() {
         .find_map(|line| line.strip_prefix("result: every live node (4) knows the leader "))
         .unwrap_or_else(|| panic!("no agreement among the four survivors:\n{stdout}"));
     assert_ne!(verdict.trim(), killed, "{stdout}");
+}
+
+/// An interactive demo over pipes: its stdout read line by line on a thread.
+struct Interactive {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Interactive {
+    fn start(nodes: &str) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_conclave"))
+            .args(["demo", "--nodes", nodes, "--seed", "7"])
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            stdin,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits (bounded) for a line `matches` accepts; returns it.
+    fn wait_line(&mut self, what: &str, matches: impl Fn(&str) -> bool) -> String {
+        let deadline = SystemTime::now() + BOUND;
+        loop {
+            let left = deadline
+                .duration_since(SystemTime::now())
+                .unwrap_or(Duration::ZERO);
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if matches(&line) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!("no {what} within {BOUND:?}:\n{}", self.seen.join("\n")),
+            }
+        }
+    }
+
+    fn send(&mut self, command: &str) {
+        writeln!(self.stdin, "{command}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Waits (bounded) for the process to exit; its exit code.
+    fn wait_exit(&mut self) -> Option<i32> {
+        let deadline = SystemTime::now() + BOUND;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            if SystemTime::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "the demo did not exit within {BOUND:?}:\n{}",
+                    self.seen.join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Interactive {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The demo's commands over a pipe: `kill leader` kills the leader, `revive` of a running
+/// node says so instead of claiming success, `kill 1,2` kills both; the replies are lines
+/// without escape codes, and the admin URLs are printed.
+#[test]
+fn interactive_commands_over_a_pipe() {
+    let mut demo = Interactive::start("3");
+    demo.wait_line("node-1's admin URL", |l| {
+        l.trim_start().starts_with("node-1 ") && l.contains("admin http://127.0.0.1:")
+    });
+    let elected = demo.wait_line("a leader", |l| {
+        l.contains(" leader node-") && l.contains("vote_won")
+    });
+    assert!(!elected.contains('\x1b'), "{elected}");
+
+    demo.send("kill leader");
+    let reply = demo.wait_line("the reply to kill leader", |l| {
+        l.contains("> kill leader: ")
+    });
+    let killed = reply
+        .split("killed ")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix(" (the leader)"))
+        .unwrap_or_else(|| panic!("{reply}"))
+        .to_owned();
+    let number = killed.trim_start_matches("node-").to_owned();
+
+    demo.send(&format!("revive {number}"));
+    demo.wait_line("the revival", |l| l.ends_with(&format!("revived {killed}")));
+    demo.send(&format!("revive {number}"));
+    demo.wait_line("the refusal to revive a running node", |l| {
+        l.ends_with(&format!("{killed} is already running"))
+    });
+
+    demo.send("kill 1,2");
+    demo.wait_line("both killed", |l| {
+        l.ends_with("killed node-1; killed node-2")
+    });
+
+    demo.send("quit");
+    demo.wait_line("the demo stopping", |l| l.contains("stopping the demo"));
+    assert_eq!(demo.wait_exit(), Some(0));
+    let all = demo.seen.join("\n");
+    assert!(!all.contains('\x1b'), "escape codes over a pipe:\n{all}");
+}
+
+/// Ctrl-C (SIGINT) ends the interactive demo at once, though stdin is still open and nothing
+/// was typed: no waiting for an Enter.
+#[test]
+fn ctrl_c_ends_the_interactive_demo_at_once() {
+    let mut demo = Interactive::start("2");
+    demo.wait_line("a leader", |l| {
+        l.contains(" leader node-") && l.contains("vote_won")
+    });
+    let pid = demo.child.id().to_string();
+    let status = Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    assert!(status.success());
+    demo.wait_line("the demo stopping", |l| l.contains("stopping the demo"));
+    assert_eq!(demo.wait_exit(), Some(0));
 }

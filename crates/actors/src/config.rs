@@ -145,8 +145,38 @@ pub struct EspNowLinkConfig {
 pub struct AdminConfig {
     /// `listen`; `None` turns the admin API off.
     pub listen: Option<SocketAddr>,
-    /// The bearer token read from `token_file`; mutations need it when set.
+    /// The bearer token read from `token_file`; mutations need it when set, and every
+    /// endpoint but `/health` does when `listen` is not a loopback address.
     pub token: Option<String>,
+    /// `peer_urls`: the admin API of other nodes (`http://host:port`), so that a follower can
+    /// name the leader's, and `conclave cluster status` can ask every node.
+    pub peer_urls: BTreeMap<PeerId, String>,
+    /// `max_connections`: open admin connections served at once; past it, a request is
+    /// refused with 503 and counted.
+    pub max_connections: usize,
+    /// `max_event_streams`: `GET /v1/events` subscribers at once; past it, refused with 503
+    /// and counted.
+    pub max_event_streams: usize,
+}
+
+impl AdminConfig {
+    /// Default of `admin.max_connections`.
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+    /// Default of `admin.max_event_streams`.
+    pub const DEFAULT_MAX_EVENT_STREAMS: usize = 16;
+}
+
+impl Default for AdminConfig {
+    /// The API off, no token, no peers known, the default bounds.
+    fn default() -> Self {
+        Self {
+            listen: None,
+            token: None,
+            peer_urls: BTreeMap::new(),
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            max_event_streams: Self::DEFAULT_MAX_EVENT_STREAMS,
+        }
+    }
 }
 
 /// `[metrics]`.

@@ -98,6 +98,18 @@ pub const METRIC_NAMES: &[(&str, &str)] = &[
         "conclave_dongle_dropped_total",
         "Frames dropped before reaching the dongle, by reason",
     ),
+    (
+        "conclave_admin_refused_total",
+        "Admin API requests refused at a bound or past their deadline, by reason",
+    ),
+    (
+        "conclave_admin_connections",
+        "Open connections to the admin API",
+    ),
+    (
+        "conclave_admin_event_streams",
+        "Open admin event streams (GET /v1/events)",
+    ),
 ];
 
 /// Buckets for election durations: a fast LAN election is tens of milliseconds, a slow one
@@ -431,6 +443,35 @@ impl NodeMetrics {
             &[("reason", "refused".to_owned())],
         )
         .absolute(refused);
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // admin API
+
+    /// `conclave_admin_refused_total{reason}` at zero for every `reason`, once the admin API
+    /// runs.
+    pub fn preregister_admin(&self, reasons: &[&'static str]) {
+        for reason in reasons {
+            self.counter(
+                "conclave_admin_refused_total",
+                &[("reason", (*reason).to_owned())],
+            )
+            .absolute(0);
+        }
+    }
+
+    /// `conclave_admin_refused_total{reason}`: `connections`, `event_streams` or `deadline`.
+    pub fn admin_refused(&self, reason: &'static str) {
+        self.counter(
+            "conclave_admin_refused_total",
+            &[("reason", reason.to_owned())],
+        )
+        .increment(1);
+    }
+
+    /// `conclave_admin_connections` or `conclave_admin_event_streams` (`gauge`).
+    pub fn set_admin_open(&self, gauge: &'static str, open: usize) {
+        self.gauge(gauge, &[]).set(open as f64);
     }
 
     /// `conclave_events_lagged_total{subscriber}`.

@@ -144,6 +144,22 @@ impl NodeBuilder {
     /// Starts the node inside the running actix system.
     pub async fn start(self) -> Result<Node, NodeError> {
         let config = self.config;
+        // Everything that can fail comes before the first actor starts: an actor spawned and
+        // then abandoned by a failed start would panic when the runtime drops it.
+        if let (Some(addr), None) = (config.admin.listen, &config.admin.token) {
+            if !addr.ip().to_canonical().is_loopback() {
+                return Err(NodeError::Bind {
+                    what: "admin.listen",
+                    addr,
+                    source: io::Error::other(
+                        "refusing to serve the admin API on a non-loopback address without \
+                         admin.token_file",
+                    ),
+                });
+            }
+        }
+        let admin_listener = listener("admin.listen", config.admin.listen)?;
+        let metrics_listener = listener("metrics.listen", config.metrics.listen)?;
         let data_dir = config.data_dir.clone();
         let (wal, recovered) = actix_rt::task::spawn_blocking(move || WalFile::open(&data_dir))
             .await
@@ -181,6 +197,14 @@ impl NodeBuilder {
             virtual_port = port;
         }
 
+        let raft = Raft::new(
+            config.raft_config(),
+            recovered.hard_state,
+            LogPosition::default(),
+            SeededRng::new(self.seed.unwrap_or_else(entropy_seed)),
+            clock.now(),
+        )?;
+
         let codec = FrameCodec::new(config.cluster_id, config.auth_key.clone());
         let admission = Admission::new(
             AdmissionConfig {
@@ -207,13 +231,6 @@ impl NodeBuilder {
             WalActor::start(wal, metrics.clone()).recipient()
         };
 
-        let raft = Raft::new(
-            config.raft_config(),
-            recovered.hard_state,
-            LogPosition::default(),
-            SeededRng::new(self.seed.unwrap_or_else(entropy_seed)),
-            clock.now(),
-        )?;
         let election = ElectionActor::new(
             raft,
             clock,
@@ -264,6 +281,7 @@ impl NodeBuilder {
                 cluster_id: config.cluster_id,
                 incarnation: recovered.incarnation,
                 authenticated: config.auth_key.is_some(),
+                voters: config.election.voters.clone(),
                 handover_bound: config.election.raft.election_timeout_max,
                 clock,
                 transport,
@@ -274,26 +292,47 @@ impl NodeBuilder {
                 metrics,
             }),
         };
+        let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
+        let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
         let mut servers = Vec::new();
-        if let Some(listen) = config.admin.listen {
-            servers.push(crate::admin::serve_admin(
-                handle.clone(),
-                listen,
-                config.admin.token.clone(),
-            )?);
-        }
-        if let Some(listen) = config.metrics.listen {
-            servers.push(crate::admin::serve_metrics(
-                handle.metrics().clone(),
-                listen,
-            )?);
+        let served = admin_listener
+            .map(|listener| crate::admin::serve_admin(handle.clone(), listener, &config.admin))
+            .into_iter()
+            .chain(metrics_listener.map(|listener| {
+                crate::admin::serve_metrics(
+                    handle.metrics().clone(),
+                    listener,
+                    config.metrics.listen,
+                )
+            }));
+        for server in served {
+            match server {
+                Ok(server) => servers.push(server),
+                Err(err) => {
+                    handle.stop_actors();
+                    return Err(err);
+                }
+            }
         }
         Ok(Node {
             handle,
             servers,
+            admin_addr,
+            metrics_addr,
             _virtual_port: virtual_port,
         })
     }
+}
+
+/// The listening socket of an HTTP endpoint (`what` is its key), when it has an address.
+fn listener(
+    what: &'static str,
+    addr: Option<SocketAddr>,
+) -> Result<Option<std::net::TcpListener>, NodeError> {
+    addr.map(|addr| {
+        crate::admin::bind_listener(addr).map_err(|source| NodeError::Bind { what, addr, source })
+    })
+    .transpose()
 }
 
 /// Starts the dongle driver for `[link.espnow]`. A device port is opened with tokio-serial,
@@ -352,6 +391,7 @@ struct HandleInner {
     cluster_id: ClusterId,
     incarnation: u64,
     authenticated: bool,
+    voters: Vec<PeerId>,
     /// How long a stopping leader waits for its successor.
     handover_bound: std::time::Duration,
     clock: NodeClock,
@@ -367,6 +407,8 @@ struct HandleInner {
 pub struct Node {
     handle: NodeHandle,
     servers: Vec<actix_web::dev::ServerHandle>,
+    admin_addr: Option<SocketAddr>,
+    metrics_addr: Option<SocketAddr>,
     /// The pseudo-terminal behind `port = "virtual"`, kept open for the node's lifetime.
     _virtual_port: Option<conclave_espnow::VirtualSerialPort>,
 }
@@ -383,6 +425,16 @@ impl Node {
     /// The in-process API of the node.
     pub fn handle(&self) -> &NodeHandle {
         &self.handle
+    }
+
+    /// Where the admin API listens (the port the system chose, when configured as 0).
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    /// Where the metrics endpoint listens.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// Graceful shutdown. A leader first hands leadership to the best caught-up peer and
@@ -438,6 +490,8 @@ pub struct NodeStatus {
     pub incarnation: u64,
     /// Whether frames are authenticated.
     pub authenticated: bool,
+    /// `cluster.voters`.
+    pub voters: Vec<PeerId>,
     /// The election's state.
     pub election: RaftStatus,
     /// The peer table.
@@ -472,6 +526,14 @@ impl NodeHandle {
         self.inner.election.connected()
     }
 
+    /// Whether every actor of the node still runs (the liveness of `/health`).
+    pub fn is_alive(&self) -> bool {
+        self.inner.transport.connected()
+            && self.inner.membership.connected()
+            && self.inner.election.connected()
+            && self.inner.callbacks.connected()
+    }
+
     /// The election's status alone.
     pub async fn election_status(&self) -> Result<RaftStatus, NodeError> {
         self.inner
@@ -491,6 +553,7 @@ impl NodeHandle {
             cluster_id: self.inner.cluster_id,
             incarnation: self.inner.incarnation,
             authenticated: self.inner.authenticated,
+            voters: self.inner.voters.clone(),
             election,
             peers,
             dongle,

@@ -147,6 +147,15 @@ impl ProcessCluster {
         format!("http://{}", self.admin_addr(id))
     }
 
+    /// `admin.peer_urls` naming every node of this cluster: `gw-a=http://…,gw-b=…`.
+    pub(crate) fn peer_urls(&self) -> String {
+        self.ids()
+            .iter()
+            .map(|id| format!("{id}={}", self.admin_url(id)))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// The metrics endpoint of a node.
     pub(crate) fn metrics_url(&self, id: &str) -> String {
         format!(
@@ -281,6 +290,8 @@ impl ProcessCluster {
             .env("CONCLAVE__LINK__UDP__LISTEN", self.udp_addr(id))
             .env("CONCLAVE__LINK__UDP__PEERS", peers.join(","))
             .env("CONCLAVE__ADMIN__LISTEN", self.admin_addr(id))
+            // The file's peer_urls name the README's cluster; these name this one's.
+            .env("CONCLAVE__ADMIN__PEER_URLS", self.peer_urls())
             .env("CONCLAVE__METRICS__LISTEN", metrics)
             .env("CONCLAVE__ELECTION__RAFT__HEARTBEAT_MS", "50")
             .env("CONCLAVE__ELECTION__RAFT__ELECTION_TIMEOUT_MIN_MS", "250")

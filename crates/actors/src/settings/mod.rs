@@ -58,7 +58,7 @@ use config::{Config, ConfigError, File, FileFormat, Source};
 use serde::{Deserialize, Serialize};
 
 pub use self::schema::{ENV_PREFIX, ENV_SEPARATOR};
-pub use self::validate::MAX_MILLIS;
+pub use self::validate::{MAX_ADMIN_CONNECTIONS, MAX_MILLIS, admin_url};
 
 /// The built-in defaults: `config/default.toml`, compiled in so the binary runs without it.
 pub const DEFAULTS_TOML: &str = include_str!("../../../../config/default.toml");
@@ -298,6 +298,13 @@ pub struct AdminSection {
     pub listen: String,
     /// `token_file`: bearer token; empty = none.
     pub token_file: PathBuf,
+    /// `peer_urls`: `"<peer id>=<admin URL>"` each, the admin API of other nodes.
+    #[serde(default)]
+    pub peer_urls: Vec<String>,
+    /// `max_connections`: admin connections served at once.
+    pub max_connections: u64,
+    /// `max_event_streams`: `GET /v1/events` subscribers at once.
+    pub max_event_streams: u64,
 }
 
 /// `[metrics]`.

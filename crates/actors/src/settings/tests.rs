@@ -197,6 +197,8 @@ fn key_list_matches_the_settings_structs() {
         [link.espnow]
         port = "virtual"
         peer_lmks = ["gw-b=00112233445566778899aabbccddeeff"]
+        [admin]
+        peer_urls = ["gw-b=http://127.0.0.1:7071"]
         [hooks]
         on_leader = ["a"]
         on_follower = ["b"]
@@ -1410,4 +1412,105 @@ fn validate_logs_warnings() {
     );
     assert!(text.contains("not randomized"), "{text}");
     assert!(text.contains("cluster.psk_file"), "{text}");
+}
+
+/// UDP peers may be host names, resolved at start to addresses of the listen address's
+/// family; a name that does not resolve is a problem naming the key and the name.
+#[test]
+fn udp_peers_may_be_host_names() {
+    let config = node_config(
+        "[link.udp]\nlisten = \"127.0.0.1:7946\"\npeers = [\"localhost:7947\", \"127.0.0.1:7948\"]\n",
+    );
+    let peers = config.udp.unwrap().peers;
+    assert!(peers.contains(&addr("127.0.0.1:7947")), "{peers:?}");
+    assert!(peers.contains(&addr("127.0.0.1:7948")), "{peers:?}");
+    assert!(peers.iter().all(SocketAddr::is_ipv4), "{peers:?}");
+
+    let problems = refused(
+        "[link.udp]\nlisten = \"127.0.0.1:7946\"\npeers = [\"no-such-host.invalid:7947\", \"gw-b\"]\n",
+    );
+    assert_keys(&problems, &["link.udp.peers[0]", "link.udp.peers[1]"]);
+    assert_problem(
+        &problems,
+        "link.udp.peers[0]",
+        "cannot resolve the host name \"no-such-host.invalid\"",
+    );
+    assert_problem(
+        &problems,
+        "link.udp.peers[1]",
+        "expected ip:port or host:port",
+    );
+}
+
+/// `admin.peer_urls`: `id=URL` each, the scheme optional, plain http only, one per peer.
+#[test]
+fn admin_peer_urls_name_each_peers_api() {
+    let config = node_config(
+        "[admin]\npeer_urls = [\"gw-b=http://10.0.0.2:7070/\", \"gw-c=gw-c.lan:7070\"]\n",
+    );
+    assert_eq!(
+        config.admin.peer_urls,
+        [
+            (peer("gw-b"), "http://10.0.0.2:7070".to_owned()),
+            (peer("gw-c"), "http://gw-c.lan:7070".to_owned()),
+        ]
+        .into()
+    );
+    let problems = refused(
+        "[admin]\npeer_urls = [\"gw-b\", \"gw c=http://x:1\", \"gw-d=https://x:1\", \
+         \"gw-e=x\", \"gw-f=x:1\", \"gw-f=y:2\"]\n",
+    );
+    assert_keys(
+        &problems,
+        &[
+            "admin.peer_urls[0]",
+            "admin.peer_urls[1]",
+            "admin.peer_urls[2]",
+            "admin.peer_urls[3]",
+            "admin.peer_urls[5]",
+        ],
+    );
+    assert_problem(
+        &problems,
+        "admin.peer_urls[0]",
+        "must be \"<peer id>=<admin URL>\"",
+    );
+    assert_problem(
+        &problems,
+        "admin.peer_urls[2]",
+        "speaks plain http, not https",
+    );
+    assert_problem(&problems, "admin.peer_urls[3]", "expected http://host:port");
+    assert_problem(&problems, "admin.peer_urls[5]", "a second URL for gw-f");
+}
+
+/// Item 4: the admin bounds are at least 1, and fewer event streams than connections.
+#[test]
+fn admin_bounds_leave_room_for_status_and_commands() {
+    let config = node_config("");
+    assert_eq!(config.admin.max_connections, 64);
+    assert_eq!(config.admin.max_event_streams, 16);
+    let problems = refused("[admin]\nmax_connections = 8\nmax_event_streams = 8\n");
+    assert_keys(&problems, &["admin.max_event_streams"]);
+    assert_problem(
+        &problems,
+        "admin.max_event_streams",
+        "must be less than admin.max_connections (8 >= 8)",
+    );
+    let problems = refused("[admin]\nmax_connections = 0\n");
+    assert_keys(&problems, &["admin.max_connections"]);
+}
+
+/// Item 11: a data directory that is a file is reported by `check-config` before the node
+/// tries to open its WAL there.
+#[test]
+fn a_data_dir_that_is_a_file_is_a_problem() {
+    let file = file_with(b"not a directory");
+    let problems = refused(&format!("[node]\ndata_dir = {}\n", toml_path(file.path())));
+    assert_keys(&problems, &["node.data_dir"]);
+    assert_problem(
+        &problems,
+        "node.data_dir",
+        "is a file; it must be a directory",
+    );
 }

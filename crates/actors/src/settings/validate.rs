@@ -6,7 +6,7 @@
 //! admin API beyond loopback without a token.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
 use std::time::Duration;
 
@@ -45,6 +45,15 @@ impl Settings {
             f.problem(
                 "node.data_dir",
                 "must not be empty: the WAL and snapshots live there",
+            );
+        } else if self.node.data_dir.is_file() {
+            f.problem(
+                "node.data_dir",
+                format!(
+                    "{} is a file; it must be a directory (created when missing) for the WAL \
+                     and snapshots",
+                    self.node.data_dir.display()
+                ),
             );
         }
         let cluster_id = f.id("cluster.id", &self.cluster.id, ClusterId::new);
@@ -412,16 +421,18 @@ impl Settings {
         let mut peers = Some(Vec::with_capacity(section.peers.len()));
         for (i, text) in section.peers.iter().enumerate() {
             let key = format!("link.udp.peers[{i}]");
-            match f.socket_addr(&key, text) {
-                Some(peer) => {
-                    if Some(peer) == listen {
-                        f.warn(
-                            &key,
-                            format!("{peer} is this node's own link.udp.listen address"),
-                        );
-                    }
-                    if let Some(peers) = &mut peers {
-                        peers.push(peer);
+            match f.peer_addrs(&key, text, listen) {
+                Some(addrs) => {
+                    for peer in addrs {
+                        if Some(peer) == listen {
+                            f.warn(
+                                &key,
+                                format!("{peer} is this node's own link.udp.listen address"),
+                            );
+                        }
+                        if let Some(peers) = &mut peers {
+                            peers.push(peer);
+                        }
                     }
                 }
                 None => peers = None,
@@ -520,12 +531,64 @@ impl Settings {
                 );
             }
         }
-        let admin = match (admin_listen, token) {
-            (Some(listen), Some(token)) => Some(AdminConfig { listen, token }),
+        let peer_urls = admin_peer_urls(f, &self.admin.peer_urls);
+        let (max_connections, max_event_streams) = self.admin_bounds(f);
+        let admin = match (
+            admin_listen,
+            token,
+            peer_urls,
+            max_connections,
+            max_event_streams,
+        ) {
+            (
+                Some(listen),
+                Some(token),
+                Some(peer_urls),
+                Some(max_connections),
+                Some(max_event_streams),
+            ) => Some(AdminConfig {
+                listen,
+                token,
+                peer_urls,
+                max_connections,
+                max_event_streams,
+            }),
             _ => None,
         };
         let metrics = metrics_listen.map(|listen| MetricsConfig { listen });
         (admin, metrics)
+    }
+
+    /// `admin.max_connections` and `admin.max_event_streams` (item 4 of issue 8): both at
+    /// least 1, and fewer streams than connections, so that idle subscribers can never take
+    /// every connection and leave none for status and commands.
+    fn admin_bounds(&self, f: &mut Findings<'_>) -> (Option<usize>, Option<usize>) {
+        let bound = |f: &mut Findings<'_>, key: &str, value: u64| match usize::try_from(value) {
+            Ok(n) if (1..=MAX_ADMIN_CONNECTIONS).contains(&n) => Some(n),
+            _ => {
+                f.problem(
+                    key,
+                    format!("must be between 1 and {MAX_ADMIN_CONNECTIONS}, found {value}"),
+                );
+                None
+            }
+        };
+        let connections = bound(f, "admin.max_connections", self.admin.max_connections);
+        let streams = bound(f, "admin.max_event_streams", self.admin.max_event_streams);
+        if let (Some(connections), Some(streams)) = (connections, streams) {
+            if streams >= connections {
+                f.problem(
+                    "admin.max_event_streams",
+                    format!(
+                        "must be less than admin.max_connections ({streams} >= {connections}): \
+                         event streams stay open, and would leave no connection for status \
+                         and commands"
+                    ),
+                );
+                return (Some(connections), None);
+            }
+        }
+        (connections, streams)
     }
 
     /// `[hooks]`.
@@ -627,6 +690,68 @@ impl<'a> Findings<'a> {
         }
     }
 
+    /// A UDP peer: `ip:port`, or `host:port` resolved now to the addresses of the same
+    /// family as `listen` (a socket of one family cannot send to the other).
+    fn peer_addrs(
+        &mut self,
+        key: &str,
+        text: &str,
+        listen: Option<SocketAddr>,
+    ) -> Option<Vec<SocketAddr>> {
+        let text = text.trim();
+        if let Ok(addr) = text.parse::<SocketAddr>() {
+            return Some(vec![addr]);
+        }
+        let Some((host, port)) = text
+            .rsplit_once(':')
+            .and_then(|(host, port)| Some((host, port.parse::<u16>().ok()?)))
+            .filter(|(host, _)| !host.is_empty())
+        else {
+            self.problem(
+                key,
+                format!(
+                    "{text:?} is not an address; expected ip:port or host:port, such as \
+                     127.0.0.1:7946 or gw-b.lan:7946"
+                ),
+            );
+            return None;
+        };
+        let resolved: Vec<SocketAddr> = match (host, port).to_socket_addrs() {
+            Ok(addrs) => addrs.collect(),
+            Err(error) => {
+                self.problem(
+                    key,
+                    format!(
+                        "cannot resolve the host name {host:?}: {error} (names are resolved \
+                         once, at start: is it in DNS or /etc/hosts?)"
+                    ),
+                );
+                return None;
+            }
+        };
+        let usable: Vec<SocketAddr> = resolved
+            .iter()
+            .copied()
+            .filter(|addr| listen.is_none_or(|listen| listen.is_ipv4() == addr.is_ipv4()))
+            .collect();
+        if usable.is_empty() {
+            let family = if listen.is_some_and(|l| l.is_ipv4()) {
+                "IPv4"
+            } else {
+                "IPv6"
+            };
+            self.problem(
+                key,
+                format!(
+                    "{host:?} resolves to no {family} address, the family of link.udp.listen \
+                     (found {resolved:?})"
+                ),
+            );
+            return None;
+        }
+        Some(usable)
+    }
+
     /// An address where the empty string turns the endpoint off: `Some(None)`.
     fn optional_socket_addr(&mut self, key: &str, text: &str) -> Option<Option<SocketAddr>> {
         if text.trim().is_empty() {
@@ -667,6 +792,80 @@ impl<'a> Findings<'a> {
         }
         commands
     }
+}
+
+/// The most `admin.max_connections` may be; far beyond any sensible number of operators and
+/// dashboards, and within any open-files limit worth running on.
+pub const MAX_ADMIN_CONNECTIONS: usize = 4096;
+
+/// `admin.peer_urls`: `"<peer id>=<admin URL>"` each; the URL is `http://host:port` (the
+/// scheme may be left out), kept without a trailing slash.
+fn admin_peer_urls(f: &mut Findings<'_>, entries: &[String]) -> Option<BTreeMap<PeerId, String>> {
+    let mut urls = BTreeMap::new();
+    let mut sound = true;
+    for (i, entry) in entries.iter().enumerate() {
+        let key = format!("admin.peer_urls[{i}]");
+        let Some((id, url)) = entry.split_once('=') else {
+            f.problem(
+                &key,
+                format!(
+                    "{entry:?} must be \"<peer id>=<admin URL>\", e.g. \
+                     \"gw-b=http://10.0.0.2:7070\""
+                ),
+            );
+            sound = false;
+            continue;
+        };
+        let id = match PeerId::new(id.trim()) {
+            Ok(id) => Some(id),
+            Err(error) => {
+                f.problem(&key, format!("peer id {:?}: {error}", id.trim()));
+                None
+            }
+        };
+        let url = match admin_url(url.trim()) {
+            Ok(url) => Some(url),
+            Err(message) => {
+                f.problem(&key, message);
+                None
+            }
+        };
+        match (id, url) {
+            (Some(id), Some(url)) => {
+                if urls.insert(id, url).is_some() {
+                    f.problem(&key, format!("a second URL for {id}; give each peer one"));
+                    sound = false;
+                }
+            }
+            _ => sound = false,
+        }
+    }
+    sound.then_some(urls)
+}
+
+/// An admin API's base URL: `http://host:port`, or `host:port` given the scheme.
+pub fn admin_url(text: &str) -> Result<String, String> {
+    let rest = match text.split_once("://") {
+        Some(("http", rest)) => rest,
+        Some((scheme, _)) => {
+            return Err(format!(
+                "{text:?}: the admin API speaks plain http, not {scheme}; write http://host:port \
+                 (put a TLS proxy in front for anything else)"
+            ));
+        }
+        None => text,
+    };
+    let authority = rest.trim_end_matches('/');
+    let port_ok = authority
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    if authority.contains('/') || !port_ok {
+        return Err(format!(
+            "{text:?} is not an admin API address; expected http://host:port or host:port, \
+             such as http://10.0.0.2:7070"
+        ));
+    }
+    Ok(format!("http://{authority}"))
 }
 
 /// Whether `a` and `b` are the same key or one lies inside the other (`link.udp` and
