@@ -303,39 +303,46 @@ async fn bad_frames_are_counted_and_change_nothing() {
     let stranger = FrameCodec::new(foreign_id, Some(key));
     let other = (leader + 2) % 3;
     let other_name = cluster.id(other).to_string();
+    let other_slot = u32::try_from(other).unwrap();
+    // (bytes, reason, the slot they seem to come from)
     let frames = [
-        (b"\x00\x01 not a frame at all".to_vec(), "malformed"),
+        (b"\x00\x01 not a frame at all".to_vec(), "malformed", 9),
         (
             forger
                 .encode(&disruptive(cluster_id, &other_name, 1_000_000, None), 1452)
                 .unwrap(),
             "bad_tag",
+            9,
         ),
         (
             stranger
                 .encode(&disruptive(foreign_id, &other_name, 1_000_001, None), 1452)
                 .unwrap(),
             "foreign_cluster",
+            9,
         ),
-        // A real peer's first sequence number again: a replay, although its tag is valid.
+        // A real peer's old frame again, from its own address: a replay, although its tag is
+        // valid. From anywhere else it would not even get that far (`duplicate_id`).
         (
             good.encode(&disruptive(cluster_id, &other_name, 1, None), 1452)
                 .unwrap(),
             "replay",
+            other_slot,
         ),
         (
             good.encode(&disruptive(cluster_id, "intruder", 1, Some("nobody")), 1452)
                 .unwrap(),
             "misaddressed",
+            9,
         ),
     ];
-    for (bytes, _) in &frames {
-        assert!(cluster.hub.inject(9, slot, bytes.clone()));
+    for (bytes, _, from) in &frames {
+        assert!(cluster.hub.inject(*from, slot, bytes.clone()));
     }
     tokio::time::sleep(Duration::from_secs(5)).await;
 
     let metrics = cluster.handle(target).metrics();
-    for (_, reason) in &frames {
+    for (_, reason, _) in &frames {
         let dropped = metrics.value("conclave_frames_dropped_total", &[("reason", reason)]);
         assert_eq!(dropped, Some(1.0), "{reason}");
     }

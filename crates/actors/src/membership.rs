@@ -1,7 +1,9 @@
 //! The MembershipActor (MEM-1..5): drives [`conclave_core::Membership`] and carries out its
 //! actions. It decides nothing itself.
 //!
-//! Every accepted frame comes in as [`FrameArrived`]; one timer is armed from
+//! Every frame the transport's admission accepts comes in as [`FrameArrived`], a sender it
+//! just verified as [`PeerVerified`] (greeted at once) and a `Hello` it found contested as
+//! [`HelloContested`] (refused, MEM-3); one timer is armed from
 //! `poll_timeout`; sends go to the transport; events go to the election (reliably, because its
 //! electorate depends on them), to the event bus (bounded, for hooks and the admin stream) and
 //! to metrics.
@@ -12,7 +14,9 @@ use tracing::info;
 
 use crate::clock::{CoreTimer, NodeClock};
 use crate::events::{EventBus, NodeEvent, PeerChange, unix_millis};
-use crate::messages::{Destination, FrameArrived, IdRefused, PeerReachability, Transmit};
+use crate::messages::{
+    Destination, FrameArrived, HelloContested, IdRefused, PeerReachability, PeerVerified, Transmit,
+};
 use crate::metrics::NodeMetrics;
 
 /// The peer table, whole (MEM-5: the truth a lagging subscriber re-reads).
@@ -175,6 +179,28 @@ impl Handler<FrameArrived> for MembershipActor {
             Some(body) => self.core.handle_frame(now, frame.from, &frame.origin, body),
             None => self.core.handle_heard(now, frame.from, &frame.origin),
         }
+        self.pump(ctx);
+    }
+}
+
+impl Handler<PeerVerified> for MembershipActor {
+    type Result = ();
+    fn handle(&mut self, verified: PeerVerified, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
+        let now = self.clock.now();
+        self.core
+            .handle_verified(now, verified.peer, &verified.origin);
+        self.pump(ctx);
+    }
+}
+
+impl Handler<HelloContested> for MembershipActor {
+    type Result = ();
+    fn handle(&mut self, contested: HelloContested, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
+        let now = self.clock.now();
+        self.core
+            .handle_contested_hello(now, contested.from, &contested.origin);
         self.pump(ctx);
     }
 }

@@ -46,6 +46,28 @@ pub struct FrameArrived {
     pub body: Option<Body>,
 }
 
+/// A sender proved its frames fresh to this node's admission, at `origin` (from the transport
+/// to membership, which greets it: PROTO-5, MEM-2).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct PeerVerified {
+    /// The sender.
+    pub peer: PeerId,
+    /// Where it answered from.
+    pub origin: LinkAddr,
+}
+
+/// A `Hello` claimed an id that another address owns on that link while the owner is live
+/// (from the transport to membership, which refuses it: MEM-3).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct HelloContested {
+    /// The id claimed.
+    pub from: PeerId,
+    /// Where the `Hello` came from: the refusal goes there.
+    pub origin: LinkAddr,
+}
+
 /// An election message arrived (from the transport to the election).
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "()")]

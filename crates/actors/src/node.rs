@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use conclave_core::raft::{Command, CommandOutcome, LogPosition, Raft, RaftError, RaftStatus};
-use conclave_core::{Membership, PeerInfo, SeededRng};
+use conclave_core::{Admission, AdmissionConfig, Membership, PeerInfo, SeededRng};
 use conclave_protocol::{ClusterId, FrameCodec, PeerId};
 use tokio::net::UdpSocket;
 use tracing::{info, warn};
@@ -229,10 +229,21 @@ impl NodeBuilder {
         }
 
         let codec = FrameCodec::new(config.cluster_id, config.auth_key.clone());
+        let admission = Admission::new(
+            AdmissionConfig {
+                reserved: config.election.voters.iter().copied().collect(),
+                owner_timeout: AdmissionConfig::owner_timeout_for(&config.membership),
+                ..AdmissionConfig::new(config.node_id, recovered.incarnation)
+            },
+            // Challenge nonces only have to be new since this start.
+            SeededRng::new(self.seed.map_or_else(entropy_seed, |seed| !seed)),
+        );
         let transport = TransportActor::new(
             config.node_id,
             recovered.incarnation,
             codec,
+            admission,
+            clock,
             links,
             metrics.clone(),
         )
@@ -284,6 +295,8 @@ impl NodeBuilder {
         transport.do_send(ConnectReceivers {
             membership: membership.clone().recipient(),
             election: election.clone().recipient(),
+            verified: membership.clone().recipient(),
+            contested: membership.clone().recipient(),
         });
         let callbacks = CallbackActor::new(config.node_id, config.hooks.clone(), metrics.clone())
             .start_with(events.subscribe("hooks"));

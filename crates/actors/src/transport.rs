@@ -1,15 +1,40 @@
-//! The TransportActor (TR-1, TR-2, PROTO-2, PROTO-5): every frame in and out of a node.
+//! The TransportActor (TR-1, TR-2, PROTO-2, PROTO-5, MEM-3): every frame in and out of a node.
 //!
 //! Outgoing bodies are stamped into envelopes (this node's id, its incarnation, a strictly
-//! increasing sequence number), encoded with an explicit MTU check and tagged. Incoming frames
-//! are decoded, authenticated and checked against the replay window; a frame that fails any
-//! check is dropped and counted by reason in `conclave_frames_dropped_total{reason}`, and
-//! never reaches the rest of the node. The sender of garbage cannot crash or stall it: every
-//! failure is a value, and receiving never blocks on anything but the socket.
+//! increasing sequence number), encoded once with an explicit MTU check and tagged, and handed
+//! to every destination as the same [`Bytes`].
 //!
-//! The transport learns which link and address reach each peer from the frames it accepts.
-//! A body for a peer with no learned route goes to every configured address, addressed to
-//! that peer (others drop it as misaddressed), which is how the first contact happens.
+//! Incoming frames take this path:
+//!
+//! ```text
+//!   socket / hub / dongle ──► link reader: decode + authenticate ──► bounded queues ──► actor:
+//!                              (garbage never queued; counted)      urgent │ other     admission ──► membership
+//!                                                                   (full: dropped,    (core)    └─► election
+//!                                                                    queue_full)
+//! ```
+//!
+//! Each link's reader task decodes and authenticates what it reads, so that garbage and forgeries
+//! never enter a queue, and sorts what passes into two bounded queues: election messages
+//! (`urgent`), and everything else. The actor takes an urgent frame first (up to eight in a row
+//! while other frames wait, so that membership is never starved), so a flood of other frames
+//! (or of replays, which only the actor can recognise) does not delay a heartbeat by more than
+//! one bounded queue's worth. A frame that finds its queue full is dropped and counted
+//! (`queue_full`): nothing between a socket and the core queues without bound (TR-2). The
+//! memory hub's slot queues are bounded the same way.
+//!
+//! The actor then asks [`conclave_core::admission`] whether the frame may act on this node:
+//! after a restart a sender is challenged before any of its frames is admitted, replays are
+//! refused, and a frame from an address that does not own the sender's id on that link while
+//! the owner is live moves nothing (a `Hello` from it goes to membership to be refused). Every
+//! refusal is counted by reason in `conclave_frames_dropped_total{reason}` and the frame never
+//! reaches the rest of the node. The sender of garbage cannot crash or stall it: every failure
+//! is a value, and receiving never blocks on anything but the socket. Only admitted frames go on
+//! to membership and the election, at the rate their real senders send them.
+//!
+//! The transport learns which link and address reach each peer from the frames admission
+//! accepts (and the address a sender answered a challenge from). A body for a peer with no
+//! learned route goes to every configured address, addressed to that peer (others drop it as
+//! misaddressed), which is how the first contact happens.
 //!
 //! Links: `udp` (a tokio socket), `espnow` (the USB dongle, through `conclave-espnow`'s
 //! driver) and `memory` (a [`MemoryHub`], for tests). On ESP-NOW, a peer's MAC address is
@@ -21,26 +46,32 @@
 //! neither encrypted nor authenticated by the radio: the frame tag is what keeps forged
 //! frames out (ESP-8).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
-
-use std::collections::BTreeSet;
+use std::task::{Context as TaskContext, Poll};
 
 use actix::prelude::*;
-use conclave_core::LinkAddr;
+use bytes::Bytes;
 use conclave_core::raft::RaftMessage;
+use conclave_core::{Admission, AdmissionAction, AdmissionNotice, FrameHeader, LinkAddr, Verdict};
 use conclave_espnow::{DongleEvent, DongleHandle, DongleStatus, Mac, Priority};
 use conclave_protocol::{
-    Body, DropReason, ESPNOW_V1_MTU, Envelope, FrameCodec, FrameReceiver, PeerId, UDP_MTU,
+    Body, BodyKind, DropReason, ESPNOW_V1_MTU, Envelope, FrameCodec, PeerId, UDP_MTU,
 };
+use futures_util::Stream;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::task::JoinHandle;
 use tracing::{debug, error, warn};
 
+use crate::clock::NodeClock;
 use crate::memory::{MemoryFrame, MemoryHub};
-use crate::messages::{Destination, FrameArrived, RaftArrived, Transmit};
+use crate::messages::{
+    Destination, FrameArrived, HelloContested, PeerVerified, RaftArrived, Transmit,
+};
 use crate::metrics::NodeMetrics;
 
 /// Largest datagram read from a socket; anything longer is cut by the kernel and then fails
@@ -111,14 +142,138 @@ impl LinkAddress {
     }
 }
 
-/// A raw frame read from a link (from the link's reader task to the actor).
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-struct RawFrame {
+/// Frames each inbound queue holds: a few hundred frames is tens of milliseconds of an
+/// election's traffic, and a bounded delay for a heartbeat behind a burst.
+pub const INBOUND_QUEUE: usize = 256;
+
+/// A frame a link reader decoded and authenticated, waiting for admission.
+#[derive(Debug)]
+struct Inbound {
     from: LinkAddress,
-    bytes: Vec<u8>,
+    envelope: Envelope,
     /// Signal strength, for frames heard over the radio.
     rssi: Option<i8>,
+}
+
+/// Whether a frame goes to the urgent queue: election messages, whose delay costs a leader.
+///
+/// The handshake is not urgent on purpose: a `ChallengeAck` that overtook its sender's older
+/// frames would make them look like replays of frames made before the proof (they are
+/// refused either way, but as `unverified`, which is what they are, when they come first).
+fn is_urgent(kind: BodyKind) -> bool {
+    matches!(
+        kind,
+        BodyKind::RequestVote
+            | BodyKind::Vote
+            | BodyKind::AppendEntries
+            | BodyKind::AppendResp
+            | BodyKind::InstallSnapshot
+            | BodyKind::SnapshotResp
+            | BodyKind::LeaderAssign
+            | BodyKind::TimeoutNow
+    )
+}
+
+/// What every link reader holds: the codec to decode and authenticate with, and the sending
+/// ends of the two inbound queues.
+#[derive(Debug, Clone)]
+struct InboundSender {
+    codec: FrameCodec,
+    urgent: mpsc::Sender<Inbound>,
+    other: mpsc::Sender<Inbound>,
+    metrics: NodeMetrics,
+}
+
+impl InboundSender {
+    /// Decodes and authenticates one received frame and queues it; what fails, or finds its
+    /// queue full, is dropped and counted (TR-2).
+    fn offer(&self, from: LinkAddress, bytes: &[u8], rssi: Option<i8>) {
+        let envelope = match self.codec.decode(bytes) {
+            Ok(envelope) => envelope,
+            Err(err) => {
+                let reason = err.drop_reason();
+                self.metrics.frame_dropped(reason);
+                debug!(from = ?from, reason = reason.label(), %err, "frame dropped");
+                return;
+            }
+        };
+        let queue = if is_urgent(envelope.body.kind()) {
+            &self.urgent
+        } else {
+            &self.other
+        };
+        let inbound = Inbound {
+            from,
+            envelope,
+            rssi,
+        };
+        if let Err(TrySendError::Full(inbound)) = queue.try_send(inbound) {
+            self.metrics.frame_dropped(DropReason::QueueFull);
+            debug!(from = ?inbound.from, kind = inbound.envelope.body.kind().label(), "inbound queue full; frame dropped");
+        }
+    }
+}
+
+/// Urgent frames the actor takes in a row while other frames wait: election traffic goes first,
+/// but a flood of it (replayed heartbeats, say) cannot starve membership's pings and the
+/// handshake altogether.
+const URGENT_STREAK: u32 = 8;
+
+/// The receiving ends of the inbound queues, as one stream that yields an urgent frame
+/// whenever one is waiting, except that after [`URGENT_STREAK`] of them in a row a waiting
+/// other frame goes first.
+#[derive(Debug)]
+struct InboundQueues {
+    urgent: mpsc::Receiver<Inbound>,
+    other: mpsc::Receiver<Inbound>,
+    /// Urgent frames yielded since the last other frame.
+    streak: u32,
+}
+
+impl Stream for InboundQueues {
+    type Item = Inbound;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Inbound>> {
+        if self.streak >= URGENT_STREAK {
+            if let Poll::Ready(Some(inbound)) = self.other.poll_recv(cx) {
+                self.streak = 0;
+                return Poll::Ready(Some(inbound));
+            }
+        }
+        let urgent = self.urgent.poll_recv(cx);
+        if let Poll::Ready(Some(inbound)) = urgent {
+            self.streak = self.streak.saturating_add(1);
+            return Poll::Ready(Some(inbound));
+        }
+        match self.other.poll_recv(cx) {
+            Poll::Ready(Some(inbound)) => {
+                self.streak = 0;
+                Poll::Ready(Some(inbound))
+            }
+            // The transport itself keeps a sender, so both close only when it is gone.
+            Poll::Ready(None) if urgent.is_ready() => Poll::Ready(None),
+            _ => Poll::Pending,
+        }
+    }
+}
+
+/// Both inbound queues: the readers' sending end and the actor's receiving end.
+fn inbound_queues(codec: FrameCodec, metrics: NodeMetrics) -> (InboundSender, InboundQueues) {
+    let (urgent_tx, urgent_rx) = mpsc::channel(INBOUND_QUEUE);
+    let (other_tx, other_rx) = mpsc::channel(INBOUND_QUEUE);
+    (
+        InboundSender {
+            codec,
+            urgent: urgent_tx,
+            other: other_tx,
+            metrics,
+        },
+        InboundQueues {
+            urgent: urgent_rx,
+            other: other_rx,
+            streak: 0,
+        },
+    )
 }
 
 /// Something the dongle driver reported (from the driver's event channel to the actor).
@@ -134,6 +289,10 @@ pub struct ConnectReceivers {
     pub membership: Recipient<FrameArrived>,
     /// Accepted election messages.
     pub election: Recipient<RaftArrived>,
+    /// Senders admission just verified (membership greets them).
+    pub verified: Recipient<PeerVerified>,
+    /// `Hello`s admission found contested (membership refuses them, MEM-3).
+    pub contested: Recipient<HelloContested>,
 }
 
 /// The routes the transport has learned, for the status answer.
@@ -214,7 +373,7 @@ fn radio_priority(body: &Body) -> Priority {
 /// A frame encoded and tagged for sending, with what its metrics and the dongle's queue need
 /// to know of its body.
 struct SealedFrame {
-    bytes: Vec<u8>,
+    bytes: Bytes,
     kind: &'static str,
     priority: Priority,
 }
@@ -228,11 +387,19 @@ pub struct TransportActor {
     incarnation: u64,
     next_seq: u64,
     codec: FrameCodec,
-    receiver: FrameReceiver,
+    /// Whether an authenticated frame may act on this node (PROTO-5, MEM-3).
+    admission: Admission,
+    clock: NodeClock,
+    /// The readers' end of the inbound queues; the dongle's reader is given a clone.
+    inbound: InboundSender,
+    /// The actor's end, until it starts.
+    inbound_queues: Option<InboundQueues>,
     links: Links,
     routes: BTreeMap<PeerId, LinkAddress>,
     membership: Option<Recipient<FrameArrived>>,
     election: Option<Recipient<RaftArrived>>,
+    verified: Option<Recipient<PeerVerified>>,
+    contested: Option<Recipient<HelloContested>>,
     metrics: NodeMetrics,
     readers: Vec<JoinHandle<()>>,
     /// MACs added to the dongle's peer table.
@@ -242,25 +409,34 @@ pub struct TransportActor {
 }
 
 impl TransportActor {
-    /// A transport for `node_id` in its `incarnation`, framing with `codec`.
+    /// A transport for `node_id` in its `incarnation`, framing with `codec` and admitting
+    /// frames with `admission`; `clock` is the node's.
     pub fn new(
         node_id: PeerId,
         incarnation: u64,
         codec: FrameCodec,
+        admission: Admission,
+        clock: NodeClock,
         links: Links,
         metrics: NodeMetrics,
     ) -> Self {
+        let (inbound, inbound_queues) = inbound_queues(codec.clone(), metrics.clone());
         Self {
             span: tracing::info_span!("node", id = %node_id),
             node_id,
             incarnation,
             next_seq: 0,
-            receiver: FrameReceiver::new(codec.clone()),
             codec,
+            admission,
+            clock,
+            inbound,
+            inbound_queues: Some(inbound_queues),
             links,
             routes: BTreeMap::new(),
             membership: None,
             election: None,
+            verified: None,
+            contested: None,
             metrics,
             readers: Vec::new(),
             espnow_peers: BTreeSet::new(),
@@ -297,7 +473,7 @@ impl TransportActor {
         );
         match self.codec.encode(&envelope, self.mtu()) {
             Ok(bytes) => Some(SealedFrame {
-                bytes,
+                bytes: Bytes::from(bytes),
                 kind,
                 priority,
             }),
@@ -309,7 +485,7 @@ impl TransportActor {
     }
 
     fn send_to(&self, address: LinkAddress, sealed: &SealedFrame) {
-        let frame = sealed.bytes.as_slice();
+        let frame = &sealed.bytes[..];
         match address {
             LinkAddress::Udp(addr) => {
                 let Some((socket, _)) = &self.links.udp else {
@@ -326,14 +502,15 @@ impl TransportActor {
                 let Some((hub, own)) = &self.links.memory else {
                     return;
                 };
-                hub.send(*own, slot, frame.to_vec());
+                hub.send(*own, slot, sealed.bytes.clone());
             }
             LinkAddress::EspNow(mac) => {
                 let Some(link) = &self.links.espnow else {
                     return;
                 };
                 // Unicast only to peers in the dongle's table; the others hear a broadcast
-                // addressed to them inside the envelope.
+                // addressed to them inside the envelope. The driver owns what it queues, so
+                // this is the one copy of a frame on its way out.
                 let dst = if mac.is_broadcast() || self.espnow_peers.contains(&mac) {
                     mac
                 } else {
@@ -416,50 +593,148 @@ impl TransportActor {
         }
     }
 
-    fn receive(&mut self, raw: RawFrame) {
-        let link = raw.from.kind().label();
-        let envelope = match self.receiver.receive(&raw.bytes) {
-            Ok(envelope) => envelope,
-            Err(err) => {
-                let reason = err.drop_reason();
-                self.metrics.frame_dropped(reason);
-                debug!(from = ?raw.from, reason = reason.label(), %err, "frame dropped");
-                return;
-            }
+    /// Sends `body` to `to` through `origin`, whatever route is known: the admission
+    /// handshake goes where the frame that asked for it came from.
+    fn reply(&mut self, to: PeerId, origin: &LinkAddr, body: Body) {
+        let Some(address) = LinkAddress::parse(origin) else {
+            warn!(%origin, "cannot reply: unknown link address");
+            return;
         };
-        if envelope.from == self.node_id {
-            // Our own broadcast echoed back by a link (or a node using our id, which
-            // membership's duplicate check deals with through Hello).
-            return;
+        if let Some(frame) = self.seal(Some(to), body) {
+            self.send_to(address, &frame);
         }
-        if envelope.to.is_some_and(|to| to != self.node_id) {
-            self.metrics.frame_dropped(DropReason::Misaddressed);
-            return;
+    }
+
+    /// A decoded, authenticated frame from a link reader: admission decides what it may do.
+    fn receive(&mut self, inbound: Inbound) {
+        let Inbound {
+            from: address,
+            envelope,
+            rssi,
+        } = inbound;
+        let link = address.kind().label();
+        let kind = envelope.body.kind().label();
+        let origin = address.to_link_addr();
+        let header = FrameHeader {
+            from: envelope.from,
+            to: envelope.to,
+            incarnation: envelope.incarnation,
+            seq: envelope.seq,
+        };
+        let unix_secs = crate::events::unix_millis(std::time::SystemTime::now()) / 1000;
+        let verdict = self.admission.handle_frame(
+            self.clock.now(),
+            unix_secs,
+            &origin,
+            &header,
+            &envelope.body,
+        );
+        match verdict {
+            Verdict::Ignore => {}
+            Verdict::Drop(reason) => {
+                self.metrics.frame_dropped(reason);
+                debug!(
+                    from = %header.from,
+                    at = %origin,
+                    incarnation = header.incarnation,
+                    seq = header.seq,
+                    kind,
+                    reason = reason.label(),
+                    "frame dropped"
+                );
+            }
+            Verdict::Consumed => self.metrics.frame(link, "in", kind),
+            Verdict::Contested => {
+                self.metrics.frame(link, "in", kind);
+                if let Some(contested) = &self.contested {
+                    contested.do_send(HelloContested {
+                        from: header.from,
+                        origin,
+                    });
+                }
+            }
+            Verdict::Accept => {
+                self.metrics.frame(link, "in", kind);
+                let leaving = matches!(envelope.body, Body::Goodbye(_));
+                self.routes.insert(header.from, address);
+                if let LinkAddress::EspNow(mac) = address {
+                    self.learn_radio_peer(header.from, mac, rssi);
+                }
+                self.deliver(header.from, origin, envelope.body);
+                if leaving {
+                    // Admission forgot it too; what is learned of peers stays bounded by the
+                    // peers admission knows.
+                    self.routes.remove(&header.from);
+                    self.rssi.remove(&header.from);
+                }
+            }
         }
-        self.metrics.frame(link, "in", envelope.body.kind().label());
-        self.routes.insert(envelope.from, raw.from);
-        if let LinkAddress::EspNow(mac) = raw.from {
-            self.learn_radio_peer(envelope.from, mac, raw.rssi);
-        }
-        let origin = raw.from.to_link_addr();
-        // Every frame goes to membership as proof of life; an election message's body goes
-        // only to the election, so that it is not copied for a reader that ignores it.
-        let (membership_body, election_message) = match RaftMessage::try_from(envelope.body) {
+        self.carry_out_admission();
+    }
+
+    /// Hands an admitted frame on. Every frame goes to membership as proof of life; an
+    /// election message's body goes only to the election, so that it is not copied for a
+    /// reader that ignores it.
+    fn deliver(&self, from: PeerId, origin: LinkAddr, body: Body) {
+        let (membership_body, election_message) = match RaftMessage::try_from(body) {
             Ok(message) => (None, Some(message)),
             Err(body) => (Some(body), None),
         };
         if let Some(membership) = &self.membership {
             membership.do_send(FrameArrived {
-                from: envelope.from,
+                from,
                 origin,
                 body: membership_body,
             });
         }
         if let (Some(election), Some(message)) = (&self.election, election_message) {
-            election.do_send(RaftArrived {
-                from: envelope.from,
-                message,
-            });
+            election.do_send(RaftArrived { from, message });
+        }
+    }
+
+    /// Carries out what admission asked for: handshake replies, newly verified senders,
+    /// notices for the operator.
+    fn carry_out_admission(&mut self) {
+        while let Some(action) = self.admission.poll_action() {
+            match action {
+                AdmissionAction::Reply { to, origin, body } => self.reply(to, &origin, body),
+                AdmissionAction::Verified { peer, origin } => {
+                    debug!(%peer, at = %origin, "peer verified");
+                    if let Some(address) = LinkAddress::parse(&origin) {
+                        self.routes.insert(peer, address);
+                    }
+                    if let Some(verified) = &self.verified {
+                        verified.do_send(PeerVerified { peer, origin });
+                    }
+                }
+                AdmissionAction::Notice(AdmissionNotice::IncarnationAhead {
+                    peer,
+                    origin,
+                    incarnation,
+                    clock,
+                }) => warn!(
+                    %peer,
+                    at = %origin,
+                    incarnation,
+                    clock,
+                    ahead_s = incarnation.saturating_sub(clock),
+                    "refusing frames whose incarnation is more than {} s ahead of this node's \
+                     clock: check that both clocks are synchronised (NTP); otherwise the frame \
+                     is forged or replayed with a key that has leaked",
+                    self.admission.config().max_incarnation_ahead
+                ),
+                AdmissionAction::Notice(AdmissionNotice::PeerLimit {
+                    peer,
+                    origin,
+                    limit,
+                }) => warn!(
+                    %peer,
+                    at = %origin,
+                    limit,
+                    "peer table full: refusing a new peer that is not a configured voter \
+                     (cluster.voters always have room)"
+                ),
+            }
         }
     }
 }
@@ -499,13 +774,8 @@ impl TransportActor {
         };
         let port = link.port.clone();
         match event {
-            DongleEvent::Received {
-                src, rssi, payload, ..
-            } => self.receive(RawFrame {
-                from: LinkAddress::EspNow(src),
-                bytes: payload,
-                rssi: Some(rssi),
-            }),
+            // The dongle's reader task decodes these into the inbound queues.
+            DongleEvent::Received { .. } => {}
             DongleEvent::Connected(info) => {
                 // The driver already logged the details at info level.
                 debug!(
@@ -551,19 +821,20 @@ impl Actor for TransportActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        if let Some(queues) = self.inbound_queues.take() {
+            ctx.add_stream(queues);
+        }
         let me = ctx.address();
         if let Some((socket, _)) = &self.links.udp {
             let socket = Arc::clone(socket);
-            let me = me.clone();
+            let inbound = self.inbound.clone();
             self.readers.push(actix_rt::spawn(async move {
                 let mut buffer = vec![0u8; MAX_DATAGRAM];
                 loop {
                     match socket.recv_from(&mut buffer).await {
-                        Ok((len, from)) => me.do_send(RawFrame {
-                            from: LinkAddress::Udp(from),
-                            bytes: buffer[..len].to_vec(),
-                            rssi: None,
-                        }),
+                        Ok((len, from)) => {
+                            inbound.offer(LinkAddress::Udp(from), &buffer[..len], None);
+                        }
                         // ICMP "port unreachable" from a peer that is down surfaces here on
                         // some systems; it says nothing about this socket.
                         Err(err) => debug!(%err, "udp receive failed"),
@@ -573,14 +844,10 @@ impl Actor for TransportActor {
         }
         if let Some((hub, slot)) = &self.links.memory {
             let mut frames = hub.attach(*slot);
-            let me = me.clone();
+            let inbound = self.inbound.clone();
             self.readers.push(actix_rt::spawn(async move {
                 while let Some(MemoryFrame { from, bytes }) = frames.recv().await {
-                    me.do_send(RawFrame {
-                        from: LinkAddress::Memory(from),
-                        bytes,
-                        rssi: None,
-                    });
+                    inbound.offer(LinkAddress::Memory(from), &bytes, None);
                 }
             }));
         }
@@ -590,9 +857,17 @@ impl Actor for TransportActor {
             .as_mut()
             .and_then(|link| link.events.take())
         {
+            let inbound = self.inbound.clone();
             self.readers.push(actix_rt::spawn(async move {
                 while let Some(event) = events.recv().await {
-                    me.do_send(DongleNotice(event));
+                    match event {
+                        DongleEvent::Received {
+                            src, rssi, payload, ..
+                        } => inbound.offer(LinkAddress::EspNow(src), &payload, Some(rssi)),
+                        // The driver's own state and acknowledgements: as many as this node
+                        // sends, never driven by what others send.
+                        other => me.do_send(DongleNotice(other)),
+                    }
                 }
             }));
         }
@@ -608,12 +883,14 @@ impl Actor for TransportActor {
     }
 }
 
-impl Handler<RawFrame> for TransportActor {
-    type Result = ();
-    fn handle(&mut self, raw: RawFrame, _: &mut Self::Context) {
+impl StreamHandler<Inbound> for TransportActor {
+    fn handle(&mut self, inbound: Inbound, _: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        self.receive(raw);
+        self.receive(inbound);
     }
+
+    /// The transport keeps a sender of its own, so the queues end only with it; nothing to do.
+    fn finished(&mut self, _: &mut Self::Context) {}
 }
 
 impl Handler<Transmit> for TransportActor {
@@ -681,6 +958,8 @@ impl Handler<ConnectReceivers> for TransportActor {
         let _span = self.span.clone().entered();
         self.membership = Some(receivers.membership);
         self.election = Some(receivers.election);
+        self.verified = Some(receivers.verified);
+        self.contested = Some(receivers.contested);
     }
 }
 
@@ -714,5 +993,69 @@ mod tests {
         }
         assert_eq!(LinkAddress::parse(&LinkAddr::new("espnow:aa:bb")), None);
         assert_eq!(LinkAddress::parse(&LinkAddr::new("garbage")), None);
+    }
+
+    /// TR-2: the readers' path: garbage is counted and never queued; each queue holds
+    /// `INBOUND_QUEUE` frames and counts what finds it full; the actor's stream takes election
+    /// frames first, but never more than `URGENT_STREAK` in a row while other frames wait.
+    #[tokio::test]
+    async fn tr2_inbound_queues_are_bounded_and_election_frames_go_first() {
+        use conclave_protocol::{AppendEntries, ClusterId, Ping};
+        use futures_util::StreamExt;
+
+        let metrics = NodeMetrics::new();
+        let codec = FrameCodec::new(ClusterId::new("test").unwrap(), None);
+        let (sender, mut queues) = inbound_queues(codec.clone(), metrics.clone());
+        let peer = PeerId::new("gw-b").unwrap();
+        let frame = |seq: u64, body: Body| {
+            codec
+                .encode(
+                    &Envelope::new(codec.cluster(), peer, 1, seq, None, body),
+                    UDP_MTU,
+                )
+                .unwrap()
+        };
+        let heartbeat = |seq| {
+            frame(
+                seq,
+                AppendEntries {
+                    term: 1,
+                    leader: peer,
+                    prev_index: 0,
+                    prev_term: 0,
+                    entries: Vec::new(),
+                    commit: 0,
+                    pinned: false,
+                }
+                .into(),
+            )
+        };
+        let from = LinkAddress::Memory(1);
+        let extra = 10;
+        for seq in 0..(INBOUND_QUEUE as u64 + extra) {
+            sender.offer(from, &heartbeat(seq), None);
+        }
+        for seq in 1_000..1_003 {
+            sender.offer(from, &frame(seq, Ping { timestamp_ms: seq }.into()), None);
+        }
+        sender.offer(from, b"garbage", None);
+        let dropped =
+            |reason: &str| metrics.value("conclave_frames_dropped_total", &[("reason", reason)]);
+        assert_eq!(dropped("queue_full"), Some(extra as f64));
+        assert_eq!(dropped("malformed"), Some(1.0));
+
+        let mut order = Vec::new();
+        for _ in 0..(INBOUND_QUEUE + 3) {
+            let inbound = queues.next().await.unwrap();
+            order.push(is_urgent(inbound.envelope.body.kind()));
+        }
+        let streak = URGENT_STREAK as usize;
+        let mut expected = Vec::new();
+        for _ in 0..3 {
+            expected.extend(std::iter::repeat_n(true, streak));
+            expected.push(false);
+        }
+        expected.extend(std::iter::repeat_n(true, INBOUND_QUEUE - 3 * streak));
+        assert_eq!(order, expected);
     }
 }

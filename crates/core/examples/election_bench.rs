@@ -21,7 +21,9 @@ use std::time::Duration;
 use conclave_core::SeededRng;
 use conclave_core::raft::Role;
 use conclave_core::sim::invariants::{self, Invariant, liveness};
-use conclave_core::sim::{NetworkConfig, Observation, SentKind, SimConfig, Simulation};
+use conclave_core::sim::{
+    AdmissionModel, NetworkConfig, Observation, SentKind, SimConfig, Simulation,
+};
 
 /// Figure 16 has a 16 in it; any seed replays, this one is what `docs/benchmarks.md` records.
 const DEFAULT_SEED: u64 = 16;
@@ -308,6 +310,9 @@ fn run_trial(
 
     let mut config = SimConfig::voters(NODES, heartbeat, timeout_min, timeout_max);
     config.membership = None;
+    // The election alone, as the paper measured it: without membership's pings nothing would
+    // keep restarted nodes verified, so admission is off too.
+    config.admission = AdmissionModel::Off;
     config.raft.pre_vote = mode.pre_vote;
     config.raft.check_quorum = mode.check_quorum;
     config.raft.ranked_timeouts = mode.ranked_timeouts;

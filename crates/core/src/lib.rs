@@ -9,6 +9,9 @@
 //!
 //! # The state machines
 //!
+//! - [`admission`]: whether an authenticated frame may act on this node: freshness across a
+//!   restart (a challenge handshake), the replay window, which address owns an id on each
+//!   link, and the bounds of the peer table (PROTO-5, MEM-3, TR-2);
 //! - [`membership`]: the peer table, discovery, duplicate ids, ping/pong liveness and RTT
 //!   (MEM-1..5); [`fanout`] carries its events to subscribers through bounded queues.
 //! - [`raft`]: Raft leader election with pre-vote, check-quorum, both quorum modes, manual
@@ -70,6 +73,7 @@
 
 #![deny(missing_docs)]
 
+pub mod admission;
 pub mod fanout;
 pub mod membership;
 pub mod raft;
@@ -77,6 +81,9 @@ mod rng;
 pub mod sim;
 mod time;
 
+pub use admission::{
+    Admission, AdmissionAction, AdmissionConfig, AdmissionNotice, FrameHeader, Verdict,
+};
 pub use fanout::{Delivery, DrainOutcome, Fanout, SubscriberQueue};
 pub use membership::{
     LinkAddr, Membership, MembershipAction, MembershipConfig, MembershipError, MembershipEvent,

@@ -16,7 +16,7 @@ use std::time::Duration;
 use conclave_core::raft::{
     Action, Event, HardState, LeaderChangeCause, LogPosition, Raft, RaftConfig, RaftMessage, Role,
 };
-use conclave_core::sim::{SimConfig, Simulation};
+use conclave_core::sim::{AdmissionModel, SimConfig, Simulation};
 use conclave_core::{Instant, SeededRng};
 use conclave_protocol::{
     AppendEntries, AppendResp, LeaderAssign, PeerId, RequestVote, TimeoutNow, Vote,
@@ -835,7 +835,10 @@ fn split_vote_rate(
     config.raft.check_quorum = false;
     config.raft.ranked_timeouts = false;
     // The election does not depend on membership in voters mode; without it the run is faster.
+    // Without membership's pings nothing keeps a restarted node verified by the others, so
+    // admission is off too: this measures the randomized timeouts alone.
     config.membership = None;
+    config.admission = AdmissionModel::Off;
     config.network.delay_min = Duration::from_micros(500);
     config.network.delay_max = Duration::from_millis(5);
     let mut sim = Simulation::new(seed, config).unwrap();

@@ -1,7 +1,7 @@
 //! Every message body that travels inside an [`Envelope`](crate::Envelope) (PROTO-3).
 //!
-//! Bodies are grouped by the subsystem that owns them: membership, raft, gossip, priority and
-//! client. On the wire a body is a two-element MessagePack array `[kind, fields]`, where `kind`
+//! Bodies are grouped by the subsystem that owns them: membership, admission, raft, gossip,
+//! priority and client. On the wire a body is a two-element MessagePack array `[kind, fields]`, where `kind`
 //! is the one-byte [`BodyKind`] number and `fields` is the body's struct in compact array form.
 //! Numbering kinds by hand (instead of serde's variant names) keeps heartbeats small and makes
 //! the format independent of Rust identifiers; `docs/wire-protocol.md` lists the numbers.
@@ -50,6 +50,28 @@ pub struct Pong {
 /// A node leaves the cluster on purpose (graceful shutdown).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Goodbye {}
+
+// ---------------------------------------------------------------------------------------------
+// admission (PROTO-5)
+
+/// Asks the addressee to prove that its frames were made after the challenger started: a
+/// node that has not yet heard a sender since it started sends this to the address the
+/// sender's frame came from, and admits nothing from that sender until the matching
+/// [`ChallengeAck`] arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Challenge {
+    /// A random number the challenger has not used since it started.
+    pub nonce: u64,
+}
+
+/// The answer to a [`Challenge`], sent to the address the challenge came from. Only the
+/// challenger can have asked for this nonce, so the answer is newer than the challenger's
+/// start, and so is every frame of the answering sender that follows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChallengeAck {
+    /// The nonce of the challenge being answered.
+    pub nonce: u64,
+}
 
 // ---------------------------------------------------------------------------------------------
 // raft (RAFT-*, LOG-*)
@@ -446,6 +468,10 @@ bodies! {
     Pong(Pong) = 3, "pong";
     /// Graceful leave.
     Goodbye(Goodbye) = 4, "goodbye";
+    /// PROTO-5 freshness challenge.
+    Challenge(Challenge) = 5, "challenge";
+    /// PROTO-5 answer to a challenge.
+    ChallengeAck(ChallengeAck) = 6, "challenge_ack";
     /// RAFT-3 vote or pre-vote request.
     RequestVote(RequestVote) = 16, "request_vote";
     /// RAFT-5 vote answer.

@@ -10,7 +10,11 @@ use crate::body::Body;
 use crate::ids::{ClusterId, PeerId};
 
 /// The protocol version this build speaks; the first field of every envelope.
-pub const PROTOCOL_VERSION: u8 = 1;
+///
+/// Version 2 added the `Challenge` / `ChallengeAck` handshake: a version-2 node admits a
+/// sender's frames only once the sender has answered a challenge, which a version-1 node cannot
+/// do, so the two refuse each other plainly (`version`) rather than half-working.
+pub const PROTOCOL_VERSION: u8 = 2;
 
 /// One message between nodes, as it is encoded on the wire (a seven-element MessagePack array,
 /// fields in this order).

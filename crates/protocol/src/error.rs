@@ -134,6 +134,18 @@ pub enum DropReason {
     Oversize,
     /// Addressed to another node.
     Misaddressed,
+    /// Authenticated, but from a sender that has not yet proven its frames are newer than
+    /// this node's start: it is challenged instead (PROTO-5).
+    Unverified,
+    /// From an address that does not own the sender's id on that link while the owner is live
+    /// (MEM-3): a second node with the same id, or someone replaying from elsewhere.
+    DuplicateId,
+    /// From a new sender while the table of peers is full (PROTO-5: the peer table is bounded).
+    PeerLimit,
+    /// An incarnation far ahead of this node's clock (PROTO-5).
+    IncarnationAhead,
+    /// A queue between a socket and the node's core was full (TR-2).
+    QueueFull,
 }
 
 impl DropReason {
@@ -146,6 +158,11 @@ impl DropReason {
         DropReason::Replay,
         DropReason::Oversize,
         DropReason::Misaddressed,
+        DropReason::Unverified,
+        DropReason::DuplicateId,
+        DropReason::PeerLimit,
+        DropReason::IncarnationAhead,
+        DropReason::QueueFull,
     ];
 
     /// The metric label.
@@ -158,6 +175,11 @@ impl DropReason {
             DropReason::Replay => "replay",
             DropReason::Oversize => "oversize",
             DropReason::Misaddressed => "misaddressed",
+            DropReason::Unverified => "unverified",
+            DropReason::DuplicateId => "duplicate_id",
+            DropReason::PeerLimit => "peer_limit",
+            DropReason::IncarnationAhead => "incarnation_ahead",
+            DropReason::QueueFull => "queue_full",
         }
     }
 }

@@ -25,16 +25,16 @@ mod replay;
 
 pub use auth::{AuthKey, DEFAULT_TAG_LEN, MAX_TAG_LEN, MIN_KEY_LEN, MIN_TAG_LEN};
 pub use body::{
-    AppendEntries, AppendResp, Body, BodyKind, Candidate, ConflictHint, DUPLICATE_PEER_ID,
-    Declaration, Discover, DiscoverAck, EntryKind, Goodbye, Hello, HelloAck, InstallSnapshot,
-    LeaderAssign, LogEntry, MasterAnnounce, MasterResign, NotLeader, Ping, Pong, PriorityVote,
-    Proposal, RequestVote, ResignReason, SnapshotResp, TimeoutNow, Vote,
+    AppendEntries, AppendResp, Body, BodyKind, Candidate, Challenge, ChallengeAck, ConflictHint,
+    DUPLICATE_PEER_ID, Declaration, Discover, DiscoverAck, EntryKind, Goodbye, Hello, HelloAck,
+    InstallSnapshot, LeaderAssign, LogEntry, MasterAnnounce, MasterResign, NotLeader, Ping, Pong,
+    PriorityVote, Proposal, RequestVote, ResignReason, SnapshotResp, TimeoutNow, Vote,
 };
 pub use envelope::{Envelope, PROTOCOL_VERSION};
 pub use error::{DropReason, FrameError, IdError, KeyError};
 pub use frame::{ESPNOW_V1_MTU, ESPNOW_V2_MTU, FrameCodec, FrameReceiver, UDP_MTU};
 pub use ids::{ClusterId, MAX_ID_LEN, PeerId};
-pub use replay::{DEFAULT_MAX_SENDERS, ReplayGuard, WINDOW as REPLAY_WINDOW};
+pub use replay::{DEFAULT_MAX_SENDERS, ReplayGuard, ReplayWindow, WINDOW as REPLAY_WINDOW};
 
 /// Result of protocol operations.
 pub type Result<T, E = FrameError> = std::result::Result<T, E>;

@@ -1,11 +1,16 @@
 //! The per-sender replay window (PROTO-5).
 //!
-//! For each sender the guard keeps its newest incarnation, the highest sequence number accepted
-//! in it and a bitmap of the [`WINDOW`] sequence numbers below that. A frame is admitted when it
+//! For each sender a [`ReplayWindow`] keeps its newest incarnation, the highest sequence number
+//! accepted in it and a bitmap of the [`WINDOW`] sequence numbers below that. A frame is admitted when it
 //! opens a newer incarnation, moves the sequence forward, or fills a hole inside the window (a
 //! frame overtaken in flight, accepted exactly once). Everything else is a replay. The table
 //! holds at most a fixed number of senders, evicting the one heard from least recently, so a
 //! flood of invented sender ids cannot grow memory.
+//!
+//! [`ReplayGuard`] is the self-contained form (decode, authenticate, check) that
+//! [`FrameReceiver`](crate::FrameReceiver) uses; a node keeps one [`ReplayWindow`] per sender
+//! inside its admission state machine (`conclave_core::admission`), which also decides when a
+//! window may start at all after the node restarts.
 
 use std::collections::BTreeMap;
 
@@ -18,12 +23,86 @@ pub const WINDOW: u64 = 64;
 /// Default bound on the number of senders tracked.
 pub const DEFAULT_MAX_SENDERS: usize = 1024;
 
-#[derive(Debug, Clone, Copy)]
-struct SenderWindow {
+/// What one sender has had accepted: its newest incarnation, the highest sequence number
+/// accepted in it, and which of the [`WINDOW`] sequence numbers below that were accepted too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayWindow {
     incarnation: u64,
     highest_seq: u64,
     /// Bit `i` set: `highest_seq - i` was accepted (bit 0 is `highest_seq` itself).
     seen: u64,
+}
+
+impl ReplayWindow {
+    /// The window of a sender whose first accepted frame is `(incarnation, seq)`.
+    pub fn starting_at(incarnation: u64, seq: u64) -> Self {
+        Self {
+            incarnation,
+            highest_seq: seq,
+            seen: 1,
+        }
+    }
+
+    /// The window of a sender that proved with `(incarnation, seq)` that it is live now: that
+    /// frame and every earlier one count as seen, so nothing captured before it is accepted,
+    /// not even a frame that would otherwise fill a hole of the reorder window.
+    pub fn floor_at(incarnation: u64, seq: u64) -> Self {
+        Self {
+            incarnation,
+            highest_seq: seq,
+            seen: u64::MAX,
+        }
+    }
+
+    /// The newest `(incarnation, seq)` accepted.
+    pub fn newest(&self) -> (u64, u64) {
+        (self.incarnation, self.highest_seq)
+    }
+
+    /// Whether `(incarnation, seq)` would be accepted, without recording it.
+    pub fn would_admit(&self, incarnation: u64, seq: u64) -> bool {
+        let mut copy = *self;
+        copy.admit(incarnation, seq)
+    }
+
+    /// Accepts `(incarnation, seq)` and records it, or returns `false` for a replay: an older
+    /// incarnation, a sequence number [`WINDOW`] or more below the highest, or one already
+    /// accepted.
+    pub fn admit(&mut self, incarnation: u64, seq: u64) -> bool {
+        if incarnation < self.incarnation {
+            return false;
+        }
+        if incarnation > self.incarnation {
+            *self = Self::starting_at(incarnation, seq);
+            return true;
+        }
+        if seq > self.highest_seq {
+            let shift = seq - self.highest_seq;
+            self.seen = if shift >= WINDOW {
+                0
+            } else {
+                self.seen << shift
+            };
+            self.seen |= 1;
+            self.highest_seq = seq;
+            return true;
+        }
+        let age = self.highest_seq - seq;
+        if age >= WINDOW {
+            return false;
+        }
+        let bit = 1u64 << age;
+        if self.seen & bit != 0 {
+            return false;
+        }
+        self.seen |= bit;
+        true
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SenderWindow {
+    window: ReplayWindow,
     /// Logical time of the last admission, for eviction.
     last_used: u64,
 }
@@ -57,58 +136,25 @@ impl ReplayGuard {
     pub fn admit(&mut self, from: PeerId, incarnation: u64, seq: u64) -> Result<(), FrameError> {
         self.clock += 1;
         let now = self.clock;
-        let replay = || FrameError::Replay {
-            from,
-            incarnation,
-            seq,
-        };
-        let Some(window) = self.senders.get_mut(&from) else {
+        let Some(sender) = self.senders.get_mut(&from) else {
             self.evict_if_full();
             self.senders.insert(
                 from,
                 SenderWindow {
-                    incarnation,
-                    highest_seq: seq,
-                    seen: 1,
+                    window: ReplayWindow::starting_at(incarnation, seq),
                     last_used: now,
                 },
             );
             return Ok(());
         };
-        if incarnation < window.incarnation {
-            return Err(replay());
-        }
-        if incarnation > window.incarnation {
-            *window = SenderWindow {
+        if !sender.window.admit(incarnation, seq) {
+            return Err(FrameError::Replay {
+                from,
                 incarnation,
-                highest_seq: seq,
-                seen: 1,
-                last_used: now,
-            };
-            return Ok(());
+                seq,
+            });
         }
-        if seq > window.highest_seq {
-            let shift = seq - window.highest_seq;
-            window.seen = if shift >= WINDOW {
-                0
-            } else {
-                window.seen << shift
-            };
-            window.seen |= 1;
-            window.highest_seq = seq;
-            window.last_used = now;
-            return Ok(());
-        }
-        let age = window.highest_seq - seq;
-        if age >= WINDOW {
-            return Err(replay());
-        }
-        let bit = 1u64 << age;
-        if window.seen & bit != 0 {
-            return Err(replay());
-        }
-        window.seen |= bit;
-        window.last_used = now;
+        sender.last_used = now;
         Ok(())
     }
 
@@ -216,5 +262,32 @@ mod tests {
         assert_eq!(guard.len(), 2);
         // "b" was evicted, "a" kept its window.
         assert!(guard.admit(peer("a"), 1, 2).is_err());
+    }
+
+    /// PROTO-5: a window floored at a frame refuses that frame and everything before it, the
+    /// holes of the reorder window included, and accepts what follows.
+    #[test]
+    fn floored_window_refuses_everything_up_to_the_floor() {
+        let mut window = ReplayWindow::floor_at(3, 100);
+        assert_eq!(window.newest(), (3, 100));
+        for seq in [100, 99, 98, 100 - (WINDOW - 1), 100 - WINDOW, 0] {
+            assert!(!window.would_admit(3, seq), "seq {seq}");
+            assert!(!window.admit(3, seq), "seq {seq}");
+        }
+        assert!(!window.admit(2, 500), "an older incarnation");
+        assert!(window.admit(3, 101));
+        assert!(!window.admit(3, 101));
+        assert!(window.admit(4, 1), "a newer incarnation");
+        assert_eq!(window.newest(), (4, 1));
+    }
+
+    /// PROTO-5: a window started at a frame still accepts frames overtaken in flight.
+    #[test]
+    fn started_window_keeps_its_holes_open() {
+        let mut window = ReplayWindow::starting_at(3, 100);
+        assert!(window.would_admit(3, 99));
+        assert!(window.admit(3, 99));
+        assert!(!window.admit(3, 99));
+        assert!(!window.admit(3, 100));
     }
 }

@@ -14,12 +14,12 @@ use std::cell::Cell;
 use std::fmt::Debug;
 
 use conclave_protocol::{
-    AppendEntries, AppendResp, AuthKey, Body, BodyKind, Candidate, ClusterId, ConflictHint,
-    DEFAULT_TAG_LEN, Declaration, Discover, DiscoverAck, ESPNOW_V1_MTU, EntryKind, Envelope,
-    FrameCodec, FrameError, FrameReceiver, Goodbye, Hello, HelloAck, InstallSnapshot, LeaderAssign,
-    LogEntry, MAX_ID_LEN, MAX_TAG_LEN, MIN_KEY_LEN, MIN_TAG_LEN, MasterAnnounce, MasterResign,
-    NotLeader, PeerId, Ping, Pong, PriorityVote, Proposal, RequestVote, ResignReason, SnapshotResp,
-    TimeoutNow, Vote,
+    AppendEntries, AppendResp, AuthKey, Body, BodyKind, Candidate, Challenge, ChallengeAck,
+    ClusterId, ConflictHint, DEFAULT_TAG_LEN, Declaration, Discover, DiscoverAck, ESPNOW_V1_MTU,
+    EntryKind, Envelope, FrameCodec, FrameError, FrameReceiver, Goodbye, Hello, HelloAck,
+    InstallSnapshot, LeaderAssign, LogEntry, MAX_ID_LEN, MAX_TAG_LEN, MIN_KEY_LEN, MIN_TAG_LEN,
+    MasterAnnounce, MasterResign, NotLeader, PROTOCOL_VERSION, PeerId, Ping, Pong, PriorityVote,
+    Proposal, RequestVote, ResignReason, SnapshotResp, TimeoutNow, Vote,
 };
 use proptest::collection::vec;
 use proptest::option;
@@ -168,6 +168,12 @@ fn body_of_kind(kind: BodyKind) -> BoxedStrategy<Body> {
             .prop_map(|timestamp_ms| Pong { timestamp_ms }.into())
             .boxed(),
         BodyKind::Goodbye => Just(Body::from(Goodbye {})).boxed(),
+        BodyKind::Challenge => wide_u64()
+            .prop_map(|nonce| Challenge { nonce }.into())
+            .boxed(),
+        BodyKind::ChallengeAck => wide_u64()
+            .prop_map(|nonce| ChallengeAck { nonce }.into())
+            .boxed(),
         BodyKind::RequestVote => (
             wide_u64(),
             peer_id(),
@@ -538,7 +544,7 @@ struct EnvelopeNoise {
 
 impl EnvelopeNoise {
     fn bytes(&self) -> Vec<u8> {
-        let mut frame = vec![0x97, 0x01];
+        let mut frame = vec![0x97, PROTOCOL_VERSION];
         frame.extend(self.parts.iter().take(self.valid_parts).flatten());
         frame.extend(self.noise.iter().flatten());
         frame
@@ -857,7 +863,7 @@ fn proto_3_strategies_cover_every_body_kind() {
 /// A ping from gw-a to gw-b in cluster site-1, incarnation 3, seq 9, timestamp 5, written with
 /// the given incarnation and cluster encodings.
 fn ping_frame(incarnation: &[u8], cluster: &[u8]) -> Vec<u8> {
-    let mut frame = vec![0x97, 0x01];
+    let mut frame = vec![0x97, PROTOCOL_VERSION];
     frame.extend_from_slice(cluster);
     frame.extend_from_slice(&[0xa4, b'g', b'w', b'-', b'a']);
     frame.extend_from_slice(incarnation);
@@ -886,7 +892,17 @@ fn proto_6_numbers_wider_than_their_field_are_malformed() {
     let cluster = ClusterId::new("s").unwrap();
     let codec = FrameCodec::new(cluster, None);
     let frame = |fields: &[u8]| {
-        let mut frame = vec![0x97, 0x01, 0xa1, b's', 0xa1, b'a', 0x01, 0x01, 0xc0];
+        let mut frame = vec![
+            0x97,
+            PROTOCOL_VERSION,
+            0xa1,
+            b's',
+            0xa1,
+            b'a',
+            0x01,
+            0x01,
+            0xc0,
+        ];
         frame.extend_from_slice(&[0x92, 52, 0x93]);
         frame.extend_from_slice(fields);
         frame

@@ -7,9 +7,9 @@
 //! MTU) and the §11 target of at most 64 bytes for a heartbeat, vote or ping with its tag.
 
 use conclave_protocol::{
-    AppendEntries, AuthKey, ClusterId, DEFAULT_TAG_LEN, ESPNOW_V1_MTU, EntryKind, Envelope,
-    FrameCodec, FrameError, LogEntry, MAX_ID_LEN, MAX_TAG_LEN, PeerId, Ping, Pong, RequestVote,
-    Vote,
+    AppendEntries, AuthKey, Challenge, ChallengeAck, ClusterId, DEFAULT_TAG_LEN, ESPNOW_V1_MTU,
+    EntryKind, Envelope, FrameCodec, FrameError, LogEntry, MAX_ID_LEN, MAX_TAG_LEN, PeerId, Ping,
+    Pong, RequestVote, Vote,
 };
 
 /// The document whose numbers these tests hold to.
@@ -207,6 +207,10 @@ fn doc_row(heading: &str, label: &str) -> Vec<usize> {
 }
 
 const REALISTIC_HEADING: &str = "### Sizes of the frequent frames";
+const HANDSHAKE_HEADING: &str = "### Sizes of the handshake frames";
+/// The nonce of the document's handshake rows: a random 64-bit number is almost always this
+/// wide (nine bytes of MessagePack).
+const NONCE: u64 = 0x9e37_79b9_7f4a_7c15;
 const WORST_HEADING: &str = "### Worst case";
 const BATCH_HEADING: &str = "### Log entries per ESP-NOW frame";
 
@@ -228,6 +232,41 @@ fn frequent_frames_fit_the_target_and_match_the_doc() {
         checked += 1;
     }
     assert_eq!(checked, 7);
+}
+
+/// PROTO-4, PROTO-5: the challenge handshake's two frames (unicast, as they are always sent)
+/// are what the document's table says, and each stays within the 64-byte target.
+#[test]
+fn handshake_frames_match_the_doc() {
+    let scenario = Scenario::realistic();
+    let codec = codec(scenario.cluster, DEFAULT_TAG_LEN);
+    let rows = [
+        (
+            "challenge",
+            scenario.envelope(
+                scenario.a,
+                Some(scenario.b),
+                Challenge { nonce: NONCE }.into(),
+            ),
+        ),
+        (
+            "challenge_ack",
+            scenario.envelope(
+                scenario.b,
+                Some(scenario.a),
+                ChallengeAck { nonce: NONCE }.into(),
+            ),
+        ),
+    ];
+    for (label, envelope) in rows {
+        let len = encoded_len(&codec, &envelope);
+        assert!(len <= TARGET, "{label}: {len} bytes exceeds {TARGET}");
+        assert_eq!(
+            doc_row(HANDSHAKE_HEADING, label),
+            vec![len - DEFAULT_TAG_LEN, DEFAULT_TAG_LEN, len],
+            "{label}: envelope, tag and total in docs/wire-protocol.md"
+        );
+    }
 }
 
 /// PROTO-4: the sentence the document leads with names the real heartbeat size.

@@ -198,17 +198,22 @@ fn refused_frames_do_not_advance_the_window() {
 #[test]
 fn unsupported_version_is_refused() {
     for codec in [keyed_codec(), FrameCodec::new(cluster("site-1"), None)] {
+        // A newer version, and version 1, which has no challenge handshake.
+        for version in [PROTOCOL_VERSION + 1, 1] {
+            let mut envelope = heartbeat(1);
+            envelope.version = version;
+            let frame = encode(&codec, &envelope);
+            assert_eq!(
+                codec.decode(&frame),
+                Err(FrameError::UnsupportedVersion {
+                    got: version,
+                    supported: PROTOCOL_VERSION,
+                })
+            );
+        }
         let mut envelope = heartbeat(1);
         envelope.version = PROTOCOL_VERSION + 1;
-        let frame = encode(&codec, &envelope);
-        let err = codec.decode(&frame).unwrap_err();
-        assert_eq!(
-            err,
-            FrameError::UnsupportedVersion {
-                got: 2,
-                supported: 1,
-            }
-        );
+        let err = codec.decode(&encode(&codec, &envelope)).unwrap_err();
         assert_eq!(err.drop_reason(), DropReason::Version);
         assert_eq!(err.drop_reason().label(), "version");
 
@@ -219,7 +224,7 @@ fn unsupported_version_is_refused() {
             codec.decode(&future),
             Err(FrameError::UnsupportedVersion {
                 got: 5,
-                supported: 1,
+                supported: PROTOCOL_VERSION,
             })
         );
     }
@@ -403,6 +408,11 @@ fn drop_reason_labels_are_distinct() {
         "replay",
         "oversize",
         "misaddressed",
+        "unverified",
+        "duplicate_id",
+        "peer_limit",
+        "incarnation_ahead",
+        "queue_full",
     ];
     assert_eq!(labels, expected.into_iter().collect());
 }
@@ -415,17 +425,28 @@ fn unknown_kinds_are_malformed() {
     // cluster "s", from "a", incarnation 1, seq 1, broadcast, then the body.
     let frame = |body: &[u8]| {
         [
-            &[0x97, 0x01, 0xa1, b's', 0xa1, b'a', 0x01, 0x01, 0xc0][..],
+            &[
+                0x97,
+                PROTOCOL_VERSION,
+                0xa1,
+                b's',
+                0xa1,
+                b'a',
+                0x01,
+                0x01,
+                0xc0,
+            ][..],
             body,
         ]
         .concat()
     };
 
-    // goodbye (4) is known, kind 5 is not.
+    // goodbye (4) is known, and challenge_ack (6); kind 7 is not.
     assert!(codec.decode(&frame(&[0x92, 0x04, 0x90])).is_ok());
-    let err = codec.decode(&frame(&[0x92, 0x05, 0x90])).unwrap_err();
+    assert!(codec.decode(&frame(&[0x92, 0x06, 0x91, 0x2a])).is_ok());
+    let err = codec.decode(&frame(&[0x92, 0x07, 0x90])).unwrap_err();
     assert!(
-        matches!(&err, FrameError::Malformed(reason) if reason.contains("unknown body kind 5")),
+        matches!(&err, FrameError::Malformed(reason) if reason.contains("unknown body kind 7")),
         "{err:?}"
     );
 

@@ -37,10 +37,12 @@
 //! # Files named by the configuration
 //!
 //! Relative paths (`node.data_dir`, `cluster.psk_file`, `admin.token_file`) are resolved
-//! against the working directory. The pre-shared key file holds either raw bytes or 64 hex
-//! characters (decoded to 32 bytes); trailing `\n`/`\r` are trimmed in both forms, so a binary
-//! key whose last byte is a newline should be written in hex. The token file holds the bearer
-//! token; surrounding whitespace is trimmed.
+//! against the working directory. The pre-shared key file holds exactly 64 hex digits (decoded
+//! to 32 bytes; surrounding whitespace and line ends allowed) or exactly 32 raw bytes; anything
+//! else is refused with the file's name and length. Without a key, a node may only use links
+//! nobody else can reach (UDP on loopback, the memory link, a virtual dongle) unless
+//! `cluster.insecure = true` says otherwise. The token file holds the bearer token; surrounding
+//! whitespace is trimmed.
 
 mod schema;
 mod validate;
@@ -189,6 +191,9 @@ pub struct ClusterSection {
     pub voters: Vec<String>,
     /// `psk_file`: the pre-shared key; empty runs unauthenticated.
     pub psk_file: PathBuf,
+    /// `insecure`: run without `psk_file` on a link others can reach (non-loopback UDP, an
+    /// ESP-NOW dongle), on purpose.
+    pub insecure: bool,
     /// `tag_bytes`: length of the truncated frame tag (not in DESIGN §9; default 16).
     pub tag_bytes: u64,
 }

@@ -44,6 +44,7 @@ pub(super) const KEYS: &[(&str, Kind)] = &[
     ("cluster.id", Kind::Text),
     ("cluster.voters", Kind::TextList),
     ("cluster.psk_file", Kind::Text),
+    ("cluster.insecure", Kind::Switch),
     ("cluster.tag_bytes", Kind::Number),
     ("election", Kind::Section),
     ("election.mode", Kind::Text),

@@ -97,6 +97,9 @@ fn example(node: &str) -> PathBuf {
     repo_root().join(format!("config/examples/three-udp/node-{node}.toml"))
 }
 
+/// Lets a test use a radio or an address beyond loopback without a key.
+const INSECURE: &str = "[cluster]\ninsecure = true\n";
+
 fn file_with(contents: &[u8]) -> tempfile::NamedTempFile {
     let mut file = tempfile::NamedTempFile::new().unwrap();
     file.write_all(contents).unwrap();
@@ -941,54 +944,51 @@ fn admin_and_metrics_must_not_share_an_address() {
     node_config("[metrics]\nlisten = \"127.0.0.2:9464\"\n");
 }
 
-/// PROTO-5: the key file holds raw bytes or 64 hex characters; a trailing newline is not part
-/// of the key in either form.
+/// PROTO-5: the key file holds exactly 64 hex digits (whitespace around them allowed, upper or
+/// lower case) or exactly 32 raw bytes, and both give the same key for the same secret.
 #[test]
-fn psk_file_accepts_raw_and_hex_forms() {
+fn psk_file_accepts_64_hex_digits_or_32_raw_bytes() {
     let message = b"an encoded envelope";
     let tag_of = |key: &AuthKey| {
         let mut tag = Vec::new();
         key.append_tag(message, &mut tag);
         tag
     };
-
-    let raw = b"correct horse battery staple";
-    let file = file_with(&[raw.as_slice(), b"\n"].concat());
-    let config = node_config(&format!(
-        "[cluster]\npsk_file = {}\n",
-        toml_path(file.path())
-    ));
-    let key = config.auth_key.unwrap();
-    assert_eq!(key.tag_len(), DEFAULT_TAG_LEN);
-    assert_eq!(
-        tag_of(&key),
-        tag_of(&AuthKey::new(raw, DEFAULT_TAG_LEN).unwrap())
-    );
-
     let secret: Vec<u8> = (0u8..32).map(|i| i.wrapping_mul(37) ^ 0xA5).collect();
     let hex: String = secret.iter().map(|byte| format!("{byte:02x}")).collect();
-    let file = file_with(format!("{hex}\r\n").as_bytes());
+    let expected = tag_of(&AuthKey::new(&secret, DEFAULT_TAG_LEN).unwrap());
+
+    for contents in [
+        secret.clone(),
+        format!("{hex}\n").into_bytes(),
+        format!("  {hex}\r\n").into_bytes(),
+        hex.to_uppercase().into_bytes(),
+    ] {
+        let file = file_with(&contents);
+        let config = node_config(&format!(
+            "[cluster]\npsk_file = {}\n",
+            toml_path(file.path())
+        ));
+        let key = config.auth_key.unwrap();
+        assert_eq!(key.tag_len(), DEFAULT_TAG_LEN);
+        assert_eq!(tag_of(&key), expected, "{contents:?}");
+    }
+
+    // A raw key whose last byte happens to be a newline is still 32 raw bytes.
+    let mut raw = secret.clone();
+    raw[31] = b'\n';
+    let file = file_with(&raw);
     let config = node_config(&format!(
         "[cluster]\npsk_file = {}\ntag_bytes = 32\n",
         toml_path(file.path())
     ));
-    let key = config.auth_key.unwrap();
-    assert_eq!(key.tag_len(), 32);
-    assert_eq!(tag_of(&key), tag_of(&AuthKey::new(&secret, 32).unwrap()));
-
-    // Upper-case hex is the same key.
-    let file = file_with(hex.to_uppercase().as_bytes());
-    let config = node_config(&format!(
-        "[cluster]\npsk_file = {}\n",
-        toml_path(file.path())
-    ));
     assert_eq!(
         tag_of(&config.auth_key.unwrap()),
-        tag_of(&AuthKey::new(&secret, DEFAULT_TAG_LEN).unwrap())
+        tag_of(&AuthKey::new(&raw, 32).unwrap())
     );
 
     // With a key there is no warning about running unauthenticated.
-    let file = file_with(raw);
+    let file = file_with(hex.as_bytes());
     let warnings = warnings(&format!(
         "[cluster]\npsk_file = {}\n",
         toml_path(file.path())
@@ -996,33 +996,116 @@ fn psk_file_accepts_raw_and_hex_forms() {
     assert!(warnings.is_empty(), "{warnings:#?}");
 }
 
-/// PROTO-5: the key file must be readable and hold at least 16 bytes.
+/// PROTO-5: a key file that is not readable, or not exactly one of the two forms, is refused
+/// with the file's name and length and the forms that are accepted — never read as a raw key
+/// of some other length.
 #[test]
-fn psk_file_must_be_readable_and_long_enough() {
+fn psk_file_of_any_other_form_is_refused_naming_file_and_length() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("psk");
     let problems = refused(&format!("[cluster]\npsk_file = {}\n", toml_path(&missing)));
     assert_keys(&problems, &["cluster.psk_file"]);
     assert_problem(&problems, "cluster.psk_file", "cannot read");
 
-    let short = file_with(b"hunter2\n");
+    let hex = "0123456789abcdef".repeat(4);
+    for contents in [
+        b"hunter2\n".to_vec(),
+        b"\n".to_vec(),
+        Vec::new(),
+        b"correct horse battery staple\n".to_vec(),
+        // 32 raw bytes and a newline: 33 bytes.
+        [[7u8; 32].as_slice(), b"\n"].concat(),
+        // A hex key with one digit missing or wrong.
+        hex.as_bytes()[..63].to_vec(),
+        format!("{}g", &hex[..63]).into_bytes(),
+    ] {
+        let file = file_with(&contents);
+        let problems = refused(&format!(
+            "[cluster]\npsk_file = {}\n",
+            toml_path(file.path())
+        ));
+        assert_keys(&problems, &["cluster.psk_file"]);
+        assert_problem(
+            &problems,
+            "cluster.psk_file",
+            &format!(
+                "{} is {} bytes: expected exactly 64 hex digits (surrounding whitespace \
+                 allowed) or exactly 32 raw bytes",
+                file.path().display(),
+                contents.len()
+            ),
+        );
+    }
+
+    // 32 bytes that are all hex digits are half a hex key (or `openssl rand -hex 16`), not a
+    // random raw key, which would almost never be made of hex digits only.
+    let half = file_with(&hex.as_bytes()[..32]);
     let problems = refused(&format!(
         "[cluster]\npsk_file = {}\n",
-        toml_path(short.path())
+        toml_path(half.path())
     ));
-    assert_keys(&problems, &["cluster.psk_file"]);
     assert_problem(
         &problems,
         "cluster.psk_file",
-        "pre-shared key is 7 bytes, at least 16 are required",
+        &format!(
+            "{} is 32 hex digits (16 bytes): expected exactly 64 hex digits",
+            half.path().display()
+        ),
+    );
+}
+
+/// PROTO-5, secure by default: without a key, a UDP address beyond loopback (listen or
+/// peer) or an ESP-NOW dongle is refused, naming `cluster.psk_file` and `cluster.insecure`
+/// and every exposed address; `insecure = true` allows it with a warning; loopback, the
+/// virtual dongle and a key need neither.
+#[test]
+fn unauthenticated_links_beyond_loopback_need_insecure() {
+    for exposed in [
+        "[link.udp]\nlisten = \"0.0.0.0:7946\"\n",
+        "[link.udp]\nlisten = \"192.168.1.10:7946\"\n",
+        "[link.udp]\nlisten = \"127.0.0.1:7946\"\npeers = [\"127.0.0.1:7947\", \"10.0.0.2:7946\"]\n",
+        "[link.espnow]\nport = \"/dev/ttyACM0\"\n",
+    ] {
+        let problems = refused(exposed);
+        assert_keys(&problems, &["cluster.psk_file"]);
+        let problem = &problems[0].message;
+        for needed in [
+            "cluster.psk_file",
+            "cluster.insecure = true",
+            "64 hex digits or 32 raw bytes",
+        ] {
+            assert!(problem.contains(needed), "{exposed}: {problem}");
+        }
+        let warnings = warnings(&format!("[cluster]\ninsecure = true\n{exposed}"));
+        assert_warning(&warnings, "cluster.insecure", "not authenticated");
+    }
+    let problems = refused(
+        "[link.udp]\nlisten = \"0.0.0.0:7946\"\npeers = [\"10.0.0.2:7946\"]\n\
+         [link.espnow]\nport = \"/dev/ttyUSB0\"\n",
+    );
+    assert_problem(
+        &problems,
+        "cluster.psk_file",
+        "link.udp.listen (0.0.0.0:7946), link.udp.peers[0] (10.0.0.2:7946), \
+         link.espnow.port (/dev/ttyUSB0, a radio) can be reached by others",
     );
 
-    let empty = file_with(b"\n");
-    let problems = refused(&format!(
-        "[cluster]\npsk_file = {}\n",
-        toml_path(empty.path())
-    ));
-    assert_problem(&problems, "cluster.psk_file", "is empty");
+    for private in [
+        "[link.udp]\nlisten = \"127.0.0.1:7946\"\npeers = [\"127.0.0.2:7947\", \"[::1]:7948\"]\n",
+        "[link.espnow]\nport = \"virtual\"\n",
+    ] {
+        let warnings = warnings(private);
+        assert_warning(&warnings, "cluster.psk_file", "not authenticated");
+    }
+
+    let psk = file_with("ab".repeat(32).as_bytes());
+    let keyed = format!(
+        "[cluster]\npsk_file = {}\n[link.udp]\nlisten = \"0.0.0.0:7946\"\n",
+        toml_path(psk.path())
+    );
+    assert!(warnings(&keyed).is_empty());
+    let warnings = warnings(&keyed.replace("[cluster]\n", "[cluster]\ninsecure = true\n"));
+    assert_warning(&warnings, "cluster.insecure", "has no effect");
 }
 
 /// PROTO-5: the truncated tag is 8 to 32 bytes.
@@ -1037,7 +1120,7 @@ fn tag_bytes_must_be_between_8_and_32() {
             &format!("must be between 8 and 32, found {bad}"),
         );
     }
-    let psk = file_with(b"0123456789abcdef0123");
+    let psk = file_with("0123456789abcdef".repeat(4).as_bytes());
     for good in [8, 32] {
         let config = node_config(&format!(
             "[cluster]\ntag_bytes = {good}\npsk_file = {}\n",
@@ -1051,7 +1134,9 @@ fn tag_bytes_must_be_between_8_and_32() {
 /// default), a channel 1–14 (1 by default), and optional 32-hex-character keys.
 #[test]
 fn espnow_link_settings() {
-    let config = node_config("[link.espnow]\nport = \"/dev/ttyACM0\"\n");
+    let config = node_config(&format!(
+        "{INSECURE}[link.espnow]\nport = \"/dev/ttyACM0\"\n"
+    ));
     let espnow = config.espnow.unwrap();
     assert_eq!(espnow.port, DonglePort::Device("/dev/ttyACM0".into()));
     assert_eq!((espnow.baud, espnow.channel), (921_600, 1));
@@ -1085,10 +1170,10 @@ fn espnow_link_settings() {
 /// comma-separated like every other.
 #[test]
 fn espnow_peer_keys() {
-    let config = node_config(
-        "[link.espnow]\nport = \"/dev/ttyACM0\"\nlmk = \"000102030405060708090a0b0c0d0e0f\"\n\
+    let config = node_config(&format!(
+        "{INSECURE}[link.espnow]\nport = \"/dev/ttyACM0\"\nlmk = \"000102030405060708090a0b0c0d0e0f\"\n\
          peer_lmks = [\"gw-b=ffeeddccbbaa99887766554433221100\", \"gw-c = 0f0e0d0c0b0a09080706050403020100\"]\n",
-    );
+    ));
     let espnow = config.espnow.unwrap();
     assert_eq!(espnow.lmk.unwrap()[1], 0x01);
     assert_eq!(espnow.peer_lmks.len(), 2);
@@ -1096,7 +1181,7 @@ fn espnow_peer_keys() {
     assert_eq!(espnow.peer_lmks[&peer("gw-c")][15], 0x00);
 
     let problems = refused(
-        "[link.espnow]\nport = \"/dev/ttyACM0\"\npeer_lmks = [\"gw-b\", \"bad id!=00112233445566778899aabbccddeeff\", \
+        "[cluster]\ninsecure = true\n[link.espnow]\nport = \"/dev/ttyACM0\"\npeer_lmks = [\"gw-b\", \"bad id!=00112233445566778899aabbccddeeff\", \
          \"gw-c=0011\", \"gw-d=\", \"gw-e=00112233445566778899aabbccddeeff\", \
          \"gw-e=00112233445566778899aabbccddeeff\"]\n",
     );
@@ -1124,6 +1209,7 @@ fn espnow_peer_keys() {
     );
 
     let vars = env(&[
+        ("CONCLAVE__CLUSTER__INSECURE", "true"),
         ("CONCLAVE__LINK__ESPNOW__PORT", "/dev/ttyUSB0"),
         (
             "CONCLAVE__LINK__ESPNOW__PEER_LMKS",
@@ -1269,7 +1355,7 @@ fn voters_without_a_link_warn() {
 #[test]
 fn voters_over_the_radio_alone_do_not_warn() {
     let warnings = warnings(
-        "[node]\nid = \"gw-a\"\n[cluster]\nvoters = [\"gw-a\", \"gw-b\"]\n\
+        "[node]\nid = \"gw-a\"\n[cluster]\nvoters = [\"gw-a\", \"gw-b\"]\ninsecure = true\n\
          [link.espnow]\nport = \"/dev/ttyACM0\"\n",
     );
     assert!(

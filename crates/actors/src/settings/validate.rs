@@ -83,15 +83,14 @@ impl Settings {
         else {
             return Err(findings.problems);
         };
+        self.authentication(
+            &mut findings,
+            auth_key.is_some(),
+            udp.as_ref(),
+            espnow.as_ref(),
+        );
         if !findings.problems.is_empty() {
             return Err(findings.problems);
-        }
-        if auth_key.is_none() {
-            findings.warn(
-                "cluster.psk_file",
-                "no pre-shared key: frames are not authenticated and anyone on the link can \
-                 forge them (acceptable for a demo only)",
-            );
         }
         let config = NodeConfig {
             node_id,
@@ -107,6 +106,71 @@ impl Settings {
             hooks,
         };
         Ok((config, findings.warnings))
+    }
+
+    /// PROTO-5, secure by default: without a key, only links nobody else can reach; anything
+    /// else needs `cluster.insecure = true`, and is warned about even then.
+    fn authentication(
+        &self,
+        f: &mut Findings<'_>,
+        keyed: bool,
+        udp: Option<&UdpLinkConfig>,
+        espnow: Option<&EspNowLinkConfig>,
+    ) {
+        if keyed {
+            if self.cluster.insecure {
+                f.warn(
+                    "cluster.insecure",
+                    "has no effect: cluster.psk_file is set, so frames are authenticated",
+                );
+            }
+            return;
+        }
+        let mut exposed = Vec::new();
+        if let Some(udp) = udp {
+            if !udp.listen.ip().to_canonical().is_loopback() {
+                exposed.push(format!("link.udp.listen ({})", udp.listen));
+            }
+            for (i, peer) in udp.peers.iter().enumerate() {
+                if !peer.ip().to_canonical().is_loopback() {
+                    exposed.push(format!("link.udp.peers[{i}] ({peer})"));
+                }
+            }
+        }
+        if let Some(EspNowLinkConfig {
+            port: DonglePort::Device(path),
+            ..
+        }) = espnow
+        {
+            exposed.push(format!("link.espnow.port ({}, a radio)", path.display()));
+        }
+        if exposed.is_empty() {
+            f.warn(
+                "cluster.psk_file",
+                "no pre-shared key: frames are not authenticated; only loopback and in-process \
+                 links are in use, so only this machine can forge them (acceptable for a demo)",
+            );
+        } else if self.cluster.insecure {
+            f.warn(
+                "cluster.insecure",
+                format!(
+                    "frames are not authenticated although {} can be reached by others: anyone \
+                     there can forge and replay them",
+                    exposed.join(", ")
+                ),
+            );
+        } else {
+            f.problem(
+                "cluster.psk_file",
+                format!(
+                    "required: {} can be reached by others, and without a pre-shared key anyone \
+                     there could forge frames and depose the leader. Set cluster.psk_file to a \
+                     file of 64 hex digits or 32 raw bytes (generate one with `openssl rand -hex \
+                     32`), or set cluster.insecure = true to run unauthenticated on purpose",
+                    exposed.join(", ")
+                ),
+            );
+        }
     }
 
     /// `cluster.psk_file` and `cluster.tag_bytes`: `Some(None)` runs without a key.
@@ -138,13 +202,7 @@ impl Settings {
         match AuthKey::new(&secret, tag_len?) {
             Ok(key) => Some(Some(key)),
             Err(error) => {
-                f.problem(
-                    "cluster.psk_file",
-                    format!(
-                        "{}: {error} (the file holds raw bytes, or 64 hex characters)",
-                        path.display()
-                    ),
-                );
+                f.problem("cluster.psk_file", format!("{}: {error}", path.display()));
                 None
             }
         }
@@ -828,29 +886,52 @@ fn clash(a: SocketAddr, b: SocketAddr) -> bool {
         && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
 }
 
-/// The pre-shared key in `path`: raw bytes, or 64 hex characters decoded to 32 bytes;
-/// trailing line ends are trimmed in both forms.
+/// Length of the pre-shared key, in bytes, in either form of its file.
+const PSK_LEN: usize = 32;
+
+/// The pre-shared key in `path`: exactly 64 hex digits (surrounding whitespace allowed),
+/// decoded to 32 bytes, or exactly 32 raw bytes (32 hex digits are refused as half a hex key).
+/// Anything else is refused with the file's name and length, rather than read as a raw key of
+/// some other length: a half-pasted hex key must not quietly become a weaker one.
 fn read_secret(path: &Path) -> Result<Vec<u8>, String> {
     let bytes = std::fs::read(path).map_err(|error| cannot_read(path, &error))?;
-    let end = bytes
-        .iter()
-        .rposition(|&byte| !matches!(byte, b'\n' | b'\r'))
-        .map_or(0, |last| last + 1);
-    let content = &bytes[..end];
-    if content.is_empty() {
-        return Err(format!("{} is empty", path.display()));
+    if let Some(secret) = decode_hex_key(bytes.trim_ascii()) {
+        return Ok(secret);
     }
-    Ok(decode_hex_key(content).unwrap_or_else(|| content.to_vec()))
+    let trimmed = bytes.trim_ascii();
+    if trimmed.len() == PSK_LEN && trimmed.iter().all(u8::is_ascii_hexdigit) {
+        // A random raw key is almost never made of hex digits only: this is half a hex key.
+        return Err(format!(
+            "{} is {PSK_LEN} hex digits ({} bytes): expected exactly {} hex digits (surrounding \
+             whitespace allowed) or exactly {PSK_LEN} raw bytes; generate one with `openssl rand \
+             -hex 32 > {}`",
+            path.display(),
+            PSK_LEN / 2,
+            PSK_LEN * 2,
+            path.display()
+        ));
+    }
+    if bytes.len() == PSK_LEN {
+        return Ok(bytes);
+    }
+    Err(format!(
+        "{} is {} bytes: expected exactly {} hex digits (surrounding whitespace allowed) or \
+         exactly {PSK_LEN} raw bytes; generate one with `openssl rand -hex 32 > {}`",
+        path.display(),
+        bytes.len(),
+        PSK_LEN * 2,
+        path.display()
+    ))
 }
 
-/// 64 hex characters as 32 bytes; anything else is not the hex form.
+/// 64 hex digits as 32 bytes; anything else is not the hex form.
 fn decode_hex_key(text: &[u8]) -> Option<Vec<u8>> {
     fn nibble(digit: u8) -> Option<u8> {
         char::from(digit)
             .to_digit(16)
             .and_then(|value| u8::try_from(value).ok())
     }
-    if text.len() != 64 {
+    if text.len() != PSK_LEN * 2 {
         return None;
     }
     text.chunks_exact(2)

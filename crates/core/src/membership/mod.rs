@@ -12,14 +12,23 @@
 //!
 //! ```text
 //!   frame received ──► handle_frame(now, from, origin, body) ─┐
-//!   timer fired    ──► handle_timeout(now)                    ├─► poll_action() ─► Send / Broadcast / Publish
-//!   shutting down  ──► handle_shutdown(now)                  ─┘   poll_timeout() ─► arm one timer
+//!   sender verified ─► handle_verified(now, peer, origin)      │
+//!   contested Hello ─► handle_contested_hello(now, from, ..)   ├─► poll_action() ─► Send / Broadcast / Publish
+//!   timer fired    ──► handle_timeout(now)                    │   poll_timeout() ─► arm one timer
+//!   shutting down  ──► handle_shutdown(now)                  ─┘
 //! ```
 //!
 //! After every input the shell drains [`Membership::poll_action`] until it returns `None`,
 //! carries the actions out in order, and arms its single timer at
-//! [`Membership::poll_timeout`]. Every received frame goes to `handle_frame`, whatever its
-//! body, because any frame proves its sender alive.
+//! [`Membership::poll_timeout`]. Every frame admission accepts goes to `handle_frame`, whatever
+//! its body, because any frame proves its sender alive.
+//!
+//! The table holds only senders that [`crate::admission`] accepted, so it is bounded by that
+//! machine's peer limit (PROTO-5). Admission also decides which address owns an id on each
+//! link; a `Hello` from another address while the owner is live arrives through
+//! [`Membership::handle_contested_hello`] and is refused (MEM-3). Membership's own check of a
+//! `Hello` against the address it knows applies within one link: a node heard over two links
+//! is one node.
 
 mod peer_table;
 
@@ -241,6 +250,31 @@ impl Membership {
         }
     }
 
+    /// A `Hello` from `origin` claiming `from`'s id, which another address owns on that link
+    /// while it is live (the transport's admission decided that; MEM-3): it is refused with
+    /// `HelloAck{success: false, error_reason: "duplicate_peer_id"}` through a reply to
+    /// `origin`. Nothing else changes: the frame is no proof of life for the id.
+    pub fn handle_contested_hello(&mut self, _now: Instant, from: PeerId, origin: &LinkAddr) {
+        if !self.listens_to(from) {
+            return;
+        }
+        let live_addr = self
+            .peers
+            .get(&from)
+            .map_or_else(|| LinkAddr::new("unknown"), |peer| peer.addr.clone());
+        self.refuse(from, &live_addr, origin);
+    }
+
+    /// `peer` just proved to the transport that its frames are fresh, at `origin` (PROTO-5):
+    /// its earlier frames, its `Hello` among them, were dropped while it was unverified, so it
+    /// is greeted with a `Hello` now, through `origin`, rather than at its next announcement.
+    /// Its answer (a `HelloAck`, or any frame) makes it a member.
+    pub fn handle_verified(&mut self, _now: Instant, peer: PeerId, origin: &LinkAddr) {
+        if self.listens_to(peer) {
+            self.reply(peer, origin, Body::Hello(Hello {}));
+        }
+    }
+
     /// Whether frames from `from` count: never our own echo, nothing once we have left.
     fn listens_to(&self, from: PeerId) -> bool {
         from != self.local && self.voice != Voice::Departed
@@ -333,21 +367,16 @@ impl Membership {
                 self.peers.touch(&from, now);
                 self.accept(from, origin);
             }
+            PeerStatus::Connected if !known.addr.same_link(origin) => {
+                // The same node heard over a second link (UDP and ESP-NOW at once): ids are
+                // contested per link, and the transport's admission has already found this
+                // address to own the id on its link.
+                self.peers.touch(&from, now);
+                self.accept(from, origin);
+            }
             PeerStatus::Connected => {
-                tracing::warn!(
-                    peer = %from,
-                    live_addr = %known.addr,
-                    claimed_from = %origin,
-                    "refusing hello: the id is live at another address"
-                );
-                self.reply(
-                    from,
-                    origin,
-                    Body::HelloAck(HelloAck {
-                        success: false,
-                        error_reason: Some(DUPLICATE_PEER_ID.to_owned()),
-                    }),
-                );
+                let live_addr = known.addr.clone();
+                self.refuse(from, &live_addr, origin);
             }
             PeerStatus::Disconnected => {
                 // The id's holder went silent, so this is most likely the same node back,
@@ -356,6 +385,25 @@ impl Membership {
                 self.accept(from, origin);
             }
         }
+    }
+
+    /// MEM-3: refuses a `Hello` claiming `from`'s live id from `origin`, through a reply to
+    /// `origin` so that it reaches the impostor and not the live holder.
+    fn refuse(&mut self, from: PeerId, live_addr: &LinkAddr, origin: &LinkAddr) {
+        tracing::warn!(
+            peer = %from,
+            live_addr = %live_addr,
+            claimed_from = %origin,
+            "refusing hello: the id is live at another address"
+        );
+        self.reply(
+            from,
+            origin,
+            Body::HelloAck(HelloAck {
+                success: false,
+                error_reason: Some(DUPLICATE_PEER_ID.to_owned()),
+            }),
+        );
     }
 
     fn on_hello_ack(&mut self, from: PeerId, ack: &HelloAck) {

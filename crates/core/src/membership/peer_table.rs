@@ -22,8 +22,10 @@ use crate::Instant;
 /// The link address a frame came from, as the transport names it: `"udp:127.0.0.1:7946"`,
 /// `"espnow:aa:bb:cc:dd:ee:ff"`, `"mem:3"`.
 ///
-/// The core never parses it. It only compares two of them, to tell a restart of the same node
-/// (same address) from a second node claiming a live id (another address, MEM-3).
+/// The core never parses it beyond its link name (the part before the first `:`). It compares
+/// two of them, to tell a restart of the same node (same address) from a second node claiming
+/// a live id (another address on the same link, MEM-3); one node may be heard over several
+/// links at once, at one address on each.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LinkAddr(String);
 
@@ -36,6 +38,19 @@ impl LinkAddr {
     /// The address as the transport wrote it.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The link it is on: the part before the first `:` (`udp`, `espnow`, `mem`), or the whole
+    /// address when it has none.
+    pub fn link(&self) -> &str {
+        self.0
+            .split_once(':')
+            .map_or(self.0.as_str(), |(link, _)| link)
+    }
+
+    /// Whether `other` is on the same link, where the two would compete for one id (MEM-3).
+    pub fn same_link(&self, other: &LinkAddr) -> bool {
+        self.link() == other.link()
     }
 }
 
@@ -384,6 +399,11 @@ mod tests {
         assert_eq!(PeerStatus::Disconnected.to_string(), "disconnected");
         let addr = LinkAddr::new("espnow:aa:bb:cc:dd:ee:ff");
         assert_eq!(addr.as_str(), "espnow:aa:bb:cc:dd:ee:ff");
+        assert_eq!(addr.link(), "espnow");
+        assert!(addr.same_link(&LinkAddr::new("espnow:02:00:00:00:00:01")));
+        assert!(!addr.same_link(&LinkAddr::new("udp:127.0.0.1:7946")));
+        assert_eq!(LinkAddr::new("udp:[::1]:7946").link(), "udp");
+        assert_eq!(LinkAddr::new("bare").link(), "bare");
         assert_eq!(addr.to_string(), "espnow:aa:bb:cc:dd:ee:ff");
         assert_eq!(
             MembershipError::AlreadyKnown(id("gw-b")).to_string(),

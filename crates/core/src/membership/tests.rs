@@ -424,6 +424,71 @@ fn mem3_disconnected_id_may_come_back_from_another_address() {
     assert_eq!(peer.last_seen, ms(2_200));
 }
 
+/// MEM-3, TR-1: the same node heard over a second link (UDP and ESP-NOW at once) is one node:
+/// its `Hello` there is accepted, and the address it is known at stays.
+#[test]
+fn mem3_same_node_over_a_second_link_is_accepted() {
+    let _log = log_to_test_output();
+    let mut node = node_knowing("gw-a", &[("gw-b", "udp:10.0.0.2:7946")]);
+    node.handle_frame(
+        ms(100),
+        id("gw-b"),
+        &addr("espnow:02:00:00:00:00:0b"),
+        &hello(),
+    );
+    assert_eq!(
+        drain_actions(&mut node),
+        vec![reply("gw-b", "espnow:02:00:00:00:00:0b", ack_ok())]
+    );
+    let peer = node.peers().get(&id("gw-b")).unwrap();
+    assert_eq!(peer.addr, addr("udp:10.0.0.2:7946"));
+    assert_eq!(peer.last_seen, ms(100));
+}
+
+/// MEM-3: a `Hello` that admission found contested (another address owns the id on its link)
+/// is refused through a reply to its origin, whatever link the id is known on here, and
+/// changes nothing: no proof of life, no new address.
+#[test]
+fn mem3_contested_hello_is_refused_and_changes_nothing() {
+    let _log = log_to_test_output();
+    let mut node = node_knowing("gw-a", &[("gw-b", "espnow:02:00:00:00:00:0b")]);
+    let before = node.peers().clone();
+    node.handle_contested_hello(ms(100), id("gw-b"), &addr("udp:10.0.0.9:7946"));
+    assert_eq!(
+        drain_actions(&mut node),
+        vec![reply("gw-b", "udp:10.0.0.9:7946", ack_duplicate())]
+    );
+    assert_eq!(node.peers(), &before);
+    // An id this node does not know yet is refused the same way: admission knows its owner.
+    node.handle_contested_hello(ms(100), id("gw-c"), &addr("mem:9"));
+    assert_eq!(
+        drain_actions(&mut node),
+        vec![reply("gw-c", "mem:9", ack_duplicate())]
+    );
+    assert_eq!(node.peers(), &before);
+}
+
+/// MEM-2, PROTO-5: a sender that just proved its frames fresh is greeted with a `Hello` at
+/// once, through the address it answered from (its own `Hello` was dropped while it was
+/// unverified); its answer makes it a member. A node that left greets nobody.
+#[test]
+fn mem2_verified_sender_is_greeted_at_once() {
+    let _log = log_to_test_output();
+    let mut node = node_knowing("gw-a", &[]);
+    node.handle_verified(ms(10), id("gw-b"), &addr("mem:2"));
+    assert_eq!(
+        drain_actions(&mut node),
+        vec![reply("gw-b", "mem:2", hello())]
+    );
+    node.handle_frame(ms(11), id("gw-b"), &addr("mem:2"), &ack_ok());
+    assert_eq!(drain_actions(&mut node), vec![joined("gw-b")]);
+
+    node.handle_shutdown(ms(20));
+    drain_actions(&mut node);
+    node.handle_verified(ms(21), id("gw-c"), &addr("mem:3"));
+    assert_eq!(drain_actions(&mut node), vec![]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // MEM-4 liveness
 

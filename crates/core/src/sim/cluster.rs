@@ -7,11 +7,19 @@
 //! membership events become `handle_peer_status`. Every invariant is checked after every step.
 //! A crash can strike part-way through a node's actions, so a message sent before the state it
 //! depends on was persisted would show up as a double vote after the restart.
+//!
+//! Every message travels with the header of a real envelope (sender id, addressee,
+//! incarnation, sequence number) and passes the receiver's [`Admission`] before membership
+//! and the election see it, as in the transport: a restarted node challenges its senders, a
+//! duplicated message is a replay, routes follow the address that owns an id. A second node
+//! with an existing id ([`Simulation::add_duplicate`]) runs at an address of its own.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use conclave_protocol::{Body, PeerId};
+use conclave_protocol::{Body, DropReason, PeerId, ReplayGuard};
 
+use crate::admission::{Admission, AdmissionAction, AdmissionConfig, FrameHeader, Verdict};
 use crate::membership::{
     LinkAddr, Membership, MembershipAction, MembershipConfig, MembershipEvent, PeerStatus,
 };
@@ -40,6 +48,22 @@ pub struct SimConfig {
     pub network: NetworkConfig,
     /// Keep a full trace of events (for replays and the determinism test).
     pub record_trace: bool,
+    /// What decides which messages reach membership and the election.
+    pub admission: AdmissionModel,
+}
+
+/// What stands between the simulated network and a node's membership and election.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdmissionModel {
+    /// The node's [`Admission`] state machine, as the transport runs it (the default).
+    Full,
+    /// A replay window per sender id and nothing else, adopting any newer incarnation: the
+    /// transport before admission existed. Kept so that a scenario can run an unguarded
+    /// control that shows what admission prevents.
+    ReplayWindowOnly,
+    /// Nothing: every message reaches membership and the election. For measurements of the
+    /// election alone, without the membership traffic that keeps nodes verified.
+    Off,
 }
 
 impl SimConfig {
@@ -66,6 +90,7 @@ impl SimConfig {
             }),
             network: NetworkConfig::default(),
             record_trace: false,
+            admission: AdmissionModel::Full,
         }
     }
 
@@ -131,7 +156,19 @@ pub enum Observation {
         /// The node.
         node: PeerId,
     },
+    /// A node's admission dropped a message.
+    Dropped {
+        /// The receiving node's index.
+        node: usize,
+        /// The sending node's index (a duplicate has an index of its own).
+        from: usize,
+        /// Why.
+        reason: DropReason,
+    },
 }
+
+/// The simulated wall clock at virtual time zero, in Unix seconds: incarnations start here.
+pub const SIM_UNIX_EPOCH: u64 = 1_700_000_000;
 
 /// A failed run: which invariant broke, when, and how to replay it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,12 +215,44 @@ struct SimNode {
     /// amnesic, so it abstains whenever it starts.
     amnesic: bool,
     restarts: u32,
+    /// Grows at every start, never below the simulated Unix seconds (as the WAL does it).
+    incarnation: u64,
+    next_seq: u64,
+    admission: Option<Admission>,
+    /// [`AdmissionModel::ReplayWindowOnly`]'s replay windows.
+    replay_guard: Option<ReplayGuard>,
+    /// The node each peer id is reached at, learned from admitted frames.
+    routes: BTreeMap<PeerId, usize>,
+}
+
+impl SimNode {
+    fn new(id: PeerId, addr: LinkAddr) -> Self {
+        Self {
+            id,
+            addr,
+            raft: None,
+            membership: None,
+            durable: HardState::default(),
+            durable_auto_election: None,
+            amnesic: false,
+            restarts: 0,
+            incarnation: 0,
+            next_seq: 0,
+            admission: None,
+            replay_guard: None,
+            routes: BTreeMap::new(),
+        }
+    }
 }
 
 /// What a node is handed in one step.
 #[derive(Debug)]
 enum Input {
-    Message { from: usize, body: Body },
+    Message {
+        from: usize,
+        header: FrameHeader,
+        body: Body,
+    },
     Timeout,
     Command(Command),
 }
@@ -208,6 +277,8 @@ pub struct Simulation {
     raft_messages: u64,
     wal_losses: u64,
     replay_hint: Option<String>,
+    /// Messages admission dropped, by receiver, sender and reason.
+    drops: BTreeMap<(usize, usize, DropReason), u64>,
 }
 
 impl std::fmt::Debug for Simulation {
@@ -234,16 +305,7 @@ impl Simulation {
         let network = Network::new(config.nodes, config.network.clone());
         let invariants = invariants::standard(&config.raft.quorum);
         let nodes = (0..config.nodes)
-            .map(|index| SimNode {
-                id: node_id(index),
-                addr: LinkAddr::new(format!("sim:{}", index + 1)),
-                raft: None,
-                membership: None,
-                durable: HardState::default(),
-                durable_auto_election: None,
-                amnesic: false,
-                restarts: 0,
-            })
+            .map(|index| SimNode::new(node_id(index), LinkAddr::new(format!("sim:{}", index + 1))))
             .collect();
         let trace = Trace::new(config.record_trace);
         let mut sim = Self {
@@ -262,6 +324,7 @@ impl Simulation {
             raft_messages: 0,
             wal_losses: 0,
             replay_hint: None,
+            drops: BTreeMap::new(),
         };
         for index in 0..sim.nodes.len() {
             sim.boot(index);
@@ -299,8 +362,13 @@ impl Simulation {
             }
             None => {
                 if let Some(delivery) = self.network.pop_due(self.now) {
-                    let Delivery { from, to, body } = delivery;
-                    self.input(to, Input::Message { from, body });
+                    let Delivery {
+                        from,
+                        to,
+                        header,
+                        body,
+                    } = delivery;
+                    self.input(to, Input::Message { from, header, body });
                 }
             }
         }
@@ -427,19 +495,42 @@ impl Simulation {
             .config
             .membership
             .map(|config| Membership::new(id, config, self.now));
+        let restarts = self.nodes[index].restarts;
+        let incarnation = self.nodes[index]
+            .incarnation
+            .saturating_add(1)
+            .max(self.unix_secs());
+        let mut admission_config = AdmissionConfig::new(id, incarnation);
+        if let QuorumMode::Voters(voters) = &self.config.raft.quorum {
+            admission_config.reserved = voters.iter().copied().collect();
+        }
+        if let Some(membership) = &self.config.membership {
+            admission_config.owner_timeout = AdmissionConfig::owner_timeout_for(membership);
+        }
+        // Its own stream, derived without drawing from the simulation's RNG: nonces only have
+        // to differ between starts.
+        let admission_rng = SeededRng::new(
+            self.seed ^ ((index as u64) << 40) ^ (u64::from(restarts) << 20) ^ 0xad31_5510,
+        );
         let node = &mut self.nodes[index];
         node.raft = Some(raft);
         node.membership = membership;
+        node.incarnation = incarnation;
+        node.next_seq = 0;
+        node.admission = (self.config.admission == AdmissionModel::Full)
+            .then(|| Admission::new(admission_config, admission_rng));
+        node.replay_guard =
+            (self.config.admission == AdmissionModel::ReplayWindowOnly).then(ReplayGuard::default);
+        node.routes.clear();
         self.trace.record(self.now, id, || "boot".to_owned(), 1);
         self.pump(index, None);
     }
 
     fn input(&mut self, index: usize, input: Input) -> Option<Result<CommandOutcome, RaftError>> {
         let now = self.now;
-        let from_id = match &input {
-            Input::Message { from, .. } => {
-                Some((self.nodes[*from].id, self.nodes[*from].addr.clone()))
-            }
+        let unix_secs = self.unix_secs();
+        let origin = match &input {
+            Input::Message { from, .. } => Some(self.nodes[*from].addr.clone()),
             _ => None,
         };
         let node = &mut self.nodes[index];
@@ -448,13 +539,44 @@ impl Simulation {
         };
         let mut outcome = None;
         match input {
-            Input::Message { body, .. } => {
-                let (from, origin) = from_id?;
-                if let Some(membership) = membership {
-                    membership.handle_frame(now, from, &origin, &body);
-                }
-                if let Ok(message) = RaftMessage::try_from(body) {
-                    raft.handle_message(now, from, message);
+            Input::Message {
+                from: sender,
+                header,
+                body,
+            } => {
+                let origin = origin?;
+                let verdict = match (node.admission.as_mut(), node.replay_guard.as_mut()) {
+                    (Some(admission), _) => {
+                        admission.handle_frame(now, unix_secs, &origin, &header, &body)
+                    }
+                    (None, Some(guard)) => legacy_verdict(guard, node.id, &header),
+                    (None, None) => Verdict::Accept,
+                };
+                let from = header.from;
+                match verdict {
+                    Verdict::Accept => {
+                        node.routes.insert(from, sender);
+                        if let Some(membership) = membership {
+                            membership.handle_frame(now, from, &origin, &body);
+                        }
+                        if let Ok(message) = RaftMessage::try_from(body) {
+                            raft.handle_message(now, from, message);
+                        }
+                    }
+                    Verdict::Contested => {
+                        if let Some(membership) = membership {
+                            membership.handle_contested_hello(now, from, &origin);
+                        }
+                    }
+                    Verdict::Consumed | Verdict::Ignore => {}
+                    Verdict::Drop(reason) => {
+                        *self.drops.entry((index, sender, reason)).or_default() += 1;
+                        self.observations.push(Observation::Dropped {
+                            node: index,
+                            from: sender,
+                            reason,
+                        });
+                    }
                 }
             }
             Input::Timeout => {
@@ -483,6 +605,14 @@ impl Simulation {
     fn pump(&mut self, index: usize, mut crash_after: Option<usize>) {
         loop {
             let mut progressed = false;
+            while let Some(action) = self.nodes[index]
+                .admission
+                .as_mut()
+                .and_then(Admission::poll_action)
+            {
+                progressed = true;
+                self.carry_out_admission(index, action);
+            }
             while let Some(action) = self.nodes[index]
                 .membership
                 .as_mut()
@@ -541,8 +671,8 @@ impl Simulation {
                     durable: self.nodes[index].durable,
                 });
                 self.raft_messages += 1;
-                if let Some(target) = self.index_of(to) {
-                    self.transmit(index, target, message.into());
+                if let Some(target) = self.route(index, to) {
+                    self.transmit(index, target, Some(to), message.into());
                 }
             }
             Action::Publish(event) => {
@@ -553,28 +683,107 @@ impl Simulation {
         }
     }
 
-    /// Hands one message to the network, which decides whether and when it arrives.
-    fn transmit(&mut self, from: usize, to: usize, body: Body) {
-        self.network
-            .send(self.now, &mut self.rng, Delivery { from, to, body });
+    /// Hands one message to the network, which decides whether and when it arrives. It is
+    /// stamped as the transport stamps an envelope: the sender's id and incarnation, its next
+    /// sequence number, the addressee (`None`: broadcast).
+    fn transmit(&mut self, from: usize, to: usize, addressee: Option<PeerId>, body: Body) {
+        let sender = &mut self.nodes[from];
+        sender.next_seq += 1;
+        let header = FrameHeader {
+            from: sender.id,
+            to: addressee,
+            incarnation: sender.incarnation,
+            seq: sender.next_seq,
+        };
+        self.network.send(
+            self.now,
+            &mut self.rng,
+            Delivery {
+                from,
+                to,
+                header,
+                body,
+            },
+        );
+    }
+
+    /// Where node `from` sends a message for `to`: the node its admitted frames came from, or
+    /// (no route yet) the first node with that id, as a configured address would.
+    fn route(&self, from: usize, to: PeerId) -> Option<usize> {
+        self.nodes[from]
+            .routes
+            .get(&to)
+            .copied()
+            .or_else(|| self.index_of(to))
+    }
+
+    /// The node at `addr`.
+    fn node_at(&self, addr: &LinkAddr) -> Option<usize> {
+        self.nodes.iter().position(|node| node.addr == *addr)
+    }
+
+    fn carry_out_admission(&mut self, index: usize, action: AdmissionAction) {
+        match action {
+            AdmissionAction::Reply { to, origin, body } => {
+                if let Some(target) = self.node_at(&origin) {
+                    self.transmit(index, target, Some(to), body);
+                }
+            }
+            AdmissionAction::Verified { peer, origin } => {
+                let now = self.now;
+                if let Some(target) = self.node_at(&origin) {
+                    self.nodes[index].routes.insert(peer, target);
+                }
+                if let Some(membership) = self.nodes[index].membership.as_mut() {
+                    membership.handle_verified(now, peer, &origin);
+                }
+            }
+            AdmissionAction::Notice(notice) => {
+                let id = self.nodes[index].id;
+                self.trace.record(self.now, id, || format!("{notice:?}"), 8);
+            }
+        }
+    }
+
+    /// The simulated wall clock, in Unix seconds.
+    fn unix_secs(&self) -> u64 {
+        SIM_UNIX_EPOCH + self.now.as_micros() / 1_000_000
     }
 
     fn carry_out_membership(&mut self, index: usize, action: MembershipAction) {
         let now = self.now;
         match action {
             MembershipAction::Send { to, body } => {
-                if let Some(target) = self.index_of(to) {
-                    self.transmit(index, target, body);
+                if let Some(target) = self.route(index, to) {
+                    self.transmit(index, target, Some(to), body);
                 }
             }
-            MembershipAction::Reply { origin, body, .. } => {
-                if let Some(target) = self.nodes.iter().position(|node| node.addr == origin) {
-                    self.transmit(index, target, body);
+            MembershipAction::Reply { to, origin, body } => {
+                if let Some(target) = self.node_at(&origin) {
+                    self.transmit(index, target, Some(to), body);
                 }
             }
             MembershipAction::Broadcast { body } => {
+                // One envelope, one sequence number, heard by everyone, as over a radio.
+                let sender = &mut self.nodes[index];
+                sender.next_seq += 1;
+                let header = FrameHeader {
+                    from: sender.id,
+                    to: None,
+                    incarnation: sender.incarnation,
+                    seq: sender.next_seq,
+                };
                 for target in (0..self.nodes.len()).filter(|&target| target != index) {
-                    self.transmit(index, target, body.clone());
+                    self.network.send(
+                        now,
+                        &mut self.rng,
+                        Delivery {
+                            from: index,
+                            to: target,
+                            header,
+                            body: body.clone(),
+                        },
+                    );
                 }
             }
             MembershipAction::Publish(event) => {
@@ -606,6 +815,8 @@ impl Simulation {
         }
         node.raft = None;
         node.membership = None;
+        node.admission = None;
+        node.routes.clear();
         let id = node.id;
         self.trace.record(self.now, id, || "crash".to_owned(), 2);
     }
@@ -649,6 +860,27 @@ impl Simulation {
         }
         self.nodes[index].restarts += 1;
         self.boot(index);
+    }
+
+    /// Starts a second node with node `of`'s id at an address of its own — the copied
+    /// configuration of MEM-3 — with a fresh durable state; returns its index. It stays in the
+    /// simulation like any node (crash it to stop it).
+    pub fn add_duplicate(&mut self, of: usize) -> usize {
+        let index = self.nodes.len();
+        let id = self.nodes[of].id;
+        self.nodes.push(SimNode::new(
+            id,
+            LinkAddr::new(format!("sim:{}", index + 1)),
+        ));
+        self.network.add_node();
+        self.trace.record(
+            self.now,
+            id,
+            || format!("duplicate of node {of} started"),
+            9,
+        );
+        self.boot(index);
+        index
     }
 
     /// Splits the cluster: `groups[i]` is node `i`'s side.
@@ -770,6 +1002,21 @@ impl Simulation {
         self.nodes[index].durable
     }
 
+    /// How many messages from node `from` node `node`'s admission dropped for `reason`.
+    pub fn dropped(&self, node: usize, from: usize, reason: DropReason) -> u64 {
+        self.drops.get(&(node, from, reason)).copied().unwrap_or(0)
+    }
+
+    /// Node `index`'s admission state machine, while it runs.
+    pub fn admission(&self, index: usize) -> Option<&Admission> {
+        self.nodes[index].admission.as_ref()
+    }
+
+    /// Node `index`'s current incarnation.
+    pub fn incarnation(&self, index: usize) -> u64 {
+        self.nodes[index].incarnation
+    }
+
     /// How often node `index` was restarted.
     pub fn restarts(&self, index: usize) -> u32 {
         self.nodes[index].restarts
@@ -851,6 +1098,21 @@ impl Simulation {
     /// Whether the cluster runs in `connected` quorum mode.
     pub fn is_connected_mode(&self) -> bool {
         self.config.is_connected_mode()
+    }
+}
+
+/// What the transport decided before admission existed: its own echo ignored, a frame for
+/// another node dropped, then one replay window per sender id.
+fn legacy_verdict(guard: &mut ReplayGuard, local: PeerId, header: &FrameHeader) -> Verdict {
+    if header.from == local {
+        return Verdict::Ignore;
+    }
+    if header.to.is_some_and(|to| to != local) {
+        return Verdict::Drop(DropReason::Misaddressed);
+    }
+    match guard.admit(header.from, header.incarnation, header.seq) {
+        Ok(()) => Verdict::Accept,
+        Err(_) => Verdict::Drop(DropReason::Replay),
     }
 }
 

@@ -19,7 +19,10 @@ mod network;
 pub mod scenario;
 mod trace;
 
-pub use cluster::{Observation, SentKind, SimConfig, SimFailure, Simulation, node_id};
+pub use cluster::{
+    AdmissionModel, Observation, SIM_UNIX_EPOCH, SentKind, SimConfig, SimFailure, Simulation,
+    node_id,
+};
 pub use network::NetworkConfig;
 pub use scenario::{
     Scenario, SeedReport, SeedRun, run_seed, run_seed_without_abstention, seed_count,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use conclave_protocol::Body;
 
+use crate::admission::FrameHeader;
 use crate::rng::SeededRng;
 use crate::time::Instant;
 
@@ -40,6 +41,8 @@ impl Default for NetworkConfig {
 pub(crate) struct Delivery {
     pub(crate) from: usize,
     pub(crate) to: usize,
+    /// What the envelope says: sender id, addressee, incarnation and sequence number.
+    pub(crate) header: FrameHeader,
     pub(crate) body: Body,
 }
 
@@ -179,5 +182,10 @@ impl Network {
 
     pub(crate) fn group_of(&self, node: usize) -> u32 {
         self.groups[node]
+    }
+
+    /// One more node, on the side of everyone who is not partitioned away.
+    pub(crate) fn add_node(&mut self) {
+        self.groups.push(0);
     }
 }

@@ -30,7 +30,7 @@ impl Invariant for DurableStateMonotonic {
                     self.last.remove(node);
                     continue;
                 }
-                Observation::Sent { .. } => continue,
+                Observation::Sent { .. } | Observation::Dropped { .. } => continue,
             };
             if let Some(previous) = self.last.get(node) {
                 if state.term < previous.term {
