@@ -74,6 +74,7 @@
 #![deny(missing_docs)]
 
 pub mod admission;
+pub mod election;
 pub mod fanout;
 pub mod membership;
 pub mod raft;

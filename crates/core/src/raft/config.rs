@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use conclave_protocol::PeerId;
 
-use crate::raft::error::RaftError;
+use crate::election::ElectionError as RaftError;
 
 /// Who counts towards a quorum (RAFT-6).
 #[derive(Debug, Clone, PartialEq, Eq)]

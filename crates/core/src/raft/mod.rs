@@ -7,7 +7,6 @@
 
 mod action;
 mod config;
-mod error;
 mod message;
 mod node;
 mod state;
@@ -15,9 +14,14 @@ mod state;
 #[cfg(test)]
 mod tests;
 
-pub use action::{Action, Event, LeaderChangeCause};
+pub use action::{Action, Event};
 pub use config::{QuorumMode, RaftConfig, majority_threshold};
-pub use error::RaftError;
 pub use message::RaftMessage;
-pub use node::{Command, CommandOutcome, Raft};
-pub use state::{FencingToken, HardState, LogPosition, RaftStatus, Role};
+pub use node::Raft;
+pub use state::{LogPosition, RaftStatus, Role};
+
+// The vocabulary every mode shares lives in `crate::election`; these names stay here while the
+// shell still speaks Raft (issue 9 moves every caller to `crate::election`).
+pub use crate::election::{
+    Command, CommandOutcome, ElectionError as RaftError, FencingToken, HardState, LeaderChangeCause,
+};

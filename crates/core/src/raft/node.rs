@@ -63,44 +63,15 @@ use conclave_protocol::{
 };
 use tracing::{debug, info, warn};
 
-use crate::raft::action::{Action, Event, LeaderChangeCause};
+use crate::election::{
+    Command, CommandOutcome, ElectionError as RaftError, FencingToken, HardState, LeaderChangeCause,
+};
+use crate::raft::action::{Action, Event};
 use crate::raft::config::{QuorumMode, RaftConfig, majority_threshold};
-use crate::raft::error::RaftError;
 use crate::raft::message::RaftMessage;
-use crate::raft::state::{FencingToken, HardState, LogPosition, RaftStatus, Role};
+use crate::raft::state::{LogPosition, RaftStatus, Role};
 use crate::rng::SeededRng;
 use crate::time::Instant;
-
-/// An operator's request to the election (RAFT-8).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Command {
-    /// Make this node the leader: `LeaderAssign` in `connected` mode, a leadership transfer
-    /// followed by a pin in `voters` mode.
-    SetLeader(PeerId),
-    /// Switch automatic elections on or off (`EnableAutoLeaderElection`).
-    EnableAutoElection(bool),
-    /// The leader hands over to the best caught-up peer, or steps down (Yield).
-    Resign,
-}
-
-/// What a successful [`Command`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CommandOutcome {
-    /// The command took effect on this node.
-    Applied,
-    /// This node is not the leader; the request went to the leader it knows.
-    Forwarded {
-        /// The leader the request was sent to.
-        to: PeerId,
-    },
-    /// A leadership transfer to `target` started; it completes when `target` wins.
-    TransferStarted {
-        /// The node that will campaign.
-        target: PeerId,
-    },
-    /// The leader stepped down without a successor (nobody was reachable).
-    SteppedDown,
-}
 
 /// How a campaign starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,10 +1,10 @@
-//! Errors of the election core.
+//! What the election refuses, whatever its mode.
 
 use conclave_protocol::PeerId;
 
 /// What the election core refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RaftError {
+pub enum ElectionError {
     /// The settings cannot work; every problem is listed.
     #[error("invalid election settings: {}", .0.join("; "))]
     InvalidConfig(Vec<String>),

@@ -1,0 +1,34 @@
+//! What every election mode persists, and the fencing token it hands out (RAFT-1, WAL-1,
+//! CB-5).
+
+use std::fmt;
+
+use conclave_protocol::PeerId;
+
+/// The state that must be durable before any message that depends on it leaves the node
+/// (RAFT-1, WAL-1). Emitted as [`Action::Persist`](crate::election::Action::Persist).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HardState {
+    /// The latest term this node has seen.
+    pub term: u64,
+    /// Whom it voted for in `term`.
+    pub vote: Option<PeerId>,
+    /// The leader pinned by a manual `SetLeader` (RAFT-8), while the override holds.
+    pub manual_override: Option<PeerId>,
+}
+
+/// `(term, leader)`: whatever a leader drives keeps the highest token it has seen and refuses
+/// commands carrying a lower one, so a deposed leader's late commands are rejected (CB-5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FencingToken {
+    /// The leader's term; tokens compare by it.
+    pub term: u64,
+    /// The leader of that term.
+    pub leader: PeerId,
+}
+
+impl fmt::Display for FencingToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.term, self.leader)
+    }
+}
