@@ -71,10 +71,11 @@
 //! - The epochs above, two fields on the wire (`Declaration.epoch`, `Proposal.epoch` and
 //!   `Proposal.leader`), and the proposal a node sends to a leader it cannot follow yet.
 //! - A leader answers a proposal with its declaration at once, and sends it to a peer that joins
-//!   its view. With Fabric's defaults the declaration interval equals the election duration
-//!   (5 s), so a newcomer's election could end just before the next periodic declaration and a
-//!   lower-id newcomer could take over; answering keeps Fabric's promise that a leader is not
-//!   displaced by a later peer.
+//!   its view; a proposer sends its proposal to a peer that joins its view (whichever side's
+//!   membership learns of the other last, the leader is heard). With Fabric's defaults the
+//!   declaration interval equals the election duration (5 s), so a newcomer's election could
+//!   end just before the next periodic declaration and a lower-id newcomer could take over;
+//!   answering keeps Fabric's promise that a leader is not displaced by a later peer.
 //! - A start-up wait ends as soon as a declaration arrives (Fabric: at the next sample), and
 //!   the view counts as stable when the *set* of peers is unchanged between two samples (Fabric
 //!   compares sizes, which misses one peer leaving as another joins).

@@ -219,21 +219,27 @@ impl Gossip {
     }
 
     /// Membership's view changed: `peer` is now connected or not (GOS-4). A leader tells a
-    /// newcomer at once who leads. A leader that leaves the view is not given up before the
-    /// alive threshold (its declarations are ignored meanwhile), as in Fabric.
+    /// newcomer at once who leads, and a proposer sends it its proposal (so that a leader it
+    /// could not hear before answers), whichever side's view learns of the other last. A
+    /// leader that leaves the view is not given up before the alive threshold (its
+    /// declarations are ignored meanwhile), as in Fabric.
     pub fn handle_peer_status(&mut self, now: Instant, peer: PeerId, connected: bool) {
         if peer == self.config.id {
             return;
         }
         let _ = now;
         if connected {
-            if self.view.insert(peer) && self.takes_part() && self.role == Role::Leader {
-                self.send(
-                    peer,
-                    GossipMessage::Declaration(Declaration {
-                        epoch: self.hard.term,
-                    }),
-                );
+            if self.view.insert(peer) && self.takes_part() {
+                match self.phase {
+                    Phase::Leading { .. } => self.send(
+                        peer,
+                        GossipMessage::Declaration(Declaration {
+                            epoch: self.hard.term,
+                        }),
+                    ),
+                    Phase::Proposing { .. } => self.send(peer, self.own_proposal()),
+                    _ => {}
+                }
             }
         } else {
             self.view.remove(&peer);
@@ -484,13 +490,7 @@ impl Gossip {
             // Ask it for a newer epoch: a proposal carrying this node's epoch makes a leader
             // take one above it.
             debug!(%from, epoch, own = self.hard.term, "declaration of an older epoch; asking for a newer one");
-            self.send(
-                from,
-                GossipMessage::Proposal(Proposal {
-                    epoch: self.hard.term,
-                    leader: self.hard.vote,
-                }),
-            );
+            self.send(from, self.own_proposal());
         }
     }
 
@@ -518,13 +518,7 @@ impl Gossip {
                 self.adopt(now, from, epoch, LeaderChangeCause::TieBreak);
             } else {
                 self.enter_following(now);
-                self.send(
-                    from,
-                    GossipMessage::Proposal(Proposal {
-                        epoch: self.hard.term,
-                        leader: self.hard.vote,
-                    }),
-                );
+                self.send(from, self.own_proposal());
             }
         } else if epoch >= self.hard.term {
             // The rival steps down when it hears this leader; its followers can only follow
@@ -605,10 +599,7 @@ impl Gossip {
             started: now,
             deadline: now + self.config.leader_election_duration,
         };
-        self.broadcast(GossipMessage::Proposal(Proposal {
-            epoch: self.hard.term,
-            leader: self.hard.vote,
-        }));
+        self.broadcast(self.own_proposal());
         self.pending_events.push(Event::ElectionStarted {
             term: epoch,
             phase: "proposal",
@@ -708,6 +699,14 @@ impl Gossip {
 
     // -----------------------------------------------------------------------------------------
     // plumbing
+
+    /// This node's proposal: its epoch and the leader it knows of it.
+    fn own_proposal(&self) -> GossipMessage {
+        GossipMessage::Proposal(Proposal {
+            epoch: self.hard.term,
+            leader: self.hard.vote,
+        })
+    }
 
     fn takes_part(&self) -> bool {
         !matches!(self.phase, Phase::Quarantined | Phase::Stopped)

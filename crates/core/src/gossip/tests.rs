@@ -573,6 +573,20 @@ fn gos3_leader_declares_to_a_newcomer() {
 // ---------------------------------------------------------------------------------------------
 // GOS-4: yield and the membership view
 
+/// GOS-3: a proposer sends its proposal to a peer that joins its view during the election, so
+/// that a leader whose declarations it could not hear before answers it.
+#[test]
+fn gos3_proposer_proposes_to_a_newcomer() {
+    let mut b = start("b");
+    connect(&mut b, &["c"]);
+    run_until(&mut b, secs(2));
+    assert_eq!(b.role(), Role::Candidate);
+    b.handle_peer_status(secs(3), id("a"), true);
+    assert_eq!(drain(&mut b), vec![send("a", proposal(0, None))]);
+    b.handle_message(secs(3), id("a"), declaration(4));
+    assert_eq!(b.leader(), Some(id("a")));
+}
+
 /// GOS-4: messages from a peer outside the membership view are ignored and counted, and a
 /// peer that leaves the view takes its proposal with it.
 #[test]
