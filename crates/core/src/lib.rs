@@ -76,6 +76,7 @@
 pub mod admission;
 pub mod election;
 pub mod fanout;
+pub mod gossip;
 pub mod membership;
 pub mod raft;
 mod rng;

@@ -248,16 +248,30 @@ pub struct TimeoutNow {
 }
 
 // ---------------------------------------------------------------------------------------------
-// gossip (GOS-*). Who proposes and in which order comes from the envelope (from, incarnation,
-// seq), as Fabric's leadership message carries the sender's PKI id and timestamp.
+// gossip (GOS-*). Who proposes or declares, and in which order, comes from the envelope (from,
+// incarnation, seq), as Fabric's leadership message carries the sender's PKI id and timestamp.
+// The epochs are conclave's addition: gossip has no term, so a leader takes a leadership epoch
+// above every one it has seen, and `(epoch, leader)` is the fencing token (CB-5).
 
-/// A node proposes itself as leader (GOS-2).
+/// A node without a leader proposes itself (GOS-2). It also goes, addressed to one node, to a
+/// leader whose declaration the sender could not adopt because its epoch was too old, so that
+/// the leader renews its epoch above the sender's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Proposal {}
+pub struct Proposal {
+    /// The epoch of the last leader the proposer followed or was (0 if none).
+    pub epoch: u64,
+    /// That leader, if the proposer knows it: a leader that receives a proposal of its own
+    /// epoch naming itself needs no new epoch.
+    pub leader: Option<PeerId>,
+}
 
 /// A leader declares itself (GOS-3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Declaration {}
+pub struct Declaration {
+    /// The leadership epoch: above every epoch the leader had seen when it took it, and
+    /// durable at the leader before the declaration left.
+    pub epoch: u64,
+}
 
 // ---------------------------------------------------------------------------------------------
 // priority (PRI-*)
@@ -607,6 +621,39 @@ mod tests {
     fn ping_body_layout() {
         let bytes = rmp_serde::to_vec(&Body::Ping(Ping { timestamp_ms: 5 })).unwrap();
         assert_eq!(bytes, vec![0x92, 0x02, 0x91, 0x05]);
+    }
+
+    /// PROTO-3, GOS-2, GOS-3: the gossip bodies carry the leadership epoch (and a proposal the
+    /// proposer's last leader); the sizes `docs/wire-protocol.md` states.
+    #[test]
+    fn gossip_body_layout() {
+        let declaration = rmp_serde::to_vec(&Body::Declaration(Declaration { epoch: 5 })).unwrap();
+        assert_eq!(declaration, vec![0x92, 0x21, 0x91, 0x05]);
+        let wide = rmp_serde::to_vec(&Body::Declaration(Declaration { epoch: u64::MAX })).unwrap();
+        assert_eq!(wide.len(), 12);
+        let proposal = rmp_serde::to_vec(&Body::Proposal(Proposal {
+            epoch: 0,
+            leader: None,
+        }))
+        .unwrap();
+        assert_eq!(proposal, vec![0x92, 0x20, 0x92, 0x00, 0xc0]);
+        let leader = PeerId::new("gw-a").unwrap();
+        let named = rmp_serde::to_vec(&Body::Proposal(Proposal {
+            epoch: 7,
+            leader: Some(leader),
+        }))
+        .unwrap();
+        assert_eq!(
+            named,
+            vec![0x92, 0x20, 0x92, 0x07, 0xa4, b'g', b'w', b'-', b'a']
+        );
+        let longest = PeerId::new(&"x".repeat(crate::MAX_ID_LEN)).unwrap();
+        let worst = rmp_serde::to_vec(&Body::Proposal(Proposal {
+            epoch: u64::MAX,
+            leader: Some(longest),
+        }))
+        .unwrap();
+        assert_eq!(worst.len(), 3 + 9 + 2 + crate::MAX_ID_LEN);
     }
 
     /// PROTO-6: an unknown kind is a decode error.

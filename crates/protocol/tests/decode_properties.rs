@@ -297,8 +297,12 @@ fn body_of_kind(kind: BodyKind) -> BoxedStrategy<Body> {
         BodyKind::TimeoutNow => (wide_u64(), any::<bool>())
             .prop_map(|(term, pin)| TimeoutNow { term, pin }.into())
             .boxed(),
-        BodyKind::Proposal => Just(Body::from(Proposal {})).boxed(),
-        BodyKind::Declaration => Just(Body::from(Declaration {})).boxed(),
+        BodyKind::Proposal => (wide_u64(), option::of(peer_id()))
+            .prop_map(|(epoch, leader)| Proposal { epoch, leader }.into())
+            .boxed(),
+        BodyKind::Declaration => wide_u64()
+            .prop_map(|epoch| Declaration { epoch }.into())
+            .boxed(),
         BodyKind::Discover => any::<u8>()
             .prop_map(|protocol_version| Discover { protocol_version }.into())
             .boxed(),

@@ -99,8 +99,11 @@ mod tests {
     #[test]
     fn election_bodies_round_trip() {
         let bodies = [
-            Body::Proposal(Proposal {}),
-            Body::Declaration(Declaration {}),
+            Body::Proposal(Proposal {
+                epoch: 3,
+                leader: None,
+            }),
+            Body::Declaration(Declaration { epoch: 4 }),
             Body::Discover(Discover {
                 protocol_version: 1,
             }),
