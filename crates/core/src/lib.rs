@@ -77,6 +77,7 @@ pub mod admission;
 pub mod election;
 pub mod fanout;
 pub mod membership;
+pub mod priority;
 pub mod raft;
 mod rng;
 pub mod sim;

@@ -299,40 +299,57 @@ fn body_of_kind(kind: BodyKind) -> BoxedStrategy<Body> {
             .boxed(),
         BodyKind::Proposal => Just(Body::from(Proposal {})).boxed(),
         BodyKind::Declaration => Just(Body::from(Declaration {})).boxed(),
-        BodyKind::Discover => any::<u8>()
-            .prop_map(|protocol_version| Discover { protocol_version }.into())
-            .boxed(),
-        BodyKind::DiscoverAck => (wide_u32(), option::of(peer_id()))
-            .prop_map(|(priority, known_master)| {
-                DiscoverAck {
+        BodyKind::Discover => (any::<u8>(), wide_u32(), wide_u64())
+            .prop_map(|(protocol_version, priority, round)| {
+                Discover {
+                    protocol_version,
                     priority,
-                    known_master,
+                    round,
                 }
                 .into()
             })
             .boxed(),
-        BodyKind::Candidate => (wide_u32(), wide_u32())
+        BodyKind::DiscoverAck => (wide_u32(), option::of(peer_id()), wide_u64())
+            .prop_map(|(priority, known_master, round)| {
+                DiscoverAck {
+                    priority,
+                    known_master,
+                    round,
+                }
+                .into()
+            })
+            .boxed(),
+        BodyKind::Candidate => (wide_u32(), wide_u64())
             .prop_map(|(priority, round)| Candidate { priority, round }.into())
             .boxed(),
-        BodyKind::PriorityVote => (peer_id(), wide_u32(), any::<bool>())
-            .prop_map(|(candidate, voter_priority, accept)| {
+        BodyKind::PriorityVote => (peer_id(), wide_u32(), any::<bool>(), wide_u64())
+            .prop_map(|(candidate, voter_priority, accept, round)| {
                 PriorityVote {
                     candidate,
                     voter_priority,
                     accept,
+                    round,
                 }
                 .into()
             })
             .boxed(),
-        BodyKind::MasterAnnounce => (wide_u16(), wide_u32(), any::<u8>())
-            .prop_map(|(peer_count, uptime_s, battery)| {
-                MasterAnnounce {
-                    peer_count,
-                    uptime_s,
-                    battery,
-                }
-                .into()
-            })
+        BodyKind::MasterAnnounce => (
+            (wide_u16(), wide_u32(), any::<u8>()),
+            (wide_u32(), wide_u64(), any::<bool>()),
+        )
+            .prop_map(
+                |((peer_count, uptime_s, battery), (priority, round, forced))| {
+                    MasterAnnounce {
+                        peer_count,
+                        uptime_s,
+                        battery,
+                        priority,
+                        round,
+                        forced,
+                    }
+                    .into()
+                },
+            )
             .boxed(),
         BodyKind::MasterResign => (
             prop_oneof![
@@ -341,8 +358,16 @@ fn body_of_kind(kind: BodyKind) -> BoxedStrategy<Body> {
                 Just(ResignReason::Shutdown),
             ],
             option::of(peer_id()),
+            wide_u64(),
         )
-            .prop_map(|(reason, successor)| MasterResign { reason, successor }.into())
+            .prop_map(|(reason, successor, round)| {
+                MasterResign {
+                    reason,
+                    successor,
+                    round,
+                }
+                .into()
+            })
             .boxed(),
         BodyKind::NotLeader => (option::of(peer_id()), option::of(text()))
             .prop_map(|(leader, addr)| NotLeader { leader, addr }.into())

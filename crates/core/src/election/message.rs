@@ -103,10 +103,13 @@ mod tests {
             Body::Declaration(Declaration {}),
             Body::Discover(Discover {
                 protocol_version: 1,
+                priority: 7,
+                round: 3,
             }),
             Body::DiscoverAck(DiscoverAck {
                 priority: 7,
                 known_master: None,
+                round: 3,
             }),
             Body::Candidate(Candidate {
                 priority: 9,
@@ -115,6 +118,7 @@ mod tests {
             Body::MasterResign(MasterResign {
                 reason: ResignReason::UserRequest,
                 successor: None,
+                round: 4,
             }),
         ];
         for body in bodies {
