@@ -80,13 +80,14 @@
 //!
 //! - a master that hears a higher round (a node that declared it dead and started an
 //!   election) moves above it at once and announces, so that node can follow it again;
-//! - two masters that meet: the winner moves above both rounds before the loser yields,
-//!   and the loser's followers move to the winner only at that higher round;
+//! - two masters that meet: the loser yields only to a round above its own (the winner
+//!   moves above it first if it is not), and the loser's followers move to the winner only
+//!   at that higher round;
 //! - a follower that hears its live master at a round below its own tells the master its
 //!   round (a `DiscoverAck`), and follows it once it moved above.
 //!
 //! Without a quorum, two partitions can each have a master at the same round; the token
-//! then orders them by id, and when they meet the survivor's round exceeds both. A master
+//! then orders them by id, and when they meet the survivor ends above the loser's round. A master
 //! whose whole partition died cannot pass its round on: a resource that saw its token
 //! rejects the next master's until that one's round passes it.
 //!

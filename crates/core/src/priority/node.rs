@@ -93,6 +93,10 @@ pub struct Priority {
     random: u8,
     peers: BTreeMap<PeerId, PeerEntry>,
     master: Option<KnownMaster>,
+    /// The highest fencing token this node has held, `(round, master)`; after a restart the
+    /// persisted round with no master, since the token held before is not known. A different
+    /// master is taken only above that round, so the token never goes sideways (CB-5).
+    token_floor: (u64, Option<PeerId>),
     /// The candidate this node accepted and waits for, while it has no master.
     awaiting: Option<Claim>,
     attempt: Option<Attempt>,
@@ -158,6 +162,7 @@ impl Priority {
             random,
             peers: BTreeMap::new(),
             master: None,
+            token_floor: (restored.term, None),
             awaiting: None,
             attempt: None,
             forced,
@@ -482,7 +487,7 @@ impl Priority {
         // a master at the highest round this node knows: a lower round is one this node has
         // already given up on (declared dead, or resigned). A node that is itself the master
         // named is proof it lives; another node's word is checked by the master timeout.
-        if known != self.config.id && self.may_adopt() && ack.round >= self.hard.term {
+        if known != self.config.id && self.may_adopt() && self.may_take(known, ack.round) {
             let confirmed = known == from;
             if self.leader() != Some(known) || confirmed {
                 info!(master = %known, round = ack.round, %from, "a peer knows the master; following it");
@@ -524,8 +529,10 @@ impl Priority {
         }
         let theirs = Claim::candidate(candidate.priority, from);
         // Accept a candidate that outranks this node (or any, if this node is not running),
-        // unless it already accepted a better one.
+        // unless it already accepted a better one. The candidate it waits for is accepted
+        // again whatever its score now: a new election draws a new random byte.
         let accept = match self.awaiting {
+            Some(awaited) if awaited.id == from => true,
             Some(awaited) if awaited > theirs => false,
             _ => !self.competing() || theirs > self.own_candidate_claim(now),
         };
@@ -605,6 +612,9 @@ impl Priority {
                 if announce.round > master.round {
                     self.leader_cause = LeaderChangeCause::LeaderHeard;
                 }
+                if announce.round >= self.token_floor.0 {
+                    self.token_floor = (announce.round, Some(from));
+                }
                 self.deadline = Some(now + self.config.master_timeout);
             }
             Some(master) if master.confirmed => {
@@ -613,7 +623,8 @@ impl Priority {
                 // it between themselves, and the winner's next round brings everyone over.
                 self.absorb_round(now, announce.round);
                 let outranks = master.claim.is_none_or(|claim| theirs > claim);
-                if announce.round > master.round && outranks {
+                if announce.round > master.round && outranks && self.may_take(from, announce.round)
+                {
                     self.follow(
                         now,
                         from,
@@ -629,7 +640,7 @@ impl Priority {
                 if !self.may_adopt() {
                     return;
                 }
-                if announce.round >= self.hard.term {
+                if self.may_take(from, announce.round) {
                     self.follow(
                         now,
                         from,
@@ -640,8 +651,12 @@ impl Priority {
                     );
                 } else {
                     // A live master below the round this node is at (it declared that master
-                    // dead, or heard a later election): tell it the round, so it moves above
-                    // it and can be followed without this node's token going back.
+                    // dead, or heard a later election), or at the round of a token this node
+                    // held with another master: tell it a round above, so it moves above it
+                    // and can be followed without this node's token going back.
+                    if announce.round >= self.hard.term {
+                        self.hard.term = announce.round + 1;
+                    }
                     let ack = self.discover_ack(now);
                     self.send(from, PriorityMessage::DiscoverAck(ack));
                 }
@@ -954,6 +969,7 @@ impl Priority {
             claim: None,
             confirmed: true,
         });
+        self.token_floor = (self.hard.term, Some(self.config.id));
         self.leader_cause = cause;
         info!(round = self.hard.term, state = %self.state, ?cause, "master");
         self.broadcast_announce(now);
@@ -975,6 +991,9 @@ impl Priority {
             claim,
             confirmed,
         });
+        if round >= self.token_floor.0 {
+            self.token_floor = (round, Some(master));
+        }
         self.awaiting = None;
         self.attempt = None;
         self.sitting_out = false;
@@ -985,7 +1004,8 @@ impl Priority {
 
     /// Accepts `candidate` and waits for it to announce, as a follower without a master.
     fn await_candidate(&mut self, now: Instant, candidate: Claim) {
-        let waiting = self.state == PriorityState::Follower && self.awaiting.is_some();
+        let waiting = self.state == PriorityState::Follower
+            && self.awaiting.is_some_and(|awaited| awaited.id == candidate.id);
         if self.master.is_some() {
             // Only an unconfirmed master (named by a peer) can be dropped for a candidate: a
             // live candidate means some node lost it.
@@ -1080,6 +1100,14 @@ impl Priority {
     /// Whether this node may take a master it is told of: it has none it has heard itself.
     fn may_adopt(&self) -> bool {
         !self.is_master() && !self.master.is_some_and(|master| master.confirmed)
+    }
+
+    /// Whether `master` at `round` may be this node's master without its fencing token going
+    /// back or sideways: the round is the highest it knows, and above every token it held
+    /// with another master (CB-5).
+    fn may_take(&self, master: PeerId, round: u64) -> bool {
+        let (floor, floor_master) = self.token_floor;
+        round >= self.hard.term && (round > floor || floor_master == Some(master))
     }
 
     /// Whether this node runs for master in the current election.

@@ -486,6 +486,75 @@ fn pri2_vote_accepts_a_higher_candidate_and_refuses_a_lower_one() {
     assert_eq!(node.poll_timeout(), Some(at(3600)));
 }
 
+/// PRI-2: the candidate a node waits for is accepted again when it campaigns in a later
+/// election with a lower score (a new random byte), without the wait growing; a different
+/// candidate below the awaited score is still refused.
+#[test]
+fn pri2_awaited_candidate_is_accepted_again_with_a_new_score() {
+    let mut node = node("pod-a");
+    discovering(&mut node);
+    let higher = node.score() + 100;
+    node.handle_message(
+        at(10),
+        id("pod-b"),
+        PriorityMessage::Candidate(Candidate {
+            priority: higher,
+            round: 1,
+        }),
+    );
+    drain(&mut node);
+    assert_eq!(node.status().awaiting, Some(id("pod-b")));
+    assert_eq!(node.poll_timeout(), Some(at(3010)));
+    node.handle_message(
+        at(2000),
+        id("pod-b"),
+        PriorityMessage::Candidate(Candidate {
+            priority: higher - 50,
+            round: 2,
+        }),
+    );
+    assert_eq!(
+        drain(&mut node),
+        vec![
+            Action::Persist(round(2)),
+            send(
+                "pod-b",
+                PriorityMessage::Vote(PriorityVote {
+                    candidate: id("pod-b"),
+                    voter_priority: node.score(),
+                    accept: true,
+                    round: 2,
+                })
+            ),
+            Action::Publish(Event::VoteCast {
+                term: 2,
+                candidate: id("pod-b"),
+                granted: true,
+                pre_vote: false,
+            }),
+        ]
+    );
+    assert_eq!(node.poll_timeout(), Some(at(3010)), "the wait does not grow");
+    node.handle_message(
+        at(2010),
+        id("pod-c"),
+        PriorityMessage::Candidate(Candidate {
+            priority: higher - 60,
+            round: 2,
+        }),
+    );
+    assert!(matches!(
+        drain(&mut node)[0],
+        Action::Send {
+            message: ElectionMessage::Priority(PriorityMessage::Vote(PriorityVote {
+                accept: false,
+                ..
+            })),
+            ..
+        }
+    ));
+}
+
 /// PRI-2: a candidate refused by a voter that outranks it ("I have higher priority") stops
 /// campaigning and waits for that voter.
 #[test]
@@ -1277,6 +1346,43 @@ fn cb5_electing_node_nudges_a_lower_round_master() {
     );
     node.handle_message(at(110), id("pod-m"), announce(score(90), 8, false));
     assert_eq!(node.fencing_token().map(|t| t.term), Some(8));
+}
+
+/// CB-5: a master that resigned (its token `2:pod-a`) and then hears another master of the
+/// same round 2 (from another partition) does not take it, since its token would go sideways;
+/// it raises its round and tells that master, and follows it once it moved above.
+#[test]
+fn cb5_token_never_goes_sideways_after_resign() {
+    let mut node = master_alone("pod-a"); // round 2
+    assert_eq!(
+        node.handle_command(at(600), Command::Resign),
+        Ok(CommandOutcome::SteppedDown)
+    );
+    drain(&mut node);
+    node.handle_message(at(700), id("pod-b"), announce(score(50), 2, false));
+    assert_eq!(
+        drain(&mut node),
+        vec![
+            Action::Persist(round(3)),
+            send(
+                "pod-b",
+                PriorityMessage::DiscoverAck(DiscoverAck {
+                    priority: node.score(),
+                    known_master: None,
+                    round: 3,
+                })
+            ),
+        ]
+    );
+    assert_eq!(node.leader(), None);
+    node.handle_message(at(710), id("pod-b"), announce(score(50), 4, false));
+    assert_eq!(
+        node.fencing_token(),
+        Some(FencingToken {
+            term: 4,
+            leader: id("pod-b")
+        })
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
