@@ -928,13 +928,13 @@ fn proto_6_numbers_wider_than_their_field_are_malformed() {
             0x01,
             0xc0,
         ];
-        frame.extend_from_slice(&[0x92, 52, 0x93]);
+        frame.extend_from_slice(&[0x92, 52, 0x96]);
         frame.extend_from_slice(fields);
         frame
     };
-    // peer_count, uptime_s, battery
+    // peer_count, uptime_s, battery, then priority 7, round 2, forced false
     let fits = codec
-        .decode(&frame(&[0xcd, 0xff, 0xff, 0x05, 0x64]))
+        .decode(&frame(&[0xcd, 0xff, 0xff, 0x05, 0x64, 0x07, 0x02, 0xc2]))
         .unwrap();
     assert_eq!(
         fits.body,
@@ -942,12 +942,16 @@ fn proto_6_numbers_wider_than_their_field_are_malformed() {
             peer_count: u16::MAX,
             uptime_s: 5,
             battery: 100,
+            priority: 7,
+            round: 2,
+            forced: false,
         })
     );
     for too_wide in [
-        &[0xce, 0x00, 0x01, 0x00, 0x00, 0x05, 0x64][..],
-        &[0x01, 0xcf, 0, 0, 0, 0x01, 0, 0, 0, 0, 0x64],
-        &[0x01, 0x05, 0xcd, 0x01, 0x00],
+        &[0xce, 0x00, 0x01, 0x00, 0x00, 0x05, 0x64, 0x07, 0x02, 0xc2][..],
+        &[0x01, 0xcf, 0, 0, 0, 0x01, 0, 0, 0, 0, 0x64, 0x07, 0x02, 0xc2],
+        &[0x01, 0x05, 0xcd, 0x01, 0x00, 0x07, 0x02, 0xc2],
+        &[0x01, 0x05, 0x64, 0xcf, 0, 0, 0, 0x01, 0, 0, 0, 0, 0x02, 0xc2],
     ] {
         assert!(
             matches!(
