@@ -97,7 +97,12 @@ fn two_pods_boot_simultaneously_higher_priority_is_master() {
         for batteries in [[60, 90], [90, 60]] {
             let higher = if batteries[0] > batteries[1] { 0 } else { 1 };
             let (mut air, master) = settled(seed, &batteries);
-            assert_eq!(master, higher, "seed {seed} {batteries:?}\n{}", air.report());
+            assert_eq!(
+                master,
+                higher,
+                "seed {seed} {batteries:?}\n{}",
+                air.report()
+            );
             air.run_for(ms(10_000));
             assert_eq!(air.agreed_master(), Some(higher));
             for pod in &air.pods {
@@ -167,8 +172,8 @@ fn pod_joins_existing_network_follower_knows_master() {
             joiner.node().fencing_token(),
             air.pods[0].node().fencing_token()
         );
-        for i in 0..3 {
-            let new_changes = air.pods[i].events[before[i]..]
+        for (i, (pod, &seen)) in air.pods.iter().zip(&before).take(3).enumerate() {
+            let new_changes = pod.events[seen..]
                 .iter()
                 .filter(|(_, e)| matches!(e, Event::LeaderChanged { .. }))
                 .count();
@@ -196,7 +201,10 @@ fn master_battery_drops_to_15_percent_resigns_new_election() {
         assert!(agreed <= resigned_at + ms(10), "{agreed:?}");
         let successor = &air.pods[1];
         let (_, round, leader, cause) = *successor.leader_changes().last().unwrap();
-        assert_eq!((leader, cause), (Some(successor.id), LeaderChangeCause::Resign));
+        assert_eq!(
+            (leader, cause),
+            (Some(successor.id), LeaderChangeCause::Resign)
+        );
         assert!(round > old_round);
         for i in [2, 3] {
             assert!(
@@ -222,8 +230,7 @@ fn master_loses_power_followers_detect_timeout_elect_new() {
         let crashed_at = air.now;
         let old_round = air.pods[master].node().term();
         // The last announcement any follower heard left at most a second before the crash.
-        let last_announce =
-            Instant::from_micros(crashed_at.as_micros().saturating_sub(1_000_000));
+        let last_announce = Instant::from_micros(crashed_at.as_micros().saturating_sub(1_000_000));
         air.crash(master);
         let early = air.run_until_condition(last_announce + ms(3000), |air| {
             others(air, master)
@@ -380,7 +387,10 @@ fn serial_election_status_reports_state_score_and_peers() {
     for (index, pod) in air.pods.iter().enumerate() {
         let status = pod.node().status();
         assert_eq!(status.peers, 2, "pod-{index}");
-        assert_eq!(conclave_core::priority::battery_of(status.score), pod.battery);
+        assert_eq!(
+            conclave_core::priority::battery_of(status.score),
+            pod.battery
+        );
         assert_eq!(status.master, Some(air.pods[master].id));
         let expected = if index == master {
             PriorityState::Master

@@ -186,7 +186,10 @@ fn random_faults_then_one_master_within_budget() {
     // must time out, and partitions healing with a master on each side.
     if seeds.len() >= 1000 {
         assert!(worst.0 > Duration::from_secs(2), "{worst:?}");
-        assert!(timed_out_after_heal >= seeds.len() / 100, "{timed_out_after_heal}");
+        assert!(
+            timed_out_after_heal >= seeds.len() / 100,
+            "{timed_out_after_heal}"
+        );
         assert!(split_at_heal >= seeds.len() / 20, "{split_at_heal}");
     }
 }

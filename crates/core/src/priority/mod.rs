@@ -9,29 +9,32 @@
 //! # The algorithm
 //!
 //! ```text
-//!   start ──force_master / pinned──────────────────────────────────────┐
-//!     │                                                                 ▼
-//!     ▼  jitter                                                  ┌──────────────┐
-//!  ┌──────┐  master lost (3 s silence) / its master resigned     │ ForcedMaster │
-//!  │ Idle │◄─ resigned: sits one election out                    └──────────────┘
-//!  └──┬───┘                                    ▲ SetLeader(self)        │ announce 1 s
-//!     │ round += 1, broadcast Discover         │                        ▼
-//!     ▼                                        │          ┌────────────────────────────┐
-//!  ┌─────────────┐  DiscoverAck names a master at the top round (late joiner, PRI-4)   │
-//!  │ Discovering │─────────────────────────────────────────►│         Follower         │
-//!  └──┬──────────┘  500 ms + jitter                          │  (of a master, or of a   │
-//!     │ nobody answered ─────────────────────────┐           │   candidate it accepted) │
-//!     │ peers answered: broadcast Candidate      │           └──────────────────────────┘
-//!     ▼                                          │             ▲        │ 3 s silence:
-//!  ┌─────────────┐  a candidate or voter        │             │        │ round += 1,
-//!  │ Campaigning │  outranks it: accept, wait ───┼─────────────┘        │ Discovering
-//!  └──┬──────────┘  200 ms (+ jitter on retry)  │                      ▼
-//!     ▼                                          │
-//!  ┌─────────────────┐ every peer heard accepted │   ┌────────┐  a master that outranks it
-//!  │ WaitingForVotes │──────────────────────────┴──►│ Master │  at a higher round: Follower
-//!  └──┬──────────────┘ 300 ms                        └────────┘  (PRI-6); announce every 1 s
-//!     │ not all accepted: campaign again, at most 3 times; then the highest priority it
-//!     └─ knows wins (it would be following a higher one otherwise) ──► Master
+//!                    force_master, or pinned by `conclave leader set`
+//!   start ────────────────────────────────────────────────────────────┐
+//!     │ jitter                                                         ▼
+//!     ▼                                                         ┌──────────────┐
+//!  ┌──────┐  resigned: sits one election out                    │ ForcedMaster │
+//!  │ Idle │  automatic election off: looks again every 3 s      └──────────────┘
+//!  └──┬───┘
+//!     │ round + 1, broadcast Discover
+//!     ▼
+//!  ┌─────────────┐  a master named at the highest round known (PRI-4)  ┌──────────┐
+//!  │ Discovering │────────────────────────────────────────────────────►│          │
+//!  └──┬───────┬──┘  500 ms + jitter                                    │          │
+//!     │       └── nobody answered: master alone (PRI-4) ───────┐       │          │
+//!     │ broadcast Candidate                                     │       │ Follower │
+//!     ▼                                                         │       │          │
+//!  ┌─────────────┐  a candidate or voter outranks it:          │       │          │
+//!  │ Campaigning │  accept it, wait for its announcement ──────┼──────►│          │
+//!  └──┬──────────┘  200 ms (+ jitter on a retry)               │       └────┬─────┘
+//!     ▼                                                         ▼            │ 3 s silence, or
+//!  ┌─────────────────┐  every peer heard accepted         ┌────────┐        │ its master
+//!  │ WaitingForVotes │───────────────────────────────────►│ Master │        │ discovers again:
+//!  └──┬──────────────┘  300 ms                            └───┬────┘        │ round + 1,
+//!     │ some did not: campaign again, at most 3 times;         │ announces   │ Discovering
+//!     └─ then nobody it heard outranks it ────────────────────►│ every 1 s   ▼
+//!                                                               │
+//!          meets a master of higher claim at a higher round: Follower (PRI-6)
 //! ```
 //!
 //! - **Discovering** (PRI-2): the node broadcasts `Discover` and collects answers for 500 ms
@@ -75,16 +78,20 @@
 //! [`HardState::term`](crate::election::HardState)). A node becomes master only with a round
 //! **one above every round it has heard**, persisted (`Action::Persist`) before the
 //! announcement that carries it leaves, and a restart starts from the persisted round. A
-//! node takes a master only at the highest round it knows, so the fencing token
-//! `(round, master)` it reports never goes back and grows with every change of master:
+//! node takes a master only at the highest round it knows, and a master other than the one
+//! of its last token only above that token's round (after a restart: above the persisted
+//! round), so the fencing token `(round, master)` it reports never goes back and grows with
+//! every change of master:
 //!
 //! - a master that hears a higher round (a node that declared it dead and started an
 //!   election) moves above it at once and announces, so that node can follow it again;
 //! - two masters that meet: the loser yields only to a round above its own (the winner
 //!   moves above it first if it is not), and the loser's followers move to the winner only
 //!   at that higher round;
-//! - a follower that hears its live master at a round below its own tells the master its
-//!   round (a `DiscoverAck`), and follows it once it moved above.
+//! - a node without a master that hears a live master it may not take (a round below its
+//!   own, or the round of a token it held with another master) raises its own round above
+//!   the master's and tells the master (a `DiscoverAck`); it follows once the master moved
+//!   above.
 //!
 //! Without a quorum, two partitions can each have a master at the same round; the token
 //! then orders them by id, and when they meet the survivor ends above the loser's round. A master

@@ -262,12 +262,9 @@ impl Priority {
             return;
         }
         // Seed 002 resigns from `kMaster` only: a forced master stays where it was put.
-        if self.state == PriorityState::Master && self.battery <= self.config.low_battery_percent
-        {
+        if self.state == PriorityState::Master && self.battery <= self.config.low_battery_percent {
             match self.best_successor() {
-                Some((successor, score))
-                    if battery_of(score) > self.config.low_battery_percent =>
-                {
+                Some((successor, score)) if battery_of(score) > self.config.low_battery_percent => {
                     info!(
                         battery = self.battery,
                         %successor,
@@ -813,7 +810,10 @@ impl Priority {
             // Nobody that answered outranks this node (it would be awaiting it otherwise):
             // the seed's rule, "I have the highest priority", decides. A master it could not
             // hear is met later and settled by PRI-6.
-            info!(retries, "not every peer answered; highest known priority wins");
+            info!(
+                retries,
+                "not every peer answered; highest known priority wins"
+            );
             self.become_master(now, LeaderChangeCause::VoteWon);
         }
     }
@@ -1005,7 +1005,9 @@ impl Priority {
     /// Accepts `candidate` and waits for it to announce, as a follower without a master.
     fn await_candidate(&mut self, now: Instant, candidate: Claim) {
         let waiting = self.state == PriorityState::Follower
-            && self.awaiting.is_some_and(|awaited| awaited.id == candidate.id);
+            && self
+                .awaiting
+                .is_some_and(|awaited| awaited.id == candidate.id);
         if self.master.is_some() {
             // Only an unconfirmed master (named by a peer) can be dropped for a candidate: a
             // live candidate means some node lost it.
@@ -1242,12 +1244,13 @@ impl Priority {
         let observed = self.master.map(|master| (master.round, master.id));
         if observed != self.published_leader {
             self.published_leader = observed;
-            self.actions.push_back(Action::Publish(Event::LeaderChanged {
-                term: self.term(),
-                leader: self.leader(),
-                role: self.state.role(),
-                cause: self.leader_cause,
-            }));
+            self.actions
+                .push_back(Action::Publish(Event::LeaderChanged {
+                    term: self.term(),
+                    leader: self.leader(),
+                    role: self.state.role(),
+                    cause: self.leader_cause,
+                }));
         }
     }
 }

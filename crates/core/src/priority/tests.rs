@@ -72,12 +72,7 @@ fn role_changed(term: u64, state: PriorityState) -> Action {
     })
 }
 
-fn leader_changed(
-    term: u64,
-    leader: Option<&str>,
-    role: Role,
-    cause: LeaderChangeCause,
-) -> Action {
+fn leader_changed(term: u64, leader: Option<&str>, role: Role, cause: LeaderChangeCause) -> Action {
     Action::Publish(Event::LeaderChanged {
         term,
         leader: leader.map(id),
@@ -117,7 +112,11 @@ fn own_announce(node: &Priority, round: u64, peer_count: u16, now: Instant) -> P
 /// Starts `node` and runs its first discovery (round `restored + 1`) at time 0.
 fn discovering(node: &mut Priority) {
     let deadline = node.poll_timeout().unwrap();
-    assert_eq!(deadline, Instant::ZERO, "no jitter: discovery starts at once");
+    assert_eq!(
+        deadline,
+        Instant::ZERO,
+        "no jitter: discovery starts at once"
+    );
     node.handle_timeout(deadline);
     drain(node);
     assert_eq!(node.state(), PriorityState::Discovering);
@@ -534,7 +533,11 @@ fn pri2_awaited_candidate_is_accepted_again_with_a_new_score() {
             }),
         ]
     );
-    assert_eq!(node.poll_timeout(), Some(at(3010)), "the wait does not grow");
+    assert_eq!(
+        node.poll_timeout(),
+        Some(at(3010)),
+        "the wait does not grow"
+    );
     node.handle_message(
         at(2010),
         id("pod-c"),
@@ -1070,7 +1073,10 @@ fn pri5_shutdown_resigns_with_successor() {
     // A follower only stops.
     let mut follower = follower_of("pod-f", "pod-m", 4, 90);
     follower.handle_shutdown(at(200));
-    assert_eq!(drain(&mut follower), vec![role_changed(4, PriorityState::Idle)]);
+    assert_eq!(
+        drain(&mut follower),
+        vec![role_changed(4, PriorityState::Idle)]
+    );
 }
 
 /// PRI-5: membership reporting a peer gone removes it from the successors.
@@ -1104,7 +1110,12 @@ fn pri6_lower_master_yields_to_a_higher_one() {
                 other: id("pod-b"),
             }),
             role_changed(3, PriorityState::Follower),
-            leader_changed(3, Some("pod-b"), Role::Follower, LeaderChangeCause::Priority),
+            leader_changed(
+                3,
+                Some("pod-b"),
+                Role::Follower,
+                LeaderChangeCause::Priority
+            ),
         ]
     );
 }
@@ -1193,7 +1204,12 @@ fn pri6_force_master_by_config() {
             Action::Persist(round(4)),
             broadcast(own_announce(&node, 4, 0, Instant::ZERO)),
             role_changed(4, PriorityState::ForcedMaster),
-            leader_changed(4, Some("pod-a"), Role::Leader, LeaderChangeCause::Configured),
+            leader_changed(
+                4,
+                Some("pod-a"),
+                Role::Leader,
+                LeaderChangeCause::Configured
+            ),
         ]
     );
     // It wins over a master of any score.
@@ -1321,7 +1337,12 @@ fn cb5_master_moves_above_a_higher_round_it_hears() {
                     round: 6,
                 })
             ),
-            leader_changed(6, Some("pod-m"), Role::Leader, LeaderChangeCause::HigherTerm),
+            leader_changed(
+                6,
+                Some("pod-m"),
+                Role::Leader,
+                LeaderChangeCause::HigherTerm
+            ),
         ]
     );
 }
@@ -1458,7 +1479,7 @@ fn new_refuses_bad_settings() {
         master_timeout: Duration::from_millis(500),
         ..config("pod-a")
     };
-    let err = Priority::new(bad, HardState::default(), SeededRng::new(1), Instant::ZERO)
-        .unwrap_err();
+    let err =
+        Priority::new(bad, HardState::default(), SeededRng::new(1), Instant::ZERO).unwrap_err();
     assert!(err.to_string().contains("master_timeout"), "{err}");
 }

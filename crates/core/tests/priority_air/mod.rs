@@ -10,7 +10,10 @@
 //!   master, and stays or grows while the master stays (CB-5);
 //! - a pod announces only while it is master, and only its own round.
 
-#![allow(dead_code, reason = "each test file uses a different part of the harness")]
+#![allow(
+    dead_code,
+    reason = "each test file uses a different part of the harness"
+)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -149,7 +152,11 @@ fn round_of(message: &PriorityMessage) -> u64 {
 
 impl Air {
     /// Pods `pod-0`..`pod-{n-1}`, none started; `tune` adjusts each pod's settings.
-    pub(crate) fn new(seed: u64, batteries: &[u8], tune: impl Fn(usize, &mut PriorityConfig)) -> Self {
+    pub(crate) fn new(
+        seed: u64,
+        batteries: &[u8],
+        tune: impl Fn(usize, &mut PriorityConfig),
+    ) -> Self {
         let pods = batteries
             .iter()
             .enumerate()
@@ -202,7 +209,10 @@ impl Air {
         let machine = Priority::new(pod.config.clone(), durable, self.rng.fork(), self.now)
             .unwrap_or_else(|e| panic!("seed {}: pod {index}: {e}", self.seed));
         self.pods[index].machine = Some(machine);
-        self.note(format!("start pod-{index} (durable round {})", durable.term));
+        self.note(format!(
+            "start pod-{index} (durable round {})",
+            durable.term
+        ));
         let now = self.now;
         let battery = self.pods[index].battery;
         let signals: Vec<PeerSignal> = self
@@ -474,7 +484,10 @@ impl Air {
     /// Carries out everything pod `index` queued, checking the invariants.
     fn carry_out(&mut self, index: usize) {
         loop {
-            let Some(action) = self.pods[index].machine.as_mut().and_then(|m| m.poll_action())
+            let Some(action) = self.pods[index]
+                .machine
+                .as_mut()
+                .and_then(|m| m.poll_action())
             else {
                 return;
             };
