@@ -78,6 +78,7 @@ pub mod election;
 pub mod fanout;
 pub mod gossip;
 pub mod membership;
+pub mod priority;
 pub mod raft;
 mod rng;
 pub mod sim;

@@ -274,13 +274,20 @@ pub struct Declaration {
 }
 
 // ---------------------------------------------------------------------------------------------
-// priority (PRI-*)
+// priority (PRI-*). Every priority body carries a round: the round is the priority mode's
+// term, and a node that hears a higher one keeps it, so a new master can always pick a round
+// above every round it has heard of (CB-5 fencing; `core::priority` explains the rules).
 
 /// A node looks for peers and a master (PRI-2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Discover {
     /// The priority election protocol version the sender speaks.
     pub protocol_version: u8,
+    /// The sender's priority score (PRI-1), so that a master knows every pod that joined as a
+    /// possible successor (PRI-5).
+    pub priority: u32,
+    /// The sender's round: the highest it has seen, just incremented for this election.
+    pub round: u64,
 }
 
 /// The answer to [`Discover`]: the responder's priority and the master it knows, if any (PRI-4).
@@ -288,8 +295,10 @@ pub struct Discover {
 pub struct DiscoverAck {
     /// The responder's priority score (PRI-1).
     pub priority: u32,
-    /// The master the responder follows.
+    /// The master the responder follows and has heard itself.
     pub known_master: Option<PeerId>,
+    /// The round of `known_master`; without one, the highest round the responder has seen.
+    pub round: u64,
 }
 
 /// A node campaigns with its priority score (PRI-2).
@@ -298,7 +307,7 @@ pub struct Candidate {
     /// The candidate's priority score.
     pub priority: u32,
     /// The election round; it grows when a master is declared dead (PRI-3).
-    pub round: u32,
+    pub round: u64,
 }
 
 /// A vote in the priority election (named `Vote` in PRI-2; `PriorityVote` here to keep it
@@ -311,6 +320,9 @@ pub struct PriorityVote {
     pub voter_priority: u32,
     /// Whether the voter accepts the candidate.
     pub accept: bool,
+    /// The round of the [`Candidate`] answered, so that a late vote is not counted in a later
+    /// round.
+    pub round: u64,
 }
 
 /// The master's periodic announcement (PRI-3).
@@ -322,6 +334,12 @@ pub struct MasterAnnounce {
     pub uptime_s: u32,
     /// The master's battery level, 0–100.
     pub battery: u8,
+    /// The master's priority score now (PRI-1); two masters compare it (PRI-6).
+    pub priority: u32,
+    /// The master's round: with the master's id, the fencing token (CB-5).
+    pub round: u64,
+    /// The master is forced (by configuration or command) and wins over any score (PRI-6).
+    pub forced: bool,
 }
 
 /// Why a master resigns (PRI-5).
@@ -365,6 +383,8 @@ pub struct MasterResign {
     pub reason: ResignReason,
     /// The best successor, which becomes master at once.
     pub successor: Option<PeerId>,
+    /// The resigning master's round; the successor leads with a higher one.
+    pub round: u64,
 }
 
 // ---------------------------------------------------------------------------------------------

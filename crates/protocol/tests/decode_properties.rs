@@ -303,40 +303,57 @@ fn body_of_kind(kind: BodyKind) -> BoxedStrategy<Body> {
         BodyKind::Declaration => wide_u64()
             .prop_map(|epoch| Declaration { epoch }.into())
             .boxed(),
-        BodyKind::Discover => any::<u8>()
-            .prop_map(|protocol_version| Discover { protocol_version }.into())
-            .boxed(),
-        BodyKind::DiscoverAck => (wide_u32(), option::of(peer_id()))
-            .prop_map(|(priority, known_master)| {
-                DiscoverAck {
+        BodyKind::Discover => (any::<u8>(), wide_u32(), wide_u64())
+            .prop_map(|(protocol_version, priority, round)| {
+                Discover {
+                    protocol_version,
                     priority,
-                    known_master,
+                    round,
                 }
                 .into()
             })
             .boxed(),
-        BodyKind::Candidate => (wide_u32(), wide_u32())
+        BodyKind::DiscoverAck => (wide_u32(), option::of(peer_id()), wide_u64())
+            .prop_map(|(priority, known_master, round)| {
+                DiscoverAck {
+                    priority,
+                    known_master,
+                    round,
+                }
+                .into()
+            })
+            .boxed(),
+        BodyKind::Candidate => (wide_u32(), wide_u64())
             .prop_map(|(priority, round)| Candidate { priority, round }.into())
             .boxed(),
-        BodyKind::PriorityVote => (peer_id(), wide_u32(), any::<bool>())
-            .prop_map(|(candidate, voter_priority, accept)| {
+        BodyKind::PriorityVote => (peer_id(), wide_u32(), any::<bool>(), wide_u64())
+            .prop_map(|(candidate, voter_priority, accept, round)| {
                 PriorityVote {
                     candidate,
                     voter_priority,
                     accept,
+                    round,
                 }
                 .into()
             })
             .boxed(),
-        BodyKind::MasterAnnounce => (wide_u16(), wide_u32(), any::<u8>())
-            .prop_map(|(peer_count, uptime_s, battery)| {
-                MasterAnnounce {
-                    peer_count,
-                    uptime_s,
-                    battery,
-                }
-                .into()
-            })
+        BodyKind::MasterAnnounce => (
+            (wide_u16(), wide_u32(), any::<u8>()),
+            (wide_u32(), wide_u64(), any::<bool>()),
+        )
+            .prop_map(
+                |((peer_count, uptime_s, battery), (priority, round, forced))| {
+                    MasterAnnounce {
+                        peer_count,
+                        uptime_s,
+                        battery,
+                        priority,
+                        round,
+                        forced,
+                    }
+                    .into()
+                },
+            )
             .boxed(),
         BodyKind::MasterResign => (
             prop_oneof![
@@ -345,8 +362,16 @@ fn body_of_kind(kind: BodyKind) -> BoxedStrategy<Body> {
                 Just(ResignReason::Shutdown),
             ],
             option::of(peer_id()),
+            wide_u64(),
         )
-            .prop_map(|(reason, successor)| MasterResign { reason, successor }.into())
+            .prop_map(|(reason, successor, round)| {
+                MasterResign {
+                    reason,
+                    successor,
+                    round,
+                }
+                .into()
+            })
             .boxed(),
         BodyKind::NotLeader => (option::of(peer_id()), option::of(text()))
             .prop_map(|(leader, addr)| NotLeader { leader, addr }.into())
@@ -907,13 +932,13 @@ fn proto_6_numbers_wider_than_their_field_are_malformed() {
             0x01,
             0xc0,
         ];
-        frame.extend_from_slice(&[0x92, 52, 0x93]);
+        frame.extend_from_slice(&[0x92, 52, 0x96]);
         frame.extend_from_slice(fields);
         frame
     };
-    // peer_count, uptime_s, battery
+    // peer_count, uptime_s, battery, then priority 7, round 2, forced false
     let fits = codec
-        .decode(&frame(&[0xcd, 0xff, 0xff, 0x05, 0x64]))
+        .decode(&frame(&[0xcd, 0xff, 0xff, 0x05, 0x64, 0x07, 0x02, 0xc2]))
         .unwrap();
     assert_eq!(
         fits.body,
@@ -921,12 +946,20 @@ fn proto_6_numbers_wider_than_their_field_are_malformed() {
             peer_count: u16::MAX,
             uptime_s: 5,
             battery: 100,
+            priority: 7,
+            round: 2,
+            forced: false,
         })
     );
     for too_wide in [
-        &[0xce, 0x00, 0x01, 0x00, 0x00, 0x05, 0x64][..],
-        &[0x01, 0xcf, 0, 0, 0, 0x01, 0, 0, 0, 0, 0x64],
-        &[0x01, 0x05, 0xcd, 0x01, 0x00],
+        &[0xce, 0x00, 0x01, 0x00, 0x00, 0x05, 0x64, 0x07, 0x02, 0xc2][..],
+        &[
+            0x01, 0xcf, 0, 0, 0, 0x01, 0, 0, 0, 0, 0x64, 0x07, 0x02, 0xc2,
+        ],
+        &[0x01, 0x05, 0xcd, 0x01, 0x00, 0x07, 0x02, 0xc2],
+        &[
+            0x01, 0x05, 0x64, 0xcf, 0, 0, 0, 0x01, 0, 0, 0, 0, 0x02, 0xc2,
+        ],
     ] {
         assert!(
             matches!(

@@ -7,9 +7,10 @@
 //! MTU) and the §11 target of at most 64 bytes for a heartbeat, vote or ping with its tag.
 
 use conclave_protocol::{
-    AppendEntries, AuthKey, Challenge, ChallengeAck, ClusterId, DEFAULT_TAG_LEN, ESPNOW_V1_MTU,
-    EntryKind, Envelope, FrameCodec, FrameError, LogEntry, MAX_ID_LEN, MAX_TAG_LEN, PeerId, Ping,
-    Pong, RequestVote, Vote,
+    AppendEntries, AuthKey, Candidate, Challenge, ChallengeAck, ClusterId, DEFAULT_TAG_LEN,
+    Discover, DiscoverAck, ESPNOW_V1_MTU, EntryKind, Envelope, FrameCodec, FrameError, LogEntry,
+    MAX_ID_LEN, MAX_TAG_LEN, MasterAnnounce, MasterResign, PeerId, Ping, Pong, PriorityVote,
+    RequestVote, ResignReason, Vote,
 };
 
 /// The document whose numbers these tests hold to.
@@ -267,6 +268,130 @@ fn handshake_frames_match_the_doc() {
             "{label}: envelope, tag and total in docs/wire-protocol.md"
         );
     }
+}
+
+/// The priority frames (PRI-2..5) of a pod: `gw-a` is master; `gw-b` discovers, campaigns
+/// and votes. Realistic values: a score of 90 % battery, 42 minutes up, signal 190 and a
+/// random byte; 5 peers; an hour up. The worst case puts every number at its widest.
+fn priority_frames(scenario: &Scenario, worst: bool) -> Vec<(&'static str, Envelope)> {
+    let (priority, round, uptime_s, peer_count) = if worst {
+        (u32::MAX, u64::MAX, u32::MAX, u16::MAX)
+    } else {
+        (0x5a2a_be7f, scenario.term, 3600, 5)
+    };
+    let (a, b) = (scenario.a, scenario.b);
+    vec![
+        (
+            "discover",
+            scenario.envelope(
+                b,
+                None,
+                Discover {
+                    protocol_version: 1,
+                    priority,
+                    round,
+                }
+                .into(),
+            ),
+        ),
+        (
+            "discover_ack",
+            scenario.envelope(
+                a,
+                Some(b),
+                DiscoverAck {
+                    priority,
+                    known_master: Some(a),
+                    round,
+                }
+                .into(),
+            ),
+        ),
+        (
+            "candidate",
+            scenario.envelope(b, None, Candidate { priority, round }.into()),
+        ),
+        (
+            "priority_vote",
+            scenario.envelope(
+                a,
+                Some(b),
+                PriorityVote {
+                    candidate: b,
+                    voter_priority: priority,
+                    accept: true,
+                    round,
+                }
+                .into(),
+            ),
+        ),
+        (
+            "master_announce",
+            scenario.envelope(
+                a,
+                None,
+                MasterAnnounce {
+                    peer_count,
+                    uptime_s,
+                    battery: 90,
+                    priority,
+                    round,
+                    forced: false,
+                }
+                .into(),
+            ),
+        ),
+        (
+            "master_resign",
+            scenario.envelope(
+                a,
+                None,
+                MasterResign {
+                    reason: ResignReason::LowBattery,
+                    successor: Some(b),
+                    round,
+                }
+                .into(),
+            ),
+        ),
+    ]
+}
+
+const PRIORITY_HEADING: &str = "### Sizes of the priority frames";
+
+/// Room the priority frames leave in an ESP-NOW v1 frame even in the worst case with a full
+/// tag, so that a field added later does not push them over.
+const PRIORITY_ROOM: usize = 20;
+
+/// PROTO-4, PRI-2..5: every priority frame is at most 64 bytes with realistic values and a
+/// 16-byte tag, fits ESP-NOW v1 with room to spare in the worst case with a 32-byte tag, and
+/// the document's table says exactly these sizes.
+#[test]
+fn priority_frames_fit_espnow_and_match_the_doc() {
+    let realistic = Scenario::realistic();
+    let worst = Scenario::worst_case();
+    let short_tag = codec(realistic.cluster, DEFAULT_TAG_LEN);
+    let worst_full_tag = codec(worst.cluster, MAX_TAG_LEN);
+    let rows = priority_frames(&realistic, false)
+        .into_iter()
+        .zip(priority_frames(&worst, true));
+    let mut checked = 0;
+    for ((label, envelope), (_, worst_envelope)) in rows {
+        let len = encoded_len(&short_tag, &envelope);
+        let worst_len = encoded_len(&worst_full_tag, &worst_envelope);
+        assert!(len <= TARGET, "{label}: {len} bytes exceeds {TARGET}");
+        assert!(
+            worst_len + PRIORITY_ROOM <= ESPNOW_V1_MTU,
+            "{label}: {worst_len} bytes leaves less than {PRIORITY_ROOM} of {ESPNOW_V1_MTU}"
+        );
+        assert_eq!(
+            doc_row(PRIORITY_HEADING, label),
+            vec![len - DEFAULT_TAG_LEN, len, worst_len],
+            "{label}: envelope, frame and worst case in docs/wire-protocol.md"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 6);
 }
 
 /// PROTO-4: the sentence the document leads with names the real heartbeat size.

@@ -464,10 +464,14 @@ fn unknown_kinds_are_malformed() {
         Err(FrameError::Malformed(_))
     ));
 
-    // master_resign [reason, successor nil]: shutdown is 2, 3 is unknown.
-    assert!(codec.decode(&frame(&[0x92, 53, 0x92, 0x02, 0xc0])).is_ok());
+    // master_resign [reason, successor nil, round 1]: shutdown is 2, 3 is unknown.
+    assert!(
+        codec
+            .decode(&frame(&[0x92, 53, 0x93, 0x02, 0xc0, 0x01]))
+            .is_ok()
+    );
     assert!(matches!(
-        codec.decode(&frame(&[0x92, 53, 0x92, 0x03, 0xc0])),
+        codec.decode(&frame(&[0x92, 53, 0x93, 0x03, 0xc0, 0x01])),
         Err(FrameError::Malformed(_))
     ));
 }

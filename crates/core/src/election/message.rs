@@ -106,10 +106,13 @@ mod tests {
             Body::Declaration(Declaration { epoch: 4 }),
             Body::Discover(Discover {
                 protocol_version: 1,
+                priority: 7,
+                round: 3,
             }),
             Body::DiscoverAck(DiscoverAck {
                 priority: 7,
                 known_master: None,
+                round: 3,
             }),
             Body::Candidate(Candidate {
                 priority: 9,
@@ -118,6 +121,7 @@ mod tests {
             Body::MasterResign(MasterResign {
                 reason: ResignReason::UserRequest,
                 successor: None,
+                round: 4,
             }),
         ];
         for body in bodies {
