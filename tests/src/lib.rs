@@ -15,7 +15,7 @@ use conclave_actors::config::{
 use conclave_actors::memory::MemoryHub;
 use conclave_actors::node::{Node, NodeBuilder, NodeHandle, NodeStatus};
 use conclave_core::MembershipConfig;
-use conclave_core::raft::Role;
+use conclave_core::election::Role;
 use conclave_protocol::{AuthKey, ClusterId, PeerId};
 use tempfile::TempDir;
 

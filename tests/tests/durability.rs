@@ -15,7 +15,7 @@ use conclave_actors::config::Quorum;
 use conclave_actors::memory::MemoryHub;
 use conclave_actors::node::{Node, NodeBuilder, NodeError};
 use conclave_actors::wal::{WAL_FILE_NAME, WalError, WalRecord, read_records};
-use conclave_core::raft::{Command, CommandOutcome, Role};
+use conclave_core::election::{Command, CommandOutcome, Role};
 use conclave_tests::{ClusterOptions, MemoryCluster, id, node_config, test_log};
 
 const SETTLE: Duration = Duration::from_secs(10);

@@ -36,7 +36,7 @@ use conclave_actors::config::{
 use conclave_actors::events::{NodeEvent, Received};
 use conclave_actors::node::{Node, NodeBuilder, virtual_mac};
 use conclave_core::MembershipConfig;
-use conclave_core::raft::Role;
+use conclave_core::election::Role;
 use conclave_espnow::{Air, Mac, VirtualDongleConfig, VirtualSerialPort};
 use conclave_protocol::{ClusterId, PeerId};
 use tokio::sync::mpsc;

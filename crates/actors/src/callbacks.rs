@@ -80,7 +80,7 @@
 //! | `CONCLAVE_HOOK` | all | `on_leader`, `on_follower`, `on_leader_change` or `on_peer_status` |
 //! | `CONCLAVE_EVENT` | all | `leader_changed` or `peer_status_changed` |
 //! | `CONCLAVE_AT_UNIX_MS` | all | when the event happened, milliseconds since the Unix epoch |
-//! | `CONCLAVE_ROLE` | `leader_changed` | this node's role: `follower`, `pre_candidate`, `candidate`, `leader` |
+//! | `CONCLAVE_ROLE` | `leader_changed` | this node's role: `follower`, `candidate` (a raft pre-candidate too), `leader` |
 //! | `CONCLAVE_TERM` | `leader_changed` | the term, a decimal number |
 //! | `CONCLAVE_LEADER` | `leader_changed` | the new leader's id; empty when there is none |
 //! | `CONCLAVE_PREVIOUS_LEADER` | `leader_changed` | the last leader this node knew before this change (kept through leaderless stretches and restarts); empty only when it never knew one |
@@ -104,7 +104,7 @@
 //! ```
 //! use conclave_actors::events::{EventBus, LeaderChange, NodeEvent, Received};
 //! use conclave_actors::metrics::NodeMetrics;
-//! use conclave_core::raft::{LeaderChangeCause, Role};
+//! use conclave_core::election::{LeaderChangeCause, Role};
 //! use conclave_protocol::PeerId;
 //!
 //! # actix_rt::System::new().block_on(async {
@@ -860,7 +860,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use conclave_core::PeerStatus;
-    use conclave_core::raft::{LeaderChangeCause, Role};
+    use conclave_core::election::{LeaderChangeCause, Role};
     use tracing::subscriber::DefaultGuard;
 
     use super::*;

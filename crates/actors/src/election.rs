@@ -22,9 +22,8 @@ use std::collections::VecDeque;
 use std::time::SystemTime;
 
 use actix::prelude::*;
-use conclave_core::raft::{
-    Action, Command, CommandOutcome, Event, Raft, RaftError, RaftStatus, Role,
-};
+use conclave_core::election::{Action, Command, CommandOutcome, ElectionError, Event, Role};
+use conclave_core::raft::{Raft, RaftStatus};
 use conclave_protocol::PeerId;
 use tracing::{debug, error, info, warn};
 
@@ -39,7 +38,7 @@ const HISTORY_IN_MEMORY: usize = 1000;
 
 /// An operator's command (from the admin API or an in-process caller).
 #[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "Result<CommandOutcome, RaftError>")]
+#[rtype(result = "Result<CommandOutcome, ElectionError>")]
 pub struct ElectionCommand(pub Command);
 
 /// The election's status, for the status answer.
@@ -194,6 +193,12 @@ impl ElectionActor {
                         body: message.into(),
                     });
                 }
+                Step::Act(Action::Broadcast { message }) => {
+                    self.outputs.transport.do_send(Transmit {
+                        to: Destination::Broadcast,
+                        body: message.into(),
+                    });
+                }
                 Step::Announce(record, role) => self.announce(record, role),
             }
         }
@@ -316,14 +321,14 @@ impl ElectionActor {
                 // Leader changes go through the WAL first and arrive as `Step::Announce`.
                 debug_assert!(false, "leader change observed without its history record");
             }
-            Event::RoleChanged { term, role } => {
-                debug!(term, role = role.label(), "role changed");
+            Event::RoleChanged { term, role, phase } => {
+                debug!(term, role = role.label(), phase, "role changed");
                 self.metrics.set_role(role);
                 self.metrics.set_term(term);
             }
-            Event::ElectionStarted { term, pre_vote } => {
-                info!(term, pre_vote, "campaign started");
-                self.metrics.election_started(pre_vote);
+            Event::ElectionStarted { term, phase } => {
+                info!(term, phase, "campaign started");
+                self.metrics.election_started(phase);
             }
             Event::ElectionWon { term, duration } => {
                 info!(term, ?duration, "election won");
@@ -407,7 +412,7 @@ impl Handler<IdRefused> for ElectionActor {
 }
 
 impl Handler<ElectionCommand> for ElectionActor {
-    type Result = Result<CommandOutcome, RaftError>;
+    type Result = Result<CommandOutcome, ElectionError>;
     fn handle(&mut self, command: ElectionCommand, ctx: &mut Self::Context) -> Self::Result {
         let _span = self.span.clone().entered();
         let now = self.clock.now();

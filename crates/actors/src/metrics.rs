@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use actix::clock::Instant;
 
-use conclave_core::raft::Role;
+use conclave_core::election::Role;
 use conclave_protocol::DropReason;
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Label, Level, Metadata, Recorder, Unit};
 use metrics_exporter_prometheus::{
@@ -399,9 +399,9 @@ impl NodeMetrics {
             .increment(1);
     }
 
-    /// `conclave_elections_started_total{kind}`.
-    pub fn election_started(&self, pre_vote: bool) {
-        let kind = if pre_vote { "pre_vote" } else { "election" };
+    /// `conclave_elections_started_total{kind}`: `kind` is the mode's name for the attempt
+    /// (`pre_vote` and `election` in raft mode).
+    pub fn election_started(&self, kind: &'static str) {
         self.counter(
             "conclave_elections_started_total",
             &[("kind", kind.to_owned())],

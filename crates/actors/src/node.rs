@@ -664,7 +664,7 @@ impl NodeHandle {
         let leads = |status: &Result<RaftStatus, NodeError>| {
             status
                 .as_ref()
-                .is_ok_and(|status| status.role == conclave_core::raft::Role::Leader)
+                .is_ok_and(|status| status.role == conclave_core::election::Role::Leader)
         };
         if !leads(&self.election_status().await) {
             return;

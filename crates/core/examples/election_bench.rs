@@ -19,7 +19,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use conclave_core::SeededRng;
-use conclave_core::raft::Role;
+use conclave_core::election::Role;
 use conclave_core::sim::invariants::{self, Invariant, liveness};
 use conclave_core::sim::{
     AdmissionModel, NetworkConfig, Observation, SentKind, SimConfig, Simulation,

@@ -50,7 +50,8 @@
 //! ```
 //! use std::time::Duration;
 //! use conclave_core::{Instant, SeededRng};
-//! use conclave_core::raft::{Action, HardState, LogPosition, Raft, RaftConfig, Role};
+//! use conclave_core::election::{Action, HardState, Role};
+//! use conclave_core::raft::{LogPosition, Raft, RaftConfig};
 //! use conclave_protocol::PeerId;
 //!
 //! let me = PeerId::new("gw-a").unwrap();

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use conclave_core::raft::{Command, CommandOutcome, Role};
+use conclave_core::election::{Command, CommandOutcome, Role};
 use conclave_core::sim::{SimConfig, Simulation};
 
 fn cluster(nodes: usize, seed: u64, pre_vote: bool, check_quorum: bool) -> Simulation {

@@ -13,9 +13,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use conclave_core::raft::{
-    Action, Event, HardState, LeaderChangeCause, LogPosition, Raft, RaftConfig, RaftMessage, Role,
-};
+use conclave_core::election::{Action, ElectionMessage, Event, HardState, LeaderChangeCause, Role};
+use conclave_core::raft::{LogPosition, Raft, RaftConfig, RaftMessage};
 use conclave_core::sim::{AdmissionModel, SimConfig, Simulation};
 use conclave_core::{Instant, SeededRng};
 use conclave_protocol::{
@@ -177,7 +176,10 @@ fn append_resp(term: u64, success: bool) -> RaftMessage {
 }
 
 fn send(to: PeerId, message: RaftMessage) -> Action {
-    Action::Send { to, message }
+    Action::Send {
+        to,
+        message: ElectionMessage::Raft(message),
+    }
 }
 
 fn vote_cast(term: u64, candidate: PeerId, granted: bool, pre_vote: bool) -> Action {
@@ -189,8 +191,22 @@ fn vote_cast(term: u64, candidate: PeerId, granted: bool, pre_vote: bool) -> Act
     })
 }
 
+/// A role change into one of the paper's roles, whose phase label is the role's own.
 fn role_changed(term: u64, role: Role) -> Action {
-    Action::Publish(Event::RoleChanged { term, role })
+    Action::Publish(Event::RoleChanged {
+        term,
+        role,
+        phase: role.label(),
+    })
+}
+
+/// A role change into RAFT-7's pre-vote round: a candidate in the phase `pre_candidate`.
+fn pre_candidate_changed(term: u64) -> Action {
+    Action::Publish(Event::RoleChanged {
+        term,
+        role: Role::Candidate,
+        phase: "pre_candidate",
+    })
 }
 
 fn leader_changed(
@@ -208,7 +224,10 @@ fn leader_changed(
 }
 
 fn election_started(term: u64, pre_vote: bool) -> Action {
-    Action::Publish(Event::ElectionStarted { term, pre_vote })
+    Action::Publish(Event::ElectionStarted {
+        term,
+        phase: if pre_vote { "pre_vote" } else { "election" },
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -267,7 +286,6 @@ fn check_update_term_from_message(role: Role) {
                 }
                 raft
             }
-            Role::PreCandidate => unreachable!("the paper has no pre-candidates"),
         };
         drain(&mut raft);
         assert_eq!((raft.role(), raft.term()), (role, 2));
@@ -768,7 +786,7 @@ fn check_election_timeout_randomized(role: Role) {
         assert!(
             drain(&mut raft).iter().any(|a| matches!(
                 a,
-                Action::Send { message: RaftMessage::RequestVote(r), .. } if r.term == term + 1
+                Action::Send { message: ElectionMessage::Raft(RaftMessage::RequestVote(r)), .. } if r.term == term + 1
             )),
             "no election at the deadline"
         );
@@ -959,10 +977,10 @@ fn pre_vote_does_not_change_terms() {
             ask(2),
             ask(3),
             election_started(3, true),
-            role_changed(2, Role::PreCandidate),
+            pre_candidate_changed(2),
         ]
     );
-    assert_eq!(pre_candidate.role(), Role::PreCandidate);
+    assert_eq!(pre_candidate.phase(), "pre_candidate");
     assert_eq!(pre_candidate.hard_state(), hard(2, None));
 
     // A voter with the same log grants, one with a longer log refuses; neither changes term.
@@ -1037,7 +1055,7 @@ fn pre_vote_majority_starts_real_campaign() {
     let mut raft = node_with(pre_vote_config(1), hard(2, None), log);
     let at = fire_election_timeout(&mut raft);
     drain(&mut raft);
-    assert_eq!(raft.role(), Role::PreCandidate);
+    assert_eq!(raft.phase(), "pre_candidate");
 
     raft.handle_message(at, id(2), pre_vote(3, true));
     let actions = drain(&mut raft);

@@ -105,7 +105,7 @@ pub struct StatusAnswer {
     pub quorum_size: usize,
     /// Nodes that count towards the quorum now.
     pub electorate: usize,
-    /// `follower`, `pre_candidate`, `candidate` or `leader`.
+    /// `follower`, `candidate` or `leader` (a raft pre-candidate is a candidate).
     pub role: String,
     /// The fencing token.
     #[serde(flatten)]

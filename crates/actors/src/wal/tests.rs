@@ -9,9 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use conclave_core::raft::{
-    Action, HardState, LeaderChangeCause, LogPosition, Raft, RaftConfig, RaftMessage,
-};
+use conclave_core::election::{Action, ElectionMessage, HardState, LeaderChangeCause};
+use conclave_core::raft::{LogPosition, Raft, RaftConfig, RaftMessage};
 use conclave_core::{Instant, SeededRng};
 use conclave_protocol::{PeerId, RequestVote};
 use tracing_subscriber::fmt::MakeWriter;
@@ -260,7 +259,7 @@ fn grants_vote(state: HardState, candidate: &str) -> bool {
         }),
     );
     std::iter::from_fn(|| raft.poll_action()).any(|action| {
-        matches!(action, Action::Send { message: RaftMessage::Vote(vote), .. } if vote.granted)
+        matches!(action, Action::Send { message: ElectionMessage::Raft(RaftMessage::Vote(vote)), .. } if vote.granted)
     })
 }
 

@@ -46,6 +46,12 @@ pub enum PriorityMessage {
     MasterResign(MasterResign),
 }
 
+impl From<RaftMessage> for ElectionMessage {
+    fn from(message: RaftMessage) -> Self {
+        ElectionMessage::Raft(message)
+    }
+}
+
 impl From<ElectionMessage> for Body {
     fn from(message: ElectionMessage) -> Body {
         match message {

@@ -207,10 +207,14 @@ pub enum Event {
 pub enum Action {
     /// Make this hard state durable (fsync) before going on.
     Persist(HardState),
-    /// Make this hard state durable and keep the WAL amnesic (WAL-2; see
-    /// [`crate::raft::Action::PersistAmnesic`]).
+    /// Make this hard state durable (fsync) before going on, and keep the WAL amnesic (WAL-2):
+    /// after an abstention the node is in a term it may have voted in before it lost its WAL,
+    /// with no vote recorded for it. It refuses every vote in that term, and a restart must
+    /// abstain again, so the driver writes an amnesia marker after it. The next plain
+    /// [`Action::Persist`] (of a later term) ends that.
     PersistAmnesic(HardState),
-    /// Make the operator's automatic-election switch durable (RAFT-8).
+    /// Make the operator's automatic-election switch durable (RAFT-8), so that it wins over
+    /// the configuration at the next start. Emitted for every `EnableAutoElection` command.
     PersistAutoElection(bool),
     /// Send a message to one peer.
     Send {

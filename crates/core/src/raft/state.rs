@@ -1,11 +1,10 @@
 //! What the election core persists, what it reports, and the fencing token (RAFT-1, CB-5).
 
 use std::cmp::Ordering;
-use std::fmt;
 
 use conclave_protocol::PeerId;
 
-use crate::election::FencingToken;
+use crate::election::{FencingToken, Role};
 
 /// The position of the last entry of a log: votes compare it (RAFT-5, Raft §5.4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
@@ -37,45 +36,6 @@ impl Ord for LogPosition {
     }
 }
 
-/// A node's role (RAFT-1). `PreCandidate` is a candidate still in its pre-vote round (RAFT-7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Role {
-    /// Follows a leader, or waits for one.
-    Follower,
-    /// Asks whether it could win before disturbing anyone's term.
-    PreCandidate,
-    /// Campaigns in a new term.
-    Candidate,
-    /// Leads.
-    Leader,
-}
-
-impl Role {
-    /// Every role, for pre-registering the `role` metric label.
-    pub const ALL: &'static [Role] = &[
-        Role::Follower,
-        Role::PreCandidate,
-        Role::Candidate,
-        Role::Leader,
-    ];
-
-    /// The `role` label of metrics, hooks and the status answer.
-    pub fn label(self) -> &'static str {
-        match self {
-            Role::Follower => "follower",
-            Role::PreCandidate => "pre_candidate",
-            Role::Candidate => "candidate",
-            Role::Leader => "leader",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.label())
-    }
-}
-
 /// A snapshot of the election state, for the status answer and metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RaftStatus {
@@ -83,6 +43,8 @@ pub struct RaftStatus {
     pub id: PeerId,
     /// Its role.
     pub role: Role,
+    /// Where it stands within its role (`pre_candidate` is RAFT-7's pre-vote round).
+    pub phase: &'static str,
     /// Its current term.
     pub term: u64,
     /// The leader it knows in this term.

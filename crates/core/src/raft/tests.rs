@@ -10,10 +10,11 @@ use conclave_protocol::{
     AppendEntries, AppendResp, LeaderAssign, PeerId, RequestVote, TimeoutNow, Vote,
 };
 
-use crate::raft::{
-    Action, Command, CommandOutcome, Event, HardState, LeaderChangeCause, LogPosition, Raft,
-    RaftConfig, RaftError, RaftMessage, Role,
+use crate::election::{
+    Action, Command, CommandOutcome, ElectionError, ElectionMessage, Event, HardState,
+    LeaderChangeCause, Role,
 };
+use crate::raft::{LogPosition, Raft, RaftConfig, RaftMessage};
 use crate::rng::SeededRng;
 use crate::time::Instant;
 
@@ -54,7 +55,10 @@ fn sends(actions: &[Action]) -> Vec<(PeerId, RaftMessage)> {
     actions
         .iter()
         .filter_map(|a| match a {
-            Action::Send { to, message } => Some((*to, message.clone())),
+            Action::Send {
+                to,
+                message: ElectionMessage::Raft(message),
+            } => Some((*to, message.clone())),
             _ => None,
         })
         .collect()
@@ -138,7 +142,7 @@ fn ok_response(term: u64) -> RaftMessage {
 fn elect(raft: &mut Raft) -> Instant {
     let at = raft.poll_timeout().unwrap();
     raft.handle_timeout(at);
-    if raft.role() == Role::PreCandidate {
+    if raft.phase() == "pre_candidate" {
         raft.handle_message(at, id("b"), vote(raft.term() + 1, true, true));
     }
     raft.handle_message(at, id("b"), vote(raft.term(), true, false));
@@ -157,7 +161,7 @@ fn raft7_pre_vote_changes_no_term() {
     let mut raft = start(config("a", &["a", "b", "c"]));
     raft.handle_timeout(raft.poll_timeout().unwrap());
     let actions = drain(&mut raft);
-    assert_eq!(raft.role(), Role::PreCandidate);
+    assert_eq!(raft.phase(), "pre_candidate");
     assert_eq!(raft.term(), 0);
     assert!(!actions.iter().any(|a| matches!(a, Action::Persist(_))));
     let request = vote_request(1, "a", true);
@@ -252,8 +256,8 @@ fn raft7_pre_vote_lost() {
     drain(&mut raft);
     raft.handle_message(at, id("b"), vote(0, false, true));
     assert_eq!(
-        raft.role(),
-        Role::PreCandidate,
+        raft.phase(),
+        "pre_candidate",
         "one refusal of three is not decisive"
     );
     raft.handle_message(at, id("c"), vote(0, false, true));
@@ -277,7 +281,7 @@ fn pre_candidate(me: &str, log: LogPosition) -> (Raft, Instant) {
     .unwrap();
     let at = raft.poll_timeout().unwrap();
     raft.handle_timeout(at);
-    assert_eq!(raft.role(), Role::PreCandidate);
+    assert_eq!(raft.phase(), "pre_candidate");
     drain(&mut raft);
     (raft, at)
 }
@@ -312,7 +316,7 @@ fn raft7_pre_candidate_stands_aside_for_a_higher_ranked_one() {
     // The higher-ranked one grants the lower one's pre-vote but goes on campaigning.
     let (mut raft, at) = pre_candidate("c", log);
     raft.handle_message(at, id("a"), pre_vote_request("a", log));
-    assert_eq!(raft.role(), Role::PreCandidate);
+    assert_eq!(raft.phase(), "pre_candidate");
     assert_eq!(
         sends(&drain(&mut raft)),
         vec![(id("a"), vote(5, true, true))]
@@ -329,7 +333,7 @@ fn raft7_log_position_ranks_before_id() {
 
     let (mut raft, at) = pre_candidate("a", LogPosition::new(4, 9));
     raft.handle_message(at, id("c"), pre_vote_request("c", LogPosition::new(3, 20)));
-    assert_eq!(raft.role(), Role::PreCandidate);
+    assert_eq!(raft.phase(), "pre_candidate");
     assert_eq!(
         sends(&drain(&mut raft)),
         vec![(id("c"), vote(4, false, true))]
@@ -348,16 +352,16 @@ fn raft7_stands_aside_once_per_window() {
     let again = raft.poll_timeout().unwrap();
     assert!(again - at < Duration::from_millis(600));
     raft.handle_timeout(again);
-    assert_eq!(raft.role(), Role::PreCandidate);
+    assert_eq!(raft.phase(), "pre_candidate");
     raft.handle_message(again, id("c"), pre_vote_request("c", log));
-    assert_eq!(raft.role(), Role::PreCandidate);
+    assert_eq!(raft.phase(), "pre_candidate");
     // Nobody answers, so every timeout starts a new round. Two maximum timeouts after the
     // first time, a stands aside for c again.
     let mut now = again;
     while now < at + Duration::from_millis(600) {
         now = raft.poll_timeout().unwrap();
         raft.handle_timeout(now);
-        assert_eq!(raft.role(), Role::PreCandidate);
+        assert_eq!(raft.phase(), "pre_candidate");
     }
     raft.handle_message(now, id("c"), pre_vote_request("c", log));
     assert_eq!(raft.role(), Role::Follower);
@@ -396,7 +400,7 @@ fn ranked_timeouts_follow_the_id_order_without_the_leader() {
         // deadline still ranks without the lost leader.
         let lost_at = raft.poll_timeout().unwrap();
         raft.handle_timeout(lost_at);
-        assert_eq!(raft.role(), Role::PreCandidate);
+        assert_eq!(raft.phase(), "pre_candidate");
         drain(&mut raft);
         for voter in voters.iter().filter(|v| **v != name && **v != "c") {
             raft.handle_message(lost_at, id(voter), vote(1, false, true));
@@ -422,7 +426,7 @@ fn campaigning_nodes_retry_on_the_uniform_spread() {
     for _ in 0..200 {
         let at = raft.poll_timeout().unwrap();
         raft.handle_timeout(at);
-        assert_eq!(raft.role(), Role::PreCandidate);
+        assert_eq!(raft.phase(), "pre_candidate");
         drain(&mut raft);
         retries.push(timeout_after(&raft, at));
     }
@@ -546,7 +550,7 @@ fn raft6_connected_threshold_follows_membership() {
     let at = raft.poll_timeout().unwrap();
     raft.handle_timeout(at);
     raft.handle_message(at, id("b"), vote(1, true, true));
-    assert_eq!(raft.role(), Role::PreCandidate);
+    assert_eq!(raft.phase(), "pre_candidate");
     raft.handle_peer_status(at, id("d"), false);
     raft.handle_peer_status(at, id("e"), false);
     assert_eq!(raft.quorum_size(), 2);
@@ -638,11 +642,11 @@ fn raft8_connected_set_leader_assigns() {
             }),
             Action::Send {
                 to: id("b"),
-                message: assign.clone()
+                message: assign.clone().into()
             },
             Action::Send {
                 to: id("c"),
-                message: assign
+                message: assign.into()
             },
         ]
     );
@@ -652,7 +656,7 @@ fn raft8_connected_set_leader_assigns() {
     );
     assert_eq!(
         raft.handle_command(ms(30), Command::SetLeader(id("x"))),
-        Err(RaftError::UnknownPeer(id("x")))
+        Err(ElectionError::UnknownPeer(id("x")))
     );
 }
 
@@ -700,7 +704,7 @@ fn raft8_voters_set_leader_transfers_from_the_leader() {
     );
     assert_eq!(
         raft.handle_command(at, Command::SetLeader(id("x"))),
-        Err(RaftError::NotAVoter(id("x")))
+        Err(ElectionError::NotAVoter(id("x")))
     );
 }
 
@@ -962,7 +966,7 @@ fn mem3_quarantined_node_takes_no_part() {
     assert_eq!(raft.term(), 0);
     assert_eq!(
         raft.handle_command(ms(20), Command::Resign),
-        Err(RaftError::Quarantined)
+        Err(ElectionError::Quarantined)
     );
     assert!(raft.status().quarantined);
 }
@@ -1024,7 +1028,7 @@ fn resign_hands_over_or_steps_down() {
     );
     assert_eq!(
         alone.handle_command(ms(401), Command::Resign),
-        Err(RaftError::NotLeader { leader: None })
+        Err(ElectionError::NotLeader { leader: None })
     );
 }
 
@@ -1120,11 +1124,11 @@ fn wal2_abstaining_voter_refuses_votes_and_never_campaigns() {
         vec![
             Action::Send {
                 to: id("b"),
-                message: probe("a")
+                message: probe("a").into()
             },
             Action::Send {
                 to: id("c"),
-                message: probe("a")
+                message: probe("a").into()
             },
         ]
     );
@@ -1137,7 +1141,7 @@ fn wal2_abstaining_voter_refuses_votes_and_never_campaigns() {
             vec![
                 Action::Send {
                     to: id("b"),
-                    message: vote(0, false, pre_vote)
+                    message: vote(0, false, pre_vote).into()
                 },
                 Action::Publish(Event::VoteCast {
                     term: 3,
@@ -1163,7 +1167,7 @@ fn wal2_abstaining_voter_refuses_votes_and_never_campaigns() {
         actions.iter().all(|action| *action
             == Action::Send {
                 to: id("c"),
-                message: probe("a")
+                message: probe("a").into()
             }),
         "{actions:?}"
     );
@@ -1232,7 +1236,7 @@ fn wal2_abstention_ends_when_every_voter_was_heard() {
             }),
             Action::Send {
                 to: id("c"),
-                message: vote(5, true, false)
+                message: vote(5, true, false).into()
             },
             Action::Publish(Event::VoteCast {
                 term: 5,
@@ -1257,7 +1261,7 @@ fn wal2_a_leader_alone_does_not_end_the_abstention() {
         drain(&mut raft),
         vec![Action::Send {
             to: id("c"),
-            message: probe("a")
+            message: probe("a").into()
         }]
     );
     assert!(raft.is_abstaining());
@@ -1308,7 +1312,7 @@ fn wal2_abstention_keeps_a_recovered_term_and_vote() {
         vec![
             Action::Send {
                 to: id("c"),
-                message: vote(7, false, true)
+                message: vote(7, false, true).into()
             },
             Action::PersistAmnesic(recovered),
             Action::Publish(Event::VoteCast {
@@ -1338,7 +1342,7 @@ fn wal2_abstaining_node_persists_no_hard_state() {
     assert_eq!(drain(&mut raft), vec![Action::PersistAutoElection(true)]);
     assert_eq!(
         raft.handle_command(ms(6), Command::SetLeader(id("a"))),
-        Err(RaftError::Abstaining)
+        Err(ElectionError::Abstaining)
     );
     assert_eq!(drain(&mut raft), vec![]);
 }
@@ -1379,7 +1383,7 @@ fn wal2_probe_is_answered_with_the_term_and_changes_nothing() {
         vec![
             Action::Send {
                 to: id("a"),
-                message: vote(5, false, true)
+                message: vote(5, false, true).into()
             },
             Action::Publish(Event::VoteCast {
                 term: 0,
@@ -1491,6 +1495,7 @@ fn cb2_a_stopping_leader_publishes_its_step_down() {
             Action::Publish(Event::RoleChanged {
                 term: 1,
                 role: Role::Follower,
+                phase: "follower",
             }),
             Action::Publish(Event::LeaderChanged {
                 term: 1,

@@ -20,13 +20,13 @@ use std::time::Duration;
 use conclave_protocol::{Body, DropReason, PeerId, ReplayGuard};
 
 use crate::admission::{Admission, AdmissionAction, AdmissionConfig, FrameHeader, Verdict};
+use crate::election::{
+    Action, Command, CommandOutcome, ElectionError, ElectionMessage, Event, HardState, Role,
+};
 use crate::membership::{
     LinkAddr, Membership, MembershipAction, MembershipConfig, MembershipEvent, PeerStatus,
 };
-use crate::raft::{
-    Action, Command, CommandOutcome, Event, HardState, LogPosition, QuorumMode, Raft, RaftConfig,
-    RaftError, RaftMessage, Role,
-};
+use crate::raft::{LogPosition, QuorumMode, Raft, RaftConfig, RaftMessage};
 use crate::rng::SeededRng;
 use crate::sim::invariants::{self, Invariant};
 use crate::sim::network::{Delivery, Network, NetworkConfig};
@@ -294,10 +294,10 @@ impl std::fmt::Debug for Simulation {
 impl Simulation {
     /// A cluster whose every random choice derives from `seed`, all nodes started at time zero,
     /// with the standard invariants for its quorum mode.
-    pub fn new(seed: u64, config: SimConfig) -> Result<Self, RaftError> {
+    pub fn new(seed: u64, config: SimConfig) -> Result<Self, ElectionError> {
         config.raft.validate()?;
         if config.membership.is_none() && config.is_connected_mode() {
-            return Err(RaftError::InvalidConfig(vec![
+            return Err(ElectionError::InvalidConfig(vec![
                 "connected quorum mode needs membership".to_owned(),
             ]));
         }
@@ -526,7 +526,11 @@ impl Simulation {
         self.pump(index, None);
     }
 
-    fn input(&mut self, index: usize, input: Input) -> Option<Result<CommandOutcome, RaftError>> {
+    fn input(
+        &mut self,
+        index: usize,
+        input: Input,
+    ) -> Option<Result<CommandOutcome, ElectionError>> {
         let now = self.now;
         let unix_secs = self.unix_secs();
         let origin = match &input {
@@ -657,23 +661,29 @@ impl Simulation {
                 self.nodes[index].durable_auto_election = Some(enabled);
             }
             Action::Send { to, message } => {
-                let kind = match &message {
-                    RaftMessage::RequestVote(request) if request.pre_vote => SentKind::PreVote,
-                    RaftMessage::Vote(vote) if vote.pre_vote => SentKind::PreVote,
-                    RaftMessage::Vote(vote) if vote.granted => SentKind::VoteGranted,
-                    _ => SentKind::Other,
-                };
-                self.observations.push(Observation::Sent {
-                    from: id,
-                    to,
-                    term: message.term(),
-                    kind,
-                    durable: self.nodes[index].durable,
-                });
+                if let ElectionMessage::Raft(raft_message) = &message {
+                    let kind = match raft_message {
+                        RaftMessage::RequestVote(request) if request.pre_vote => SentKind::PreVote,
+                        RaftMessage::Vote(vote) if vote.pre_vote => SentKind::PreVote,
+                        RaftMessage::Vote(vote) if vote.granted => SentKind::VoteGranted,
+                        _ => SentKind::Other,
+                    };
+                    self.observations.push(Observation::Sent {
+                        from: id,
+                        to,
+                        term: raft_message.term(),
+                        kind,
+                        durable: self.nodes[index].durable,
+                    });
+                }
                 self.raft_messages += 1;
                 if let Some(target) = self.route(index, to) {
                     self.transmit(index, target, Some(to), message.into());
                 }
+            }
+            Action::Broadcast { message } => {
+                self.raft_messages += 1;
+                self.broadcast(index, message.into());
             }
             Action::Publish(event) => {
                 let hash = event_hash(&event);
@@ -705,6 +715,31 @@ impl Simulation {
                 body,
             },
         );
+    }
+
+    /// Hands one message to the network for every other node: one envelope, one sequence
+    /// number, heard by everyone, as over a radio.
+    fn broadcast(&mut self, from: usize, body: Body) {
+        let sender = &mut self.nodes[from];
+        sender.next_seq += 1;
+        let header = FrameHeader {
+            from: sender.id,
+            to: None,
+            incarnation: sender.incarnation,
+            seq: sender.next_seq,
+        };
+        for target in (0..self.nodes.len()).filter(|&target| target != from) {
+            self.network.send(
+                self.now,
+                &mut self.rng,
+                Delivery {
+                    from,
+                    to: target,
+                    header,
+                    body: body.clone(),
+                },
+            );
+        }
     }
 
     /// Where node `from` sends a message for `to`: the node its admitted frames came from, or
@@ -763,29 +798,7 @@ impl Simulation {
                     self.transmit(index, target, Some(to), body);
                 }
             }
-            MembershipAction::Broadcast { body } => {
-                // One envelope, one sequence number, heard by everyone, as over a radio.
-                let sender = &mut self.nodes[index];
-                sender.next_seq += 1;
-                let header = FrameHeader {
-                    from: sender.id,
-                    to: None,
-                    incarnation: sender.incarnation,
-                    seq: sender.next_seq,
-                };
-                for target in (0..self.nodes.len()).filter(|&target| target != index) {
-                    self.network.send(
-                        now,
-                        &mut self.rng,
-                        Delivery {
-                            from: index,
-                            to: target,
-                            header,
-                            body: body.clone(),
-                        },
-                    );
-                }
-            }
+            MembershipAction::Broadcast { body } => self.broadcast(index, body),
             MembershipAction::Publish(event) => {
                 let id = self.nodes[index].id;
                 self.trace.record(now, id, || format!("{event:?}"), 7);
@@ -938,7 +951,7 @@ impl Simulation {
         &mut self,
         index: usize,
         command: Command,
-    ) -> Result<Option<Result<CommandOutcome, RaftError>>, SimFailure> {
+    ) -> Result<Option<Result<CommandOutcome, ElectionError>>, SimFailure> {
         let outcome = self.input(index, Input::Command(command));
         self.check_invariants()?;
         Ok(outcome)
@@ -1116,25 +1129,26 @@ fn legacy_verdict(guard: &mut ReplayGuard, local: PeerId, header: &FrameHeader) 
     }
 }
 
+/// A cheap fingerprint of a label.
+fn label_hash(label: &str) -> u64 {
+    label
+        .bytes()
+        .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)))
+}
+
 /// A cheap fingerprint of an event for the run digest.
 fn event_hash(event: &Event) -> u64 {
     match event {
         Event::LeaderChanged {
             term, leader, role, ..
         } => {
-            let leader = leader.map_or(0, |l| {
-                l.as_bytes()
-                    .iter()
-                    .fold(0u64, |h, b| h * 31 + u64::from(*b))
-            });
+            let leader = leader.map_or(0, |l| label_hash(l.as_str()));
             10 ^ term.wrapping_mul(1_000_003) ^ leader ^ (*role as u64) << 60
         }
-        Event::RoleChanged { term, role } => {
-            20 ^ term.wrapping_mul(1_000_033) ^ (*role as u64) << 58
+        Event::RoleChanged { term, role, phase } => {
+            20 ^ term.wrapping_mul(1_000_033) ^ (*role as u64) << 58 ^ label_hash(phase)
         }
-        Event::ElectionStarted { term, pre_vote } => {
-            30 ^ term.wrapping_mul(7) ^ u64::from(*pre_vote)
-        }
+        Event::ElectionStarted { term, phase } => 30 ^ term.wrapping_mul(7) ^ label_hash(phase),
         Event::ElectionWon { term, duration } => 40 ^ term ^ duration.as_micros() as u64,
         Event::VoteCast { term, granted, .. } => 50 ^ term.wrapping_mul(13) ^ u64::from(*granted),
         Event::SplitBrain { term, .. } => 60 ^ term,

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use conclave_protocol::PeerId;
 
-use crate::raft::HardState;
+use crate::election::HardState;
 use crate::sim::cluster::{Observation, Simulation};
 use crate::sim::invariants::Invariant;
 
