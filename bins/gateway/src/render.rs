@@ -232,6 +232,7 @@ mod tests {
             quorum_size: 2,
             electorate: 3,
             role: "leader".to_owned(),
+            phase: "leader".to_owned(),
             fencing: fencing(5, "gw-a"),
             voted_for: Some("gw-a".to_owned()),
             auto_election: true,

@@ -1,6 +1,7 @@
-//! The ElectionActor (RAFT-1..9, CB-5, CB-6): drives [`conclave_core::raft::Raft`] and carries
-//! out its actions. Every decision — who campaigns, who votes for whom, who leads — is the
-//! core's; this actor only moves messages, time and bytes.
+//! The ElectionActor (RAFT-1..9, STA-1, CB-5, CB-6): drives the node's
+//! [`Election`](conclave_core::election::Election), whatever its mode, and carries out its
+//! actions. Every decision — who campaigns, who votes for whom, who leads — is the core's;
+//! this actor only moves messages, time and bytes, and names no mode's own types.
 //!
 //! The durability contract (RAFT-1, WAL-1): actions are carried out in order, and when a
 //! `Persist` comes up the actor hands it to the WAL and stops processing anything else —
@@ -18,20 +19,24 @@
 //! leadership. A node that stops gracefully ([`LeaveElection`]), or halts, while it still
 //! leads steps down first and publishes it (cause `shutdown`).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::time::SystemTime;
 
 use actix::prelude::*;
-use conclave_core::election::{Action, Command, CommandOutcome, ElectionError, Event, Role};
-use conclave_core::raft::{Raft, RaftStatus};
-use conclave_protocol::PeerId;
+use conclave_core::election::{
+    Action, Command, CommandOutcome, Election, ElectionError, ElectionStatus, Event, Role,
+};
+use conclave_protocol::{DropReason, PeerId};
 use tracing::{debug, error, info, warn};
 
 use crate::clock::{CoreTimer, NodeClock};
 use crate::events::{EventBus, LeaderChange, NodeEvent, unix_millis};
-use crate::messages::{Destination, IdRefused, PeerReachability, RaftArrived, Transmit};
+use crate::messages::{Destination, ElectionArrived, IdRefused, PeerReachability, Transmit};
 use crate::metrics::NodeMetrics;
 use crate::wal::{HistoryRecord, Persist, WalRecord};
+
+/// Senders of another mode's election messages logged once each, at most this many.
+const WARNED_PEERS_BOUND: usize = 256;
 
 /// Entries of the leadership history kept in memory for the admin API.
 const HISTORY_IN_MEMORY: usize = 1000;
@@ -43,7 +48,7 @@ pub struct ElectionCommand(pub Command);
 
 /// The election's status, for the status answer.
 #[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "RaftStatus")]
+#[rtype(result = "ElectionStatus")]
 pub struct GetElectionStatus;
 
 /// The leadership history, newest last (CB-6).
@@ -100,7 +105,7 @@ pub struct ElectionActor {
     /// `node = <id>`, entered in every handler so that logs of nodes sharing a process
     /// (tests, the demo) say whose they are.
     span: tracing::Span,
-    raft: Raft,
+    election: Election,
     clock: NodeClock,
     outputs: ElectionOutputs,
     events: EventBus,
@@ -115,28 +120,31 @@ pub struct ElectionActor {
     last_known_leader: Option<PeerId>,
     /// Told to leave: once the actions in hand are carried out, the actor stops and says so.
     leaving: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Peers whose election messages of another mode were already logged (once each; every
+    /// one is counted in `conclave_frames_dropped_total{reason="other_mode"}`).
+    warned_other_mode: BTreeSet<PeerId>,
 }
 
 impl ElectionActor {
-    /// An actor around `raft`, with the history recovered from the WAL.
+    /// An actor around `election`, with the history recovered from the WAL.
     pub fn new(
-        raft: Raft,
+        election: Election,
         clock: NodeClock,
         outputs: ElectionOutputs,
         events: EventBus,
         metrics: NodeMetrics,
         history: Vec<HistoryRecord>,
     ) -> Self {
-        metrics.set_term(raft.term());
-        metrics.set_role(raft.role());
-        metrics.set_abstaining(raft.is_abstaining());
+        metrics.set_term(election.term());
+        metrics.set_role(election.role());
+        metrics.set_abstaining(election.is_abstaining());
         // A node starts without a leader: its first leaderless stretch starts now.
         metrics.set_leader_known(false);
         let skip = history.len().saturating_sub(HISTORY_IN_MEMORY);
         let last_known_leader = history.iter().rev().find_map(|record| record.leader);
         Self {
-            span: tracing::info_span!("node", id = %raft.id()),
-            raft,
+            span: tracing::info_span!("node", id = %election.id()),
+            election,
             clock,
             outputs,
             events,
@@ -146,11 +154,12 @@ impl ElectionActor {
             published_leader: None,
             last_known_leader,
             leaving: None,
+            warned_other_mode: BTreeSet::new(),
         }
     }
 
     fn pump(&mut self, ctx: &mut Context<Self>) {
-        let steps = std::iter::from_fn(|| self.raft.poll_action())
+        let steps = std::iter::from_fn(|| self.election.poll_action())
             .map(Step::Act)
             .collect();
         self.carry_out(steps, ctx);
@@ -202,7 +211,7 @@ impl ElectionActor {
                 Step::Announce(record, role) => self.announce(record, role),
             }
         }
-        self.metrics.set_abstaining(self.raft.is_abstaining());
+        self.metrics.set_abstaining(self.election.is_abstaining());
         if let Some(left) = self.leaving.take() {
             let _ = left.send(());
             ctx.stop();
@@ -261,8 +270,8 @@ impl ElectionActor {
         );
         // A halting leader still says it no longer leads, so that its hooks stop what they
         // started; the history cannot record it, the WAL being what failed.
-        self.raft.handle_shutdown(self.clock.now());
-        while let Some(action) = self.raft.poll_action() {
+        self.election.handle_shutdown(self.clock.now());
+        while let Some(action) = self.election.poll_action() {
             if let Action::Publish(event) = action {
                 match history_record(&event) {
                     Some((record, role)) => self.announce(record, role),
@@ -282,7 +291,7 @@ impl ElectionActor {
             cause,
             at_unix_ms,
         } = record;
-        let me = self.raft.id();
+        let me = self.election.id();
         let stepped_down = self.published_leader == Some(me) && leader != Some(me);
         let previous = self.last_known_leader;
         self.published_leader = leader;
@@ -356,7 +365,7 @@ impl ElectionActor {
     }
 
     fn arm_timer(&mut self, ctx: &mut Context<Self>) {
-        let deadline = self.raft.poll_timeout();
+        let deadline = self.election.poll_timeout();
         self.timer.arm(
             ctx,
             &self.clock,
@@ -365,7 +374,7 @@ impl ElectionActor {
             |actor, ctx| {
                 let _span = actor.span.clone().entered();
                 let now = actor.clock.now();
-                actor.raft.handle_timeout(now);
+                actor.election.handle_timeout(now);
                 actor.pump(ctx);
             },
         );
@@ -380,12 +389,24 @@ impl Actor for ElectionActor {
     }
 }
 
-impl Handler<RaftArrived> for ElectionActor {
+impl Handler<ElectionArrived> for ElectionActor {
     type Result = ();
-    fn handle(&mut self, arrived: RaftArrived, ctx: &mut Self::Context) {
+    fn handle(&mut self, arrived: ElectionArrived, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
         let now = self.clock.now();
-        self.raft.handle_message(now, arrived.from, arrived.message);
+        if let Err(err) = self
+            .election
+            .handle_message(now, arrived.from, arrived.message)
+        {
+            self.metrics.frame_dropped(DropReason::OtherMode);
+            // Bounded like the peer table admission keeps: log each sender once.
+            if self.warned_other_mode.len() < WARNED_PEERS_BOUND
+                && self.warned_other_mode.insert(arrived.from)
+            {
+                warn!(from = %arrived.from, %err, "election message dropped");
+            }
+            return;
+        }
         self.pump(ctx);
     }
 }
@@ -395,7 +416,7 @@ impl Handler<PeerReachability> for ElectionActor {
     fn handle(&mut self, change: PeerReachability, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
         let now = self.clock.now();
-        self.raft
+        self.election
             .handle_peer_status(now, change.peer, change.connected);
         self.pump(ctx);
     }
@@ -406,7 +427,7 @@ impl Handler<IdRefused> for ElectionActor {
     fn handle(&mut self, _: IdRefused, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
         let now = self.clock.now();
-        self.raft.handle_id_refused(now);
+        self.election.handle_id_refused(now);
         self.pump(ctx);
     }
 }
@@ -417,7 +438,7 @@ impl Handler<ElectionCommand> for ElectionActor {
         let _span = self.span.clone().entered();
         let now = self.clock.now();
         info!(?command, "operator command");
-        let outcome = self.raft.handle_command(now, command.0);
+        let outcome = self.election.handle_command(now, command.0);
         self.pump(ctx);
         outcome
     }
@@ -430,7 +451,7 @@ impl Handler<LeaveElection> for ElectionActor {
         let (left, done) = tokio::sync::oneshot::channel();
         self.leaving = Some(left);
         let now = self.clock.now();
-        self.raft.handle_shutdown(now);
+        self.election.handle_shutdown(now);
         self.pump(ctx);
         // Answered when the step-down is durable and published, or at once if the actor
         // halted on the way (the sender is then dropped).
@@ -444,7 +465,7 @@ impl Handler<GetElectionStatus> for ElectionActor {
     type Result = MessageResult<GetElectionStatus>;
     fn handle(&mut self, _: GetElectionStatus, _: &mut Self::Context) -> Self::Result {
         let _span = self.span.clone().entered();
-        MessageResult(self.raft.status())
+        MessageResult(self.election.status())
     }
 }
 

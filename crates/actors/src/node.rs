@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use conclave_core::raft::{Command, CommandOutcome, LogPosition, Raft, RaftError, RaftStatus};
+use conclave_core::election::{Command, CommandOutcome, Election, ElectionError, ElectionStatus};
 use conclave_core::{Admission, AdmissionConfig, Membership, PeerInfo, SeededRng};
 use conclave_protocol::{ClusterId, FrameCodec, PeerId};
 use tokio::net::UdpSocket;
@@ -57,7 +57,7 @@ pub enum NodeError {
     },
     /// The election settings were refused.
     #[error(transparent)]
-    Election(#[from] RaftError),
+    Election(#[from] ElectionError),
     /// The node's actors have stopped.
     #[error("the node has stopped")]
     Stopped,
@@ -199,10 +199,10 @@ impl NodeBuilder {
             virtual_port = port;
         }
 
-        let mut raft_config = config.raft_config();
+        let mut election_config = config.election_config();
         if let Some(enabled) = recovered.auto_election {
             // RAFT-8: the operator's last `auto-election on|off` outlives restarts.
-            if enabled != raft_config.auto_election {
+            if enabled != election_config.auto_election() {
                 let switch = |on: bool| if on { "on" } else { "off" };
                 warn!(
                     "automatic election is {}: the operator's `conclave auto-election {}` \
@@ -210,22 +210,21 @@ impl NodeBuilder {
                      `conclave auto-election {}` switches it back",
                     switch(enabled),
                     switch(enabled),
-                    raft_config.auto_election,
+                    election_config.auto_election(),
                     switch(!enabled)
                 );
             }
-            raft_config.auto_election = enabled;
+            election_config.set_auto_election(enabled);
         }
-        let mut raft = Raft::new(
-            raft_config,
+        let mut election = Election::new(
+            election_config,
             recovered.hard_state,
-            LogPosition::default(),
             SeededRng::new(self.seed.unwrap_or_else(entropy_seed)),
             clock.now(),
         )?;
         if recovered.amnesic {
             // WAL-2: the core decides whether this node must abstain, and logs it at WARN.
-            raft.begin_abstention(clock.now());
+            election.begin_abstention(clock.now());
         }
 
         let codec = FrameCodec::new(config.cluster_id, config.auth_key.clone());
@@ -258,7 +257,7 @@ impl NodeBuilder {
         };
 
         let election = ElectionActor::new(
-            raft,
+            election,
             clock,
             ElectionOutputs {
                 transport: transport.clone().recipient(),
@@ -535,7 +534,7 @@ pub struct NodeStatus {
     /// `cluster.voters`.
     pub voters: Vec<PeerId>,
     /// The election's state.
-    pub election: RaftStatus,
+    pub election: ElectionStatus,
     /// The peer table.
     pub peers: Vec<PeerInfo>,
     /// The ESP-NOW dongle, when the node has that link.
@@ -577,7 +576,7 @@ impl NodeHandle {
     }
 
     /// The election's status alone.
-    pub async fn election_status(&self) -> Result<RaftStatus, NodeError> {
+    pub async fn election_status(&self) -> Result<ElectionStatus, NodeError> {
         self.inner
             .election
             .send(GetElectionStatus)
@@ -642,7 +641,7 @@ impl NodeHandle {
     pub async fn command(
         &self,
         command: Command,
-    ) -> Result<Result<CommandOutcome, RaftError>, NodeError> {
+    ) -> Result<Result<CommandOutcome, ElectionError>, NodeError> {
         self.inner
             .election
             .send(ElectionCommand(command))
@@ -661,7 +660,7 @@ impl NodeHandle {
 
     /// When this node leads: resign and wait until the successor took over (bounded).
     async fn hand_over_leadership(&self) {
-        let leads = |status: &Result<RaftStatus, NodeError>| {
+        let leads = |status: &Result<ElectionStatus, NodeError>| {
             status
                 .as_ref()
                 .is_ok_and(|status| status.role == conclave_core::election::Role::Leader)

@@ -60,7 +60,7 @@ fn paper_config(me: usize, size: usize) -> RaftConfig {
 /// A node started at time zero from `hard` with its last log entry at `log`.
 fn node_with(config: RaftConfig, hard: HardState, log: LogPosition) -> Raft {
     let seed = 0x5eed ^ u64::from(config.id.as_bytes()[1]);
-    Raft::new(config, hard, log, SeededRng::new(seed), Instant::ZERO).unwrap()
+    Raft::with_last_log(config, hard, log, SeededRng::new(seed), Instant::ZERO).unwrap()
 }
 
 /// A fresh paper node `me` of a `size`-voter cluster, empty log, term 0.

@@ -78,7 +78,7 @@ fn seed000_election_state_machine_follower_candidate_leader() {
     let (a, b, c) = (id("a"), id("b"), id("c"));
     let mut config = RaftConfig::new(a, [a, b, c]);
     config.pre_vote = false;
-    let mut raft = Raft::new(
+    let mut raft = Raft::with_last_log(
         config,
         HardState::default(),
         LogPosition::default(),

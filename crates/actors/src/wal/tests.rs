@@ -237,7 +237,7 @@ fn expected_after(records: &[WalRecord]) -> (HardState, u64, Vec<HistoryRecord>,
 fn grants_vote(state: HardState, candidate: &str) -> bool {
     let me = id("gw-z");
     let voters = [me, id("gw-a"), id("gw-b"), id("gw-c"), id("gw-d")];
-    let mut raft = Raft::new(
+    let mut raft = Raft::with_last_log(
         RaftConfig::new(me, voters),
         state,
         LogPosition::default(),

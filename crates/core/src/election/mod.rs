@@ -24,12 +24,19 @@
 //! `handle_*(now, ...)`, outputs are drained with `poll_action()`, and `poll_timeout()` says
 //! when to call `handle_timeout` next. Actions are carried out in order; a persist action is
 //! durable before anything after it happens (RAFT-1).
+//!
+//! [`Election`] is the closed set of modes behind that one interface, built from an
+//! [`ElectionConfig`]; [`ElectionStatus`] is what every mode reports, with the mode's own
+//! detail in [`ModeStatus`]. Drivers (the ElectionActor, the simulator) hold an `Election` and
+//! name no mode's own types.
 
 mod cause;
 mod command;
 mod error;
+mod machine;
 mod message;
 mod state;
+mod status;
 
 use std::fmt;
 use std::time::Duration;
@@ -39,8 +46,10 @@ use conclave_protocol::PeerId;
 pub use cause::LeaderChangeCause;
 pub use command::{Command, CommandOutcome};
 pub use error::ElectionError;
+pub use machine::{Election, ElectionConfig};
 pub use message::{ElectionMessage, GossipMessage, PriorityMessage};
 pub use state::{FencingToken, HardState};
+pub use status::{ElectionStatus, ModeStatus};
 
 /// Which election a node runs (`election.mode`). Switching needs a restart, and the WAL
 /// records the mode so that a node never starts with another mode's durable state.

@@ -65,7 +65,7 @@ use tracing::{debug, info, warn};
 
 use crate::election::{
     Action, Command, CommandOutcome, ElectionError, ElectionMessage, Event, FencingToken,
-    HardState, LeaderChangeCause, Role,
+    HardState, HealthReading, LeaderChangeCause, PeerSignal, Role,
 };
 use crate::raft::config::{QuorumMode, RaftConfig, majority_threshold};
 use crate::raft::message::RaftMessage;
@@ -219,9 +219,20 @@ pub struct Raft {
 }
 
 impl Raft {
+    /// A node starting (or restarting) as a follower with the hard state it persisted and an
+    /// empty log.
+    pub fn new(
+        config: RaftConfig,
+        restored: HardState,
+        rng: SeededRng,
+        now: Instant,
+    ) -> Result<Self, ElectionError> {
+        Self::with_last_log(config, restored, LogPosition::default(), rng, now)
+    }
+
     /// A node starting (or restarting) as a follower with the hard state it persisted and the
     /// position of its last log entry.
-    pub fn new(
+    pub fn with_last_log(
         config: RaftConfig,
         restored: HardState,
         last_log: LogPosition,
@@ -400,6 +411,12 @@ impl Raft {
         self.finish();
     }
 
+    /// A peer's radio signal strength: raft elects on terms and logs alone, so it is ignored.
+    pub fn handle_peer_signal(&mut self, _now: Instant, _signal: PeerSignal) {}
+
+    /// This node's health reading: ignored until RAFT-10's priority follows it.
+    pub fn handle_health(&mut self, _now: Instant, _reading: HealthReading) {}
+
     /// An operator's command (RAFT-8).
     pub fn handle_command(
         &mut self,
@@ -488,6 +505,21 @@ impl Raft {
         self.abstention.is_some()
     }
 
+    /// Whether its id was refused as a live duplicate, keeping it out of the election (MEM-3).
+    pub fn is_quarantined(&self) -> bool {
+        self.quarantined
+    }
+
+    /// Whether it starts elections by itself (RAFT-8 `EnableAutoLeaderElection`).
+    pub fn auto_election(&self) -> bool {
+        self.auto_election
+    }
+
+    /// The leader pinned by a manual `SetLeader` (RAFT-8), while the override holds.
+    pub fn manual_override(&self) -> Option<PeerId> {
+        self.hard.manual_override
+    }
+
     /// The state it must persist.
     pub fn hard_state(&self) -> HardState {
         self.hard
@@ -514,24 +546,15 @@ impl Raft {
         }
     }
 
-    /// A snapshot for the status answer.
+    /// What only raft has to report, for the status answer (the common part comes from
+    /// [`Election::status`](crate::election::Election::status)).
     pub fn status(&self) -> RaftStatus {
         RaftStatus {
-            id: self.config.id,
-            role: self.phase.role(),
-            phase: self.phase.label(),
-            term: self.hard.term,
-            leader: self.leader,
             vote: self.hard.vote,
             quorum_mode: self.config.quorum.label(),
             quorum_size: self.quorum_size(),
             electorate: self.electorate_size(),
-            auto_election: self.auto_election,
-            manual_override: self.hard.manual_override,
-            fencing_token: self.fencing_token(),
             last_log: self.last_log,
-            quarantined: self.quarantined,
-            abstaining: self.abstention.is_some(),
             abstaining_until_heard: self.abstention_waiting_for(),
         }
     }

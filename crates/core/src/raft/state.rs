@@ -1,10 +1,8 @@
-//! What the election core persists, what it reports, and the fencing token (RAFT-1, CB-5).
+//! What raft compares votes by, and what only raft reports (RAFT-5, RAFT-6, WAL-2).
 
 use std::cmp::Ordering;
 
 use conclave_protocol::PeerId;
-
-use crate::election::{FencingToken, Role};
 
 /// The position of the last entry of a log: votes compare it (RAFT-5, Raft §5.4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
@@ -36,19 +34,10 @@ impl Ord for LogPosition {
     }
 }
 
-/// A snapshot of the election state, for the status answer and metrics.
+/// What only raft reports about itself: the `detail` of the status answer in raft mode
+/// ([`ModeStatus::Raft`](crate::election::ModeStatus::Raft)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RaftStatus {
-    /// This node.
-    pub id: PeerId,
-    /// Its role.
-    pub role: Role,
-    /// Where it stands within its role (`pre_candidate` is RAFT-7's pre-vote round).
-    pub phase: &'static str,
-    /// Its current term.
-    pub term: u64,
-    /// The leader it knows in this term.
-    pub leader: Option<PeerId>,
     /// Its vote in this term.
     pub vote: Option<PeerId>,
     /// `"voters"` or `"connected"`.
@@ -57,19 +46,9 @@ pub struct RaftStatus {
     pub quorum_size: usize,
     /// Nodes that count towards the quorum now (self included).
     pub electorate: usize,
-    /// Whether this node starts elections by itself.
-    pub auto_election: bool,
-    /// The leader pinned by a manual override.
-    pub manual_override: Option<PeerId>,
-    /// The fencing token of the known leader.
-    pub fencing_token: Option<FencingToken>,
     /// Last log position.
     pub last_log: LogPosition,
-    /// Whether the node is kept out of elections because its id is a duplicate (MEM-3).
-    pub quarantined: bool,
-    /// Whether the node abstains because it started without a hard state (WAL-2): it neither
-    /// votes nor campaigns until it has heard every other voter.
-    pub abstaining: bool,
-    /// While abstaining: the peers it has not heard yet, whose terms it waits for.
+    /// While abstaining after starting without a hard state (WAL-2): the peers it has not
+    /// heard yet, whose terms it waits for.
     pub abstaining_until_heard: Vec<PeerId>,
 }

@@ -26,7 +26,7 @@ use crate::election::{
 use crate::membership::{
     LinkAddr, Membership, MembershipAction, MembershipConfig, MembershipEvent, PeerStatus,
 };
-use crate::raft::{LogPosition, QuorumMode, Raft, RaftConfig, RaftMessage};
+use crate::raft::{QuorumMode, Raft, RaftConfig, RaftMessage};
 use crate::rng::SeededRng;
 use crate::sim::invariants::{self, Invariant};
 use crate::sim::network::{Delivery, Network, NetworkConfig};
@@ -480,14 +480,8 @@ impl Simulation {
             raft_config.auto_election = enabled;
         }
         // `new` validated the shared settings; only the id differs per node.
-        let mut raft = Raft::new(
-            raft_config,
-            durable,
-            LogPosition::default(),
-            node_rng,
-            self.now,
-        )
-        .expect("settings validated when the simulation was created");
+        let mut raft = Raft::new(raft_config, durable, node_rng, self.now)
+            .expect("settings validated when the simulation was created");
         if self.nodes[index].amnesic && self.abstain_after_wal_loss {
             raft.begin_abstention(self.now);
         }
