@@ -17,7 +17,7 @@ use conclave_actors::wal::{
     DamagedSpan, ExaminedRecord, Inspection, RecordContent, RepairOutcome, RepairReport,
     StartState, Verdict, WalRecord, inspect, repair,
 };
-use conclave_core::raft::HardState;
+use conclave_core::election::HardState;
 use conclave_protocol::PeerId;
 use serde::Serialize;
 

@@ -138,7 +138,7 @@ pub struct RaftSettings {
     /// `check_quorum`.
     pub check_quorum: bool,
     /// `ranked_timeouts`: stagger the followers' election timeouts by rank (see
-    /// `conclave_core::raft::RaftConfig::ranked_timeouts`).
+    /// raft's `RaftConfig::ranked_timeouts` in conclave-core).
     pub ranked_timeouts: bool,
 }
 

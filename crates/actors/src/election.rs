@@ -135,8 +135,10 @@ impl ElectionActor {
         metrics: NodeMetrics,
         history: Vec<HistoryRecord>,
     ) -> Self {
+        metrics.set_mode(election.mode().label());
         metrics.set_term(election.term());
         metrics.set_role(election.role());
+        metrics.set_phase(election.phase());
         metrics.set_abstaining(election.is_abstaining());
         // A node starts without a leader: its first leaderless stretch starts now.
         metrics.set_leader_known(false);
@@ -333,6 +335,7 @@ impl ElectionActor {
             Event::RoleChanged { term, role, phase } => {
                 debug!(term, role = role.label(), phase, "role changed");
                 self.metrics.set_role(role);
+                self.metrics.set_phase(phase);
                 self.metrics.set_term(term);
             }
             Event::ElectionStarted { term, phase } => {

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use conclave_core::MembershipConfig;
 use conclave_core::election::{ElectionConfig as ModeConfig, Mode};
-use conclave_core::raft::RaftConfig;
 use conclave_protocol::{AuthKey, DEFAULT_TAG_LEN, PeerId};
 
 use super::schema::KEYS;
@@ -142,10 +141,7 @@ fn defaults_validate_into_a_single_node_config() {
     assert_eq!(config.election.voters, vec![id]);
     assert!(config.election.auto);
     assert_eq!(config.election.raft.quorum, Quorum::Voters);
-    assert_eq!(
-        config.election_config(),
-        ModeConfig::Raft(RaftConfig::new(id, [id]))
-    );
+    assert_eq!(config.election_config(), ModeConfig::raft(id, [id]));
     assert_eq!(config.election.mode, ElectionMode::Raft);
     assert_eq!(config.membership, MembershipConfig::default());
     assert_eq!(config.udp, None);
@@ -720,6 +716,27 @@ fn sta1_static_mode_names_its_leader() {
     assert_eq!(config.election_config().mode(), Mode::Static);
     assert_eq!(config.election.voters, vec![peer("gw-a"), peer("gw-b")]);
     // Without a voter list, any node may be named; the list stays empty.
+    for node in ["a", "b", "c"] {
+        let path = repo_root().join(format!("config/examples/three-static/node-{node}.toml"));
+        let (config, warnings) = Settings::load_with_env(Some(&path), no_env())
+            .unwrap()
+            .validate_with_warnings()
+            .unwrap_or_else(|problems| panic!("{}: {problems:#?}", path.display()));
+        assert!(
+            warnings
+                .iter()
+                .all(|warning| warning.key == "cluster.psk_file"),
+            "{}: {warnings:#?}",
+            path.display()
+        );
+        assert_eq!(
+            config.election.mode,
+            ElectionMode::Static {
+                leader: peer("gw-a")
+            }
+        );
+        assert_eq!(config.node_id, peer(&format!("gw-{node}")));
+    }
     let alone = settings("[election]\nmode = \"static\"\n[election.static]\nleader = \"gw-z\"\n")
         .validate()
         .unwrap();

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use actix::clock::Instant;
-use conclave_core::raft::HardState;
+use conclave_core::election::HardState;
 use tracing::{info, warn};
 
 use super::error::WalError;

@@ -63,7 +63,7 @@
 //! `Incarnation(1)` is the 17 bytes
 //! `08 00 00 00 | 02 | crc32(02 01 00 00 00 00 00 00 00) as u32 LE | 01 00 00 00 00 00 00 00`.
 
-use conclave_core::raft::{HardState, LeaderChangeCause};
+use conclave_core::election::{HardState, LeaderChangeCause};
 use conclave_protocol::PeerId;
 
 /// The first four bytes of every WAL file.

@@ -14,7 +14,7 @@ use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use conclave_core::raft::HardState;
+use conclave_core::election::HardState;
 
 use super::error::WalError;
 use super::examine::{DamagedSpan, Examination, RecordContent, Verdict, examine};

@@ -9,10 +9,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use conclave_core::election::{Action, ElectionMessage, HardState, LeaderChangeCause};
-use conclave_core::raft::{LogPosition, Raft, RaftConfig, RaftMessage};
+use conclave_core::election::{
+    Action, Election, ElectionConfig, ElectionMessage, HardState, LeaderChangeCause,
+};
 use conclave_core::{Instant, SeededRng};
-use conclave_protocol::{PeerId, RequestVote};
+use conclave_protocol::{Body, PeerId, RequestVote};
 use tracing_subscriber::fmt::MakeWriter;
 
 use super::record::{MAGIC, RECORD_HEADER_LEN, checksum, encode_seal};
@@ -237,29 +238,35 @@ fn expected_after(records: &[WalRecord]) -> (HardState, u64, Vec<HistoryRecord>,
 fn grants_vote(state: HardState, candidate: &str) -> bool {
     let me = id("gw-z");
     let voters = [me, id("gw-a"), id("gw-b"), id("gw-c"), id("gw-d")];
-    let mut raft = Raft::with_last_log(
-        RaftConfig::new(me, voters),
+    let mut election = Election::new(
+        ElectionConfig::raft(me, voters),
         state,
-        LogPosition::default(),
         SeededRng::new(7),
         Instant::ZERO,
     )
     .unwrap();
     let candidate = id(candidate);
-    raft.handle_message(
-        Instant::ZERO + Duration::from_millis(10),
+    let request = ElectionMessage::try_from(Body::RequestVote(RequestVote {
+        term: state.term.max(1),
         candidate,
-        RaftMessage::RequestVote(RequestVote {
-            term: state.term.max(1),
+        last_log_index: 0,
+        last_log_term: 0,
+        pre_vote: false,
+        leadership_transfer: false,
+    }))
+    .unwrap();
+    election
+        .handle_message(
+            Instant::ZERO + Duration::from_millis(10),
             candidate,
-            last_log_index: 0,
-            last_log_term: 0,
-            pre_vote: false,
-            leadership_transfer: false,
-        }),
-    );
-    std::iter::from_fn(|| raft.poll_action()).any(|action| {
-        matches!(action, Action::Send { message: ElectionMessage::Raft(RaftMessage::Vote(vote)), .. } if vote.granted)
+            request,
+        )
+        .unwrap();
+    std::iter::from_fn(|| election.poll_action()).any(|action| match action {
+        Action::Send { message, .. } => {
+            matches!(Body::from(message), Body::Vote(vote) if vote.granted)
+        }
+        _ => false,
     })
 }
 

@@ -55,6 +55,11 @@ pub enum ElectionConfig {
 }
 
 impl ElectionConfig {
+    /// Raft with the defaults of DESIGN §9 (`voters` quorum over `voters`), for node `id`.
+    pub fn raft(id: PeerId, voters: impl IntoIterator<Item = PeerId>) -> Self {
+        ElectionConfig::Raft(RaftConfig::new(id, voters))
+    }
+
     /// The mode these settings run.
     pub fn mode(&self) -> Mode {
         match self {

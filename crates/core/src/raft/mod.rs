@@ -24,9 +24,3 @@ pub use config::{QuorumMode, RaftConfig, majority_threshold};
 pub use message::RaftMessage;
 pub use node::Raft;
 pub use state::{LogPosition, RaftStatus};
-
-// The vocabulary every mode shares lives in `crate::election`; these names stay here while the
-// shell still speaks Raft (issue 9 moves every caller to `crate::election`).
-pub use crate::election::{
-    Command, CommandOutcome, ElectionError as RaftError, FencingToken, HardState, LeaderChangeCause,
-};
