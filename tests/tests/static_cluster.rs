@@ -7,10 +7,11 @@
 use std::time::Duration;
 
 use conclave_actors::config::{ElectionMode, Quorum};
+use conclave_actors::node::NodeBuilder;
 use conclave_core::election::{
     Command, CommandOutcome, ElectionError, LeaderChangeCause, Mode, ModeStatus, Role,
 };
-use conclave_tests::{ClusterOptions, MemoryCluster, id, test_log};
+use conclave_tests::{ClusterOptions, MemoryCluster, id, node_config, test_log};
 
 const SETTLE: Duration = Duration::from_secs(10);
 
@@ -126,4 +127,46 @@ async fn sta1_resign_refused_and_set_leader_reassigns_per_node() {
     let b = cluster.handle(1).election_status().await.unwrap();
     assert_eq!((b.term, b.manual_override), (2, Some(id("b"))));
     cluster.stop().await;
+}
+
+/// Issue 9: switching mode needs a restart, and a node refuses to start on a WAL written in
+/// another mode, naming both modes and the file; started again in its own mode, it runs.
+#[actix_rt::test]
+async fn a_node_refuses_a_wal_of_another_mode() {
+    let _log = test_log();
+    tokio::time::pause();
+    let dir = tempfile::tempdir().unwrap();
+    let raft_options = ClusterOptions::paused_clock(Quorum::Voters);
+    let raft = node_config("a", &["a"], &raft_options, dir.path());
+    let node = NodeBuilder::new(raft.clone())
+        .wal_on_event_loop()
+        .start()
+        .await
+        .unwrap();
+    node.stop().await;
+
+    let static_config = node_config("a", &["a"], &static_options(), dir.path());
+    let err = NodeBuilder::new(static_config)
+        .wal_on_event_loop()
+        .start()
+        .await
+        .unwrap_err();
+    let message = err.to_string();
+    for part in [
+        "written in raft mode",
+        "election.mode = \"static\"",
+        "conclave.wal",
+    ] {
+        assert!(message.contains(part), "{part:?} missing from: {message}");
+    }
+    let node = NodeBuilder::new(raft)
+        .wal_on_event_loop()
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(
+        node.handle().election_status().await.unwrap().mode,
+        Mode::Raft
+    );
+    node.stop().await;
 }

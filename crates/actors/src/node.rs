@@ -163,9 +163,11 @@ impl NodeBuilder {
         let admin_listener = listener("admin.listen", config.admin.listen)?;
         let metrics_listener = listener("metrics.listen", config.metrics.listen)?;
         let data_dir = config.data_dir.clone();
-        let (wal, recovered) = actix_rt::task::spawn_blocking(move || WalFile::open(&data_dir))
-            .await
-            .map_err(|err| NodeError::Recovery(err.to_string()))??;
+        let mode = config.election.mode.mode();
+        let (wal, recovered) =
+            actix_rt::task::spawn_blocking(move || WalFile::open_for_mode(&data_dir, mode))
+                .await
+                .map_err(|err| NodeError::Recovery(err.to_string()))??;
         info!(
             node = %config.node_id,
             cluster = %config.cluster_id,
