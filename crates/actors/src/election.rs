@@ -16,8 +16,10 @@
 //! leader, role and cause, the last leader known before it (kept through leaderless stretches
 //! and recovered from the history at start) and whether this node led until that change, so
 //! that the hook runner needs no guesswork to run `on_follower` on every way out of
-//! leadership. A node that stops gracefully ([`LeaveElection`]), or halts, while it still
-//! leads steps down first and publishes it (cause `shutdown`).
+//! leadership. A node that stops gracefully ([`LeaveElection`]) tells the core, which decides
+//! how to leave (a raft leader hands over to a caught-up voter first) and answers with
+//! `Action::Stopped`; the actor waits for that answer, bounded. A node that halts while it
+//! still leads steps down at once and publishes it (cause `shutdown`).
 
 use std::collections::{BTreeSet, VecDeque};
 use std::time::SystemTime;
@@ -34,6 +36,11 @@ use crate::events::{EventBus, LeaderChange, NodeEvent, unix_millis};
 use crate::messages::{Destination, ElectionArrived, IdRefused, PeerReachability, Transmit};
 use crate::metrics::NodeMetrics;
 use crate::wal::{HistoryRecord, Persist, WalRecord};
+
+/// How long a node leaving the election waits for its core to say it stopped before it cuts
+/// the hand-over short: a backstop only, far beyond any mode's own bound (raft's is its
+/// minimum election timeout).
+const LEAVE_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Senders of another mode's election messages logged once each, at most this many.
 const WARNED_PEERS_BOUND: usize = 256;
@@ -56,8 +63,10 @@ pub struct GetElectionStatus;
 #[rtype(result = "Vec<HistoryRecord>")]
 pub struct GetHistory;
 
-/// The node is stopping gracefully: a leader steps down (published with cause `shutdown`
-/// and recorded in the history), then the actor stops. Answers once that is done.
+/// The node is stopping gracefully: the core is told (`handle_shutdown`), a leader hands over
+/// or steps down as its mode does it, and when the core says it stopped (everything it
+/// persisted and published on the way out being done) the actor stops and this answers. The
+/// wait is bounded here too, should the core never answer.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
 pub struct LeaveElection;
@@ -210,15 +219,16 @@ impl ElectionActor {
                         body: message.into(),
                     });
                 }
+                Step::Act(Action::Stopped) => {
+                    // The core's answer to `handle_shutdown`: everything it had to persist
+                    // and publish on the way out is done.
+                    self.leave(ctx);
+                    return;
+                }
                 Step::Announce(record, role) => self.announce(record, role),
             }
         }
         self.metrics.set_abstaining(self.election.is_abstaining());
-        if let Some(left) = self.leaving.take() {
-            let _ = left.send(());
-            ctx.stop();
-            return;
-        }
         self.arm_timer(ctx);
     }
 
@@ -264,6 +274,14 @@ impl ElectionActor {
         );
     }
 
+    /// Answers [`LeaveElection`] and stops the actor.
+    fn leave(&mut self, ctx: &mut Context<Self>) {
+        if let Some(left) = self.leaving.take() {
+            let _ = left.send(());
+        }
+        ctx.stop();
+    }
+
     fn halt(&mut self, reason: &str, ctx: &mut Context<Self>) {
         error!(
             %reason,
@@ -271,8 +289,11 @@ impl ElectionActor {
              rather than risk voting twice in a term"
         );
         // A halting leader still says it no longer leads, so that its hooks stop what they
-        // started; the history cannot record it, the WAL being what failed.
-        self.election.handle_shutdown(self.clock.now());
+        // started; the history cannot record it, the WAL being what failed. There is no time
+        // for a hand-over: the second call steps a leader down at once.
+        let now = self.clock.now();
+        self.election.handle_shutdown(now);
+        self.election.handle_shutdown(now);
         while let Some(action) = self.election.poll_action() {
             if let Action::Publish(event) = action {
                 match history_record(&event) {
@@ -454,10 +475,25 @@ impl Handler<LeaveElection> for ElectionActor {
         let (left, done) = tokio::sync::oneshot::channel();
         self.leaving = Some(left);
         let now = self.clock.now();
+        // The core decides how this node leaves (a raft leader hands over, bounded by its own
+        // timer) and says when it is done with `Action::Stopped`.
         self.election.handle_shutdown(now);
         self.pump(ctx);
-        // Answered when the step-down is durable and published, or at once if the actor
-        // halted on the way (the sender is then dropped).
+        // A backstop in case the core's answer never comes: cut the hand-over short, then stop
+        // regardless.
+        ctx.run_later(LEAVE_BOUND, |actor, ctx| {
+            let _span = actor.span.clone().entered();
+            warn!(bound = ?LEAVE_BOUND, "still leaving the election; cutting the hand-over short");
+            let now = actor.clock.now();
+            actor.election.handle_shutdown(now);
+            actor.pump(ctx);
+            ctx.run_later(LEAVE_BOUND / 10, |actor, ctx| {
+                error!("the election core did not stop; stopping without it");
+                actor.leave(ctx);
+            });
+        });
+        // Answered when the core said it stopped, everything before that durable and
+        // published, or at once if the actor halted on the way (the sender is then dropped).
         Box::pin(async move {
             let _ = done.await;
         })

@@ -309,7 +309,6 @@ impl NodeBuilder {
                 incarnation: recovered.incarnation,
                 authenticated: config.auth_key.is_some(),
                 voters: config.election.voters.clone(),
-                handover_bound: config.election.raft.election_timeout_max,
                 clock,
                 transport,
                 membership,
@@ -420,8 +419,6 @@ struct HandleInner {
     incarnation: u64,
     authenticated: bool,
     voters: Vec<PeerId>,
-    /// How long a stopping leader waits for its successor.
-    handover_bound: std::time::Duration,
     clock: NodeClock,
     transport: Addr<TransportActor>,
     membership: Addr<MembershipActor>,
@@ -467,16 +464,15 @@ impl Node {
         self.metrics_addr
     }
 
-    /// Graceful shutdown. A leader first hands leadership to the best caught-up peer and
-    /// waits (at most a maximum election timeout) until it no longer leads, so the cluster
-    /// does not sit leaderless for an election timeout; then the election stops, so this node
-    /// neither votes nor leads while the rest winds down (a leader whose successor did not
-    /// take over in time steps down first, cause `shutdown`, so its `on_follower` hook runs);
-    /// then the peers are told goodbye, the hooks of the last events finish (bounded by two
+    /// Graceful shutdown. The election is told first and leaves as its mode does it — a raft
+    /// leader hands leadership to the best caught-up peer and waits (at most its minimum
+    /// election timeout) until the successor takes over, so the cluster does not sit
+    /// leaderless for an election timeout; a leader whose successor did not take over in time
+    /// steps down, cause `shutdown`, so its `on_follower` hook runs — and then stops, so this
+    /// node neither votes nor leads while the rest winds down; then the peers are told goodbye, the hooks of the last events finish (bounded by two
     /// hook timeouts), the HTTP servers finish their requests, and the remaining actors stop.
     pub async fn stop(self) {
         info!(node = %self.handle.node_id(), "stopping");
-        self.handle.hand_over_leadership().await;
         // Awaited, not fire-and-forget: a heartbeat answer the election sends after the
         // `Goodbye` would make every peer add this node back as a member.
         let _ = self.handle.inner.election.send(LeaveElection).await;
@@ -658,33 +654,6 @@ impl NodeHandle {
             .send(ReplaceHooks(hooks))
             .await
             .map_err(|_| NodeError::Stopped)
-    }
-
-    /// When this node leads: resign and wait until the successor took over (bounded).
-    async fn hand_over_leadership(&self) {
-        let leads = |status: &Result<ElectionStatus, NodeError>| {
-            status
-                .as_ref()
-                .is_ok_and(|status| status.role == conclave_core::election::Role::Leader)
-        };
-        if !leads(&self.election_status().await) {
-            return;
-        }
-        match self.command(Command::Resign).await {
-            Ok(Ok(CommandOutcome::TransferStarted { target })) => {
-                info!(%target, "handing leadership over before stopping");
-            }
-            Ok(Ok(_)) => return,
-            Ok(Err(err)) => {
-                warn!(%err, "could not hand leadership over; stopping anyway");
-                return;
-            }
-            Err(_) => return,
-        }
-        let deadline = actix::clock::Instant::now() + self.inner.handover_bound;
-        while actix::clock::Instant::now() < deadline && leads(&self.election_status().await) {
-            actix::clock::sleep(std::time::Duration::from_millis(10)).await;
-        }
     }
 
     /// Releases the WAL and the data-directory lock; the election must have stopped.

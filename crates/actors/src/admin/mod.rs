@@ -767,9 +767,9 @@ async fn run_command(state: &AdminState, command: Command) -> Result<CommandAnsw
             let code = match err {
                 ElectionError::NotLeader { .. }
                 | ElectionError::StaticLeaderCannotResign { .. } => StatusCode::CONFLICT,
-                ElectionError::Quarantined | ElectionError::Abstaining => {
-                    StatusCode::SERVICE_UNAVAILABLE
-                }
+                ElectionError::Quarantined
+                | ElectionError::Abstaining
+                | ElectionError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
                 ElectionError::NotAVoter(_)
                 | ElectionError::UnknownPeer(_)
                 | ElectionError::InvalidConfig(_)

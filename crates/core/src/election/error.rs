@@ -32,6 +32,9 @@ pub enum ElectionError {
     /// This node's id was refused as a duplicate (MEM-3); it takes no part in elections.
     #[error("this node's id is used by another live node; it takes no part in elections")]
     Quarantined,
+    /// The node is stopping (`handle_shutdown`): it takes no more commands.
+    #[error("this node is stopping; it takes no more election commands")]
+    ShuttingDown,
     /// A message of another mode's election reached this node (`election.mode` differs
     /// between nodes): dropped.
     #[error(

@@ -239,6 +239,11 @@ pub enum Action {
     },
     /// Tell subscribers, hooks and metrics.
     Publish(Event),
+    /// The answer to `handle_shutdown`: this node's part in the election is over. Any
+    /// hand-over it started has ended and it leads no more; what it had to persist and
+    /// publish on the way out came before this. Nothing follows it: the driver stops feeding
+    /// the machine once it has carried out the actions before this one.
+    Stopped,
 }
 
 #[cfg(test)]

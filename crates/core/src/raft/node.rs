@@ -140,6 +140,15 @@ struct Transfer {
     cause: LeaderChangeCause,
 }
 
+/// Where a stopping node is (CB-2; see [`Raft::handle_shutdown`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shutdown {
+    /// Asked to stop: a leader hands over (or steps down); the others stop at once.
+    Leaving,
+    /// Its part is over: `Action::Stopped` went out; every input is ignored.
+    Stopped,
+}
+
 /// What an abstaining node knows (see the module docs on abstention, WAL-2).
 #[derive(Debug, Clone)]
 struct Abstention {
@@ -216,6 +225,8 @@ pub struct Raft {
     /// After an abstention: the term adopted at its end. No vote is granted in it or before
     /// it, and hard states of it are persisted as amnesic (WAL-2).
     vote_floor: Option<u64>,
+    /// Set once the driver asked the node to stop (CB-2).
+    shutdown: Option<Shutdown>,
 }
 
 impl Raft {
@@ -275,6 +286,7 @@ impl Raft {
             transfer_campaign: false,
             abstention: None,
             vote_floor: None,
+            shutdown: None,
         };
         raft.reset_election_timer(now);
         Ok(raft)
@@ -328,7 +340,7 @@ impl Raft {
 
     /// A message from `from` (already authenticated by the transport).
     pub fn handle_message(&mut self, now: Instant, from: PeerId, message: RaftMessage) {
-        if from == self.config.id || self.quarantined {
+        if from == self.config.id || self.quarantined || self.is_stopped() {
             return;
         }
         if self.abstention.is_some() {
@@ -341,7 +353,7 @@ impl Raft {
 
     /// Time passed; call at [`Raft::poll_timeout`] (calling early is harmless).
     pub fn handle_timeout(&mut self, now: Instant) {
-        if self.quarantined {
+        if self.quarantined || self.is_stopped() {
             return;
         }
         if self.abstention.is_some() {
@@ -357,7 +369,7 @@ impl Raft {
     /// Membership reports `peer` connected or disconnected (MEM-5). In `connected` mode this
     /// changes the electorate; in both modes it decides who gets heartbeats.
     pub fn handle_peer_status(&mut self, now: Instant, peer: PeerId, connected: bool) {
-        if peer == self.config.id {
+        if peer == self.config.id || self.is_stopped() {
             return;
         }
         let changed = if connected {
@@ -388,7 +400,7 @@ impl Raft {
     /// Membership learned that this node's id is a live duplicate (MEM-3): leave the election
     /// for good; the node must not act as that id.
     pub fn handle_id_refused(&mut self, now: Instant) {
-        if self.quarantined {
+        if self.quarantined || self.is_stopped() {
             return;
         }
         warn!(id = %self.config.id, "peer id refused as a duplicate; leaving the election");
@@ -397,16 +409,52 @@ impl Raft {
         self.finish();
     }
 
-    /// The node is stopping (CB-2): a leader steps down, so that the last leader change it
-    /// publishes says it no longer leads (cause `Shutdown`). Called once, after any hand-over
-    /// had its chance; the driver feeds nothing more afterwards. A follower publishes nothing.
+    /// The node is stopping (CB-2). A leader hands leadership over, as a resignation does: to
+    /// the best caught-up voter it hears, which then campaigns at once (RAFT-8 transfer), so
+    /// the cluster is not leaderless for an election timeout. It keeps handling messages and
+    /// time meanwhile. Once it no longer leads — the successor's campaign reached it (cause
+    /// `resign`), the transfer ran out after the minimum election timeout, or nobody could take
+    /// over (both cause `shutdown`, so the last change it publishes says it no longer leads) —
+    /// it emits [`Action::Stopped`] and ignores every input after. A node that does not lead
+    /// stops at once, publishing nothing.
+    ///
+    /// Called again while a hand-over is under way (the driver cannot wait any longer, or its
+    /// WAL failed), it steps down at once.
     pub fn handle_shutdown(&mut self, now: Instant) {
-        if self.phase == Phase::Leader {
-            info!(
-                term = self.hard.term,
-                "stopping while leading; stepping down"
-            );
-            self.become_follower(now, self.hard.term, None, LeaderChangeCause::Shutdown);
+        match self.shutdown {
+            Some(Shutdown::Stopped) => return,
+            Some(Shutdown::Leaving) => {
+                if self.phase == Phase::Leader {
+                    info!(term = self.hard.term, "hand-over cut short; stepping down");
+                    self.become_follower(now, self.hard.term, None, LeaderChangeCause::Shutdown);
+                }
+            }
+            None => {
+                self.shutdown = Some(Shutdown::Leaving);
+                if self.phase == Phase::Leader {
+                    if self.hard.manual_override == Some(self.config.id) {
+                        self.hard.manual_override = None;
+                    }
+                    match self.best_successor() {
+                        Some(target) => {
+                            info!(%target, "stopping while leading; handing leadership over");
+                            self.start_transfer(now, target, false, LeaderChangeCause::Resign);
+                        }
+                        None => {
+                            info!(
+                                term = self.hard.term,
+                                "stopping while leading, with nobody to hand over to; stepping down"
+                            );
+                            self.become_follower(
+                                now,
+                                self.hard.term,
+                                None,
+                                LeaderChangeCause::Shutdown,
+                            );
+                        }
+                    }
+                }
+            }
         }
         self.finish();
     }
@@ -423,6 +471,9 @@ impl Raft {
         now: Instant,
         command: Command,
     ) -> Result<CommandOutcome, ElectionError> {
+        if self.shutdown.is_some() {
+            return Err(ElectionError::ShuttingDown);
+        }
         let outcome = self.command(now, command);
         self.finish();
         outcome
@@ -440,7 +491,7 @@ impl Raft {
     /// When [`Raft::handle_timeout`] must be called next; `None` when nothing is pending.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if self.quarantined {
+        if self.quarantined || self.is_stopped() {
             return None;
         }
         if let Some(abstention) = &self.abstention {
@@ -503,6 +554,11 @@ impl Raft {
     /// Whether it abstains after starting without a hard state (WAL-2).
     pub fn is_abstaining(&self) -> bool {
         self.abstention.is_some()
+    }
+
+    /// Whether its part in the election is over after [`Raft::handle_shutdown`].
+    pub fn is_stopped(&self) -> bool {
+        self.shutdown == Some(Shutdown::Stopped)
     }
 
     /// Whether its id was refused as a live duplicate, keeping it out of the election (MEM-3).
@@ -1225,6 +1281,10 @@ impl Raft {
                 self.pending_events.push(Event::TransferAborted {
                     target: transfer.target,
                 });
+                if self.shutdown.is_some() {
+                    // Stopping: nobody took over in time; step down rather than wait more.
+                    self.become_follower(now, self.hard.term, None, LeaderChangeCause::Shutdown);
+                }
             }
         }
     }
@@ -1613,6 +1673,11 @@ impl Raft {
                     role: self.phase.role(),
                     cause: self.leader_cause,
                 }));
+        }
+        if self.shutdown == Some(Shutdown::Leaving) && self.phase != Phase::Leader {
+            // Whatever it persisted and published on the way out went first.
+            self.shutdown = Some(Shutdown::Stopped);
+            self.actions.push_back(Action::Stopped);
         }
     }
 }

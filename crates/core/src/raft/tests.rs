@@ -1481,13 +1481,16 @@ fn raft8_auto_election_switch_is_persisted() {
 // ---------------------------------------------------------------------------------------------
 // CB-2: every way out of leadership is published with its cause
 
-/// CB-2, RAFT-9: a leader that stops steps down and says so: a role change, then "no leader"
-/// with cause `shutdown`, and nothing to persist (term and vote are unchanged). A follower
-/// that stops publishes nothing.
+/// CB-2, RAFT-9: a leader that stops with nobody to hand over to (the voter it heard has
+/// left) steps down and says so: a role change, then "no leader" with cause `shutdown`, and
+/// nothing to persist (term and vote are unchanged); then it says it stopped, and ignores
+/// every input after. A follower that stops publishes nothing, and stops at once.
 #[test]
 fn cb2_a_stopping_leader_publishes_its_step_down() {
     let mut raft = start(config("a", &["a", "b", "c"]));
     let at = elect(&mut raft);
+    raft.handle_peer_status(at, id("b"), false);
+    drain(&mut raft);
     raft.handle_shutdown(at);
     assert_eq!(
         drain(&mut raft),
@@ -1503,14 +1506,112 @@ fn cb2_a_stopping_leader_publishes_its_step_down() {
                 role: Role::Follower,
                 cause: LeaderChangeCause::Shutdown,
             }),
+            Action::Stopped,
         ]
+    );
+    assert!(raft.is_stopped());
+    assert_eq!(raft.poll_timeout(), None);
+    raft.handle_message(ms(1000), id("c"), vote_request(5, "c", false));
+    raft.handle_timeout(ms(5000));
+    raft.handle_shutdown(ms(5000));
+    assert_eq!(
+        drain(&mut raft),
+        vec![],
+        "a stopped node neither votes nor campaigns"
+    );
+    assert_eq!(
+        raft.handle_command(ms(5000), Command::Resign),
+        Err(ElectionError::ShuttingDown)
     );
 
     let mut follower = start(config("b", &["a", "b", "c"]));
     follower.handle_message(ms(10), id("a"), heartbeat(1, "a"));
     drain(&mut follower);
     follower.handle_shutdown(ms(20));
-    assert_eq!(drain(&mut follower), vec![]);
+    assert_eq!(drain(&mut follower), vec![Action::Stopped]);
+}
+
+/// CB-2, RAFT-8: a stopping leader hands over as a resignation does: once the voter it heard
+/// is known to be caught up it orders it to campaign (`TimeoutNow`), keeps leading meanwhile,
+/// and stops when the successor's campaign reaches it: it grants the vote (persisted first),
+/// publishes its step-down with cause `resign`, then says it stopped.
+#[test]
+fn cb2_a_stopping_leader_hands_over_then_stops() {
+    let mut raft = start(config("a", &["a", "b", "c"]));
+    let at = elect(&mut raft);
+    raft.handle_message(at, id("b"), ok_response(1));
+    drain(&mut raft);
+    raft.handle_shutdown(at);
+    assert_eq!(
+        drain(&mut raft),
+        vec![Action::Send {
+            to: id("b"),
+            message: RaftMessage::TimeoutNow(TimeoutNow {
+                term: 1,
+                pin: false
+            })
+            .into(),
+        }]
+    );
+    assert_eq!(raft.role(), Role::Leader);
+    assert!(!raft.is_stopped());
+
+    let mut campaign = vote_request(2, "b", false);
+    if let RaftMessage::RequestVote(request) = &mut campaign {
+        request.leadership_transfer = true;
+    }
+    raft.handle_message(at + Duration::from_millis(5), id("b"), campaign);
+    let actions = drain(&mut raft);
+    assert_eq!(
+        actions[0],
+        Action::Persist(HardState {
+            term: 2,
+            vote: Some(id("b")),
+            manual_override: None,
+        })
+    );
+    assert_eq!(
+        leader_changes(&actions),
+        vec![(2, None, LeaderChangeCause::Resign)]
+    );
+    assert_eq!(actions.last(), Some(&Action::Stopped));
+    assert!(raft.is_stopped());
+}
+
+/// CB-2: a hand-over that does not complete within the minimum election timeout ends with
+/// the leader stepping down (cause `shutdown`) and stopping; and a driver that cannot wait
+/// that long calls `handle_shutdown` again, which steps down at once.
+#[test]
+fn cb2_a_stopping_leaders_hand_over_is_bounded() {
+    for cut_short in [false, true] {
+        let mut raft = start(config("a", &["a", "b", "c"]));
+        let at = elect(&mut raft);
+        raft.handle_shutdown(at);
+        drain(&mut raft);
+        assert_eq!(raft.role(), Role::Leader, "handing over to b");
+        let actions = if cut_short {
+            raft.handle_shutdown(at + Duration::from_millis(10));
+            drain(&mut raft)
+        } else {
+            let mut actions = Vec::new();
+            while !raft.is_stopped() {
+                let next = raft.poll_timeout().unwrap();
+                assert!(
+                    next <= at + Duration::from_millis(150),
+                    "bounded by the minimum timeout"
+                );
+                raft.handle_timeout(next);
+                actions.extend(drain(&mut raft));
+            }
+            actions
+        };
+        assert_eq!(
+            leader_changes(&actions),
+            vec![(1, None, LeaderChangeCause::Shutdown)],
+            "cut short: {cut_short}"
+        );
+        assert_eq!(actions.last(), Some(&Action::Stopped));
+    }
 }
 
 /// CB-2, CB-6: a resigning leader learns its successor's term from the successor's vote

@@ -684,6 +684,9 @@ impl Simulation {
                 self.trace
                     .record(self.now, id, || format!("{event:?}"), hash);
             }
+            Action::Stopped => {
+                self.trace.record(self.now, id, || "stopped".to_owned(), 6);
+            }
         }
     }
 

@@ -208,6 +208,9 @@ impl StaticLeader {
         _now: Instant,
         command: Command,
     ) -> Result<CommandOutcome, ElectionError> {
+        if self.stopped {
+            return Err(ElectionError::ShuttingDown);
+        }
         if self.quarantined {
             return Err(ElectionError::Quarantined);
         }
@@ -240,7 +243,8 @@ impl StaticLeader {
 
     /// The node is stopping: the leader steps down (cause `shutdown`), so that its hooks stop
     /// what they started; there is nobody to hand over to, since nobody elects. A follower
-    /// publishes nothing.
+    /// publishes nothing. Either way [`Action::Stopped`] ends it at once, and every input after
+    /// is ignored.
     pub fn handle_shutdown(&mut self, _now: Instant) {
         if self.stopped {
             return;
@@ -248,11 +252,12 @@ impl StaticLeader {
         self.stopped = true;
         self.cause = LeaderChangeCause::Shutdown;
         self.finish();
+        self.actions.push_back(Action::Stopped);
     }
 
     /// Membership learned that this node's id is a live duplicate (MEM-3): leave for good.
     pub fn handle_id_refused(&mut self, _now: Instant) {
-        if self.quarantined {
+        if self.quarantined || self.stopped {
             return;
         }
         warn!(id = %self.config.id, "peer id refused as a duplicate; leaving the election");

@@ -310,8 +310,9 @@ fn sta1_assignment_survives_a_restart() {
     assert_eq!(drain(&mut configured)[0], Action::Persist(epoch(4, None)));
 }
 
-/// CB-2: a stopping static leader steps down (cause `shutdown`) and takes no more commands;
-/// a stopping follower publishes nothing.
+/// CB-2: a stopping static leader steps down (cause `shutdown`) and says it stopped, then
+/// takes no more commands; a stopping follower publishes nothing but that it stopped, and
+/// ignores membership after.
 #[test]
 fn cb2_stopping_static_leader_steps_down() {
     let mut leader = start("a", epoch(1, None));
@@ -322,13 +323,22 @@ fn cb2_stopping_static_leader_steps_down() {
         vec![
             role_changed(1, Role::Follower),
             leader_changed(1, None, Role::Follower, LeaderChangeCause::Shutdown),
+            Action::Stopped,
         ]
+    );
+    leader.handle_shutdown(ms(6));
+    assert_eq!(drain(&mut leader), vec![]);
+    assert_eq!(
+        leader.handle_command(ms(7), Command::SetLeader(id("a"))),
+        Err(ElectionError::ShuttingDown)
     );
 
     let mut follower = start("b", epoch(1, None));
     follower.handle_peer_status(ms(1), id("a"), true);
     drain(&mut follower);
     follower.handle_shutdown(ms(5));
+    assert_eq!(drain(&mut follower), vec![Action::Stopped]);
+    follower.handle_peer_status(ms(6), id("a"), false);
     assert_eq!(drain(&mut follower), vec![]);
 }
 
