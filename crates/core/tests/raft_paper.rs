@@ -849,9 +849,10 @@ fn split_vote_rate(
     const NODES: usize = 5;
     const BOUND: Duration = Duration::from_secs(10);
     let mut config = SimConfig::voters(NODES, HEARTBEAT, timeout_min, timeout_max);
-    config.raft.pre_vote = false;
-    config.raft.check_quorum = false;
-    config.raft.ranked_timeouts = false;
+    let raft = config.raft_mut().expect("a raft cluster");
+    raft.pre_vote = false;
+    raft.check_quorum = false;
+    raft.ranked_timeouts = false;
     // The election does not depend on membership in voters mode; without it the run is faster.
     // Without membership's pings nothing keeps a restarted node verified by the others, so
     // admission is off too: this measures the randomized timeouts alone.

@@ -30,7 +30,9 @@ impl Invariant for DurableStateMonotonic {
                     self.last.remove(node);
                     continue;
                 }
-                Observation::Sent { .. } | Observation::Dropped { .. } => continue,
+                Observation::Sent { .. }
+                | Observation::Dropped { .. }
+                | Observation::ReachabilityOvertaken { .. } => continue,
             };
             if let Some(previous) = self.last.get(node) {
                 if state.term < previous.term {
