@@ -10,12 +10,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use conclave_actors::config::{
-    AdminConfig, ElectionConfig, HooksConfig, MetricsConfig, NodeConfig, Quorum, RaftSettings,
+    AdminConfig, ElectionConfig, ElectionMode, HooksConfig, MetricsConfig, NodeConfig, Quorum,
+    RaftSettings,
 };
 use conclave_actors::memory::MemoryHub;
 use conclave_actors::node::{Node, NodeBuilder, NodeHandle, NodeStatus};
 use conclave_core::MembershipConfig;
-use conclave_core::raft::Role;
+use conclave_core::election::Role;
 use conclave_protocol::{AuthKey, ClusterId, PeerId};
 use tempfile::TempDir;
 
@@ -55,6 +56,8 @@ pub struct ClusterOptions {
     pub paused_clock: bool,
     /// Hooks, the same for every node.
     pub hooks: HooksConfig,
+    /// `election.mode` (raft unless a test says otherwise).
+    pub mode: ElectionMode,
 }
 
 impl ClusterOptions {
@@ -65,6 +68,7 @@ impl ClusterOptions {
             authenticated: false,
             paused_clock: true,
             hooks: HooksConfig::default(),
+            mode: ElectionMode::Raft,
         }
     }
 
@@ -93,6 +97,7 @@ pub fn node_config(
             .authenticated
             .then(|| AuthKey::new(TEST_PSK, 16).expect("the test key is long enough")),
         election: ElectionConfig {
+            mode: options.mode,
             voters: names.iter().map(|n| id(n)).collect(),
             auto: true,
             raft: RaftSettings {

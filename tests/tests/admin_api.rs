@@ -188,7 +188,7 @@ async fn event_stream_carries_leader_changes() {
     // shows up.
     let target = cluster.id(other);
     handle
-        .command(conclave_core::raft::Command::SetLeader(target))
+        .command(conclave_core::election::Command::SetLeader(target))
         .await
         .unwrap()
         .unwrap();

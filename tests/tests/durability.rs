@@ -15,7 +15,7 @@ use conclave_actors::config::Quorum;
 use conclave_actors::memory::MemoryHub;
 use conclave_actors::node::{Node, NodeBuilder, NodeError};
 use conclave_actors::wal::{WAL_FILE_NAME, WalError, WalRecord, read_records};
-use conclave_core::raft::{Command, CommandOutcome, Role};
+use conclave_core::election::{Command, CommandOutcome, ModeStatus, Role};
 use conclave_tests::{ClusterOptions, MemoryCluster, id, node_config, test_log};
 
 const SETTLE: Duration = Duration::from_secs(10);
@@ -156,8 +156,11 @@ async fn wal2_node_that_lost_its_wal_abstains_until_every_voter_is_heard() {
     loop {
         let status = nodes.node(victim).handle().election_status().await.unwrap();
         assert!(status.abstaining, "it abstains from its start");
-        if status.abstaining_until_heard == vec![id(NAMES[leader])] {
-            assert_eq!(status.vote, None);
+        if status.detail.abstaining_until_heard() == [id(NAMES[leader])] {
+            let ModeStatus::Raft(raft) = &status.detail else {
+                panic!("a raft node reports raft's detail: {status:?}");
+            };
+            assert_eq!(raft.vote, None);
             assert_eq!(status.role, Role::Follower);
             break;
         }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use conclave_actors::config::{DonglePort, EspNowLinkConfig, Quorum};
 use conclave_actors::node::{Node, NodeBuilder, NodeHandle};
-use conclave_core::raft::Role;
+use conclave_core::election::Role;
 use conclave_tests::{ClusterOptions, node_config, test_log};
 use firmware_support::{AirAddress, Firmware, skip_without_python};
 

@@ -11,7 +11,7 @@ use conclave_actors::config::Quorum;
 use conclave_actors::memory::{MemoryFrame, MemoryHub};
 use conclave_actors::node::{Node, NodeBuilder};
 use conclave_core::LinkAddr;
-use conclave_core::raft::Role;
+use conclave_core::election::Role;
 use conclave_protocol::{
     AuthKey, Body, ChallengeAck, ClusterId, Envelope, FrameCodec, Hello, PeerId, RequestVote,
 };

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use conclave_actors::config::Quorum;
 use conclave_actors::events::{EventSubscription, NodeEvent, Received};
-use conclave_core::raft::Role;
+use conclave_core::election::Role;
 use conclave_tests::{RadioCluster, id, test_log};
 
 const BOUND: Duration = Duration::from_secs(15);

@@ -589,6 +589,7 @@ mod tests {
                 quorum_size: 2,
                 electorate: 3,
                 role: role.to_owned(),
+                phase: role.to_owned(),
                 fencing: Fencing {
                     term,
                     leader: leader.map(str::to_owned),

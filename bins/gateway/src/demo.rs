@@ -30,13 +30,13 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use conclave_actors::config::{
-    AdminConfig, DonglePort, ElectionConfig, EspNowLinkConfig, HooksConfig, MetricsConfig,
-    NodeConfig, Quorum, RaftSettings,
+    AdminConfig, DonglePort, ElectionConfig, ElectionMode, EspNowLinkConfig, HooksConfig,
+    MetricsConfig, NodeConfig, Quorum, RaftSettings,
 };
 use conclave_actors::events::{NodeEvent, Received};
 use conclave_actors::node::{Node, NodeBuilder, virtual_mac};
 use conclave_core::MembershipConfig;
-use conclave_core::raft::Role;
+use conclave_core::election::Role;
 use conclave_espnow::{Air, Mac, VirtualDongleConfig, VirtualSerialPort};
 use conclave_protocol::{ClusterId, PeerId};
 use tokio::sync::mpsc;
@@ -109,6 +109,7 @@ fn demo_config(name: &str, names: &[String], dir: &Path, port: &Path) -> NodeCon
         // A demo needs no key; the node logs that frames are unauthenticated.
         auth_key: None,
         election: ElectionConfig {
+            mode: ElectionMode::Raft,
             voters: names.iter().map(|n| peer_id(n)).collect(),
             auto: true,
             raft: RaftSettings {

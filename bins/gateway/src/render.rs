@@ -38,10 +38,16 @@ pub(crate) fn status(status: &StatusAnswer) -> String {
         "node        {} (cluster {}, incarnation {})",
         status.node_id, status.cluster_id, status.incarnation
     );
+    // The phase is shown when it says more than the role (a raft pre-candidate).
+    let role = if status.phase.is_empty() || status.phase == status.role {
+        status.role.clone()
+    } else {
+        format!("{} ({})", status.role, status.phase)
+    };
     let _ = writeln!(
         out,
-        "role        {:<14} term {}",
-        status.role, status.fencing.term
+        "role        {:<14} term {} ({} mode)",
+        role, status.fencing.term, status.mode
     );
     let _ = writeln!(
         out,
@@ -49,15 +55,20 @@ pub(crate) fn status(status: &StatusAnswer) -> String {
         or_dash(status.fencing.leader.as_deref()),
         or_dash(status.fencing.fencing_token.as_deref())
     );
-    let _ = writeln!(
-        out,
-        "quorum      {} ({} of {} votes; {} voters reachable; {})",
-        status.quorum,
-        status.quorum_size,
-        status.electorate,
-        status.reachable_voters,
-        if status.ready { "ready" } else { "NOT READY" }
-    );
+    let ready = if status.ready { "ready" } else { "NOT READY" };
+    if status.quorum == "none" {
+        let _ = writeln!(
+            out,
+            "quorum      none (nobody elects; {} voters reachable; {ready})",
+            status.reachable_voters,
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "quorum      {} ({} of {} votes; {} voters reachable; {ready})",
+            status.quorum, status.quorum_size, status.electorate, status.reachable_voters,
+        );
+    }
     let _ = writeln!(
         out,
         "election    auto {}, manual override {}",
@@ -232,6 +243,7 @@ mod tests {
             quorum_size: 2,
             electorate: 3,
             role: "leader".to_owned(),
+            phase: "leader".to_owned(),
             fencing: fencing(5, "gw-a"),
             voted_for: Some("gw-a".to_owned()),
             auto_election: true,
@@ -270,11 +282,32 @@ mod tests {
     fn status_table_shows_leader_and_token() {
         let text = status(&status_answer());
         assert!(text.contains("fencing token 5:gw-a"), "{text}");
+        assert!(text.contains("term 5 (raft mode)"), "{text}");
         assert!(text.contains("leader      gw-a"), "{text}");
         assert!(text.contains("420 µs"), "{text}");
         assert!(text.contains("manual override none"), "{text}");
         assert!(text.contains("2 voters reachable; ready"), "{text}");
         assert!(!text.contains("WARNING"), "{text}");
+    }
+
+    /// The status names the mode; a static node has no quorum to show, and a phase that says
+    /// more than the role (a raft pre-candidate) is shown beside it.
+    #[test]
+    fn status_table_shows_mode_and_phase() {
+        let mut answer = status_answer();
+        answer.mode = "static".to_owned();
+        answer.quorum = "none".to_owned();
+        let text = status(&answer);
+        assert!(text.contains("term 5 (static mode)"), "{text}");
+        assert!(
+            text.contains("quorum      none (nobody elects; 2 voters reachable; ready)"),
+            "{text}"
+        );
+        let mut answer = status_answer();
+        answer.role = "candidate".to_owned();
+        answer.phase = "pre_candidate".to_owned();
+        let text = status(&answer);
+        assert!(text.contains("candidate (pre_candidate)"), "{text}");
     }
 
     /// A disconnected peer's round trip is unknown, not its last figure.

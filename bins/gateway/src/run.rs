@@ -267,9 +267,11 @@ pub(crate) fn run(file: Option<&Path>, log: Option<&str>) -> ExitCode {
 /// number is returned; SIGHUP is ignored by then).
 /// The exit code of a node that could not start: 69 (EX_UNAVAILABLE) when something it needs
 /// is taken or missing (a port another process holds, a data directory another process has
-/// locked), 70 (EX_SOFTWARE) otherwise.
+/// locked), 64 (EX_USAGE) when the configuration contradicts the data directory (a WAL of
+/// another election mode), 70 (EX_SOFTWARE) otherwise.
 fn start_failure_code(err: &NodeError) -> u8 {
     match err {
+        NodeError::Wal(conclave_actors::wal::WalError::OtherMode { .. }) => crate::EXIT_USAGE,
         NodeError::Bind { .. } | NodeError::Wal(conclave_actors::wal::WalError::Locked { .. }) => {
             EXIT_UNAVAILABLE
         }

@@ -17,7 +17,7 @@ use conclave_actors::wal::{
     DamagedSpan, ExaminedRecord, Inspection, RecordContent, RepairOutcome, RepairReport,
     StartState, Verdict, WalRecord, inspect, repair,
 };
-use conclave_core::raft::HardState;
+use conclave_core::election::HardState;
 use conclave_protocol::PeerId;
 use serde::Serialize;
 
@@ -254,6 +254,7 @@ fn describe(record: &ExaminedRecord) -> (&'static str, String) {
             "auto-election",
             if *enabled { "on" } else { "off" }.to_owned(),
         ),
+        RecordContent::Record(WalRecord::Mode(mode)) => ("election mode", mode.label().to_owned()),
         RecordContent::Seal => ("seal", String::new()),
         RecordContent::UnknownKind => (
             "unknown",
@@ -328,8 +329,10 @@ fn start_text(start: &StartState) -> String {
     } else {
         ""
     };
+    let mode = start.mode.map_or("none yet", |mode| mode.label());
     format!(
-        "{}; incarnation {}; automatic election {auto}; {} history records{amnesic}",
+        "mode {}; {}; incarnation {}; automatic election {auto}; {} history records{amnesic}",
+        mode,
         hard_text(&start.hard_state),
         start.incarnation,
         start.history.len()
@@ -472,6 +475,9 @@ enum ContentJson {
     AutoElection {
         enabled: bool,
     },
+    ElectionMode {
+        mode: &'static str,
+    },
     Seal,
     UnknownKind,
     UnknownCause {
@@ -510,6 +516,9 @@ impl From<&RecordContent> for ContentJson {
             },
             RecordContent::Record(WalRecord::AutoElection(enabled)) => {
                 ContentJson::AutoElection { enabled: *enabled }
+            }
+            RecordContent::Record(WalRecord::Mode(mode)) => {
+                ContentJson::ElectionMode { mode: mode.label() }
             }
             RecordContent::Seal => ContentJson::Seal,
             RecordContent::UnknownKind => ContentJson::UnknownKind,

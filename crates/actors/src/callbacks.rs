@@ -80,12 +80,12 @@
 //! | `CONCLAVE_HOOK` | all | `on_leader`, `on_follower`, `on_leader_change` or `on_peer_status` |
 //! | `CONCLAVE_EVENT` | all | `leader_changed` or `peer_status_changed` |
 //! | `CONCLAVE_AT_UNIX_MS` | all | when the event happened, milliseconds since the Unix epoch |
-//! | `CONCLAVE_ROLE` | `leader_changed` | this node's role: `follower`, `pre_candidate`, `candidate`, `leader` |
-//! | `CONCLAVE_TERM` | `leader_changed` | the term, a decimal number |
+//! | `CONCLAVE_ROLE` | `leader_changed` | this node's role: `follower`, `candidate` (a raft pre-candidate too), `leader` |
+//! | `CONCLAVE_TERM` | `leader_changed` | the term, a decimal number (raft's term; in static mode the assignment epoch) |
 //! | `CONCLAVE_LEADER` | `leader_changed` | the new leader's id; empty when there is none |
 //! | `CONCLAVE_PREVIOUS_LEADER` | `leader_changed` | the last leader this node knew before this change (kept through leaderless stretches and restarts); empty only when it never knew one |
 //! | `CONCLAVE_STEPPED_DOWN` | `leader_changed` | `true` when this node led until this change, else `false` |
-//! | `CONCLAVE_CAUSE` | `leader_changed` | why (CB-6): `election_timeout`, `vote_won`, `leader_heard`, `higher_term`, `set_leader`, `transfer`, `resign`, `tie_break`, `quorum_lost`, `quarantined`, `shutdown` |
+//! | `CONCLAVE_CAUSE` | `leader_changed` | why (CB-6): `election_timeout`, `vote_won`, `leader_heard`, `higher_term`, `set_leader`, `transfer`, `resign`, `tie_break`, `quorum_lost`, `quarantined`, `shutdown`, `yield`, `priority`, `configured` (static mode: the leader the configuration names), `leader_lost` (static mode: the leader became unreachable) |
 //! | `CONCLAVE_FENCING_TOKEN` | `leader_changed` | `<term>:<leader>`, e.g. `7:gw-a`; empty when there is no leader |
 //! | `CONCLAVE_PEER_ID` | `peer_status_changed` | the peer's id |
 //! | `CONCLAVE_PEER_CHANGE` | `peer_status_changed` | `joined`, `left` or `changed` (status change of a known peer) |
@@ -104,7 +104,7 @@
 //! ```
 //! use conclave_actors::events::{EventBus, LeaderChange, NodeEvent, Received};
 //! use conclave_actors::metrics::NodeMetrics;
-//! use conclave_core::raft::{LeaderChangeCause, Role};
+//! use conclave_core::election::{LeaderChangeCause, Role};
 //! use conclave_protocol::PeerId;
 //!
 //! # actix_rt::System::new().block_on(async {
@@ -860,7 +860,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use conclave_core::PeerStatus;
-    use conclave_core::raft::{LeaderChangeCause, Role};
+    use conclave_core::election::{LeaderChangeCause, Role};
     use tracing::subscriber::DefaultGuard;
 
     use super::*;

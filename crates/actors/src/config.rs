@@ -10,7 +10,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use conclave_core::MembershipConfig;
+use conclave_core::election::{ElectionConfig as ModeConfig, Mode};
+// The one place outside the core that names raft's own types: raft's settings are built here.
 use conclave_core::raft::{QuorumMode, RaftConfig};
+use conclave_core::static_leader::StaticConfig;
 use conclave_protocol::{AuthKey, ClusterId, PeerId};
 
 /// Everything one node needs to run.
@@ -41,8 +44,20 @@ pub struct NodeConfig {
 }
 
 impl NodeConfig {
-    /// The election core's settings for this node.
-    pub fn raft_config(&self) -> RaftConfig {
+    /// The election core's settings for this node, in its mode.
+    pub fn election_config(&self) -> ModeConfig {
+        match self.election.mode {
+            ElectionMode::Raft => ModeConfig::Raft(self.raft_config()),
+            ElectionMode::Static { leader } => ModeConfig::Static(StaticConfig {
+                id: self.node_id,
+                leader,
+                members: self.election.voters.iter().copied().collect(),
+            }),
+        }
+    }
+
+    /// Raft's settings for this node (`[election.raft]`), whatever the mode.
+    fn raft_config(&self) -> RaftConfig {
         let raft = &self.election.raft;
         RaftConfig {
             id: self.node_id,
@@ -75,12 +90,36 @@ pub enum Quorum {
 /// `[election]` and `[election.raft]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ElectionConfig {
+    /// `election.mode`, with what only that mode needs.
+    pub mode: ElectionMode,
     /// `cluster.voters`.
     pub voters: Vec<PeerId>,
     /// `election.auto`: start with automatic election on.
     pub auto: bool,
     /// `[election.raft]`.
     pub raft: RaftSettings,
+}
+
+/// `election.mode`, with the settings of a mode beyond `[election.raft]`'s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElectionMode {
+    /// `"raft"`: `[election.raft]`.
+    Raft,
+    /// `"static"`: the leader named by `election.static.leader` (STA-1).
+    Static {
+        /// `election.static.leader`.
+        leader: PeerId,
+    },
+}
+
+impl ElectionMode {
+    /// The mode.
+    pub fn mode(self) -> Mode {
+        match self {
+            ElectionMode::Raft => Mode::Raft,
+            ElectionMode::Static { .. } => Mode::Static,
+        }
+    }
 }
 
 /// `[election.raft]`.
@@ -99,7 +138,7 @@ pub struct RaftSettings {
     /// `check_quorum`.
     pub check_quorum: bool,
     /// `ranked_timeouts`: stagger the followers' election timeouts by rank (see
-    /// `conclave_core::raft::RaftConfig::ranked_timeouts`).
+    /// raft's `RaftConfig::ranked_timeouts` in conclave-core).
     pub ranked_timeouts: bool,
 }
 

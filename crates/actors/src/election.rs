@@ -1,6 +1,7 @@
-//! The ElectionActor (RAFT-1..9, CB-5, CB-6): drives [`conclave_core::raft::Raft`] and carries
-//! out its actions. Every decision — who campaigns, who votes for whom, who leads — is the
-//! core's; this actor only moves messages, time and bytes.
+//! The ElectionActor (RAFT-1..9, STA-1, CB-5, CB-6): drives the node's
+//! [`Election`](conclave_core::election::Election), whatever its mode, and carries out its
+//! actions. Every decision — who campaigns, who votes for whom, who leads — is the core's;
+//! this actor only moves messages, time and bytes, and names no mode's own types.
 //!
 //! The durability contract (RAFT-1, WAL-1): actions are carried out in order, and when a
 //! `Persist` comes up the actor hands it to the WAL and stops processing anything else —
@@ -15,36 +16,46 @@
 //! leader, role and cause, the last leader known before it (kept through leaderless stretches
 //! and recovered from the history at start) and whether this node led until that change, so
 //! that the hook runner needs no guesswork to run `on_follower` on every way out of
-//! leadership. A node that stops gracefully ([`LeaveElection`]), or halts, while it still
-//! leads steps down first and publishes it (cause `shutdown`).
+//! leadership. A node that stops gracefully ([`LeaveElection`]) tells the core, which decides
+//! how to leave (a raft leader hands over to a caught-up voter first) and answers with
+//! `Action::Stopped`; the actor waits for that answer, bounded. A node that halts while it
+//! still leads steps down at once and publishes it (cause `shutdown`).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::time::SystemTime;
 
 use actix::prelude::*;
-use conclave_core::raft::{
-    Action, Command, CommandOutcome, Event, Raft, RaftError, RaftStatus, Role,
+use conclave_core::election::{
+    Action, Command, CommandOutcome, Election, ElectionError, ElectionStatus, Event, Role,
 };
-use conclave_protocol::PeerId;
+use conclave_protocol::{DropReason, PeerId};
 use tracing::{debug, error, info, warn};
 
 use crate::clock::{CoreTimer, NodeClock};
 use crate::events::{EventBus, LeaderChange, NodeEvent, unix_millis};
-use crate::messages::{Destination, IdRefused, PeerReachability, RaftArrived, Transmit};
+use crate::messages::{Destination, ElectionArrived, IdRefused, PeerReachability, Transmit};
 use crate::metrics::NodeMetrics;
 use crate::wal::{HistoryRecord, Persist, WalRecord};
+
+/// How long a node leaving the election waits for its core to say it stopped before it cuts
+/// the hand-over short: a backstop only, far beyond any mode's own bound (raft's is its
+/// minimum election timeout).
+const LEAVE_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Senders of another mode's election messages logged once each, at most this many.
+const WARNED_PEERS_BOUND: usize = 256;
 
 /// Entries of the leadership history kept in memory for the admin API.
 const HISTORY_IN_MEMORY: usize = 1000;
 
 /// An operator's command (from the admin API or an in-process caller).
 #[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "Result<CommandOutcome, RaftError>")]
+#[rtype(result = "Result<CommandOutcome, ElectionError>")]
 pub struct ElectionCommand(pub Command);
 
 /// The election's status, for the status answer.
 #[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "RaftStatus")]
+#[rtype(result = "ElectionStatus")]
 pub struct GetElectionStatus;
 
 /// The leadership history, newest last (CB-6).
@@ -52,8 +63,10 @@ pub struct GetElectionStatus;
 #[rtype(result = "Vec<HistoryRecord>")]
 pub struct GetHistory;
 
-/// The node is stopping gracefully: a leader steps down (published with cause `shutdown`
-/// and recorded in the history), then the actor stops. Answers once that is done.
+/// The node is stopping gracefully: the core is told (`handle_shutdown`), a leader hands over
+/// or steps down as its mode does it, and when the core says it stopped (everything it
+/// persisted and published on the way out being done) the actor stops and this answers. The
+/// wait is bounded here too, should the core never answer.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
 pub struct LeaveElection;
@@ -101,7 +114,7 @@ pub struct ElectionActor {
     /// `node = <id>`, entered in every handler so that logs of nodes sharing a process
     /// (tests, the demo) say whose they are.
     span: tracing::Span,
-    raft: Raft,
+    election: Election,
     clock: NodeClock,
     outputs: ElectionOutputs,
     events: EventBus,
@@ -116,28 +129,33 @@ pub struct ElectionActor {
     last_known_leader: Option<PeerId>,
     /// Told to leave: once the actions in hand are carried out, the actor stops and says so.
     leaving: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Peers whose election messages of another mode were already logged (once each; every
+    /// one is counted in `conclave_frames_dropped_total{reason="other_mode"}`).
+    warned_other_mode: BTreeSet<PeerId>,
 }
 
 impl ElectionActor {
-    /// An actor around `raft`, with the history recovered from the WAL.
+    /// An actor around `election`, with the history recovered from the WAL.
     pub fn new(
-        raft: Raft,
+        election: Election,
         clock: NodeClock,
         outputs: ElectionOutputs,
         events: EventBus,
         metrics: NodeMetrics,
         history: Vec<HistoryRecord>,
     ) -> Self {
-        metrics.set_term(raft.term());
-        metrics.set_role(raft.role());
-        metrics.set_abstaining(raft.is_abstaining());
+        metrics.set_mode(election.mode().label());
+        metrics.set_term(election.term());
+        metrics.set_role(election.role());
+        metrics.set_phase(election.phase());
+        metrics.set_abstaining(election.is_abstaining());
         // A node starts without a leader: its first leaderless stretch starts now.
         metrics.set_leader_known(false);
         let skip = history.len().saturating_sub(HISTORY_IN_MEMORY);
         let last_known_leader = history.iter().rev().find_map(|record| record.leader);
         Self {
-            span: tracing::info_span!("node", id = %raft.id()),
-            raft,
+            span: tracing::info_span!("node", id = %election.id()),
+            election,
             clock,
             outputs,
             events,
@@ -147,11 +165,12 @@ impl ElectionActor {
             published_leader: None,
             last_known_leader,
             leaving: None,
+            warned_other_mode: BTreeSet::new(),
         }
     }
 
     fn pump(&mut self, ctx: &mut Context<Self>) {
-        let steps = std::iter::from_fn(|| self.raft.poll_action())
+        let steps = std::iter::from_fn(|| self.election.poll_action())
             .map(Step::Act)
             .collect();
         self.carry_out(steps, ctx);
@@ -194,15 +213,22 @@ impl ElectionActor {
                         body: message.into(),
                     });
                 }
+                Step::Act(Action::Broadcast { message }) => {
+                    self.outputs.transport.do_send(Transmit {
+                        to: Destination::Broadcast,
+                        body: message.into(),
+                    });
+                }
+                Step::Act(Action::Stopped) => {
+                    // The core's answer to `handle_shutdown`: everything it had to persist
+                    // and publish on the way out is done.
+                    self.leave(ctx);
+                    return;
+                }
                 Step::Announce(record, role) => self.announce(record, role),
             }
         }
-        self.metrics.set_abstaining(self.raft.is_abstaining());
-        if let Some(left) = self.leaving.take() {
-            let _ = left.send(());
-            ctx.stop();
-            return;
-        }
+        self.metrics.set_abstaining(self.election.is_abstaining());
         self.arm_timer(ctx);
     }
 
@@ -248,6 +274,14 @@ impl ElectionActor {
         );
     }
 
+    /// Answers [`LeaveElection`] and stops the actor.
+    fn leave(&mut self, ctx: &mut Context<Self>) {
+        if let Some(left) = self.leaving.take() {
+            let _ = left.send(());
+        }
+        ctx.stop();
+    }
+
     fn halt(&mut self, reason: &str, ctx: &mut Context<Self>) {
         error!(
             %reason,
@@ -255,9 +289,12 @@ impl ElectionActor {
              rather than risk voting twice in a term"
         );
         // A halting leader still says it no longer leads, so that its hooks stop what they
-        // started; the history cannot record it, the WAL being what failed.
-        self.raft.handle_shutdown(self.clock.now());
-        while let Some(action) = self.raft.poll_action() {
+        // started; the history cannot record it, the WAL being what failed. There is no time
+        // for a hand-over: the second call steps a leader down at once.
+        let now = self.clock.now();
+        self.election.handle_shutdown(now);
+        self.election.handle_shutdown(now);
+        while let Some(action) = self.election.poll_action() {
             if let Action::Publish(event) = action {
                 match history_record(&event) {
                     Some((record, role)) => self.announce(record, role),
@@ -277,7 +314,7 @@ impl ElectionActor {
             cause,
             at_unix_ms,
         } = record;
-        let me = self.raft.id();
+        let me = self.election.id();
         let stepped_down = self.published_leader == Some(me) && leader != Some(me);
         let previous = self.last_known_leader;
         self.published_leader = leader;
@@ -316,14 +353,15 @@ impl ElectionActor {
                 // Leader changes go through the WAL first and arrive as `Step::Announce`.
                 debug_assert!(false, "leader change observed without its history record");
             }
-            Event::RoleChanged { term, role } => {
-                debug!(term, role = role.label(), "role changed");
+            Event::RoleChanged { term, role, phase } => {
+                debug!(term, role = role.label(), phase, "role changed");
                 self.metrics.set_role(role);
+                self.metrics.set_phase(phase);
                 self.metrics.set_term(term);
             }
-            Event::ElectionStarted { term, pre_vote } => {
-                info!(term, pre_vote, "campaign started");
-                self.metrics.election_started(pre_vote);
+            Event::ElectionStarted { term, phase } => {
+                info!(term, phase, "campaign started");
+                self.metrics.election_started(phase);
             }
             Event::ElectionWon { term, duration } => {
                 info!(term, ?duration, "election won");
@@ -351,7 +389,7 @@ impl ElectionActor {
     }
 
     fn arm_timer(&mut self, ctx: &mut Context<Self>) {
-        let deadline = self.raft.poll_timeout();
+        let deadline = self.election.poll_timeout();
         self.timer.arm(
             ctx,
             &self.clock,
@@ -360,7 +398,7 @@ impl ElectionActor {
             |actor, ctx| {
                 let _span = actor.span.clone().entered();
                 let now = actor.clock.now();
-                actor.raft.handle_timeout(now);
+                actor.election.handle_timeout(now);
                 actor.pump(ctx);
             },
         );
@@ -375,12 +413,24 @@ impl Actor for ElectionActor {
     }
 }
 
-impl Handler<RaftArrived> for ElectionActor {
+impl Handler<ElectionArrived> for ElectionActor {
     type Result = ();
-    fn handle(&mut self, arrived: RaftArrived, ctx: &mut Self::Context) {
+    fn handle(&mut self, arrived: ElectionArrived, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
         let now = self.clock.now();
-        self.raft.handle_message(now, arrived.from, arrived.message);
+        if let Err(err) = self
+            .election
+            .handle_message(now, arrived.from, arrived.message)
+        {
+            self.metrics.frame_dropped(DropReason::OtherMode);
+            // Bounded like the peer table admission keeps: log each sender once.
+            if self.warned_other_mode.len() < WARNED_PEERS_BOUND
+                && self.warned_other_mode.insert(arrived.from)
+            {
+                warn!(from = %arrived.from, %err, "election message dropped");
+            }
+            return;
+        }
         self.pump(ctx);
     }
 }
@@ -390,7 +440,7 @@ impl Handler<PeerReachability> for ElectionActor {
     fn handle(&mut self, change: PeerReachability, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
         let now = self.clock.now();
-        self.raft
+        self.election
             .handle_peer_status(now, change.peer, change.connected);
         self.pump(ctx);
     }
@@ -401,18 +451,18 @@ impl Handler<IdRefused> for ElectionActor {
     fn handle(&mut self, _: IdRefused, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
         let now = self.clock.now();
-        self.raft.handle_id_refused(now);
+        self.election.handle_id_refused(now);
         self.pump(ctx);
     }
 }
 
 impl Handler<ElectionCommand> for ElectionActor {
-    type Result = Result<CommandOutcome, RaftError>;
+    type Result = Result<CommandOutcome, ElectionError>;
     fn handle(&mut self, command: ElectionCommand, ctx: &mut Self::Context) -> Self::Result {
         let _span = self.span.clone().entered();
         let now = self.clock.now();
         info!(?command, "operator command");
-        let outcome = self.raft.handle_command(now, command.0);
+        let outcome = self.election.handle_command(now, command.0);
         self.pump(ctx);
         outcome
     }
@@ -425,10 +475,25 @@ impl Handler<LeaveElection> for ElectionActor {
         let (left, done) = tokio::sync::oneshot::channel();
         self.leaving = Some(left);
         let now = self.clock.now();
-        self.raft.handle_shutdown(now);
+        // The core decides how this node leaves (a raft leader hands over, bounded by its own
+        // timer) and says when it is done with `Action::Stopped`.
+        self.election.handle_shutdown(now);
         self.pump(ctx);
-        // Answered when the step-down is durable and published, or at once if the actor
-        // halted on the way (the sender is then dropped).
+        // A backstop in case the core's answer never comes: cut the hand-over short, then stop
+        // regardless.
+        ctx.run_later(LEAVE_BOUND, |actor, ctx| {
+            let _span = actor.span.clone().entered();
+            warn!(bound = ?LEAVE_BOUND, "still leaving the election; cutting the hand-over short");
+            let now = actor.clock.now();
+            actor.election.handle_shutdown(now);
+            actor.pump(ctx);
+            ctx.run_later(LEAVE_BOUND / 10, |actor, ctx| {
+                error!("the election core did not stop; stopping without it");
+                actor.leave(ctx);
+            });
+        });
+        // Answered when the core said it stopped, everything before that durable and
+        // published, or at once if the actor halted on the way (the sender is then dropped).
         Box::pin(async move {
             let _ = done.await;
         })
@@ -439,7 +504,7 @@ impl Handler<GetElectionStatus> for ElectionActor {
     type Result = MessageResult<GetElectionStatus>;
     fn handle(&mut self, _: GetElectionStatus, _: &mut Self::Context) -> Self::Result {
         let _span = self.span.clone().entered();
-        MessageResult(self.raft.status())
+        MessageResult(self.election.status())
     }
 }
 

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use conclave_core::PeerStatus;
-use conclave_core::raft::{LeaderChangeCause, Role};
+use conclave_core::election::{LeaderChangeCause, Role};
 use conclave_protocol::PeerId;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;

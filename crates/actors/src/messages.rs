@@ -3,7 +3,7 @@
 
 use actix::Message;
 use conclave_core::LinkAddr;
-use conclave_core::raft::RaftMessage;
+use conclave_core::election::ElectionMessage;
 use conclave_protocol::{Body, PeerId};
 
 /// Where an outgoing body goes.
@@ -68,14 +68,15 @@ pub struct HelloContested {
     pub origin: LinkAddr,
 }
 
-/// An election message arrived (from the transport to the election).
+/// An election message arrived (from the transport to the election), of whatever mode: the
+/// election refuses, and counts, a message of a mode other than its own.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "()")]
-pub struct RaftArrived {
+pub struct ElectionArrived {
     /// The sender.
     pub from: PeerId,
     /// The message.
-    pub message: RaftMessage,
+    pub message: ElectionMessage,
 }
 
 /// Membership's view of a peer changed (from membership to the election, reliably: the

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use actix::clock::Instant;
 
-use conclave_core::raft::Role;
+use conclave_core::election::Role;
 use conclave_protocol::DropReason;
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Label, Level, Metadata, Recorder, Unit};
 use metrics_exporter_prometheus::{
@@ -47,6 +47,15 @@ pub const METRIC_NAMES: &[(&str, &str)] = &[
         "1 when this node knows a leader",
     ),
     ("conclave_election_role", "1 for this node's current role"),
+    (
+        "conclave_election_phase",
+        "1 for this node's current phase: the role, or its mode's finer name for it \
+         (pre_candidate in raft mode)",
+    ),
+    (
+        "conclave_election_mode",
+        "Always 1; the label says which election mode this node runs (election.mode)",
+    ),
     (
         "conclave_election_abstaining",
         "1 while this node abstains after starting without a term or vote (docs/wal.md)",
@@ -167,6 +176,8 @@ struct Inner {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
     leaderless: Mutex<Leaderless>,
+    /// The phase `conclave_election_phase` shows at 1, so a change can set it back to 0.
+    phase: Mutex<&'static str>,
 }
 
 /// One node's metrics. Cheap to clone; clones share the registry.
@@ -213,6 +224,7 @@ impl NodeMetrics {
                 recorder,
                 handle,
                 leaderless: Mutex::new(Leaderless::default()),
+                phase: Mutex::new(Role::Follower.label()),
             }),
         };
         metrics.preregister();
@@ -233,6 +245,11 @@ impl NodeMetrics {
         self.gauge("conclave_election_leader_known", &[]).set(0.0);
         self.gauge("conclave_election_abstaining", &[]).set(0.0);
         self.set_role(Role::Follower);
+        self.gauge(
+            "conclave_election_phase",
+            &[("phase", Role::Follower.label().to_owned())],
+        )
+        .set(1.0);
         self.counter("conclave_leader_changes_total", &[])
             .absolute(0);
         for kind in ["pre_vote", "election"] {
@@ -366,6 +383,29 @@ impl NodeMetrics {
             .set(is_leader);
     }
 
+    /// `conclave_election_phase{phase}`: 1 for `phase`, 0 for the phase shown before. Phases
+    /// are a mode's fixed names, so the label set stays small.
+    pub fn set_phase(&self, phase: &'static str) {
+        let mut shown = self
+            .inner
+            .phase
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if *shown != phase {
+            self.gauge("conclave_election_phase", &[("phase", (*shown).to_owned())])
+                .set(0.0);
+            *shown = phase;
+        }
+        self.gauge("conclave_election_phase", &[("phase", phase.to_owned())])
+            .set(1.0);
+    }
+
+    /// `conclave_election_mode{mode}`, set once at start.
+    pub fn set_mode(&self, mode: &'static str) {
+        self.gauge("conclave_election_mode", &[("mode", mode.to_owned())])
+            .set(1.0);
+    }
+
     /// `conclave_election_leader_known`; also starts or ends a stretch of
     /// `conclave_leaderless_seconds_total`.
     pub fn set_leader_known(&self, known: bool) {
@@ -399,9 +439,9 @@ impl NodeMetrics {
             .increment(1);
     }
 
-    /// `conclave_elections_started_total{kind}`.
-    pub fn election_started(&self, pre_vote: bool) {
-        let kind = if pre_vote { "pre_vote" } else { "election" };
+    /// `conclave_elections_started_total{kind}`: `kind` is the mode's name for the attempt
+    /// (`pre_vote` and `election` in raft mode).
+    pub fn election_started(&self, kind: &'static str) {
         self.counter(
             "conclave_elections_started_total",
             &[("kind", kind.to_owned())],
@@ -614,6 +654,20 @@ mod tests {
         }
         assert_eq!(
             metrics.value("conclave_election_role", &[("role", "follower")]),
+            Some(1.0)
+        );
+        assert_eq!(
+            metrics.value("conclave_election_phase", &[("phase", "follower")]),
+            Some(1.0)
+        );
+        metrics.set_phase("pre_candidate");
+        metrics.set_phase("pre_candidate");
+        assert_eq!(
+            metrics.value("conclave_election_phase", &[("phase", "follower")]),
+            Some(0.0)
+        );
+        assert_eq!(
+            metrics.value("conclave_election_phase", &[("phase", "pre_candidate")]),
             Some(1.0)
         );
         assert_eq!(

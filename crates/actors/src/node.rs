@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use conclave_core::raft::{Command, CommandOutcome, LogPosition, Raft, RaftError, RaftStatus};
+use conclave_core::election::{Command, CommandOutcome, Election, ElectionError, ElectionStatus};
 use conclave_core::{Admission, AdmissionConfig, Membership, PeerInfo, SeededRng};
 use conclave_protocol::{ClusterId, FrameCodec, PeerId};
 use tokio::net::UdpSocket;
@@ -57,7 +57,7 @@ pub enum NodeError {
     },
     /// The election settings were refused.
     #[error(transparent)]
-    Election(#[from] RaftError),
+    Election(#[from] ElectionError),
     /// The node's actors have stopped.
     #[error("the node has stopped")]
     Stopped,
@@ -163,9 +163,11 @@ impl NodeBuilder {
         let admin_listener = listener("admin.listen", config.admin.listen)?;
         let metrics_listener = listener("metrics.listen", config.metrics.listen)?;
         let data_dir = config.data_dir.clone();
-        let (wal, recovered) = actix_rt::task::spawn_blocking(move || WalFile::open(&data_dir))
-            .await
-            .map_err(|err| NodeError::Recovery(err.to_string()))??;
+        let mode = config.election.mode.mode();
+        let (wal, recovered) =
+            actix_rt::task::spawn_blocking(move || WalFile::open_for_mode(&data_dir, mode))
+                .await
+                .map_err(|err| NodeError::Recovery(err.to_string()))??;
         info!(
             node = %config.node_id,
             cluster = %config.cluster_id,
@@ -199,10 +201,10 @@ impl NodeBuilder {
             virtual_port = port;
         }
 
-        let mut raft_config = config.raft_config();
+        let mut election_config = config.election_config();
         if let Some(enabled) = recovered.auto_election {
             // RAFT-8: the operator's last `auto-election on|off` outlives restarts.
-            if enabled != raft_config.auto_election {
+            if enabled != election_config.auto_election() {
                 let switch = |on: bool| if on { "on" } else { "off" };
                 warn!(
                     "automatic election is {}: the operator's `conclave auto-election {}` \
@@ -210,22 +212,21 @@ impl NodeBuilder {
                      `conclave auto-election {}` switches it back",
                     switch(enabled),
                     switch(enabled),
-                    raft_config.auto_election,
+                    election_config.auto_election(),
                     switch(!enabled)
                 );
             }
-            raft_config.auto_election = enabled;
+            election_config.set_auto_election(enabled);
         }
-        let mut raft = Raft::new(
-            raft_config,
+        let mut election = Election::new(
+            election_config,
             recovered.hard_state,
-            LogPosition::default(),
             SeededRng::new(self.seed.unwrap_or_else(entropy_seed)),
             clock.now(),
         )?;
         if recovered.amnesic {
             // WAL-2: the core decides whether this node must abstain, and logs it at WARN.
-            raft.begin_abstention(clock.now());
+            election.begin_abstention(clock.now());
         }
 
         let codec = FrameCodec::new(config.cluster_id, config.auth_key.clone());
@@ -258,7 +259,7 @@ impl NodeBuilder {
         };
 
         let election = ElectionActor::new(
-            raft,
+            election,
             clock,
             ElectionOutputs {
                 transport: transport.clone().recipient(),
@@ -308,7 +309,6 @@ impl NodeBuilder {
                 incarnation: recovered.incarnation,
                 authenticated: config.auth_key.is_some(),
                 voters: config.election.voters.clone(),
-                handover_bound: config.election.raft.election_timeout_max,
                 clock,
                 transport,
                 membership,
@@ -419,8 +419,6 @@ struct HandleInner {
     incarnation: u64,
     authenticated: bool,
     voters: Vec<PeerId>,
-    /// How long a stopping leader waits for its successor.
-    handover_bound: std::time::Duration,
     clock: NodeClock,
     transport: Addr<TransportActor>,
     membership: Addr<MembershipActor>,
@@ -466,16 +464,15 @@ impl Node {
         self.metrics_addr
     }
 
-    /// Graceful shutdown. A leader first hands leadership to the best caught-up peer and
-    /// waits (at most a maximum election timeout) until it no longer leads, so the cluster
-    /// does not sit leaderless for an election timeout; then the election stops, so this node
-    /// neither votes nor leads while the rest winds down (a leader whose successor did not
-    /// take over in time steps down first, cause `shutdown`, so its `on_follower` hook runs);
-    /// then the peers are told goodbye, the hooks of the last events finish (bounded by two
+    /// Graceful shutdown. The election is told first and leaves as its mode does it — a raft
+    /// leader hands leadership to the best caught-up peer and waits (at most its minimum
+    /// election timeout) until the successor takes over, so the cluster does not sit
+    /// leaderless for an election timeout; a leader whose successor did not take over in time
+    /// steps down, cause `shutdown`, so its `on_follower` hook runs — and then stops, so this
+    /// node neither votes nor leads while the rest winds down; then the peers are told goodbye, the hooks of the last events finish (bounded by two
     /// hook timeouts), the HTTP servers finish their requests, and the remaining actors stop.
     pub async fn stop(self) {
         info!(node = %self.handle.node_id(), "stopping");
-        self.handle.hand_over_leadership().await;
         // Awaited, not fire-and-forget: a heartbeat answer the election sends after the
         // `Goodbye` would make every peer add this node back as a member.
         let _ = self.handle.inner.election.send(LeaveElection).await;
@@ -535,7 +532,7 @@ pub struct NodeStatus {
     /// `cluster.voters`.
     pub voters: Vec<PeerId>,
     /// The election's state.
-    pub election: RaftStatus,
+    pub election: ElectionStatus,
     /// The peer table.
     pub peers: Vec<PeerInfo>,
     /// The ESP-NOW dongle, when the node has that link.
@@ -577,7 +574,7 @@ impl NodeHandle {
     }
 
     /// The election's status alone.
-    pub async fn election_status(&self) -> Result<RaftStatus, NodeError> {
+    pub async fn election_status(&self) -> Result<ElectionStatus, NodeError> {
         self.inner
             .election
             .send(GetElectionStatus)
@@ -642,7 +639,7 @@ impl NodeHandle {
     pub async fn command(
         &self,
         command: Command,
-    ) -> Result<Result<CommandOutcome, RaftError>, NodeError> {
+    ) -> Result<Result<CommandOutcome, ElectionError>, NodeError> {
         self.inner
             .election
             .send(ElectionCommand(command))
@@ -657,33 +654,6 @@ impl NodeHandle {
             .send(ReplaceHooks(hooks))
             .await
             .map_err(|_| NodeError::Stopped)
-    }
-
-    /// When this node leads: resign and wait until the successor took over (bounded).
-    async fn hand_over_leadership(&self) {
-        let leads = |status: &Result<RaftStatus, NodeError>| {
-            status
-                .as_ref()
-                .is_ok_and(|status| status.role == conclave_core::raft::Role::Leader)
-        };
-        if !leads(&self.election_status().await) {
-            return;
-        }
-        match self.command(Command::Resign).await {
-            Ok(Ok(CommandOutcome::TransferStarted { target })) => {
-                info!(%target, "handing leadership over before stopping");
-            }
-            Ok(Ok(_)) => return,
-            Ok(Err(err)) => {
-                warn!(%err, "could not hand leadership over; stopping anyway");
-                return;
-            }
-            Err(_) => return,
-        }
-        let deadline = actix::clock::Instant::now() + self.inner.handover_bound;
-        while actix::clock::Instant::now() < deadline && leads(&self.election_status().await) {
-            actix::clock::sleep(std::time::Duration::from_millis(10)).await;
-        }
     }
 
     /// Releases the WAL and the data-directory lock; the election must have stopped.

@@ -54,7 +54,7 @@ use std::task::{Context as TaskContext, Poll};
 
 use actix::prelude::*;
 use bytes::Bytes;
-use conclave_core::raft::RaftMessage;
+use conclave_core::election::ElectionMessage;
 use conclave_core::{Admission, AdmissionAction, AdmissionNotice, FrameHeader, LinkAddr, Verdict};
 use conclave_espnow::{DongleEvent, DongleHandle, DongleStatus, Mac, Priority};
 use conclave_protocol::{
@@ -70,7 +70,7 @@ use tracing::{debug, error, warn};
 use crate::clock::NodeClock;
 use crate::memory::{MemoryFrame, MemoryHub};
 use crate::messages::{
-    Destination, FrameArrived, HelloContested, PeerVerified, RaftArrived, Transmit,
+    Destination, ElectionArrived, FrameArrived, HelloContested, PeerVerified, Transmit,
 };
 use crate::metrics::NodeMetrics;
 
@@ -288,7 +288,7 @@ pub struct ConnectReceivers {
     /// Every accepted frame.
     pub membership: Recipient<FrameArrived>,
     /// Accepted election messages.
-    pub election: Recipient<RaftArrived>,
+    pub election: Recipient<ElectionArrived>,
     /// Senders admission just verified (membership greets them).
     pub verified: Recipient<PeerVerified>,
     /// `Hello`s admission found contested (membership refuses them, MEM-3).
@@ -397,7 +397,7 @@ pub struct TransportActor {
     links: Links,
     routes: BTreeMap<PeerId, LinkAddress>,
     membership: Option<Recipient<FrameArrived>>,
-    election: Option<Recipient<RaftArrived>>,
+    election: Option<Recipient<ElectionArrived>>,
     verified: Option<Recipient<PeerVerified>>,
     contested: Option<Recipient<HelloContested>>,
     metrics: NodeMetrics,
@@ -676,7 +676,7 @@ impl TransportActor {
     /// election message's body goes only to the election, so that it is not copied for a
     /// reader that ignores it.
     fn deliver(&self, from: PeerId, origin: LinkAddr, body: Body) {
-        let (membership_body, election_message) = match RaftMessage::try_from(body) {
+        let (membership_body, election_message) = match ElectionMessage::try_from(body) {
             Ok(message) => (None, Some(message)),
             Err(body) => (Some(body), None),
         };
@@ -688,7 +688,7 @@ impl TransportActor {
             });
         }
         if let (Some(election), Some(message)) = (&self.election, election_message) {
-            election.do_send(RaftArrived { from, message });
+            election.do_send(ElectionArrived { from, message });
         }
     }
 

@@ -19,7 +19,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use conclave_core::SeededRng;
-use conclave_core::raft::Role;
+use conclave_core::election::Role;
 use conclave_core::sim::invariants::{self, Invariant, liveness};
 use conclave_core::sim::{
     AdmissionModel, NetworkConfig, Observation, SentKind, SimConfig, Simulation,
@@ -313,21 +313,22 @@ fn run_trial(
     // The election alone, as the paper measured it: without membership's pings nothing would
     // keep restarted nodes verified, so admission is off too.
     config.admission = AdmissionModel::Off;
-    config.raft.pre_vote = mode.pre_vote;
-    config.raft.check_quorum = mode.check_quorum;
-    config.raft.ranked_timeouts = mode.ranked_timeouts;
+    let raft = config.raft_mut().expect("a raft cluster");
+    raft.pre_vote = mode.pre_vote;
+    raft.check_quorum = mode.check_quorum;
+    raft.ranked_timeouts = mode.ranked_timeouts;
     config.network = NetworkConfig {
         delay_min: delay.0,
         delay_max: delay.1,
         loss: 0.0,
         duplicate: 0.0,
     };
-    let quorum = config.raft.quorum.clone();
+    let election = config.election.clone();
     let mut sim = Simulation::new(trial_rng.next_u64(), config)
         .map_err(|error| TrialError::Setup(format!("settings refused: {error}")))?;
     let count = Rc::new(Cell::new(0));
     let above_term = Rc::new(Cell::new(u64::MAX));
-    let mut checks = invariants::standard(&quorum);
+    let mut checks = invariants::standard(&election);
     checks.push(Box::new(ElectionMessages {
         count: Rc::clone(&count),
         above_term: Rc::clone(&above_term),

@@ -14,8 +14,13 @@
 //!   link, and the bounds of the peer table (PROTO-5, MEM-3, TR-2);
 //! - [`membership`]: the peer table, discovery, duplicate ids, ping/pong liveness and RTT
 //!   (MEM-1..5); [`fanout`] carries its events to subscribers through bounded queues.
+//! - [`election`]: the seam every election mode sits behind: the shared vocabulary (role,
+//!   cause, fencing token, events, actions, messages, status) and [`election::Election`], the
+//!   closed enum of the modes with one `handle_*`/`poll_*` interface;
 //! - [`raft`]: Raft leader election with pre-vote, check-quorum, both quorum modes, manual
-//!   override and leader-change events (RAFT-1..9).
+//!   override and leader-change events (RAFT-1..9);
+//! - [`static_leader`]: a leader named in the configuration, whose liveness followers track
+//!   (STA-1).
 //!
 //! # Driving them
 //!
@@ -30,7 +35,7 @@
 //!                   └────────────────────────┼───────────────────────┘
 //!                                            ▼
 //!                               ┌────────────────────────┐
-//!                               │  Membership  /  Raft   │  pure: no I/O, no clock
+//!                               │ Membership / Election  │  pure: no I/O, no clock
 //!                               └────────────────────────┘
 //!                                            │
 //!            ┌───────────────────────────────┼────────────────────────────┐
@@ -45,30 +50,30 @@
 //! Actions are carried out in the order they come: a `Persist` must be durable before any
 //! later action, because the messages after it depend on the term or vote it records
 //! (RAFT-1). Membership events reach the election as
-//! [`Raft::handle_peer_status`](raft::Raft::handle_peer_status).
+//! [`Election::handle_peer_status`](election::Election::handle_peer_status).
 //!
 //! ```
 //! use std::time::Duration;
 //! use conclave_core::{Instant, SeededRng};
-//! use conclave_core::raft::{Action, HardState, LogPosition, Raft, RaftConfig, Role};
+//! use conclave_core::election::{Action, Election, ElectionConfig, HardState, Role};
+//! use conclave_core::raft::RaftConfig;
 //! use conclave_protocol::PeerId;
 //!
 //! let me = PeerId::new("gw-a").unwrap();
-//! // A single voter: it elects itself at its first election timeout.
-//! let mut raft = Raft::new(
-//!     RaftConfig::new(me, [me]),
+//! // A single raft voter: it elects itself at its first election timeout.
+//! let mut election = Election::new(
+//!     ElectionConfig::Raft(RaftConfig::new(me, [me])),
 //!     HardState::default(),
-//!     LogPosition::default(),
 //!     SeededRng::new(42),
 //!     Instant::ZERO,
 //! )
 //! .unwrap();
-//! let deadline = raft.poll_timeout().unwrap();
+//! let deadline = election.poll_timeout().unwrap();
 //! assert!(deadline >= Instant::ZERO + Duration::from_millis(1500));
-//! raft.handle_timeout(deadline);
-//! let actions: Vec<Action> = std::iter::from_fn(|| raft.poll_action()).collect();
+//! election.handle_timeout(deadline);
+//! let actions: Vec<Action> = std::iter::from_fn(|| election.poll_action()).collect();
 //! assert!(matches!(actions[0], Action::Persist(HardState { term: 1, .. })));
-//! assert_eq!(raft.role(), Role::Leader);
+//! assert_eq!(election.role(), Role::Leader);
 //! ```
 
 #![deny(missing_docs)]
@@ -82,6 +87,7 @@ pub mod priority;
 pub mod raft;
 mod rng;
 pub mod sim;
+pub mod static_leader;
 mod time;
 
 pub use admission::{

@@ -1,13 +1,13 @@
 //! Whole-cluster behaviour of RAFT-7 and RAFT-8 in the simulator: a rejoining node does not
 //! depose a healthy leader (pre-vote), an isolated leader steps down (check-quorum), a
 //! minority never elects, `SetLeader` in `voters` mode transfers and pins, and a resigning
-//! leader hands over.
+//! leader, or one stopped gracefully, hands over.
 
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
 
-use conclave_core::raft::{Command, CommandOutcome, Role};
+use conclave_core::election::{Command, CommandOutcome, Role};
 use conclave_core::sim::{SimConfig, Simulation};
 
 fn cluster(nodes: usize, seed: u64, pre_vote: bool, check_quorum: bool) -> Simulation {
@@ -17,8 +17,9 @@ fn cluster(nodes: usize, seed: u64, pre_vote: bool, check_quorum: bool) -> Simul
         Duration::from_millis(150),
         Duration::from_millis(300),
     );
-    config.raft.pre_vote = pre_vote;
-    config.raft.check_quorum = check_quorum;
+    let raft = config.raft_mut().expect("a raft cluster");
+    raft.pre_vote = pre_vote;
+    raft.check_quorum = check_quorum;
     Simulation::new(seed, config).unwrap()
 }
 
@@ -139,5 +140,25 @@ fn resigning_leader_hands_over() {
         assert_ne!(next, leader, "seed {seed}");
         sim.run_for(Duration::from_secs(5)).unwrap();
         assert_eq!(sim.leaders(), vec![next]);
+    }
+}
+
+/// CB-2: a leader stopped gracefully hands over before it goes: the two others agree on a
+/// successor within the minimum election timeout (150 ms here), which a crash could not give
+/// them (they would wait for an election timeout first); the stopped node is down afterwards.
+#[test]
+fn gracefully_stopped_leader_hands_over() {
+    for seed in 0..10 {
+        let mut sim = cluster(3, seed, true, true);
+        let leader = settle(&mut sim);
+        sim.stop_gracefully(leader).unwrap();
+        let others: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+        let deadline = sim.now() + Duration::from_millis(150);
+        let handed_over = sim
+            .run_until_condition(deadline, |sim| {
+                !sim.is_alive(leader) && sim.agreed_leader(&others).is_some()
+            })
+            .unwrap();
+        assert!(handed_over.is_some(), "seed {seed}: no successor in time");
     }
 }

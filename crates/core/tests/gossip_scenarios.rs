@@ -327,6 +327,8 @@ impl Cluster {
                 }
                 Action::PersistAutoElection(_) => {}
                 Action::PersistAmnesic(_) => panic!("{}: gossip persisted amnesic state", node.id),
+                // The harness keeps a stopped machine to ask it about itself; it ignores inputs.
+                Action::Stopped => {}
                 Action::Send { to, message } => {
                     let message = self.checked_gossip(i, message);
                     let to = self.nodes.iter().position(|n| n.id == to).unwrap();

@@ -13,9 +13,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use conclave_core::raft::{
-    Action, Event, HardState, LeaderChangeCause, LogPosition, Raft, RaftConfig, RaftMessage, Role,
-};
+use conclave_core::election::{Action, ElectionMessage, Event, HardState, LeaderChangeCause, Role};
+use conclave_core::raft::{LogPosition, Raft, RaftConfig, RaftMessage};
 use conclave_core::sim::{AdmissionModel, SimConfig, Simulation};
 use conclave_core::{Instant, SeededRng};
 use conclave_protocol::{
@@ -61,7 +60,7 @@ fn paper_config(me: usize, size: usize) -> RaftConfig {
 /// A node started at time zero from `hard` with its last log entry at `log`.
 fn node_with(config: RaftConfig, hard: HardState, log: LogPosition) -> Raft {
     let seed = 0x5eed ^ u64::from(config.id.as_bytes()[1]);
-    Raft::new(config, hard, log, SeededRng::new(seed), Instant::ZERO).unwrap()
+    Raft::with_last_log(config, hard, log, SeededRng::new(seed), Instant::ZERO).unwrap()
 }
 
 /// A fresh paper node `me` of a `size`-voter cluster, empty log, term 0.
@@ -177,7 +176,10 @@ fn append_resp(term: u64, success: bool) -> RaftMessage {
 }
 
 fn send(to: PeerId, message: RaftMessage) -> Action {
-    Action::Send { to, message }
+    Action::Send {
+        to,
+        message: ElectionMessage::Raft(message),
+    }
 }
 
 fn vote_cast(term: u64, candidate: PeerId, granted: bool, pre_vote: bool) -> Action {
@@ -189,8 +191,22 @@ fn vote_cast(term: u64, candidate: PeerId, granted: bool, pre_vote: bool) -> Act
     })
 }
 
+/// A role change into one of the paper's roles, whose phase label is the role's own.
 fn role_changed(term: u64, role: Role) -> Action {
-    Action::Publish(Event::RoleChanged { term, role })
+    Action::Publish(Event::RoleChanged {
+        term,
+        role,
+        phase: role.label(),
+    })
+}
+
+/// A role change into RAFT-7's pre-vote round: a candidate in the phase `pre_candidate`.
+fn pre_candidate_changed(term: u64) -> Action {
+    Action::Publish(Event::RoleChanged {
+        term,
+        role: Role::Candidate,
+        phase: "pre_candidate",
+    })
 }
 
 fn leader_changed(
@@ -208,7 +224,10 @@ fn leader_changed(
 }
 
 fn election_started(term: u64, pre_vote: bool) -> Action {
-    Action::Publish(Event::ElectionStarted { term, pre_vote })
+    Action::Publish(Event::ElectionStarted {
+        term,
+        phase: if pre_vote { "pre_vote" } else { "election" },
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -267,7 +286,6 @@ fn check_update_term_from_message(role: Role) {
                 }
                 raft
             }
-            Role::PreCandidate => unreachable!("the paper has no pre-candidates"),
         };
         drain(&mut raft);
         assert_eq!((raft.role(), raft.term()), (role, 2));
@@ -768,7 +786,7 @@ fn check_election_timeout_randomized(role: Role) {
         assert!(
             drain(&mut raft).iter().any(|a| matches!(
                 a,
-                Action::Send { message: RaftMessage::RequestVote(r), .. } if r.term == term + 1
+                Action::Send { message: ElectionMessage::Raft(RaftMessage::RequestVote(r)), .. } if r.term == term + 1
             )),
             "no election at the deadline"
         );
@@ -831,9 +849,10 @@ fn split_vote_rate(
     const NODES: usize = 5;
     const BOUND: Duration = Duration::from_secs(10);
     let mut config = SimConfig::voters(NODES, HEARTBEAT, timeout_min, timeout_max);
-    config.raft.pre_vote = false;
-    config.raft.check_quorum = false;
-    config.raft.ranked_timeouts = false;
+    let raft = config.raft_mut().expect("a raft cluster");
+    raft.pre_vote = false;
+    raft.check_quorum = false;
+    raft.ranked_timeouts = false;
     // The election does not depend on membership in voters mode; without it the run is faster.
     // Without membership's pings nothing keeps a restarted node verified by the others, so
     // admission is off too: this measures the randomized timeouts alone.
@@ -959,10 +978,10 @@ fn pre_vote_does_not_change_terms() {
             ask(2),
             ask(3),
             election_started(3, true),
-            role_changed(2, Role::PreCandidate),
+            pre_candidate_changed(2),
         ]
     );
-    assert_eq!(pre_candidate.role(), Role::PreCandidate);
+    assert_eq!(pre_candidate.phase(), "pre_candidate");
     assert_eq!(pre_candidate.hard_state(), hard(2, None));
 
     // A voter with the same log grants, one with a longer log refuses; neither changes term.
@@ -1037,7 +1056,7 @@ fn pre_vote_majority_starts_real_campaign() {
     let mut raft = node_with(pre_vote_config(1), hard(2, None), log);
     let at = fire_election_timeout(&mut raft);
     drain(&mut raft);
-    assert_eq!(raft.role(), Role::PreCandidate);
+    assert_eq!(raft.phase(), "pre_candidate");
 
     raft.handle_message(at, id(2), pre_vote(3, true));
     let actions = drain(&mut raft);

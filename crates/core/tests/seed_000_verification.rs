@@ -11,10 +11,8 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use conclave_core::raft::{
-    Action, Command, Event, HardState, LeaderChangeCause, LogPosition, Raft, RaftConfig,
-    RaftMessage, Role, majority_threshold,
-};
+use conclave_core::election::{Action, Command, Event, HardState, LeaderChangeCause, Role};
+use conclave_core::raft::{LogPosition, Raft, RaftConfig, RaftMessage, majority_threshold};
 use conclave_core::sim::{SimConfig, Simulation};
 use conclave_core::{
     DrainOutcome, Instant, LinkAddr, Membership, MembershipAction, MembershipConfig,
@@ -80,7 +78,7 @@ fn seed000_election_state_machine_follower_candidate_leader() {
     let (a, b, c) = (id("a"), id("b"), id("c"));
     let mut config = RaftConfig::new(a, [a, b, c]);
     config.pre_vote = false;
-    let mut raft = Raft::new(
+    let mut raft = Raft::with_last_log(
         config,
         HardState::default(),
         LogPosition::default(),
@@ -98,7 +96,8 @@ fn seed000_election_state_machine_follower_candidate_leader() {
     let events = published(&drain(&mut raft));
     assert!(events.contains(&Event::RoleChanged {
         term: 1,
-        role: Role::Candidate
+        role: Role::Candidate,
+        phase: "candidate",
     }));
 
     raft.handle_message(

@@ -146,6 +146,9 @@ pub enum DropReason {
     IncarnationAhead,
     /// A queue between a socket and the node's core was full (TR-2).
     QueueFull,
+    /// An election message of another mode than this node's (`election.mode` differs between
+    /// nodes): the election refused it.
+    OtherMode,
 }
 
 impl DropReason {
@@ -163,6 +166,7 @@ impl DropReason {
         DropReason::PeerLimit,
         DropReason::IncarnationAhead,
         DropReason::QueueFull,
+        DropReason::OtherMode,
     ];
 
     /// The metric label.
@@ -180,6 +184,7 @@ impl DropReason {
             DropReason::PeerLimit => "peer_limit",
             DropReason::IncarnationAhead => "incarnation_ahead",
             DropReason::QueueFull => "queue_full",
+            DropReason::OtherMode => "other_mode",
         }
     }
 }

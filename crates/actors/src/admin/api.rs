@@ -97,16 +97,20 @@ pub struct StatusAnswer {
     pub node_id: String,
     /// Its cluster.
     pub cluster_id: String,
-    /// `election.mode`.
+    /// `election.mode`: `raft` or `static`.
     pub mode: String,
-    /// `voters` or `connected`.
+    /// `voters` or `connected`; `none` in a mode without a quorum (static).
     pub quorum: String,
-    /// Votes needed to win now.
+    /// Votes needed to win now (0 without a quorum).
     pub quorum_size: usize,
-    /// Nodes that count towards the quorum now.
+    /// Nodes that count towards the quorum now (0 without a quorum).
     pub electorate: usize,
-    /// `follower`, `pre_candidate`, `candidate` or `leader`.
+    /// `follower`, `candidate` or `leader` (a raft pre-candidate is a candidate).
     pub role: String,
+    /// The mode's name for where the node stands within its role (raft: `pre_candidate`
+    /// during a pre-vote round; otherwise the role).
+    #[serde(default)]
+    pub phase: String,
     /// The fencing token.
     #[serde(flatten)]
     pub fencing: Fencing,

@@ -83,7 +83,7 @@ use actix_web::http::header;
 use actix_web::web::{self, Bytes, Data, Json};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer};
 use conclave_core::PeerInfo;
-use conclave_core::raft::{Command, CommandOutcome, RaftError, RaftStatus};
+use conclave_core::election::{Command, CommandOutcome, ElectionError, ElectionStatus, ModeStatus};
 use conclave_protocol::PeerId;
 use tracing::{info, warn};
 
@@ -441,7 +441,7 @@ fn unauthorized() -> HttpResponse {
 }
 
 /// The fencing token of `status` (CB-5).
-fn fencing(status: &RaftStatus) -> Fencing {
+fn fencing(status: &ElectionStatus) -> Fencing {
     Fencing {
         term: status.term,
         leader: status.leader.map(|leader| leader.to_string()),
@@ -461,11 +461,30 @@ fn peer_answer(peer: &PeerInfo, now: conclave_core::Instant) -> PeerAnswer {
     }
 }
 
+/// What only a mode with a quorum reports: the quorum rule (`none` without one), the votes
+/// a quorum needs and the nodes that count now (0 without one), and this node's vote.
+fn quorum_of(election: &ElectionStatus) -> (&'static str, usize, usize, Option<PeerId>) {
+    match &election.detail {
+        ModeStatus::Raft(raft) => (
+            raft.quorum_mode,
+            raft.quorum_size,
+            raft.electorate,
+            raft.vote,
+        ),
+        ModeStatus::Gossip(_) | ModeStatus::Priority(_) | ModeStatus::Static(_) => {
+            ("none", 0, 0, None)
+        }
+    }
+}
+
 /// Voters this node reaches (itself included when it is one), the votes a quorum needs, and
 /// why the node is not ready, if it is not.
 fn readiness(status: &NodeStatus) -> (usize, usize, Option<String>) {
     let election = &status.election;
-    let reachable = if election.quorum_mode == "voters" {
+    let (quorum_mode, quorum, electorate, _) = quorum_of(election);
+    let reachable = if quorum_mode == "connected" {
+        electorate
+    } else {
         status
             .voters
             .iter()
@@ -476,15 +495,13 @@ fn readiness(status: &NodeStatus) -> (usize, usize, Option<String>) {
                     })
             })
             .count()
-    } else {
-        election.electorate
     };
-    let quorum = election.quorum_size;
     let reason = if election.quarantined {
         Some("this node's id is used by another live node; it takes no part in elections".into())
     } else if election.abstaining {
         let waiting: Vec<String> = election
-            .abstaining_until_heard
+            .detail
+            .abstaining_until_heard()
             .iter()
             .map(ToString::to_string)
             .collect();
@@ -512,23 +529,26 @@ fn status_answer(
 ) -> StatusAnswer {
     let election = &status.election;
     let (reachable_voters, _, not_ready) = readiness(status);
+    let (quorum, quorum_size, electorate, vote) = quorum_of(election);
     StatusAnswer {
         node_id: status.node_id.to_string(),
         cluster_id: status.cluster_id.to_string(),
-        mode: "raft".to_owned(),
-        quorum: election.quorum_mode.to_owned(),
-        quorum_size: election.quorum_size,
-        electorate: election.electorate,
+        mode: election.mode.label().to_owned(),
+        quorum: quorum.to_owned(),
+        quorum_size,
+        electorate,
         role: election.role.label().to_owned(),
+        phase: election.phase.to_owned(),
         fencing: fencing(election),
-        voted_for: election.vote.map(|vote| vote.to_string()),
+        voted_for: vote.map(|vote| vote.to_string()),
         auto_election: election.auto_election,
         manual_override: election.manual_override.is_some(),
         pinned_leader: election.manual_override.map(|leader| leader.to_string()),
         quarantined: election.quarantined,
         abstaining: election.abstaining,
         abstaining_until_heard: election
-            .abstaining_until_heard
+            .detail
+            .abstaining_until_heard()
             .iter()
             .map(ToString::to_string)
             .collect(),
@@ -747,14 +767,19 @@ async fn run_command(state: &AdminState, command: Command) -> Result<CommandAnsw
         }
         Err(err) => {
             let code = match err {
-                RaftError::NotLeader { .. } => StatusCode::CONFLICT,
-                RaftError::Quarantined | RaftError::Abstaining => StatusCode::SERVICE_UNAVAILABLE,
-                RaftError::NotAVoter(_)
-                | RaftError::UnknownPeer(_)
-                | RaftError::InvalidConfig(_) => StatusCode::BAD_REQUEST,
+                ElectionError::NotLeader { .. }
+                | ElectionError::StaticLeaderCannotResign { .. } => StatusCode::CONFLICT,
+                ElectionError::Quarantined
+                | ElectionError::Abstaining
+                | ElectionError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+                ElectionError::NotAVoter(_)
+                | ElectionError::UnknownPeer(_)
+                | ElectionError::InvalidConfig(_)
+                | ElectionError::OtherMode { .. }
+                | ElectionError::StaticModeElectsNobody => StatusCode::BAD_REQUEST,
             };
             let mut answer = ErrorAnswer::new(format!("{node_id}: {err}"));
-            if let RaftError::NotLeader { leader } = err {
+            if let ElectionError::NotLeader { leader } = err {
                 answer.leader_admin_url = state.admin_url(leader);
                 if let (Some(leader), None) = (leader, &answer.leader_admin_url) {
                     answer.error.push_str(&format!(
@@ -833,7 +858,7 @@ async fn wait_for_leader(
     node: &NodeHandle,
     target: PeerId,
     wait: Duration,
-) -> Result<RaftStatus, Option<RaftStatus>> {
+) -> Result<ElectionStatus, Option<ElectionStatus>> {
     let end = actix::clock::Instant::now() + wait;
     loop {
         let status = node.election_status().await.map_err(|_| None)?;

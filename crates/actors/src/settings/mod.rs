@@ -202,12 +202,23 @@ pub struct ClusterSection {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ElectionSection {
-    /// `mode`: `raft | gossip | priority | static`; only `raft` is available.
+    /// `mode`: `raft | gossip | priority | static`; `raft` and `static` are available.
     pub mode: String,
     /// `auto`: automatic election on at start.
     pub auto: bool,
     /// `[election.raft]`.
     pub raft: RaftSection,
+    /// `[election.static]`.
+    #[serde(rename = "static")]
+    pub static_leader: StaticSection,
+}
+
+/// `[election.static]` (STA-1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticSection {
+    /// `leader`: the node that leads in static mode.
+    pub leader: String,
 }
 
 /// `[election.raft]`.

@@ -57,6 +57,8 @@ pub(super) const KEYS: &[(&str, Kind)] = &[
     ("election.raft.pre_vote", Kind::Switch),
     ("election.raft.check_quorum", Kind::Switch),
     ("election.raft.ranked_timeouts", Kind::Switch),
+    ("election.static", Kind::Section),
+    ("election.static.leader", Kind::Text),
     ("membership", Kind::Section),
     ("membership.heartbeat_ms", Kind::Number),
     ("membership.timeout_multiplier", Kind::Number),

@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use conclave_core::MembershipConfig;
-use conclave_core::raft::RaftConfig;
+use conclave_core::election::{ElectionConfig as ModeConfig, Mode};
 use conclave_protocol::{AuthKey, DEFAULT_TAG_LEN, PeerId};
 
 use super::schema::KEYS;
 use super::*;
-use crate::config::{DonglePort, HookCommand, HooksConfig, NodeConfig, Quorum};
+use crate::config::{DonglePort, ElectionMode, HookCommand, HooksConfig, NodeConfig, Quorum};
 
 /// Shows the log when a test fails, as CONVENTIONS.md asks.
 fn log_to_test_output() -> tracing::subscriber::DefaultGuard {
@@ -141,7 +141,8 @@ fn defaults_validate_into_a_single_node_config() {
     assert_eq!(config.election.voters, vec![id]);
     assert!(config.election.auto);
     assert_eq!(config.election.raft.quorum, Quorum::Voters);
-    assert_eq!(config.raft_config(), RaftConfig::new(id, [id]));
+    assert_eq!(config.election_config(), ModeConfig::raft(id, [id]));
+    assert_eq!(config.election.mode, ElectionMode::Raft);
     assert_eq!(config.membership, MembershipConfig::default());
     assert_eq!(config.udp, None);
     assert_eq!(config.admin.listen, Some(addr("127.0.0.1:7070")));
@@ -679,10 +680,10 @@ fn duplicate_voters_are_refused() {
     );
 }
 
-/// DESIGN §4: only raft is implemented; the other modes are named as not available.
+/// DESIGN §4: raft and static are implemented; the other modes are named as not available.
 #[test]
-fn election_modes_other_than_raft_are_not_available() {
-    for mode in ["gossip", "priority", "static"] {
+fn election_modes_other_than_raft_and_static_are_not_available() {
+    for mode in ["gossip", "priority"] {
         let problems = refused(&format!("[election]\nmode = \"{mode}\"\n"));
         assert_keys(&problems, &["election.mode"]);
         assert_problem(&problems, "election.mode", "not available in this version");
@@ -692,7 +693,77 @@ fn election_modes_other_than_raft_are_not_available() {
     assert_problem(
         &problems,
         "election.mode",
-        "gossip, priority and static are not available in this version",
+        "gossip and priority are not available in this version",
+    );
+}
+
+/// STA-1: static mode validates into a static election led by `election.static.leader`,
+/// whose possible leaders are `cluster.voters` as listed.
+#[test]
+fn sta1_static_mode_names_its_leader() {
+    let config = settings(
+        "[node]\nid = \"gw-b\"\n[cluster]\nvoters = [\"gw-a\", \"gw-b\"]\n\
+         [election]\nmode = \"static\"\n[election.static]\nleader = \"gw-a\"\n",
+    )
+    .validate()
+    .unwrap();
+    assert_eq!(
+        config.election.mode,
+        ElectionMode::Static {
+            leader: peer("gw-a")
+        }
+    );
+    assert_eq!(config.election_config().mode(), Mode::Static);
+    assert_eq!(config.election.voters, vec![peer("gw-a"), peer("gw-b")]);
+    // Without a voter list, any node may be named; the list stays empty.
+    for node in ["a", "b", "c"] {
+        let path = repo_root().join(format!("config/examples/three-static/node-{node}.toml"));
+        let (config, warnings) = Settings::load_with_env(Some(&path), no_env())
+            .unwrap()
+            .validate_with_warnings()
+            .unwrap_or_else(|problems| panic!("{}: {problems:#?}", path.display()));
+        assert!(
+            warnings
+                .iter()
+                .all(|warning| warning.key == "cluster.psk_file"),
+            "{}: {warnings:#?}",
+            path.display()
+        );
+        assert_eq!(
+            config.election.mode,
+            ElectionMode::Static {
+                leader: peer("gw-a")
+            }
+        );
+        assert_eq!(config.node_id, peer(&format!("gw-{node}")));
+    }
+    let alone = settings("[election]\nmode = \"static\"\n[election.static]\nleader = \"gw-z\"\n")
+        .validate()
+        .unwrap();
+    assert!(alone.election.voters.is_empty());
+}
+
+/// STA-1: static mode without a leader, with an invalid one, or with one outside
+/// `cluster.voters` is refused naming `election.static.leader`.
+#[test]
+fn sta1_static_leader_is_checked() {
+    let problems = refused("[election]\nmode = \"static\"\n");
+    assert_keys(&problems, &["election.static.leader"]);
+    assert_problem(
+        &problems,
+        "election.static.leader",
+        "needs the node that leads",
+    );
+    let problems = refused("[election]\nmode = \"static\"\n[election.static]\nleader = \"a b\"\n");
+    assert_keys(&problems, &["election.static.leader"]);
+    let problems = refused(
+        "[cluster]\nvoters = [\"gw-a\"]\n[election]\nmode = \"static\"\n\
+         [election.static]\nleader = \"gw-x\"\n",
+    );
+    assert_problem(
+        &problems,
+        "election.static.leader",
+        "gw-x is not one of cluster.voters",
     );
 }
 

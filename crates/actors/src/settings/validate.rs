@@ -15,8 +15,8 @@ use conclave_protocol::{AuthKey, ClusterId, IdError, MAX_TAG_LEN, MIN_TAG_LEN, P
 
 use super::{ConfigProblem, ConfigWarning, HookEntry, Settings};
 use crate::config::{
-    AdminConfig, DonglePort, ElectionConfig, EspNowLinkConfig, HookCommand, HooksConfig,
-    MetricsConfig, NodeConfig, Quorum, RaftSettings, UdpLinkConfig,
+    AdminConfig, DonglePort, ElectionConfig, ElectionMode, EspNowLinkConfig, HookCommand,
+    HooksConfig, MetricsConfig, NodeConfig, Quorum, RaftSettings, UdpLinkConfig,
 };
 
 /// Longest duration any `*_ms` key accepts: one day. Anything longer is a slip of the keyboard,
@@ -211,23 +211,30 @@ impl Settings {
     /// `[election]`, `[election.raft]` and `cluster.voters`.
     fn election(&self, f: &mut Findings<'_>, node_id: Option<PeerId>) -> Option<ElectionConfig> {
         let mode = self.election.mode.as_str();
-        match mode {
-            "raft" => {}
-            "gossip" | "priority" | "static" => f.problem(
-                "election.mode",
-                format!(
-                    "{mode:?} is not available in this version; use \"raft\" \
-                     (gossip, priority and static are planned)"
-                ),
-            ),
-            _ => f.problem(
-                "election.mode",
-                format!(
-                    "unknown mode {mode:?}; expected \"raft\" (gossip, priority and static \
-                     are not available in this version)"
-                ),
-            ),
-        }
+        let mode = match mode {
+            "raft" => Some(ElectionMode::Raft),
+            "static" => self.static_leader(f),
+            "gossip" | "priority" => {
+                f.problem(
+                    "election.mode",
+                    format!(
+                        "{mode:?} is not available in this version; use \"raft\" or \
+                         \"static\" (gossip and priority are planned)"
+                    ),
+                );
+                None
+            }
+            _ => {
+                f.problem(
+                    "election.mode",
+                    format!(
+                        "unknown mode {mode:?}; expected \"raft\" or \"static\" (gossip and \
+                         priority are not available in this version)"
+                    ),
+                );
+                None
+            }
+        };
         let raft = &self.election.raft;
         let quorum = match raft.quorum.as_str() {
             "voters" => Some(Quorum::Voters),
@@ -277,9 +284,23 @@ impl Settings {
                 );
             }
         }
-        let voters = self.voters(f, node_id, quorum);
+        let voters = match mode {
+            // No quorum: the list is the nodes `leader set` may name, as written.
+            Some(ElectionMode::Static { .. }) => self.listed_voters(f)?,
+            _ => self.voters(f, node_id, quorum)?,
+        };
+        if let (Some(ElectionMode::Static { leader }), false) = (mode, voters.is_empty()) {
+            if !voters.contains(&leader) {
+                f.problem(
+                    "election.static.leader",
+                    format!("{leader} is not one of cluster.voters"),
+                );
+                return None;
+            }
+        }
         Some(ElectionConfig {
-            voters: voters?,
+            mode: mode?,
+            voters,
             auto: self.election.auto,
             raft: RaftSettings {
                 quorum: quorum?,
@@ -293,6 +314,20 @@ impl Settings {
         })
     }
 
+    /// `election.static.leader`, required in static mode (STA-1).
+    fn static_leader(&self, f: &mut Findings<'_>) -> Option<ElectionMode> {
+        let text = &self.election.static_leader.leader;
+        if text.is_empty() {
+            f.problem(
+                "election.static.leader",
+                "election.mode = \"static\" needs the node that leads (a node id)",
+            );
+            return None;
+        }
+        let leader = f.id("election.static.leader", text, PeerId::new)?;
+        Some(ElectionMode::Static { leader })
+    }
+
     /// `cluster.voters`; in voters mode an empty list is this node alone.
     fn voters(
         &self,
@@ -300,28 +335,7 @@ impl Settings {
         node_id: Option<PeerId>,
         quorum: Option<Quorum>,
     ) -> Option<Vec<PeerId>> {
-        let mut voters = Some(Vec::new());
-        let mut first_seen: BTreeMap<PeerId, usize> = BTreeMap::new();
-        for (i, text) in self.cluster.voters.iter().enumerate() {
-            let key = format!("cluster.voters[{i}]");
-            let Some(id) = f.id(&key, text, PeerId::new) else {
-                voters = None;
-                continue;
-            };
-            if let Some(first) = first_seen.get(&id) {
-                f.problem(
-                    &key,
-                    format!("{text:?} is listed twice (also cluster.voters[{first}])"),
-                );
-                voters = None;
-                continue;
-            }
-            first_seen.insert(id, i);
-            if let Some(voters) = &mut voters {
-                voters.push(id);
-            }
-        }
-        let voters = voters?;
+        let voters = self.listed_voters(f)?;
         match quorum? {
             Quorum::Connected => {
                 if !voters.is_empty() {
@@ -358,6 +372,32 @@ impl Settings {
                 Some(voters)
             }
         }
+    }
+
+    /// The text of `cluster.voters`, as ids, each once.
+    fn listed_voters(&self, f: &mut Findings<'_>) -> Option<Vec<PeerId>> {
+        let mut voters = Some(Vec::new());
+        let mut first_seen: BTreeMap<PeerId, usize> = BTreeMap::new();
+        for (i, text) in self.cluster.voters.iter().enumerate() {
+            let key = format!("cluster.voters[{i}]");
+            let Some(id) = f.id(&key, text, PeerId::new) else {
+                voters = None;
+                continue;
+            };
+            if let Some(first) = first_seen.get(&id) {
+                f.problem(
+                    &key,
+                    format!("{text:?} is listed twice (also cluster.voters[{first}])"),
+                );
+                voters = None;
+                continue;
+            }
+            first_seen.insert(id, i);
+            if let Some(voters) = &mut voters {
+                voters.push(id);
+            }
+        }
+        voters
     }
 
     /// `[membership]`.

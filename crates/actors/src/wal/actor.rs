@@ -183,7 +183,7 @@ impl Handler<History> for WalActor {
 
 #[cfg(test)]
 mod tests {
-    use conclave_core::raft::{HardState, LeaderChangeCause};
+    use conclave_core::election::{HardState, LeaderChangeCause};
     use conclave_protocol::PeerId;
 
     use super::*;

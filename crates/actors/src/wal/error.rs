@@ -6,6 +6,25 @@ use std::path::PathBuf;
 /// A WAL failure.
 #[derive(Debug, thiserror::Error)]
 pub enum WalError {
+    /// The file's election state belongs to another mode than the node's `election.mode`
+    /// (issue 9): its terms, votes and history mean something else there. Refused before
+    /// anything is written to it.
+    #[error(
+        "WAL {}: written in {recorded} mode, but election.mode = \"{configured}\"; switching \
+         mode needs a restart with a WAL of that mode: set election.mode = \"{recorded}\" \
+         again, or move {} away (its terms, votes and leadership history belong to {recorded} \
+         mode) and start afresh",
+        path.display(),
+        path.display()
+    )]
+    OtherMode {
+        /// The file.
+        path: PathBuf,
+        /// The mode the file records (raft for a file written before modes were recorded).
+        recorded: conclave_core::election::Mode,
+        /// `election.mode`.
+        configured: conclave_core::election::Mode,
+    },
     /// Reading, writing, syncing or renaming failed.
     #[error("WAL {}: {source}", path.display())]
     Io {

@@ -262,7 +262,7 @@ fn frame_at(bytes: &[u8], position: usize) -> Result<(RecordHeader, &[u8]), &'st
 
 #[cfg(test)]
 mod tests {
-    use conclave_core::raft::HardState;
+    use conclave_core::election::HardState;
     use conclave_protocol::PeerId;
 
     use super::super::record::encode_seal;

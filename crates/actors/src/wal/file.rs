@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use actix::clock::Instant;
-use conclave_core::raft::HardState;
+use conclave_core::election::{HardState, Mode};
 use tracing::{info, warn};
 
 use super::error::WalError;
@@ -57,6 +57,10 @@ pub struct WalOptions {
     /// Never start an incarnation below the wall clock's Unix seconds (see
     /// [`WalFile::open_with`]); off only in tests that count incarnations.
     pub incarnation_from_clock: bool,
+    /// The election mode of the node opening the file (`election.mode`): a file of another
+    /// mode is refused ([`WalError::OtherMode`]), and a file that does not record one yet gets
+    /// it. `None` (tools that only read) checks nothing.
+    pub mode: Option<Mode>,
 }
 
 impl Default for WalOptions {
@@ -65,6 +69,7 @@ impl Default for WalOptions {
             compact_threshold: DEFAULT_COMPACT_THRESHOLD,
             history_limit: DEFAULT_HISTORY_LIMIT,
             incarnation_from_clock: true,
+            mode: None,
         }
     }
 }
@@ -88,8 +93,12 @@ pub struct Recovered {
     /// Bytes of torn or corrupt tail that were cut off (WAL-2).
     pub truncated_bytes: u64,
     /// Valid records read from the file, skipped unknown kinds included, seals not counted, nor
-    /// the incarnation record `open` itself appends.
+    /// the records `open` itself appends (incarnation, mode).
     pub records: u64,
+    /// The election mode the file's state belongs to once `open` is done: the recorded one
+    /// (opened for a mode, always that mode), raft for a file with election state written
+    /// before modes were recorded, `None` for a file without any opened for no mode.
+    pub mode: Option<Mode>,
 }
 
 /// The leadership history, newest last, bounded to a limit. It holds up to twice the limit
@@ -132,6 +141,8 @@ pub(super) struct State {
     pub(super) amnesic: bool,
     pub(super) incarnation: u64,
     pub(super) auto_election: Option<bool>,
+    /// The mode record, if any.
+    pub(super) mode: Option<Mode>,
     /// When the last amnesia marker was written.
     amnesia_at_unix_ms: u64,
     pub(super) history: BoundedHistory,
@@ -145,6 +156,7 @@ impl State {
             amnesic: true,
             incarnation: 0,
             auto_election: None,
+            mode: None,
             amnesia_at_unix_ms: 0,
             history: BoundedHistory::new(history_limit),
         }
@@ -164,7 +176,19 @@ impl State {
                 self.amnesia_at_unix_ms = *at_unix_ms;
             }
             WalRecord::AutoElection(enabled) => self.auto_election = Some(*enabled),
+            WalRecord::Mode(mode) => self.mode = Some(*mode),
         }
+    }
+
+    /// The mode the election state belongs to: the recorded one; raft for election state
+    /// written before modes were recorded (every file of earlier versions is raft's); `None`
+    /// when there is no election state at all.
+    pub(super) fn mode(&self) -> Option<Mode> {
+        let holds_election_state = self.has_hard_state
+            || self.auto_election.is_some()
+            || !self.history.as_slice().is_empty();
+        self.mode
+            .or_else(|| holds_election_state.then_some(Mode::Raft))
     }
 
     /// The records a compacted file holds: the same state in as few records as possible. The
@@ -172,6 +196,9 @@ impl State {
     /// compaction never ends an abstention.
     fn compacted(&self) -> Vec<WalRecord> {
         let mut records = Vec::new();
+        if let Some(mode) = self.mode {
+            records.push(WalRecord::Mode(mode));
+        }
         if self.has_hard_state {
             records.push(WalRecord::HardState(self.hard_state));
             if self.amnesic {
@@ -223,6 +250,19 @@ impl WalFile {
     /// [`WalFile::open_with`].
     pub fn open(dir: &Path) -> Result<(WalFile, Recovered), WalError> {
         Self::open_with(dir, WalOptions::default())
+    }
+
+    /// Opens (or creates) `dir/conclave.wal` for a node running election `mode`, with the
+    /// default options otherwise: a file of another mode is refused
+    /// ([`WalError::OtherMode`]), untouched; see [`WalFile::open_with`].
+    pub fn open_for_mode(dir: &Path, mode: Mode) -> Result<(WalFile, Recovered), WalError> {
+        Self::open_with(
+            dir,
+            WalOptions {
+                mode: Some(mode),
+                ..WalOptions::default()
+            },
+        )
     }
 
     /// Opens (or creates) `dir/conclave.wal`, recovers it and starts a new incarnation.
@@ -350,6 +390,21 @@ impl WalFile {
         )?;
         remove_leftover(&wal.dir, REPAIR_FILE_NAME, "an interrupted WAL repair")?;
 
+        // A file of another mode is refused before anything is written to it.
+        let mut first_records = Vec::new();
+        if let Some(mode) = wal.options.mode {
+            match wal.state.mode() {
+                Some(recorded) if recorded != mode => {
+                    return Err(WalError::OtherMode {
+                        path: wal.path.clone(),
+                        recorded,
+                        configured: mode,
+                    });
+                }
+                _ if wal.state.mode == Some(mode) => {}
+                _ => first_records.push(WalRecord::Mode(mode)),
+            }
+        }
         let next =
             wal.state
                 .incarnation
@@ -367,7 +422,8 @@ impl WalFile {
         } else {
             next
         };
-        wal.append(&[WalRecord::Incarnation(incarnation)])?;
+        first_records.push(WalRecord::Incarnation(incarnation));
+        wal.append(&first_records)?;
 
         let amnesic = wal.state.amnesic;
         if amnesic {
@@ -398,6 +454,7 @@ impl WalFile {
             history: wal.history().to_vec(),
             truncated_bytes,
             records,
+            mode: wal.state.mode(),
         };
         Ok((wal, recovered))
     }

@@ -43,6 +43,7 @@
 //! | 4 | seal: the end of a group commit (WAL-2) | empty |
 //! | 5 | amnesia marker (WAL-2): votes may be missing before it; abstain until a hard state follows | `at_unix_ms u64` |
 //! | 6 | automatic election switch (RAFT-8) | `enabled u8` (0 or 1) |
+//! | 7 | election mode (issue 9): the mode the file's election state belongs to | `mode u8`: 0 raft, 1 gossip, 2 priority, 3 static |
 //! | 10 | *reserved*: replicated log entries (LOG-*) | not written by this version |
 //! | 11 | *reserved*: snapshot marker (LOG-4) | not written by this version |
 //!
@@ -63,7 +64,7 @@
 //! `Incarnation(1)` is the 17 bytes
 //! `08 00 00 00 | 02 | crc32(02 01 00 00 00 00 00 00 00) as u32 LE | 01 00 00 00 00 00 00 00`.
 
-use conclave_core::raft::{HardState, LeaderChangeCause};
+use conclave_core::election::{HardState, LeaderChangeCause, Mode};
 use conclave_protocol::PeerId;
 
 /// The first four bytes of every WAL file.
@@ -81,6 +82,7 @@ const KIND_LEADER_CHANGE: u8 = 3;
 pub(super) const KIND_SEAL: u8 = 4;
 const KIND_AMNESIA: u8 = 5;
 const KIND_AUTO_ELECTION: u8 = 6;
+const KIND_MODE: u8 = 7;
 /// Reserved for the replicated log's entries (LOG-*); skipped by this version.
 pub(super) const KIND_LOG_ENTRIES: u8 = 10;
 /// Reserved for the replicated log's snapshot marker (LOG-4); skipped by this version.
@@ -119,6 +121,10 @@ pub enum WalRecord {
     /// The operator's automatic-election switch (RAFT-8 `EnableAutoLeaderElection`); the last
     /// one wins over `election.auto` at the next start.
     AutoElection(bool),
+    /// The election mode the file's terms, votes and history belong to (`election.mode`),
+    /// written at the first start in that mode. A node of another mode refuses the file. A
+    /// file without it was written before modes were recorded: raft's.
+    Mode(Mode),
 }
 
 impl WalRecord {
@@ -129,6 +135,7 @@ impl WalRecord {
             WalRecord::LeaderChange(_) => KIND_LEADER_CHANGE,
             WalRecord::Amnesia { .. } => KIND_AMNESIA,
             WalRecord::AutoElection(_) => KIND_AUTO_ELECTION,
+            WalRecord::Mode(_) => KIND_MODE,
         }
     }
 
@@ -152,6 +159,7 @@ impl WalRecord {
             }
             WalRecord::Amnesia { at_unix_ms } => put_u64(out, *at_unix_ms),
             WalRecord::AutoElection(enabled) => out.push(u8::from(*enabled)),
+            WalRecord::Mode(mode) => out.push(mode_index(*mode)),
         }
         finish_header(out, start, self.kind());
     }
@@ -250,6 +258,10 @@ pub(super) fn decode(kind: u8, payload: &[u8]) -> Result<Decoded, &'static str> 
             1 => Decoded::Record(WalRecord::AutoElection(true)),
             _ => return Err("auto-election flag is neither 0 nor 1"),
         },
+        KIND_MODE => match Mode::ALL.get(usize::from(input.u8()?)) {
+            Some(&mode) => Decoded::Record(WalRecord::Mode(mode)),
+            None => return Err("election mode unknown to this version"),
+        },
         KIND_LEADER_CHANGE => {
             let term = input.u64()?;
             let leader = input.peer()?;
@@ -276,6 +288,14 @@ fn cause_index(cause: LeaderChangeCause) -> u8 {
     LeaderChangeCause::ALL
         .iter()
         .position(|&candidate| candidate == cause)
+        .map_or(u8::MAX, |index| index as u8)
+}
+
+fn mode_index(mode: Mode) -> u8 {
+    // Every mode is in ALL by construction; ALL only grows at its end, and is tiny.
+    Mode::ALL
+        .iter()
+        .position(|&candidate| candidate == mode)
         .map_or(u8::MAX, |index| index as u8)
 }
 
@@ -388,6 +408,7 @@ mod tests {
             WalRecord::AutoElection(false),
             WalRecord::AutoElection(true),
         ];
+        records.extend(Mode::ALL.iter().map(|&mode| WalRecord::Mode(mode)));
         for (n, &cause) in LeaderChangeCause::ALL.iter().enumerate() {
             records.push(WalRecord::LeaderChange(HistoryRecord {
                 term: n as u64,
@@ -441,6 +462,27 @@ mod tests {
         );
     }
 
+    /// Issue 9: the mode record is kind 7 with one byte, the mode's documented number; a
+    /// number no mode has is a record that cannot be read, not a mode.
+    #[test]
+    fn mode_record_layout() {
+        for (byte, mode) in [
+            (0, Mode::Raft),
+            (1, Mode::Gossip),
+            (2, Mode::Priority),
+            (3, Mode::Static),
+        ] {
+            let bytes = WalRecord::Mode(mode).encode();
+            assert_eq!(&bytes[..5], &[1, 0, 0, 0, 7]);
+            assert_eq!(&bytes[9..], &[byte]);
+        }
+        assert_eq!(
+            decode(7, &[4]),
+            Err("election mode unknown to this version")
+        );
+        assert_eq!(decode(7, &[]), Err("payload ends early"));
+    }
+
     /// WAL-2: the seal is the 9 bytes of an empty kind-4 record, and decodes as a seal; the
     /// amnesia marker and the automatic-election switch follow their documented layouts.
     #[test]
@@ -472,7 +514,7 @@ mod tests {
     /// "skip", not as an error; a cause index from a newer version skips the history line.
     #[test]
     fn unknown_kinds_and_causes_are_skipped() {
-        for kind in [0, 7, KIND_LOG_ENTRIES, KIND_SNAPSHOT_MARKER, 255] {
+        for kind in [0, 8, KIND_LOG_ENTRIES, KIND_SNAPSHOT_MARKER, 255] {
             assert_eq!(decode(kind, b"whatever"), Ok(Decoded::UnknownKind(kind)));
         }
         let mut payload = vec![0; 8];

@@ -14,7 +14,7 @@ use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use conclave_core::raft::HardState;
+use conclave_core::election::{HardState, Mode};
 
 use super::error::WalError;
 use super::examine::{DamagedSpan, Examination, RecordContent, Verdict, examine};
@@ -38,6 +38,9 @@ pub struct StartState {
     pub auto_election: Option<bool>,
     /// The newest leadership history records, oldest first.
     pub history: Vec<HistoryRecord>,
+    /// The election mode the state belongs to (raft for a file written before modes were
+    /// recorded); `None` without any election state.
+    pub mode: Option<Mode>,
 }
 
 /// Everything `conclave wal inspect` shows.
@@ -88,6 +91,7 @@ fn start_state(examination: &Examination) -> StartState {
         incarnation: state.incarnation,
         auto_election: state.auto_election,
         history: state.history.as_slice().to_vec(),
+        mode: state.mode(),
     }
 }
 

@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use conclave_core::raft::{
-    Action, HardState, LeaderChangeCause, LogPosition, Raft, RaftConfig, RaftMessage,
+use conclave_core::election::{
+    Action, Election, ElectionConfig, ElectionMessage, HardState, LeaderChangeCause, Mode,
 };
 use conclave_core::{Instant, SeededRng};
-use conclave_protocol::{PeerId, RequestVote};
+use conclave_protocol::{Body, PeerId, RequestVote};
 use tracing_subscriber::fmt::MakeWriter;
 
 use super::record::{MAGIC, RECORD_HEADER_LEN, checksum, encode_seal};
@@ -227,7 +227,7 @@ fn expected_after(records: &[WalRecord]) -> (HardState, u64, Vec<HistoryRecord>,
             WalRecord::Incarnation(n) => incarnation = *n,
             WalRecord::LeaderChange(change) => history.push(*change),
             WalRecord::Amnesia { .. } => amnesic = true,
-            WalRecord::AutoElection(_) => {}
+            WalRecord::AutoElection(_) | WalRecord::Mode(_) => {}
         }
     }
     (state, incarnation + 1, history, amnesic)
@@ -238,29 +238,35 @@ fn expected_after(records: &[WalRecord]) -> (HardState, u64, Vec<HistoryRecord>,
 fn grants_vote(state: HardState, candidate: &str) -> bool {
     let me = id("gw-z");
     let voters = [me, id("gw-a"), id("gw-b"), id("gw-c"), id("gw-d")];
-    let mut raft = Raft::new(
-        RaftConfig::new(me, voters),
+    let mut election = Election::new(
+        ElectionConfig::raft(me, voters),
         state,
-        LogPosition::default(),
         SeededRng::new(7),
         Instant::ZERO,
     )
     .unwrap();
     let candidate = id(candidate);
-    raft.handle_message(
-        Instant::ZERO + Duration::from_millis(10),
+    let request = ElectionMessage::try_from(Body::RequestVote(RequestVote {
+        term: state.term.max(1),
         candidate,
-        RaftMessage::RequestVote(RequestVote {
-            term: state.term.max(1),
+        last_log_index: 0,
+        last_log_term: 0,
+        pre_vote: false,
+        leadership_transfer: false,
+    }))
+    .unwrap();
+    election
+        .handle_message(
+            Instant::ZERO + Duration::from_millis(10),
             candidate,
-            last_log_index: 0,
-            last_log_term: 0,
-            pre_vote: false,
-            leadership_transfer: false,
-        }),
-    );
-    std::iter::from_fn(|| raft.poll_action()).any(|action| {
-        matches!(action, Action::Send { message: RaftMessage::Vote(vote), .. } if vote.granted)
+            request,
+        )
+        .unwrap();
+    std::iter::from_fn(|| election.poll_action()).any(|action| match action {
+        Action::Send { message, .. } => {
+            matches!(Body::from(message), Body::Vote(vote) if vote.granted)
+        }
+        _ => false,
     })
 }
 
@@ -885,6 +891,7 @@ fn wal1_unknown_kinds_are_skipped_and_kept() {
         compact_threshold: 256,
         history_limit: 4,
         incarnation_from_clock: false,
+        mode: None,
     };
     drop(WalFile::open_with(dir.path(), options).unwrap());
     let entries = raw_record(10, b"a future log entry");
@@ -937,6 +944,7 @@ fn wal3_compaction_keeps_state_incarnation_and_newest_history() {
         compact_threshold: 2048,
         history_limit: 10,
         incarnation_from_clock: false,
+        mode: None,
     };
     let (mut wal, _) = WalFile::open_with(dir.path(), options).unwrap();
     let mut written = Vec::new();
@@ -1339,8 +1347,121 @@ fn wal1_docs_worked_examples_match_the_encoder() {
             at_unix_ms: 1_700_000_000_000,
         }
         .encode(),
+        WalRecord::Mode(Mode::Static).encode(),
     ];
     assert_eq!(documented, expected);
     assert!(doc.contains("magic \"CWL1\" (43 57 4c 31)"));
     assert_eq!(MAGIC, [0x43, 0x57, 0x4c, 0x31]);
+}
+
+fn mode_records(dir: &Path) -> Vec<Mode> {
+    read_records(dir)
+        .unwrap()
+        .into_iter()
+        .filter_map(|record| match record {
+            WalRecord::Mode(mode) => Some(mode),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Issue 9: the first start records the node's election mode once; a node of another mode is
+/// refused with an error naming both modes and the file, and the file is left byte for byte
+/// as it was; the same mode opens it again without recording the mode twice.
+#[test]
+fn wal_of_another_mode_is_refused() {
+    let _log = CapturedLog::default().install();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut wal, recovered) = WalFile::open_for_mode(dir.path(), Mode::Static).unwrap();
+    assert_eq!(
+        recovered.mode,
+        Some(Mode::Static),
+        "recorded at the first open"
+    );
+    wal.append(&[WalRecord::HardState(HardState {
+        term: 1,
+        vote: None,
+        manual_override: None,
+    })])
+    .unwrap();
+    drop(wal);
+    assert_eq!(mode_records(dir.path()), vec![Mode::Static]);
+
+    let before = fs::read(wal_path(dir.path())).unwrap();
+    let err = WalFile::open_for_mode(dir.path(), Mode::Raft).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            WalError::OtherMode {
+                recorded: Mode::Static,
+                configured: Mode::Raft,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let message = err.to_string();
+    for part in [
+        "written in static mode",
+        "election.mode = \"raft\"",
+        &wal_path(dir.path()).display().to_string(),
+    ] {
+        assert!(message.contains(part), "{part:?} missing from: {message}");
+    }
+    assert_eq!(fs::read(wal_path(dir.path())).unwrap(), before);
+
+    let (_wal, recovered) = WalFile::open_for_mode(dir.path(), Mode::Static).unwrap();
+    assert_eq!(recovered.mode, Some(Mode::Static));
+    assert_eq!(recovered.hard_state.term, 1);
+    assert_eq!(mode_records(dir.path()), vec![Mode::Static]);
+}
+
+/// Issue 9: a file written before modes were recorded is raft's: a static node refuses it, a
+/// raft node opens it and records the mode from then on. A file with no election state at all
+/// (a node that never persisted anything) belongs to no mode yet.
+#[test]
+fn wal_without_a_mode_record_reads_as_raft() {
+    let _log = CapturedLog::default().install();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut wal, _) = WalFile::open(dir.path()).unwrap();
+    wal.append(&[WalRecord::HardState(HardState {
+        term: 4,
+        vote: Some(id("gw-a")),
+        manual_override: None,
+    })])
+    .unwrap();
+    drop(wal);
+    assert!(mode_records(dir.path()).is_empty());
+    assert!(matches!(
+        WalFile::open_for_mode(dir.path(), Mode::Static),
+        Err(WalError::OtherMode {
+            recorded: Mode::Raft,
+            configured: Mode::Static,
+            ..
+        })
+    ));
+    let (_wal, recovered) = WalFile::open_for_mode(dir.path(), Mode::Raft).unwrap();
+    assert_eq!(recovered.mode, Some(Mode::Raft));
+    assert_eq!(recovered.hard_state.term, 4);
+    drop(_wal);
+    assert_eq!(mode_records(dir.path()), vec![Mode::Raft]);
+
+    let fresh = tempfile::tempdir().unwrap();
+    let (_wal, recovered) = WalFile::open(fresh.path()).unwrap();
+    assert_eq!(recovered.mode, None);
+    drop(_wal);
+    let (_wal, recovered) = WalFile::open_for_mode(fresh.path(), Mode::Static).unwrap();
+    assert_eq!(recovered.mode, Some(Mode::Static));
+}
+
+/// WAL-3, issue 9: compaction keeps the mode record.
+#[test]
+fn compaction_keeps_the_mode() {
+    let _log = CapturedLog::default().install();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut wal, _) = WalFile::open_for_mode(dir.path(), Mode::Static).unwrap();
+    wal.compact().unwrap();
+    drop(wal);
+    assert_eq!(mode_records(dir.path()), vec![Mode::Static]);
+    assert!(WalFile::open_for_mode(dir.path(), Mode::Raft).is_err());
 }

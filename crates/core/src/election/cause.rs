@@ -33,6 +33,9 @@ pub enum LeaderChangeCause {
     Priority,
     /// The leader is the one the configuration names (STA-1, GOS-5, PRI-6's forced master).
     Configured,
+    /// Membership reports the leader unreachable (its liveness timeout ran out, or it said
+    /// goodbye) in a mode where nobody elects a replacement: a static follower (STA-1).
+    LeaderLost,
 }
 
 impl LeaderChangeCause {
@@ -53,6 +56,7 @@ impl LeaderChangeCause {
         LeaderChangeCause::Yield,
         LeaderChangeCause::Priority,
         LeaderChangeCause::Configured,
+        LeaderChangeCause::LeaderLost,
     ];
 
     /// The cause with this label.
@@ -80,6 +84,7 @@ impl LeaderChangeCause {
             LeaderChangeCause::Yield => "yield",
             LeaderChangeCause::Priority => "priority",
             LeaderChangeCause::Configured => "configured",
+            LeaderChangeCause::LeaderLost => "leader_lost",
         }
     }
 }

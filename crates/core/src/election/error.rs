@@ -2,6 +2,8 @@
 
 use conclave_protocol::PeerId;
 
+use crate::election::Mode;
+
 /// What the election core refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ElectionError {
@@ -30,4 +32,35 @@ pub enum ElectionError {
     /// This node's id was refused as a duplicate (MEM-3); it takes no part in elections.
     #[error("this node's id is used by another live node; it takes no part in elections")]
     Quarantined,
+    /// The node is stopping (`handle_shutdown`): it takes no more commands.
+    #[error("this node is stopping; it takes no more election commands")]
+    ShuttingDown,
+    /// A message of another mode's election reached this node (`election.mode` differs
+    /// between nodes): dropped.
+    #[error(
+        "an election message of {theirs} mode reached this node, which runs {ours} mode \
+         (election.mode differs between the nodes of the cluster)"
+    )]
+    OtherMode {
+        /// This node's mode.
+        ours: Mode,
+        /// The message's mode.
+        theirs: Mode,
+    },
+    /// `auto-election` in static mode, where nobody elects (STA-1).
+    #[error(
+        "static mode elects nobody, so automatic election cannot be switched: the leader is \
+         the node election.static.leader names, or the one `conclave leader set` assigned"
+    )]
+    StaticModeElectsNobody,
+    /// `leader resign` on the static leader (STA-1).
+    #[error(
+        "{leader} is the static leader (election.static.leader, or `conclave leader set`) and \
+         cannot resign in static mode; `conclave leader set <id>` on each node reassigns \
+         leadership"
+    )]
+    StaticLeaderCannotResign {
+        /// This node, the static leader.
+        leader: PeerId,
+    },
 }

@@ -7,6 +7,7 @@ use conclave_protocol::{
     PriorityVote, Proposal,
 };
 
+use crate::election::Mode;
 use crate::raft::RaftMessage;
 
 /// A message of the election, whatever its mode.
@@ -44,6 +45,23 @@ pub enum PriorityMessage {
     MasterAnnounce(MasterAnnounce),
     /// The master resigns, naming a successor.
     MasterResign(MasterResign),
+}
+
+impl ElectionMessage {
+    /// The mode whose election exchanges this message.
+    pub fn mode(&self) -> Mode {
+        match self {
+            ElectionMessage::Raft(_) => Mode::Raft,
+            ElectionMessage::Gossip(_) => Mode::Gossip,
+            ElectionMessage::Priority(_) => Mode::Priority,
+        }
+    }
+}
+
+impl From<RaftMessage> for ElectionMessage {
+    fn from(message: RaftMessage) -> Self {
+        ElectionMessage::Raft(message)
+    }
 }
 
 impl From<ElectionMessage> for Body {

@@ -24,12 +24,19 @@
 //! `handle_*(now, ...)`, outputs are drained with `poll_action()`, and `poll_timeout()` says
 //! when to call `handle_timeout` next. Actions are carried out in order; a persist action is
 //! durable before anything after it happens (RAFT-1).
+//!
+//! [`Election`] is the closed set of modes behind that one interface, built from an
+//! [`ElectionConfig`]; [`ElectionStatus`] is what every mode reports, with the mode's own
+//! detail in [`ModeStatus`]. Drivers (the ElectionActor, the simulator) hold an `Election` and
+//! name no mode's own types.
 
 mod cause;
 mod command;
 mod error;
+mod machine;
 mod message;
 mod state;
+mod status;
 
 use std::fmt;
 use std::time::Duration;
@@ -39,8 +46,10 @@ use conclave_protocol::PeerId;
 pub use cause::LeaderChangeCause;
 pub use command::{Command, CommandOutcome};
 pub use error::ElectionError;
+pub use machine::{Election, ElectionConfig};
 pub use message::{ElectionMessage, GossipMessage, PriorityMessage};
 pub use state::{FencingToken, HardState};
+pub use status::{ElectionStatus, ModeStatus};
 
 /// Which election a node runs (`election.mode`). Switching needs a restart, and the WAL
 /// records the mode so that a node never starts with another mode's durable state.
@@ -207,10 +216,14 @@ pub enum Event {
 pub enum Action {
     /// Make this hard state durable (fsync) before going on.
     Persist(HardState),
-    /// Make this hard state durable and keep the WAL amnesic (WAL-2; see
-    /// [`crate::raft::Action::PersistAmnesic`]).
+    /// Make this hard state durable (fsync) before going on, and keep the WAL amnesic (WAL-2):
+    /// after an abstention the node is in a term it may have voted in before it lost its WAL,
+    /// with no vote recorded for it. It refuses every vote in that term, and a restart must
+    /// abstain again, so the driver writes an amnesia marker after it. The next plain
+    /// [`Action::Persist`] (of a later term) ends that.
     PersistAmnesic(HardState),
-    /// Make the operator's automatic-election switch durable (RAFT-8).
+    /// Make the operator's automatic-election switch durable (RAFT-8), so that it wins over
+    /// the configuration at the next start. Emitted for every `EnableAutoElection` command.
     PersistAutoElection(bool),
     /// Send a message to one peer.
     Send {
@@ -226,6 +239,11 @@ pub enum Action {
     },
     /// Tell subscribers, hooks and metrics.
     Publish(Event),
+    /// The answer to `handle_shutdown`: this node's part in the election is over. Any
+    /// hand-over it started has ended and it leads no more; what it had to persist and
+    /// publish on the way out came before this. Nothing follows it: the driver stops feeding
+    /// the machine once it has carried out the actions before this one.
+    Stopped,
 }
 
 #[cfg(test)]

@@ -295,7 +295,13 @@ impl Gossip {
     /// says it no longer leads (cause `Shutdown`). Nothing happens afterwards.
     pub fn handle_shutdown(&mut self, now: Instant) {
         let _ = now;
-        if !self.takes_part() {
+        if matches!(self.phase, Phase::Stopped) {
+            return;
+        }
+        if matches!(self.phase, Phase::Quarantined) {
+            // Out of the election already: nothing to hand over, only the answer.
+            self.phase = Phase::Stopped;
+            self.actions.push_back(Action::Stopped);
             return;
         }
         if self.role == Role::Leader {
@@ -309,6 +315,8 @@ impl Gossip {
         self.role = Role::Follower;
         self.phase = Phase::Stopped;
         self.finish();
+        // Gossip hands nothing over: the step-down above is all there is, so it is done.
+        self.actions.push_back(Action::Stopped);
     }
 
     /// Membership learned that this node's id is a live duplicate (MEM-3): leave the election
@@ -413,6 +421,26 @@ impl Gossip {
             term: self.hard.term,
             leader,
         })
+    }
+
+    /// Whether it proposes by itself (the operator's `auto-election` switch).
+    pub fn auto_election(&self) -> bool {
+        self.auto_election
+    }
+
+    /// Gossip has no pin: `leader set` is refused in this mode, so nothing overrides.
+    pub fn manual_override(&self) -> Option<PeerId> {
+        None
+    }
+
+    /// Whether its id was refused as a live duplicate (MEM-3).
+    pub fn is_quarantined(&self) -> bool {
+        matches!(self.phase, Phase::Quarantined)
+    }
+
+    /// Gossip casts no votes, so a lost WAL forgets none: it never abstains.
+    pub fn is_abstaining(&self) -> bool {
+        false
     }
 
     /// A snapshot for the status answer.

@@ -815,6 +815,7 @@ fn shutdown_of_a_leader_publishes_that_it_no_longer_leads() {
         vec![
             role_changed(1, Role::Follower, "stopped"),
             leader_changed(1, None, Role::Follower, LeaderChangeCause::Shutdown),
+            Action::Stopped,
         ]
     );
     assert_eq!(a.poll_timeout(), None);
@@ -828,7 +829,7 @@ fn shutdown_of_a_leader_publishes_that_it_no_longer_leads() {
     b.handle_shutdown(secs(4));
     assert_eq!(
         drain(&mut b),
-        vec![role_changed(1, Role::Follower, "stopped")]
+        vec![role_changed(1, Role::Follower, "stopped"), Action::Stopped]
     );
 }
 

@@ -319,6 +319,9 @@ impl Priority {
         self.attempt = None;
         self.awaiting = None;
         self.finish();
+        // The MasterResign naming the successor went out above; priority mode waits for no
+        // answer to it (PRI-5), so the node is done.
+        self.actions.push_back(Action::Stopped);
     }
 
     /// Membership learned that this node's id is a live duplicate (MEM-3): leave the
@@ -420,6 +423,32 @@ impl Priority {
     /// Its priority score at its latest input (PRI-1).
     pub fn score(&self) -> u32 {
         self.score_at(self.last_now)
+    }
+
+    /// The mode's own name for where it stands: its PRI-2 state.
+    pub fn phase(&self) -> &'static str {
+        self.state.label()
+    }
+
+    /// Whether it campaigns by itself (the operator's `auto-election` switch).
+    pub fn auto_election(&self) -> bool {
+        self.auto_election
+    }
+
+    /// This node when it was forced master by `leader set`; priority mode pins nobody else.
+    pub fn manual_override(&self) -> Option<PeerId> {
+        self.hard.manual_override
+    }
+
+    /// Whether its id was refused as a live duplicate (MEM-3).
+    pub fn is_quarantined(&self) -> bool {
+        self.quarantined
+    }
+
+    /// Priority mode's acceptances are not durable votes, so a lost WAL forgets none: it never
+    /// abstains.
+    pub fn is_abstaining(&self) -> bool {
+        false
     }
 
     /// A snapshot for the status answer, metrics and the demo, as of its latest input.

@@ -1067,6 +1067,7 @@ fn pri5_shutdown_resigns_with_successor() {
             })),
             role_changed(2, PriorityState::Idle),
             leader_changed(2, None, Role::Follower, LeaderChangeCause::Shutdown),
+            Action::Stopped,
         ]
     );
     assert_eq!(node.poll_timeout(), None);
@@ -1075,7 +1076,7 @@ fn pri5_shutdown_resigns_with_successor() {
     follower.handle_shutdown(at(200));
     assert_eq!(
         drain(&mut follower),
-        vec![role_changed(4, PriorityState::Idle)]
+        vec![role_changed(4, PriorityState::Idle), Action::Stopped]
     );
 }
 

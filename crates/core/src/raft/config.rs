@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use conclave_protocol::PeerId;
 
-use crate::election::ElectionError as RaftError;
+use crate::election::ElectionError;
 
 /// Who counts towards a quorum (RAFT-6).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,7 +112,7 @@ impl RaftConfig {
     }
 
     /// Every problem with these settings, in one error.
-    pub fn validate(&self) -> Result<(), RaftError> {
+    pub fn validate(&self) -> Result<(), ElectionError> {
         let mut problems = Vec::new();
         if self.heartbeat_interval.is_zero() {
             problems.push("heartbeat interval must be greater than zero".to_owned());
@@ -137,7 +137,7 @@ impl RaftConfig {
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(RaftError::InvalidConfig(problems))
+            Err(ElectionError::InvalidConfig(problems))
         }
     }
 }
@@ -164,7 +164,7 @@ mod tests {
         let mut config = RaftConfig::new(id, []);
         config.heartbeat_interval = Duration::from_millis(2000);
         config.election_timeout_max = Duration::from_millis(1000);
-        let RaftError::InvalidConfig(problems) = config.validate().unwrap_err() else {
+        let ElectionError::InvalidConfig(problems) = config.validate().unwrap_err() else {
             panic!("expected InvalidConfig");
         };
         assert_eq!(problems.len(), 3, "{problems:?}");

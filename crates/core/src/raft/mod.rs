@@ -4,8 +4,14 @@
 //! injected [`SeededRng`](crate::SeededRng), pre-vote and check-quorum, the two quorum modes,
 //! manual `SetLeader`, `EnableAutoLeaderElection`, and leader-change events. Votes compare log
 //! positions already; the replicated log itself arrives with LOG-1..5.
+//!
+//! It speaks the vocabulary of [`crate::election`]: its outputs are
+//! [`election::Action`](crate::election::Action)s carrying
+//! [`ElectionMessage::Raft`](crate::election::ElectionMessage::Raft), its roles are
+//! [`election::Role`](crate::election::Role) with the phase label `pre_candidate` for RAFT-7's
+//! pre-vote round, and it is driven through [`Election`](crate::election::Election) like every
+//! other mode.
 
-mod action;
 mod config;
 mod message;
 mod node;
@@ -14,14 +20,7 @@ mod state;
 #[cfg(test)]
 mod tests;
 
-pub use action::{Action, Event};
 pub use config::{QuorumMode, RaftConfig, majority_threshold};
 pub use message::RaftMessage;
 pub use node::Raft;
-pub use state::{LogPosition, RaftStatus, Role};
-
-// The vocabulary every mode shares lives in `crate::election`; these names stay here while the
-// shell still speaks Raft (issue 9 moves every caller to `crate::election`).
-pub use crate::election::{
-    Command, CommandOutcome, ElectionError as RaftError, FencingToken, HardState, LeaderChangeCause,
-};
+pub use state::{LogPosition, RaftStatus};

@@ -64,14 +64,49 @@ use conclave_protocol::{
 use tracing::{debug, info, warn};
 
 use crate::election::{
-    Command, CommandOutcome, ElectionError as RaftError, FencingToken, HardState, LeaderChangeCause,
+    Action, Command, CommandOutcome, ElectionError, ElectionMessage, Event, FencingToken,
+    HardState, HealthReading, LeaderChangeCause, PeerSignal, Role,
 };
-use crate::raft::action::{Action, Event};
 use crate::raft::config::{QuorumMode, RaftConfig, majority_threshold};
 use crate::raft::message::RaftMessage;
-use crate::raft::state::{LogPosition, RaftStatus, Role};
+use crate::raft::state::{LogPosition, RaftStatus};
 use crate::rng::SeededRng;
 use crate::time::Instant;
+
+/// Where a node stands in Raft (RAFT-1): [`Role`] with the pre-vote round of RAFT-7 told
+/// apart. It is the mode's phase label of [`Event::RoleChanged`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Follows a leader, or waits for one.
+    Follower,
+    /// Asks whether it could win before disturbing anyone's term.
+    PreCandidate,
+    /// Campaigns in a new term.
+    Candidate,
+    /// Leads.
+    Leader,
+}
+
+impl Phase {
+    /// The role every mode shares: a pre-candidate is a candidate.
+    fn role(self) -> Role {
+        match self {
+            Phase::Follower => Role::Follower,
+            Phase::PreCandidate | Phase::Candidate => Role::Candidate,
+            Phase::Leader => Role::Leader,
+        }
+    }
+
+    /// The phase label of events, logs and the status answer.
+    fn label(self) -> &'static str {
+        match self {
+            Phase::Follower => "follower",
+            Phase::PreCandidate => "pre_candidate",
+            Phase::Candidate => "candidate",
+            Phase::Leader => "leader",
+        }
+    }
+}
 
 /// How a campaign starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +140,15 @@ struct Transfer {
     cause: LeaderChangeCause,
 }
 
+/// Where a stopping node is (CB-2; see [`Raft::handle_shutdown`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shutdown {
+    /// Asked to stop: a leader hands over (or steps down); the others stop at once.
+    Leaving,
+    /// Its part is over: `Action::Stopped` went out; every input is ignored.
+    Stopped,
+}
+
 /// What an abstaining node knows (see the module docs on abstention, WAL-2).
 #[derive(Debug, Clone)]
 struct Abstention {
@@ -126,7 +170,8 @@ pub struct Raft {
     /// The last hard state handed out in `Action::Persist`.
     persisted: HardState,
 
-    role: Role,
+    /// Where it stands; [`Phase::role`] is the role every mode shares.
+    phase: Phase,
     leader: Option<PeerId>,
     last_log: LogPosition,
     commit: u64,
@@ -165,7 +210,7 @@ pub struct Raft {
     actions: VecDeque<Action>,
     /// Events of the input being handled; queued after its messages.
     pending_events: Vec<Event>,
-    published_role: Role,
+    published_phase: Phase,
     /// `(term, leader)` last published; `None` once "no leader" was published.
     published_leader: Option<(u64, PeerId)>,
     /// The cause of the latest leader change inside the current input.
@@ -180,18 +225,31 @@ pub struct Raft {
     /// After an abstention: the term adopted at its end. No vote is granted in it or before
     /// it, and hard states of it are persisted as amnesic (WAL-2).
     vote_floor: Option<u64>,
+    /// Set once the driver asked the node to stop (CB-2).
+    shutdown: Option<Shutdown>,
 }
 
 impl Raft {
+    /// A node starting (or restarting) as a follower with the hard state it persisted and an
+    /// empty log.
+    pub fn new(
+        config: RaftConfig,
+        restored: HardState,
+        rng: SeededRng,
+        now: Instant,
+    ) -> Result<Self, ElectionError> {
+        Self::with_last_log(config, restored, LogPosition::default(), rng, now)
+    }
+
     /// A node starting (or restarting) as a follower with the hard state it persisted and the
     /// position of its last log entry.
-    pub fn new(
+    pub fn with_last_log(
         config: RaftConfig,
         restored: HardState,
         last_log: LogPosition,
         rng: SeededRng,
         now: Instant,
-    ) -> Result<Self, RaftError> {
+    ) -> Result<Self, ElectionError> {
         config.validate()?;
         let auto_election = config.auto_election;
         let mut raft = Self {
@@ -199,7 +257,7 @@ impl Raft {
             rng,
             hard: restored,
             persisted: restored,
-            role: Role::Follower,
+            phase: Phase::Follower,
             leader: None,
             last_log,
             commit: 0,
@@ -221,13 +279,14 @@ impl Raft {
             transfer: None,
             actions: VecDeque::new(),
             pending_events: Vec::new(),
-            published_role: Role::Follower,
+            published_phase: Phase::Follower,
             published_leader: None,
             leader_cause: LeaderChangeCause::ElectionTimeout,
             handover: None,
             transfer_campaign: false,
             abstention: None,
             vote_floor: None,
+            shutdown: None,
         };
         raft.reset_election_timer(now);
         Ok(raft)
@@ -258,7 +317,7 @@ impl Raft {
             heard: BTreeMap::new(),
             next_probe: now,
         });
-        self.role = Role::Follower;
+        self.phase = Phase::Follower;
         self.leader = None;
         self.leader_contact = None;
         self.votes.clear();
@@ -281,7 +340,7 @@ impl Raft {
 
     /// A message from `from` (already authenticated by the transport).
     pub fn handle_message(&mut self, now: Instant, from: PeerId, message: RaftMessage) {
-        if from == self.config.id || self.quarantined {
+        if from == self.config.id || self.quarantined || self.is_stopped() {
             return;
         }
         if self.abstention.is_some() {
@@ -294,12 +353,12 @@ impl Raft {
 
     /// Time passed; call at [`Raft::poll_timeout`] (calling early is harmless).
     pub fn handle_timeout(&mut self, now: Instant) {
-        if self.quarantined {
+        if self.quarantined || self.is_stopped() {
             return;
         }
         if self.abstention.is_some() {
             self.abstention_tick(now);
-        } else if self.role == Role::Leader {
+        } else if self.phase == Phase::Leader {
             self.leader_tick(now);
         } else if now >= self.election_deadline {
             self.election_timeout(now);
@@ -310,7 +369,7 @@ impl Raft {
     /// Membership reports `peer` connected or disconnected (MEM-5). In `connected` mode this
     /// changes the electorate; in both modes it decides who gets heartbeats.
     pub fn handle_peer_status(&mut self, now: Instant, peer: PeerId, connected: bool) {
-        if peer == self.config.id {
+        if peer == self.config.id || self.is_stopped() {
             return;
         }
         let changed = if connected {
@@ -326,9 +385,9 @@ impl Raft {
             // In `connected` mode the peers to hear are the connected ones.
             self.end_abstention_if_heard(now);
         } else if changed && !self.quarantined {
-            match self.role {
-                Role::PreCandidate | Role::Candidate => self.evaluate_campaign(now),
-                Role::Leader if connected => {
+            match self.phase {
+                Phase::PreCandidate | Phase::Candidate => self.evaluate_campaign(now),
+                Phase::Leader if connected => {
                     // Tell a newcomer who leads without waiting for the next heartbeat.
                     self.send_heartbeat(peer);
                 }
@@ -341,7 +400,7 @@ impl Raft {
     /// Membership learned that this node's id is a live duplicate (MEM-3): leave the election
     /// for good; the node must not act as that id.
     pub fn handle_id_refused(&mut self, now: Instant) {
-        if self.quarantined {
+        if self.quarantined || self.is_stopped() {
             return;
         }
         warn!(id = %self.config.id, "peer id refused as a duplicate; leaving the election");
@@ -350,26 +409,71 @@ impl Raft {
         self.finish();
     }
 
-    /// The node is stopping (CB-2): a leader steps down, so that the last leader change it
-    /// publishes says it no longer leads (cause `Shutdown`). Called once, after any hand-over
-    /// had its chance; the driver feeds nothing more afterwards. A follower publishes nothing.
+    /// The node is stopping (CB-2). A leader hands leadership over, as a resignation does: to
+    /// the best caught-up voter it hears, which then campaigns at once (RAFT-8 transfer), so
+    /// the cluster is not leaderless for an election timeout. It keeps handling messages and
+    /// time meanwhile. Once it no longer leads — the successor's campaign reached it (cause
+    /// `resign`), the transfer ran out after the minimum election timeout, or nobody could take
+    /// over (both cause `shutdown`, so the last change it publishes says it no longer leads) —
+    /// it emits [`Action::Stopped`] and ignores every input after. A node that does not lead
+    /// stops at once, publishing nothing.
+    ///
+    /// Called again while a hand-over is under way (the driver cannot wait any longer, or its
+    /// WAL failed), it steps down at once.
     pub fn handle_shutdown(&mut self, now: Instant) {
-        if self.role == Role::Leader {
-            info!(
-                term = self.hard.term,
-                "stopping while leading; stepping down"
-            );
-            self.become_follower(now, self.hard.term, None, LeaderChangeCause::Shutdown);
+        match self.shutdown {
+            Some(Shutdown::Stopped) => return,
+            Some(Shutdown::Leaving) => {
+                if self.phase == Phase::Leader {
+                    info!(term = self.hard.term, "hand-over cut short; stepping down");
+                    self.become_follower(now, self.hard.term, None, LeaderChangeCause::Shutdown);
+                }
+            }
+            None => {
+                self.shutdown = Some(Shutdown::Leaving);
+                if self.phase == Phase::Leader {
+                    if self.hard.manual_override == Some(self.config.id) {
+                        self.hard.manual_override = None;
+                    }
+                    match self.best_successor() {
+                        Some(target) => {
+                            info!(%target, "stopping while leading; handing leadership over");
+                            self.start_transfer(now, target, false, LeaderChangeCause::Resign);
+                        }
+                        None => {
+                            info!(
+                                term = self.hard.term,
+                                "stopping while leading, with nobody to hand over to; stepping down"
+                            );
+                            self.become_follower(
+                                now,
+                                self.hard.term,
+                                None,
+                                LeaderChangeCause::Shutdown,
+                            );
+                        }
+                    }
+                }
+            }
         }
         self.finish();
     }
+
+    /// A peer's radio signal strength: raft elects on terms and logs alone, so it is ignored.
+    pub fn handle_peer_signal(&mut self, _now: Instant, _signal: PeerSignal) {}
+
+    /// This node's health reading: ignored until RAFT-10's priority follows it.
+    pub fn handle_health(&mut self, _now: Instant, _reading: HealthReading) {}
 
     /// An operator's command (RAFT-8).
     pub fn handle_command(
         &mut self,
         now: Instant,
         command: Command,
-    ) -> Result<CommandOutcome, RaftError> {
+    ) -> Result<CommandOutcome, ElectionError> {
+        if self.shutdown.is_some() {
+            return Err(ElectionError::ShuttingDown);
+        }
         let outcome = self.command(now, command);
         self.finish();
         outcome
@@ -387,7 +491,7 @@ impl Raft {
     /// When [`Raft::handle_timeout`] must be called next; `None` when nothing is pending.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if self.quarantined {
+        if self.quarantined || self.is_stopped() {
             return None;
         }
         if let Some(abstention) = &self.abstention {
@@ -395,7 +499,7 @@ impl Raft {
             // most one heartbeat interval after its earliest end).
             return Some(abstention.next_probe);
         }
-        if self.role != Role::Leader {
+        if self.phase != Phase::Leader {
             return Some(self.election_deadline);
         }
         let mut next = self.heartbeat_deadline;
@@ -418,7 +522,13 @@ impl Raft {
 
     /// Its role.
     pub fn role(&self) -> Role {
-        self.role
+        self.phase.role()
+    }
+
+    /// Where it stands within its role: `follower`, `pre_candidate` (RAFT-7's pre-vote
+    /// round), `candidate` or `leader`.
+    pub fn phase(&self) -> &'static str {
+        self.phase.label()
     }
 
     /// Its current term.
@@ -433,17 +543,37 @@ impl Raft {
 
     /// When this leader sends its next heartbeat; `None` unless it leads.
     pub fn next_heartbeat(&self) -> Option<Instant> {
-        (self.role == Role::Leader).then_some(self.heartbeat_deadline)
+        (self.phase == Phase::Leader).then_some(self.heartbeat_deadline)
     }
 
     /// Whether it leads.
     pub fn is_leader(&self) -> bool {
-        self.role == Role::Leader
+        self.phase == Phase::Leader
     }
 
     /// Whether it abstains after starting without a hard state (WAL-2).
     pub fn is_abstaining(&self) -> bool {
         self.abstention.is_some()
+    }
+
+    /// Whether its part in the election is over after [`Raft::handle_shutdown`].
+    pub fn is_stopped(&self) -> bool {
+        self.shutdown == Some(Shutdown::Stopped)
+    }
+
+    /// Whether its id was refused as a live duplicate, keeping it out of the election (MEM-3).
+    pub fn is_quarantined(&self) -> bool {
+        self.quarantined
+    }
+
+    /// Whether it starts elections by itself (RAFT-8 `EnableAutoLeaderElection`).
+    pub fn auto_election(&self) -> bool {
+        self.auto_election
+    }
+
+    /// The leader pinned by a manual `SetLeader` (RAFT-8), while the override holds.
+    pub fn manual_override(&self) -> Option<PeerId> {
+        self.hard.manual_override
     }
 
     /// The state it must persist.
@@ -472,23 +602,15 @@ impl Raft {
         }
     }
 
-    /// A snapshot for the status answer.
+    /// What only raft has to report, for the status answer (the common part comes from
+    /// [`Election::status`](crate::election::Election::status)).
     pub fn status(&self) -> RaftStatus {
         RaftStatus {
-            id: self.config.id,
-            role: self.role,
-            term: self.hard.term,
-            leader: self.leader,
             vote: self.hard.vote,
             quorum_mode: self.config.quorum.label(),
             quorum_size: self.quorum_size(),
             electorate: self.electorate_size(),
-            auto_election: self.auto_election,
-            manual_override: self.hard.manual_override,
-            fencing_token: self.fencing_token(),
             last_log: self.last_log,
-            quarantined: self.quarantined,
-            abstaining: self.abstention.is_some(),
             abstaining_until_heard: self.abstention_waiting_for(),
         }
     }
@@ -572,7 +694,7 @@ impl Raft {
     fn handle_request_vote(&mut self, now: Instant, from: PeerId, request: RequestVote) {
         let candidate_log = LogPosition::new(request.last_log_term, request.last_log_index);
         if request.pre_vote
-            && self.role == Role::PreCandidate
+            && self.phase == Phase::PreCandidate
             && request.term == self.hard.term + 1
             && request.candidate == from
             && self.should_stand_aside(now, from, candidate_log)
@@ -624,12 +746,12 @@ impl Raft {
     }
 
     fn handle_vote(&mut self, now: Instant, from: PeerId, vote: Vote) {
-        let counts = match self.role {
-            Role::PreCandidate => {
+        let counts = match self.phase {
+            Phase::PreCandidate => {
                 vote.pre_vote && (!vote.granted || vote.term == self.hard.term + 1)
             }
-            Role::Candidate => !vote.pre_vote && vote.term == self.hard.term,
-            Role::Follower | Role::Leader => false,
+            Phase::Candidate => !vote.pre_vote && vote.term == self.hard.term,
+            Phase::Follower | Phase::Leader => false,
         };
         if !counts {
             return;
@@ -662,10 +784,10 @@ impl Raft {
 
     /// Moves a campaign on once its outcome is decided.
     fn evaluate_campaign(&mut self, now: Instant) {
-        match (self.role, self.tally()) {
-            (Role::PreCandidate, Tally::Won) => self.campaign(now, Campaign::Election),
-            (Role::Candidate, Tally::Won) => self.become_leader(now, LeaderChangeCause::VoteWon),
-            (Role::PreCandidate | Role::Candidate, Tally::Lost) => {
+        match (self.phase, self.tally()) {
+            (Phase::PreCandidate, Tally::Won) => self.campaign(now, Campaign::Election),
+            (Phase::Candidate, Tally::Won) => self.become_leader(now, LeaderChangeCause::VoteWon),
+            (Phase::PreCandidate | Phase::Candidate, Tally::Lost) => {
                 debug!(term = self.hard.term, "campaign lost");
                 self.become_follower(
                     now,
@@ -680,8 +802,8 @@ impl Raft {
 
     fn handle_append(&mut self, now: Instant, from: PeerId, append: &AppendEntries) {
         let term = self.hard.term;
-        match self.role {
-            Role::Leader => {
+        match self.phase {
+            Phase::Leader => {
                 // Two leaders in one term: expected in `connected` mode after a partition
                 // heals, impossible in `voters` mode. Either way the larger id stays, so
                 // every node converges on the same leader.
@@ -695,11 +817,11 @@ impl Raft {
                 }
                 self.become_follower(now, term, Some(from), LeaderChangeCause::TieBreak);
             }
-            Role::PreCandidate | Role::Candidate => {
+            Phase::PreCandidate | Phase::Candidate => {
                 // Raft §5.2: a candidate that hears a leader of its term returns to follower.
                 self.become_follower(now, term, Some(from), LeaderChangeCause::LeaderHeard);
             }
-            Role::Follower => match self.leader {
+            Phase::Follower => match self.leader {
                 Some(known) if known != from => {
                     self.pending_events.push(Event::SplitBrain {
                         term,
@@ -755,7 +877,7 @@ impl Raft {
     }
 
     fn handle_append_resp(&mut self, from: PeerId, response: AppendResp) {
-        if self.role != Role::Leader {
+        if self.phase != Phase::Leader {
             return;
         }
         self.recent_active.insert(from);
@@ -792,7 +914,7 @@ impl Raft {
                 }
             }
             QuorumMode::Voters(_) => {
-                if self.role == Role::Leader && assign.term == self.hard.term {
+                if self.phase == Phase::Leader && assign.term == self.hard.term {
                     if assign.leader == self.config.id {
                         self.pin_self(now);
                     } else if self.is_voter(assign.leader) {
@@ -810,7 +932,7 @@ impl Raft {
     /// RAFT-8 leadership transfer: campaign now, without pre-vote, telling voters to set their
     /// lease aside.
     fn handle_timeout_now(&mut self, now: Instant, from: PeerId, order: TimeoutNow) {
-        if self.role == Role::Leader || !self.is_voter(self.config.id) {
+        if self.phase == Phase::Leader || !self.is_voter(self.config.id) {
             return;
         }
         info!(%from, pin = order.pin, "ordered to campaign now");
@@ -943,9 +1065,9 @@ impl Raft {
     // -----------------------------------------------------------------------------------------
     // commands
 
-    fn command(&mut self, now: Instant, command: Command) -> Result<CommandOutcome, RaftError> {
+    fn command(&mut self, now: Instant, command: Command) -> Result<CommandOutcome, ElectionError> {
         if self.quarantined {
-            return Err(RaftError::Quarantined);
+            return Err(ElectionError::Quarantined);
         }
         match command {
             Command::EnableAutoElection(enabled) => {
@@ -959,7 +1081,7 @@ impl Raft {
                 }
                 Ok(CommandOutcome::Applied)
             }
-            Command::SetLeader(_) if self.abstention.is_some() => Err(RaftError::Abstaining),
+            Command::SetLeader(_) if self.abstention.is_some() => Err(ElectionError::Abstaining),
             Command::SetLeader(target) => match &self.config.quorum {
                 QuorumMode::Connected => self.assign_leader(now, target),
                 QuorumMode::Voters(_) => self.request_transfer(now, target),
@@ -969,9 +1091,13 @@ impl Raft {
     }
 
     /// `connected` mode: broadcast `LeaderAssign { term + 1 }` and adopt it here.
-    fn assign_leader(&mut self, now: Instant, target: PeerId) -> Result<CommandOutcome, RaftError> {
+    fn assign_leader(
+        &mut self,
+        now: Instant,
+        target: PeerId,
+    ) -> Result<CommandOutcome, ElectionError> {
         if target != self.config.id && !self.connected.contains(&target) {
-            return Err(RaftError::UnknownPeer(target));
+            return Err(ElectionError::UnknownPeer(target));
         }
         let term = self.hard.term + 1;
         self.hard.term = term;
@@ -998,11 +1124,11 @@ impl Raft {
         &mut self,
         now: Instant,
         target: PeerId,
-    ) -> Result<CommandOutcome, RaftError> {
+    ) -> Result<CommandOutcome, ElectionError> {
         if !self.is_voter(target) {
-            return Err(RaftError::NotAVoter(target));
+            return Err(ElectionError::NotAVoter(target));
         }
-        if self.role == Role::Leader {
+        if self.phase == Phase::Leader {
             if target == self.config.id {
                 self.pin_self(now);
                 return Ok(CommandOutcome::Applied);
@@ -1037,9 +1163,9 @@ impl Raft {
         Ok(CommandOutcome::TransferStarted { target })
     }
 
-    fn resign(&mut self, now: Instant) -> Result<CommandOutcome, RaftError> {
-        if self.role != Role::Leader {
-            return Err(RaftError::NotLeader {
+    fn resign(&mut self, now: Instant) -> Result<CommandOutcome, ElectionError> {
+        if self.phase != Phase::Leader {
+            return Err(ElectionError::NotLeader {
                 leader: self.leader,
             });
         }
@@ -1155,6 +1281,10 @@ impl Raft {
                 self.pending_events.push(Event::TransferAborted {
                     target: transfer.target,
                 });
+                if self.shutdown.is_some() {
+                    // Stopping: nobody took over in time; step down rather than wait more.
+                    self.become_follower(now, self.hard.term, None, LeaderChangeCause::Shutdown);
+                }
             }
         }
     }
@@ -1179,7 +1309,7 @@ impl Raft {
                 );
                 self.leader_cause = LeaderChangeCause::ElectionTimeout;
             }
-            self.role = Role::Follower;
+            self.phase = Phase::Follower;
             self.leader = None;
             self.leader_contact = None;
             self.votes.clear();
@@ -1215,11 +1345,11 @@ impl Raft {
         self.votes.clear();
         let (term, pre_vote) = match kind {
             Campaign::PreVote => {
-                self.role = Role::PreCandidate;
+                self.phase = Phase::PreCandidate;
                 (self.hard.term + 1, true)
             }
             Campaign::Election | Campaign::Transfer => {
-                self.role = Role::Candidate;
+                self.phase = Phase::Candidate;
                 self.hard.term += 1;
                 self.hard.vote = Some(self.config.id);
                 (self.hard.term, false)
@@ -1227,8 +1357,10 @@ impl Raft {
         };
         self.reset_election_timer(now);
         debug!(term, pre_vote, "campaign started");
-        self.pending_events
-            .push(Event::ElectionStarted { term, pre_vote });
+        self.pending_events.push(Event::ElectionStarted {
+            term,
+            phase: if pre_vote { "pre_vote" } else { "election" },
+        });
         self.votes.insert(self.config.id, true);
         if self.tally() == Tally::Won {
             // Alone in the electorate: nobody to ask.
@@ -1257,7 +1389,7 @@ impl Raft {
         } else {
             cause
         };
-        self.role = Role::Leader;
+        self.phase = Phase::Leader;
         let term = self.hard.term;
         if let Some(started) = self.election_started_at {
             self.pending_events.push(Event::ElectionWon {
@@ -1296,7 +1428,7 @@ impl Raft {
             self.hard.term = term;
             self.hard.vote = None;
         }
-        self.role = Role::Follower;
+        self.phase = Phase::Follower;
         self.votes.clear();
         self.transfer = None;
         self.pin_on_win = false;
@@ -1346,7 +1478,7 @@ impl Raft {
         if !self.config.check_quorum {
             return false;
         }
-        if self.role == Role::Leader {
+        if self.phase == Phase::Leader {
             // Check-quorum steps a leader down once it stops hearing a quorum.
             return true;
         }
@@ -1458,7 +1590,7 @@ impl Raft {
         // Ranking decides who campaigns first once the leader is lost; a node already
         // campaigning retries on the paper's uniform spread, so that a round trip longer than
         // the minimum timeout cannot make the first-ranked node restart every round too soon.
-        let ranked = self.config.ranked_timeouts && self.role == Role::Follower;
+        let ranked = self.config.ranked_timeouts && self.phase == Phase::Follower;
         let timeout = match self.election_rank() {
             // No jitter: two nodes that both believe they rank first (their views of the lost
             // leader differ) are settled by the pre-vote stand-aside rule, and any jitter
@@ -1494,7 +1626,10 @@ impl Raft {
     fn send(&mut self, to: PeerId, message: RaftMessage) {
         // RAFT-1: whatever this message says about term or vote is durable first.
         self.flush_hard_state();
-        self.actions.push_back(Action::Send { to, message });
+        self.actions.push_back(Action::Send {
+            to,
+            message: ElectionMessage::Raft(message),
+        });
     }
 
     fn flush_hard_state(&mut self) {
@@ -1520,11 +1655,12 @@ impl Raft {
         self.flush_hard_state();
         let events = std::mem::take(&mut self.pending_events);
         self.actions.extend(events.into_iter().map(Action::Publish));
-        if self.role != self.published_role {
-            self.published_role = self.role;
+        if self.phase != self.published_phase {
+            self.published_phase = self.phase;
             self.actions.push_back(Action::Publish(Event::RoleChanged {
                 term: self.hard.term,
-                role: self.role,
+                role: self.phase.role(),
+                phase: self.phase.label(),
             }));
         }
         let observed = self.leader.map(|leader| (self.hard.term, leader));
@@ -1534,9 +1670,14 @@ impl Raft {
                 .push_back(Action::Publish(Event::LeaderChanged {
                     term: self.hard.term,
                     leader: self.leader,
-                    role: self.role,
+                    role: self.phase.role(),
                     cause: self.leader_cause,
                 }));
+        }
+        if self.shutdown == Some(Shutdown::Leaving) && self.phase != Phase::Leader {
+            // Whatever it persisted and published on the way out went first.
+            self.shutdown = Some(Shutdown::Stopped);
+            self.actions.push_back(Action::Stopped);
         }
     }
 }

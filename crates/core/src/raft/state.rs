@@ -1,11 +1,8 @@
-//! What the election core persists, what it reports, and the fencing token (RAFT-1, CB-5).
+//! What raft compares votes by, and what only raft reports (RAFT-5, RAFT-6, WAL-2).
 
 use std::cmp::Ordering;
-use std::fmt;
 
 use conclave_protocol::PeerId;
-
-use crate::election::FencingToken;
 
 /// The position of the last entry of a log: votes compare it (RAFT-5, Raft §5.4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
@@ -37,56 +34,10 @@ impl Ord for LogPosition {
     }
 }
 
-/// A node's role (RAFT-1). `PreCandidate` is a candidate still in its pre-vote round (RAFT-7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Role {
-    /// Follows a leader, or waits for one.
-    Follower,
-    /// Asks whether it could win before disturbing anyone's term.
-    PreCandidate,
-    /// Campaigns in a new term.
-    Candidate,
-    /// Leads.
-    Leader,
-}
-
-impl Role {
-    /// Every role, for pre-registering the `role` metric label.
-    pub const ALL: &'static [Role] = &[
-        Role::Follower,
-        Role::PreCandidate,
-        Role::Candidate,
-        Role::Leader,
-    ];
-
-    /// The `role` label of metrics, hooks and the status answer.
-    pub fn label(self) -> &'static str {
-        match self {
-            Role::Follower => "follower",
-            Role::PreCandidate => "pre_candidate",
-            Role::Candidate => "candidate",
-            Role::Leader => "leader",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.label())
-    }
-}
-
-/// A snapshot of the election state, for the status answer and metrics.
+/// What only raft reports about itself: the `detail` of the status answer in raft mode
+/// ([`ModeStatus::Raft`](crate::election::ModeStatus::Raft)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RaftStatus {
-    /// This node.
-    pub id: PeerId,
-    /// Its role.
-    pub role: Role,
-    /// Its current term.
-    pub term: u64,
-    /// The leader it knows in this term.
-    pub leader: Option<PeerId>,
     /// Its vote in this term.
     pub vote: Option<PeerId>,
     /// `"voters"` or `"connected"`.
@@ -95,19 +46,9 @@ pub struct RaftStatus {
     pub quorum_size: usize,
     /// Nodes that count towards the quorum now (self included).
     pub electorate: usize,
-    /// Whether this node starts elections by itself.
-    pub auto_election: bool,
-    /// The leader pinned by a manual override.
-    pub manual_override: Option<PeerId>,
-    /// The fencing token of the known leader.
-    pub fencing_token: Option<FencingToken>,
     /// Last log position.
     pub last_log: LogPosition,
-    /// Whether the node is kept out of elections because its id is a duplicate (MEM-3).
-    pub quarantined: bool,
-    /// Whether the node abstains because it started without a hard state (WAL-2): it neither
-    /// votes nor campaigns until it has heard every other voter.
-    pub abstaining: bool,
-    /// While abstaining: the peers it has not heard yet, whose terms it waits for.
+    /// While abstaining after starting without a hard state (WAL-2): the peers it has not
+    /// heard yet, whose terms it waits for.
     pub abstaining_until_heard: Vec<PeerId>,
 }

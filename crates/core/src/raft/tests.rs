@@ -10,10 +10,11 @@ use conclave_protocol::{
     AppendEntries, AppendResp, LeaderAssign, PeerId, RequestVote, TimeoutNow, Vote,
 };
 
-use crate::raft::{
-    Action, Command, CommandOutcome, Event, HardState, LeaderChangeCause, LogPosition, Raft,
-    RaftConfig, RaftError, RaftMessage, Role,
+use crate::election::{
+    Action, Command, CommandOutcome, ElectionError, ElectionMessage, Event, HardState,
+    LeaderChangeCause, Role,
 };
+use crate::raft::{LogPosition, Raft, RaftConfig, RaftMessage};
 use crate::rng::SeededRng;
 use crate::time::Instant;
 
@@ -36,7 +37,7 @@ fn start(config: RaftConfig) -> Raft {
 }
 
 fn start_from(config: RaftConfig, state: HardState) -> Raft {
-    Raft::new(
+    Raft::with_last_log(
         config,
         state,
         LogPosition::default(),
@@ -54,7 +55,10 @@ fn sends(actions: &[Action]) -> Vec<(PeerId, RaftMessage)> {
     actions
         .iter()
         .filter_map(|a| match a {
-            Action::Send { to, message } => Some((*to, message.clone())),
+            Action::Send {
+                to,
+                message: ElectionMessage::Raft(message),
+            } => Some((*to, message.clone())),
             _ => None,
         })
         .collect()
@@ -138,7 +142,7 @@ fn ok_response(term: u64) -> RaftMessage {
 fn elect(raft: &mut Raft) -> Instant {
     let at = raft.poll_timeout().unwrap();
     raft.handle_timeout(at);
-    if raft.role() == Role::PreCandidate {
+    if raft.phase() == "pre_candidate" {
         raft.handle_message(at, id("b"), vote(raft.term() + 1, true, true));
     }
     raft.handle_message(at, id("b"), vote(raft.term(), true, false));
@@ -157,7 +161,7 @@ fn raft7_pre_vote_changes_no_term() {
     let mut raft = start(config("a", &["a", "b", "c"]));
     raft.handle_timeout(raft.poll_timeout().unwrap());
     let actions = drain(&mut raft);
-    assert_eq!(raft.role(), Role::PreCandidate);
+    assert_eq!(raft.phase(), "pre_candidate");
     assert_eq!(raft.term(), 0);
     assert!(!actions.iter().any(|a| matches!(a, Action::Persist(_))));
     let request = vote_request(1, "a", true);
@@ -252,8 +256,8 @@ fn raft7_pre_vote_lost() {
     drain(&mut raft);
     raft.handle_message(at, id("b"), vote(0, false, true));
     assert_eq!(
-        raft.role(),
-        Role::PreCandidate,
+        raft.phase(),
+        "pre_candidate",
         "one refusal of three is not decisive"
     );
     raft.handle_message(at, id("c"), vote(0, false, true));
@@ -263,7 +267,7 @@ fn raft7_pre_vote_lost() {
 
 /// Starts a pre-vote round on `me` (a voter of a, b, c) with the given log position.
 fn pre_candidate(me: &str, log: LogPosition) -> (Raft, Instant) {
-    let mut raft = Raft::new(
+    let mut raft = Raft::with_last_log(
         config(me, &["a", "b", "c"]),
         HardState {
             term: 4,
@@ -277,7 +281,7 @@ fn pre_candidate(me: &str, log: LogPosition) -> (Raft, Instant) {
     .unwrap();
     let at = raft.poll_timeout().unwrap();
     raft.handle_timeout(at);
-    assert_eq!(raft.role(), Role::PreCandidate);
+    assert_eq!(raft.phase(), "pre_candidate");
     drain(&mut raft);
     (raft, at)
 }
@@ -312,7 +316,7 @@ fn raft7_pre_candidate_stands_aside_for_a_higher_ranked_one() {
     // The higher-ranked one grants the lower one's pre-vote but goes on campaigning.
     let (mut raft, at) = pre_candidate("c", log);
     raft.handle_message(at, id("a"), pre_vote_request("a", log));
-    assert_eq!(raft.role(), Role::PreCandidate);
+    assert_eq!(raft.phase(), "pre_candidate");
     assert_eq!(
         sends(&drain(&mut raft)),
         vec![(id("a"), vote(5, true, true))]
@@ -329,7 +333,7 @@ fn raft7_log_position_ranks_before_id() {
 
     let (mut raft, at) = pre_candidate("a", LogPosition::new(4, 9));
     raft.handle_message(at, id("c"), pre_vote_request("c", LogPosition::new(3, 20)));
-    assert_eq!(raft.role(), Role::PreCandidate);
+    assert_eq!(raft.phase(), "pre_candidate");
     assert_eq!(
         sends(&drain(&mut raft)),
         vec![(id("c"), vote(4, false, true))]
@@ -348,16 +352,16 @@ fn raft7_stands_aside_once_per_window() {
     let again = raft.poll_timeout().unwrap();
     assert!(again - at < Duration::from_millis(600));
     raft.handle_timeout(again);
-    assert_eq!(raft.role(), Role::PreCandidate);
+    assert_eq!(raft.phase(), "pre_candidate");
     raft.handle_message(again, id("c"), pre_vote_request("c", log));
-    assert_eq!(raft.role(), Role::PreCandidate);
+    assert_eq!(raft.phase(), "pre_candidate");
     // Nobody answers, so every timeout starts a new round. Two maximum timeouts after the
     // first time, a stands aside for c again.
     let mut now = again;
     while now < at + Duration::from_millis(600) {
         now = raft.poll_timeout().unwrap();
         raft.handle_timeout(now);
-        assert_eq!(raft.role(), Role::PreCandidate);
+        assert_eq!(raft.phase(), "pre_candidate");
     }
     raft.handle_message(now, id("c"), pre_vote_request("c", log));
     assert_eq!(raft.role(), Role::Follower);
@@ -396,7 +400,7 @@ fn ranked_timeouts_follow_the_id_order_without_the_leader() {
         // deadline still ranks without the lost leader.
         let lost_at = raft.poll_timeout().unwrap();
         raft.handle_timeout(lost_at);
-        assert_eq!(raft.role(), Role::PreCandidate);
+        assert_eq!(raft.phase(), "pre_candidate");
         drain(&mut raft);
         for voter in voters.iter().filter(|v| **v != name && **v != "c") {
             raft.handle_message(lost_at, id(voter), vote(1, false, true));
@@ -422,7 +426,7 @@ fn campaigning_nodes_retry_on_the_uniform_spread() {
     for _ in 0..200 {
         let at = raft.poll_timeout().unwrap();
         raft.handle_timeout(at);
-        assert_eq!(raft.role(), Role::PreCandidate);
+        assert_eq!(raft.phase(), "pre_candidate");
         drain(&mut raft);
         retries.push(timeout_after(&raft, at));
     }
@@ -546,7 +550,7 @@ fn raft6_connected_threshold_follows_membership() {
     let at = raft.poll_timeout().unwrap();
     raft.handle_timeout(at);
     raft.handle_message(at, id("b"), vote(1, true, true));
-    assert_eq!(raft.role(), Role::PreCandidate);
+    assert_eq!(raft.phase(), "pre_candidate");
     raft.handle_peer_status(at, id("d"), false);
     raft.handle_peer_status(at, id("e"), false);
     assert_eq!(raft.quorum_size(), 2);
@@ -638,11 +642,11 @@ fn raft8_connected_set_leader_assigns() {
             }),
             Action::Send {
                 to: id("b"),
-                message: assign.clone()
+                message: assign.clone().into()
             },
             Action::Send {
                 to: id("c"),
-                message: assign
+                message: assign.into()
             },
         ]
     );
@@ -652,7 +656,7 @@ fn raft8_connected_set_leader_assigns() {
     );
     assert_eq!(
         raft.handle_command(ms(30), Command::SetLeader(id("x"))),
-        Err(RaftError::UnknownPeer(id("x")))
+        Err(ElectionError::UnknownPeer(id("x")))
     );
 }
 
@@ -700,7 +704,7 @@ fn raft8_voters_set_leader_transfers_from_the_leader() {
     );
     assert_eq!(
         raft.handle_command(at, Command::SetLeader(id("x"))),
-        Err(RaftError::NotAVoter(id("x")))
+        Err(ElectionError::NotAVoter(id("x")))
     );
 }
 
@@ -713,7 +717,7 @@ fn raft8_transfer_waits_for_the_target_to_catch_up() {
         vote: None,
         manual_override: None,
     };
-    let mut raft = Raft::new(
+    let mut raft = Raft::with_last_log(
         config("a", &["a", "b", "c"]),
         state,
         LogPosition::new(1, 5),
@@ -962,9 +966,9 @@ fn mem3_quarantined_node_takes_no_part() {
     assert_eq!(raft.term(), 0);
     assert_eq!(
         raft.handle_command(ms(20), Command::Resign),
-        Err(RaftError::Quarantined)
+        Err(ElectionError::Quarantined)
     );
-    assert!(raft.status().quarantined);
+    assert!(raft.is_quarantined());
 }
 
 /// Yield: a leader resigns by transferring to a peer it heard — the one with the longest
@@ -987,7 +991,7 @@ fn resign_hands_over_or_steps_down() {
         manual_override: None,
     };
     let log = LogPosition::new(1, 5);
-    let mut ahead = Raft::new(
+    let mut ahead = Raft::with_last_log(
         config("a", &["a", "b", "c"]),
         state,
         log,
@@ -1024,7 +1028,7 @@ fn resign_hands_over_or_steps_down() {
     );
     assert_eq!(
         alone.handle_command(ms(401), Command::Resign),
-        Err(RaftError::NotLeader { leader: None })
+        Err(ElectionError::NotLeader { leader: None })
     );
 }
 
@@ -1110,7 +1114,7 @@ fn probe(from: &str) -> RaftMessage {
 fn wal2_abstaining_voter_refuses_votes_and_never_campaigns() {
     let mut raft = abstaining(HardState::default());
     let status = raft.status();
-    assert!(status.abstaining && raft.is_abstaining());
+    assert!(raft.is_abstaining());
     assert_eq!(status.abstaining_until_heard, vec![id("b"), id("c")]);
     assert_eq!(raft.poll_timeout(), Some(ms(0)));
 
@@ -1120,11 +1124,11 @@ fn wal2_abstaining_voter_refuses_votes_and_never_campaigns() {
         vec![
             Action::Send {
                 to: id("b"),
-                message: probe("a")
+                message: probe("a").into()
             },
             Action::Send {
                 to: id("c"),
-                message: probe("a")
+                message: probe("a").into()
             },
         ]
     );
@@ -1137,7 +1141,7 @@ fn wal2_abstaining_voter_refuses_votes_and_never_campaigns() {
             vec![
                 Action::Send {
                     to: id("b"),
-                    message: vote(0, false, pre_vote)
+                    message: vote(0, false, pre_vote).into()
                 },
                 Action::Publish(Event::VoteCast {
                     term: 3,
@@ -1163,7 +1167,7 @@ fn wal2_abstaining_voter_refuses_votes_and_never_campaigns() {
         actions.iter().all(|action| *action
             == Action::Send {
                 to: id("c"),
-                message: probe("a")
+                message: probe("a").into()
             }),
         "{actions:?}"
     );
@@ -1232,7 +1236,7 @@ fn wal2_abstention_ends_when_every_voter_was_heard() {
             }),
             Action::Send {
                 to: id("c"),
-                message: vote(5, true, false)
+                message: vote(5, true, false).into()
             },
             Action::Publish(Event::VoteCast {
                 term: 5,
@@ -1257,7 +1261,7 @@ fn wal2_a_leader_alone_does_not_end_the_abstention() {
         drain(&mut raft),
         vec![Action::Send {
             to: id("c"),
-            message: probe("a")
+            message: probe("a").into()
         }]
     );
     assert!(raft.is_abstaining());
@@ -1308,7 +1312,7 @@ fn wal2_abstention_keeps_a_recovered_term_and_vote() {
         vec![
             Action::Send {
                 to: id("c"),
-                message: vote(7, false, true)
+                message: vote(7, false, true).into()
             },
             Action::PersistAmnesic(recovered),
             Action::Publish(Event::VoteCast {
@@ -1338,7 +1342,7 @@ fn wal2_abstaining_node_persists_no_hard_state() {
     assert_eq!(drain(&mut raft), vec![Action::PersistAutoElection(true)]);
     assert_eq!(
         raft.handle_command(ms(6), Command::SetLeader(id("a"))),
-        Err(RaftError::Abstaining)
+        Err(ElectionError::Abstaining)
     );
     assert_eq!(drain(&mut raft), vec![]);
 }
@@ -1349,7 +1353,7 @@ fn wal2_abstaining_node_persists_no_hard_state() {
 fn wal2_single_voter_and_non_voter_do_not_abstain() {
     let mut alone = start(config("a", &["a"]));
     assert!(!alone.begin_abstention(ms(0)));
-    assert!(!alone.status().abstaining);
+    assert!(!alone.is_abstaining());
     let at = alone.poll_timeout().unwrap();
     alone.handle_timeout(at);
     drain(&mut alone);
@@ -1379,7 +1383,7 @@ fn wal2_probe_is_answered_with_the_term_and_changes_nothing() {
         vec![
             Action::Send {
                 to: id("a"),
-                message: vote(5, false, true)
+                message: vote(5, false, true).into()
             },
             Action::Publish(Event::VoteCast {
                 term: 0,
@@ -1470,20 +1474,23 @@ fn raft8_auto_election_switch_is_persisted() {
             Ok(CommandOutcome::Applied)
         );
         assert_eq!(drain(&mut raft), vec![Action::PersistAutoElection(enabled)]);
-        assert_eq!(raft.status().auto_election, enabled);
+        assert_eq!(raft.auto_election(), enabled);
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // CB-2: every way out of leadership is published with its cause
 
-/// CB-2, RAFT-9: a leader that stops steps down and says so: a role change, then "no leader"
-/// with cause `shutdown`, and nothing to persist (term and vote are unchanged). A follower
-/// that stops publishes nothing.
+/// CB-2, RAFT-9: a leader that stops with nobody to hand over to (the voter it heard has
+/// left) steps down and says so: a role change, then "no leader" with cause `shutdown`, and
+/// nothing to persist (term and vote are unchanged); then it says it stopped, and ignores
+/// every input after. A follower that stops publishes nothing, and stops at once.
 #[test]
 fn cb2_a_stopping_leader_publishes_its_step_down() {
     let mut raft = start(config("a", &["a", "b", "c"]));
     let at = elect(&mut raft);
+    raft.handle_peer_status(at, id("b"), false);
+    drain(&mut raft);
     raft.handle_shutdown(at);
     assert_eq!(
         drain(&mut raft),
@@ -1491,6 +1498,7 @@ fn cb2_a_stopping_leader_publishes_its_step_down() {
             Action::Publish(Event::RoleChanged {
                 term: 1,
                 role: Role::Follower,
+                phase: "follower",
             }),
             Action::Publish(Event::LeaderChanged {
                 term: 1,
@@ -1498,14 +1506,112 @@ fn cb2_a_stopping_leader_publishes_its_step_down() {
                 role: Role::Follower,
                 cause: LeaderChangeCause::Shutdown,
             }),
+            Action::Stopped,
         ]
+    );
+    assert!(raft.is_stopped());
+    assert_eq!(raft.poll_timeout(), None);
+    raft.handle_message(ms(1000), id("c"), vote_request(5, "c", false));
+    raft.handle_timeout(ms(5000));
+    raft.handle_shutdown(ms(5000));
+    assert_eq!(
+        drain(&mut raft),
+        vec![],
+        "a stopped node neither votes nor campaigns"
+    );
+    assert_eq!(
+        raft.handle_command(ms(5000), Command::Resign),
+        Err(ElectionError::ShuttingDown)
     );
 
     let mut follower = start(config("b", &["a", "b", "c"]));
     follower.handle_message(ms(10), id("a"), heartbeat(1, "a"));
     drain(&mut follower);
     follower.handle_shutdown(ms(20));
-    assert_eq!(drain(&mut follower), vec![]);
+    assert_eq!(drain(&mut follower), vec![Action::Stopped]);
+}
+
+/// CB-2, RAFT-8: a stopping leader hands over as a resignation does: once the voter it heard
+/// is known to be caught up it orders it to campaign (`TimeoutNow`), keeps leading meanwhile,
+/// and stops when the successor's campaign reaches it: it grants the vote (persisted first),
+/// publishes its step-down with cause `resign`, then says it stopped.
+#[test]
+fn cb2_a_stopping_leader_hands_over_then_stops() {
+    let mut raft = start(config("a", &["a", "b", "c"]));
+    let at = elect(&mut raft);
+    raft.handle_message(at, id("b"), ok_response(1));
+    drain(&mut raft);
+    raft.handle_shutdown(at);
+    assert_eq!(
+        drain(&mut raft),
+        vec![Action::Send {
+            to: id("b"),
+            message: RaftMessage::TimeoutNow(TimeoutNow {
+                term: 1,
+                pin: false
+            })
+            .into(),
+        }]
+    );
+    assert_eq!(raft.role(), Role::Leader);
+    assert!(!raft.is_stopped());
+
+    let mut campaign = vote_request(2, "b", false);
+    if let RaftMessage::RequestVote(request) = &mut campaign {
+        request.leadership_transfer = true;
+    }
+    raft.handle_message(at + Duration::from_millis(5), id("b"), campaign);
+    let actions = drain(&mut raft);
+    assert_eq!(
+        actions[0],
+        Action::Persist(HardState {
+            term: 2,
+            vote: Some(id("b")),
+            manual_override: None,
+        })
+    );
+    assert_eq!(
+        leader_changes(&actions),
+        vec![(2, None, LeaderChangeCause::Resign)]
+    );
+    assert_eq!(actions.last(), Some(&Action::Stopped));
+    assert!(raft.is_stopped());
+}
+
+/// CB-2: a hand-over that does not complete within the minimum election timeout ends with
+/// the leader stepping down (cause `shutdown`) and stopping; and a driver that cannot wait
+/// that long calls `handle_shutdown` again, which steps down at once.
+#[test]
+fn cb2_a_stopping_leaders_hand_over_is_bounded() {
+    for cut_short in [false, true] {
+        let mut raft = start(config("a", &["a", "b", "c"]));
+        let at = elect(&mut raft);
+        raft.handle_shutdown(at);
+        drain(&mut raft);
+        assert_eq!(raft.role(), Role::Leader, "handing over to b");
+        let actions = if cut_short {
+            raft.handle_shutdown(at + Duration::from_millis(10));
+            drain(&mut raft)
+        } else {
+            let mut actions = Vec::new();
+            while !raft.is_stopped() {
+                let next = raft.poll_timeout().unwrap();
+                assert!(
+                    next <= at + Duration::from_millis(150),
+                    "bounded by the minimum timeout"
+                );
+                raft.handle_timeout(next);
+                actions.extend(drain(&mut raft));
+            }
+            actions
+        };
+        assert_eq!(
+            leader_changes(&actions),
+            vec![(1, None, LeaderChangeCause::Shutdown)],
+            "cut short: {cut_short}"
+        );
+        assert_eq!(actions.last(), Some(&Action::Stopped));
+    }
 }
 
 /// CB-2, CB-6: a resigning leader learns its successor's term from the successor's vote

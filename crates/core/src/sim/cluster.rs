@@ -1,10 +1,26 @@
-//! The simulated cluster: N nodes, each a [`Membership`] and a [`Raft`] wired together the way
-//! the actors wire them, on a [`Network`] in virtual time.
+//! The simulated cluster: N nodes, each a [`Membership`] and an [`Election`] (of any mode the
+//! enum holds) wired together the way the actors wire them, on a [`Network`] in virtual time.
 //!
-//! [`Simulation::step`] jumps to the earliest pending thing — a message arrival or a node's
-//! timer — and hands it to the node, then carries out the node's actions in order exactly as
-//! the actor shell does: `Persist` becomes the node's durable state, `Send` goes on the network,
-//! membership events become `handle_peer_status`. Every invariant is checked after every step.
+//! [`Simulation::step`] jumps to the earliest pending thing — a message arrival, a node's timer,
+//! or a message waiting in a node's mailbox between membership and the election — and hands it
+//! to the node, then carries out the node's actions in order exactly as the actor shell does:
+//! `Persist` becomes the node's durable state, `Send` goes on the network. Every invariant is
+//! checked after every step.
+//!
+//! # Mailbox hops
+//!
+//! In the actors, the transport hands an admitted frame to membership and, when it is an
+//! election message, to the election directly, while what membership concludes from frames
+//! and silence (a peer connected or gone, this node's id refused) reaches the election as a
+//! message of its own, through membership's mailbox and then the election's. A frame can thus
+//! overtake the reachability it caused, and so can frames that arrive just after it. The
+//! simulator models that hop ([`SimConfig::mailbox_delay`]): membership's events for the
+//! election wait in a FIFO queue per node and are delivered as steps of their own after a
+//! random delay, interleaved with frame deliveries and timers, so the election sees the orders
+//! the actors can produce. ([`Observation::ReachabilityOvertaken`] records each time an
+//! election message from a peer was handed over while news of that peer still waited.) The
+//! other hops keep their order in the actors and need no model: the transport's deliveries to
+//! one actor, and an actor's sends to the transport, are FIFO.
 //! A crash can strike part-way through a node's actions, so a message sent before the state it
 //! depends on was persisted would show up as a double vote after the restart.
 //!
@@ -14,23 +30,25 @@
 //! duplicated message is a replay, routes follow the address that owns an id. A second node
 //! with an existing id ([`Simulation::add_duplicate`]) runs at an address of its own.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use conclave_protocol::{Body, DropReason, PeerId, ReplayGuard};
 
 use crate::admission::{Admission, AdmissionAction, AdmissionConfig, FrameHeader, Verdict};
+use crate::election::{
+    Action, Command, CommandOutcome, Election, ElectionConfig, ElectionError, ElectionMessage,
+    Event, HardState, Role,
+};
 use crate::membership::{
     LinkAddr, Membership, MembershipAction, MembershipConfig, MembershipEvent, PeerStatus,
 };
-use crate::raft::{
-    Action, Command, CommandOutcome, Event, HardState, LogPosition, QuorumMode, Raft, RaftConfig,
-    RaftError, RaftMessage, Role,
-};
+use crate::raft::{QuorumMode, Raft, RaftConfig, RaftMessage};
 use crate::rng::SeededRng;
 use crate::sim::invariants::{self, Invariant};
 use crate::sim::network::{Delivery, Network, NetworkConfig};
 use crate::sim::trace::{Trace, TraceEntry};
+use crate::static_leader::StaticConfig;
 use crate::time::Instant;
 
 /// The shape of a simulated cluster.
@@ -38,9 +56,10 @@ use crate::time::Instant;
 pub struct SimConfig {
     /// How many nodes; they are named `n1`, `n2`, ...
     pub nodes: usize,
-    /// Election settings shared by every node. `id` is replaced per node; a `Voters` quorum is
-    /// replaced by the set of all nodes.
-    pub raft: RaftConfig,
+    /// Election settings shared by every node, in any mode. The id is replaced per node, and
+    /// a configured electorate (raft's voters, static's members) by the set of all nodes
+    /// ([`ElectionConfig::for_member`]).
+    pub election: ElectionConfig,
     /// Membership settings; `None` runs without membership (only possible in `voters` mode,
     /// where the election does not depend on it).
     pub membership: Option<MembershipConfig>,
@@ -50,6 +69,11 @@ pub struct SimConfig {
     pub record_trace: bool,
     /// What decides which messages reach membership and the election.
     pub admission: AdmissionModel,
+    /// The mailbox hop between membership and the election (see the module docs): each event
+    /// waits a delay drawn uniformly from zero to this, in FIFO order per node. `None` hands
+    /// events over within the step that produced them, as the simulator did before the hop
+    /// was modelled (a control: it cannot find the races the hop exposes).
+    pub mailbox_delay: Option<Duration>,
 }
 
 /// What stands between the simulated network and a node's membership and election.
@@ -78,9 +102,11 @@ impl SimConfig {
         let placeholder = node_id(0);
         Self {
             nodes,
-            raft: RaftConfig::new(placeholder, [placeholder])
-                .with_heartbeat(heartbeat)
-                .with_election_timeout(timeout_min, timeout_max),
+            election: ElectionConfig::Raft(
+                RaftConfig::new(placeholder, [placeholder])
+                    .with_heartbeat(heartbeat)
+                    .with_election_timeout(timeout_min, timeout_max),
+            ),
             membership: Some(MembershipConfig {
                 heartbeat_interval: heartbeat,
                 timeout_multiplier: 3,
@@ -91,6 +117,7 @@ impl SimConfig {
             network: NetworkConfig::default(),
             record_trace: false,
             admission: AdmissionModel::Full,
+            mailbox_delay: Some(DEFAULT_MAILBOX_DELAY),
         }
     }
 
@@ -102,13 +129,60 @@ impl SimConfig {
         timeout_max: Duration,
     ) -> Self {
         let mut config = Self::voters(nodes, heartbeat, timeout_min, timeout_max);
-        config.raft.quorum = QuorumMode::Connected;
+        if let Some(raft) = config.raft_mut() {
+            raft.quorum = QuorumMode::Connected;
+        }
         config
     }
 
-    fn is_connected_mode(&self) -> bool {
-        matches!(self.raft.quorum, QuorumMode::Connected)
+    /// `nodes` nodes in static mode (STA-1) led by node `leader` (0-based), with membership
+    /// pinging every `heartbeat`, a healthy LAN.
+    pub fn static_leader(nodes: usize, leader: usize, heartbeat: Duration) -> Self {
+        let raft_like = Self::voters(nodes, heartbeat, heartbeat * 3, heartbeat * 6);
+        let members = (0..nodes).map(node_id).collect();
+        Self {
+            election: ElectionConfig::Static(StaticConfig {
+                id: node_id(0),
+                leader: node_id(leader),
+                members,
+            }),
+            ..raft_like
+        }
     }
+
+    /// Raft's settings, when the cluster runs raft.
+    pub fn raft_mut(&mut self) -> Option<&mut RaftConfig> {
+        match &mut self.election {
+            ElectionConfig::Raft(raft) => Some(raft),
+            ElectionConfig::Gossip(_) | ElectionConfig::Priority(_) | ElectionConfig::Static(_) => {
+                None
+            }
+        }
+    }
+
+    fn is_connected_mode(&self) -> bool {
+        matches!(
+            &self.election,
+            ElectionConfig::Raft(RaftConfig {
+                quorum: QuorumMode::Connected,
+                ..
+            })
+        )
+    }
+}
+
+/// The default of [`SimConfig::mailbox_delay`]: of the order of the network's delays, so that
+/// frames sent around the same time can overtake a reachability change, as a busy node's
+/// actors let them.
+pub const DEFAULT_MAILBOX_DELAY: Duration = Duration::from_millis(2);
+
+/// What membership tells the election, through the mailbox hop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hop {
+    /// `PeerReachability`.
+    Reachability { peer: PeerId, connected: bool },
+    /// `IdRefused` (MEM-3).
+    IdRefused,
 }
 
 /// The id of node `index` (0-based): `n1`, `n2`, ...
@@ -155,6 +229,15 @@ pub enum Observation {
     WalLost {
         /// The node.
         node: PeerId,
+    },
+    /// An election message from `peer` was handed to node `node`'s election while a
+    /// reachability change about `peer` still waited in its mailbox (see the module docs): the
+    /// race the actors can have, found.
+    ReachabilityOvertaken {
+        /// The receiving node's index.
+        node: usize,
+        /// The sender.
+        peer: PeerId,
     },
     /// A node's admission dropped a message.
     Dropped {
@@ -206,8 +289,12 @@ impl std::error::Error for SimFailure {}
 struct SimNode {
     id: PeerId,
     addr: LinkAddr,
-    raft: Option<Raft>,
+    election: Option<Election>,
     membership: Option<Membership>,
+    /// Membership's events waiting for the election, with the time each is delivered; FIFO.
+    mailbox: VecDeque<(Instant, Hop)>,
+    /// Told to stop gracefully; still running until its election says it stopped.
+    stopping: bool,
     durable: HardState,
     /// The operator's automatic-election switch as the WAL keeps it (RAFT-8).
     durable_auto_election: Option<bool>,
@@ -230,8 +317,10 @@ impl SimNode {
         Self {
             id,
             addr,
-            raft: None,
+            election: None,
             membership: None,
+            mailbox: VecDeque::new(),
+            stopping: false,
             durable: HardState::default(),
             durable_auto_election: None,
             amnesic: false,
@@ -255,6 +344,10 @@ enum Input {
     },
     Timeout,
     Command(Command),
+    /// The head of the node's mailbox between membership and the election.
+    Hop,
+    /// A graceful stop (CB-2).
+    Shutdown,
 }
 
 /// A deterministic simulated cluster. See the [module docs](self).
@@ -276,6 +369,8 @@ pub struct Simulation {
     steps: u64,
     raft_messages: u64,
     wal_losses: u64,
+    /// Election messages handed over while news of their sender waited in the mailbox.
+    overtaken: u64,
     replay_hint: Option<String>,
     /// Messages admission dropped, by receiver, sender and reason.
     drops: BTreeMap<(usize, usize, DropReason), u64>,
@@ -294,16 +389,16 @@ impl std::fmt::Debug for Simulation {
 impl Simulation {
     /// A cluster whose every random choice derives from `seed`, all nodes started at time zero,
     /// with the standard invariants for its quorum mode.
-    pub fn new(seed: u64, config: SimConfig) -> Result<Self, RaftError> {
-        config.raft.validate()?;
+    pub fn new(seed: u64, config: SimConfig) -> Result<Self, ElectionError> {
+        config.election.validate()?;
         if config.membership.is_none() && config.is_connected_mode() {
-            return Err(RaftError::InvalidConfig(vec![
+            return Err(ElectionError::InvalidConfig(vec![
                 "connected quorum mode needs membership".to_owned(),
             ]));
         }
         let rng = SeededRng::new(seed);
         let network = Network::new(config.nodes, config.network.clone());
-        let invariants = invariants::standard(&config.raft.quorum);
+        let invariants = invariants::standard(&config.election);
         let nodes = (0..config.nodes)
             .map(|index| SimNode::new(node_id(index), LinkAddr::new(format!("sim:{}", index + 1))))
             .collect();
@@ -323,6 +418,7 @@ impl Simulation {
             steps: 0,
             raft_messages: 0,
             wal_losses: 0,
+            overtaken: 0,
             replay_hint: None,
             drops: BTreeMap::new(),
         };
@@ -350,10 +446,23 @@ impl Simulation {
         let next_message = self.network.next_arrival();
         let next_timer = self.next_timer();
         let (at, timer_node) = match (next_message, next_timer) {
-            (None, None) => return Ok(false),
-            (Some(m), Some((t, node))) if t < m => (t, Some(node)),
-            (Some(m), _) => (m, None),
-            (None, Some((t, node))) => (t, Some(node)),
+            (None, None) => (None, None),
+            (Some(m), Some((t, node))) if t < m => (Some(t), Some(node)),
+            (Some(m), _) => (Some(m), None),
+            (None, Some((t, node))) => (Some(t), Some(node)),
+        };
+        // A mailbox hop due no later than anything else goes first: it was queued before.
+        if let Some((due, node)) = self.next_hop() {
+            if at.is_none_or(|at| due <= at) {
+                self.now = self.now.max(due);
+                self.input(node, Input::Hop);
+                self.steps += 1;
+                self.check_invariants()?;
+                return Ok(true);
+            }
+        }
+        let Some(at) = at else {
+            return Ok(false);
         };
         self.now = self.now.max(at);
         match timer_node {
@@ -412,19 +521,34 @@ impl Simulation {
     }
 
     fn next_event(&self) -> Option<Instant> {
-        match (self.network.next_arrival(), self.next_timer()) {
-            (Some(m), Some((t, _))) => Some(m.min(t)),
-            (Some(m), None) => Some(m),
-            (None, Some((t, _))) => Some(t),
-            (None, None) => None,
+        [
+            self.network.next_arrival(),
+            self.next_timer().map(|(at, _)| at),
+            self.next_hop().map(|(at, _)| at),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// The earliest mailbox delivery of any live node; ties go to the lowest index.
+    fn next_hop(&self) -> Option<(Instant, usize)> {
+        let mut best: Option<(Instant, usize)> = None;
+        for (index, node) in self.nodes.iter().enumerate() {
+            if let Some(&(due, _)) = node.mailbox.front() {
+                if best.is_none_or(|(at, _)| due < at) {
+                    best = Some((due, index));
+                }
+            }
         }
+        best
     }
 
     /// The earliest timer of any live node; ties go to the lowest index.
     fn next_timer(&self) -> Option<(Instant, usize)> {
         let mut best: Option<(Instant, usize)> = None;
         for (index, node) in self.nodes.iter().enumerate() {
-            let raft = node.raft.as_ref().and_then(Raft::poll_timeout);
+            let raft = node.election.as_ref().and_then(Election::poll_timeout);
             let membership = node.membership.as_ref().and_then(Membership::poll_timeout);
             let due = match (raft, membership) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -469,27 +593,18 @@ impl Simulation {
 
     fn boot(&mut self, index: usize) {
         let id = self.nodes[index].id;
-        let mut raft_config = self.config.raft.clone();
-        raft_config.id = id;
-        if let QuorumMode::Voters(_) = raft_config.quorum {
-            raft_config.quorum = QuorumMode::Voters((0..self.config.nodes).map(node_id).collect());
-        }
+        let members: Vec<PeerId> = (0..self.config.nodes).map(node_id).collect();
+        let mut election_config = self.config.election.for_member(id, &members);
         let node_rng = self.rng.fork();
         let durable = self.nodes[index].durable;
         if let Some(enabled) = self.nodes[index].durable_auto_election {
-            raft_config.auto_election = enabled;
+            election_config.set_auto_election(enabled);
         }
         // `new` validated the shared settings; only the id differs per node.
-        let mut raft = Raft::new(
-            raft_config,
-            durable,
-            LogPosition::default(),
-            node_rng,
-            self.now,
-        )
-        .expect("settings validated when the simulation was created");
+        let mut election = Election::new(election_config, durable, node_rng, self.now)
+            .expect("settings validated when the simulation was created");
         if self.nodes[index].amnesic && self.abstain_after_wal_loss {
-            raft.begin_abstention(self.now);
+            election.begin_abstention(self.now);
         }
         let membership = self
             .config
@@ -501,7 +616,11 @@ impl Simulation {
             .saturating_add(1)
             .max(self.unix_secs());
         let mut admission_config = AdmissionConfig::new(id, incarnation);
-        if let QuorumMode::Voters(voters) = &self.config.raft.quorum {
+        if let ElectionConfig::Raft(RaftConfig {
+            quorum: QuorumMode::Voters(voters),
+            ..
+        }) = &self.config.election
+        {
             admission_config.reserved = voters.iter().copied().collect();
         }
         if let Some(membership) = &self.config.membership {
@@ -513,8 +632,9 @@ impl Simulation {
             self.seed ^ ((index as u64) << 40) ^ (u64::from(restarts) << 20) ^ 0xad31_5510,
         );
         let node = &mut self.nodes[index];
-        node.raft = Some(raft);
+        node.election = Some(election);
         node.membership = membership;
+        node.mailbox.clear();
         node.incarnation = incarnation;
         node.next_seq = 0;
         node.admission = (self.config.admission == AdmissionModel::Full)
@@ -526,7 +646,11 @@ impl Simulation {
         self.pump(index, None);
     }
 
-    fn input(&mut self, index: usize, input: Input) -> Option<Result<CommandOutcome, RaftError>> {
+    fn input(
+        &mut self,
+        index: usize,
+        input: Input,
+    ) -> Option<Result<CommandOutcome, ElectionError>> {
         let now = self.now;
         let unix_secs = self.unix_secs();
         let origin = match &input {
@@ -534,7 +658,8 @@ impl Simulation {
             _ => None,
         };
         let node = &mut self.nodes[index];
-        let (Some(raft), membership) = (node.raft.as_mut(), node.membership.as_mut()) else {
+        let (Some(election), membership) = (node.election.as_mut(), node.membership.as_mut())
+        else {
             return None;
         };
         let mut outcome = None;
@@ -559,8 +684,23 @@ impl Simulation {
                         if let Some(membership) = membership {
                             membership.handle_frame(now, from, &origin, &body);
                         }
-                        if let Ok(message) = RaftMessage::try_from(body) {
-                            raft.handle_message(now, from, message);
+                        if let Ok(message) = ElectionMessage::try_from(body) {
+                            let waiting = node.mailbox.iter().any(|(_, hop)| {
+                                matches!(hop, Hop::Reachability { peer, .. } if *peer == from)
+                            });
+                            if waiting {
+                                self.overtaken += 1;
+                                self.observations.push(Observation::ReachabilityOvertaken {
+                                    node: index,
+                                    peer: from,
+                                });
+                            }
+                            if election.handle_message(now, from, message).is_err() {
+                                *self
+                                    .drops
+                                    .entry((index, sender, DropReason::OtherMode))
+                                    .or_default() += 1;
+                            }
                         }
                     }
                     Verdict::Contested => {
@@ -585,11 +725,17 @@ impl Simulation {
                         membership.handle_timeout(now);
                     }
                 }
-                if raft.poll_timeout().is_some_and(|at| at <= now) {
-                    raft.handle_timeout(now);
+                if election.poll_timeout().is_some_and(|at| at <= now) {
+                    election.handle_timeout(now);
                 }
             }
-            Input::Command(command) => outcome = Some(raft.handle_command(now, command)),
+            Input::Command(command) => outcome = Some(election.handle_command(now, command)),
+            Input::Shutdown => election.handle_shutdown(now),
+            Input::Hop => {
+                if let Some((_, hop)) = node.mailbox.pop_front() {
+                    hand_over(election, now, hop);
+                }
+            }
         }
         let crash_after = if self.crash_mid_step > 0.0 && self.rng.chance(self.crash_mid_step) {
             Some(self.rng.below(8) as usize)
@@ -621,7 +767,11 @@ impl Simulation {
                 progressed = true;
                 self.carry_out_membership(index, action);
             }
-            while let Some(action) = self.nodes[index].raft.as_mut().and_then(Raft::poll_action) {
+            while let Some(action) = self.nodes[index]
+                .election
+                .as_mut()
+                .and_then(Election::poll_action)
+            {
                 if let Some(remaining) = crash_after.as_mut() {
                     if *remaining == 0 {
                         self.crash(index);
@@ -630,7 +780,7 @@ impl Simulation {
                     *remaining -= 1;
                 }
                 progressed = true;
-                self.carry_out_raft(index, action);
+                self.carry_out_election(index, action);
             }
             if !progressed {
                 return;
@@ -638,7 +788,7 @@ impl Simulation {
         }
     }
 
-    fn carry_out_raft(&mut self, index: usize, action: Action) {
+    fn carry_out_election(&mut self, index: usize, action: Action) {
         let id = self.nodes[index].id;
         match action {
             Action::Persist(state) => {
@@ -657,28 +807,41 @@ impl Simulation {
                 self.nodes[index].durable_auto_election = Some(enabled);
             }
             Action::Send { to, message } => {
-                let kind = match &message {
-                    RaftMessage::RequestVote(request) if request.pre_vote => SentKind::PreVote,
-                    RaftMessage::Vote(vote) if vote.pre_vote => SentKind::PreVote,
-                    RaftMessage::Vote(vote) if vote.granted => SentKind::VoteGranted,
-                    _ => SentKind::Other,
-                };
-                self.observations.push(Observation::Sent {
-                    from: id,
-                    to,
-                    term: message.term(),
-                    kind,
-                    durable: self.nodes[index].durable,
-                });
+                if let ElectionMessage::Raft(raft_message) = &message {
+                    let kind = match raft_message {
+                        RaftMessage::RequestVote(request) if request.pre_vote => SentKind::PreVote,
+                        RaftMessage::Vote(vote) if vote.pre_vote => SentKind::PreVote,
+                        RaftMessage::Vote(vote) if vote.granted => SentKind::VoteGranted,
+                        _ => SentKind::Other,
+                    };
+                    self.observations.push(Observation::Sent {
+                        from: id,
+                        to,
+                        term: raft_message.term(),
+                        kind,
+                        durable: self.nodes[index].durable,
+                    });
+                }
                 self.raft_messages += 1;
                 if let Some(target) = self.route(index, to) {
                     self.transmit(index, target, Some(to), message.into());
                 }
             }
+            Action::Broadcast { message } => {
+                self.raft_messages += 1;
+                self.broadcast(index, message.into());
+            }
             Action::Publish(event) => {
                 let hash = event_hash(&event);
                 self.trace
                     .record(self.now, id, || format!("{event:?}"), hash);
+            }
+            Action::Stopped => {
+                // The node's part is over: its process ends, as `conclave run` does once the
+                // election stopped (the goodbye that follows is not modelled: peers time it
+                // out).
+                self.trace.record(self.now, id, || "stopped".to_owned(), 6);
+                self.crash(index);
             }
         }
     }
@@ -705,6 +868,31 @@ impl Simulation {
                 body,
             },
         );
+    }
+
+    /// Hands one message to the network for every other node: one envelope, one sequence
+    /// number, heard by everyone, as over a radio.
+    fn broadcast(&mut self, from: usize, body: Body) {
+        let sender = &mut self.nodes[from];
+        sender.next_seq += 1;
+        let header = FrameHeader {
+            from: sender.id,
+            to: None,
+            incarnation: sender.incarnation,
+            seq: sender.next_seq,
+        };
+        for target in (0..self.nodes.len()).filter(|&target| target != from) {
+            self.network.send(
+                self.now,
+                &mut self.rng,
+                Delivery {
+                    from,
+                    to: target,
+                    header,
+                    body: body.clone(),
+                },
+            );
+        }
     }
 
     /// Where node `from` sends a message for `to`: the node its admitted frames came from, or
@@ -763,42 +951,41 @@ impl Simulation {
                     self.transmit(index, target, Some(to), body);
                 }
             }
-            MembershipAction::Broadcast { body } => {
-                // One envelope, one sequence number, heard by everyone, as over a radio.
-                let sender = &mut self.nodes[index];
-                sender.next_seq += 1;
-                let header = FrameHeader {
-                    from: sender.id,
-                    to: None,
-                    incarnation: sender.incarnation,
-                    seq: sender.next_seq,
-                };
-                for target in (0..self.nodes.len()).filter(|&target| target != index) {
-                    self.network.send(
-                        now,
-                        &mut self.rng,
-                        Delivery {
-                            from: index,
-                            to: target,
-                            header,
-                            body: body.clone(),
-                        },
-                    );
-                }
-            }
+            MembershipAction::Broadcast { body } => self.broadcast(index, body),
             MembershipAction::Publish(event) => {
                 let id = self.nodes[index].id;
                 self.trace.record(now, id, || format!("{event:?}"), 7);
-                let Some(raft) = self.nodes[index].raft.as_mut() else {
-                    return;
+                let hop = match event {
+                    MembershipEvent::Joined { peer } => Hop::Reachability {
+                        peer,
+                        connected: true,
+                    },
+                    MembershipEvent::Left { peer, .. } => Hop::Reachability {
+                        peer,
+                        connected: false,
+                    },
+                    MembershipEvent::StatusChanged { peer, new, .. } => Hop::Reachability {
+                        peer,
+                        connected: new == PeerStatus::Connected,
+                    },
+                    MembershipEvent::IdRefused { .. } => Hop::IdRefused,
                 };
-                match event {
-                    MembershipEvent::Joined { peer } => raft.handle_peer_status(now, peer, true),
-                    MembershipEvent::Left { peer, .. } => raft.handle_peer_status(now, peer, false),
-                    MembershipEvent::StatusChanged { peer, new, .. } => {
-                        raft.handle_peer_status(now, peer, new == PeerStatus::Connected);
+                match self.config.mailbox_delay {
+                    Some(max) => {
+                        // FIFO: never before the event queued ahead of it.
+                        let drawn = now + self.rng.duration_between(Duration::ZERO, max);
+                        let node = &mut self.nodes[index];
+                        let due = node
+                            .mailbox
+                            .back()
+                            .map_or(drawn, |&(last, _)| last.max(drawn));
+                        node.mailbox.push_back((due, hop));
                     }
-                    MembershipEvent::IdRefused { .. } => raft.handle_id_refused(now),
+                    None => {
+                        if let Some(election) = self.nodes[index].election.as_mut() {
+                            hand_over(election, now, hop);
+                        }
+                    }
                 }
             }
         }
@@ -807,14 +994,34 @@ impl Simulation {
     // -----------------------------------------------------------------------------------------
     // faults and commands
 
+    /// Stops node `index` gracefully (CB-2), as `conclave run` does on SIGTERM: its election is
+    /// told (`handle_shutdown`) and the node keeps running — a raft leader handing over — until
+    /// the election answers that it stopped; then it is down, as after a crash. Called again
+    /// while the node is still stopping, it cuts the hand-over short, as the ElectionActor's
+    /// backstop does.
+    pub fn stop_gracefully(&mut self, index: usize) -> Result<(), SimFailure> {
+        if self.nodes[index].election.is_none() {
+            return Ok(());
+        }
+        self.nodes[index].stopping = true;
+        let id = self.nodes[index].id;
+        self.trace
+            .record(self.now, id, || "stopping".to_owned(), 10);
+        self.input(index, Input::Shutdown);
+        self.check_invariants()
+    }
+
     /// Stops node `index` at once; only its durable state survives.
     pub fn crash(&mut self, index: usize) {
         let node = &mut self.nodes[index];
-        if node.raft.is_none() {
+        if node.election.is_none() {
             return;
         }
-        node.raft = None;
+        node.election = None;
         node.membership = None;
+        // What waited in its mailboxes dies with the process.
+        node.mailbox.clear();
+        node.stopping = false;
         node.admission = None;
         node.routes.clear();
         let id = node.id;
@@ -844,7 +1051,7 @@ impl Simulation {
     /// at least as high as any it voted in, even while its WAL stays amnesic.
     pub fn is_amnesic(&self, index: usize) -> bool {
         let node = &self.nodes[index];
-        node.amnesic && node.raft.as_ref().is_none_or(Raft::is_abstaining)
+        node.amnesic && node.election.as_ref().is_none_or(Election::is_abstaining)
     }
 
     /// Whether a node that lost its WAL abstains at its restart (on by default, as in a real
@@ -855,7 +1062,7 @@ impl Simulation {
 
     /// Starts a crashed node again from its durable state.
     pub fn restart(&mut self, index: usize) {
-        if self.nodes[index].raft.is_some() {
+        if self.nodes[index].election.is_some() {
             return;
         }
         self.nodes[index].restarts += 1;
@@ -938,7 +1145,7 @@ impl Simulation {
         &mut self,
         index: usize,
         command: Command,
-    ) -> Result<Option<Result<CommandOutcome, RaftError>>, SimFailure> {
+    ) -> Result<Option<Result<CommandOutcome, ElectionError>>, SimFailure> {
         let outcome = self.input(index, Input::Command(command));
         self.check_invariants()?;
         Ok(outcome)
@@ -982,14 +1189,27 @@ impl Simulation {
         self.nodes.iter().position(|node| node.id == id)
     }
 
-    /// Whether node `index` is running.
-    pub fn is_alive(&self, index: usize) -> bool {
-        self.nodes[index].raft.is_some()
+    /// Whether node `index` was told to stop gracefully and still runs (handing over).
+    pub fn is_stopping(&self, index: usize) -> bool {
+        self.nodes[index].stopping
     }
 
-    /// Node `index`'s election state machine, while it runs.
+    /// Whether node `index` is running.
+    pub fn is_alive(&self, index: usize) -> bool {
+        self.nodes[index].election.is_some()
+    }
+
+    /// Node `index`'s election, while it runs.
+    pub fn election(&self, index: usize) -> Option<&Election> {
+        self.nodes[index].election.as_ref()
+    }
+
+    /// Node `index`'s raft state machine, while it runs raft.
     pub fn raft(&self, index: usize) -> Option<&Raft> {
-        self.nodes[index].raft.as_ref()
+        match self.nodes[index].election.as_ref()? {
+            Election::Raft(raft) => Some(raft),
+            Election::Gossip(_) | Election::Priority(_) | Election::Static(_) => None,
+        }
     }
 
     /// Node `index`'s membership state machine, while it runs.
@@ -1032,7 +1252,7 @@ impl Simulation {
     /// Indices of live nodes that are leaders.
     pub fn leaders(&self) -> Vec<usize> {
         (0..self.nodes.len())
-            .filter(|&i| self.raft(i).is_some_and(|raft| raft.role() == Role::Leader))
+            .filter(|&i| self.election(i).is_some_and(|e| e.role() == Role::Leader))
             .collect()
     }
 
@@ -1040,18 +1260,18 @@ impl Simulation {
     /// the same term, and no other node of the group leads.
     pub fn agreed_leader(&self, group: &[usize]) -> Option<usize> {
         let first = *group.first()?;
-        let raft = self.raft(first)?;
-        let (leader, term) = (raft.leader()?, raft.term());
+        let election = self.election(first)?;
+        let (leader, term) = (election.leader()?, election.term());
         let leader_index = self.index_of(leader)?;
         if !group.contains(&leader_index) {
             return None;
         }
-        let leader_raft = self.raft(leader_index)?;
-        if leader_raft.role() != Role::Leader || leader_raft.term() != term {
+        let leader_election = self.election(leader_index)?;
+        if leader_election.role() != Role::Leader || leader_election.term() != term {
             return None;
         }
         let all_agree = group.iter().all(|&i| {
-            self.raft(i).is_some_and(|r| {
+            self.election(i).is_some_and(|r| {
                 r.leader() == Some(leader)
                     && r.term() == term
                     && (i == leader_index || r.role() != Role::Leader)
@@ -1073,6 +1293,12 @@ impl Simulation {
     /// Crashes that lost a node's whole WAL so far.
     pub fn wal_losses(&self) -> u64 {
         self.wal_losses
+    }
+
+    /// Election messages handed to an election while a reachability change about their
+    /// sender still waited in its mailbox ([`Observation::ReachabilityOvertaken`]).
+    pub fn reachability_overtaken(&self) -> u64 {
+        self.overtaken
     }
 
     /// Election messages sent so far (delivered or not).
@@ -1101,6 +1327,15 @@ impl Simulation {
     }
 }
 
+/// Delivers one of membership's events to the election, as the ElectionActor's handlers of
+/// `PeerReachability` and `IdRefused` do.
+fn hand_over(election: &mut Election, now: Instant, hop: Hop) {
+    match hop {
+        Hop::Reachability { peer, connected } => election.handle_peer_status(now, peer, connected),
+        Hop::IdRefused => election.handle_id_refused(now),
+    }
+}
+
 /// What the transport decided before admission existed: its own echo ignored, a frame for
 /// another node dropped, then one replay window per sender id.
 fn legacy_verdict(guard: &mut ReplayGuard, local: PeerId, header: &FrameHeader) -> Verdict {
@@ -1116,25 +1351,26 @@ fn legacy_verdict(guard: &mut ReplayGuard, local: PeerId, header: &FrameHeader) 
     }
 }
 
+/// A cheap fingerprint of a label.
+fn label_hash(label: &str) -> u64 {
+    label
+        .bytes()
+        .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)))
+}
+
 /// A cheap fingerprint of an event for the run digest.
 fn event_hash(event: &Event) -> u64 {
     match event {
         Event::LeaderChanged {
             term, leader, role, ..
         } => {
-            let leader = leader.map_or(0, |l| {
-                l.as_bytes()
-                    .iter()
-                    .fold(0u64, |h, b| h * 31 + u64::from(*b))
-            });
+            let leader = leader.map_or(0, |l| label_hash(l.as_str()));
             10 ^ term.wrapping_mul(1_000_003) ^ leader ^ (*role as u64) << 60
         }
-        Event::RoleChanged { term, role } => {
-            20 ^ term.wrapping_mul(1_000_033) ^ (*role as u64) << 58
+        Event::RoleChanged { term, role, phase } => {
+            20 ^ term.wrapping_mul(1_000_033) ^ (*role as u64) << 58 ^ label_hash(phase)
         }
-        Event::ElectionStarted { term, pre_vote } => {
-            30 ^ term.wrapping_mul(7) ^ u64::from(*pre_vote)
-        }
+        Event::ElectionStarted { term, phase } => 30 ^ term.wrapping_mul(7) ^ label_hash(phase),
         Event::ElectionWon { term, duration } => 40 ^ term ^ duration.as_micros() as u64,
         Event::VoteCast { term, granted, .. } => 50 ^ term.wrapping_mul(13) ^ u64::from(*granted),
         Event::SplitBrain { term, .. } => 60 ^ term,

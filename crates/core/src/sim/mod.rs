@@ -1,7 +1,8 @@
 //! The deterministic cluster simulator (DESIGN §10).
 //!
-//! N nodes, each a [`Membership`](crate::Membership) and a [`Raft`](crate::raft::Raft) driven
-//! exactly as the actors drive them, exchange messages over a simulated network in virtual
+//! N nodes, each a [`Membership`](crate::Membership) and an
+//! [`Election`](crate::election::Election) of any mode driven exactly as the actors drive them
+//! (the mailbox hop between membership and the election included), exchange messages over a simulated network in virtual
 //! time. Every random choice — election timeouts, delays, loss, duplication, which fault and
 //! when — derives from one seed, so a run replays exactly: [`Simulation::digest`] and the
 //! optional trace are identical for identical seeds.
@@ -20,8 +21,8 @@ pub mod scenario;
 mod trace;
 
 pub use cluster::{
-    AdmissionModel, Observation, SIM_UNIX_EPOCH, SentKind, SimConfig, SimFailure, Simulation,
-    node_id,
+    AdmissionModel, DEFAULT_MAILBOX_DELAY, Observation, SIM_UNIX_EPOCH, SentKind, SimConfig,
+    SimFailure, Simulation, node_id,
 };
 pub use network::NetworkConfig;
 pub use scenario::{

@@ -1,17 +1,18 @@
 //! Randomized fault scenarios, one per seed, as `cargo test` and `CONCLAVE_SIM_SEEDS` run
 //! them.
 //!
-//! Every seed picks a cluster size, the RAFT-7 switches and a fault script, all from the
-//! seed: a chaos phase (crashes, crashes part-way through a node's actions, restarts,
-//! partitions, isolated nodes, cut links, loss, duplication, long and reordering delays),
+//! Every seed picks a cluster size, the RAFT-7 switches (or, in static mode, the leader) and a
+//! fault script, all from the seed: a chaos phase (crashes, crashes part-way through a node's
+//! actions, graceful stops with their hand-over, restarts, partitions, isolated nodes, cut links, loss, duplication, long and reordering delays),
 //! then — in `connected` mode — a stable partition whose every side must converge on one
 //! leader, then healing: no more faults, every node restarted, and every live node must know
 //! the same leader within a bound and keep it. Safety invariants are checked after every step
-//! throughout. [`Scenario::WalLoss`] adds crashes that lose a node's whole WAL (WAL-2).
+//! throughout. [`Scenario::WalLoss`] adds crashes that lose a node's whole WAL (WAL-2);
+//! [`Scenario::Static`] runs the same chaos on static mode (STA-1), where the only leader is
+//! the named node and every node must know it again once it is back.
 
 use std::time::Duration;
 
-use crate::raft::QuorumMode;
 use crate::rng::SeededRng;
 use crate::sim::cluster::{SimConfig, SimFailure, Simulation};
 use crate::sim::invariants::liveness::{await_agreed_leader, check_still_agreed};
@@ -29,6 +30,9 @@ pub enum Scenario {
     /// node at a time (WAL-2): the one-vote-per-term invariant remembers every vote a node id
     /// cast, across the lost WAL too.
     WalLoss,
+    /// Static mode (STA-1), 1–5 nodes, one of them named leader: nobody else ever leads, and
+    /// once faults stop every node knows the named one.
+    Static,
 }
 
 impl Scenario {
@@ -38,6 +42,7 @@ impl Scenario {
             Scenario::Voters => "voters",
             Scenario::Connected => "connected",
             Scenario::WalLoss => "wal-loss",
+            Scenario::Static => "static",
         }
     }
 
@@ -47,6 +52,7 @@ impl Scenario {
             "voters" => Some(Scenario::Voters),
             "connected" => Some(Scenario::Connected),
             "wal-loss" => Some(Scenario::WalLoss),
+            "static" => Some(Scenario::Static),
             _ => None,
         }
     }
@@ -113,6 +119,7 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, abstain: boo
         Scenario::Voters => &[1, 2, 3, 3, 4, 5, 5, 5],
         Scenario::Connected => &[2, 3, 3, 4, 5, 5],
         Scenario::WalLoss => &[3, 3, 3, 4, 5],
+        Scenario::Static => &[1, 2, 3, 3, 4, 5],
     };
     let nodes = sizes[plan.below(sizes.len() as u64) as usize];
     let heartbeat = Duration::from_millis(50);
@@ -120,19 +127,20 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, abstain: boo
     let mut config = match scenario {
         Scenario::Voters | Scenario::WalLoss => SimConfig::voters(nodes, heartbeat, min, max),
         Scenario::Connected => SimConfig::connected(nodes, heartbeat, min, max),
+        Scenario::Static => {
+            let leader = plan.below(nodes as u64) as usize;
+            SimConfig::static_leader(nodes, leader, heartbeat)
+        }
     };
-    config.raft.pre_vote = plan.chance(0.75);
-    config.raft.check_quorum = plan.chance(0.75);
-    config.raft.ranked_timeouts = plan.chance(0.5);
+    if let Some(raft) = config.raft_mut() {
+        raft.pre_vote = plan.chance(0.75);
+        raft.check_quorum = plan.chance(0.75);
+        raft.ranked_timeouts = plan.chance(0.5);
+    }
     if let Some(membership) = &mut config.membership {
         membership.heartbeat_interval = Duration::from_millis(100);
     }
     config.record_trace = record_trace;
-    debug_assert!(matches!(
-        (&config.raft.quorum, scenario),
-        (QuorumMode::Voters(_), Scenario::Voters | Scenario::WalLoss)
-            | (QuorumMode::Connected, Scenario::Connected)
-    ));
 
     let mut sim = match Simulation::new(seed, config) {
         Ok(sim) => sim,
@@ -177,14 +185,14 @@ fn script(
         chaos(sim, plan, CHAOS)?;
     }
     if scenario == Scenario::Connected && sim.len() >= 2 {
-        calm(sim);
+        calm(sim)?;
         let groups = random_split(sim.len(), plan);
         sim.partition(groups);
         check_partitions_converged(sim, CONVERGENCE_BOUND)?;
         // A few more rounds so both sides have settled their terms before they meet.
         sim.run_for(Duration::from_millis(plan.between(0, 500)))?;
     }
-    calm(sim);
+    calm(sim)?;
     let convergence = await_agreed_leader(sim, CONVERGENCE_BOUND)?;
     check_still_agreed(sim, SETTLE)?;
     Ok(convergence)
@@ -201,7 +209,7 @@ fn chaos(sim: &mut Simulation, plan: &mut SeededRng, duration: Duration) -> Resu
             return Ok(());
         }
         sim.run_until(next)?;
-        inject_fault(sim, plan);
+        inject_fault(sim, plan)?;
     }
 }
 
@@ -231,7 +239,7 @@ fn chaos_with_wal_loss(
                     sim.restart(index);
                 }
             }
-            Some(_) => inject_fault(sim, plan),
+            Some(_) => inject_fault(sim, plan)?,
             None if plan.chance(0.4) => {
                 let alive = sim.alive();
                 let voted_for_another: Vec<usize> = alive
@@ -252,14 +260,14 @@ fn chaos_with_wal_loss(
                     sim.crash_losing_wal(pool[plan.below(pool.len() as u64) as usize]);
                 }
             }
-            None => inject_fault(sim, plan),
+            None => inject_fault(sim, plan)?,
         }
     }
 }
 
-fn inject_fault(sim: &mut Simulation, plan: &mut SeededRng) {
+fn inject_fault(sim: &mut Simulation, plan: &mut SeededRng) -> Result<(), SimFailure> {
     let n = sim.len();
-    match plan.below(10) {
+    match plan.below(11) {
         0 | 1 => {
             let alive = sim.alive();
             if !alive.is_empty() {
@@ -291,7 +299,7 @@ fn inject_fault(sim: &mut Simulation, plan: &mut SeededRng) {
                 sim.cut(from, to);
             }
         }
-        _ => {
+        9 => {
             if plan.chance(0.5) {
                 // Long and widely spread delays reorder messages heavily.
                 sim.set_delay(Duration::from_millis(1), Duration::from_millis(40));
@@ -299,11 +307,31 @@ fn inject_fault(sim: &mut Simulation, plan: &mut SeededRng) {
                 sim.set_delay(Duration::from_micros(500), Duration::from_millis(5));
             }
         }
+        _ => {
+            // A graceful stop, of the leader when there is one: its hand-over runs amid
+            // whatever else goes wrong (CB-2).
+            let leaders = sim.leaders();
+            let pool = if leaders.is_empty() {
+                sim.alive()
+            } else {
+                leaders
+            };
+            if !pool.is_empty() {
+                sim.stop_gracefully(pool[plan.below(pool.len() as u64) as usize])?;
+            }
+        }
     }
+    Ok(())
 }
 
-/// Stops every fault: healed network, no loss, nominal delays, every node running.
-fn calm(sim: &mut Simulation) {
+/// Stops every fault: healed network, no loss, nominal delays, every node running (a node
+/// still handing over from a graceful stop finishes stopping first, then starts again).
+fn calm(sim: &mut Simulation) -> Result<(), SimFailure> {
+    for index in 0..sim.len() {
+        if sim.is_stopping(index) {
+            sim.stop_gracefully(index)?;
+        }
+    }
     sim.set_crash_mid_step(0.0);
     sim.heal();
     sim.set_loss(0.0);
@@ -312,6 +340,7 @@ fn calm(sim: &mut Simulation) {
     for index in 0..sim.len() {
         sim.restart(index);
     }
+    Ok(())
 }
 
 /// Two non-empty sides (for two or more nodes).

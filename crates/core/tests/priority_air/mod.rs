@@ -524,6 +524,10 @@ impl Air {
                     }
                 }
                 Action::Publish(event) => self.publish(index, event),
+                Action::Stopped => {
+                    self.pods[index].machine = None;
+                    return;
+                }
             }
         }
     }

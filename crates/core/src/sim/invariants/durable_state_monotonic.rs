@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use conclave_protocol::PeerId;
 
-use crate::raft::HardState;
+use crate::election::HardState;
 use crate::sim::cluster::{Observation, Simulation};
 use crate::sim::invariants::Invariant;
 
@@ -30,7 +30,9 @@ impl Invariant for DurableStateMonotonic {
                     self.last.remove(node);
                     continue;
                 }
-                Observation::Sent { .. } | Observation::Dropped { .. } => continue,
+                Observation::Sent { .. }
+                | Observation::Dropped { .. }
+                | Observation::ReachabilityOvertaken { .. } => continue,
             };
             if let Some(previous) = self.last.get(node) {
                 if state.term < previous.term {

@@ -27,7 +27,8 @@ pub use one_leader_per_term::OneLeaderPerTerm;
 pub use one_vote_per_term::OneVotePerTerm;
 pub use persisted_before_sent::PersistedBeforeSent;
 
-use crate::raft::QuorumMode;
+use crate::election::ElectionConfig;
+use crate::raft::{QuorumMode, RaftConfig};
 use crate::sim::cluster::{Observation, Simulation};
 
 /// A safety property checked after every step of a simulation.
@@ -38,15 +39,24 @@ pub trait Invariant {
     fn check(&mut self, sim: &Simulation, observations: &[Observation]) -> Result<(), String>;
 }
 
-/// The invariants that hold in `mode`. `connected` mode allows one leader per partition, so
-/// the one-leader rule is for `voters` mode only.
-pub fn standard(mode: &QuorumMode) -> Vec<Box<dyn Invariant>> {
+/// The invariants that hold for `election`. Raft's `connected` mode allows one leader per
+/// partition, and so do gossip and priority (they elect without a quorum, DESIGN §4.3–4.4,
+/// and two partitions may pick the same next epoch or round), so the one-leader rule is for
+/// raft's `voters` mode, and for static mode, where only the named node ever leads.
+pub fn standard(election: &ElectionConfig) -> Vec<Box<dyn Invariant>> {
     let mut invariants: Vec<Box<dyn Invariant>> = vec![
         Box::new(OneVotePerTerm::default()),
         Box::new(DurableStateMonotonic::default()),
         Box::new(PersistedBeforeSent),
     ];
-    if let QuorumMode::Voters(_) = mode {
+    let one_leader = match election {
+        ElectionConfig::Raft(RaftConfig { quorum, .. }) => {
+            matches!(quorum, QuorumMode::Voters(_))
+        }
+        ElectionConfig::Static(_) => true,
+        ElectionConfig::Gossip(_) | ElectionConfig::Priority(_) => false,
+    };
+    if one_leader {
         invariants.push(Box::new(OneLeaderPerTerm::default()));
     }
     invariants

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use conclave_protocol::PeerId;
 
-use crate::raft::Role;
+use crate::election::Role;
 use crate::sim::cluster::{Observation, Simulation};
 use crate::sim::invariants::Invariant;
 
