@@ -74,6 +74,8 @@ impl NodeConfig {
             check_quorum: raft.check_quorum,
             auto_election: self.election.auto,
             ranked_timeouts: raft.ranked_timeouts,
+            // RAFT-10's keys are not read yet: preemption stays off.
+            ..RaftConfig::new(self.node_id, [])
         }
     }
 }

@@ -71,6 +71,17 @@ pub struct RaftConfig {
     /// ranked; a node already campaigning retries on the uniform spread.
     /// Off gives the Raft paper's uniform randomized timeouts.
     pub ranked_timeouts: bool,
+    /// RAFT-10: this node's priority, 0–255 (higher is preferred). `None` (the default) takes
+    /// no part in preemption: it neither delays its campaign nor asks a leader to hand over.
+    /// A health reading with a priority ([`crate::election::HealthReading::priority`])
+    /// replaces it while the node runs, like keepalived's track scripts.
+    pub priority: Option<u8>,
+    /// RAFT-10: how long a healthy leader waits, once it hears a caught-up voter of higher
+    /// priority, before it hands leadership to that voter.
+    pub preempt_delay: Duration,
+    /// RAFT-10: keepalived's `nopreempt`: this node, when it leads, never hands over to a
+    /// voter only because that voter's priority is higher.
+    pub nopreempt: bool,
 }
 
 impl RaftConfig {
@@ -87,6 +98,9 @@ impl RaftConfig {
             check_quorum: true,
             auto_election: true,
             ranked_timeouts: true,
+            priority: None,
+            preempt_delay: Duration::from_secs(5),
+            nopreempt: false,
         }
     }
 
