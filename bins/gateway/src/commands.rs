@@ -610,6 +610,9 @@ mod tests {
                 reachable_voters: 3,
                 ready: leader.is_some(),
                 peer_admin_urls: BTreeMap::new(),
+                priority: None,
+                gossip: None,
+                static_leader: None,
             }),
             error: None,
         }

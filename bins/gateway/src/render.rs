@@ -78,6 +78,50 @@ pub(crate) fn status(status: &StatusAnswer) -> String {
             .as_ref()
             .map_or_else(|| "none".to_owned(), |pinned| format!("pins {pinned}"))
     );
+    if let Some(priority) = &status.priority {
+        let _ = writeln!(
+            out,
+            "priority    {} score {:#010x} (battery {}%, uptime {} min, signal {}), round {}{}",
+            priority.state,
+            priority.score,
+            priority.battery_percent,
+            priority.uptime_minutes,
+            priority.signal,
+            priority.round,
+            if priority.forced {
+                ", FORCED master"
+            } else {
+                ""
+            }
+        );
+    }
+    if let Some(gossip) = &status.gossip {
+        let dynamic = if gossip.use_leader_election {
+            "dynamic election".to_owned()
+        } else if gossip.org_leader {
+            "static org leader".to_owned()
+        } else {
+            "static follower".to_owned()
+        };
+        let _ = writeln!(
+            out,
+            "gossip      {dynamic}, view of {} peers{}",
+            gossip.view_size,
+            if gossip.yielding { ", YIELDING" } else { "" }
+        );
+    }
+    if let Some(fixed) = &status.static_leader {
+        let reachable = if fixed.leader_reachable {
+            "reachable"
+        } else {
+            "NOT REACHABLE"
+        };
+        let _ = writeln!(
+            out,
+            "static      leader {} ({reachable}; configured {})",
+            fixed.assigned_leader, fixed.configured_leader
+        );
+    }
     if let Some(dongle) = &status.dongle {
         let state = if dongle.connected {
             format!(
@@ -224,7 +268,9 @@ pub(crate) fn outcome(answer: &CommandAnswer) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use conclave_actors::admin::api::{DongleAnswer, Fencing, HistoryEntry, Outcome};
+    use conclave_actors::admin::api::{
+        DongleAnswer, Fencing, GossipAnswer, HistoryEntry, Outcome, PriorityAnswer, StaticAnswer,
+    };
 
     fn fencing(term: u64, leader: &str) -> Fencing {
         Fencing {
@@ -275,6 +321,9 @@ mod tests {
             reachable_voters: 2,
             ready: true,
             peer_admin_urls: Default::default(),
+            priority: None,
+            gossip: None,
+            static_leader: None,
         }
     }
 
@@ -308,6 +357,59 @@ mod tests {
         answer.phase = "pre_candidate".to_owned();
         let text = status(&answer);
         assert!(text.contains("candidate (pre_candidate)"), "{text}");
+    }
+
+    /// Each mode's own detail has a line of its own: priority's score and its parts, gossip's
+    /// view, static's assigned leader.
+    #[test]
+    fn status_table_shows_each_modes_detail() {
+        let mut answer = status_answer();
+        answer.mode = "priority".to_owned();
+        answer.priority = Some(PriorityAnswer {
+            state: "master".to_owned(),
+            score: 0x5a12_c033,
+            battery_percent: 90,
+            uptime_minutes: 18,
+            signal: 192,
+            round: 4,
+            master_confirmed: true,
+            awaiting: None,
+            forced: false,
+            peers: 2,
+        });
+        let text = status(&answer);
+        assert!(
+            text.contains(
+                "priority    master score 0x5a12c033 (battery 90%, uptime 18 min, signal 192), \
+                 round 4\n"
+            ),
+            "{text}"
+        );
+        let mut answer = status_answer();
+        answer.gossip = Some(GossipAnswer {
+            use_leader_election: true,
+            org_leader: false,
+            view_size: 2,
+            yielding: true,
+            highest_epoch_seen: 3,
+            ignored_outside_view: 0,
+        });
+        let text = status(&answer);
+        assert!(
+            text.contains("gossip      dynamic election, view of 2 peers, YIELDING"),
+            "{text}"
+        );
+        let mut answer = status_answer();
+        answer.static_leader = Some(StaticAnswer {
+            configured_leader: "gw-a".to_owned(),
+            assigned_leader: "gw-b".to_owned(),
+            leader_reachable: false,
+        });
+        let text = status(&answer);
+        assert!(
+            text.contains("static      leader gw-b (NOT REACHABLE; configured gw-a)"),
+            "{text}"
+        );
     }
 
     /// A disconnected peer's round trip is unknown, not its last figure.

@@ -97,9 +97,9 @@ pub struct StatusAnswer {
     pub node_id: String,
     /// Its cluster.
     pub cluster_id: String,
-    /// `election.mode`: `raft` or `static`.
+    /// `election.mode`: `raft`, `gossip`, `priority` or `static`.
     pub mode: String,
-    /// `voters` or `connected`; `none` in a mode without a quorum (static).
+    /// `voters` or `connected`; `none` in a mode without a quorum (gossip, priority, static).
     pub quorum: String,
     /// Votes needed to win now (0 without a quorum).
     pub quorum_size: usize,
@@ -151,6 +151,69 @@ pub struct StatusAnswer {
     /// `admin.peer_urls`: the admin API of the other nodes, by id.
     #[serde(default)]
     pub peer_admin_urls: BTreeMap<String, String>,
+    /// What only priority mode reports (PRI-1..6); absent in other modes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<PriorityAnswer>,
+    /// What only gossip mode reports (GOS-1..6); absent in other modes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gossip: Option<GossipAnswer>,
+    /// What only static mode reports (STA-1); absent in other modes.
+    #[serde(default, rename = "static", skip_serializing_if = "Option::is_none")]
+    pub static_leader: Option<StaticAnswer>,
+}
+
+/// Priority mode's part of the status answer: the state and the score with its parts (PRI-1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PriorityAnswer {
+    /// `idle`, `discovering`, `campaigning`, `waiting_for_votes`, `master`, `follower` or
+    /// `forced_master` (PRI-2).
+    pub state: String,
+    /// The score now: battery << 24 | uptime minutes << 16 | signal << 8 | random.
+    pub score: u32,
+    /// Battery, 0–100, as the health source last read it.
+    pub battery_percent: u8,
+    /// Uptime in minutes, capped at 255 as in the score.
+    pub uptime_minutes: u8,
+    /// The signal component: the inverted mean RSSI of the peers.
+    pub signal: u8,
+    /// The highest round seen or used.
+    pub round: u64,
+    /// Whether this node heard the master itself (not only from a `DiscoverAck`).
+    pub master_confirmed: bool,
+    /// The candidate it accepted and waits for, while there is no master.
+    pub awaiting: Option<String>,
+    /// Forced master by configuration or `leader set`.
+    pub forced: bool,
+    /// Peers it knows.
+    pub peers: usize,
+}
+
+/// Gossip mode's part of the status answer (Fabric's election).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GossipAnswer {
+    /// `election.gossip.use_leader_election`: false is static org leadership (GOS-5).
+    pub use_leader_election: bool,
+    /// `election.gossip.org_leader`.
+    pub org_leader: bool,
+    /// Peers in the membership view (GOS-4).
+    pub view_size: usize,
+    /// It yielded and proposes nothing until another leader shows up or the period ends.
+    pub yielding: bool,
+    /// The highest epoch any message showed.
+    pub highest_epoch_seen: u64,
+    /// Messages ignored because their sender was outside the membership view (GOS-4).
+    pub ignored_outside_view: u64,
+}
+
+/// Static mode's part of the status answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaticAnswer {
+    /// `election.static.leader`.
+    pub configured_leader: String,
+    /// The leader assigned now: the configured one or the one `leader set` named.
+    pub assigned_leader: String,
+    /// Whether the assigned leader is this node or a connected peer.
+    pub leader_reachable: bool,
 }
 
 /// `GET /v1/peers`.

@@ -89,8 +89,8 @@ use tracing::{info, warn};
 
 use self::api::{
     AutoElectionRequest, CommandAnswer, DEADLINE_HEADER, DongleAnswer, ErrorAnswer, Fencing,
-    HealthAnswer, HistoryAnswer, HistoryEntry, Outcome, PeerAnswer, PeersAnswer, ReadyAnswer,
-    SetLeaderRequest, StatusAnswer,
+    GossipAnswer, HealthAnswer, HistoryAnswer, HistoryEntry, Outcome, PeerAnswer, PeersAnswer,
+    PriorityAnswer, ReadyAnswer, SetLeaderRequest, StaticAnswer, StatusAnswer,
 };
 pub use self::limits::{
     AdminBounds, LISTEN_BACKLOG, METRICS_MAX_CONNECTIONS, OVERFLOW_CONNECTIONS, OpenFilesLimit,
@@ -563,6 +563,40 @@ fn status_answer(
             .iter()
             .map(|(peer, url)| (peer.to_string(), url.clone()))
             .collect(),
+        priority: match &election.detail {
+            ModeStatus::Priority(priority) => Some(PriorityAnswer {
+                state: priority.state.label().to_owned(),
+                score: priority.score,
+                battery_percent: priority.battery,
+                uptime_minutes: priority.uptime_minutes,
+                signal: priority.signal,
+                round: priority.round,
+                master_confirmed: priority.master_confirmed,
+                awaiting: priority.awaiting.map(|peer| peer.to_string()),
+                forced: priority.forced,
+                peers: priority.peers,
+            }),
+            _ => None,
+        },
+        gossip: match &election.detail {
+            ModeStatus::Gossip(gossip) => Some(GossipAnswer {
+                use_leader_election: gossip.use_leader_election,
+                org_leader: gossip.org_leader,
+                view_size: gossip.view_size,
+                yielding: gossip.yielding,
+                highest_epoch_seen: gossip.highest_epoch_seen,
+                ignored_outside_view: gossip.ignored_outside_view,
+            }),
+            _ => None,
+        },
+        static_leader: match &election.detail {
+            ModeStatus::Static(detail) => Some(StaticAnswer {
+                configured_leader: detail.configured_leader.to_string(),
+                assigned_leader: detail.assigned_leader.to_string(),
+                leader_reachable: detail.leader_reachable,
+            }),
+            _ => None,
+        },
     }
 }
 
