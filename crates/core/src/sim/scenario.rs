@@ -457,11 +457,7 @@ fn mode_fault(sim: &mut Simulation, plan: &mut SeededRng) -> Result<(), SimFailu
     let leader = leaders[plan.below(leaders.len() as u64) as usize];
     match sim.election_mode() {
         ElectionConfig::Gossip(_) => {
-            let someone_yields = sim.alive().into_iter().any(|i| {
-                sim.election(i).is_some_and(|election| {
-                    matches!(election.status().detail, ModeStatus::Gossip(g) if g.yielding)
-                })
-            });
+            let someone_yields = sim.alive().into_iter().any(|i| is_yielding(sim, i));
             if !someone_yields && sim.len() >= 2 {
                 // Refused answers (a node that stopped leading meanwhile) are part of the game.
                 let _ = sim.command(leader, Command::Resign)?;
@@ -479,9 +475,17 @@ fn mode_fault(sim: &mut Simulation, plan: &mut SeededRng) -> Result<(), SimFailu
     Ok(())
 }
 
+/// Whether node `index` is a gossip node that yielded (GOS-4) and proposes nothing yet.
+fn is_yielding(sim: &Simulation, index: usize) -> bool {
+    sim.election(index).is_some_and(|election| {
+        matches!(election.status().detail, ModeStatus::Gossip(gossip) if gossip.yielding)
+    })
+}
+
 /// Gossip's and priority's randomized run: chaos at the pace of the mode's timings, then
-/// healing, then exactly one leader known by every live node within [`heal_bound`], which
-/// still leads, with the same fencing token, a while later.
+/// healing (a node that was down stays down half the time), then exactly one leader known by
+/// every live node within [`heal_bound`], which still leads, with the same fencing token, a
+/// while later.
 fn quorumless_script(sim: &mut Simulation, plan: &mut SeededRng) -> Result<Duration, SimFailure> {
     let unit = pace_unit(sim.election_mode());
     // Chaos lasts a few failovers, with faults a tenth to one and a half failovers apart.
@@ -492,7 +496,28 @@ fn quorumless_script(sim: &mut Simulation, plan: &mut SeededRng) -> Result<Durat
     );
     chaos_paced(sim, plan, chaos_for, gap)?;
     sim.note_leaders_at_heal();
+    // A node that is down comes back, or (half the time) stays down for good — a sudden power
+    // loss whose followers must time out on it — as long as one node is left.
+    let down: Vec<usize> = (0..sim.len())
+        .filter(|&i| !sim.is_alive(i) || sim.is_stopping(i))
+        .collect();
+    let stay_down: Vec<usize> = down
+        .iter()
+        .copied()
+        .filter(|_| plan.chance(0.5))
+        .take(sim.len() - 1)
+        .collect();
     calm(sim)?;
+    for &index in &stay_down {
+        sim.crash(index);
+    }
+    if sim.alive().into_iter().all(|i| is_yielding(sim, i)) {
+        // Only nodes that yielded would be left, and they propose nothing for six alive
+        // thresholds (GOS-4, not a failover): bring the others back.
+        for &index in &stay_down {
+            sim.restart(index);
+        }
+    }
     let bound = heal_bound(sim.election_mode());
     let healed_at = sim.now();
     let convergence = await_agreed_leader(sim, bound)?;
