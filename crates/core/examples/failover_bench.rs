@@ -235,6 +235,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    #[allow(clippy::disallowed_types)] // wall clock for the footer only; figures are virtual
     let started = std::time::Instant::now();
     println!(
         "failover after the leader of a settled {NODES}-node cluster is killed, until every \
