@@ -157,7 +157,7 @@ impl ElectionConfig {
 
 /// One node's election, in the mode its configuration picked. See the [module docs](self).
 #[derive(Debug)]
-#[expect(
+#[allow(
     clippy::large_enum_variant,
     reason = "a node holds one Election for its whole life and never moves it in a hot path"
 )]

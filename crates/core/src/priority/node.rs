@@ -491,6 +491,12 @@ impl Priority {
         if self.follows(from) {
             // Its own master is looking for a master: it restarted or stepped down.
             self.lose_master(now, LeaderChangeCause::HigherTerm);
+        } else if !self.is_master() && self.awaiting.is_some_and(|awaited| awaited.id == from) {
+            // The candidate it accepted is looking again (it restarted, or gave its campaign
+            // up): it will not announce for that campaign. Waiting out the master timeout
+            // would refuse every other candidate meanwhile, and each of them would wait for
+            // this node in turn; join the new election instead.
+            self.lose_master(now, LeaderChangeCause::ElectionTimeout);
         }
         self.absorb_round(now, discover.round);
         if let Some(attempt) = &mut self.attempt {

@@ -886,6 +886,63 @@ fn pri3_followers_notice_a_restarted_master_at_once() {
     )));
 }
 
+/// PRI-2, PRI-3: a node waiting for a candidate it accepted gives that candidate up at once
+/// when it discovers again (it restarted, or started over), and joins the new election, as a
+/// follower does with a restarted master. Found by the simulator (`priority-defaults` seed
+/// 16373): the candidate's announcement was lost, it crashed and restarted; the nodes still
+/// waiting for it refused every other candidate for the rest of their master timeout, and each
+/// candidate they refused waited for them in turn, so no master appeared for over 4 s after
+/// the faults stopped.
+#[test]
+fn pri2_awaited_candidate_that_discovers_again_is_given_up() {
+    let mut node = node("pod-a");
+    discovering(&mut node);
+    let higher = node.score() + 100;
+    node.handle_message(
+        at(10),
+        id("pod-b"),
+        PriorityMessage::Candidate(Candidate {
+            priority: higher,
+            round: 1,
+        }),
+    );
+    drain(&mut node);
+    assert_eq!(node.status().awaiting, Some(id("pod-b")));
+    node.handle_message(
+        at(1500),
+        id("pod-b"),
+        PriorityMessage::Discover(Discover {
+            protocol_version: PRIORITY_PROTOCOL_VERSION,
+            priority: higher,
+            round: 1,
+        }),
+    );
+    let actions = drain(&mut node);
+    assert_eq!(node.state(), PriorityState::Discovering);
+    assert_eq!(node.status().awaiting, None);
+    assert_eq!(node.term(), 2);
+    assert_eq!(
+        actions[..2],
+        [
+            Action::Persist(round(2)),
+            broadcast(PriorityMessage::Discover(Discover {
+                protocol_version: PRIORITY_PROTOCOL_VERSION,
+                priority: node.score(),
+                round: 2,
+            })),
+        ]
+    );
+    // It still answers the discovery.
+    assert!(actions.contains(&send(
+        "pod-b",
+        PriorityMessage::DiscoverAck(DiscoverAck {
+            priority: node.score(),
+            known_master: None,
+            round: 2,
+        })
+    )));
+}
+
 // ---------------------------------------------------------------------------------------------
 // PRI-5
 

@@ -38,11 +38,13 @@ use conclave_protocol::{Body, DropReason, PeerId, ReplayGuard};
 use crate::admission::{Admission, AdmissionAction, AdmissionConfig, FrameHeader, Verdict};
 use crate::election::{
     Action, Command, CommandOutcome, Election, ElectionConfig, ElectionError, ElectionMessage,
-    Event, HardState, Role,
+    Event, GossipMessage, HardState, HealthReading, PriorityMessage, Role,
 };
+use crate::gossip::GossipConfig;
 use crate::membership::{
     LinkAddr, Membership, MembershipAction, MembershipConfig, MembershipEvent, PeerStatus,
 };
+use crate::priority::PriorityConfig;
 use crate::raft::{QuorumMode, Raft, RaftConfig, RaftMessage};
 use crate::rng::SeededRng;
 use crate::sim::invariants::{self, Invariant};
@@ -150,6 +152,45 @@ impl SimConfig {
         }
     }
 
+    /// `nodes` nodes in gossip mode (GOS-1..6) with `gossip`'s timings (its id is replaced per
+    /// node), membership pinging every `heartbeat`, a healthy LAN. Gossip ignores messages
+    /// from peers outside its membership view (GOS-4), so membership is what lets it hear
+    /// anyone: its view follows membership's events through the mailbox hop.
+    pub fn gossip(nodes: usize, gossip: GossipConfig, heartbeat: Duration) -> Self {
+        Self {
+            election: ElectionConfig::Gossip(gossip),
+            ..Self::voters(nodes, heartbeat, heartbeat * 3, heartbeat * 6)
+        }
+    }
+
+    /// `nodes` nodes in priority mode (PRI-1..6) with `priority`'s timings (its id is replaced
+    /// per node), membership pinging every `heartbeat`, a healthy LAN. Every node reports a
+    /// full battery and no radio signal, so scores differ by uptime and the random byte.
+    pub fn priority(nodes: usize, priority: PriorityConfig, heartbeat: Duration) -> Self {
+        Self {
+            election: ElectionConfig::Priority(priority),
+            ..Self::voters(nodes, heartbeat, heartbeat * 3, heartbeat * 6)
+        }
+    }
+
+    /// Gossip's settings, when the cluster runs gossip.
+    pub fn gossip_mut(&mut self) -> Option<&mut GossipConfig> {
+        match &mut self.election {
+            ElectionConfig::Gossip(gossip) => Some(gossip),
+            ElectionConfig::Raft(_) | ElectionConfig::Priority(_) | ElectionConfig::Static(_) => {
+                None
+            }
+        }
+    }
+
+    /// Priority's settings, when the cluster runs priority.
+    pub fn priority_mut(&mut self) -> Option<&mut PriorityConfig> {
+        match &mut self.election {
+            ElectionConfig::Priority(priority) => Some(priority),
+            ElectionConfig::Raft(_) | ElectionConfig::Gossip(_) | ElectionConfig::Static(_) => None,
+        }
+    }
+
     /// Raft's settings, when the cluster runs raft.
     pub fn raft_mut(&mut self) -> Option<&mut RaftConfig> {
         match &mut self.election {
@@ -216,6 +257,25 @@ pub enum Observation {
         kind: SentKind,
         /// The sender's durable state at that moment.
         durable: HardState,
+    },
+    /// A node claimed leadership of a term on the wire: a gossip `Declaration` of its epoch, a
+    /// priority `MasterAnnounce` of its round. Followers may only ever name a leader with a
+    /// term it claimed ([`TokenDeclaredByLeader`](super::invariants::TokenDeclaredByLeader)).
+    Declared {
+        /// The node's index.
+        node: usize,
+        /// The epoch or round claimed.
+        term: u64,
+    },
+    /// A node published [`Event::LeaderChanged`]: its fencing token `(term, leader)` (CB-5),
+    /// or that it knows no leader.
+    LeaderPublished {
+        /// The node's index (a restarted node keeps its index).
+        node: usize,
+        /// The term published.
+        term: u64,
+        /// The leader published.
+        leader: Option<PeerId>,
     },
     /// A node's hard state became durable.
     Persisted {
@@ -348,6 +408,8 @@ enum Input {
     Hop,
     /// A graceful stop (CB-2).
     Shutdown,
+    /// A reading of the node's health source (PRI-1's battery).
+    Health(HealthReading),
 }
 
 /// A deterministic simulated cluster. See the [module docs](self).
@@ -374,6 +436,8 @@ pub struct Simulation {
     replay_hint: Option<String>,
     /// Messages admission dropped, by receiver, sender and reason.
     drops: BTreeMap<(usize, usize, DropReason), u64>,
+    /// Live leaders when a scenario stopped its faults ([`Simulation::note_leaders_at_heal`]).
+    leaders_at_heal: usize,
 }
 
 impl std::fmt::Debug for Simulation {
@@ -421,6 +485,7 @@ impl Simulation {
             overtaken: 0,
             replay_hint: None,
             drops: BTreeMap::new(),
+            leaders_at_heal: 0,
         };
         for index in 0..sim.nodes.len() {
             sim.boot(index);
@@ -731,6 +796,7 @@ impl Simulation {
             }
             Input::Command(command) => outcome = Some(election.handle_command(now, command)),
             Input::Shutdown => election.handle_shutdown(now),
+            Input::Health(reading) => election.handle_health(now, reading),
             Input::Hop => {
                 if let Some((_, hop)) = node.mailbox.pop_front() {
                     hand_over(election, now, hop);
@@ -807,31 +873,33 @@ impl Simulation {
                 self.nodes[index].durable_auto_election = Some(enabled);
             }
             Action::Send { to, message } => {
-                if let ElectionMessage::Raft(raft_message) = &message {
-                    let kind = match raft_message {
-                        RaftMessage::RequestVote(request) if request.pre_vote => SentKind::PreVote,
-                        RaftMessage::Vote(vote) if vote.pre_vote => SentKind::PreVote,
-                        RaftMessage::Vote(vote) if vote.granted => SentKind::VoteGranted,
-                        _ => SentKind::Other,
-                    };
-                    self.observations.push(Observation::Sent {
-                        from: id,
-                        to,
-                        term: raft_message.term(),
-                        kind,
-                        durable: self.nodes[index].durable,
-                    });
-                }
+                self.observe_sent(index, to, &message);
                 self.raft_messages += 1;
                 if let Some(target) = self.route(index, to) {
                     self.transmit(index, target, Some(to), message.into());
                 }
             }
             Action::Broadcast { message } => {
+                // One observation per peer it is meant for: every other node, as `broadcast`
+                // hands it to the network for every other node.
+                let peers: Vec<PeerId> = (0..self.nodes.len())
+                    .filter(|&other| other != index)
+                    .map(|other| self.nodes[other].id)
+                    .collect();
+                for peer in peers {
+                    self.observe_sent(index, peer, &message);
+                }
                 self.raft_messages += 1;
                 self.broadcast(index, message.into());
             }
             Action::Publish(event) => {
+                if let Event::LeaderChanged { term, leader, .. } = &event {
+                    self.observations.push(Observation::LeaderPublished {
+                        node: index,
+                        term: *term,
+                        leader: *leader,
+                    });
+                }
                 let hash = event_hash(&event);
                 self.trace
                     .record(self.now, id, || format!("{event:?}"), hash);
@@ -843,6 +911,50 @@ impl Simulation {
                 self.trace.record(self.now, id, || "stopped".to_owned(), 6);
                 self.crash(index);
             }
+        }
+    }
+
+    /// Records an election message node `index` hands to the network for `to`, with the term
+    /// it carries (raft's term, the gossip epoch, the priority round) and the sender's durable
+    /// state at that moment; a leadership claim is recorded once more as
+    /// [`Observation::Declared`].
+    fn observe_sent(&mut self, index: usize, to: PeerId, message: &ElectionMessage) {
+        let (term, kind, declares) = match message {
+            ElectionMessage::Raft(raft_message) => {
+                let kind = match raft_message {
+                    RaftMessage::RequestVote(request) if request.pre_vote => SentKind::PreVote,
+                    RaftMessage::Vote(vote) if vote.pre_vote => SentKind::PreVote,
+                    RaftMessage::Vote(vote) if vote.granted => SentKind::VoteGranted,
+                    _ => SentKind::Other,
+                };
+                (raft_message.term(), kind, false)
+            }
+            ElectionMessage::Gossip(GossipMessage::Proposal(proposal)) => {
+                (proposal.epoch, SentKind::Other, false)
+            }
+            ElectionMessage::Gossip(GossipMessage::Declaration(declaration)) => {
+                (declaration.epoch, SentKind::Other, true)
+            }
+            ElectionMessage::Priority(priority) => match priority {
+                PriorityMessage::Discover(m) => (m.round, SentKind::Other, false),
+                PriorityMessage::DiscoverAck(m) => (m.round, SentKind::Other, false),
+                PriorityMessage::Candidate(m) => (m.round, SentKind::Other, false),
+                PriorityMessage::Vote(m) => (m.round, SentKind::Other, false),
+                PriorityMessage::MasterAnnounce(m) => (m.round, SentKind::Other, true),
+                PriorityMessage::MasterResign(m) => (m.round, SentKind::Other, false),
+            },
+        };
+        let node = &self.nodes[index];
+        self.observations.push(Observation::Sent {
+            from: node.id,
+            to,
+            term,
+            kind,
+            durable: node.durable,
+        });
+        if declares {
+            self.observations
+                .push(Observation::Declared { node: index, term });
         }
     }
 
@@ -1151,6 +1263,19 @@ impl Simulation {
         Ok(outcome)
     }
 
+    /// Node `index`'s health source reads `battery_percent` (PRI-1, PRI-5: a priority master
+    /// at or below its threshold resigns), as the shell hands over each reading.
+    pub fn set_battery(&mut self, index: usize, battery_percent: u8) -> Result<(), SimFailure> {
+        self.input(
+            index,
+            Input::Health(HealthReading {
+                battery_percent,
+                priority: None,
+            }),
+        );
+        self.check_invariants()
+    }
+
     /// The simulation's own RNG, for scenario scripts that need choices from the same seed.
     pub fn rng(&mut self) -> &mut SeededRng {
         &mut self.rng
@@ -1285,6 +1410,16 @@ impl Simulation {
         self.network.group_of(index)
     }
 
+    /// Records how many live nodes lead right now, for a scenario about to heal its faults.
+    pub fn note_leaders_at_heal(&mut self) {
+        self.leaders_at_heal = self.leaders().len();
+    }
+
+    /// Live leaders when [`Simulation::note_leaders_at_heal`] was last called.
+    pub fn leaders_at_heal(&self) -> usize {
+        self.leaders_at_heal
+    }
+
     /// Steps taken so far.
     pub fn steps(&self) -> u64 {
         self.steps
@@ -1319,6 +1454,11 @@ impl Simulation {
     /// A digest of everything published during the run, recorded or not.
     pub fn digest(&self) -> u64 {
         self.trace.digest()
+    }
+
+    /// The election settings every node runs (with its own id).
+    pub fn election_mode(&self) -> &ElectionConfig {
+        &self.config.election
     }
 
     /// Whether the cluster runs in `connected` quorum mode.

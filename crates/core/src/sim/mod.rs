@@ -26,6 +26,7 @@ pub use cluster::{
 };
 pub use network::NetworkConfig;
 pub use scenario::{
-    Scenario, SeedReport, SeedRun, run_seed, run_seed_without_abstention, seed_count,
+    Scenario, SeedReport, SeedRun, failover_bound, gossip_tightened, heal_bound,
+    priority_tightened, run_seed, run_seed_without_abstention, seed_count,
 };
 pub use trace::TraceEntry;

@@ -10,12 +10,26 @@
 //! throughout. [`Scenario::WalLoss`] adds crashes that lose a node's whole WAL (WAL-2);
 //! [`Scenario::Static`] runs the same chaos on static mode (STA-1), where the only leader is
 //! the named node and every node must know it again once it is back.
+//!
+//! Gossip (GOS-1..6) and priority (PRI-1..6) elect without a quorum, so their chaos has no
+//! one-leader rule to break; their fencing rules (CB-5) are checked instead, and after healing
+//! exactly one leader that every live node names must appear within a bound built from the
+//! mode's own failover formula ([`heal_bound`]), and then stay, token and all. Each runs with
+//! timings a tenth ([`gossip_tightened`]) or a fifth ([`priority_tightened`]) of its defaults
+//! for the bulk of the seeds, and with its defaults for a smaller set. Their restart flavour
+//! ([`Scenario::GossipRestart`], [`Scenario::PriorityRestart`]) kills the leader of a settled
+//! cluster (outright, or part-way through one of its steps), restarts it from what it
+//! persisted — before or after the survivors replaced it — and requires a new leader within
+//! the formula's bound each time ([`failover_bound`]).
 
 use std::time::Duration;
 
+use crate::election::{Command, ElectionConfig, ModeStatus};
+use crate::gossip::GossipConfig;
+use crate::priority::PriorityConfig;
 use crate::rng::SeededRng;
-use crate::sim::cluster::{SimConfig, SimFailure, Simulation};
-use crate::sim::invariants::liveness::{await_agreed_leader, check_still_agreed};
+use crate::sim::cluster::{SimConfig, SimFailure, Simulation, node_id};
+use crate::sim::invariants::liveness::{await_agreed_leader, check_still_agreed, describe};
 use crate::sim::invariants::partition_convergence::check_partitions_converged;
 use crate::sim::trace::TraceEntry;
 
@@ -33,6 +47,23 @@ pub enum Scenario {
     /// Static mode (STA-1), 1–5 nodes, one of them named leader: nobody else ever leads, and
     /// once faults stop every node knows the named one.
     Static,
+    /// Gossip mode (GOS-1..6), 1–5 nodes, Fabric's four timings at a tenth of its defaults
+    /// ([`gossip_tightened`]); the chaos also makes leaders yield (`conclave leader resign`).
+    Gossip,
+    /// Gossip mode with Fabric's defaults (15 s grace, 1 s sampling, 10 s alive threshold,
+    /// 5 s election) and membership's default 500 ms heartbeat.
+    GossipDefaults,
+    /// Priority mode (PRI-1..6), 1–5 nodes, seed 002's timings at a fifth
+    /// ([`priority_tightened`]); the chaos also makes masters resign (`MasterResign` naming a
+    /// successor) and drains batteries below the resignation threshold.
+    Priority,
+    /// Priority mode with seed 002's own timings and membership's default 500 ms heartbeat.
+    PriorityDefaults,
+    /// Gossip, tightened timings, 3–5 nodes: the leader of a settled cluster killed and
+    /// restarted from what it persisted, again and again.
+    GossipRestart,
+    /// The same in priority mode.
+    PriorityRestart,
 }
 
 impl Scenario {
@@ -43,25 +74,58 @@ impl Scenario {
             Scenario::Connected => "connected",
             Scenario::WalLoss => "wal-loss",
             Scenario::Static => "static",
+            Scenario::Gossip => "gossip",
+            Scenario::GossipDefaults => "gossip-defaults",
+            Scenario::Priority => "priority",
+            Scenario::PriorityDefaults => "priority-defaults",
+            Scenario::GossipRestart => "gossip-restart",
+            Scenario::PriorityRestart => "priority-restart",
+        }
+    }
+
+    /// Every scenario.
+    pub const ALL: &'static [Scenario] = &[
+        Scenario::Voters,
+        Scenario::Connected,
+        Scenario::WalLoss,
+        Scenario::Static,
+        Scenario::Gossip,
+        Scenario::GossipDefaults,
+        Scenario::Priority,
+        Scenario::PriorityDefaults,
+        Scenario::GossipRestart,
+        Scenario::PriorityRestart,
+    ];
+
+    /// The test file (`crates/core/tests/<name>.rs`) that runs this scenario.
+    pub fn test_file(self) -> &'static str {
+        match self {
+            Scenario::Voters | Scenario::Connected | Scenario::WalLoss | Scenario::Static => {
+                "simulation"
+            }
+            Scenario::Gossip
+            | Scenario::GossipDefaults
+            | Scenario::Priority
+            | Scenario::PriorityDefaults
+            | Scenario::GossipRestart
+            | Scenario::PriorityRestart => "simulation_modes",
         }
     }
 
     /// The scenario with this name.
     pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "voters" => Some(Scenario::Voters),
-            "connected" => Some(Scenario::Connected),
-            "wal-loss" => Some(Scenario::WalLoss),
-            "static" => Some(Scenario::Static),
-            _ => None,
-        }
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|scenario| scenario.name() == name)
     }
 
     /// The command that replays `seed` of this scenario with its trace printed.
     pub fn replay_command(self, seed: u64) -> String {
         format!(
-            "CONCLAVE_SIM_REPLAY={}:{seed} cargo test -p conclave-core --test simulation replay -- --ignored --nocapture",
-            self.name()
+            "CONCLAVE_SIM_REPLAY={}:{seed} cargo test -p conclave-core --test {} replay -- --ignored --nocapture",
+            self.name(),
+            self.test_file()
         )
     }
 }
@@ -91,6 +155,9 @@ pub struct SeedReport {
     pub digest: u64,
     /// Crashes that lost a node's whole WAL ([`Scenario::WalLoss`]).
     pub wal_losses: u64,
+    /// Live leaders at the moment faults stopped (gossip and priority: several when a partition
+    /// healed with a leader on each side).
+    pub leaders_at_heal: usize,
 }
 
 /// A finished run: its result and, when recording was asked for, its trace.
@@ -120,6 +187,11 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, abstain: boo
         Scenario::Connected => &[2, 3, 3, 4, 5, 5],
         Scenario::WalLoss => &[3, 3, 3, 4, 5],
         Scenario::Static => &[1, 2, 3, 3, 4, 5],
+        Scenario::Gossip
+        | Scenario::GossipDefaults
+        | Scenario::Priority
+        | Scenario::PriorityDefaults => &[1, 2, 3, 3, 4, 5, 5],
+        Scenario::GossipRestart | Scenario::PriorityRestart => &[3, 3, 4, 5],
     };
     let nodes = sizes[plan.below(sizes.len() as u64) as usize];
     let heartbeat = Duration::from_millis(50);
@@ -131,6 +203,18 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, abstain: boo
             let leader = plan.below(nodes as u64) as usize;
             SimConfig::static_leader(nodes, leader, heartbeat)
         }
+        Scenario::Gossip | Scenario::GossipRestart => {
+            SimConfig::gossip(nodes, gossip_tightened(), heartbeat)
+        }
+        Scenario::GossipDefaults => {
+            SimConfig::gossip(nodes, GossipConfig::new(node_id(0)), heartbeat)
+        }
+        Scenario::Priority | Scenario::PriorityRestart => {
+            SimConfig::priority(nodes, priority_tightened(), heartbeat)
+        }
+        Scenario::PriorityDefaults => {
+            SimConfig::priority(nodes, PriorityConfig::new(node_id(0)), heartbeat)
+        }
     };
     if let Some(raft) = config.raft_mut() {
         raft.pre_vote = plan.chance(0.75);
@@ -138,7 +222,15 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, abstain: boo
         raft.ranked_timeouts = plan.chance(0.5);
     }
     if let Some(membership) = &mut config.membership {
-        membership.heartbeat_interval = Duration::from_millis(100);
+        if matches!(
+            scenario,
+            Scenario::GossipDefaults | Scenario::PriorityDefaults
+        ) {
+            // Membership's own defaults beside the mode's.
+            *membership = crate::membership::MembershipConfig::default();
+        } else {
+            membership.heartbeat_interval = Duration::from_millis(100);
+        }
     }
     config.record_trace = record_trace;
 
@@ -167,6 +259,7 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, abstain: boo
         messages: sim.messages_sent(),
         digest: sim.digest(),
         wal_losses: sim.wal_losses(),
+        leaders_at_heal: sim.leaders_at_heal(),
     });
     SeedRun {
         result,
@@ -179,6 +272,16 @@ fn script(
     sim: &mut Simulation,
     plan: &mut SeededRng,
 ) -> Result<Duration, SimFailure> {
+    match scenario {
+        Scenario::Gossip
+        | Scenario::GossipDefaults
+        | Scenario::Priority
+        | Scenario::PriorityDefaults => return quorumless_script(sim, plan),
+        Scenario::GossipRestart | Scenario::PriorityRestart => {
+            return restart_script(sim, plan);
+        }
+        Scenario::Voters | Scenario::Connected | Scenario::WalLoss | Scenario::Static => {}
+    }
     if scenario == Scenario::WalLoss {
         chaos_with_wal_loss(sim, plan, CHAOS)?;
     } else {
@@ -200,10 +303,20 @@ fn script(
 
 /// Faults at random moments for `duration`.
 fn chaos(sim: &mut Simulation, plan: &mut SeededRng, duration: Duration) -> Result<(), SimFailure> {
+    chaos_paced(sim, plan, duration, (20, 600))
+}
+
+/// Faults for `duration`, `gap_ms` (a range, in ms) apart.
+fn chaos_paced(
+    sim: &mut Simulation,
+    plan: &mut SeededRng,
+    duration: Duration,
+    gap_ms: (u64, u64),
+) -> Result<(), SimFailure> {
     let end = sim.now() + duration;
     sim.set_crash_mid_step(0.002);
     loop {
-        let next = sim.now() + Duration::from_millis(plan.between(20, 600));
+        let next = sim.now() + Duration::from_millis(plan.between(gap_ms.0, gap_ms.1));
         if next >= end {
             sim.run_until(end)?;
             return Ok(());
@@ -267,6 +380,13 @@ fn chaos_with_wal_loss(
 
 fn inject_fault(sim: &mut Simulation, plan: &mut SeededRng) -> Result<(), SimFailure> {
     let n = sim.len();
+    let quorumless = matches!(
+        sim.election_mode(),
+        ElectionConfig::Gossip(_) | ElectionConfig::Priority(_)
+    );
+    if quorumless && plan.chance(1.0 / 12.0) {
+        return mode_fault(sim, plan);
+    }
     match plan.below(11) {
         0 | 1 => {
             let alive = sim.alive();
@@ -322,6 +442,255 @@ fn inject_fault(sim: &mut Simulation, plan: &mut SeededRng) -> Result<(), SimFai
         }
     }
     Ok(())
+}
+
+/// A fault only gossip and priority have: their leaders step down by command. A gossip
+/// leader yields (GOS-4) — only while no other node yields, so that some node always
+/// proposes once the network heals (a node that yields alone waits out six alive
+/// thresholds, which `gossip_scenarios` covers). A priority master resigns to its best
+/// successor (PRI-5, `MasterResign`), or its battery drops below the resignation threshold.
+fn mode_fault(sim: &mut Simulation, plan: &mut SeededRng) -> Result<(), SimFailure> {
+    let leaders = sim.leaders();
+    if leaders.is_empty() {
+        return Ok(());
+    }
+    let leader = leaders[plan.below(leaders.len() as u64) as usize];
+    match sim.election_mode() {
+        ElectionConfig::Gossip(_) => {
+            let someone_yields = sim.alive().into_iter().any(|i| is_yielding(sim, i));
+            if !someone_yields && sim.len() >= 2 {
+                // Refused answers (a node that stopped leading meanwhile) are part of the game.
+                let _ = sim.command(leader, Command::Resign)?;
+            }
+        }
+        ElectionConfig::Priority(_) => {
+            if plan.chance(0.5) {
+                let _ = sim.command(leader, Command::Resign)?;
+            } else {
+                sim.set_battery(leader, plan.below(15) as u8)?;
+            }
+        }
+        ElectionConfig::Raft(_) | ElectionConfig::Static(_) => {}
+    }
+    Ok(())
+}
+
+/// Whether node `index` is a gossip node that yielded (GOS-4) and proposes nothing yet.
+fn is_yielding(sim: &Simulation, index: usize) -> bool {
+    sim.election(index).is_some_and(|election| {
+        matches!(election.status().detail, ModeStatus::Gossip(gossip) if gossip.yielding)
+    })
+}
+
+/// Gossip's and priority's randomized run: chaos at the pace of the mode's timings, then
+/// healing (a node that was down stays down half the time), then exactly one leader known by
+/// every live node within [`heal_bound`], which still leads, with the same fencing token, a
+/// while later.
+fn quorumless_script(sim: &mut Simulation, plan: &mut SeededRng) -> Result<Duration, SimFailure> {
+    let unit = pace_unit(sim.election_mode());
+    // Chaos lasts a few failovers, with faults a tenth to one and a half failovers apart.
+    let chaos_for = unit * 4;
+    let gap = (
+        (unit.as_millis() / 10).max(20) as u64,
+        (unit.as_millis() * 3 / 2).max(100) as u64,
+    );
+    chaos_paced(sim, plan, chaos_for, gap)?;
+    sim.note_leaders_at_heal();
+    // A node that is down comes back, or (half the time) stays down for good — a sudden power
+    // loss whose followers must time out on it — as long as one node is left.
+    let down: Vec<usize> = (0..sim.len())
+        .filter(|&i| !sim.is_alive(i) || sim.is_stopping(i))
+        .collect();
+    let stay_down: Vec<usize> = down
+        .iter()
+        .copied()
+        .filter(|_| plan.chance(0.5))
+        .take(sim.len() - 1)
+        .collect();
+    calm(sim)?;
+    for &index in &stay_down {
+        sim.crash(index);
+    }
+    if sim.alive().into_iter().all(|i| is_yielding(sim, i)) {
+        // Only nodes that yielded would be left, and they propose nothing for six alive
+        // thresholds (GOS-4, not a failover): bring the others back.
+        for &index in &stay_down {
+            sim.restart(index);
+        }
+    }
+    let bound = heal_bound(sim.election_mode());
+    let healed_at = sim.now();
+    let convergence = await_agreed_leader(sim, bound)?;
+    // Timers started before healing may still run out until the bound; from then on nothing
+    // changes: same leader, same token.
+    sim.run_until(healed_at + bound)?;
+    let (leader, token) = settled_token(sim, "at the end of the bound after healing")?;
+    sim.run_for(unit)?;
+    let (leader_after, token_after) = settled_token(sim, "after the bound")?;
+    if (leader_after, token_after) != (leader, token) {
+        return Err(sim.failure(
+            "liveness",
+            format!(
+                "the leader or its token changed after the bound: {}:{token:?} then {}:{token_after:?}; {}",
+                sim.id(leader),
+                sim.id(leader_after),
+                describe(sim)
+            ),
+        ));
+    }
+    Ok(convergence)
+}
+
+/// The restart flavour: a settled cluster's leader is killed — at once, or part-way through
+/// one of its steps — and restarted from what it persisted, either after the survivors
+/// replaced it or while they are still at it; each time a leader known by every live node
+/// must appear within [`failover_bound`] of the kill or the restart.
+fn restart_script(sim: &mut Simulation, plan: &mut SeededRng) -> Result<Duration, SimFailure> {
+    let first = first_leader_bound(sim.election_mode());
+    await_agreed_leader(sim, first)?;
+    let bound = failover_bound(sim.election_mode());
+    let mut slowest = Duration::ZERO;
+    for _ in 0..3 {
+        // Let the cluster run a while, so the kill falls anywhere in the leader's rhythm.
+        sim.run_for(Duration::from_millis(
+            plan.between(0, bound.as_millis() as u64 / 2),
+        ))?;
+        let Some(&leader) = sim.leaders().first() else {
+            return Err(sim.failure("liveness", format!("no leader to kill; {}", describe(sim))));
+        };
+        if plan.chance(0.5) {
+            sim.crash(leader);
+        } else {
+            // Part-way through one of its steps: whatever it had not carried out is lost.
+            sim.set_crash_mid_step(0.05);
+            let crashed = sim.run_until_condition(sim.now() + bound, |sim| !sim.is_alive(leader));
+            sim.set_crash_mid_step(0.0);
+            crashed?;
+            sim.crash(leader);
+            for other in 0..sim.len() {
+                if other != leader {
+                    sim.restart(other);
+                }
+            }
+        }
+        let early = plan.chance(0.3);
+        if early {
+            // Back while the survivors are still replacing it.
+            sim.run_for(Duration::from_millis(
+                plan.between(0, bound.as_millis() as u64 / 2),
+            ))?;
+            sim.restart(leader);
+        }
+        slowest = slowest.max(await_agreed_leader(sim, bound)?);
+        if !early {
+            sim.run_for(Duration::from_millis(
+                plan.between(0, bound.as_millis() as u64),
+            ))?;
+            sim.restart(leader);
+            slowest = slowest.max(await_agreed_leader(sim, bound)?);
+        }
+    }
+    check_still_agreed(sim, pace_unit(sim.election_mode()))?;
+    Ok(slowest)
+}
+
+/// The leader every live node names, alone in leading, and its fencing token.
+fn settled_token(
+    sim: &Simulation,
+    when: &str,
+) -> Result<(usize, Option<crate::election::FencingToken>), SimFailure> {
+    let alive = sim.alive();
+    match sim.agreed_leader(&alive) {
+        Some(leader) if sim.leaders() == [leader] => Ok((
+            leader,
+            sim.election(leader)
+                .and_then(|election| election.fencing_token()),
+        )),
+        _ => Err(sim.failure(
+            "liveness",
+            format!("no single agreed leader {when}; {}", describe(sim)),
+        )),
+    }
+}
+
+/// Gossip with Fabric's four timings at a tenth of its defaults: 1.5 s start-up grace,
+/// 100 ms membership sampling, 1 s alive threshold, 500 ms election (failover budget 1.5 s).
+pub fn gossip_tightened() -> GossipConfig {
+    GossipConfig::new(node_id(0)).with_timings(
+        Duration::from_millis(1500),
+        Duration::from_millis(100),
+        Duration::from_millis(1000),
+        Duration::from_millis(500),
+    )
+}
+
+/// Priority with seed 002's timings at a fifth: 100 ms discovery, 40 ms campaign, 60 ms
+/// votes, 20 ms jitter, announcements every 200 ms, master dead after 600 ms (failover budget
+/// 820 ms).
+pub fn priority_tightened() -> PriorityConfig {
+    let mut config = PriorityConfig::new(node_id(0));
+    config.discovery_timeout = Duration::from_millis(100);
+    config.campaign_timeout = Duration::from_millis(40);
+    config.vote_timeout = Duration::from_millis(60);
+    config.jitter_max = Duration::from_millis(20);
+    config.announce_interval = Duration::from_millis(200);
+    config.master_timeout = Duration::from_millis(600);
+    config
+}
+
+/// The time scale of a mode's runs: its failover budget (raft and static: the raft runs'
+/// 3 s of chaos).
+fn pace_unit(election: &ElectionConfig) -> Duration {
+    match election {
+        ElectionConfig::Gossip(gossip) => gossip.failover_budget(),
+        ElectionConfig::Priority(priority) => priority.failover_budget(),
+        ElectionConfig::Raft(_) | ElectionConfig::Static(_) => CHAOS,
+    }
+}
+
+/// How long after a leader is killed (or restarted) every live node must name one new
+/// leader: the mode's failover budget — gossip: `leader_alive_threshold +
+/// leader_election_duration` ([`GossipConfig::failover_budget`]); priority: master timeout +
+/// discovery + jitter + campaign + votes ([`PriorityConfig::failover_budget`]) — plus what
+/// the formula leaves out: frames in flight (a few one-way delays of the healthy network, at
+/// most 5 ms each) and membership's news reaching the election through the mailbox hop.
+pub fn failover_bound(election: &ElectionConfig) -> Duration {
+    match election {
+        ElectionConfig::Gossip(gossip) => gossip.failover_budget() + FRAME_SLACK,
+        ElectionConfig::Priority(priority) => priority.failover_budget() + FRAME_SLACK,
+        ElectionConfig::Raft(_) | ElectionConfig::Static(_) => CONVERGENCE_BOUND,
+    }
+}
+
+/// How long a cluster started together takes to name its first leader: gossip: the start-up
+/// wait (at most `startup_grace_period`, GOS-1) and one election (GOS-2); priority: its
+/// failover budget, which holds a discovery and a campaign with room to spare.
+fn first_leader_bound(election: &ElectionConfig) -> Duration {
+    match election {
+        ElectionConfig::Gossip(gossip) => {
+            gossip.startup_grace_period + gossip.leader_election_duration + FRAME_SLACK
+        }
+        ElectionConfig::Priority(_) | ElectionConfig::Raft(_) | ElectionConfig::Static(_) => {
+            failover_bound(election)
+        }
+    }
+}
+
+/// Frames in flight and mailbox hops the failover formulas leave out: a handful of one-way
+/// delays (5 ms at most once the network is healthy) and of mailbox hops (2 ms at most).
+const FRAME_SLACK: Duration = Duration::from_millis(50);
+
+/// How long after healing every live node must name one leader: the same as after a kill
+/// ([`failover_bound`]). The formula covers the slowest path out of a healed fault — a leader
+/// that died (or was cut off) just before healing, which its followers give up only after the
+/// alive threshold or master timeout, then one election — and everything else is faster: two
+/// leaders that survived a partition hear each other as soon as membership reconnects them
+/// (a gossip leader declares to every peer joining its view, a priority master answers any
+/// announcement of a rival), and a node restarted at healing learns the leader from its first
+/// exchange (a gossip declaration ends its start-up wait, GOS-1; a priority `DiscoverAck`
+/// names the master, PRI-4).
+pub fn heal_bound(election: &ElectionConfig) -> Duration {
+    failover_bound(election)
 }
 
 /// Stops every fault: healed network, no loss, nominal delays, every node running (a node

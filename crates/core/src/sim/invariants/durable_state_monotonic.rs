@@ -31,6 +31,8 @@ impl Invariant for DurableStateMonotonic {
                     continue;
                 }
                 Observation::Sent { .. }
+                | Observation::Declared { .. }
+                | Observation::LeaderPublished { .. }
                 | Observation::Dropped { .. }
                 | Observation::ReachabilityOvertaken { .. } => continue,
             };

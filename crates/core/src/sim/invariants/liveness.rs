@@ -47,13 +47,14 @@ pub fn check_still_agreed(sim: &mut Simulation, settle: Duration) -> Result<usiz
 /// One line per node: role, term and known leader.
 pub fn describe(sim: &Simulation) -> String {
     (0..sim.len())
-        .map(|i| match sim.raft(i) {
-            Some(raft) => format!(
-                "{}: {} term {} leader {}",
+        .map(|i| match sim.election(i) {
+            Some(election) => format!(
+                "{}: {} ({}) term {} leader {}",
                 sim.id(i),
-                raft.role(),
-                raft.term(),
-                raft.leader().map_or("-".to_owned(), |l| l.to_string())
+                election.role(),
+                election.phase(),
+                election.term(),
+                election.leader().map_or("-".to_owned(), |l| l.to_string())
             ),
             None => format!("{}: crashed", sim.id(i)),
         })

@@ -7,7 +7,11 @@
 //! - [`DurableStateMonotonic`]: a node's persisted term never goes back, and its persisted
 //!   vote never changes within a term;
 //! - [`PersistedBeforeSent`]: no election message leaves a node before the term and vote it
-//!   depends on are durable.
+//!   depends on are durable (raft's term, the gossip epoch, the priority round);
+//! - [`FencingTokenMonotonic`] (gossip, priority): the fencing token a node publishes never
+//!   goes back, and grows with every change of leader, across restarts (CB-5);
+//! - [`TokenDeclaredByLeader`] (gossip, priority): a node names a leader only with a term that
+//!   leader claimed on the wire itself (CB-5).
 //!
 //! Progress properties are checked at the end of a phase, once faults stop:
 //! - [`liveness::await_agreed_leader`]: within a bounded virtual time every live node knows
@@ -16,16 +20,20 @@
 //!   stable partition has exactly one leader that all its members know.
 
 mod durable_state_monotonic;
+mod fencing_token_monotonic;
 pub mod liveness;
 mod one_leader_per_term;
 mod one_vote_per_term;
 pub mod partition_convergence;
 mod persisted_before_sent;
+mod token_declared_by_leader;
 
 pub use durable_state_monotonic::DurableStateMonotonic;
+pub use fencing_token_monotonic::FencingTokenMonotonic;
 pub use one_leader_per_term::OneLeaderPerTerm;
 pub use one_vote_per_term::OneVotePerTerm;
 pub use persisted_before_sent::PersistedBeforeSent;
+pub use token_declared_by_leader::TokenDeclaredByLeader;
 
 use crate::election::ElectionConfig;
 use crate::raft::{QuorumMode, RaftConfig};
@@ -42,7 +50,9 @@ pub trait Invariant {
 /// The invariants that hold for `election`. Raft's `connected` mode allows one leader per
 /// partition, and so do gossip and priority (they elect without a quorum, DESIGN §4.3–4.4,
 /// and two partitions may pick the same next epoch or round), so the one-leader rule is for
-/// raft's `voters` mode, and for static mode, where only the named node ever leads.
+/// raft's `voters` mode, and for static mode, where only the named node ever leads. What
+/// fences gossip's and priority's leaders instead — each node's token only grows, and every
+/// token is its leader's own — is checked for those two.
 pub fn standard(election: &ElectionConfig) -> Vec<Box<dyn Invariant>> {
     let mut invariants: Vec<Box<dyn Invariant>> = vec![
         Box::new(OneVotePerTerm::default()),
@@ -58,6 +68,13 @@ pub fn standard(election: &ElectionConfig) -> Vec<Box<dyn Invariant>> {
     };
     if one_leader {
         invariants.push(Box::new(OneLeaderPerTerm::default()));
+    }
+    if matches!(
+        election,
+        ElectionConfig::Gossip(_) | ElectionConfig::Priority(_)
+    ) {
+        invariants.push(Box::new(FencingTokenMonotonic::default()));
+        invariants.push(Box::new(TokenDeclaredByLeader::default()));
     }
     invariants
 }

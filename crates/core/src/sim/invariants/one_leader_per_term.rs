@@ -22,16 +22,20 @@ impl Invariant for OneLeaderPerTerm {
 
     fn check(&mut self, sim: &Simulation, _: &[Observation]) -> Result<(), String> {
         for index in sim.alive() {
-            let Some(raft) = sim.raft(index) else {
+            // Any mode's election: static mode is held to this rule as well as raft's `voters`.
+            let Some(election) = sim.election(index) else {
                 continue;
             };
-            if raft.role() != Role::Leader {
+            if election.role() != Role::Leader {
                 continue;
             }
-            let id = raft.id();
-            let first = *self.leaders.entry(raft.term()).or_insert(id);
+            let id = election.id();
+            let first = *self.leaders.entry(election.term()).or_insert(id);
             if first != id {
-                return Err(format!("{first} and {id} both led term {}", raft.term()));
+                return Err(format!(
+                    "{first} and {id} both led term {}",
+                    election.term()
+                ));
             }
         }
         Ok(())

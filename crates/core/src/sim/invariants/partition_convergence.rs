@@ -28,7 +28,7 @@ pub fn check_partitions_converged(
             sim.agreed_leader(group).is_some()
                 && group
                     .iter()
-                    .filter(|&&i| sim.raft(i).is_some_and(|r| r.is_leader()))
+                    .filter(|&&i| sim.election(i).is_some_and(|e| e.is_leader()))
                     .count()
                     == 1
         })

@@ -1,5 +1,6 @@
-//! RAFT-1: term and vote are persisted before any message that depends on them leaves the
-//! node. Every election message is checked against the sender's durable state at the moment
+//! RAFT-1, CB-5: term and vote are persisted before any message that depends on them leaves
+//! the node — raft's term, and in gossip and priority mode the epoch or round every message
+//! carries. Every election message is checked against the sender's durable state at the moment
 //! the driver hands it to the network: its term must be durable, and a granted vote must be
 //! the durable vote of that term. Pre-vote messages speak of a term nobody has entered and
 //! are exempt.
