@@ -19,6 +19,8 @@ mod node;
 mod state;
 
 #[cfg(test)]
+mod priority_tests;
+#[cfg(test)]
 mod tests;
 
 pub use config::{QuorumMode, RaftConfig, majority_threshold};
