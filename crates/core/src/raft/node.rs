@@ -691,6 +691,7 @@ impl Raft {
             electorate: self.electorate_size(),
             last_log: self.last_log,
             abstaining_until_heard: self.abstention_waiting_for(),
+            priority: self.priority,
         }
     }
 

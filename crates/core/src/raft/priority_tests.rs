@@ -474,6 +474,7 @@ fn raft10_health_reading_lowers_the_leader_priority() {
     };
     raft.handle_health(t0, reading(Some(10)));
     assert_eq!(raft.priority(), Some(10));
+    assert_eq!(raft.status().priority, Some(10));
     assert_eq!(drain(&mut raft), vec![]);
 
     // Back to the configured 30 half-way: nothing happens at the end of the delay.
