@@ -118,6 +118,7 @@ fn request_vote(term: u64, candidate: PeerId, log: LogPosition) -> RaftMessage {
         last_log_term: log.term,
         pre_vote: false,
         leadership_transfer: false,
+        priority: None,
     })
 }
 
@@ -129,6 +130,7 @@ fn pre_vote_request(term: u64, candidate: PeerId, log: LogPosition) -> RaftMessa
         last_log_term: log.term,
         pre_vote: true,
         leadership_transfer: false,
+        priority: None,
     })
 }
 
@@ -137,6 +139,7 @@ fn vote(term: u64, granted: bool) -> RaftMessage {
         term,
         granted,
         pre_vote: false,
+        priority: None,
     })
 }
 
@@ -145,6 +148,7 @@ fn pre_vote(term: u64, granted: bool) -> RaftMessage {
         term,
         granted,
         pre_vote: true,
+        priority: None,
     })
 }
 
@@ -172,6 +176,7 @@ fn append_resp(term: u64, success: bool) -> RaftMessage {
         success,
         match_index: 0,
         hint: None,
+        priority: None,
     })
 }
 

@@ -107,6 +107,7 @@ fn seed000_election_state_machine_follower_candidate_leader() {
             term: 1,
             granted: true,
             pre_vote: false,
+            priority: None,
         }),
     );
     assert_eq!(raft.role(), Role::Leader);

@@ -92,6 +92,11 @@ pub struct RequestVote {
     /// The campaign was started by `TimeoutNow` (leadership transfer), so voters must not
     /// refuse it because they still hear a leader.
     pub leadership_transfer: bool,
+    /// RAFT-10: the sender's election priority (higher is preferred), when it has one. The
+    /// last field, and left out entirely when `None`: a node without a priority sends the same
+    /// bytes as before the field existed, and a frame without it decodes as `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
 }
 
 /// The answer to a [`RequestVote`].
@@ -103,6 +108,11 @@ pub struct Vote {
     pub granted: bool,
     /// Answers a pre-vote.
     pub pre_vote: bool,
+    /// RAFT-10: the sender's election priority (higher is preferred), when it has one. The
+    /// last field, and left out entirely when `None`: a node without a priority sends the same
+    /// bytes as before the field existed, and a frame without it decodes as `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
 }
 
 /// What a log entry carries.
@@ -190,6 +200,11 @@ pub struct AppendResp {
     pub match_index: u64,
     /// On a refusal, where to retry from.
     pub hint: Option<ConflictHint>,
+    /// RAFT-10: the sender's election priority (higher is preferred), when it has one. The
+    /// last field, and left out entirely when `None`: a node without a priority sends the same
+    /// bytes as before the field existed, and a frame without it decodes as `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
 }
 
 /// One chunk of a snapshot sent to a follower behind the compaction point (LOG-4).
@@ -674,6 +689,63 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(worst.len(), 3 + 9 + 2 + crate::MAX_ID_LEN);
+    }
+
+    /// RAFT-10: `priority` is a trailing field written only when present, so a node without a
+    /// priority sends the bytes it sent before the field existed, a frame without it decodes as
+    /// `None`, and a frame with it round-trips.
+    #[test]
+    fn raft10_priority_is_an_optional_trailing_field() {
+        let without = Vote {
+            term: 7,
+            granted: true,
+            pre_vote: false,
+            priority: None,
+        };
+        let bytes = rmp_serde::to_vec(&Body::Vote(without)).unwrap();
+        // [17, [term 7, true, false]]: three fields, exactly as before RAFT-10.
+        assert_eq!(bytes, vec![0x92, 0x11, 0x93, 0x07, 0xc3, 0xc2]);
+        assert_eq!(
+            rmp_serde::from_slice::<Body>(&bytes).unwrap(),
+            Body::Vote(without)
+        );
+
+        let with = Vote {
+            priority: Some(200),
+            ..without
+        };
+        let bytes = rmp_serde::to_vec(&Body::Vote(with)).unwrap();
+        assert_eq!(bytes, vec![0x92, 0x11, 0x94, 0x07, 0xc3, 0xc2, 0xcc, 200]);
+        assert_eq!(
+            rmp_serde::from_slice::<Body>(&bytes).unwrap(),
+            Body::Vote(with)
+        );
+
+        let resp = AppendResp {
+            term: 3,
+            success: true,
+            match_index: 0,
+            hint: None,
+            priority: Some(5),
+        };
+        let bytes = rmp_serde::to_vec(&Body::AppendResp(resp)).unwrap();
+        assert_eq!(bytes, vec![0x92, 0x13, 0x95, 0x03, 0xc3, 0x00, 0xc0, 0x05]);
+        assert_eq!(
+            rmp_serde::from_slice::<Body>(&bytes).unwrap(),
+            Body::AppendResp(resp)
+        );
+        // A nil in its place is no priority.
+        let nil = [0x92, 0x13, 0x95, 0x03, 0xc3, 0x00, 0xc0, 0xc0];
+        assert_eq!(
+            rmp_serde::from_slice::<Body>(&nil).unwrap(),
+            Body::AppendResp(AppendResp {
+                priority: None,
+                ..resp
+            })
+        );
+        // A priority past 255 is refused, not truncated.
+        let wide = [0x92, 0x13, 0x95, 0x03, 0xc3, 0x00, 0xc0, 0xcd, 0x01, 0x00];
+        assert!(rmp_serde::from_slice::<Body>(&wide).is_err());
     }
 
     /// PROTO-6: an unknown kind is a decode error.

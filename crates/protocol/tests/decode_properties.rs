@@ -181,9 +181,10 @@ fn body_of_kind(kind: BodyKind) -> BoxedStrategy<Body> {
             wide_u64(),
             any::<bool>(),
             any::<bool>(),
+            option::of(any::<u8>()),
         )
             .prop_map(
-                |(term, candidate, last_log_index, last_log_term, pre_vote, transfer)| {
+                |(term, candidate, last_log_index, last_log_term, pre_vote, transfer, priority)| {
                     RequestVote {
                         term,
                         candidate,
@@ -191,17 +192,24 @@ fn body_of_kind(kind: BodyKind) -> BoxedStrategy<Body> {
                         last_log_term,
                         pre_vote,
                         leadership_transfer: transfer,
+                        priority,
                     }
                     .into()
                 },
             )
             .boxed(),
-        BodyKind::Vote => (wide_u64(), any::<bool>(), any::<bool>())
-            .prop_map(|(term, granted, pre_vote)| {
+        BodyKind::Vote => (
+            wide_u64(),
+            any::<bool>(),
+            any::<bool>(),
+            option::of(any::<u8>()),
+        )
+            .prop_map(|(term, granted, pre_vote, priority)| {
                 Vote {
                     term,
                     granted,
                     pre_vote,
+                    priority,
                 }
                 .into()
             })
@@ -238,13 +246,15 @@ fn body_of_kind(kind: BodyKind) -> BoxedStrategy<Body> {
             option::of(
                 (wide_u64(), wide_u64()).prop_map(|(index, term)| ConflictHint { index, term }),
             ),
+            option::of(any::<u8>()),
         )
-            .prop_map(|(term, success, match_index, hint)| {
+            .prop_map(|(term, success, match_index, hint, priority)| {
                 AppendResp {
                     term,
                     success,
                     match_index,
                     hint,
+                    priority,
                 }
                 .into()
             })

@@ -54,6 +54,8 @@ struct Scenario {
     seq: u64,
     index: u64,
     timestamp_ms: u64,
+    /// RAFT-10's priority on vote requests and votes; absent by default.
+    priority: Option<u8>,
 }
 
 impl Scenario {
@@ -67,10 +69,12 @@ impl Scenario {
             seq: SEQ,
             index: LOG_INDEX,
             timestamp_ms: TIMESTAMP_MS,
+            priority: None,
         }
     }
 
-    /// 32-byte ids and every number at its widest MessagePack encoding.
+    /// 32-byte ids and every number at its widest MessagePack encoding, RAFT-10's priority
+    /// included.
     fn worst_case() -> Self {
         let long = |c: char| c.to_string().repeat(MAX_ID_LEN);
         Self {
@@ -82,6 +86,7 @@ impl Scenario {
             seq: u64::MAX,
             index: u64::MAX,
             timestamp_ms: u64::MAX,
+            priority: Some(u8::MAX),
         }
     }
 
@@ -127,6 +132,7 @@ impl Scenario {
                 last_log_term: self.term,
                 pre_vote: false,
                 leadership_transfer: false,
+                priority: self.priority,
             }
             .into(),
         )
@@ -148,6 +154,7 @@ impl Scenario {
                         term: self.term,
                         granted: true,
                         pre_vote: false,
+                        priority: self.priority,
                     }
                     .into(),
                 ),

@@ -253,6 +253,7 @@ fn grants_vote(state: HardState, candidate: &str) -> bool {
         last_log_term: 0,
         pre_vote: false,
         leadership_transfer: false,
+        priority: None,
     }))
     .unwrap();
     election

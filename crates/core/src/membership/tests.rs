@@ -76,6 +76,7 @@ fn raft_vote() -> Body {
         term: 7,
         granted: true,
         pre_vote: false,
+        priority: None,
     })
 }
 

@@ -63,18 +63,22 @@ pub struct RaftConfig {
     pub auto_election: bool,
     /// Stagger election timeouts by rank instead of spreading them uniformly over
     /// `[min, max)`: the electable nodes (the voters, or in `connected` mode this node and its
-    /// connected peers), without the leader just lost, are ordered byte-wise larger id first,
-    /// and rank `r` of `n` times out at `min + r·(max − min)/n`. The first survivor then
-    /// campaigns right at the minimum with nobody to split the vote with, which is what makes
-    /// failover fast; the slot gap keeps the others from competing unless it fails. The
-    /// ordering agrees with the pre-vote stand-aside rule. Only a follower's first timeout is
-    /// ranked; a node already campaigning retries on the uniform spread.
-    /// Off gives the Raft paper's uniform randomized timeouts.
+    /// connected peers), without the leader just lost, are ordered by RAFT-10 priority
+    /// (when any is known) and then byte-wise larger id first, and rank `r` of `n` times out
+    /// at `min + r·(max − min)/n`. The first survivor then campaigns right at the minimum
+    /// with nobody to split the vote with, which is what makes failover fast; the slot gap
+    /// keeps the others from competing unless it fails. The ordering agrees with the pre-vote
+    /// stand-aside rule. Only a follower's first timeout is ranked; a node already
+    /// campaigning retries on the uniform spread. Off gives the Raft paper's uniform
+    /// randomized timeouts.
     pub ranked_timeouts: bool,
-    /// RAFT-10: this node's priority, 0–255 (higher is preferred). `None` (the default) takes
-    /// no part in preemption: it neither delays its campaign nor asks a leader to hand over.
-    /// A health reading with a priority ([`crate::election::HealthReading::priority`])
-    /// replaces it while the node runs, like keepalived's track scripts.
+    /// RAFT-10: this node's priority, 0–255 (higher is preferred). It ranks the election
+    /// timeouts (priority first, then id) and lets a leader of lower priority hand over to
+    /// this node. `None` (the default) ranks below every priority, and a leader without one is
+    /// never preempted; in a cluster where no node has one, elections run exactly as without
+    /// RAFT-10. A health reading with a priority
+    /// ([`crate::election::HealthReading::priority`]) replaces it while the node runs, like
+    /// keepalived's track scripts.
     pub priority: Option<u8>,
     /// RAFT-10: how long a healthy leader waits, once it hears a caught-up voter of higher
     /// priority, before it hands leadership to that voter.

@@ -1,8 +1,9 @@
-//! Raft leader election (RAFT-1..9), sans-IO.
+//! Raft leader election (RAFT-1..10), sans-IO.
 //!
 //! [`Raft`] is one node's election state machine: roles, randomized election timeouts from an
 //! injected [`SeededRng`](crate::SeededRng), pre-vote and check-quorum, the two quorum modes,
-//! manual `SetLeader`, `EnableAutoLeaderElection`, and leader-change events. Votes compare log
+//! manual `SetLeader`, `EnableAutoLeaderElection`, leader-change events, and RAFT-10's
+//! priorities with preemption by leadership transfer (see [`Raft`]'s module docs). Votes compare log
 //! positions already; the replicated log itself arrives with LOG-1..5.
 //!
 //! It speaks the vocabulary of [`crate::election`]: its outputs are
@@ -17,6 +18,8 @@ mod message;
 mod node;
 mod state;
 
+#[cfg(test)]
+mod priority_tests;
 #[cfg(test)]
 mod tests;
 

@@ -1,4 +1,4 @@
-//! The election state machine of one node (RAFT-1..9).
+//! The election state machine of one node (RAFT-1..10).
 //!
 //! [`Raft`] owns term, vote, role, the known leader and the timers; it never reads a clock
 //! and never sends anything itself. Inputs arrive through `handle_*` methods with the current
@@ -12,6 +12,34 @@
 //! - events are queued after the messages of the same input, and a leader change is published
 //!   once per input, after its state was persisted (RAFT-9): a follower that learns a new
 //!   leader of a higher term publishes that leader, not an intermediate "no leader".
+//!
+//! # Priority and preemption (RAFT-10)
+//!
+//! keepalived's priorities and preemption, made quorum-safe: a preemption is only ever an
+//! ordinary leadership transfer (RAFT-8), so one leader per term and one vote per term are
+//! never at stake.
+//!
+//! - A node may have a priority, 0–255, higher preferred ([`RaftConfig::priority`]). It sends
+//!   it on its vote requests, votes and heartbeat answers, and remembers what each peer last
+//!   sent. A node without one sends none, and a peer not heard yet counts as one without.
+//! - Lower priority campaigns later: the ranked election timeouts order the electable nodes by
+//!   priority first, then by the larger id, and the pre-vote stand-aside rule agrees (the more
+//!   up-to-date log first, then priority, then id). With no priority anywhere, both are the id
+//!   rule they were before. A node that has not heard a peer's priority ranks it as having
+//!   none, so right after start every node with a priority may time out first; the pre-vote
+//!   stand-aside then lets the highest go on alone.
+//! - Preemption: a leader with a priority that, continuously for `preempt_delay`, has a voter
+//!   of higher priority that is caught up (its log matches the leader's) and answered within
+//!   the minimum election timeout, transfers leadership to the highest such voter (then the
+//!   larger id), with the cause [`LeaderChangeCause::Priority`]. Not with `nopreempt`, not while
+//!   an operator's pin holds (`manual_override`), not while automatic election is off, not
+//!   while stopping. A transfer that times out leaves it leading, like RAFT-8's; the next
+//!   attempt comes no sooner than `preempt_delay` later.
+//! - A health reading with a priority ([`HealthReading::priority`], keepalived's track
+//!   scripts) replaces the node's priority while it runs; one without brings back the
+//!   configured priority. The new value goes out with the next messages, so a leader whose
+//!   priority drops below a caught-up voter's is preempted `preempt_delay` later, and a voter
+//!   whose priority rises above the leader's preempts it once the leader has heard it.
 //!
 //! # Abstention after a lost hard state (WAL-2)
 //!
@@ -227,6 +255,20 @@ pub struct Raft {
     vote_floor: Option<u64>,
     /// Set once the driver asked the node to stop (CB-2).
     shutdown: Option<Shutdown>,
+
+    /// RAFT-10: this node's priority now: the configured one, or the one the latest health
+    /// reading asked for.
+    priority: Option<u8>,
+    /// RAFT-10: the priority each peer last sent (a peer that sent none is absent).
+    peer_priorities: BTreeMap<PeerId, u8>,
+    /// RAFT-10, at the leader: when each peer last answered it.
+    last_heard: BTreeMap<PeerId, Instant>,
+    /// RAFT-10, at the leader: since when a caught-up, connected voter of higher priority has
+    /// been there without a break.
+    outranked_since: Option<Instant>,
+    /// RAFT-10, at the leader: when it last started a preemption transfer; the next one waits
+    /// `preempt_delay` after it.
+    last_preemption: Option<Instant>,
 }
 
 impl Raft {
@@ -252,6 +294,7 @@ impl Raft {
     ) -> Result<Self, ElectionError> {
         config.validate()?;
         let auto_election = config.auto_election;
+        let priority = config.priority;
         let mut raft = Self {
             config,
             rng,
@@ -287,6 +330,11 @@ impl Raft {
             abstention: None,
             vote_floor: None,
             shutdown: None,
+            priority,
+            peer_priorities: BTreeMap::new(),
+            last_heard: BTreeMap::new(),
+            outranked_since: None,
+            last_preemption: None,
         };
         raft.reset_election_timer(now);
         Ok(raft)
@@ -343,6 +391,7 @@ impl Raft {
         if from == self.config.id || self.quarantined || self.is_stopped() {
             return;
         }
+        self.note_peer_priority(from, &message);
         if self.abstention.is_some() {
             self.abstaining_step(now, from, message);
         } else {
@@ -462,8 +511,29 @@ impl Raft {
     /// A peer's radio signal strength: raft elects on terms and logs alone, so it is ignored.
     pub fn handle_peer_signal(&mut self, _now: Instant, _signal: PeerSignal) {}
 
-    /// This node's health reading: ignored until RAFT-10's priority follows it.
-    pub fn handle_health(&mut self, _now: Instant, _reading: HealthReading) {}
+    /// This node's health reading (RAFT-10, keepalived's track scripts): a reading with a
+    /// priority makes it this node's priority while it runs; a reading without one brings back
+    /// the configured priority. The battery charge is not used in raft mode. The new priority
+    /// goes out on the next vote requests, votes and heartbeat answers; a leader whose priority
+    /// drops below a caught-up voter's starts counting its `preempt_delay` at once.
+    pub fn handle_health(&mut self, now: Instant, reading: HealthReading) {
+        if self.quarantined || self.is_stopped() {
+            return;
+        }
+        let priority = reading.priority.or(self.config.priority);
+        if priority != self.priority {
+            info!(
+                old = ?self.priority,
+                new = ?priority,
+                "election priority changed by a health reading"
+            );
+            self.priority = priority;
+            if self.phase == Phase::Leader {
+                self.consider_preemption(now);
+            }
+        }
+        self.finish();
+    }
 
     /// An operator's command (RAFT-8).
     pub fn handle_command(
@@ -508,6 +578,9 @@ impl Raft {
         }
         if let Some(transfer) = &self.transfer {
             next = next.min(transfer.deadline);
+        }
+        if let Some(due) = self.preemption_due() {
+            next = next.min(due);
         }
         Some(next)
     }
@@ -571,6 +644,12 @@ impl Raft {
         self.auto_election
     }
 
+    /// Its election priority now (RAFT-10): the configured one, or the one of the latest health
+    /// reading that carried one.
+    pub fn priority(&self) -> Option<u8> {
+        self.priority
+    }
+
     /// The leader pinned by a manual `SetLeader` (RAFT-8), while the override holds.
     pub fn manual_override(&self) -> Option<PeerId> {
         self.hard.manual_override
@@ -612,6 +691,7 @@ impl Raft {
             electorate: self.electorate_size(),
             last_log: self.last_log,
             abstaining_until_heard: self.abstention_waiting_for(),
+            priority: self.priority,
         }
     }
 
@@ -650,7 +730,7 @@ impl Raft {
             RaftMessage::RequestVote(request) => self.handle_request_vote(now, from, request),
             RaftMessage::Vote(vote) => self.handle_vote(now, from, vote),
             RaftMessage::AppendEntries(append) => self.handle_append(now, from, &append),
-            RaftMessage::AppendResp(response) => self.handle_append_resp(from, response),
+            RaftMessage::AppendResp(response) => self.handle_append_resp(now, from, response),
             RaftMessage::LeaderAssign(assign) => self.handle_leader_assign(now, from, assign),
             RaftMessage::TimeoutNow(order) => self.handle_timeout_now(now, from, order),
         }
@@ -667,6 +747,7 @@ impl Raft {
                     success: false,
                     match_index: 0,
                     hint: None,
+                    priority: self.priority,
                 }),
             ),
             RaftMessage::RequestVote(request) => {
@@ -676,6 +757,7 @@ impl Raft {
                         term: self.hard.term,
                         granted: false,
                         pre_vote: request.pre_vote,
+                        priority: self.priority,
                     }),
                 );
                 self.pending_events.push(Event::VoteCast {
@@ -697,7 +779,7 @@ impl Raft {
             && self.phase == Phase::PreCandidate
             && request.term == self.hard.term + 1
             && request.candidate == from
-            && self.should_stand_aside(now, from, candidate_log)
+            && self.should_stand_aside(now, from, request.priority, candidate_log)
         {
             debug!(%from, term = request.term, "standing aside for a higher-ranked pre-candidate");
             self.stood_aside_for = Some((from, now));
@@ -735,6 +817,7 @@ impl Raft {
                 term: answer_term,
                 granted,
                 pre_vote: request.pre_vote,
+                priority: self.priority,
             }),
         );
         self.pending_events.push(Event::VoteCast {
@@ -771,10 +854,13 @@ impl Raft {
         &self,
         now: Instant,
         candidate: PeerId,
+        candidate_priority: Option<u8>,
         candidate_log: LogPosition,
     ) -> bool {
+        // RAFT-10: with equal logs, priority first, as the ranked timeouts order them.
         let outranked = candidate_log > self.last_log
-            || (candidate_log == self.last_log && candidate > self.config.id);
+            || (candidate_log == self.last_log
+                && (candidate_priority, candidate) > (self.priority, self.config.id));
         let recently = self.stood_aside_for.is_some_and(|(peer, at)| {
             peer == candidate
                 && now.saturating_duration_since(at) < self.config.election_timeout_max * 2
@@ -857,6 +943,7 @@ impl Raft {
                 success: true,
                 match_index: append.prev_index,
                 hint: None,
+                priority: self.priority,
             }
         } else {
             AppendResp {
@@ -871,21 +958,24 @@ impl Raft {
                         0
                     },
                 }),
+                priority: self.priority,
             }
         };
         self.send(from, RaftMessage::AppendResp(response));
     }
 
-    fn handle_append_resp(&mut self, from: PeerId, response: AppendResp) {
+    fn handle_append_resp(&mut self, now: Instant, from: PeerId, response: AppendResp) {
         if self.phase != Phase::Leader {
             return;
         }
         self.recent_active.insert(from);
+        self.last_heard.insert(from, now);
         if response.success {
             let matched = self.match_index.entry(from).or_insert(0);
             *matched = (*matched).max(response.match_index);
         }
         self.order_transfer_if_caught_up(from);
+        self.consider_preemption(now);
     }
 
     /// RAFT-8. In `connected` mode an assignment is authoritative: adopt its term and leader.
@@ -941,6 +1031,110 @@ impl Raft {
     }
 
     // -----------------------------------------------------------------------------------------
+    // priority and preemption (RAFT-10; see the module docs)
+
+    /// Remembers the priority `from` sent with a vote request, a vote or a heartbeat answer.
+    fn note_peer_priority(&mut self, from: PeerId, message: &RaftMessage) {
+        let priority = match message {
+            RaftMessage::RequestVote(request) if request.candidate == from => request.priority,
+            RaftMessage::Vote(vote) => vote.priority,
+            RaftMessage::AppendResp(response) => response.priority,
+            _ => return,
+        };
+        match priority {
+            Some(priority) => {
+                self.peer_priorities.insert(from, priority);
+            }
+            None => {
+                self.peer_priorities.remove(&from);
+            }
+        }
+    }
+
+    /// The priority of `peer` as far as this node knows; `None` for a peer that sent none or
+    /// was not heard yet, which ranks below every priority.
+    fn priority_of(&self, peer: PeerId) -> Option<u8> {
+        if peer == self.config.id {
+            self.priority
+        } else {
+            self.peer_priorities.get(&peer).copied()
+        }
+    }
+
+    /// The voter this leader would hand over to now: of the voters with a higher priority than
+    /// its own that are caught up and answered within the minimum election timeout, the one
+    /// with the highest priority (then the larger id, as the ranked timeouts order them).
+    /// `None` when this node must not be preempted: it does not lead, it has no priority of its
+    /// own, `nopreempt` is set, an operator's pin holds, automatic election is off, or it is
+    /// stopping.
+    fn preemption_target(&self, now: Instant) -> Option<PeerId> {
+        if self.phase != Phase::Leader
+            || self.config.nopreempt
+            || self.hard.manual_override.is_some()
+            || !self.auto_election
+            || self.shutdown.is_some()
+        {
+            return None;
+        }
+        let own = self.priority?;
+        self.election_peers()
+            .into_iter()
+            .filter_map(|peer| {
+                let priority = self.peer_priorities.get(&peer).copied()?;
+                let caught_up =
+                    self.match_index.get(&peer).copied().unwrap_or(0) >= self.last_log.index;
+                let connected = self.last_heard.get(&peer).is_some_and(|heard| {
+                    now.saturating_duration_since(*heard) < self.config.election_timeout_min
+                });
+                (priority > own && caught_up && connected).then_some((priority, peer))
+            })
+            .max()
+            .map(|(_, peer)| peer)
+    }
+
+    /// When the next preemption may start: `preempt_delay` after a better voter appeared, and
+    /// no sooner than `preempt_delay` after the last attempt. `None` while none is pending or a
+    /// transfer is under way.
+    fn preemption_due(&self) -> Option<Instant> {
+        if self.phase != Phase::Leader || self.transfer.is_some() {
+            return None;
+        }
+        let delay = self.config.preempt_delay;
+        let mut due = self.outranked_since? + delay;
+        if let Some(last) = self.last_preemption {
+            due = due.max(last + delay);
+        }
+        Some(due)
+    }
+
+    /// A leader checks whether a better voter has been there for `preempt_delay`, and if so
+    /// hands leadership over to it with an ordinary transfer (RAFT-8): the target campaigns in
+    /// a new term and must win a normal election, so no term ever gets two leaders. A transfer
+    /// that times out leaves this node leading; it tries again `preempt_delay` later if the
+    /// better voter is still there.
+    fn consider_preemption(&mut self, now: Instant) {
+        if self.phase != Phase::Leader || self.transfer.is_some() {
+            return;
+        }
+        let Some(target) = self.preemption_target(now) else {
+            self.outranked_since = None;
+            return;
+        };
+        self.outranked_since.get_or_insert(now);
+        if self.preemption_due().is_none_or(|due| now < due) {
+            return;
+        }
+        info!(
+            %target,
+            own = ?self.priority,
+            target_priority = ?self.priority_of(target),
+            "a caught-up voter of higher priority: handing leadership over (preemption)"
+        );
+        self.last_preemption = Some(now);
+        self.start_transfer(now, target, false, LeaderChangeCause::Priority);
+    }
+
+    // -----------------------------------------------------------------------------------------
     // abstention after a lost hard state (WAL-2; see the module docs)
 
     /// A message while abstaining: note the sender's term, refuse votes, follow nobody.
@@ -989,6 +1183,7 @@ impl Raft {
                 last_log_term: self.last_log.term,
                 pre_vote: true,
                 leadership_transfer: false,
+                priority: self.priority,
             };
             for peer in self.abstention_waiting_for() {
                 self.send(peer, RaftMessage::RequestVote(probe));
@@ -1284,9 +1479,11 @@ impl Raft {
                 if self.shutdown.is_some() {
                     // Stopping: nobody took over in time; step down rather than wait more.
                     self.become_follower(now, self.hard.term, None, LeaderChangeCause::Shutdown);
+                    return;
                 }
             }
         }
+        self.consider_preemption(now);
     }
 
     fn election_timeout(&mut self, now: Instant) {
@@ -1374,6 +1571,7 @@ impl Raft {
             last_log_term: self.last_log.term,
             pre_vote,
             leadership_transfer: kind == Campaign::Transfer,
+            priority: self.priority,
         };
         for peer in self.election_peers() {
             self.send(peer, RaftMessage::RequestVote(request));
@@ -1410,6 +1608,9 @@ impl Raft {
         self.votes.clear();
         self.transfer = None;
         self.match_index.clear();
+        self.last_heard.clear();
+        self.outranked_since = None;
+        self.last_preemption = None;
         self.quorum_check_deadline = now + self.config.election_timeout_min;
         if std::mem::take(&mut self.pin_on_win) {
             self.hard.manual_override = Some(self.config.id);
@@ -1615,7 +1816,9 @@ impl Raft {
         };
         let lost = self.leader.or(self.last_leader);
         electable.retain(|peer| Some(*peer) != lost || *peer == self.config.id);
-        electable.sort_unstable_by(|a, b| b.cmp(a));
+        // RAFT-10: priority first (a peer whose priority is unknown ranks as one without),
+        // then the larger id. Without any priority this is the id order alone.
+        electable.sort_unstable_by_key(|peer| std::cmp::Reverse((self.priority_of(*peer), *peer)));
         let rank = electable.iter().position(|peer| *peer == self.config.id)?;
         Some((
             u32::try_from(rank).ok()?,

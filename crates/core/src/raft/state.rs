@@ -1,4 +1,4 @@
-//! What raft compares votes by, and what only raft reports (RAFT-5, RAFT-6, WAL-2).
+//! What raft compares votes by, and what only raft reports (RAFT-5, RAFT-6, RAFT-10, WAL-2).
 
 use std::cmp::Ordering;
 
@@ -51,4 +51,7 @@ pub struct RaftStatus {
     /// While abstaining after starting without a hard state (WAL-2): the peers it has not
     /// heard yet, whose terms it waits for.
     pub abstaining_until_heard: Vec<PeerId>,
+    /// RAFT-10: its election priority now (configured, or from the latest health reading
+    /// that carried one); `None` without one.
+    pub priority: Option<u8>,
 }

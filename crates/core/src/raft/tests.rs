@@ -118,6 +118,7 @@ fn vote_request(term: u64, candidate: &str, pre_vote: bool) -> RaftMessage {
         last_log_term: 0,
         pre_vote,
         leadership_transfer: false,
+        priority: None,
     })
 }
 
@@ -126,6 +127,7 @@ fn vote(term: u64, granted: bool, pre_vote: bool) -> RaftMessage {
         term,
         granted,
         pre_vote,
+        priority: None,
     })
 }
 
@@ -135,6 +137,7 @@ fn ok_response(term: u64) -> RaftMessage {
         success: true,
         match_index: 0,
         hint: None,
+        priority: None,
     })
 }
 
@@ -294,6 +297,7 @@ fn pre_vote_request(candidate: &str, log: LogPosition) -> RaftMessage {
         last_log_term: log.term,
         pre_vote: true,
         leadership_transfer: false,
+        priority: None,
     })
 }
 
@@ -744,6 +748,7 @@ fn raft8_transfer_waits_for_the_target_to_catch_up() {
         success: true,
         match_index: 3,
         hint: None,
+        priority: None,
     });
     raft.handle_message(at, id("c"), behind);
     assert_eq!(sends(&drain(&mut raft)), vec![]);
@@ -752,6 +757,7 @@ fn raft8_transfer_waits_for_the_target_to_catch_up() {
         success: true,
         match_index: 5,
         hint: None,
+        priority: None,
     });
     raft.handle_message(at, id("c"), caught_up);
     assert_eq!(
@@ -1005,6 +1011,7 @@ fn resign_hands_over_or_steps_down() {
         success: true,
         match_index: 5,
         hint: None,
+        priority: None,
     });
     ahead.handle_message(at, id("c"), caught_up);
     drain(&mut ahead);
@@ -1303,6 +1310,7 @@ fn wal2_abstention_keeps_a_recovered_term_and_vote() {
                 success: false,
                 match_index: 0,
                 hint: None,
+                priority: None,
             })
         )]
     );

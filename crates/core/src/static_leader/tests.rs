@@ -392,6 +392,7 @@ fn seam_static_mode_refuses_raft_messages_and_reports_its_status() {
         term: 9,
         granted: true,
         pre_vote: false,
+        priority: None,
     }));
     assert_eq!(
         election.handle_message(ms(1), id("b"), vote),
