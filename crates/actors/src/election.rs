@@ -33,7 +33,10 @@ use tracing::{debug, error, info, warn};
 
 use crate::clock::{CoreTimer, NodeClock};
 use crate::events::{EventBus, LeaderChange, NodeEvent, unix_millis};
-use crate::messages::{Destination, ElectionArrived, IdRefused, PeerReachability, Transmit};
+use crate::messages::{
+    Destination, ElectionArrived, HealthUpdate, IdRefused, PeerReachability, PeerSignalUpdate,
+    Transmit,
+};
 use crate::metrics::NodeMetrics;
 use crate::wal::{HistoryRecord, Persist, WalRecord};
 
@@ -442,6 +445,26 @@ impl Handler<PeerReachability> for ElectionActor {
         let now = self.clock.now();
         self.election
             .handle_peer_status(now, change.peer, change.connected);
+        self.pump(ctx);
+    }
+}
+
+impl Handler<HealthUpdate> for ElectionActor {
+    type Result = ();
+    fn handle(&mut self, update: HealthUpdate, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
+        let now = self.clock.now();
+        self.election.handle_health(now, update.0);
+        self.pump(ctx);
+    }
+}
+
+impl Handler<PeerSignalUpdate> for ElectionActor {
+    type Result = ();
+    fn handle(&mut self, update: PeerSignalUpdate, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
+        let now = self.clock.now();
+        self.election.handle_peer_signal(now, update.0);
         self.pump(ctx);
     }
 }

@@ -27,6 +27,7 @@ pub mod clock;
 pub mod config;
 pub mod election;
 pub mod events;
+pub mod health;
 pub mod membership;
 pub mod memory;
 pub mod messages;

@@ -30,6 +30,7 @@ use crate::election::{
     ElectionActor, ElectionCommand, ElectionOutputs, GetElectionStatus, GetHistory, LeaveElection,
 };
 use crate::events::{EventBus, EventSubscription};
+use crate::health::HealthActor;
 use crate::membership::{GetPeers, MembershipActor, MembershipOutputs, SayGoodbye};
 use crate::memory::MemoryHub;
 use crate::metrics::NodeMetrics;
@@ -93,7 +94,8 @@ stoppable!(
     TransportActor,
     MembershipActor,
     ElectionActor,
-    CallbackActor
+    CallbackActor,
+    HealthActor
 );
 
 /// A random seed for the election timeouts of a real node. The standard library's hasher keys
@@ -301,6 +303,12 @@ impl NodeBuilder {
         });
         let callbacks = CallbackActor::new(config.node_id, config.hooks.clone(), metrics.clone())
             .start_with(events.subscribe("hooks"));
+        let health = HealthActor::new(
+            config.health.clone(),
+            election.clone().recipient(),
+            metrics.clone(),
+        )
+        .start();
 
         let handle = NodeHandle {
             inner: Arc::new(HandleInner {
@@ -314,6 +322,7 @@ impl NodeBuilder {
                 membership,
                 election,
                 callbacks,
+                health,
                 wal_close,
                 events,
                 metrics,
@@ -424,6 +433,8 @@ struct HandleInner {
     membership: Addr<MembershipActor>,
     election: Addr<ElectionActor>,
     callbacks: Addr<CallbackActor>,
+    /// Reads `[health]`; stops by itself after a fixed reading.
+    health: Addr<HealthActor>,
     /// Releases the WAL file and the data-directory lock once the election has stopped.
     wal_close: Recipient<CloseWal>,
     events: EventBus,
@@ -666,5 +677,6 @@ impl NodeHandle {
         self.inner.membership.do_send(StopActor);
         self.inner.election.do_send(StopActor);
         self.inner.callbacks.do_send(StopActor);
+        self.inner.health.do_send(StopActor);
     }
 }
