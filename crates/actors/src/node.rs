@@ -300,6 +300,7 @@ impl NodeBuilder {
             election: election.clone().recipient(),
             verified: membership.clone().recipient(),
             contested: membership.clone().recipient(),
+            signal: election.clone().recipient(),
         });
         let callbacks = CallbackActor::new(config.node_id, config.hooks.clone(), metrics.clone())
             .start_with(events.subscribe("hooks"));
