@@ -3,7 +3,8 @@
 //! core decides what it means (a priority master at a low battery resigns, a raft node's
 //! priority changes). Nothing is decided here.
 //!
-//! - `source = "fixed"`: `battery_percent`, handed over once at start.
+//! - `source = "fixed"`: `battery_percent`, handed over once at start (and at a reload,
+//!   [`ReplaceHealth`]).
 //! - `source = "file"`: the file is read every `interval_ms`.
 //! - `source = "command"`: the command (a string run with `/bin/sh -c`, or an argv array) runs
 //!   every `interval_ms`; its standard output is the reading. It must exit with status 0
@@ -128,7 +129,18 @@ pub struct HealthActor {
     metrics: NodeMetrics,
     /// A reading is under way: a tick that finds one skips its turn.
     reading: bool,
+    /// The timer of a file or command source.
+    ticks: Option<SpawnHandle>,
+    /// Counts the configurations taken on: a reading started under an earlier one is
+    /// dropped when it ends.
+    generation: u64,
 }
+
+/// Replaces the `[health]` settings (a configuration reload): the new source is read at
+/// once, then every new interval; a reading of the old source still under way is dropped.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct ReplaceHealth(pub HealthConfig);
 
 impl HealthActor {
     /// A reader of `config`'s source, handing readings to `election`.
@@ -143,6 +155,22 @@ impl HealthActor {
             election,
             metrics,
             reading: false,
+            ticks: None,
+            generation: 0,
+        }
+    }
+
+    /// Takes on the configured source: a fixed reading at once, or a reading now and one
+    /// every interval.
+    fn begin(&mut self, ctx: &mut Context<Self>) {
+        match self.config.source {
+            HealthSource::Fixed => self.hand_over(ParsedReading::default(), ctx),
+            HealthSource::File(_) | HealthSource::Command(_) => {
+                self.read(ctx);
+                self.ticks = Some(ctx.run_interval(self.config.interval, |actor, ctx| {
+                    actor.read(ctx);
+                }));
+            }
         }
     }
 
@@ -167,6 +195,7 @@ impl HealthActor {
             return;
         };
         self.reading = true;
+        let generation = self.generation;
         let source = self.config.source.clone();
         let timeout = self.config.timeout;
         let text = async move {
@@ -177,6 +206,10 @@ impl HealthActor {
             }
         };
         ctx.spawn(text.into_actor(self).map(move |text, actor, ctx| {
+            if generation != actor.generation {
+                debug!(source = %origin, "reading of a replaced health source dropped");
+                return;
+            }
             actor.reading = false;
             let parsed = text.and_then(|text| {
                 parse_reading(&text).map_err(|problem| format!("{problem} (read {text:?})"))
@@ -217,16 +250,20 @@ impl Actor for HealthActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        match self.config.source {
-            HealthSource::Fixed => {
-                self.hand_over(ParsedReading::default(), ctx);
-                ctx.stop();
-            }
-            HealthSource::File(_) | HealthSource::Command(_) => {
-                self.read(ctx);
-                ctx.run_interval(self.config.interval, |actor, ctx| actor.read(ctx));
-            }
+        self.begin(ctx);
+    }
+}
+
+impl Handler<ReplaceHealth> for HealthActor {
+    type Result = ();
+    fn handle(&mut self, replace: ReplaceHealth, ctx: &mut Self::Context) {
+        if let Some(ticks) = self.ticks.take() {
+            ctx.cancel_future(ticks);
         }
+        self.generation += 1;
+        self.reading = false;
+        self.config = replace.0;
+        self.begin(ctx);
     }
 }
 
@@ -524,6 +561,68 @@ mod tests {
             priority: Some(3),
         };
         eventually("the new reading", || received.all().contains(&next)).await;
+    }
+
+    /// A reload ([`ReplaceHealth`]) takes on the new source at once and reads the old one no
+    /// more; a fixed source's battery reaches the election too.
+    #[actix_rt::test]
+    async fn replaced_source_applies_at_once() {
+        let _log = test_log();
+        let battery = |percent| HealthReading {
+            battery_percent: percent,
+            priority: None,
+        };
+        let old = tempfile::NamedTempFile::new().unwrap();
+        let new = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(old.path(), "battery=40").unwrap();
+        std::fs::write(new.path(), "battery=70").unwrap();
+        let (received, metrics, reader) = start(
+            HealthSource::File(old.path().to_path_buf()),
+            Duration::from_secs(1),
+        );
+        eventually("the old file's reading", || {
+            received.all().contains(&battery(40))
+        })
+        .await;
+        let replaced = |source| HealthConfig {
+            source,
+            battery_percent: 90,
+            interval: Duration::from_millis(50),
+            timeout: Duration::from_secs(1),
+        };
+        reader
+            .send(ReplaceHealth(replaced(HealthSource::File(
+                new.path().to_path_buf(),
+            ))))
+            .await
+            .unwrap();
+        eventually("the new file's reading", || {
+            received.all().contains(&battery(70))
+        })
+        .await;
+        // Both files change; by the time the new one's change arrives, the old one would have
+        // been read again on the same timer, had it still been.
+        std::fs::write(old.path(), "battery=41").unwrap();
+        std::fs::write(new.path(), "battery=71").unwrap();
+        eventually("the new file's change", || {
+            received.all().contains(&battery(71))
+        })
+        .await;
+        eventually("a second reading of it", || {
+            received.all().iter().filter(|r| **r == battery(71)).count() >= 2
+        })
+        .await;
+        assert!(!received.all().contains(&battery(41)));
+
+        reader
+            .send(ReplaceHealth(replaced(HealthSource::Fixed)))
+            .await
+            .unwrap();
+        eventually("the fixed reading", || {
+            received.all().last() == Some(&battery(90))
+        })
+        .await;
+        assert_eq!(metrics.value("conclave_battery_percent", &[]), Some(90.0));
     }
 
     /// A missing file is a reading error, not a crash.

@@ -30,7 +30,7 @@ use crate::election::{
     ElectionActor, ElectionCommand, ElectionOutputs, GetElectionStatus, GetHistory, LeaveElection,
 };
 use crate::events::{EventBus, EventSubscription};
-use crate::health::HealthActor;
+use crate::health::{HealthActor, ReplaceHealth};
 use crate::membership::{GetPeers, MembershipActor, MembershipOutputs, SayGoodbye};
 use crate::memory::MemoryHub;
 use crate::metrics::NodeMetrics;
@@ -434,7 +434,7 @@ struct HandleInner {
     membership: Addr<MembershipActor>,
     election: Addr<ElectionActor>,
     callbacks: Addr<CallbackActor>,
-    /// Reads `[health]`; stops by itself after a fixed reading.
+    /// Reads `[health]`.
     health: Addr<HealthActor>,
     /// Releases the WAL file and the data-directory lock once the election has stopped.
     wal_close: Recipient<CloseWal>,
@@ -664,6 +664,19 @@ impl NodeHandle {
         self.inner
             .callbacks
             .send(ReplaceHooks(hooks))
+            .await
+            .map_err(|_| NodeError::Stopped)
+    }
+
+    /// Replaces the `[health]` source and its timings (a reload): the new source is read at
+    /// once.
+    pub async fn replace_health(
+        &self,
+        health: crate::config::HealthConfig,
+    ) -> Result<(), NodeError> {
+        self.inner
+            .health
+            .send(ReplaceHealth(health))
             .await
             .map_err(|_| NodeError::Stopped)
     }
