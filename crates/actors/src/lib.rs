@@ -1,6 +1,6 @@
 //! conclave-actors: the actix shell around conclave-core.
 //!
-//! Five actors per node, each a thin driver of a sans-IO state machine or of one kind of I/O
+//! Six actors per node, each a thin driver of a sans-IO state machine or of one kind of I/O
 //! (DESIGN §1, CONVENTIONS "The actors are a thin shell"):
 //!
 //! ```text
@@ -14,6 +14,10 @@
 //!                                                 │
 //!                                   CallbackActor (hooks), admin API (SSE), subscribers
 //! ```
+//!
+//! Beside them, the HealthActor ([`health`]) reads the `[health]` source (a fixed battery, a
+//! file or a command) and hands each good reading to the ElectionActor; the transport hands
+//! it each radio peer's smoothed signal strength.
 //!
 //! No election decision is taken here: the actors feed inputs to `conclave-core`, carry out
 //! its actions in order (a `Persist` is durable before anything after it happens), arm one

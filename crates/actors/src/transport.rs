@@ -792,11 +792,7 @@ impl TransportActor {
             return;
         };
         let now = self.clock.now();
-        let due = self.signal_sent.get(&peer).is_none_or(|&(sent, at)| {
-            (rssi_dbm - sent).abs() >= SIGNAL_STEP_DB
-                && now.saturating_duration_since(at) >= SIGNAL_INTERVAL
-        });
-        if due
+        if signal_due(self.signal_sent.get(&peer).copied(), rssi_dbm, now)
             && signal
                 .try_send(PeerSignalUpdate(PeerSignal { peer, rssi_dbm }))
                 .is_ok()
@@ -989,6 +985,20 @@ impl Handler<Drain> for TransportActor {
     }
 }
 
+/// Whether a peer's smoothed signal strength `rssi_dbm` goes to the election `now`, given
+/// what went last and when: the first one always, later ones once they moved by
+/// [`SIGNAL_STEP_DB`] and [`SIGNAL_INTERVAL`] has passed.
+fn signal_due(
+    last: Option<(f64, conclave_core::Instant)>,
+    rssi_dbm: f64,
+    now: conclave_core::Instant,
+) -> bool {
+    last.is_none_or(|(sent, at)| {
+        (rssi_dbm - sent).abs() >= SIGNAL_STEP_DB
+            && now.saturating_duration_since(at) >= SIGNAL_INTERVAL
+    })
+}
+
 impl Handler<ConnectReceivers> for TransportActor {
     type Result = ();
     fn handle(&mut self, receivers: ConnectReceivers, _: &mut Self::Context) {
@@ -1017,6 +1027,21 @@ impl Handler<GetRoutes> for TransportActor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// PRI-1: a peer's signal goes to the election the first time, then only once it moved
+    /// by a whole dB and a second has passed: not per frame.
+    #[test]
+    fn pri1_signal_hand_over_is_rate_limited() {
+        let start = conclave_core::Instant::from_millis(10_000);
+        let later = |ms| start + std::time::Duration::from_millis(ms);
+        assert!(signal_due(None, -60.0, start));
+        let sent = Some((-60.0, start));
+        // Moved enough, too soon; long enough, not moved enough; both.
+        assert!(!signal_due(sent, -65.0, later(999)));
+        assert!(!signal_due(sent, -60.9, later(5_000)));
+        assert!(signal_due(sent, -61.0, later(1_000)));
+        assert!(signal_due(sent, -55.0, later(1_000)));
+    }
 
     #[test]
     fn link_addresses_round_trip() {

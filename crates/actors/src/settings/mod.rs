@@ -34,6 +34,17 @@
 //! first, together with every other problem. Loading fails only when the file cannot be read or
 //! is not TOML at all.
 //!
+//! # The keys of the election modes
+//!
+//! `[election.raft]`, `[election.gossip]`, `[election.priority]` and `[election.static]` each
+//! belong to the mode of that name: only the section of `election.mode` is used, and a key
+//! of another mode's section that the operator set (in the file or the environment; the
+//! built-in defaults set them all and do not count) is a problem naming the key, its mode and
+//! the configured one (issue 9, item 8). The rules the election cores check themselves
+//! (`GossipConfig::validate`, `PriorityConfig::validate`) are reported under the key whose
+//! setting they name. `[health]` (the battery and priority readings, [`crate::health`]) is
+//! read in every mode.
+//!
 //! # Files named by the configuration
 //!
 //! Relative paths (`node.data_dir`, `cluster.psk_file`, `admin.token_file`) are resolved
