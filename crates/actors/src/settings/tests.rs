@@ -1129,6 +1129,33 @@ fn health_sources_are_read() {
     );
 }
 
+/// A health file or command that the source does not read, and RAFT-10's preemption keys
+/// without a priority, are warned about: valid, but probably not what was meant.
+#[test]
+fn settings_without_effect_warn() {
+    let found = warnings("[health]\nfile = \"/run/battery\"\n");
+    assert_warning(&found, "health.file", "ignored: health.source is \"fixed\"");
+    let found = warnings("[health]\nsource = \"file\"\nfile = \"/b\"\ncommand = \"cat /b\"\n");
+    assert_warning(
+        &found,
+        "health.command",
+        "ignored: health.source is \"file\"",
+    );
+    assert!(found.iter().all(|w| w.key != "health.file"), "{found:#?}");
+    let found = warnings("[election.raft]\nnopreempt = true\npreempt_delay_ms = 100\n");
+    assert_warning(&found, "election.raft.nopreempt", "no effect without");
+    assert_warning(
+        &found,
+        "election.raft.preempt_delay_ms",
+        "no effect without",
+    );
+    let found = warnings("[election.raft]\npriority = 5\nnopreempt = true\n");
+    assert!(
+        found.iter().all(|w| !w.key.starts_with("election.raft")),
+        "{found:#?}"
+    );
+}
+
 /// PRI-1, RAFT-10: bad health settings are refused under their keys.
 #[test]
 fn health_bad_values_are_named() {

@@ -298,6 +298,17 @@ impl Settings {
                 None
             }
         };
+        if raft.priority.is_none() {
+            for key in ["election.raft.preempt_delay_ms", "election.raft.nopreempt"] {
+                if self.operator_keys.contains(key) {
+                    f.warn(
+                        key,
+                        "has no effect without election.raft.priority: a node without a \
+                         priority takes no part in preemption",
+                    );
+                }
+            }
+        }
         let voters = match mode {
             Some(ElectionMode::Raft) => self.voters(f, node_id, quorum)?,
             // No quorum: the list is who may be named (static) or expected (gossip,
@@ -494,6 +505,17 @@ impl Settings {
                         "must not exceed health.interval_ms ({} > {}): a reading must end \
                          before the next one is due",
                         section.timeout_ms, section.interval_ms
+                    ),
+                );
+            }
+        }
+        for (key, used_by) in [("health.file", "file"), ("health.command", "command")] {
+            if self.operator_keys.contains(key) && section.source != used_by {
+                f.warn(
+                    key,
+                    format!(
+                        "ignored: health.source is {:?}, not \"{used_by}\"",
+                        section.source
                     ),
                 );
             }
