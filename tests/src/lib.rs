@@ -10,8 +10,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use conclave_actors::config::{
-    AdminConfig, ElectionConfig, ElectionMode, HooksConfig, MetricsConfig, NodeConfig, Quorum,
-    RaftSettings,
+    AdminConfig, ElectionConfig, ElectionMode, HealthConfig, HooksConfig, MetricsConfig,
+    NodeConfig, Quorum, RaftSettings,
 };
 use conclave_actors::memory::MemoryHub;
 use conclave_actors::node::{Node, NodeBuilder, NodeHandle, NodeStatus};
@@ -108,6 +108,9 @@ pub fn node_config(
                 pre_vote: true,
                 check_quorum: true,
                 ranked_timeouts: true,
+                priority: None,
+                preempt_delay: Duration::from_secs(5),
+                nopreempt: false,
             },
         },
         membership: MembershipConfig {
@@ -122,6 +125,7 @@ pub fn node_config(
         admin: AdminConfig::default(),
         metrics: MetricsConfig { listen: None },
         hooks: options.hooks.clone(),
+        health: HealthConfig::default(),
     }
 }
 

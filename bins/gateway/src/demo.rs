@@ -30,8 +30,8 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use conclave_actors::config::{
-    AdminConfig, DonglePort, ElectionConfig, ElectionMode, EspNowLinkConfig, HooksConfig,
-    MetricsConfig, NodeConfig, Quorum, RaftSettings,
+    AdminConfig, DonglePort, ElectionConfig, ElectionMode, EspNowLinkConfig, HealthConfig,
+    HooksConfig, MetricsConfig, NodeConfig, Quorum, RaftSettings,
 };
 use conclave_actors::events::{NodeEvent, Received};
 use conclave_actors::node::{Node, NodeBuilder, virtual_mac};
@@ -121,6 +121,9 @@ fn demo_config(name: &str, names: &[String], dir: &Path, port: &Path) -> NodeCon
                 pre_vote: true,
                 check_quorum: true,
                 ranked_timeouts: true,
+                priority: None,
+                preempt_delay: Duration::from_secs(5),
+                nopreempt: false,
             },
         },
         membership: MembershipConfig {
@@ -147,6 +150,7 @@ fn demo_config(name: &str, names: &[String], dir: &Path, port: &Path) -> NodeCon
             listen: Some(ANY_LOOPBACK_PORT),
         },
         hooks: HooksConfig::default(),
+        health: HealthConfig::default(),
     }
 }
 

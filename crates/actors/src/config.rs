@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use conclave_core::MembershipConfig;
 use conclave_core::election::{ElectionConfig as ModeConfig, Mode};
+use conclave_core::gossip::GossipConfig;
+use conclave_core::priority::PriorityConfig;
 // The one place outside the core that names raft's own types: raft's settings are built here.
 use conclave_core::raft::{QuorumMode, RaftConfig};
 use conclave_core::static_leader::StaticConfig;
@@ -41,6 +43,8 @@ pub struct NodeConfig {
     pub metrics: MetricsConfig,
     /// `[hooks]`.
     pub hooks: HooksConfig,
+    /// `[health]`: where this node's battery and priority readings come from.
+    pub health: HealthConfig,
 }
 
 impl NodeConfig {
@@ -53,6 +57,14 @@ impl NodeConfig {
                 leader,
                 members: self.election.voters.iter().copied().collect(),
             }),
+            ElectionMode::Gossip(gossip) => {
+                ModeConfig::Gossip(gossip.core(self.node_id, self.election.auto))
+            }
+            ElectionMode::Priority(priority) => ModeConfig::Priority(priority.core(
+                self.node_id,
+                self.election.auto,
+                self.health.battery_percent,
+            )),
         }
     }
 
@@ -74,8 +86,9 @@ impl NodeConfig {
             check_quorum: raft.check_quorum,
             auto_election: self.election.auto,
             ranked_timeouts: raft.ranked_timeouts,
-            // RAFT-10's keys are not read yet: preemption stays off.
-            ..RaftConfig::new(self.node_id, [])
+            priority: raft.priority,
+            preempt_delay: raft.preempt_delay,
+            nopreempt: raft.nopreempt,
         }
     }
 }
@@ -112,6 +125,10 @@ pub enum ElectionMode {
         /// `election.static.leader`.
         leader: PeerId,
     },
+    /// `"gossip"`: `[election.gossip]` (GOS-1..6).
+    Gossip(GossipSettings),
+    /// `"priority"`: `[election.priority]` (PRI-1..6).
+    Priority(PrioritySettings),
 }
 
 impl ElectionMode {
@@ -120,6 +137,86 @@ impl ElectionMode {
         match self {
             ElectionMode::Raft => Mode::Raft,
             ElectionMode::Static { .. } => Mode::Static,
+            ElectionMode::Gossip(_) => Mode::Gossip,
+            ElectionMode::Priority(_) => Mode::Priority,
+        }
+    }
+}
+
+/// `[election.gossip]`: Fabric's four timings and its static leadership switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GossipSettings {
+    /// `startup_grace_period_ms`.
+    pub startup_grace_period: Duration,
+    /// `membership_sample_interval_ms`.
+    pub membership_sample_interval: Duration,
+    /// `leader_alive_threshold_ms`.
+    pub leader_alive_threshold: Duration,
+    /// `leader_election_duration_ms`.
+    pub leader_election_duration: Duration,
+    /// `use_leader_election`.
+    pub use_leader_election: bool,
+    /// `org_leader`.
+    pub org_leader: bool,
+}
+
+impl GossipSettings {
+    /// The gossip core's settings for node `id`.
+    pub fn core(self, id: PeerId, auto_election: bool) -> GossipConfig {
+        GossipConfig {
+            use_leader_election: self.use_leader_election,
+            org_leader: self.org_leader,
+            auto_election,
+            ..GossipConfig::new(id).with_timings(
+                self.startup_grace_period,
+                self.membership_sample_interval,
+                self.leader_alive_threshold,
+                self.leader_election_duration,
+            )
+        }
+    }
+}
+
+/// `[election.priority]`: seed 002's timings and thresholds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrioritySettings {
+    /// `discovery_timeout_ms`.
+    pub discovery_timeout: Duration,
+    /// `campaign_timeout_ms`.
+    pub campaign_timeout: Duration,
+    /// `vote_timeout_ms`.
+    pub vote_timeout: Duration,
+    /// `jitter_max_ms` (0: no jitter).
+    pub jitter_max: Duration,
+    /// `max_retries`.
+    pub max_retries: u8,
+    /// `announce_interval_ms`.
+    pub announce_interval: Duration,
+    /// `master_timeout_ms`.
+    pub master_timeout: Duration,
+    /// `low_battery_percent`.
+    pub low_battery_percent: u8,
+    /// `force_master`.
+    pub force_master: bool,
+}
+
+impl PrioritySettings {
+    /// The priority core's settings for node `id`, assuming `battery_percent` until the
+    /// first health reading.
+    pub fn core(self, id: PeerId, auto_election: bool, battery_percent: u8) -> PriorityConfig {
+        PriorityConfig {
+            id,
+            discovery_timeout: self.discovery_timeout,
+            campaign_timeout: self.campaign_timeout,
+            vote_timeout: self.vote_timeout,
+            jitter_max: self.jitter_max,
+            max_retries: self.max_retries,
+            announce_interval: self.announce_interval,
+            master_timeout: self.master_timeout,
+            battery_percent,
+            low_battery_percent: self.low_battery_percent,
+            force_master: self.force_master,
+            auto_election,
         }
     }
 }
@@ -142,6 +239,12 @@ pub struct RaftSettings {
     /// `ranked_timeouts`: stagger the followers' election timeouts by rank (see
     /// raft's `RaftConfig::ranked_timeouts` in conclave-core).
     pub ranked_timeouts: bool,
+    /// `priority` (RAFT-10): `None` takes no part in preemption.
+    pub priority: Option<u8>,
+    /// `preempt_delay_ms` (RAFT-10).
+    pub preempt_delay: Duration,
+    /// `nopreempt` (RAFT-10, keepalived's).
+    pub nopreempt: bool,
 }
 
 /// `[link.udp]`.
@@ -259,6 +362,53 @@ impl Default for HooksConfig {
             on_leader_change: Vec::new(),
             on_peer_status: Vec::new(),
             timeout: Duration::from_millis(5000),
+        }
+    }
+}
+
+/// `[health]`: where this node's own health readings come from (PRI-1's battery, RAFT-10's
+/// priority). See `crate::health` for what a file or a command's output holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthConfig {
+    /// `source`, with its `file` or `command`.
+    pub source: HealthSource,
+    /// `battery_percent`: the fixed source's battery, and the battery assumed until a file
+    /// or a command first gives one.
+    pub battery_percent: u8,
+    /// `interval_ms`: how often a file or a command is read.
+    pub interval: Duration,
+    /// `timeout_ms`: a command still running after this is killed, and the reading counted
+    /// as an error.
+    pub timeout: Duration,
+}
+
+/// `health.source`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HealthSource {
+    /// `"fixed"`: `battery_percent`, read once at start (a gateway on mains: 100).
+    Fixed,
+    /// `"file"`: the file `health.file`, read every interval.
+    File(PathBuf),
+    /// `"command"`: the command `health.command`, run every interval; its standard output is
+    /// the reading.
+    Command(HookCommand),
+}
+
+impl HealthConfig {
+    /// Default of `health.interval_ms`.
+    pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(5000);
+    /// Default of `health.timeout_ms`.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(2000);
+}
+
+impl Default for HealthConfig {
+    /// A fixed 100 %: a gateway on mains.
+    fn default() -> Self {
+        Self {
+            source: HealthSource::Fixed,
+            battery_percent: 100,
+            interval: Self::DEFAULT_INTERVAL,
+            timeout: Self::DEFAULT_TIMEOUT,
         }
     }
 }

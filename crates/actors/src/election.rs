@@ -1,4 +1,4 @@
-//! The ElectionActor (RAFT-1..9, STA-1, CB-5, CB-6): drives the node's
+//! The ElectionActor (RAFT-1..10, GOS-1..6, PRI-1..6, STA-1, CB-5, CB-6): drives the node's
 //! [`Election`](conclave_core::election::Election), whatever its mode, and carries out its
 //! actions. Every decision — who campaigns, who votes for whom, who leads — is the core's;
 //! this actor only moves messages, time and bytes, and names no mode's own types.
@@ -11,6 +11,10 @@
 //! due. A hard state the core marks amnesic (after an abstention, WAL-2) is followed by an
 //! amnesia marker, and the operator's automatic-election switch is persisted too (RAFT-8). If
 //! the WAL fails, the node cannot promise not to vote twice, so the actor halts.
+//!
+//! Besides frames, reachability and commands, the core gets this node's health readings
+//! ([`HealthUpdate`], from the [`crate::health`] reader: PRI-1's battery, RAFT-10's priority)
+//! and each radio peer's signal strength ([`PeerSignalUpdate`], from the transport: PRI-1).
 //!
 //! What it publishes (CB-2, CB-5): each [`LeaderChange`] carries, besides the core's term,
 //! leader, role and cause, the last leader known before it (kept through leaderless stretches
@@ -33,7 +37,10 @@ use tracing::{debug, error, info, warn};
 
 use crate::clock::{CoreTimer, NodeClock};
 use crate::events::{EventBus, LeaderChange, NodeEvent, unix_millis};
-use crate::messages::{Destination, ElectionArrived, IdRefused, PeerReachability, Transmit};
+use crate::messages::{
+    Destination, ElectionArrived, HealthUpdate, IdRefused, PeerReachability, PeerSignalUpdate,
+    Transmit,
+};
 use crate::metrics::NodeMetrics;
 use crate::wal::{HistoryRecord, Persist, WalRecord};
 
@@ -442,6 +449,26 @@ impl Handler<PeerReachability> for ElectionActor {
         let now = self.clock.now();
         self.election
             .handle_peer_status(now, change.peer, change.connected);
+        self.pump(ctx);
+    }
+}
+
+impl Handler<HealthUpdate> for ElectionActor {
+    type Result = ();
+    fn handle(&mut self, update: HealthUpdate, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
+        let now = self.clock.now();
+        self.election.handle_health(now, update.0);
+        self.pump(ctx);
+    }
+}
+
+impl Handler<PeerSignalUpdate> for ElectionActor {
+    type Result = ();
+    fn handle(&mut self, update: PeerSignalUpdate, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
+        let now = self.clock.now();
+        self.election.handle_peer_signal(now, update.0);
         self.pump(ctx);
     }
 }

@@ -1,6 +1,6 @@
 //! conclave-actors: the actix shell around conclave-core.
 //!
-//! Five actors per node, each a thin driver of a sans-IO state machine or of one kind of I/O
+//! Six actors per node, each a thin driver of a sans-IO state machine or of one kind of I/O
 //! (DESIGN §1, CONVENTIONS "The actors are a thin shell"):
 //!
 //! ```text
@@ -15,6 +15,10 @@
 //!                                   CallbackActor (hooks), admin API (SSE), subscribers
 //! ```
 //!
+//! Beside them, the HealthActor ([`health`]) reads the `[health]` source (a fixed battery, a
+//! file or a command) and hands each good reading to the ElectionActor; the transport hands
+//! it each radio peer's smoothed signal strength.
+//!
 //! No election decision is taken here: the actors feed inputs to `conclave-core`, carry out
 //! its actions in order (a `Persist` is durable before anything after it happens), arm one
 //! timer each from `poll_timeout`, and record metrics. [`node::NodeBuilder`] starts and wires
@@ -27,6 +31,7 @@ pub mod clock;
 pub mod config;
 pub mod election;
 pub mod events;
+pub mod health;
 pub mod membership;
 pub mod memory;
 pub mod messages;

@@ -3,7 +3,7 @@
 
 use actix::Message;
 use conclave_core::LinkAddr;
-use conclave_core::election::ElectionMessage;
+use conclave_core::election::{ElectionMessage, HealthReading, PeerSignal};
 use conclave_protocol::{Body, PeerId};
 
 /// Where an outgoing body goes.
@@ -94,3 +94,15 @@ pub struct PeerReachability {
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
 pub struct IdRefused;
+
+/// This node's health source gave a good reading (from the health reader to the election:
+/// PRI-1's battery, RAFT-10's priority).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct HealthUpdate(pub HealthReading);
+
+/// A peer's smoothed signal strength changed (from the transport to the election: PRI-1's
+/// signal component).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct PeerSignalUpdate(pub PeerSignal);

@@ -139,6 +139,15 @@ pub const METRIC_NAMES: &[(&str, &str)] = &[
         "conclave_admin_event_streams",
         "Open admin event streams (GET /v1/events)",
     ),
+    (
+        "conclave_health_readings_total",
+        "Readings of the [health] source, by result (ok, or error: unreadable, failed, timed \
+         out or not understood)",
+    ),
+    (
+        "conclave_battery_percent",
+        "This node's battery as its [health] source last reported it",
+    ),
 ];
 
 /// Buckets for election durations: a fast LAN election is tens of milliseconds, a slow one
@@ -525,6 +534,34 @@ impl NodeMetrics {
             &[("hook", hook.to_owned()), ("result", result.to_owned())],
         )
         .increment(1);
+    }
+
+    /// `conclave_health_readings_total{result}`; result is `ok` or `error`.
+    pub fn health_reading(&self, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        self.counter(
+            "conclave_health_readings_total",
+            &[("result", result.to_owned())],
+        )
+        .increment(1);
+    }
+
+    /// Creates the health series: both results at zero, and the battery assumed at start.
+    pub fn preregister_health(&self, battery_percent: u8) {
+        for result in ["ok", "error"] {
+            self.counter(
+                "conclave_health_readings_total",
+                &[("result", result.to_owned())],
+            )
+            .absolute(0);
+        }
+        self.set_battery(battery_percent);
+    }
+
+    /// `conclave_battery_percent`.
+    pub fn set_battery(&self, battery_percent: u8) {
+        self.gauge("conclave_battery_percent", &[])
+            .set(f64::from(battery_percent));
     }
 
     /// Creates the dongle's series at zero; only nodes with an ESP-NOW link export them, so a

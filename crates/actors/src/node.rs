@@ -30,6 +30,7 @@ use crate::election::{
     ElectionActor, ElectionCommand, ElectionOutputs, GetElectionStatus, GetHistory, LeaveElection,
 };
 use crate::events::{EventBus, EventSubscription};
+use crate::health::{HealthActor, ReplaceHealth};
 use crate::membership::{GetPeers, MembershipActor, MembershipOutputs, SayGoodbye};
 use crate::memory::MemoryHub;
 use crate::metrics::NodeMetrics;
@@ -93,7 +94,8 @@ stoppable!(
     TransportActor,
     MembershipActor,
     ElectionActor,
-    CallbackActor
+    CallbackActor,
+    HealthActor
 );
 
 /// A random seed for the election timeouts of a real node. The standard library's hasher keys
@@ -298,9 +300,16 @@ impl NodeBuilder {
             election: election.clone().recipient(),
             verified: membership.clone().recipient(),
             contested: membership.clone().recipient(),
+            signal: election.clone().recipient(),
         });
         let callbacks = CallbackActor::new(config.node_id, config.hooks.clone(), metrics.clone())
             .start_with(events.subscribe("hooks"));
+        let health = HealthActor::new(
+            config.health.clone(),
+            election.clone().recipient(),
+            metrics.clone(),
+        )
+        .start();
 
         let handle = NodeHandle {
             inner: Arc::new(HandleInner {
@@ -314,6 +323,7 @@ impl NodeBuilder {
                 membership,
                 election,
                 callbacks,
+                health,
                 wal_close,
                 events,
                 metrics,
@@ -424,6 +434,8 @@ struct HandleInner {
     membership: Addr<MembershipActor>,
     election: Addr<ElectionActor>,
     callbacks: Addr<CallbackActor>,
+    /// Reads `[health]`.
+    health: Addr<HealthActor>,
     /// Releases the WAL file and the data-directory lock once the election has stopped.
     wal_close: Recipient<CloseWal>,
     events: EventBus,
@@ -656,6 +668,19 @@ impl NodeHandle {
             .map_err(|_| NodeError::Stopped)
     }
 
+    /// Replaces the `[health]` source and its timings (a reload): the new source is read at
+    /// once.
+    pub async fn replace_health(
+        &self,
+        health: crate::config::HealthConfig,
+    ) -> Result<(), NodeError> {
+        self.inner
+            .health
+            .send(ReplaceHealth(health))
+            .await
+            .map_err(|_| NodeError::Stopped)
+    }
+
     /// Releases the WAL and the data-directory lock; the election must have stopped.
     async fn close_wal(&self) {
         let _ = self.inner.wal_close.send(CloseWal).await;
@@ -666,5 +691,6 @@ impl NodeHandle {
         self.inner.membership.do_send(StopActor);
         self.inner.election.do_send(StopActor);
         self.inner.callbacks.do_send(StopActor);
+        self.inner.health.do_send(StopActor);
     }
 }

@@ -42,7 +42,8 @@
 //! unicast; discovery and broadcasts use the radio's broadcast address; every frame is cut
 //! to the dongle's payload limit; heartbeats and pings are marked droppable for the dongle's
 //! queue, votes and everything else essential (ESP-4); the signal strength of each peer is
-//! kept (PRI-1) and exported as `conclave_dongle_rssi_dbm{peer}`. ESP-NOW broadcast is
+//! kept (PRI-1), exported as `conclave_dongle_rssi_dbm{peer}` and handed to the election
+//! when it changed (by 1 dB, at most once a second per peer). ESP-NOW broadcast is
 //! neither encrypted nor authenticated by the radio: the frame tag is what keeps forged
 //! frames out (ESP-8).
 
@@ -54,7 +55,7 @@ use std::task::{Context as TaskContext, Poll};
 
 use actix::prelude::*;
 use bytes::Bytes;
-use conclave_core::election::ElectionMessage;
+use conclave_core::election::{ElectionMessage, PeerSignal};
 use conclave_core::{Admission, AdmissionAction, AdmissionNotice, FrameHeader, LinkAddr, Verdict};
 use conclave_espnow::{DongleEvent, DongleHandle, DongleStatus, Mac, Priority};
 use conclave_protocol::{
@@ -70,7 +71,8 @@ use tracing::{debug, error, warn};
 use crate::clock::NodeClock;
 use crate::memory::{MemoryFrame, MemoryHub};
 use crate::messages::{
-    Destination, ElectionArrived, FrameArrived, HelloContested, PeerVerified, Transmit,
+    Destination, ElectionArrived, FrameArrived, HelloContested, PeerSignalUpdate, PeerVerified,
+    Transmit,
 };
 use crate::metrics::NodeMetrics;
 
@@ -293,6 +295,8 @@ pub struct ConnectReceivers {
     pub verified: Recipient<PeerVerified>,
     /// `Hello`s admission found contested (membership refuses them, MEM-3).
     pub contested: Recipient<HelloContested>,
+    /// Peers' smoothed radio signal strength, when it changed (the election, PRI-1).
+    pub signal: Recipient<PeerSignalUpdate>,
 }
 
 /// The routes the transport has learned, for the status answer.
@@ -355,6 +359,10 @@ pub struct Links {
 
 /// How much of the smoothed RSSI a new reading replaces.
 const RSSI_WEIGHT: f64 = 0.2;
+/// A peer's signal strength goes to the election at most this often (PRI-1)...
+const SIGNAL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+/// ... and only once it moved by this much, in dB, since it last went.
+const SIGNAL_STEP_DB: f64 = 1.0;
 /// ESP-NOW peers added to the dongle for unicast; the radio holds 20, and one place is left
 /// free so that a newcomer can always be answered.
 const MAX_ESPNOW_PEERS: usize = 19;
@@ -406,6 +414,9 @@ pub struct TransportActor {
     espnow_peers: BTreeSet<Mac>,
     /// Smoothed signal strength of each peer heard over the radio (PRI-1).
     rssi: BTreeMap<PeerId, f64>,
+    signal: Option<Recipient<PeerSignalUpdate>>,
+    /// The strength last handed to the election for each peer, and when.
+    signal_sent: BTreeMap<PeerId, (f64, conclave_core::Instant)>,
 }
 
 impl TransportActor {
@@ -441,6 +452,8 @@ impl TransportActor {
             readers: Vec::new(),
             espnow_peers: BTreeSet::new(),
             rssi: BTreeMap::new(),
+            signal: None,
+            signal_sent: BTreeMap::new(),
         }
     }
 
@@ -666,6 +679,7 @@ impl TransportActor {
                     // peers admission knows.
                     self.routes.remove(&header.from);
                     self.rssi.remove(&header.from);
+                    self.signal_sent.remove(&header.from);
                 }
             }
         }
@@ -765,6 +779,25 @@ impl TransportActor {
                 .map_or(reading, |old| old + RSSI_WEIGHT * (reading - old));
             self.rssi.insert(peer, smoothed);
             self.metrics.set_peer_rssi(peer.as_str(), smoothed);
+            self.hand_over_signal(peer, smoothed);
+        }
+    }
+
+    /// Hands a peer's smoothed signal strength to the election (PRI-1's signal component):
+    /// the first time, then only once it moved by [`SIGNAL_STEP_DB`] and at most every
+    /// [`SIGNAL_INTERVAL`], not per frame. A full election mailbox drops it (the next frame
+    /// tries again).
+    fn hand_over_signal(&mut self, peer: PeerId, rssi_dbm: f64) {
+        let Some(signal) = &self.signal else {
+            return;
+        };
+        let now = self.clock.now();
+        if signal_due(self.signal_sent.get(&peer).copied(), rssi_dbm, now)
+            && signal
+                .try_send(PeerSignalUpdate(PeerSignal { peer, rssi_dbm }))
+                .is_ok()
+        {
+            self.signal_sent.insert(peer, (rssi_dbm, now));
         }
     }
 
@@ -952,6 +985,20 @@ impl Handler<Drain> for TransportActor {
     }
 }
 
+/// Whether a peer's smoothed signal strength `rssi_dbm` goes to the election `now`, given
+/// what went last and when: the first one always, later ones once they moved by
+/// [`SIGNAL_STEP_DB`] and [`SIGNAL_INTERVAL`] has passed.
+fn signal_due(
+    last: Option<(f64, conclave_core::Instant)>,
+    rssi_dbm: f64,
+    now: conclave_core::Instant,
+) -> bool {
+    last.is_none_or(|(sent, at)| {
+        (rssi_dbm - sent).abs() >= SIGNAL_STEP_DB
+            && now.saturating_duration_since(at) >= SIGNAL_INTERVAL
+    })
+}
+
 impl Handler<ConnectReceivers> for TransportActor {
     type Result = ();
     fn handle(&mut self, receivers: ConnectReceivers, _: &mut Self::Context) {
@@ -960,6 +1007,7 @@ impl Handler<ConnectReceivers> for TransportActor {
         self.election = Some(receivers.election);
         self.verified = Some(receivers.verified);
         self.contested = Some(receivers.contested);
+        self.signal = Some(receivers.signal);
     }
 }
 
@@ -979,6 +1027,21 @@ impl Handler<GetRoutes> for TransportActor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// PRI-1: a peer's signal goes to the election the first time, then only once it moved
+    /// by a whole dB and a second has passed: not per frame.
+    #[test]
+    fn pri1_signal_hand_over_is_rate_limited() {
+        let start = conclave_core::Instant::from_millis(10_000);
+        let later = |ms| start + std::time::Duration::from_millis(ms);
+        assert!(signal_due(None, -60.0, start));
+        let sent = Some((-60.0, start));
+        // Moved enough, too soon; long enough, not moved enough; both.
+        assert!(!signal_due(sent, -65.0, later(999)));
+        assert!(!signal_due(sent, -60.9, later(5_000)));
+        assert!(signal_due(sent, -61.0, later(1_000)));
+        assert!(signal_due(sent, -55.0, later(1_000)));
+    }
 
     #[test]
     fn link_addresses_round_trip() {

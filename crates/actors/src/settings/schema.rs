@@ -32,6 +32,8 @@ pub(super) enum Kind {
     TextList,
     /// An array whose items are strings or arrays of strings.
     CommandList,
+    /// One command: a string, or an array of strings.
+    Command,
 }
 
 /// Every key [`super::Settings`] reads, sections included. A test checks that this list and the
@@ -57,8 +59,31 @@ pub(super) const KEYS: &[(&str, Kind)] = &[
     ("election.raft.pre_vote", Kind::Switch),
     ("election.raft.check_quorum", Kind::Switch),
     ("election.raft.ranked_timeouts", Kind::Switch),
+    ("election.raft.priority", Kind::Number),
+    ("election.raft.preempt_delay_ms", Kind::Number),
+    ("election.raft.nopreempt", Kind::Switch),
     ("election.static", Kind::Section),
     ("election.static.leader", Kind::Text),
+    ("election.gossip", Kind::Section),
+    ("election.gossip.startup_grace_period_ms", Kind::Number),
+    (
+        "election.gossip.membership_sample_interval_ms",
+        Kind::Number,
+    ),
+    ("election.gossip.leader_alive_threshold_ms", Kind::Number),
+    ("election.gossip.leader_election_duration_ms", Kind::Number),
+    ("election.gossip.use_leader_election", Kind::Switch),
+    ("election.gossip.org_leader", Kind::Switch),
+    ("election.priority", Kind::Section),
+    ("election.priority.discovery_timeout_ms", Kind::Number),
+    ("election.priority.campaign_timeout_ms", Kind::Number),
+    ("election.priority.vote_timeout_ms", Kind::Number),
+    ("election.priority.jitter_max_ms", Kind::Number),
+    ("election.priority.max_retries", Kind::Number),
+    ("election.priority.announce_interval_ms", Kind::Number),
+    ("election.priority.master_timeout_ms", Kind::Number),
+    ("election.priority.low_battery_percent", Kind::Number),
+    ("election.priority.force_master", Kind::Switch),
     ("membership", Kind::Section),
     ("membership.heartbeat_ms", Kind::Number),
     ("membership.timeout_multiplier", Kind::Number),
@@ -89,6 +114,13 @@ pub(super) const KEYS: &[(&str, Kind)] = &[
     ("hooks.on_leader_change", Kind::CommandList),
     ("hooks.on_peer_status", Kind::CommandList),
     ("hooks.timeout_ms", Kind::Number),
+    ("health", Kind::Section),
+    ("health.source", Kind::Text),
+    ("health.battery_percent", Kind::Number),
+    ("health.file", Kind::Text),
+    ("health.command", Kind::Command),
+    ("health.interval_ms", Kind::Number),
+    ("health.timeout_ms", Kind::Number),
     ("log", Kind::Section),
     ("log.level", Kind::Text),
     ("log.file", Kind::Text),
@@ -247,13 +279,14 @@ fn env_value(kind: Kind, raw: &str) -> Result<Value, String> {
             "false" => ValueKind::Boolean(false),
             _ => return Err(format!("expected true or false, found {raw:?}")),
         },
-        Kind::TextList | Kind::CommandList if raw.trim_start().starts_with('[') => {
+        Kind::TextList | Kind::CommandList | Kind::Command if raw.trim_start().starts_with('[') => {
             let mut table = parse_toml(&format!("value = {raw}"))
                 .map_err(|error| format!("{raw:?} is not a valid TOML array: {error}"))?;
             return table
                 .remove("value")
                 .ok_or_else(|| format!("{raw:?} is not a valid TOML array"));
         }
+        Kind::Command => ValueKind::String(raw.to_owned()),
         Kind::TextList | Kind::CommandList => ValueKind::Array(
             raw.split(',')
                 .map(str::trim)
@@ -309,7 +342,7 @@ fn check_value(key: &str, kind: Kind, value: &Value) -> Vec<ConfigProblem> {
         (Kind::CommandList, ValueKind::Array(items)) => items
             .iter()
             .enumerate()
-            .flat_map(|(i, item)| check_command(key, i, item))
+            .flat_map(|(i, item)| check_command(key, Some(i), item))
             .collect(),
         (Kind::TextList, ValueKind::String(text)) => {
             wrong("an array of strings", &format!("; write [{text:?}]"))
@@ -319,11 +352,19 @@ fn check_value(key: &str, kind: Kind, value: &Value) -> Vec<ConfigProblem> {
             wrong("an array of commands", &format!("; write [{text:?}]"))
         }
         (Kind::CommandList, _) => wrong("an array of commands", ""),
+        (Kind::Command, ValueKind::String(_)) => Vec::new(),
+        (Kind::Command, ValueKind::Array(_)) => check_command(key, None, value),
+        (Kind::Command, _) => wrong("a command string or an array of strings", ""),
     }
 }
 
-/// The problems of item `i` of the hook list `key`: a string, or an array of strings.
-fn check_command(key: &str, i: usize, item: &Value) -> Vec<ConfigProblem> {
+/// The problems of item `i` of the hook list `key` (or of the command `key` itself, without
+/// `i`): a string, or an array of strings.
+fn check_command(key: &str, i: Option<usize>, item: &Value) -> Vec<ConfigProblem> {
+    let key = match i {
+        Some(i) => format!("{key}[{i}]"),
+        None => key.to_owned(),
+    };
     match &item.kind {
         ValueKind::String(_) => Vec::new(),
         ValueKind::Array(words) => words
@@ -332,13 +373,13 @@ fn check_command(key: &str, i: usize, item: &Value) -> Vec<ConfigProblem> {
             .filter(|(_, word)| !matches!(word.kind, ValueKind::String(_)))
             .map(|(j, word)| {
                 ConfigProblem::new(
-                    format!("{key}[{i}][{j}]"),
+                    format!("{key}[{j}]"),
                     format!("expected a string, found {}", describe(&word.kind)),
                 )
             })
             .collect(),
         other => vec![ConfigProblem::new(
-            format!("{key}[{i}]"),
+            key,
             format!(
                 "expected a command string or an array of strings, found {}",
                 describe(other)
@@ -422,4 +463,23 @@ fn edit_distance(a: &str, b: &str) -> usize {
         previous = current;
     }
     previous[b.len()]
+}
+
+/// The dotted keys of the values (not sections) in a checked `table` under `section`.
+pub(super) fn leaf_keys(
+    table: &Map<String, Value>,
+    section: Option<&str>,
+    out: &mut std::collections::BTreeSet<String>,
+) {
+    for (name, value) in table {
+        let key = join(section, name);
+        match &value.kind {
+            ValueKind::Table(inner) if kind_of(&key) == Some(Kind::Section) => {
+                leaf_keys(inner, Some(&key), out);
+            }
+            _ => {
+                out.insert(key);
+            }
+        }
+    }
 }

@@ -12,7 +12,12 @@ use conclave_protocol::{AuthKey, DEFAULT_TAG_LEN, PeerId};
 
 use super::schema::KEYS;
 use super::*;
-use crate::config::{DonglePort, ElectionMode, HookCommand, HooksConfig, NodeConfig, Quorum};
+use crate::config::{
+    DonglePort, ElectionMode, HealthConfig, HealthSource, HookCommand, HooksConfig, NodeConfig,
+    Quorum,
+};
+use conclave_core::gossip::GossipConfig;
+use conclave_core::priority::PriorityConfig;
 
 /// Shows the log when a test fails, as CONVENTIONS.md asks.
 fn log_to_test_output() -> tracing::subscriber::DefaultGuard {
@@ -192,6 +197,8 @@ fn key_list_matches_the_settings_structs() {
         r#"
         [cluster]
         voters = ["gw-a"]
+        [election.raft]
+        priority = 1
         [link.udp]
         listen = "127.0.0.1:7946"
         peers = ["127.0.0.1:7947"]
@@ -284,6 +291,97 @@ fn each_example_validates_and_they_form_one_cluster() {
             .collect();
         assert_eq!(link.peers, others, "{} lists the other two", config.node_id);
     }
+}
+
+/// Issue 9: `config/examples/` holds a three-node set per mode; every file there validates
+/// with no warning but the demo's missing key, each set is one cluster in its mode (each
+/// node lists the other two's addresses), and the gossip and priority sets use ports of
+/// their own, so they can run beside the raft set (static reuses raft's on purpose).
+#[test]
+fn every_example_validates_in_its_mode() {
+    let _log = log_to_test_output();
+    let dir = repo_root().join("config/examples");
+    let mut sets: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    sets.sort();
+    let mut ports_by_set = Vec::new();
+    for set in &sets {
+        let name = set.file_name().unwrap().to_str().unwrap().to_owned();
+        let mode = match name.as_str() {
+            "three-udp" => Mode::Raft,
+            "three-gossip" => Mode::Gossip,
+            "three-priority" => Mode::Priority,
+            "three-static" => Mode::Static,
+            other => panic!("config/examples/{other}: which mode is it an example of?"),
+        };
+        let mut files: Vec<PathBuf> = std::fs::read_dir(set)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .collect();
+        files.sort();
+        assert_eq!(files.len(), 3, "{name}: a three-node set");
+        let mut configs = Vec::new();
+        for file in &files {
+            let (config, warnings) = Settings::load_with_env(Some(file), no_env())
+                .unwrap()
+                .validate_with_warnings()
+                .unwrap_or_else(|problems| panic!("{}: {problems:#?}", file.display()));
+            assert!(
+                warnings.iter().all(|w| w.key == "cluster.psk_file"),
+                "{}: {warnings:#?}",
+                file.display()
+            );
+            assert_eq!(config.election.mode.mode(), mode, "{}", file.display());
+            assert_eq!(config.election_config().mode(), mode, "{}", file.display());
+            configs.push(config);
+        }
+        let listens: Vec<SocketAddr> = configs
+            .iter()
+            .map(|config| config.udp.as_ref().unwrap().listen)
+            .collect();
+        let mut ports = BTreeSet::new();
+        for config in &configs {
+            let link = config.udp.as_ref().unwrap();
+            let others: Vec<SocketAddr> = listens
+                .iter()
+                .copied()
+                .filter(|&listen| listen != link.listen)
+                .collect();
+            assert_eq!(
+                link.peers, others,
+                "{name}: {} lists the other two",
+                config.node_id
+            );
+            assert_eq!(config.cluster_id.as_str(), name);
+            ports.insert(link.listen.port());
+            ports.insert(config.admin.listen.unwrap().port());
+            ports.insert(config.metrics.listen.unwrap().port());
+        }
+        assert_eq!(ports.len(), 9, "{name}: nine ports of its own");
+        ports_by_set.push((name, ports));
+    }
+    for (i, (a, ports_a)) in ports_by_set.iter().enumerate() {
+        for (b, ports_b) in &ports_by_set[i + 1..] {
+            let shared = ports_a.intersection(ports_b).count();
+            let together = [a.as_str(), b.as_str()];
+            if together.contains(&"three-static") && together.contains(&"three-udp") {
+                continue;
+            }
+            assert_eq!(shared, 0, "{a} and {b} share ports");
+        }
+    }
+    let names: Vec<&str> = ports_by_set.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "three-gossip",
+            "three-priority",
+            "three-static",
+            "three-udp"
+        ]
+    );
 }
 
 /// DESIGN §9: the environment overrides the file, which overrides the defaults.
@@ -495,7 +593,7 @@ fn problems_of_three_rules() -> Vec<ConfigProblem> {
     refused(
         r#"
         [election]
-        mode = "gossip"
+        mode = "paxos"
         [election.raft]
         heartbeat_ms = 2000
         [admin]
@@ -680,20 +778,403 @@ fn duplicate_voters_are_refused() {
     );
 }
 
-/// DESIGN §4: raft and static are implemented; the other modes are named as not available.
+/// DESIGN §4: the four modes are accepted; anything else is refused naming them.
 #[test]
-fn election_modes_other_than_raft_and_static_are_not_available() {
-    for mode in ["gossip", "priority"] {
-        let problems = refused(&format!("[election]\nmode = \"{mode}\"\n"));
-        assert_keys(&problems, &["election.mode"]);
-        assert_problem(&problems, "election.mode", "not available in this version");
+fn unknown_election_mode_is_refused_naming_the_modes() {
+    for mode in ["raft", "gossip", "priority"] {
+        let config = node_config(&format!("[election]\nmode = \"{mode}\"\n"));
+        assert_eq!(config.election.mode.mode().label(), mode);
+        assert_eq!(config.election_config().mode().label(), mode);
     }
     let problems = refused("[election]\nmode = \"paxos\"\n");
-    assert_problem(&problems, "election.mode", "unknown mode \"paxos\"");
+    assert_keys(&problems, &["election.mode"]);
     assert_problem(
         &problems,
         "election.mode",
-        "gossip and priority are not available in this version",
+        "unknown mode \"paxos\"; expected \"raft\", \"gossip\", \"priority\" or \"static\"",
+    );
+}
+
+/// GOS-1..5: gossip mode with no key of its own set runs Fabric's defaults, exactly
+/// `GossipConfig::new`, with `election.auto` as its automatic-election switch; and nothing
+/// but the node's own lack of a key is worth a warning.
+#[test]
+fn gossip_mode_defaults_are_fabrics() {
+    let (config, warnings) = settings("[election]\nmode = \"gossip\"\n")
+        .validate_with_warnings()
+        .unwrap();
+    assert_eq!(
+        config.election_config(),
+        ModeConfig::Gossip(GossipConfig::new(peer("node-1")))
+    );
+    assert_keys(&[], &[]);
+    assert!(
+        warnings.iter().all(|w| w.key == "cluster.psk_file"),
+        "{warnings:#?}"
+    );
+    let off = node_config("[election]\nmode = \"gossip\"\nauto = false\n");
+    let ModeConfig::Gossip(core) = off.election_config() else {
+        panic!("gossip expected");
+    };
+    assert!(!core.auto_election);
+}
+
+/// GOS-1..5: every key of `[election.gossip]` reaches the core, from the file and from the
+/// environment alike.
+#[test]
+fn gossip_mode_keys_reach_the_core() {
+    let config = node_config(
+        "[node]\nid = \"gw-b\"\n[election]\nmode = \"gossip\"\n[election.gossip]\n\
+         startup_grace_period_ms = 3000\nmembership_sample_interval_ms = 200\n\
+         leader_alive_threshold_ms = 2000\nleader_election_duration_ms = 1000\n",
+    );
+    let ModeConfig::Gossip(core) = config.election_config() else {
+        panic!("gossip expected");
+    };
+    assert_eq!(
+        core,
+        GossipConfig::new(peer("gw-b")).with_timings(
+            Duration::from_millis(3000),
+            Duration::from_millis(200),
+            Duration::from_millis(2000),
+            Duration::from_millis(1000),
+        )
+    );
+    let vars = env(&[
+        ("CONCLAVE__ELECTION__MODE", "gossip"),
+        ("CONCLAVE__ELECTION__GOSSIP__USE_LEADER_ELECTION", "false"),
+        ("CONCLAVE__ELECTION__GOSSIP__ORG_LEADER", "true"),
+    ]);
+    let config = Settings::load_with_env(None, vars)
+        .unwrap()
+        .validate()
+        .unwrap();
+    assert_eq!(
+        config.election_config(),
+        ModeConfig::Gossip(GossipConfig::static_leadership(peer("node-1"), true))
+    );
+}
+
+/// GOS-1..5: bad gossip values are refused under their keys, the core's own rules included
+/// (a dynamic election and a static org leader at once; an alive threshold whose half, the
+/// declaration interval, would be zero).
+#[test]
+fn gossip_mode_bad_values_are_named() {
+    let problems = refused(
+        "[election]\nmode = \"gossip\"\n[election.gossip]\nstartup_grace_period_ms = 0\n\
+         membership_sample_interval_ms = 0\nleader_election_duration_ms = 90000000\n",
+    );
+    assert_keys(
+        &problems,
+        &[
+            "election.gossip.startup_grace_period_ms",
+            "election.gossip.membership_sample_interval_ms",
+            "election.gossip.leader_election_duration_ms",
+        ],
+    );
+    let problems = refused(
+        "[election]\nmode = \"gossip\"\n[election.gossip]\norg_leader = true\n\
+         leader_alive_threshold_ms = 1\n",
+    );
+    assert_keys(
+        &problems,
+        &[
+            "election.gossip.leader_alive_threshold_ms",
+            "election.gossip.org_leader",
+        ],
+    );
+    assert_problem(
+        &problems,
+        "election.gossip.leader_alive_threshold_ms",
+        "must be at least 2ms",
+    );
+    assert_problem(
+        &problems,
+        "election.gossip.org_leader",
+        "set use_leader_election = false",
+    );
+    let warnings = warnings(
+        "[election]\nmode = \"gossip\"\n[election.gossip]\nstartup_grace_period_ms = 1000\n",
+    );
+    assert_warning(
+        &warnings,
+        "election.gossip.membership_sample_interval_ms",
+        "always waits out the grace period",
+    );
+}
+
+/// PRI-2..6: priority mode with no key of its own set runs seed 002's constants, exactly
+/// `PriorityConfig::new`.
+#[test]
+fn priority_mode_defaults_are_the_seeds() {
+    let config = node_config("[election]\nmode = \"priority\"\n");
+    assert_eq!(
+        config.election_config(),
+        ModeConfig::Priority(PriorityConfig::new(peer("node-1")))
+    );
+}
+
+/// PRI-1..6: every key of `[election.priority]` reaches the core, and the battery assumed
+/// before the first reading is `health.battery_percent`.
+#[test]
+fn priority_mode_keys_reach_the_core() {
+    let config = node_config(
+        "[election]\nmode = \"priority\"\nauto = false\n[election.priority]\n\
+         discovery_timeout_ms = 100\ncampaign_timeout_ms = 40\nvote_timeout_ms = 60\n\
+         jitter_max_ms = 0\nmax_retries = 5\nannounce_interval_ms = 250\n\
+         master_timeout_ms = 750\nlow_battery_percent = 20\nforce_master = true\n\
+         [health]\nbattery_percent = 80\n",
+    );
+    let expected = PriorityConfig {
+        discovery_timeout: Duration::from_millis(100),
+        campaign_timeout: Duration::from_millis(40),
+        vote_timeout: Duration::from_millis(60),
+        jitter_max: Duration::ZERO,
+        max_retries: 5,
+        announce_interval: Duration::from_millis(250),
+        master_timeout: Duration::from_millis(750),
+        battery_percent: 80,
+        low_battery_percent: 20,
+        force_master: true,
+        auto_election: false,
+        ..PriorityConfig::new(peer("node-1"))
+    };
+    assert_eq!(config.election_config(), ModeConfig::Priority(expected));
+}
+
+/// PRI-2, PRI-3, PRI-5: bad priority values are refused under their keys, the core's rule
+/// that a master announces more often than followers give it up included.
+#[test]
+fn priority_mode_bad_values_are_named() {
+    let problems = refused(
+        "[election]\nmode = \"priority\"\n[election.priority]\ndiscovery_timeout_ms = 0\n\
+         max_retries = 256\nlow_battery_percent = 100\n",
+    );
+    assert_keys(
+        &problems,
+        &[
+            "election.priority.discovery_timeout_ms",
+            "election.priority.max_retries",
+            "election.priority.low_battery_percent",
+        ],
+    );
+    assert_problem(
+        &problems,
+        "election.priority.max_retries",
+        "must be between 0 and 255, found 256",
+    );
+    let problems = refused(
+        "[election]\nmode = \"priority\"\n[election.priority]\nannounce_interval_ms = 3000\n",
+    );
+    assert_keys(&problems, &["election.priority.announce_interval_ms"]);
+    assert_problem(
+        &problems,
+        "election.priority.announce_interval_ms",
+        "must be less than master_timeout",
+    );
+}
+
+/// RAFT-10: `priority`, `preempt_delay_ms` and `nopreempt` reach raft's core; without them,
+/// raft's defaults (no priority, 5 s, preemption allowed).
+#[test]
+fn raft10_keys_reach_the_core() {
+    let defaults = node_config("");
+    let ModeConfig::Raft(core) = defaults.election_config() else {
+        panic!("raft expected");
+    };
+    assert_eq!(core.priority, None);
+    assert_eq!(core.preempt_delay, Duration::from_secs(5));
+    assert!(!core.nopreempt);
+    let config =
+        node_config("[election.raft]\npriority = 200\npreempt_delay_ms = 1500\nnopreempt = true\n");
+    let ModeConfig::Raft(core) = config.election_config() else {
+        panic!("raft expected");
+    };
+    assert_eq!(core.priority, Some(200));
+    assert_eq!(core.preempt_delay, Duration::from_millis(1500));
+    assert!(core.nopreempt);
+    let problems = refused("[election.raft]\npriority = 256\npreempt_delay_ms = 0\n");
+    assert_keys(
+        &problems,
+        &["election.raft.preempt_delay_ms", "election.raft.priority"],
+    );
+    assert_problem(
+        &problems,
+        "election.raft.priority",
+        "must be between 0 and 255, found 256",
+    );
+}
+
+/// Issue 9, item 8: a key of another mode's section, set in the file, is refused naming the
+/// key, its mode and the configured one; in every pairing of modes.
+#[test]
+fn a_key_of_another_mode_is_refused_naming_it() {
+    let keys = [
+        (
+            "raft",
+            "[election.raft]\nheartbeat_ms = 100\n",
+            "election.raft.heartbeat_ms",
+        ),
+        (
+            "gossip",
+            "[election.gossip]\norg_leader = false\n",
+            "election.gossip.org_leader",
+        ),
+        (
+            "priority",
+            "[election.priority]\nforce_master = false\n",
+            "election.priority.force_master",
+        ),
+        (
+            "static",
+            "[election.static]\nleader = \"node-1\"\n",
+            "election.static.leader",
+        ),
+    ];
+    for (mode, _, _) in keys {
+        // Each mode's own key alongside the mode is accepted...
+        let (_, own, _) = keys.iter().find(|(owner, _, _)| *owner == mode).unwrap();
+        node_config(&format!("[election]\nmode = \"{mode}\"\n{own}"));
+        // ... and every other mode's is refused, alone among the problems.
+        for (owner, section, key) in keys.iter().filter(|(owner, _, _)| *owner != mode) {
+            let own_needed = if mode == "static" { *own } else { "" };
+            let problems = refused(&format!(
+                "[election]\nmode = \"{mode}\"\n{own_needed}{section}"
+            ));
+            assert_keys(&problems, &[key]);
+            assert_eq!(
+                problems[0].to_string(),
+                format!("{key}: is a setting of {owner} mode; election.mode is \"{mode}\"")
+            );
+        }
+    }
+}
+
+/// Issue 9, item 8: a key of another mode set by the environment counts as the operator's
+/// too, while the built-in defaults (which set every mode's keys) never do.
+#[test]
+fn a_key_of_another_mode_from_the_environment_is_refused() {
+    let vars = env(&[
+        ("CONCLAVE__ELECTION__MODE", "priority"),
+        ("CONCLAVE__ELECTION__RAFT__NOPREEMPT", "true"),
+    ]);
+    let problems = Settings::load_with_env(None, vars)
+        .unwrap()
+        .validate()
+        .unwrap_err();
+    assert_keys(&problems, &["election.raft.nopreempt"]);
+    assert_problem(
+        &problems,
+        "election.raft.nopreempt",
+        "is a setting of raft mode; election.mode is \"priority\"",
+    );
+    for mode in ["gossip", "priority"] {
+        let vars = env(&[("CONCLAVE__ELECTION__MODE", mode)]);
+        Settings::load_with_env(None, vars)
+            .unwrap()
+            .validate()
+            .unwrap_or_else(|problems| panic!("{mode}: {problems:#?}"));
+    }
+}
+
+/// PRI-1, RAFT-10: the health source defaults to a fixed 100 %; a file or a command (a string
+/// or an argv array, from the file or the environment) is accepted with its timings.
+#[test]
+fn health_sources_are_read() {
+    let config = node_config("");
+    assert_eq!(config.health, HealthConfig::default());
+    assert_eq!(config.health.source, HealthSource::Fixed);
+    assert_eq!(config.health.battery_percent, 100);
+    let config = node_config(
+        "[health]\nsource = \"file\"\nfile = \"/run/battery\"\ninterval_ms = 1000\n\
+         timeout_ms = 500\nbattery_percent = 50\n",
+    );
+    assert_eq!(
+        config.health,
+        HealthConfig {
+            source: HealthSource::File(PathBuf::from("/run/battery")),
+            battery_percent: 50,
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_millis(500),
+        }
+    );
+    let config = node_config("[health]\nsource = \"command\"\ncommand = [\"battery\", \"-p\"]\n");
+    assert_eq!(
+        config.health.source,
+        HealthSource::Command(HookCommand::Argv(vec!["battery".into(), "-p".into()]))
+    );
+    let vars = env(&[
+        ("CONCLAVE__HEALTH__SOURCE", "command"),
+        ("CONCLAVE__HEALTH__COMMAND", "cat /run/battery"),
+    ]);
+    let config = Settings::load_with_env(None, vars)
+        .unwrap()
+        .validate()
+        .unwrap();
+    assert_eq!(
+        config.health.source,
+        HealthSource::Command(HookCommand::Shell("cat /run/battery".into()))
+    );
+    let vars = env(&[
+        ("CONCLAVE__HEALTH__SOURCE", "command"),
+        ("CONCLAVE__HEALTH__COMMAND", r#"["battery", "-p"]"#),
+    ]);
+    let config = Settings::load_with_env(None, vars)
+        .unwrap()
+        .validate()
+        .unwrap();
+    assert_eq!(
+        config.health.source,
+        HealthSource::Command(HookCommand::Argv(vec!["battery".into(), "-p".into()]))
+    );
+}
+
+/// A health file or command that the source does not read, and RAFT-10's preemption keys
+/// without a priority, are warned about: valid, but probably not what was meant.
+#[test]
+fn settings_without_effect_warn() {
+    let found = warnings("[health]\nfile = \"/run/battery\"\n");
+    assert_warning(&found, "health.file", "ignored: health.source is \"fixed\"");
+    let found = warnings("[health]\nsource = \"file\"\nfile = \"/b\"\ncommand = \"cat /b\"\n");
+    assert_warning(
+        &found,
+        "health.command",
+        "ignored: health.source is \"file\"",
+    );
+    assert!(found.iter().all(|w| w.key != "health.file"), "{found:#?}");
+    let found = warnings("[election.raft]\nnopreempt = true\npreempt_delay_ms = 100\n");
+    assert_warning(&found, "election.raft.nopreempt", "no effect without");
+    assert_warning(
+        &found,
+        "election.raft.preempt_delay_ms",
+        "no effect without",
+    );
+    let found = warnings("[election.raft]\npriority = 5\nnopreempt = true\n");
+    assert!(
+        found.iter().all(|w| !w.key.starts_with("election.raft")),
+        "{found:#?}"
+    );
+}
+
+/// PRI-1, RAFT-10: bad health settings are refused under their keys.
+#[test]
+fn health_bad_values_are_named() {
+    let problems = refused("[health]\nsource = \"battery\"\nbattery_percent = 101\n");
+    assert_keys(&problems, &["health.battery_percent", "health.source"]);
+    assert_problem(&problems, "health.source", "unknown source \"battery\"");
+    let problems = refused("[health]\nsource = \"file\"\n");
+    assert_keys(&problems, &["health.file"]);
+    let problems = refused("[health]\nsource = \"command\"\n");
+    assert_keys(&problems, &["health.command[0]"]);
+    let problems = refused("[health]\ninterval_ms = 1000\ntimeout_ms = 2000\n");
+    assert_keys(&problems, &["health.timeout_ms"]);
+    let problems = refused("[health]\ncommand = [\"a\", 1]\n");
+    assert_keys(&problems, &["health.command[1]"]);
+    let problems = refused("[health]\ncommand = 5\n");
+    assert_problem(
+        &problems,
+        "health.command",
+        "expected a command string or an array",
     );
 }
 

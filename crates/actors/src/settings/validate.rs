@@ -11,12 +11,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use conclave_core::MembershipConfig;
+use conclave_core::election::{ElectionError, Mode};
 use conclave_protocol::{AuthKey, ClusterId, IdError, MAX_TAG_LEN, MIN_TAG_LEN, PeerId};
 
 use super::{ConfigProblem, ConfigWarning, HookEntry, Settings};
 use crate::config::{
-    AdminConfig, DonglePort, ElectionConfig, ElectionMode, EspNowLinkConfig, HookCommand,
-    HooksConfig, MetricsConfig, NodeConfig, Quorum, RaftSettings, UdpLinkConfig,
+    AdminConfig, DonglePort, ElectionConfig, ElectionMode, EspNowLinkConfig, GossipSettings,
+    HealthConfig, HealthSource, HookCommand, HooksConfig, MetricsConfig, NodeConfig,
+    PrioritySettings, Quorum, RaftSettings, UdpLinkConfig,
 };
 
 /// Longest duration any `*_ms` key accepts: one day. Anything longer is a slip of the keyboard,
@@ -64,6 +66,7 @@ impl Settings {
         let espnow = self.espnow(f);
         let (admin, metrics) = self.endpoints(f);
         let hooks = self.hooks(f);
+        let health = self.health(f);
 
         // Every `None` above came with a problem, so both exits below report at least one.
         let (
@@ -77,8 +80,10 @@ impl Settings {
             Some(admin),
             Some(metrics),
             Some(hooks),
+            Some(health),
         ) = (
-            node_id, cluster_id, auth_key, election, membership, udp, espnow, admin, metrics, hooks,
+            node_id, cluster_id, auth_key, election, membership, udp, espnow, admin, metrics,
+            hooks, health,
         )
         else {
             return Err(findings.problems);
@@ -104,6 +109,7 @@ impl Settings {
             admin,
             metrics,
             hooks,
+            health,
         };
         Ok((config, findings.warnings))
     }
@@ -208,33 +214,26 @@ impl Settings {
         }
     }
 
-    /// `[election]`, `[election.raft]` and `cluster.voters`.
+    /// `[election]`, the section of its mode, and `cluster.voters`.
     fn election(&self, f: &mut Findings<'_>, node_id: Option<PeerId>) -> Option<ElectionConfig> {
         let mode = self.election.mode.as_str();
         let mode = match mode {
             "raft" => Some(ElectionMode::Raft),
             "static" => self.static_leader(f),
-            "gossip" | "priority" => {
-                f.problem(
-                    "election.mode",
-                    format!(
-                        "{mode:?} is not available in this version; use \"raft\" or \
-                         \"static\" (gossip and priority are planned)"
-                    ),
-                );
-                None
-            }
+            "gossip" => self.gossip(f, node_id),
+            "priority" => self.priority(f, node_id),
             _ => {
                 f.problem(
                     "election.mode",
                     format!(
-                        "unknown mode {mode:?}; expected \"raft\" or \"static\" (gossip and \
-                         priority are not available in this version)"
+                        "unknown mode {mode:?}; expected \"raft\", \"gossip\", \"priority\" \
+                         or \"static\""
                     ),
                 );
                 None
             }
         };
+        self.keys_of_other_modes(f);
         let raft = &self.election.raft;
         let quorum = match raft.quorum.as_str() {
             "voters" => Some(Quorum::Voters),
@@ -284,10 +283,37 @@ impl Settings {
                 );
             }
         }
+        let preempt_delay = f.millis("election.raft.preempt_delay_ms", raft.preempt_delay_ms);
+        let priority = match raft.priority.map(u8::try_from) {
+            None => Some(None),
+            Some(Ok(priority)) => Some(Some(priority)),
+            Some(Err(_)) => {
+                f.problem(
+                    "election.raft.priority",
+                    format!(
+                        "must be between 0 and 255, found {}",
+                        raft.priority.unwrap_or_default()
+                    ),
+                );
+                None
+            }
+        };
+        if raft.priority.is_none() {
+            for key in ["election.raft.preempt_delay_ms", "election.raft.nopreempt"] {
+                if self.operator_keys.contains(key) {
+                    f.warn(
+                        key,
+                        "has no effect without election.raft.priority: a node without a \
+                         priority takes no part in preemption",
+                    );
+                }
+            }
+        }
         let voters = match mode {
-            // No quorum: the list is the nodes `leader set` may name, as written.
-            Some(ElectionMode::Static { .. }) => self.listed_voters(f)?,
-            _ => self.voters(f, node_id, quorum)?,
+            Some(ElectionMode::Raft) => self.voters(f, node_id, quorum)?,
+            // No quorum: the list is who may be named (static) or expected (gossip,
+            // priority), as written.
+            _ => self.listed_voters(f)?,
         };
         if let (Some(ElectionMode::Static { leader }), false) = (mode, voters.is_empty()) {
             if !voters.contains(&leader) {
@@ -310,7 +336,220 @@ impl Settings {
                 pre_vote: raft.pre_vote,
                 check_quorum: raft.check_quorum,
                 ranked_timeouts: raft.ranked_timeouts,
+                priority: priority?,
+                preempt_delay: preempt_delay?,
+                nopreempt: raft.nopreempt,
             },
+        })
+    }
+
+    /// Issue 9, item 8: a key of another mode's section, set by the operator, is refused
+    /// naming it (the built-in defaults set every key of every mode, and do not count).
+    fn keys_of_other_modes(&self, f: &mut Findings<'_>) {
+        let mode = self.election.mode.as_str();
+        if !Mode::ALL.iter().any(|known| known.label() == mode) {
+            // An unknown mode is its own problem; every section would be "another mode's".
+            return;
+        }
+        for key in &self.operator_keys {
+            let Some(owner) = Mode::ALL.iter().map(|m| m.label()).find(|owner| {
+                key.strip_prefix("election.")
+                    .and_then(|rest| rest.strip_prefix(owner))
+                    .is_some_and(|rest| rest.starts_with('.'))
+            }) else {
+                continue;
+            };
+            if owner != mode {
+                f.problem(
+                    key,
+                    format!("is a setting of {owner} mode; election.mode is {mode:?}"),
+                );
+            }
+        }
+    }
+
+    /// `[election.gossip]` (GOS-1..5).
+    fn gossip(&self, f: &mut Findings<'_>, node_id: Option<PeerId>) -> Option<ElectionMode> {
+        let section = &self.election.gossip;
+        let grace = f.millis(
+            "election.gossip.startup_grace_period_ms",
+            section.startup_grace_period_ms,
+        );
+        let sample = f.millis(
+            "election.gossip.membership_sample_interval_ms",
+            section.membership_sample_interval_ms,
+        );
+        let alive = f.millis(
+            "election.gossip.leader_alive_threshold_ms",
+            section.leader_alive_threshold_ms,
+        );
+        let duration = f.millis(
+            "election.gossip.leader_election_duration_ms",
+            section.leader_election_duration_ms,
+        );
+        let settings = GossipSettings {
+            startup_grace_period: grace?,
+            membership_sample_interval: sample?,
+            leader_alive_threshold: alive?,
+            leader_election_duration: duration?,
+            use_leader_election: section.use_leader_election,
+            org_leader: section.org_leader,
+        };
+        if settings.use_leader_election
+            && settings.membership_sample_interval >= settings.startup_grace_period
+        {
+            f.warn(
+                "election.gossip.membership_sample_interval_ms",
+                format!(
+                    "is not less than startup_grace_period_ms ({} >= {}): a starting node \
+                     never sees its view settle and always waits out the grace period",
+                    section.membership_sample_interval_ms, section.startup_grace_period_ms
+                ),
+            );
+        }
+        // The core's own rules, under the keys they concern.
+        let core = settings.core(node_id?, self.election.auto).validate();
+        f.core_problems(
+            "election.gossip",
+            &[
+                ("org_leader", "org_leader"),
+                ("leader_alive_threshold", "leader_alive_threshold_ms"),
+                ("startup_grace_period", "startup_grace_period_ms"),
+                (
+                    "membership_sample_interval",
+                    "membership_sample_interval_ms",
+                ),
+                ("leader_election_duration", "leader_election_duration_ms"),
+            ],
+            core,
+        )?;
+        Some(ElectionMode::Gossip(settings))
+    }
+
+    /// `[election.priority]` (PRI-2..6), with the battery of `[health]`.
+    fn priority(&self, f: &mut Findings<'_>, node_id: Option<PeerId>) -> Option<ElectionMode> {
+        let section = &self.election.priority;
+        let discovery = f.millis(
+            "election.priority.discovery_timeout_ms",
+            section.discovery_timeout_ms,
+        );
+        let campaign = f.millis(
+            "election.priority.campaign_timeout_ms",
+            section.campaign_timeout_ms,
+        );
+        let vote = f.millis("election.priority.vote_timeout_ms", section.vote_timeout_ms);
+        // Zero is allowed: no jitter.
+        let jitter = if section.jitter_max_ms == 0 {
+            Some(Duration::ZERO)
+        } else {
+            f.millis("election.priority.jitter_max_ms", section.jitter_max_ms)
+        };
+        let announce = f.millis(
+            "election.priority.announce_interval_ms",
+            section.announce_interval_ms,
+        );
+        let master = f.millis(
+            "election.priority.master_timeout_ms",
+            section.master_timeout_ms,
+        );
+        let retries = f.at_most(
+            "election.priority.max_retries",
+            section.max_retries,
+            u8::MAX,
+        );
+        let low_battery = f.at_most(
+            "election.priority.low_battery_percent",
+            section.low_battery_percent,
+            99,
+        );
+        let settings = PrioritySettings {
+            discovery_timeout: discovery?,
+            campaign_timeout: campaign?,
+            vote_timeout: vote?,
+            jitter_max: jitter?,
+            max_retries: retries?,
+            announce_interval: announce?,
+            master_timeout: master?,
+            low_battery_percent: low_battery?,
+            force_master: section.force_master,
+        };
+        // The core's own rules, under the keys they concern; the battery is [health]'s,
+        // checked there.
+        let core = settings.core(node_id?, self.election.auto, 100).validate();
+        f.core_problems(
+            "election.priority",
+            &[
+                ("announce_interval", "announce_interval_ms"),
+                ("master_timeout", "master_timeout_ms"),
+                ("discovery_timeout", "discovery_timeout_ms"),
+                ("campaign_timeout", "campaign_timeout_ms"),
+                ("vote_timeout", "vote_timeout_ms"),
+                ("low_battery_percent", "low_battery_percent"),
+            ],
+            core,
+        )?;
+        Some(ElectionMode::Priority(settings))
+    }
+
+    /// `[health]`.
+    fn health(&self, f: &mut Findings<'_>) -> Option<HealthConfig> {
+        let section = &self.health;
+        let battery = f.at_most("health.battery_percent", section.battery_percent, 100);
+        let interval = f.millis("health.interval_ms", section.interval_ms);
+        let timeout = f.millis("health.timeout_ms", section.timeout_ms);
+        if let (Some(interval), Some(timeout)) = (interval, timeout) {
+            if timeout > interval {
+                f.problem(
+                    "health.timeout_ms",
+                    format!(
+                        "must not exceed health.interval_ms ({} > {}): a reading must end \
+                         before the next one is due",
+                        section.timeout_ms, section.interval_ms
+                    ),
+                );
+            }
+        }
+        for (key, used_by) in [("health.file", "file"), ("health.command", "command")] {
+            if self.operator_keys.contains(key) && section.source != used_by {
+                f.warn(
+                    key,
+                    format!(
+                        "ignored: health.source is {:?}, not \"{used_by}\"",
+                        section.source
+                    ),
+                );
+            }
+        }
+        let source = match section.source.as_str() {
+            "fixed" => Some(HealthSource::Fixed),
+            "file" if section.file.as_os_str().is_empty() => {
+                f.problem(
+                    "health.file",
+                    "health.source = \"file\" needs the file to read, e.g. \
+                     /sys/class/power_supply/BAT0/capacity",
+                );
+                None
+            }
+            "file" => Some(HealthSource::File(section.file.clone())),
+            "command" => f
+                .commands("health.command", std::slice::from_ref(&section.command))
+                .and_then(|mut commands| commands.pop())
+                .map(HealthSource::Command),
+            other => {
+                f.problem(
+                    "health.source",
+                    format!(
+                        "unknown source {other:?}; expected \"fixed\", \"file\" or \"command\""
+                    ),
+                );
+                None
+            }
+        };
+        Some(HealthConfig {
+            source: source?,
+            battery_percent: battery?,
+            interval: interval?,
+            timeout: timeout?,
         })
     }
 
@@ -712,6 +951,42 @@ impl<'a> Findings<'a> {
         } else {
             Some(Duration::from_millis(millis))
         }
+    }
+
+    /// A whole number from 0 to `max`.
+    fn at_most<T: TryFrom<u64> + Into<u64>>(&mut self, key: &str, value: u64, max: T) -> Option<T> {
+        let max = max.into();
+        match T::try_from(value) {
+            Ok(fits) if value <= max => Some(fits),
+            _ => {
+                self.problem(key, format!("must be between 0 and {max}, found {value}"));
+                None
+            }
+        }
+    }
+
+    /// The problems a core's own `validate` found, each under the key of `section` whose
+    /// setting it names (`(core name, key name)` pairs, the first that the message names
+    /// wins); `None` when there were any.
+    fn core_problems(
+        &mut self,
+        section: &str,
+        names: &[(&str, &str)],
+        checked: Result<(), ElectionError>,
+    ) -> Option<()> {
+        let problems = match checked {
+            Ok(()) => return Some(()),
+            Err(ElectionError::InvalidConfig(problems)) => problems,
+            Err(other) => vec![other.to_string()],
+        };
+        for message in problems {
+            let key = names
+                .iter()
+                .find(|(name, _)| message.contains(name))
+                .map_or_else(|| section.to_owned(), |(_, key)| format!("{section}.{key}"));
+            self.problem(&key, message);
+        }
+        None
     }
 
     fn socket_addr(&mut self, key: &str, text: &str) -> Option<SocketAddr> {
