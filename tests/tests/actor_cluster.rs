@@ -291,6 +291,7 @@ async fn bad_frames_are_counted_and_change_nothing() {
                 last_log_term: term + 99,
                 pre_vote: false,
                 leadership_transfer: true,
+                priority: None,
             },
         )
     };

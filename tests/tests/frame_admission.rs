@@ -206,6 +206,7 @@ async fn tr2_flooded_follower_keeps_its_leader() {
             last_log_term: term + 99,
             pre_vote: false,
             leadership_transfer: true,
+            priority: None,
         },
     );
     flood.push((Bytes::from(forger.encode(&coup, 1452).unwrap()), ATTACKER));

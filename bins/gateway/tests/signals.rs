@@ -150,7 +150,7 @@ fn sigusr1_to_the_leader_hands_over_and_exits_0() {
         "no graceful stop in the log:\n{log}"
     );
     assert!(
-        log.contains("handing leadership over before stopping"),
+        log.contains("stopping while leading; handing leadership over"),
         "{log}"
     );
 

@@ -413,6 +413,7 @@ fn drop_reason_labels_are_distinct() {
         "peer_limit",
         "incarnation_ahead",
         "queue_full",
+        "other_mode",
     ];
     assert_eq!(labels, expected.into_iter().collect());
 }
