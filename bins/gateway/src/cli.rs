@@ -89,7 +89,7 @@ pub(crate) enum Commands {
     /// node's admin API and metrics endpoint are printed at start. Without --duration, a live
     /// view shows every node and the recent events, and typed commands kill, revive and
     /// partition nodes (`kill 3`, `kill 1,2`, `kill leader`, `revive 3`, `partition 1,2 3,4,5`,
-    /// `heal`, `quit`). Colour only on a terminal, never with NO_COLOR set. With
+    /// `heal`, `battery 2 10`, `quit`). --mode picks the election. Colour only on a terminal, never with NO_COLOR set. With
     /// --duration it runs unattended, prints one line per event, kills the leader once halfway,
     /// and exits 0 only if every live node knows the same leader at the end.
     Demo {
@@ -102,6 +102,11 @@ pub(crate) enum Commands {
         /// Seed of the simulated air (random by default).
         #[arg(long)]
         seed: Option<u64>,
+        /// The election every node runs: raft, gossip (Fabric's) or priority (the ESP-NOW
+        /// pods'; the live view shows each node's score and battery, and `battery N PCT`
+        /// drains one to force a resign).
+        #[arg(long, value_enum, default_value_t = DemoMode::Raft)]
+        mode: DemoMode,
     },
     /// Talk to an ESP32 dongle directly, without a node (see firmware/micropython).
     Dongle {
@@ -332,4 +337,15 @@ mod tests {
             }
         ));
     }
+}
+
+/// `conclave demo --mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum DemoMode {
+    /// Raft (RAFT-1..10).
+    Raft,
+    /// Hyperledger Fabric's gossip election (GOS-1..6).
+    Gossip,
+    /// The ESP-NOW pods' priority election (PRI-1..6).
+    Priority,
 }

@@ -18,6 +18,12 @@
 //! leader is killed once halfway, and the exit code says whether every live node knew the
 //! same leader at the end (0) or not (1).
 //!
+//! `--mode raft|gossip|priority` picks the election (raft by default), with timings scaled down
+//! so that a failover is quick to watch. Every node reads its battery from a file of its own
+//! (`health.source = "file"`, read every 200 ms), and `battery N PCT` writes node N's file: in
+//! priority mode (PRI-1, PRI-5) the live view shows each node's state, score and battery, and a
+//! master drained to the low-battery level resigns to the best successor.
+//!
 //! Colour (the leader's row in bold, the logs on stderr) only on a terminal, and never with
 //! `NO_COLOR` set.
 
@@ -30,13 +36,14 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use conclave_actors::config::{
-    AdminConfig, DonglePort, ElectionConfig, ElectionMode, EspNowLinkConfig, HealthConfig,
-    HooksConfig, MetricsConfig, NodeConfig, Quorum, RaftSettings,
+    AdminConfig, DonglePort, ElectionConfig, ElectionMode, EspNowLinkConfig, GossipSettings,
+    HealthConfig, HealthSource, HooksConfig, MetricsConfig, NodeConfig, PrioritySettings, Quorum,
+    RaftSettings,
 };
 use conclave_actors::events::{NodeEvent, Received};
 use conclave_actors::node::{Node, NodeBuilder, virtual_mac};
 use conclave_core::MembershipConfig;
-use conclave_core::election::Role;
+use conclave_core::election::{Mode, ModeStatus, Role};
 use conclave_espnow::{Air, Mac, VirtualDongleConfig, VirtualSerialPort};
 use conclave_protocol::{ClusterId, PeerId};
 use tokio::sync::mpsc;
@@ -47,8 +54,11 @@ use crate::render::colour;
 const RECENT_EVENTS: usize = 12;
 
 /// The commands, as the view and a wrong command show them.
-const COMMANDS: &str =
-    "kill N[,M..] | kill leader | revive N[,M..] | partition 1,2 3,4,5 | heal | view | quit";
+const COMMANDS: &str = "kill N[,M..] | kill leader | revive N[,M..] | partition 1,2 3,4,5 | \
+     heal | battery N PCT | view | quit";
+
+/// How often each node reads its battery file: a `battery` command shows within this.
+const BATTERY_READ_INTERVAL: Duration = Duration::from_millis(200);
 
 /// What the demo was asked to do.
 #[derive(Debug, Clone)]
@@ -56,6 +66,8 @@ pub(crate) struct DemoOptions {
     pub(crate) nodes: usize,
     pub(crate) duration: Option<Duration>,
     pub(crate) seed: Option<u64>,
+    /// `--mode`: raft, gossip or priority.
+    pub(crate) mode: Mode,
 }
 
 /// One demo node: its configuration, its dongle's serial port, and the node while it runs.
@@ -73,6 +85,8 @@ struct Demo {
     events_tx: mpsc::UnboundedSender<String>,
     /// Where the nodes' logs go, when to a file.
     log_file: Option<PathBuf>,
+    /// The election mode every node runs.
+    mode: Mode,
     _dir: tempfile::TempDir,
 }
 
@@ -100,7 +114,40 @@ fn clock() -> String {
     )
 }
 
-fn demo_config(name: &str, names: &[String], dir: &Path, port: &Path) -> NodeConfig {
+/// Node `name`'s battery file, which `battery N PCT` writes and its health source reads.
+fn battery_file(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("battery-{name}"))
+}
+
+/// The election of the demo's `mode`, with timings scaled down so that a failover is quick to
+/// watch: raft fails over in well under a second, gossip in about 1.5 s (Fabric's defaults
+/// take 15 s), priority in about 1.3 s (seed 002's take 3–4 s).
+fn demo_mode(mode: Mode) -> ElectionMode {
+    match mode {
+        Mode::Gossip => ElectionMode::Gossip(GossipSettings {
+            startup_grace_period: Duration::from_millis(1500),
+            membership_sample_interval: Duration::from_millis(300),
+            leader_alive_threshold: Duration::from_millis(1000),
+            leader_election_duration: Duration::from_millis(500),
+            use_leader_election: true,
+            org_leader: false,
+        }),
+        Mode::Priority => ElectionMode::Priority(PrioritySettings {
+            discovery_timeout: Duration::from_millis(300),
+            campaign_timeout: Duration::from_millis(150),
+            vote_timeout: Duration::from_millis(200),
+            jitter_max: Duration::from_millis(100),
+            max_retries: 3,
+            announce_interval: Duration::from_millis(300),
+            master_timeout: Duration::from_millis(900),
+            low_battery_percent: 15,
+            force_master: false,
+        }),
+        Mode::Raft | Mode::Static => ElectionMode::Raft,
+    }
+}
+
+fn demo_config(name: &str, names: &[String], dir: &Path, port: &Path, mode: Mode) -> NodeConfig {
     let id = peer_id(name);
     NodeConfig {
         node_id: id,
@@ -109,7 +156,7 @@ fn demo_config(name: &str, names: &[String], dir: &Path, port: &Path) -> NodeCon
         // A demo needs no key; the node logs that frames are unauthenticated.
         auth_key: None,
         election: ElectionConfig {
-            mode: ElectionMode::Raft,
+            mode: demo_mode(mode),
             voters: names.iter().map(|n| peer_id(n)).collect(),
             auto: true,
             raft: RaftSettings {
@@ -150,7 +197,12 @@ fn demo_config(name: &str, names: &[String], dir: &Path, port: &Path) -> NodeCon
             listen: Some(ANY_LOOPBACK_PORT),
         },
         hooks: HooksConfig::default(),
-        health: HealthConfig::default(),
+        health: HealthConfig {
+            source: HealthSource::File(battery_file(dir, name)),
+            battery_percent: 100,
+            interval: BATTERY_READ_INTERVAL,
+            timeout: BATTERY_READ_INTERVAL,
+        },
     }
 }
 
@@ -158,6 +210,7 @@ impl Demo {
     async fn start(
         count: usize,
         seed: u64,
+        mode: Mode,
         events_tx: mpsc::UnboundedSender<String>,
     ) -> Result<Self, String> {
         let dir = tempfile::Builder::new()
@@ -172,7 +225,14 @@ impl Demo {
             let link = dir.path().join(format!("tty-{name}"));
             let port = VirtualSerialPort::create(&link, &air, VirtualDongleConfig::new(mac))
                 .map_err(|err| format!("cannot create {name}'s virtual dongle: {err}"))?;
-            let config = demo_config(name, &names, dir.path(), port.path());
+            let config = demo_config(name, &names, dir.path(), port.path(), mode);
+            let battery = battery_file(dir.path(), name);
+            std::fs::write(&battery, "100\n").map_err(|err| {
+                format!(
+                    "cannot write {name}'s battery file {}: {err}",
+                    battery.display()
+                )
+            })?;
             nodes.push(DemoNode {
                 config,
                 mac,
@@ -185,6 +245,7 @@ impl Demo {
             nodes,
             events_tx,
             log_file: None,
+            mode,
             _dir: dir,
         };
         for index in 0..count {
@@ -350,6 +411,28 @@ impl Demo {
     }
 
     /// Splits the air into groups of node numbers (1-based); nodes in no group are cut off.
+    /// `battery N PCT`: writes node N's battery file, which its health source reads within
+    /// [`BATTERY_READ_INTERVAL`].
+    fn battery_command(&self, node: &str, percent: &str) -> String {
+        let index = match node.parse::<usize>() {
+            Ok(n) if (1..=self.nodes.len()).contains(&n) => n - 1,
+            _ => return format!("no node {node:?}: nodes are 1 to {}", self.nodes.len()),
+        };
+        let percent = match percent.trim_end_matches('%').parse::<u8>() {
+            Ok(p) if p <= 100 => p,
+            _ => return format!("battery must be 0 to 100, not {percent:?}"),
+        };
+        let name = self.name(index);
+        let file = battery_file(self._dir.path(), &name);
+        match std::fs::write(&file, format!("{percent}\n")) {
+            Ok(()) if self.mode == Mode::Priority => format!("{name}'s battery is now {percent}%"),
+            Ok(()) => {
+                format!("{name}'s battery is now {percent}% (only priority mode elects by battery)")
+            }
+            Err(err) => format!("cannot write {}: {err}", file.display()),
+        }
+    }
+
     fn partition(&self, groups: &[Vec<usize>]) {
         let macs: Vec<Vec<Mac>> = groups
             .iter()
@@ -451,8 +534,17 @@ impl Demo {
     /// The table: one line per node, the leader's in bold.
     async fn table(&self) -> Vec<ViewLine> {
         let mut lines = vec![ViewLine::plain(format!(
-            "{:<9} {:<14} {:>5}  {:<9} {:<7} {}",
-            "NODE", "ROLE", "TERM", "LEADER", "DONGLE", "PEERS (RTT)"
+            "{:<9} {:<14} {:>5}  {:<9} {:<7} {:<28} {}",
+            "NODE",
+            "ROLE",
+            "TERM",
+            "LEADER",
+            "DONGLE",
+            match self.mode {
+                Mode::Priority => "STATE (SCORE, BATTERY)",
+                _ => "PHASE",
+            },
+            "PEERS (RTT)"
         ))];
         for node in &self.nodes {
             let name = node.config.node_id.to_string();
@@ -481,9 +573,18 @@ impl Demo {
                     (status, _) => format!("{} {}", peer.id, status.label()),
                 })
                 .collect();
+            let detail = match &status.election.detail {
+                ModeStatus::Priority(priority) => format!(
+                    "{} ({:#010x}, {}%)",
+                    priority.state.label(),
+                    priority.score,
+                    priority.battery
+                ),
+                _ => status.election.phase.to_owned(),
+            };
             lines.push(ViewLine {
                 text: format!(
-                    "{name:<9} {:<14} {:>5}  {:<9} {dongle:<7} {}",
+                    "{name:<9} {:<14} {:>5}  {:<9} {dongle:<7} {detail:<28} {}",
                     status.election.role.label(),
                     status.election.term,
                     status
@@ -631,7 +732,7 @@ pub(crate) fn run(options: DemoOptions) -> ExitCode {
     let system = actix_rt::System::new();
     system.block_on(async move {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
-        let mut demo = match Demo::start(options.nodes, seed, events_tx).await {
+        let mut demo = match Demo::start(options.nodes, seed, options.mode, events_tx).await {
             Ok(demo) => demo,
             Err(err) => {
                 eprintln!("error: {err}");
@@ -884,6 +985,7 @@ async fn interactive_loop(mut demo: Demo, mut events: mpsc::UnboundedReceiver<St
                         demo.air.heal();
                         "air healed".to_owned()
                     }
+                    ["battery" | "b", node, percent] => demo.battery_command(node, percent),
                     ["view" | "v"] => {
                         if !screen.terminal {
                             for line in demo.table().await {

@@ -60,10 +60,16 @@ fn main() -> ExitCode {
             nodes,
             duration,
             seed,
+            mode,
         } => demo::run(demo::DemoOptions {
             nodes,
             duration: duration.map(std::time::Duration::from_secs),
             seed,
+            mode: match mode {
+                cli::DemoMode::Raft => conclave_core::election::Mode::Raft,
+                cli::DemoMode::Gossip => conclave_core::election::Mode::Gossip,
+                cli::DemoMode::Priority => conclave_core::election::Mode::Priority,
+            },
         }),
         Commands::Dongle {
             command: DongleCommand::Check { port, baud, stats },

@@ -13,6 +13,7 @@
 //! | `hooks.*` (commands and `timeout_ms`) | applied: later runs use the new commands |
 //! | `log.level` | applied: the new filter from the next line on |
 //! | `log.file` | applied: the log moves to the new file (or standard output) |
+//! | `health.*` | applied: the new battery/priority source is read at once (PRI-1, RAFT-10) |
 //! | anything else | kept as it runs; a WARN names the key, the value in use and the file's |
 //!
 //! Each applied key is reported at INFO with its old and new value; the values of the radio
@@ -45,6 +46,8 @@ pub(crate) enum Reloadable {
     LogLevel,
     /// `log.file`.
     LogFile,
+    /// `health.*`: the battery and priority source.
+    Health,
 }
 
 impl Reloadable {
@@ -56,6 +59,8 @@ impl Reloadable {
             Some(Reloadable::LogLevel)
         } else if key == "log.file" {
             Some(Reloadable::LogFile)
+        } else if key == "health" || key.starts_with("health.") {
+            Some(Reloadable::Health)
         } else {
             None
         }
@@ -272,6 +277,10 @@ impl Reloader {
                 .map_err(|err| err.to_string()),
             Reloadable::LogLevel => log.set_filter(parse_filter(&settings.log.level)?),
             Reloadable::LogFile => log.reopen(log_file(settings).as_deref()),
+            Reloadable::Health => node
+                .replace_health(config.health.clone())
+                .await
+                .map_err(|err| err.to_string()),
         }
     }
 }
@@ -330,14 +339,18 @@ mod tests {
         let edited = BASE
             .replace("gw-a", "gw-b")
             .replace("systemctl start relay", "systemctl start relay2")
-            + "\n[log]\nlevel = \"debug\"\n[metrics]\nlisten = \"\"\n";
+            + "\n[log]\nlevel = \"debug\"\n[metrics]\nlisten = \"\"\n[health]\nbattery_percent = 40\n";
         let plan = plan(&running, &flatten(&settings(&edited)));
         let keys = |changes: &[Change]| -> Vec<String> {
             changes.iter().map(|change| change.key.clone()).collect()
         };
         assert_eq!(
             plan.apply.keys().copied().collect::<Vec<_>>(),
-            vec![Reloadable::Hooks, Reloadable::LogLevel]
+            vec![Reloadable::Hooks, Reloadable::LogLevel, Reloadable::Health]
+        );
+        assert_eq!(
+            keys(&plan.apply[&Reloadable::Health]),
+            vec!["health.battery_percent"]
         );
         assert_eq!(
             keys(&plan.apply[&Reloadable::Hooks]),

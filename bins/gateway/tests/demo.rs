@@ -84,8 +84,12 @@ struct Interactive {
 
 impl Interactive {
     fn start(nodes: &str) -> Self {
+        Self::start_in(nodes, "raft")
+    }
+
+    fn start_in(nodes: &str, mode: &str) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_conclave"))
-            .args(["demo", "--nodes", nodes, "--seed", "7"])
+            .args(["demo", "--nodes", nodes, "--seed", "7", "--mode", mode])
             .env("RUST_LOG", "info")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -205,6 +209,85 @@ fn interactive_commands_over_a_pipe() {
     assert_eq!(demo.wait_exit(), Some(0));
     let all = demo.seen.join("\n");
     assert!(!all.contains('\x1b'), "escape codes over a pipe:\n{all}");
+}
+
+/// Issue 9 item 10: `--mode priority`: the view shows each node's state, score and battery;
+/// `battery N PCT` draining the master to the low-battery level makes it resign (PRI-5) to
+/// the node with the best battery, which every node then follows.
+#[test]
+fn priority_demo_battery_drain_makes_the_master_resign() {
+    let mut demo = Interactive::start_in("3", "priority");
+    let elected = demo.wait_line("a master", |l| {
+        l.contains(" leader node-") && l.contains(", leader, ")
+    });
+    // "HH:MM:SS.mmm node-N   leader node-N (term T, leader, cause)"
+    let master = elected
+        .split(" leader ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    let number = |name: &str| name.trim_start_matches("node-").to_owned();
+    let others: Vec<String> = (1..=3)
+        .map(|n| format!("node-{n}"))
+        .filter(|name| *name != master)
+        .collect();
+    // The best successor has the fullest battery.
+    demo.send(&format!("battery {} 40", number(&others[0])));
+    demo.send(&format!("battery {} 90", number(&others[1])));
+    demo.wait_line("the second battery set", |l| {
+        l.ends_with(&format!("{}'s battery is now 90%", others[1]))
+    });
+    demo.send("view");
+    demo.wait_line("the master's row with its score and battery", |l| {
+        l.starts_with(&master) && l.contains("master (0x") && l.contains(", 100%)")
+    });
+    demo.send(&format!("battery {} 10", number(&master)));
+    let successor = &others[1];
+    demo.wait_line("the old master resigning", |l| {
+        l.contains(&format!("{master}   leader none")) && l.contains("resign")
+    });
+    // The two lines come in either order.
+    let mut following: Vec<&String> = vec![&others[0], &master];
+    while !following.is_empty() {
+        let line = demo.wait_line("every node following the successor", |l| {
+            following
+                .iter()
+                .any(|name| l.contains(&format!("{name}   leader {successor} ")))
+        });
+        following.retain(|name| !line.contains(&format!("{name}   leader {successor} ")));
+    }
+    demo.send("battery 9 50");
+    demo.wait_line("the refusal of a node that does not exist", |l| {
+        l.contains("no node \"9\": nodes are 1 to 3")
+    });
+    demo.send("quit");
+    assert_eq!(demo.wait_exit(), Some(0));
+}
+
+/// Issue 9 item 10: `--mode gossip` runs Fabric's election: a leader is declared, and after
+/// `kill leader` the survivors agree on another.
+#[test]
+fn gossip_demo_replaces_a_killed_leader() {
+    let mut demo = Interactive::start_in("3", "gossip");
+    let elected = demo.wait_line("a gossip leader", |l| {
+        l.contains(" leader node-") && l.contains(", leader, ")
+    });
+    let first = elected
+        .split(" leader ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    demo.send("kill leader");
+    demo.wait_line("the reply to kill leader", |l| {
+        l.contains(&format!("killed {first} (the leader)"))
+    });
+    demo.wait_line("a new leader", |l| {
+        l.contains(" leader node-") && l.contains(", leader, ") && !l.contains(&first)
+    });
+    demo.send("quit");
+    assert_eq!(demo.wait_exit(), Some(0));
 }
 
 /// Ctrl-C (SIGINT) ends the interactive demo at once, though stdin is still open and nothing
