@@ -63,6 +63,9 @@ pub(crate) struct ProcessCluster {
     /// Extra TOML appended to every node's configuration (after the generated keys, so it may
     /// add keys in sections the harness does not write, or whole sections).
     extra_toml: String,
+    /// The `[election…]` part of every node's configuration: raft with fast timings unless
+    /// [`Self::with_election`] replaced it (a key of another mode is an error).
+    election_toml: String,
     /// Environment set on every process.
     env: Vec<(String, String)>,
     children: BTreeMap<String, Child>,
@@ -91,6 +94,9 @@ impl ProcessCluster {
             ip: random_loopback(),
             nodes,
             extra_toml: String::new(),
+            election_toml: "[election.raft]\nheartbeat_ms = 50\nelection_timeout_min_ms = 250\n\
+                            election_timeout_max_ms = 500\n"
+                .to_owned(),
             env: vec![("RUST_LOG".to_owned(), "info".to_owned())],
             children: BTreeMap::new(),
             agent,
@@ -101,6 +107,13 @@ impl ProcessCluster {
     pub(crate) fn with_toml(mut self, toml: &str) -> Self {
         self.extra_toml.push_str(toml);
         self.extra_toml.push('\n');
+        self
+    }
+
+    /// Replaces the `[election…]` part of every node's configuration (by default raft with fast
+    /// timings): another mode's sections.
+    pub(crate) fn with_election(mut self, toml: &str) -> Self {
+        toml.clone_into(&mut self.election_toml);
         self
     }
 
@@ -198,8 +211,7 @@ impl ProcessCluster {
         format!(
             "[node]\nid = {id:?}\ndata_dir = {data:?}\n\n\
              [cluster]\nid = \"process-test\"\nvoters = [{voters}]\n\n\
-             [election.raft]\nheartbeat_ms = 50\nelection_timeout_min_ms = 250\n\
-             election_timeout_max_ms = 500\n\n\
+             {election}\n\
              [membership]\nheartbeat_ms = 50\n\n\
              [link.udp]\nlisten = {udp:?}\npeers = [{peers}]\n\n\
              [admin]\nlisten = {admin:?}\n\n\
@@ -213,6 +225,7 @@ impl ProcessCluster {
             ip = self.ip,
             metrics = METRICS_BASE + spec.index,
             extra = self.extra_toml,
+            election = self.election_toml,
         )
     }
 
