@@ -75,6 +75,36 @@ fn load(file: Option<&Path>) -> Result<Loaded, ExitCode> {
     })
 }
 
+/// The mode and what bounds its failover, for `check-config`: an operator choosing timings
+/// sees what they add up to.
+fn election_summary(election: &conclave_core::election::ElectionConfig) -> String {
+    use conclave_core::election::ElectionConfig;
+    let millis = |d: std::time::Duration| d.as_millis();
+    match election {
+        ElectionConfig::Raft(raft) => format!(
+            "raft ({} quorum; a dead leader is replaced after an election timeout of {}–{} ms)",
+            raft.quorum.label(),
+            millis(raft.election_timeout_min),
+            millis(raft.election_timeout_max)
+        ),
+        ElectionConfig::Gossip(gossip) if !gossip.use_leader_election => format!(
+            "gossip (static leadership: this node {} the org leader)",
+            if gossip.org_leader { "is" } else { "is not" }
+        ),
+        ElectionConfig::Gossip(gossip) => format!(
+            "gossip (a dead leader is replaced within {} ms: leader_alive_threshold + \
+             leader_election_duration)",
+            millis(gossip.failover_budget())
+        ),
+        ElectionConfig::Priority(priority) => format!(
+            "priority (a dead master is replaced within {} ms: master timeout + discovery + \
+             campaign + votes + jitter)",
+            millis(priority.failover_budget())
+        ),
+        ElectionConfig::Static(fixed) => format!("static (leader {}; nobody elects)", fixed.leader),
+    }
+}
+
 /// `conclave check-config FILE`.
 pub(crate) fn check_config(file: &Path) -> ExitCode {
     match load(Some(file)) {
@@ -91,6 +121,7 @@ pub(crate) fn check_config(file: &Path) -> ExitCode {
                     .collect::<Vec<_>>()
                     .join(", ")
             );
+            println!("  election {}", election_summary(&config.election_config()));
             if let Some(udp) = &config.udp {
                 println!("  udp {} (peers: {})", udp.listen, udp.peers.len());
             }

@@ -145,3 +145,31 @@ fn priority_mode_elects_by_battery_and_replaces_a_killed_master() {
     assert_eq!(successor, "gw-c", "the next fullest battery takes over");
     stop_all(&mut cluster);
 }
+
+/// Issue 9 item 8: `check-config` accepts each mode's example set and says which mode it
+/// runs and what bounds its failover, from that mode's own formula.
+#[test]
+fn check_config_names_each_examples_mode() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/examples");
+    for (set, expected) in [
+        ("three-udp", "election raft (voters quorum"),
+        (
+            "three-gossip",
+            "election gossip (a dead leader is replaced within",
+        ),
+        (
+            "three-priority",
+            "election priority (a dead master is replaced within",
+        ),
+        ("three-static", "election static (leader gw-a"),
+    ] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_conclave"))
+            .arg("check-config")
+            .arg(examples.join(set).join("node-a.toml"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{set}: {text}");
+        assert!(text.contains(expected), "{set}: {text}");
+    }
+}
