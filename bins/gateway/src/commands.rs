@@ -127,7 +127,27 @@ fn leader_set(
         wait_ms: wait.map(|wait| u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)),
     };
     let result: Result<CommandAnswer, ClientError> =
-        client.post("/v1/leader", &request, wait.unwrap_or_default());
+        match client.post("/v1/leader", &request, wait.unwrap_or_default()) {
+            // A mode whose followers cannot start the change (priority: only the master hands
+            // over, or the target forces itself) names its leader: pass it on once, as
+            // `leader resign` does.
+            Err(ClientError::Refused {
+                status: 409,
+                answer,
+                ..
+            }) if answer.leader_admin_url.is_some() => {
+                let url = answer.leader_admin_url.unwrap_or_default();
+                eprintln!(
+                    "{} is not the leader; passing the request on to the leader {} at {url}",
+                    answer.node_id.as_deref().unwrap_or("the node"),
+                    answer.leader.as_deref().unwrap_or("?")
+                );
+                client
+                    .other(&url)?
+                    .post("/v1/leader", &request, wait.unwrap_or_default())
+            }
+            other => other,
+        };
     let code = match result {
         Ok(answer) => {
             print_answer(json, &answer, render::outcome);

@@ -83,6 +83,23 @@ fn kill_and_reelect(cluster: &mut ProcessCluster, leader: &str, term: u64) -> St
     successor
 }
 
+/// Runs the CLI against node `id`'s admin API; panics unless it exits 0.
+fn cli(cluster: &ProcessCluster, id: &str, args: &[&str]) -> String {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_conclave"))
+        .arg("--admin")
+        .arg(cluster.admin_url(id))
+        .args(args)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "{args:?} at {id}: {text}");
+    text
+}
+
 fn stop_all(cluster: &mut ProcessCluster) {
     for id in NODES {
         if cluster.is_running(id) {
@@ -104,15 +121,27 @@ fn gossip_mode_elects_and_replaces_a_killed_leader() {
     let status = cluster.status(&successor).unwrap();
     assert_eq!(status["gossip"]["use_leader_election"], true, "{status}");
     assert_eq!(status["role"], "leader", "{status}");
+    // GOS-4: `leader resign` is Fabric's Yield: the other survivor takes over, and the one
+    // that yielded does not take leadership back.
+    cli(&cluster, &successor, &["leader", "resign"]);
+    let (third, _) = cluster.wait_for("the other survivor to lead after the yield", |c| {
+        c.agreed_leader().filter(|(id, _)| *id != successor)
+    });
+    assert_ne!(third, leader);
+    let status = cluster.status(&successor).unwrap();
+    assert_eq!(status["leader"], third.as_str(), "{status}");
     stop_all(&mut cluster);
 }
 
-/// PRI-1..3 with real processes: the master is the node with the fullest battery (read from
+/// PRI-1..5 with real processes: the master is the node with the fullest battery (read from
 /// a health file: the battery is the score's top byte), its hook runs with its round as the
-/// fencing term, and after `kill -9` the next fullest battery takes over in a later round.
+/// fencing term, `leader set` hands over to the named node, and after `kill -9` the fullest
+/// battery left takes over in a later round.
 #[test]
 fn priority_mode_elects_by_battery_and_replaces_a_killed_master() {
     let cluster = ProcessCluster::new(&NODES).with_election(PRIORITY);
+    let urls = cluster.peer_urls();
+    let cluster = cluster.with_env("CONCLAVE__ADMIN__PEER_URLS", &urls);
     let dir = cluster.dir().to_owned();
     let batteries = [("gw-a", 30), ("gw-b", 90), ("gw-c", 60)];
     for (id, percent) in batteries {
@@ -122,7 +151,7 @@ fn priority_mode_elects_by_battery_and_replaces_a_killed_master() {
     let mut cluster = cluster
         .with_toml(&hook)
         .with_toml("[health]\nsource = \"file\"\ninterval_ms = 200\ntimeout_ms = 200\n");
-    let (leader, term) = elect(&mut cluster, "priority", |id| {
+    let (leader, _) = elect(&mut cluster, "priority", |id| {
         let percent = batteries.iter().find(|(b, _)| *b == id).unwrap().1;
         vec![
             (
@@ -141,8 +170,18 @@ fn priority_mode_elects_by_battery_and_replaces_a_killed_master() {
     let status = cluster.status("gw-b").unwrap();
     assert_eq!(status["priority"]["battery_percent"], 90, "{status}");
     assert_eq!(status["priority"]["state"], "master", "{status}");
+    // `leader set gw-c` sent to a follower is passed on to the master, which resigns naming
+    // gw-c as its successor (PRI-5); the CLI waits for gw-c to lead.
+    let text = cli(&cluster, "gw-a", &["leader", "set", "gw-c"]);
+    assert!(
+        text.contains("passing the request on to the leader gw-b"),
+        "{text}"
+    );
+    let (leader, term) = cluster.wait_for("gw-c to lead after the hand-over", |c| {
+        c.agreed_leader().filter(|(id, _)| id == "gw-c")
+    });
     let successor = kill_and_reelect(&mut cluster, &leader, term);
-    assert_eq!(successor, "gw-c", "the next fullest battery takes over");
+    assert_eq!(successor, "gw-b", "the fullest battery left takes over");
     stop_all(&mut cluster);
 }
 
