@@ -1,9 +1,11 @@
-//! Issue 9: every election mode with three real `conclave` processes over UDP on loopback.
-//! Gossip (GOS-1..6) and priority (PRI-1..6) elect one leader that all three name, the status
-//! answer reports the real mode, the `on_leader` hook runs with the mode's fencing token
-//! (`<epoch or round>:<leader>`), and after `kill -9` of the leader the two survivors agree on
-//! another one in a later term. Priority mode also shows each node's score and battery, read
-//! from a health file.
+//! Issue 9: every election mode with three real `conclave` processes over UDP on loopback
+//! (raft's own are in `three_processes.rs`). Gossip (GOS-1..6) and priority (PRI-1..6) elect one
+//! leader that all three name, the status answer reports the real mode, the `on_leader` hook
+//! runs with the mode's fencing token (`<epoch or round>:<leader>`), and after `kill -9` of the
+//! leader the two survivors agree on another one in a later term; gossip's `leader resign` is a
+//! yield and priority's `leader set` a hand-over. Static mode (STA-1) leads without an election,
+//! reports a killed leader lost, and follows a reassignment. Priority mode also shows each
+//! node's score and battery, read from a health file. `check-config` names each example's mode.
 
 #![allow(clippy::unwrap_used)]
 
@@ -211,4 +213,32 @@ fn check_config_names_each_examples_mode() {
         assert!(output.status.success(), "{set}: {text}");
         assert!(text.contains(expected), "{set}: {text}");
     }
+}
+
+/// STA-1 with real processes: the configured leader leads with no election; after `kill -9`
+/// of it the survivors report it lost (nobody elects in static mode), and `leader set`, sent
+/// to each survivor, makes them agree on a new one.
+#[test]
+fn static_mode_reports_a_killed_leader_lost_and_follows_a_reassignment() {
+    let cluster = ProcessCluster::new(&NODES)
+        .with_election("[election]\nmode = \"static\"\n[election.static]\nleader = \"gw-a\"\n");
+    let hook = recording_hook(cluster.dir());
+    let mut cluster = cluster.with_toml(&hook);
+    let (leader, term) = elect(&mut cluster, "static", |_| Vec::new());
+    assert_eq!(leader, "gw-a");
+    cluster.kill("gw-a");
+    for id in ["gw-b", "gw-c"] {
+        cluster.wait_for("the survivors to report the leader lost", |c| {
+            c.status(id).filter(|status| status["leader"].is_null())
+        });
+    }
+    for id in ["gw-b", "gw-c"] {
+        cli(&cluster, id, &["leader", "set", "gw-b", "--no-wait"]);
+    }
+    let (new_leader, new_term) = cluster.wait_for("the survivors to follow gw-b", |c| {
+        c.agreed_leader().filter(|(id, _)| id == "gw-b")
+    });
+    assert_eq!(new_leader, "gw-b");
+    assert!(new_term > term);
+    stop_all(&mut cluster);
 }
