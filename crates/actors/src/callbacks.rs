@@ -713,8 +713,9 @@ impl HookRun {
     }
 }
 
-/// The process group a command started with `process_group(0)` leads: its own pid.
-fn process_group(pid: Option<u32>) -> Option<rustix::process::Pid> {
+/// The process group a command started with `process_group(0)` leads: its own pid. Shared
+/// with the health source's command runner.
+pub(crate) fn process_group(pid: Option<u32>) -> Option<rustix::process::Pid> {
     pid.and_then(|pid| i32::try_from(pid).ok())
         // Never 0 or 1: kill(0) and kill(-1) would signal far more than the hook.
         .filter(|&pid| pid > 1)
@@ -722,7 +723,7 @@ fn process_group(pid: Option<u32>) -> Option<rustix::process::Pid> {
 }
 
 /// Kills a still-running command's whole process group when dropped.
-struct GroupKillOnDrop(Option<rustix::process::Pid>);
+pub(crate) struct GroupKillOnDrop(pub(crate) Option<rustix::process::Pid>);
 
 impl Drop for GroupKillOnDrop {
     fn drop(&mut self) {

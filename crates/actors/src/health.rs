@@ -31,6 +31,7 @@ use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 use tracing::{debug, warn};
 
+use crate::callbacks::{GroupKillOnDrop, process_group};
 use crate::config::{HealthConfig, HealthSource, HookCommand};
 use crate::messages::HealthUpdate;
 use crate::metrics::NodeMetrics;
@@ -348,26 +349,6 @@ async fn run_command(command: &HookCommand, timeout: Duration) -> Result<String,
             timeout.as_millis()
         ))
     })
-}
-
-/// The process group a command started with `process_group(0)` leads: its own pid.
-fn process_group(pid: Option<u32>) -> Option<rustix::process::Pid> {
-    pid.and_then(|pid| i32::try_from(pid).ok())
-        // Never 0 or 1: kill(0) and kill(-1) would signal far more than the command.
-        .filter(|&pid| pid > 1)
-        .and_then(rustix::process::Pid::from_raw)
-}
-
-/// Kills a command's whole process group when dropped.
-struct GroupKillOnDrop(Option<rustix::process::Pid>);
-
-impl Drop for GroupKillOnDrop {
-    fn drop(&mut self) {
-        if let Some(group) = self.0.take() {
-            // ESRCH when the group is gone already: nothing to do.
-            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-        }
-    }
 }
 
 #[cfg(test)]
