@@ -609,29 +609,11 @@ impl HookRun {
     async fn run_command(&self, command: &HookCommand) -> RunOutcome {
         let hook = self.hook.name();
         let shown = CommandLine(command);
-        let mut process = match command {
-            HookCommand::Shell(script) => {
-                let mut process = Command::new("/bin/sh");
-                process.arg("-c").arg(script);
-                process
-            }
-            HookCommand::Argv(argv) => {
-                let Some((program, args)) = argv.split_first() else {
-                    error!(hook, "hook command is an empty argv list; nothing to run");
-                    return RunOutcome::Error;
-                };
-                let mut process = Command::new(program);
-                process.args(args);
-                process
-            }
+        let Some(mut process) = process_of(command) else {
+            error!(hook, "hook command is an empty argv list; nothing to run");
+            return RunOutcome::Error;
         };
-        process
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            // Its own group, so that a timeout kills the command's children too.
-            .process_group(0);
+        process.stderr(Stdio::piped());
         for (name, _) in std::env::vars_os() {
             if name.as_encoded_bytes().starts_with(b"CONCLAVE_") {
                 process.env_remove(name);
@@ -711,6 +693,33 @@ impl HookRun {
         }
         outcome
     }
+}
+
+/// The process that runs `command` (a string through `/bin/sh -c`, an argv list as it is):
+/// no stdin, stdout piped, killed when dropped, and the leader of its own process group, so
+/// that a timeout kills what a shell started too. `None` for an empty argv list. Shared with
+/// the health source's command runner.
+pub(crate) fn process_of(command: &HookCommand) -> Option<Command> {
+    let mut process = match command {
+        HookCommand::Shell(script) => {
+            let mut process = Command::new("/bin/sh");
+            process.arg("-c").arg(script);
+            process
+        }
+        HookCommand::Argv(argv) => {
+            let (program, args) = argv.split_first()?;
+            let mut process = Command::new(program);
+            process.args(args);
+            process
+        }
+    };
+    process
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .process_group(0);
+    Some(process)
 }
 
 /// The process group a command started with `process_group(0)` leads: its own pid. Shared

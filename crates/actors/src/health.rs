@@ -22,16 +22,14 @@
 
 use std::fmt;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use actix::prelude::*;
 use conclave_core::election::HealthReading;
 use tokio::io::AsyncReadExt;
-use tokio::process::Command;
 use tracing::{debug, warn};
 
-use crate::callbacks::{GroupKillOnDrop, process_group};
+use crate::callbacks::{GroupKillOnDrop, process_group, process_of};
 use crate::config::{HealthConfig, HealthSource, HookCommand};
 use crate::messages::HealthUpdate;
 use crate::metrics::NodeMetrics;
@@ -287,28 +285,9 @@ async fn read_file(path: PathBuf) -> Result<String, String> {
 /// Runs a health command and returns its standard output; killed, with its process group,
 /// at `timeout`.
 async fn run_command(command: &HookCommand, timeout: Duration) -> Result<String, String> {
-    let mut process = match command {
-        HookCommand::Shell(script) => {
-            let mut process = Command::new("/bin/sh");
-            process.arg("-c").arg(script);
-            process
-        }
-        HookCommand::Argv(argv) => {
-            let Some((program, args)) = argv.split_first() else {
-                return Err("the command is an empty argv list".to_owned());
-            };
-            let mut process = Command::new(program);
-            process.args(args);
-            process
-        }
+    let Some(mut process) = process_of(command) else {
+        return Err("the command is an empty argv list".to_owned());
     };
-    process
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        // Its own group, so that a timeout kills what a shell started too.
-        .process_group(0);
     let mut child = process
         .spawn()
         .map_err(|err| format!("cannot start: {err}"))?;
