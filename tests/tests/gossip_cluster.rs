@@ -402,3 +402,52 @@ async fn gos_hooks_run_with_the_epoch_as_fencing_token() {
     }
     cluster.stop().await;
 }
+
+/// Issue 9 item 8, through the admin API the CLI calls: `POST /v1/leader` in gossip mode is
+/// refused with 400 and an error that says the gossip election refuses the verb and what to
+/// use instead, not that the node's settings are invalid (which sent operators to a
+/// configuration that was fine).
+#[actix_rt::test]
+async fn gos_admin_leader_set_refusal_names_the_mode_not_the_settings() {
+    use actix_web::App;
+    use actix_web::http::StatusCode;
+    use actix_web::test::{TestRequest, call_service, init_service, read_body_json};
+    use conclave_actors::admin::api::ErrorAnswer;
+    use conclave_actors::admin::{AdminOptions, admin_routes};
+    use conclave_actors::config::AdminConfig;
+
+    let _log = test_log();
+    tokio::time::pause();
+    let cluster = MemoryCluster::start(&["a", "b", "c"], gossip_options()).await;
+    assert_eq!(cluster.await_leader(SETTLE).await, 0);
+    let app = init_service(App::new().configure(admin_routes(
+        cluster.handle(1).clone(),
+        AdminOptions::new(&AdminConfig::default()),
+    )))
+    .await;
+    let answer = call_service(
+        &app,
+        TestRequest::post()
+            .uri("/v1/leader")
+            .set_json(serde_json::json!({ "peer_id": "c" }))
+            .to_request(),
+    )
+    .await;
+    assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
+    let answer: ErrorAnswer = read_body_json(answer).await;
+    let message = answer.error;
+    for part in [
+        "b: ",
+        "refused by the gossip election",
+        "leader set c",
+        "leader resign",
+    ] {
+        assert!(message.contains(part), "{part:?} missing from: {message}");
+    }
+    assert!(
+        !message.contains("invalid election settings"),
+        "the settings are fine: {message}"
+    );
+    assert_eq!(answer.fencing_token.as_deref(), Some("1:a"));
+    cluster.stop().await;
+}
