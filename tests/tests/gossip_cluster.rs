@@ -89,6 +89,17 @@ async fn gos_elect_kill_the_leader_and_reelect_within_the_budget() {
         leader_metrics.value("conclave_election_term", &[]),
         Some(first.term as f64)
     );
+    // The scrape explains the term in every mode's words, not raft's alone.
+    let help = leader_metrics
+        .render()
+        .lines()
+        .find(|line| line.starts_with("# HELP conclave_election_term "))
+        .map(str::to_owned)
+        .expect("conclave_election_term is described");
+    assert!(
+        help.contains("gossip leadership epoch") && !help.contains("Raft term"),
+        "{help}"
+    );
     let b_metrics = cluster.handle(1).metrics().clone();
     let b_changes_before = b_metrics
         .value("conclave_leader_changes_total", &[])
