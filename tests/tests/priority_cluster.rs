@@ -54,7 +54,11 @@ const MARGIN: Duration = Duration::from_millis(500);
 const NAMES: [&str; 3] = ["a", "b", "c"];
 
 async fn priority_status(cluster: &MemoryCluster, index: usize) -> PriorityStatus {
-    let status = cluster.handle(index).election_status().await.unwrap();
+    let status = cluster
+        .handle(index)
+        .election_status()
+        .await
+        .expect("the node answers");
     let ModeStatus::Priority(priority) = status.detail else {
         panic!("node {index} is not in priority mode: {:?}", status.detail);
     };
@@ -516,7 +520,11 @@ fn loss_term(dir: &std::path::Path, node: &str) -> Option<u64> {
 
 /// The cause node `index` recorded when it became master last (the hook file names it).
 async fn first_cause(cluster: &MemoryCluster, index: usize) -> String {
-    let history = cluster.handle(index).history().await.unwrap();
+    let history = cluster
+        .handle(index)
+        .history()
+        .await
+        .expect("the node answers");
     let record = history
         .iter()
         .rev()
