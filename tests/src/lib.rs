@@ -475,3 +475,40 @@ impl RadioCluster {
         }
     }
 }
+
+/// Every `LeaderChanged` event already waiting on `subscription`, in order, without waiting
+/// for more (a gap the bus dropped shows as nothing: tests subscribe before they act).
+pub fn drain_leader_changes(
+    subscription: &mut conclave_actors::events::EventSubscription,
+) -> Vec<conclave_actors::events::LeaderChange> {
+    use conclave_actors::events::{NodeEvent, Received};
+    let mut changes = Vec::new();
+    while let Some(received) = subscription.try_recv() {
+        if let Received::Event(NodeEvent::LeaderChanged(change)) = received {
+            changes.push(change);
+        }
+    }
+    changes
+}
+
+/// A hook command that writes its `CONCLAVE_*` variables to
+/// `dir/<node>-<hook>-<term>-<cause>` through a temporary name, so a file that exists is
+/// complete.
+pub fn dump_env_hook(dir: &Path) -> conclave_actors::config::HookCommand {
+    conclave_actors::config::HookCommand::Shell(format!(
+        "f='{}'/\"$CONCLAVE_NODE_ID-$CONCLAVE_HOOK-$CONCLAVE_TERM-$CONCLAVE_CAUSE\"; \
+         env | grep ^CONCLAVE_ > \"$f.tmp\" && mv \"$f.tmp\" \"$f\"",
+        dir.display()
+    ))
+}
+
+/// The `CONCLAVE_*` lines of the file [`dump_env_hook`] wrote for `node`'s `hook` in `term`
+/// with `cause`; empty while it does not exist.
+pub fn dumped_hook_env(dir: &Path, node: &str, hook: &str, term: u64, cause: &str) -> Vec<String> {
+    std::fs::read_to_string(dir.join(format!("{node}-{hook}-{term}-{cause}")))
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| line.starts_with("CONCLAVE_"))
+        .map(str::to_owned)
+        .collect()
+}

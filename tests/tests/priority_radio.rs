@@ -1,7 +1,8 @@
 //! Priority mode over ESP-NOW (PRI-1, issue 9 item 4): the transport hands each peer's
 //! smoothed radio signal strength to the election, whose score carries it as the signal
 //! component. Two gateways on virtual dongles over pseudo-terminals, sharing one simulated
-//! air whose signal strength between them the test sets; real time.
+//! air whose signal strength between them the test sets; real time. Three pods replace a
+//! master whose dongle is unplugged, and keep one master when it comes back.
 
 use std::time::Duration;
 
@@ -126,5 +127,45 @@ async fn pri5_battery_from_a_health_file_drives_the_master() {
             .unwrap_or(0.0)
             >= 2.0
     );
+    cluster.stop().await;
+}
+
+/// PRI-3, PRI-6, issue 9 item 9 (seed 002's "sudden power loss" and "partition heal"): three
+/// pods in priority mode over their dongles elect one master; its dongle is unplugged (the
+/// pty closed) and the two others elect a new master in a later round; the dongle comes back
+/// and, whatever the lone node made of itself meanwhile, the three end with one master in a
+/// round above the first.
+#[actix_rt::test]
+async fn pri3_pods_replace_a_master_whose_dongle_is_unplugged() {
+    let _log = test_log();
+    let mut cluster = RadioCluster::start_with(&["a", "b", "c"], Quorum::Voters, 13, |config| {
+        config.election.mode = ElectionMode::Priority(seed_settings());
+    })
+    .await;
+    let all = [0, 1, 2];
+    let old = cluster.await_leader_among(&all, BOUND).await;
+    let first = cluster.handle(old).election_status().await.unwrap().term;
+
+    cluster.ports[old].unplug().await.unwrap();
+    let others: Vec<usize> = all.iter().copied().filter(|&i| i != old).collect();
+    let new = cluster.await_leader_among(&others, BOUND).await;
+    assert_ne!(new, old);
+    let status = cluster.handle(new).election_status().await.unwrap();
+    assert!(status.term > first, "{status:?} after round {first}");
+
+    cluster.ports[old].replug().unwrap();
+    let deadline = tokio::time::Instant::now() + BOUND;
+    let healed = loop {
+        if let Some(master) = cluster.agreed_leader_among(&all).await {
+            break master;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no single master after the dongle came back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let status = cluster.handle(healed).election_status().await.unwrap();
+    assert!(status.term > first);
     cluster.stop().await;
 }

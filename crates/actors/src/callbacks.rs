@@ -81,7 +81,7 @@
 //! | `CONCLAVE_EVENT` | all | `leader_changed` or `peer_status_changed` |
 //! | `CONCLAVE_AT_UNIX_MS` | all | when the event happened, milliseconds since the Unix epoch |
 //! | `CONCLAVE_ROLE` | `leader_changed` | this node's role: `follower`, `candidate` (a raft pre-candidate too), `leader` |
-//! | `CONCLAVE_TERM` | `leader_changed` | the term, a decimal number (raft's term; in static mode the assignment epoch) |
+//! | `CONCLAVE_TERM` | `leader_changed` | the term, a decimal number: raft's term, the gossip leadership epoch, the priority round, or the static assignment epoch |
 //! | `CONCLAVE_LEADER` | `leader_changed` | the new leader's id; empty when there is none |
 //! | `CONCLAVE_PREVIOUS_LEADER` | `leader_changed` | the last leader this node knew before this change (kept through leaderless stretches and restarts); empty only when it never knew one |
 //! | `CONCLAVE_STEPPED_DOWN` | `leader_changed` | `true` when this node led until this change, else `false` |

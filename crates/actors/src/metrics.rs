@@ -37,7 +37,11 @@ pub const METRIC_NAMES: &[(&str, &str)] = &[
         "conclave_build_info",
         "Always 1; the labels say which version and commit this binary was built from",
     ),
-    ("conclave_election_term", "Current Raft term of this node"),
+    (
+        "conclave_election_term",
+        "Current term of this node, the term of its fencing token: the raft term, the gossip \
+         leadership epoch, the priority round or the static assignment epoch",
+    ),
     (
         "conclave_election_is_leader",
         "1 when this node is the leader",

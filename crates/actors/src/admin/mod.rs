@@ -812,7 +812,19 @@ async fn run_command(state: &AdminState, command: Command) -> Result<CommandAnsw
                 | ElectionError::OtherMode { .. }
                 | ElectionError::StaticModeElectsNobody => StatusCode::BAD_REQUEST,
             };
-            let mut answer = ErrorAnswer::new(format!("{node_id}: {err}"));
+            let message = match &err {
+                // A running node's settings were validated at start, so a command refused
+                // this way is a verb the mode does not offer (gossip's `leader set`, a
+                // static org leader's `leader resign`): say so, rather than "invalid election
+                // settings", which sends the operator to a configuration that is fine.
+                ElectionError::InvalidConfig(reasons) => format!(
+                    "{node_id}: refused by the {} election: {}",
+                    status.mode.label(),
+                    reasons.join("; ")
+                ),
+                _ => format!("{node_id}: {err}"),
+            };
+            let mut answer = ErrorAnswer::new(message);
             if let ElectionError::NotLeader { leader } = err {
                 answer.leader_admin_url = state.admin_url(leader);
                 if let (Some(leader), None) = (leader, &answer.leader_admin_url) {
