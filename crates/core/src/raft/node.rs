@@ -171,8 +171,15 @@ struct Transfer {
 /// Where a stopping node is (CB-2; see [`Raft::handle_shutdown`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Shutdown {
-    /// Asked to stop: a leader hands over (or steps down); the others stop at once.
-    Leaving,
+    /// Asked to stop: a leader hands over (or steps down); the others stop at once. A leader
+    /// whose successor's campaign reached it stays until it hears that successor lead, or
+    /// until `deadline`, still answering votes: its vote may have been lost, and the
+    /// successor's next campaign needs it (a successor alone with a stopped node can never
+    /// win a majority).
+    Leaving {
+        /// When it stops waiting for the successor.
+        deadline: Instant,
+    },
     /// Its part is over: `Action::Stopped` went out; every input is ignored.
     Stopped,
 }
@@ -405,6 +412,14 @@ impl Raft {
         if self.quarantined || self.is_stopped() {
             return;
         }
+        if let Some(Shutdown::Leaving { deadline }) = self.shutdown {
+            if self.phase != Phase::Leader && now >= deadline {
+                info!("the successor was not heard leading in time; stopping");
+                self.finish();
+                self.stop_leaving();
+                return;
+            }
+        }
         if self.abstention.is_some() {
             self.abstention_tick(now);
         } else if self.phase == Phase::Leader {
@@ -472,14 +487,20 @@ impl Raft {
     pub fn handle_shutdown(&mut self, now: Instant) {
         match self.shutdown {
             Some(Shutdown::Stopped) => return,
-            Some(Shutdown::Leaving) => {
+            Some(Shutdown::Leaving { .. }) => {
                 if self.phase == Phase::Leader {
                     info!(term = self.hard.term, "hand-over cut short; stepping down");
                     self.become_follower(now, self.hard.term, None, LeaderChangeCause::Shutdown);
                 }
+                // Cut short: no more waiting for the successor either. What the step-down
+                // publishes goes out before the stop.
+                self.finish();
+                self.stop_leaving();
             }
             None => {
-                self.shutdown = Some(Shutdown::Leaving);
+                self.shutdown = Some(Shutdown::Leaving {
+                    deadline: now + self.config.election_timeout_max * 2,
+                });
                 if self.phase == Phase::Leader {
                     if self.hard.manual_override == Some(self.config.id) {
                         self.hard.manual_override = None;
@@ -570,7 +591,11 @@ impl Raft {
             return Some(abstention.next_probe);
         }
         if self.phase != Phase::Leader {
-            return Some(self.election_deadline);
+            return Some(match self.shutdown {
+                // A stopping node never campaigns; it only waits for its successor.
+                Some(Shutdown::Leaving { deadline }) => deadline,
+                _ => self.election_deadline,
+            });
         }
         let mut next = self.heartbeat_deadline;
         if self.config.check_quorum {
@@ -1877,8 +1902,20 @@ impl Raft {
                     cause: self.leader_cause,
                 }));
         }
-        if self.shutdown == Some(Shutdown::Leaving) && self.phase != Phase::Leader {
-            // Whatever it persisted and published on the way out went first.
+        if matches!(self.shutdown, Some(Shutdown::Leaving { .. })) && self.phase != Phase::Leader {
+            // Stepped down because the successor's campaign reached it: stay (answering its
+            // votes) until it is heard leading; any other way out stops at once.
+            let awaiting_successor = self.leader_cause == LeaderChangeCause::Resign
+                && self.leader.is_none_or(|leader| leader == self.config.id);
+            if !awaiting_successor {
+                self.stop_leaving();
+            }
+        }
+    }
+
+    /// Ends the stop: whatever it persisted and published on the way out went first.
+    fn stop_leaving(&mut self) {
+        if matches!(self.shutdown, Some(Shutdown::Leaving { .. })) {
             self.shutdown = Some(Shutdown::Stopped);
             self.actions.push_back(Action::Stopped);
         }

@@ -1582,8 +1582,61 @@ fn cb2_a_stopping_leader_hands_over_then_stops() {
         leader_changes(&actions),
         vec![(2, None, LeaderChangeCause::Resign)]
     );
+    // Its vote may be lost on the way: it stays, answering b's next campaign, until it hears
+    // b lead — bounded, and without campaigning itself.
+    assert!(!actions.contains(&Action::Stopped), "{actions:?}");
+    assert!(!raft.is_stopped());
+    let retry = vote_request(3, "b", false);
+    raft.handle_message(at + Duration::from_millis(400), id("b"), retry);
+    let actions = drain(&mut raft);
+    assert!(
+        actions.iter().any(|action| matches!(
+            action,
+            Action::Send { to, message } if *to == id("b")
+                && matches!(message, ElectionMessage::Raft(RaftMessage::Vote(vote)) if vote.granted)
+        )),
+        "the retried campaign gets its vote: {actions:?}"
+    );
+    assert!(!raft.is_stopped());
+    raft.handle_message(at + Duration::from_millis(410), id("b"), heartbeat(3, "b"));
+    let actions = drain(&mut raft);
     assert_eq!(actions.last(), Some(&Action::Stopped));
     assert!(raft.is_stopped());
+}
+
+/// CB-2: a stopping ex-leader that never hears its successor lead stops at its own bound,
+/// without ever campaigning.
+#[test]
+fn cb2_a_stopping_leader_waits_for_its_successor_bounded() {
+    let mut raft = start(config("a", &["a", "b", "c"]));
+    let at = elect(&mut raft);
+    raft.handle_message(at, id("b"), ok_response(1));
+    drain(&mut raft);
+    raft.handle_shutdown(at);
+    drain(&mut raft);
+    let mut campaign = vote_request(2, "b", false);
+    if let RaftMessage::RequestVote(request) = &mut campaign {
+        request.leadership_transfer = true;
+    }
+    raft.handle_message(at + Duration::from_millis(5), id("b"), campaign);
+    drain(&mut raft);
+    let mut actions = Vec::new();
+    while !raft.is_stopped() {
+        let next = raft.poll_timeout().unwrap();
+        assert!(
+            next <= at + Duration::from_secs(1),
+            "bounded by twice the maximum election timeout"
+        );
+        raft.handle_timeout(next);
+        actions.extend(drain(&mut raft));
+    }
+    assert!(
+        !actions
+            .iter()
+            .any(|action| matches!(action, Action::Send { .. } | Action::Broadcast { .. })),
+        "a stopping node never campaigns: {actions:?}"
+    );
+    assert_eq!(actions.last(), Some(&Action::Stopped));
 }
 
 /// CB-2: a hand-over that does not complete within the minimum election timeout ends with
