@@ -154,6 +154,8 @@ impl fmt::Display for ConfigWarning {
     }
 }
 
+// The sections and their keys; not indented, so that a key added here stays a one-line diff.
+schema::sections! {
 /// Every key of DESIGN §9, as read from the layers and not yet checked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -179,12 +181,11 @@ pub struct Settings {
     pub log: LogSection,
     /// `[health]`.
     pub health: HealthSection,
+    @unread
     /// Unknown keys and mistyped values met while reading; reported by `validate`.
-    #[serde(skip)]
     read_problems: Vec<ConfigProblem>,
     /// The keys the operator set, in the file or the environment (not the built-in
     /// defaults): a key of another election mode is refused only when set.
-    #[serde(skip)]
     operator_keys: BTreeSet<String>,
 }
 
@@ -226,8 +227,7 @@ pub struct ElectionSection {
     /// `[election.raft]`.
     pub raft: RaftSection,
     /// `[election.static]`.
-    #[serde(rename = "static")]
-    pub static_leader: StaticSection,
+    pub static_leader as "static": StaticSection,
     /// `[election.gossip]`.
     pub gossip: GossipSection,
     /// `[election.priority]`.
@@ -440,6 +440,7 @@ pub struct LogSection {
     pub level: String,
     /// `file`: append the log to this file (reopened on SIGHUP); empty = standard output.
     pub file: PathBuf,
+}
 }
 
 /// One item of a hook list.

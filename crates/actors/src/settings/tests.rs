@@ -230,7 +230,7 @@ fn key_list_matches_the_settings_structs() {
     }
     let mut serialized = BTreeSet::new();
     keys(&tree, "", &mut serialized);
-    let listed: BTreeSet<String> = KEYS.iter().map(|&(key, _)| key.to_owned()).collect();
+    let listed: BTreeSet<String> = KEYS.iter().map(|(key, _)| key.clone()).collect();
     assert_eq!(serialized, listed);
 }
 
