@@ -311,7 +311,8 @@ impl AdminConfig {
 }
 
 impl Default for AdminConfig {
-    /// The API off, no token, no peers known, the default bounds.
+    /// The API off, no token, no peers known, the default bounds (those of
+    /// `config/default.toml`: `settings::tests::code_defaults_equal_the_built_in_defaults`).
     fn default() -> Self {
         Self {
             listen: None,
@@ -355,6 +356,7 @@ pub struct HooksConfig {
 }
 
 impl Default for HooksConfig {
+    /// No hooks and `config/default.toml`'s timeout (a settings test keeps the two equal).
     fn default() -> Self {
         Self {
             on_leader: Vec::new(),
@@ -402,7 +404,8 @@ impl HealthConfig {
 }
 
 impl Default for HealthConfig {
-    /// A fixed 100 %: a gateway on mains.
+    /// A fixed 100 %: a gateway on mains; `config/default.toml`'s `[health]` (a settings
+    /// test keeps the two equal).
     fn default() -> Self {
         Self {
             source: HealthSource::Fixed,
