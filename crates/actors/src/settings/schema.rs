@@ -2,10 +2,11 @@
 //! environment) passes before the layers are merged.
 //!
 //! `#[serde(deny_unknown_fields)]` stops at the first unknown field and a type mismatch stops
-//! deserialization altogether; checking each layer against [`KEYS`] (read off the serde
-//! structs, which [`sections!`] declares) first instead reports
+//! deserialization altogether; checking each layer against [`KEYS`] first instead reports
 //! every unknown key and every mistyped value with its full key, and leaves them out, so the
-//! layer below supplies the value and the remaining keys can still be validated.
+//! layer below supplies the value and the remaining keys can still be validated. [`KEYS`] is
+//! not written by hand: it is read off the serde structs themselves, which [`sections!`]
+//! declares, so the table and the structs cannot disagree (issue 9, item 7).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
