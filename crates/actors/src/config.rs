@@ -331,8 +331,11 @@ pub struct MetricsConfig {
     pub listen: Option<SocketAddr>,
 }
 
-/// One hook command: a string run by `sh -c`, or an argv array run directly.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One hook command: a string run by `sh -c`, or an argv array run directly. Read from the
+/// settings as written there (untagged: a TOML string or array), so the hook lists have one
+/// type from the file to the runner.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
 pub enum HookCommand {
     /// `"notify.sh --flag"`: run with `/bin/sh -c`.
     Shell(String),

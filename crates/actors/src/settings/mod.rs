@@ -443,15 +443,10 @@ pub struct LogSection {
 }
 }
 
-/// One item of a hook list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum HookEntry {
-    /// A string, run with `/bin/sh -c`.
-    Shell(String),
-    /// An array: the program and its arguments, run without a shell.
-    Argv(Vec<String>),
-}
+/// One item of a hook list (and `health.command`), as written: the very type the node runs,
+/// [`HookCommand`](crate::config::HookCommand), read untagged (a string or an array);
+/// validation refuses the empty ones.
+pub use crate::config::HookCommand as HookEntry;
 
 impl Settings {
     /// Defaults, then `file` if given, then the process environment (`CONCLAVE__…`).
