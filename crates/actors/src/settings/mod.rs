@@ -177,10 +177,10 @@ pub struct Settings {
     pub metrics: MetricsSection,
     /// `[hooks]`.
     pub hooks: HooksSection,
+    /// `[health]`. (The order of the sections is the order `check-config` lists them in.)
+    pub health: HealthSection,
     /// `[log]`: read by the binary, which owns the log (not part of [`NodeConfig`](crate::config::NodeConfig)).
     pub log: LogSection,
-    /// `[health]`.
-    pub health: HealthSection,
     @unread
     /// Unknown keys and mistyped values met while reading; reported by `validate`.
     read_problems: Vec<ConfigProblem>,

@@ -681,6 +681,20 @@ fn unknown_keys_are_reported_with_their_names() {
     assert_problem(&problems, "node.name", "[node] accepts id, data_dir");
 }
 
+/// An unknown top-level key lists every section, in the order `check-config` has always
+/// shown them (the table is read off the struct, so the struct's field order is that order).
+#[test]
+fn unknown_top_level_key_lists_every_section_in_order() {
+    let problems = refused("colour = \"blue\"\n");
+    assert_eq!(
+        problems.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [
+            "colour: unknown key; the sections are node, cluster, election, membership, link, \
+          admin, metrics, hooks, health, log"
+        ]
+    );
+}
+
 /// A value of the wrong type is a problem with its key (and item index); the default applies
 /// meanwhile, so other keys are still checked and nothing is reported twice.
 #[test]
