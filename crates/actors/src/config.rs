@@ -311,7 +311,8 @@ impl AdminConfig {
 }
 
 impl Default for AdminConfig {
-    /// The API off, no token, no peers known, the default bounds.
+    /// The API off, no token, no peers known, the default bounds (those of
+    /// `config/default.toml`: `settings::tests::code_defaults_equal_the_built_in_defaults`).
     fn default() -> Self {
         Self {
             listen: None,
@@ -330,8 +331,11 @@ pub struct MetricsConfig {
     pub listen: Option<SocketAddr>,
 }
 
-/// One hook command: a string run by `sh -c`, or an argv array run directly.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One hook command: a string run by `sh -c`, or an argv array run directly. Read from the
+/// settings as written there (untagged: a TOML string or array), so the hook lists have one
+/// type from the file to the runner.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
 pub enum HookCommand {
     /// `"notify.sh --flag"`: run with `/bin/sh -c`.
     Shell(String),
@@ -355,6 +359,7 @@ pub struct HooksConfig {
 }
 
 impl Default for HooksConfig {
+    /// No hooks and `config/default.toml`'s timeout (a settings test keeps the two equal).
     fn default() -> Self {
         Self {
             on_leader: Vec::new(),
@@ -402,7 +407,8 @@ impl HealthConfig {
 }
 
 impl Default for HealthConfig {
-    /// A fixed 100 %: a gateway on mains.
+    /// A fixed 100 %: a gateway on mains; `config/default.toml`'s `[health]` (a settings
+    /// test keeps the two equal).
     fn default() -> Self {
         Self {
             source: HealthSource::Fixed,

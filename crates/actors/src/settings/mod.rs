@@ -154,6 +154,8 @@ impl fmt::Display for ConfigWarning {
     }
 }
 
+// The sections and their keys; not indented, so that a key added here stays a one-line diff.
+schema::sections! {
 /// Every key of DESIGN §9, as read from the layers and not yet checked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -175,16 +177,15 @@ pub struct Settings {
     pub metrics: MetricsSection,
     /// `[hooks]`.
     pub hooks: HooksSection,
+    /// `[health]`. (The order of the sections is the order `check-config` lists them in.)
+    pub health: HealthSection,
     /// `[log]`: read by the binary, which owns the log (not part of [`NodeConfig`](crate::config::NodeConfig)).
     pub log: LogSection,
-    /// `[health]`.
-    pub health: HealthSection,
+    @unread
     /// Unknown keys and mistyped values met while reading; reported by `validate`.
-    #[serde(skip)]
     read_problems: Vec<ConfigProblem>,
     /// The keys the operator set, in the file or the environment (not the built-in
     /// defaults): a key of another election mode is refused only when set.
-    #[serde(skip)]
     operator_keys: BTreeSet<String>,
 }
 
@@ -226,8 +227,7 @@ pub struct ElectionSection {
     /// `[election.raft]`.
     pub raft: RaftSection,
     /// `[election.static]`.
-    #[serde(rename = "static")]
-    pub static_leader: StaticSection,
+    pub static_leader as "static": StaticSection,
     /// `[election.gossip]`.
     pub gossip: GossipSection,
     /// `[election.priority]`.
@@ -441,16 +441,12 @@ pub struct LogSection {
     /// `file`: append the log to this file (reopened on SIGHUP); empty = standard output.
     pub file: PathBuf,
 }
-
-/// One item of a hook list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum HookEntry {
-    /// A string, run with `/bin/sh -c`.
-    Shell(String),
-    /// An array: the program and its arguments, run without a shell.
-    Argv(Vec<String>),
 }
+
+/// One item of a hook list (and `health.command`), as written: the very type the node runs,
+/// [`HookCommand`](crate::config::HookCommand), read untagged (a string or an array);
+/// validation refuses the empty ones.
+pub use crate::config::HookCommand as HookEntry;
 
 impl Settings {
     /// Defaults, then `file` if given, then the process environment (`CONCLAVE__…`).

@@ -4,9 +4,13 @@
 //! `#[serde(deny_unknown_fields)]` stops at the first unknown field and a type mismatch stops
 //! deserialization altogether; checking each layer against [`KEYS`] first instead reports
 //! every unknown key and every mistyped value with its full key, and leaves them out, so the
-//! layer below supplies the value and the remaining keys can still be validated.
+//! layer below supplies the value and the remaining keys can still be validated. [`KEYS`] is
+//! not written by hand: it is read off the serde structs themselves, which [`sections!`]
+//! declares, so the table and the structs cannot disagree (issue 9, item 7).
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::LazyLock;
 
 use config::{Map, Value, ValueKind};
 
@@ -36,100 +40,122 @@ pub(super) enum Kind {
     Command,
 }
 
-/// Every key [`super::Settings`] reads, sections included. A test checks that this list and the
-/// serde structs agree.
-pub(super) const KEYS: &[(&str, Kind)] = &[
-    ("node", Kind::Section),
-    ("node.id", Kind::Text),
-    ("node.data_dir", Kind::Text),
-    ("cluster", Kind::Section),
-    ("cluster.id", Kind::Text),
-    ("cluster.voters", Kind::TextList),
-    ("cluster.psk_file", Kind::Text),
-    ("cluster.insecure", Kind::Switch),
-    ("cluster.tag_bytes", Kind::Number),
-    ("election", Kind::Section),
-    ("election.mode", Kind::Text),
-    ("election.auto", Kind::Switch),
-    ("election.raft", Kind::Section),
-    ("election.raft.quorum", Kind::Text),
-    ("election.raft.heartbeat_ms", Kind::Number),
-    ("election.raft.election_timeout_min_ms", Kind::Number),
-    ("election.raft.election_timeout_max_ms", Kind::Number),
-    ("election.raft.pre_vote", Kind::Switch),
-    ("election.raft.check_quorum", Kind::Switch),
-    ("election.raft.ranked_timeouts", Kind::Switch),
-    ("election.raft.priority", Kind::Number),
-    ("election.raft.preempt_delay_ms", Kind::Number),
-    ("election.raft.nopreempt", Kind::Switch),
-    ("election.static", Kind::Section),
-    ("election.static.leader", Kind::Text),
-    ("election.gossip", Kind::Section),
-    ("election.gossip.startup_grace_period_ms", Kind::Number),
-    (
-        "election.gossip.membership_sample_interval_ms",
-        Kind::Number,
-    ),
-    ("election.gossip.leader_alive_threshold_ms", Kind::Number),
-    ("election.gossip.leader_election_duration_ms", Kind::Number),
-    ("election.gossip.use_leader_election", Kind::Switch),
-    ("election.gossip.org_leader", Kind::Switch),
-    ("election.priority", Kind::Section),
-    ("election.priority.discovery_timeout_ms", Kind::Number),
-    ("election.priority.campaign_timeout_ms", Kind::Number),
-    ("election.priority.vote_timeout_ms", Kind::Number),
-    ("election.priority.jitter_max_ms", Kind::Number),
-    ("election.priority.max_retries", Kind::Number),
-    ("election.priority.announce_interval_ms", Kind::Number),
-    ("election.priority.master_timeout_ms", Kind::Number),
-    ("election.priority.low_battery_percent", Kind::Number),
-    ("election.priority.force_master", Kind::Switch),
-    ("membership", Kind::Section),
-    ("membership.heartbeat_ms", Kind::Number),
-    ("membership.timeout_multiplier", Kind::Number),
-    ("membership.hello_interval_ms", Kind::Number),
-    ("membership.announce_interval_ms", Kind::Number),
-    ("link", Kind::Section),
-    ("link.udp", Kind::Section),
-    ("link.udp.listen", Kind::Text),
-    ("link.udp.peers", Kind::TextList),
-    ("link.espnow", Kind::Section),
-    ("link.espnow.port", Kind::Text),
-    ("link.espnow.baud", Kind::Number),
-    ("link.espnow.channel", Kind::Number),
-    ("link.espnow.pmk", Kind::Text),
-    ("link.espnow.lmk", Kind::Text),
-    ("link.espnow.peer_lmks", Kind::TextList),
-    ("admin", Kind::Section),
-    ("admin.listen", Kind::Text),
-    ("admin.token_file", Kind::Text),
-    ("admin.peer_urls", Kind::TextList),
-    ("admin.max_connections", Kind::Number),
-    ("admin.max_event_streams", Kind::Number),
-    ("metrics", Kind::Section),
-    ("metrics.listen", Kind::Text),
-    ("hooks", Kind::Section),
-    ("hooks.on_leader", Kind::CommandList),
-    ("hooks.on_follower", Kind::CommandList),
-    ("hooks.on_leader_change", Kind::CommandList),
-    ("hooks.on_peer_status", Kind::CommandList),
-    ("hooks.timeout_ms", Kind::Number),
-    ("health", Kind::Section),
-    ("health.source", Kind::Text),
-    ("health.battery_percent", Kind::Number),
-    ("health.file", Kind::Text),
-    ("health.command", Kind::Command),
-    ("health.interval_ms", Kind::Number),
-    ("health.timeout_ms", Kind::Number),
-    ("log", Kind::Section),
-    ("log.level", Kind::Text),
-    ("log.file", Kind::Text),
-];
+/// The keys [`super::Settings`] reads, sections included, in the order of the fields: derived
+/// from the section structs themselves (declared with [`sections!`]), so a key cannot be
+/// added, renamed or retyped in one place and forgotten in another.
+pub(super) static KEYS: LazyLock<Vec<(String, Kind)>> = LazyLock::new(|| {
+    let mut keys = Vec::new();
+    <super::Settings as Schema>::describe(None, &mut keys);
+    keys
+});
+
+/// A type that can be the value of a key: it names its [`Kind`], and a section its keys.
+pub(super) trait Schema {
+    /// Appends `key` (absent: the top level) with its kind, and for a section every key
+    /// inside it, to `out`.
+    fn describe(key: Option<&str>, out: &mut Vec<(String, Kind)>);
+}
+
+/// Rust types whose values are of one kind.
+macro_rules! leaf_kinds {
+    ($($ty:ty => $kind:ident),* $(,)?) => {$(
+        impl Schema for $ty {
+            fn describe(key: Option<&str>, out: &mut Vec<(String, Kind)>) {
+                if let Some(key) = key {
+                    out.push((key.to_owned(), Kind::$kind));
+                }
+            }
+        }
+    )*};
+}
+
+leaf_kinds! {
+    String => Text,
+    PathBuf => Text,
+    u64 => Number,
+    bool => Switch,
+    Vec<String> => TextList,
+    Vec<super::HookEntry> => CommandList,
+    super::HookEntry => Command,
+}
+
+/// An optional key or section is described as what it holds.
+impl<T: Schema> Schema for Option<T> {
+    fn describe(key: Option<&str>, out: &mut Vec<(String, Kind)>) {
+        T::describe(key, out);
+    }
+}
+
+/// A key's name: the field's, or the one given with `as "name"`.
+macro_rules! key_name {
+    ($field:ident) => {
+        stringify!($field)
+    };
+    ($field:ident, $key:literal) => {
+        $key
+    };
+}
+pub(super) use key_name;
+
+/// Declares section structs, each field one key, and describes them to [`Schema`]: the key
+/// table is read off the structs, so the two cannot disagree.
+///
+/// A field written `name as "key": Type` is the key `key` (serde's `rename`); fields after
+/// `@unread` are not keys (serde skips them).
+macro_rules! sections {
+    ($(
+        $(#[$section_meta:meta])*
+        pub struct $name:ident {
+            $(
+                $(#[$field_meta:meta])*
+                pub $field:ident $(as $key:literal)? : $ty:ty,
+            )*
+            $(
+                @unread
+                $(
+                    $(#[$unread_meta:meta])*
+                    $unread:ident : $unread_ty:ty,
+                )*
+            )?
+        }
+    )*) => {$(
+        $(#[$section_meta])*
+        pub struct $name {
+            $(
+                $(#[$field_meta])*
+                $(#[serde(rename = $key)])?
+                pub $field: $ty,
+            )*
+            $($(
+                $(#[$unread_meta])*
+                #[serde(skip)]
+                $unread: $unread_ty,
+            )*)?
+        }
+
+        impl schema::Schema for $name {
+            fn describe(key: Option<&str>, out: &mut Vec<(String, schema::Kind)>) {
+                if let Some(key) = key {
+                    out.push((key.to_owned(), schema::Kind::Section));
+                }
+                $(
+                    let name = schema::key_name!($field $(, $key)?);
+                    let inner = match key {
+                        Some(key) => format!("{key}.{name}"),
+                        None => name.to_owned(),
+                    };
+                    <$ty as schema::Schema>::describe(Some(&inner), out);
+                )*
+            }
+        }
+    )*};
+}
+pub(super) use sections;
 
 /// The type of `key`, or `None` for an unknown key.
 pub(super) fn kind_of(key: &str) -> Option<Kind> {
     KEYS.iter()
-        .find(|(known, _)| *known == key)
+        .find(|(known, _)| known == key)
         .map(|&(_, kind)| kind)
 }
 
@@ -151,7 +177,7 @@ fn split_key(key: &str) -> (Option<&str>, &str) {
 
 /// The names of the keys directly inside `section` (`None`: the top level).
 fn children(section: Option<&str>) -> impl Iterator<Item = &'static str> + '_ {
-    KEYS.iter().filter_map(move |&(key, _)| {
+    KEYS.iter().filter_map(move |(key, _)| {
         let (parent, name) = split_key(key);
         (parent == section).then_some(name)
     })
@@ -226,8 +252,8 @@ pub(super) fn check_env(
                 let inside = format!("{key}.");
                 let example = KEYS
                     .iter()
-                    .find(|&&(known, kind)| kind != Kind::Section && known.starts_with(&inside))
-                    .map_or_else(String::new, |&(known, _)| {
+                    .find(|(known, kind)| *kind != Kind::Section && known.starts_with(&inside))
+                    .map_or_else(String::new, |(known, _)| {
                         format!(", e.g. {}", env_name(known))
                     });
                 problems.push(ConfigProblem::new(
@@ -442,8 +468,8 @@ fn suggestions(key: &str) -> Vec<String> {
         return vec![join(section, sibling)];
     }
     KEYS.iter()
-        .filter(|&&(known, _)| split_key(known).1 == name)
-        .map(|&(known, _)| known.to_owned())
+        .filter(|(known, _)| split_key(known).1 == name)
+        .map(|(known, _)| known.clone())
         .collect()
 }
 

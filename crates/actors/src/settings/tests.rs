@@ -13,8 +13,8 @@ use conclave_protocol::{AuthKey, DEFAULT_TAG_LEN, PeerId};
 use super::schema::KEYS;
 use super::*;
 use crate::config::{
-    DonglePort, ElectionMode, HealthConfig, HealthSource, HookCommand, HooksConfig, NodeConfig,
-    Quorum,
+    AdminConfig, DonglePort, ElectionMode, HealthConfig, HealthSource, HookCommand, HooksConfig,
+    NodeConfig, Quorum,
 };
 use conclave_core::gossip::GossipConfig;
 use conclave_core::priority::PriorityConfig;
@@ -188,6 +188,39 @@ fn defaults_match_the_core_and_protocol_defaults() {
     );
 }
 
+/// Issue 9, item 7: a default written both in `config/default.toml` and in code (the cores
+/// are sans-IO and cannot read the file; the actors' `Default` impls serve tests and the demo,
+/// which build a `NodeConfig` without settings) is the same on both sides, for every such
+/// pair: raft, gossip and priority cores, membership, admin bounds, hooks and health.
+#[test]
+fn code_defaults_equal_the_built_in_defaults() {
+    let in_mode = |mode: &str| {
+        Settings::load_with_env(None, env(&[("CONCLAVE__ELECTION__MODE", mode)]))
+            .unwrap()
+            .validate()
+            .unwrap()
+    };
+    let id = peer("node-1");
+    let raft = in_mode("raft");
+    assert_eq!(raft.election_config(), ModeConfig::raft(id, [id]));
+    assert_eq!(
+        in_mode("gossip").election_config(),
+        ModeConfig::Gossip(GossipConfig::new(id))
+    );
+    assert_eq!(
+        in_mode("priority").election_config(),
+        ModeConfig::Priority(PriorityConfig::new(id))
+    );
+    assert_eq!(raft.membership, MembershipConfig::default());
+    assert_eq!(raft.hooks, HooksConfig::default());
+    assert_eq!(raft.health, HealthConfig::default());
+    let admin = AdminConfig::default();
+    assert_eq!(raft.admin.max_connections, admin.max_connections);
+    assert_eq!(raft.admin.max_event_streams, admin.max_event_streams);
+    assert_eq!(raft.admin.peer_urls, admin.peer_urls);
+    assert_eq!(raft.admin.token, admin.token);
+}
+
 /// The key list that checks every layer names exactly the fields of the serde structs.
 #[test]
 fn key_list_matches_the_settings_structs() {
@@ -230,7 +263,7 @@ fn key_list_matches_the_settings_structs() {
     }
     let mut serialized = BTreeSet::new();
     keys(&tree, "", &mut serialized);
-    let listed: BTreeSet<String> = KEYS.iter().map(|&(key, _)| key.to_owned()).collect();
+    let listed: BTreeSet<String> = KEYS.iter().map(|(key, _)| key.clone()).collect();
     assert_eq!(serialized, listed);
 }
 
@@ -646,6 +679,20 @@ fn unknown_keys_are_reported_with_their_names() {
     assert_problem(&problems, "hooks.timeout", "did you mean hooks.timeout_ms?");
     assert_problem(&problems, "link.tcp", "[link] accepts udp, espnow");
     assert_problem(&problems, "node.name", "[node] accepts id, data_dir");
+}
+
+/// An unknown top-level key lists every section, in the order `check-config` has always
+/// shown them (the table is read off the struct, so the struct's field order is that order).
+#[test]
+fn unknown_top_level_key_lists_every_section_in_order() {
+    let problems = refused("colour = \"blue\"\n");
+    assert_eq!(
+        problems.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [
+            "colour: unknown key; the sections are node, cluster, election, membership, link, \
+          admin, metrics, hooks, health, log"
+        ]
+    );
 }
 
 /// A value of the wrong type is a problem with its key (and item index); the default applies

@@ -1086,7 +1086,7 @@ impl<'a> Findings<'a> {
                     self.problem(&item, "empty command");
                     None
                 }
-                HookEntry::Shell(line) => Some(HookCommand::Shell(line.clone())),
+                HookEntry::Shell(_) => Some(entry.clone()),
                 HookEntry::Argv(argv) => match argv.first() {
                     None => {
                         self.problem(&item, "empty command: an array needs at least the program");
@@ -1096,7 +1096,7 @@ impl<'a> Findings<'a> {
                         self.problem(&item, "empty command: the program (first item) is empty");
                         None
                     }
-                    Some(_) => Some(HookCommand::Argv(argv.clone())),
+                    Some(_) => Some(entry.clone()),
                 },
             };
             match (command, &mut commands) {
