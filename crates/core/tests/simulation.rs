@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use conclave_core::sim::{Scenario, SeedReport, run_seed, seed_count};
+use conclave_core::sim::{Scenario, SeedReport, run_seed, run_seeds, seed_count};
 
 /// Seeds per scenario in a plain `cargo test`: 6,000 in all, a few seconds on two cores.
 const DEFAULT_VOTERS_SEEDS: u64 = 2000;
@@ -12,13 +12,7 @@ const DEFAULT_CONNECTED_SEEDS: u64 = 2000;
 const DEFAULT_STATIC_SEEDS: u64 = 2000;
 
 fn run_many(scenario: Scenario, seeds: u64) -> Vec<SeedReport> {
-    let mut reports = Vec::with_capacity(seeds as usize);
-    for seed in 0..seeds {
-        match run_seed(scenario, seed, false).result {
-            Ok(report) => reports.push(report),
-            Err(failure) => panic!("simulation seed failed: {failure}"),
-        }
-    }
+    let reports = run_seeds(scenario, seeds);
     let worst = reports
         .iter()
         .map(|r| r.convergence)

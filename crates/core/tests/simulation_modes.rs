@@ -33,7 +33,7 @@ use conclave_core::sim::invariants::{
 };
 use conclave_core::sim::{
     Observation, Scenario, SeedReport, SentKind, SimConfig, Simulation, failover_bound,
-    gossip_tightened, heal_bound, node_id, priority_tightened, run_seed, seed_count,
+    gossip_tightened, heal_bound, node_id, priority_tightened, run_seed, run_seeds, seed_count,
 };
 
 /// Seeds per family in a plain `cargo test`.
@@ -42,13 +42,7 @@ const DEFAULTS_SEEDS: u64 = 2000;
 const RESTART_SEEDS: u64 = 2000;
 
 fn run_many(scenario: Scenario, seeds: u64) -> Vec<SeedReport> {
-    let mut reports = Vec::with_capacity(seeds as usize);
-    for seed in 0..seeds {
-        match run_seed(scenario, seed, false).result {
-            Ok(report) => reports.push(report),
-            Err(failure) => panic!("simulation seed failed: {failure}"),
-        }
-    }
+    let reports = run_seeds(scenario, seeds);
     let worst = reports
         .iter()
         .map(|r| r.convergence)

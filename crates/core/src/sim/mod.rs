@@ -27,6 +27,6 @@ pub use cluster::{
 pub use network::NetworkConfig;
 pub use scenario::{
     Scenario, SeedReport, SeedRun, failover_bound, gossip_tightened, heal_bound,
-    priority_tightened, run_seed, run_seed_without_abstention, seed_count,
+    priority_tightened, run_seed, run_seed_without_abstention, run_seeds, seed_count,
 };
 pub use trace::TraceEntry;

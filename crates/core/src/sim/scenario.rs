@@ -174,6 +174,18 @@ pub fn run_seed(scenario: Scenario, seed: u64, record_trace: bool) -> SeedRun {
     run_seed_with(scenario, seed, record_trace, true)
 }
 
+/// Runs seeds `0..seeds` of `scenario` and returns their reports; the first seed that fails
+/// panics with its failure, which names the command that replays it (the randomized test runs
+/// share this).
+pub fn run_seeds(scenario: Scenario, seeds: u64) -> Vec<SeedReport> {
+    (0..seeds)
+        .map(|seed| match run_seed(scenario, seed, false).result {
+            Ok(report) => report,
+            Err(failure) => panic!("simulation seed failed: {failure}"),
+        })
+        .collect()
+}
+
 /// Runs one seed of [`Scenario::WalLoss`] with a node that lost its WAL voting at once, as it
 /// did before abstention existed (WAL-2): the control run that shows the invariant can fail.
 pub fn run_seed_without_abstention(seed: u64) -> SeedRun {
