@@ -113,6 +113,11 @@ pub(crate) enum Commands {
         #[command(subcommand)]
         command: DongleCommand,
     },
+    /// Print the built-in defaults: every key with its default and what it does, as TOML.
+    ///
+    /// This is the bottom layer of every configuration (the text of config/default.toml).
+    /// A configuration file needs only the keys it changes; this shows what the others are.
+    Defaults,
     /// Check a configuration file and print every problem with its key.
     CheckConfig {
         /// Configuration file (TOML).

@@ -50,6 +50,10 @@ fn main() -> ExitCode {
         Commands::Completions { shell } => generated::completions(shell),
         Commands::Man => generated::man(),
         Commands::CheckConfig { file } => run::check_config(&file),
+        Commands::Defaults => {
+            print!("{}", conclave_actors::settings::defaults_toml());
+            ExitCode::SUCCESS
+        }
         Commands::Wal {
             command: WalCommand::Inspect { dir },
         } => wal::inspect_command(&dir, cli.json),

@@ -2,7 +2,7 @@
 //! configuration passes `conclave check-config`, and the systemd unit runs the node as a
 //! `Type=notify` service whose reload is SIGHUP, whose stop leaves the node time to hand
 //! over and finish its hooks, with a watchdog; systemd itself accepts the unit where
-//! `systemd-analyze` is installed.
+//! `systemd-analyze` is installed. `conclave defaults` prints the shipped defaults file.
 
 #![allow(clippy::unwrap_used)]
 
@@ -57,6 +57,35 @@ fn the_packaged_configuration_passes_check_config() {
     assert!(output.status.success(), "{text}");
     assert!(text.contains("node gw-a in cluster site-1"), "{text}");
     assert!(!text.contains("not authenticated"), "{text}");
+}
+
+/// `conclave defaults` prints `config/default.toml` as shipped, and that text, saved as a
+/// configuration file, passes `check-config`: an operator can start from it.
+#[test]
+fn conclave_defaults_prints_the_defaults_file_and_it_checks() {
+    let output = Command::new(env!("CARGO_BIN_EXE_conclave"))
+        .arg("defaults")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let printed = String::from_utf8(output.stdout).unwrap();
+    let shipped = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/default.toml"),
+    )
+    .unwrap();
+    assert_eq!(printed, shipped);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("conclave.toml");
+    std::fs::write(&file, &printed).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_conclave"))
+        .arg("check-config")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("node node-1 in cluster default"), "{text}");
 }
 
 /// The unit runs the node the way it was built to run.

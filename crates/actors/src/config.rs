@@ -418,3 +418,9 @@ impl Default for HealthConfig {
         }
     }
 }
+
+/// Raft's defaults ([`RaftConfig::new`]) for node `id`: the settings declare no number of their
+/// own for `[election.raft]`, they read these.
+pub(crate) fn raft_defaults(id: PeerId) -> RaftConfig {
+    RaftConfig::new(id, [])
+}

@@ -3,7 +3,8 @@
 //! [`Settings`] mirrors the keys of DESIGN §9 one to one: those keys are part of the interface.
 //! [`Settings::load`] layers, with the `config` crate,
 //!
-//! 1. the built-in defaults, [`DEFAULTS_TOML`] (`config/default.toml`, compiled in),
+//! 1. the built-in defaults, [`defaults_toml`] (the text of `config/default.toml`, written
+//!    from the section declarations),
 //! 2. the file given with `--config`,
 //! 3. environment variables `CONCLAVE__<SECTION>__<KEY>`.
 //!
@@ -38,9 +39,10 @@
 //!
 //! `[election.raft]`, `[election.gossip]`, `[election.priority]` and `[election.static]` each
 //! belong to the mode of that name: only the section of `election.mode` is used, and a key
-//! of another mode's section that the operator set (in the file or the environment; the
-//! built-in defaults set them all and do not count) is a problem naming the key, its mode and
-//! the configured one (issue 9, item 8). The rules the election cores check themselves
+//! of another mode's section that the operator set to something other than its default (in
+//! the file or the environment; the built-in defaults set them all and do not count, nor does
+//! a copy of them) is a problem naming the key, its mode and the configured one (issue 9,
+//! item 8). The rules the election cores check themselves
 //! (`GossipConfig::validate`, `PriorityConfig::validate`) are reported under the key whose
 //! setting they name. `[health]` (the battery and priority readings, [`crate::health`]) is
 //! read in every mode.
@@ -64,15 +66,75 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
+use conclave_core::MembershipConfig;
+use conclave_core::gossip::GossipConfig;
+use conclave_core::priority::PriorityConfig;
+use conclave_protocol::{DEFAULT_TAG_LEN, PeerId};
 use config::{Config, ConfigError, File, FileFormat, Source};
 use serde::{Deserialize, Serialize};
+
+use crate::config::{AdminConfig, HealthConfig, HooksConfig, raft_defaults};
 
 pub use self::schema::{ENV_PREFIX, ENV_SEPARATOR};
 pub use self::validate::{MAX_ADMIN_CONNECTIONS, MAX_MILLIS, admin_url};
 
-/// The built-in defaults: `config/default.toml`, compiled in so the binary runs without it.
-pub const DEFAULTS_TOML: &str = include_str!("../../../../config/default.toml");
+/// The first lines of the defaults file, before the sections.
+const DEFAULTS_HEADER: &str = "\
+# conclave built-in defaults (DESIGN §9).
+#
+# This file is compiled into the binary: it is the bottom layer of every configuration, so
+# conclave starts without it on disk. On top of it come the file given with `--config`, then
+# environment variables. Every key is listed here with its default; a file only needs the keys
+# it changes. An unknown key anywhere is reported as a problem, so a typo never passes silently.
+#
+# Environment: CONCLAVE__<SECTION>__<KEY>, with double underscores between the parts of the
+# key path and any case (the key is lower-cased):
+#     CONCLAVE__NODE__ID=gw-b
+#     CONCLAVE__ELECTION__RAFT__HEARTBEAT_MS=200
+#     CONCLAVE__CLUSTER__VOTERS=gw-a,gw-b,gw-c       lists: comma-separated, \"\" = empty list
+#     CONCLAVE__HOOKS__ON_LEADER='[[\"logger\", \"-t\", \"conclave\"]]'   or a TOML array
+#
+# Relative paths (data_dir, psk_file, token_file) are resolved against the working directory
+# of the process, not against the directory of the configuration file.
+#
+# These defaults serve a single node on loopback: it elects itself and needs no link.
+";
+
+/// `node.id`'s default; the election cores' defaults are built for it too.
+const DEFAULT_NODE_ID: &str = "node-1";
+
+/// The built-in defaults as TOML: every key with its default and its doc lines, written from
+/// the section declarations. It is the bottom layer of every configuration, so the binary runs
+/// without a file; `config/default.toml` is this text (`conclave check-config
+/// --print-defaults` prints it, and a test keeps the two equal).
+pub fn defaults_toml() -> String {
+    let mut file = schema::DefaultsFile::default();
+    schema::Schema::render(&Settings::default(), None, &[], &mut file);
+    file.finish(DEFAULTS_HEADER)
+}
+
+/// `duration` in whole milliseconds, as the `_ms` keys hold it.
+fn ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The node id of the defaults, for the cores' default configurations.
+fn default_id() -> PeerId {
+    // A literal that the id rules accept (the defaults tests load it as `node.id`).
+    PeerId::new(DEFAULT_NODE_ID).expect("the default node id is a valid peer id")
+}
+
+/// `[election.gossip]`'s defaults: the gossip core's.
+fn gossip_defaults() -> GossipConfig {
+    GossipConfig::new(default_id())
+}
+
+/// `[election.priority]`'s defaults: the priority core's.
+fn priority_defaults() -> PriorityConfig {
+    PriorityConfig::new(default_id())
+}
 
 /// Why settings could not be loaded at all. Everything short of that is a [`ConfigProblem`].
 #[derive(Debug, thiserror::Error)]
@@ -94,7 +156,7 @@ pub enum SettingsError {
         message: String,
     },
     /// The built-in defaults do not parse: a build defect, caught by the tests.
-    #[error("built-in defaults (config/default.toml) are not valid TOML: {0}")]
+    #[error("built-in defaults are not valid TOML: {0}")]
     Defaults(String),
     /// The checked layers could not be merged or read into [`Settings`]; a defect of this
     /// module, since every value was type-checked before.
@@ -154,38 +216,60 @@ impl fmt::Display for ConfigWarning {
     }
 }
 
-// The sections and their keys; not indented, so that a key added here stays a one-line diff.
+// The sections and their keys, each declared once: its type, its default and its doc lines,
+// which are also its comment in `config/default.toml` (written from here by
+// `defaults_toml`). Not indented, so that a key added here stays a one-line diff. The
+// election sections' defaults are the election cores' own.
 schema::sections! {
 /// Every key of DESIGN §9, as read from the layers and not yet checked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {
-    /// `[node]`.
+    /// This node.
     pub node: NodeSection,
-    /// `[cluster]`.
+    /// The cluster this node belongs to.
     pub cluster: ClusterSection,
-    /// `[election]` and `[election.raft]`.
+    /// How the leader is chosen.
     pub election: ElectionSection,
-    /// `[membership]`.
+    /// Which peers are alive: heartbeats between the nodes (MEM-1..5).
     pub membership: MembershipSection,
-    /// `[link.*]`.
+    /// No link by default: a single node needs none.
     #[serde(default)]
     pub link: LinkSection,
-    /// `[admin]`.
+    /// The admin HTTP API (conclave status, leader, auto-election; /health, /ready).
     pub admin: AdminSection,
-    /// `[metrics]`.
+    /// Prometheus metrics.
     pub metrics: MetricsSection,
-    /// `[hooks]`.
+    /// Commands run on events (CB-2), one at a time per hook, in order. Each item is a string
+    /// run with /bin/sh -c, or an array: the program and its arguments, run without a shell.
+    ///   on_leader = ["systemctl start my-service", ["/usr/bin/logger", "-t", "conclave", "leader"]]
+    /// SIGHUP applies changes to every key of this section at once.
     pub hooks: HooksSection,
-    /// `[health]`. (The order of the sections is the order `check-config` lists them in.)
+    /// This node's own health: its battery (priority mode's score, PRI-1) and optionally a raft
+    /// priority (RAFT-10, like keepalived's track scripts).
+    /// "fixed": battery_percent below, once at start (a gateway on mains says 100).
+    /// "file": the file below, read every interval_ms.
+    /// "command": the command below (a string run with /bin/sh -c, or an argv array), run every
+    /// interval_ms; its standard output is the reading. Killed after timeout_ms.
+    /// What a file or a command's output holds: either a bare integer 0-100, the battery
+    /// ("87"), or lines `battery=NN` (0-100) and/or `priority=NN` (0-255), e.g.
+    ///   battery=87
+    ///   priority=150
+    /// Blank lines and surrounding spaces are ignored. A reading without battery= counts as
+    /// battery_percent; one without priority= leaves election.raft.priority in force. At most 4096
+    /// bytes are read. Anything else, an unreadable file, or a command that fails or times out is
+    /// a reading error: logged at WARN with the file or command and the text, counted in
+    /// conclave_health_readings_total{result="error"}, and the last good reading is kept.
+    /// conclave_battery_percent shows the last good battery. SIGHUP re-reads this section: the new
+    /// source is read at once.
     pub health: HealthSection,
-    /// `[log]`: read by the binary, which owns the log (not part of [`NodeConfig`](crate::config::NodeConfig)).
+    /// What the node logs, and where (read by the binary, which owns the log).
     pub log: LogSection,
     @unread
     /// Unknown keys and mistyped values met while reading; reported by `validate`.
     read_problems: Vec<ConfigProblem>,
-    /// The keys the operator set, in the file or the environment (not the built-in
-    /// defaults): a key of another election mode is refused only when set.
+    /// The keys the operator set, in the file or the environment, to a value other than the
+    /// built-in default: a key of another election mode is refused only when set.
     operator_keys: BTreeSet<String>,
 }
 
@@ -193,200 +277,243 @@ pub struct Settings {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NodeSection {
-    /// `id`: this node's `PeerId`.
-    pub id: String,
-    /// `data_dir`: where the WAL and snapshots live.
-    pub data_dir: PathBuf,
+    /// This node's peer id: 1 to 32 bytes of A-Z a-z 0-9 . _ -
+    pub id: String = DEFAULT_NODE_ID.to_owned(),
+    /// The WAL and snapshots live here (relative to the working directory). One process at a time:
+    /// a node locks the directory (conclave.lock), and a second one on it refuses to start.
+    pub data_dir: PathBuf = PathBuf::from("./conclave-data"),
 }
 
 /// `[cluster]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterSection {
-    /// `id`: the `ClusterId`.
-    pub id: String,
-    /// `voters`: the peer ids of `quorum = "voters"`; empty means just `node.id`.
+    /// The cluster id, same rules as a peer id; frames from another cluster are dropped.
+    pub id: String = "default".to_owned(),
+    /// The voters of `quorum = "voters"`. Empty means a single-node cluster made of `node.id`.
+    /// A node whose id is not listed follows the leader but never campaigns or votes.
     pub voters: Vec<String>,
-    /// `psk_file`: the pre-shared key; empty runs unauthenticated.
+    /// File holding the cluster's pre-shared key (PROTO-5), the same on every node: exactly 64 hex
+    /// digits (surrounding whitespace and a trailing newline allowed), or exactly 32 raw bytes.
+    /// Anything else is refused. Generate one with:  openssl rand -hex 32 > psk
+    /// Empty = no key: frames are not authenticated. That is allowed only while every link is one
+    /// nobody else can reach (UDP on loopback addresses, a virtual dongle); see `insecure`.
     pub psk_file: PathBuf,
-    /// `insecure`: run without `psk_file` on a link others can reach (non-loopback UDP, an
-    /// ESP-NOW dongle), on purpose.
+    /// Run without psk_file although a link others can reach is configured (a non-loopback UDP
+    /// listen or peer address, an ESP-NOW dongle): anyone there can then forge and replay frames.
+    /// Without this, conclave refuses to start in that case, and check-config says why.
     pub insecure: bool,
-    /// `tag_bytes`: length of the truncated frame tag (not in DESIGN §9; default 16).
-    pub tag_bytes: u64,
+    /// Length of the truncated HMAC-SHA256 tag on every frame, 8 to 32 bytes.
+    pub tag_bytes: u64 = DEFAULT_TAG_LEN as u64,
 }
 
 /// `[election]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ElectionSection {
-    /// `mode`: `raft | gossip | priority | static`.
-    pub mode: String,
-    /// `auto`: automatic election on at start.
-    pub auto: bool,
-    /// `[election.raft]`.
+    /// "raft": Raft leader election ([election.raft]).
+    /// "gossip": Hyperledger Fabric's gossip election, lowest id wins ([election.gossip]).
+    /// "priority": the ESP-NOW pods' master election by battery, uptime and signal
+    /// ([election.priority], with the battery from [health]).
+    /// "static": the leader is election.static.leader; nobody elects, the others track its liveness
+    /// ([election.static]).
+    /// The keys of one mode's section belong to that mode: setting a key of another mode's section
+    /// to other than its default (in a file or with CONCLAVE__…) is refused, naming the key.
+    /// Switching mode needs a restart,
+    /// and a node refuses to start with a WAL written in another mode.
+    pub mode: String = "raft".to_owned(),
+    /// Start with automatic leader election on (EnableAutoLeaderElection). Once an operator has run
+    /// `conclave auto-election on|off` on this node, the switch recorded in its WAL wins at start.
+    pub auto: bool = true,
+    /// Used when mode = "raft" (RAFT-1..10); the defaults are Raft's own.
     pub raft: RaftSection,
-    /// `[election.static]`.
+    /// Used when mode = "static" (STA-1).
     pub static_leader as "static": StaticSection,
-    /// `[election.gossip]`.
+    /// Used when mode = "gossip" (GOS-1..6), with Hyperledger Fabric's defaults
+    /// (peer.gossip.election).
     pub gossip: GossipSection,
-    /// `[election.priority]`.
+    /// Used when mode = "priority" (PRI-1..6), with the ESP-NOW pods' (seed 002) defaults. A
+    /// node's score is battery, uptime, signal and a random byte; the highest score becomes
+    /// master.
     pub priority: PrioritySection,
 }
 
-/// `[election.gossip]` (GOS-1..5): Fabric's `peer.gossip.election` settings.
+/// `[election.raft]`: the defaults are `RaftConfig::new`'s, in conclave-core.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct GossipSection {
-    /// `startup_grace_period_ms`.
-    pub startup_grace_period_ms: u64,
-    /// `membership_sample_interval_ms`.
-    pub membership_sample_interval_ms: u64,
-    /// `leader_alive_threshold_ms`.
-    pub leader_alive_threshold_ms: u64,
-    /// `leader_election_duration_ms`.
-    pub leader_election_duration_ms: u64,
-    /// `use_leader_election`.
-    pub use_leader_election: bool,
-    /// `org_leader`.
-    pub org_leader: bool,
-}
-
-/// `[election.priority]` (PRI-2..6): seed 002's constants.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PrioritySection {
-    /// `discovery_timeout_ms`.
-    pub discovery_timeout_ms: u64,
-    /// `campaign_timeout_ms`.
-    pub campaign_timeout_ms: u64,
-    /// `vote_timeout_ms`.
-    pub vote_timeout_ms: u64,
-    /// `jitter_max_ms`.
-    pub jitter_max_ms: u64,
-    /// `max_retries`.
-    pub max_retries: u64,
-    /// `announce_interval_ms`.
-    pub announce_interval_ms: u64,
-    /// `master_timeout_ms`.
-    pub master_timeout_ms: u64,
-    /// `low_battery_percent`.
-    pub low_battery_percent: u64,
-    /// `force_master`.
-    pub force_master: bool,
-}
-
-/// `[health]`: this node's battery and priority readings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HealthSection {
-    /// `source`: `fixed | file | command`.
-    pub source: String,
-    /// `battery_percent`: the fixed battery, and the one assumed before the first reading.
-    pub battery_percent: u64,
-    /// `file`: read with `source = "file"`.
-    pub file: PathBuf,
-    /// `command`: run with `source = "command"`.
-    pub command: HookEntry,
-    /// `interval_ms`.
-    pub interval_ms: u64,
-    /// `timeout_ms`.
-    pub timeout_ms: u64,
+pub struct RaftSection {
+    /// "voters": a majority of cluster.voters, at most one leader per term.
+    /// "connected": this node plus the connected peers; every partition may elect a leader.
+    pub quorum: String = raft_defaults(default_id()).quorum.label().to_owned(),
+    /// Leader heartbeat period; must be less than election_timeout_min_ms.
+    pub heartbeat_ms: u64 = ms(raft_defaults(default_id()).heartbeat_interval),
+    /// A follower that hears no leader for a while in [min, max) starts an election.
+    pub election_timeout_min_ms: u64 = ms(raft_defaults(default_id()).election_timeout_min),
+    pub election_timeout_max_ms: u64 = ms(raft_defaults(default_id()).election_timeout_max),
+    /// Ask for pre-votes before raising the term: a node rejoining after a partition cannot
+    /// depose a healthy leader.
+    pub pre_vote: bool = raft_defaults(default_id()).pre_vote,
+    /// A leader that hears no quorum for election_timeout_min_ms steps down.
+    pub check_quorum: bool = raft_defaults(default_id()).check_quorum,
+    /// Stagger the followers' timeouts by rank (larger node id first, the lost leader left out)
+    /// instead of spreading them at random: the first survivor campaigns right at the minimum
+    /// and nobody splits the vote, so failover takes about election_timeout_min_ms. false gives
+    /// the Raft paper's uniform random timeouts.
+    pub ranked_timeouts: bool = raft_defaults(default_id()).ranked_timeouts,
+    /// RAFT-10, priority inside a safe election (keepalived's preemption): this node's priority,
+    /// 0-255, higher preferred. A lower-priority node waits longer before it campaigns, and a
+    /// leader hands leadership over to a caught-up voter of higher priority after
+    /// preempt_delay_ms. Absent (the default): this node takes no part in preemption. A [health]
+    /// file or command that reports `priority=NN` replaces it while the node runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u64> = raft_defaults(default_id()).priority.map(u64::from), example Some(100),
+    pub preempt_delay_ms: u64 = ms(raft_defaults(default_id()).preempt_delay),
+    /// keepalived's nopreempt: when this node leads, it never hands over only because another
+    /// voter's priority is higher.
+    pub nopreempt: bool = raft_defaults(default_id()).nopreempt,
 }
 
 /// `[election.static]` (STA-1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StaticSection {
-    /// `leader`: the node that leads in static mode.
+    /// The node that leads (one of cluster.voters when that list is set). Every
+    /// node names the same one. `conclave leader set <id>` reassigns leadership on the node it is
+    /// sent to only (and persists it there): send it to every node.
     pub leader: String,
 }
 
-/// `[election.raft]`.
+/// `[election.gossip]` (GOS-1..5): Fabric's `peer.gossip.election` settings; the defaults are
+/// `GossipConfig::new`'s, in conclave-core.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RaftSection {
-    /// `quorum`: `voters | connected`.
-    pub quorum: String,
-    /// `heartbeat_ms`.
-    pub heartbeat_ms: u64,
-    /// `election_timeout_min_ms`.
-    pub election_timeout_min_ms: u64,
-    /// `election_timeout_max_ms`.
-    pub election_timeout_max_ms: u64,
-    /// `pre_vote`.
-    pub pre_vote: bool,
-    /// `check_quorum`.
-    pub check_quorum: bool,
-    /// `ranked_timeouts`.
-    pub ranked_timeouts: bool,
-    /// `priority` (RAFT-10): 0–255; absent takes no part in preemption.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub priority: Option<u64>,
-    /// `preempt_delay_ms` (RAFT-10).
-    pub preempt_delay_ms: u64,
-    /// `nopreempt` (RAFT-10).
-    pub nopreempt: bool,
+pub struct GossipSection {
+    /// A starting node waits until its membership view is the same in two samples this far apart,
+    /// a leader declares itself, or startup_grace_period_ms passes.
+    pub startup_grace_period_ms: u64 = ms(gossip_defaults().startup_grace_period),
+    pub membership_sample_interval_ms: u64 = ms(gossip_defaults().membership_sample_interval),
+    /// A follower that hears no declaration from its leader for this long forgets it and runs an
+    /// election; a leader declares itself every half of it. At least 2.
+    pub leader_alive_threshold_ms: u64 = ms(gossip_defaults().leader_alive_threshold),
+    /// How long a proposer collects proposals and declarations before it declares itself. A dead
+    /// leader is replaced after about leader_alive_threshold_ms + leader_election_duration_ms.
+    pub leader_election_duration_ms: u64 = ms(gossip_defaults().leader_election_duration),
+    /// false: nobody elects; the node with org_leader = true leads (Fabric's static leader).
+    pub use_leader_election: bool = gossip_defaults().use_leader_election,
+    /// With use_leader_election = false only: this node is the leader.
+    pub org_leader: bool = gossip_defaults().org_leader,
 }
 
-/// `[membership]`.
+/// `[election.priority]` (PRI-2..6): seed 002's constants; the defaults are
+/// `PriorityConfig::new`'s, in conclave-core.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrioritySection {
+    /// Discovery: how long a node collects answers before it campaigns.
+    pub discovery_timeout_ms: u64 = ms(priority_defaults().discovery_timeout),
+    /// How long a candidate campaigns, then how long it waits for the last votes.
+    pub campaign_timeout_ms: u64 = ms(priority_defaults().campaign_timeout),
+    pub vote_timeout_ms: u64 = ms(priority_defaults().vote_timeout),
+    /// Random delay, below this, before discovery and each campaign retry; 0 = none.
+    pub jitter_max_ms: u64 = ms(priority_defaults().jitter_max),
+    /// Campaigns repeated before a candidate settles for "the highest priority I know of wins".
+    pub max_retries: u64 = u64::from(priority_defaults().max_retries),
+    /// The master announces itself this often; followers declare it dead after master_timeout_ms
+    /// of silence (must be more than announce_interval_ms) and elect again.
+    pub announce_interval_ms: u64 = ms(priority_defaults().announce_interval),
+    pub master_timeout_ms: u64 = ms(priority_defaults().master_timeout),
+    /// A master whose battery ([health]) is at or below this resigns, naming a successor whose
+    /// battery is above it. Below 100.
+    pub low_battery_percent: u64 = u64::from(priority_defaults().low_battery_percent),
+    /// This node is master regardless of score (`conclave leader set` does it at run time).
+    pub force_master: bool = priority_defaults().force_master,
+}
+
+/// `[health]`: this node's battery and priority readings (`crate::health`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthSection {
+    pub source: String = "fixed".to_owned(),
+    /// The fixed battery; with a file or a command, the battery until the first reading and
+    /// whenever a reading gives none.
+    pub battery_percent: u64 = u64::from(HealthConfig::default().battery_percent),
+    pub file: PathBuf,
+    pub command: HookEntry = HookEntry::Shell(String::new()),
+    pub interval_ms: u64 = ms(HealthConfig::DEFAULT_INTERVAL),
+    /// At most interval_ms.
+    pub timeout_ms: u64 = ms(HealthConfig::DEFAULT_TIMEOUT),
+}
+
+/// `[membership]`: the defaults are `MembershipConfig::default`'s, in conclave-core.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MembershipSection {
-    /// `heartbeat_ms`: ping period.
-    pub heartbeat_ms: u64,
-    /// `timeout_multiplier`: heartbeats of silence before a peer is Disconnected.
-    pub timeout_multiplier: u64,
-    /// `hello_interval_ms`: `Hello` period while alone (not in DESIGN §9).
-    pub hello_interval_ms: u64,
-    /// `announce_interval_ms`: `Hello` period while peers are connected (not in DESIGN §9).
-    pub announce_interval_ms: u64,
+    /// Ping period; a peer silent for heartbeat_ms × timeout_multiplier is Disconnected.
+    pub heartbeat_ms: u64 = ms(MembershipConfig::default().heartbeat_interval),
+    /// At least 2.
+    pub timeout_multiplier: u64 = u64::from(MembershipConfig::default().timeout_multiplier),
+    /// Hello broadcast period while no peer is connected.
+    pub hello_interval_ms: u64 = ms(MembershipConfig::default().hello_interval),
+    /// Hello broadcast period while peers are connected, so nodes that missed each other meet.
+    pub announce_interval_ms: u64 = ms(MembershipConfig::default().announce_interval),
 }
 
 /// `[link]`: each link is optional.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkSection {
-    /// `[link.udp]`.
+    /// To reach other gateways over IP:
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub udp: Option<UdpSection>,
-    /// `[link.espnow]`.
+    pub udp: Option<UdpSection> = None, example Some(UdpSection {
+        listen: "127.0.0.1:7946".to_owned(),
+        peers: vec!["127.0.0.1:7947".to_owned()],
+    }),
+    /// To reach gateways over ESP-NOW radio through a USB ESP32 dongle (docs/dongle-protocol.md).
+    /// Frames are authenticated by cluster.psk_file whatever the radio does; ESP-NOW broadcast is
+    /// never encrypted by the radio.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub espnow: Option<EspNowSection>,
+    pub espnow: Option<EspNowSection> = None, example Some(EspNowSection {
+        port: "/dev/ttyACM0".to_owned(),
+        baud: 921_600,
+        channel: 1,
+        ..EspNowSection::default()
+    }),
 }
 
 /// `[link.udp]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UdpSection {
-    /// `listen`: `ip:port`; required when the section is present.
+    /// The ip:port this node receives on and sends from; required when the section is present.
     #[serde(default)]
     pub listen: String,
-    /// `peers`: `ip:port` each.
+    /// Where to send before peers are known: ip:port or host:port each (names are resolved
+    /// once, at start).
     #[serde(default)]
     pub peers: Vec<String>,
 }
 
 /// `[link.espnow]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EspNowSection {
-    /// `port`: serial device or `"virtual"`.
+    /// The dongle's serial device, or "virtual". With packaging/udev/99-conclave-dongle.rules
+    /// installed, "/dev/conclave-dongle" (firmware/micropython/README.md).
     #[serde(default)]
     pub port: String,
-    /// `baud`.
+    /// USB-UART boards; native USB ignores it.
     #[serde(default)]
     pub baud: u64,
-    /// `channel`.
+    /// Wi-Fi channel 1-14, the same on every node.
     #[serde(default)]
     pub channel: u64,
-    /// `pmk`: 32 hex characters, or empty.
+    /// 32 hex characters: radio encryption's primary key, or empty.
     #[serde(default)]
     pub pmk: String,
-    /// `lmk`: 32 hex characters, or empty.
+    /// 32 hex characters: encrypt unicast frames to peers, or empty.
     #[serde(default)]
     pub lmk: String,
-    /// `peer_lmks`: `"<peer id>=<32 hex characters>"` each, a key of its own for a peer.
+    /// "<peer id>=<32 hex characters>" each: a peer's own key instead of lmk.
     #[serde(default)]
     pub peer_lmks: Vec<String>,
 }
@@ -395,50 +522,66 @@ pub struct EspNowSection {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AdminSection {
-    /// `listen`: `ip:port`, or empty to turn the API off.
-    pub listen: String,
-    /// `token_file`: bearer token; empty = none.
+    /// Admin HTTP API address (ip:port); "" turns the API off.
+    pub listen: String = "127.0.0.1:7070".to_owned(),
+    /// File holding the bearer token for mutations (surrounding whitespace trimmed). Required when
+    /// listen is not a loopback address; there every endpoint but /health needs it. "" = no token.
     pub token_file: PathBuf,
-    /// `peer_urls`: `"<peer id>=<admin URL>"` each, the admin API of other nodes.
+    /// The admin API of the other nodes, "<peer id>=<http://host:port>" each (the scheme may be
+    /// left out). A follower names the leader's in its answers, so `conclave leader resign` can
+    /// be sent to any node; `conclave cluster status` and `auto-election --cluster` ask them all.
+    ///   peer_urls = ["gw-b=http://10.0.0.2:7070", "gw-c=http://10.0.0.3:7070"]
     #[serde(default)]
     pub peer_urls: Vec<String>,
-    /// `max_connections`: admin connections served at once.
-    pub max_connections: u64,
-    /// `max_event_streams`: `GET /v1/events` subscribers at once.
-    pub max_event_streams: u64,
+    /// Connections served at once. Past it a request is answered 503 (naming this key) and
+    /// counted in conclave_admin_refused_total{reason="connections"}. Lowered at start, with a
+    /// warning, when the open-files limit leaves too few descriptors for it.
+    pub max_connections: u64 = AdminConfig::DEFAULT_MAX_CONNECTIONS as u64,
+    /// Event-stream (GET /v1/events) subscribers at once, fewer than max_connections so that
+    /// status and commands always find room. Past it: 503 and
+    /// conclave_admin_refused_total{reason="event_streams"}.
+    pub max_event_streams: u64 = AdminConfig::DEFAULT_MAX_EVENT_STREAMS as u64,
 }
 
 /// `[metrics]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsSection {
-    /// `listen`: `ip:port`, or empty to turn the endpoint off.
-    pub listen: String,
+    /// Prometheus endpoint address (ip:port), served at /metrics; "" turns it off.
+    pub listen: String = "127.0.0.1:9464".to_owned(),
 }
 
 /// `[hooks]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HooksSection {
-    /// `on_leader`.
+    /// This node became the leader.
     pub on_leader: Vec<HookEntry>,
-    /// `on_follower`.
+    /// This node stopped leading, for any reason (quorum lost, higher term, resign,
+    /// transfer, quarantine, shutdown; CONCLAVE_CAUSE says which, CONCLAVE_STEPPED_DOWN=true),
+    /// even with no new leader known yet; and another node became the leader
+    /// (CONCLAVE_STEPPED_DOWN=false). Pair it with on_leader to stop what on_leader started; it
+    /// may run twice in a row, so make it idempotent.
     pub on_follower: Vec<HookEntry>,
-    /// `on_leader_change`.
+    /// Every change of the known leader, to none included.
     pub on_leader_change: Vec<HookEntry>,
-    /// `on_peer_status`.
+    /// A peer joined, left, connected or disconnected.
     pub on_peer_status: Vec<HookEntry>,
-    /// `timeout_ms`.
-    pub timeout_ms: u64,
+    /// A hook still running after this many milliseconds is killed. A node that stops gracefully
+    /// waits up to twice this for the hooks of its last events (its on_follower above all).
+    pub timeout_ms: u64 = ms(HooksConfig::default().timeout),
 }
 
 /// `[log]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogSection {
-    /// `level`: a log filter, as in `RUST_LOG` (`info`, `conclave_actors=debug,info`).
-    pub level: String,
-    /// `file`: append the log to this file (reopened on SIGHUP); empty = standard output.
+    /// What to log, as in RUST_LOG: a level (error, warn, info, debug, trace) or per-module
+    /// directives such as "info,conclave_actors=debug". --log or RUST_LOG given at start win at
+    /// start; a changed level here applies on SIGHUP all the same (it is what was just edited).
+    pub level: String = "info".to_owned(),
+    /// Append the log to this file instead of standard output (journald collects standard
+    /// output under systemd). SIGHUP reopens it, so logrotate can move it away first.
     pub file: PathBuf,
 }
 }
@@ -502,18 +645,28 @@ impl Settings {
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Settings, SettingsError> {
         let mut problems = Vec::new();
-        let defaults = parse_toml(DEFAULTS_TOML).map_err(SettingsError::Defaults)?;
+        let defaults = parse_toml(&defaults_toml()).map_err(SettingsError::Defaults)?;
         let defaults = schema::check_table(&defaults, None, &mut problems);
         let file = file.map(|table| schema::check_table(&table, None, &mut problems));
         // Later variables of the same name win, as they would in a real environment; sorting
         // makes the order of problems independent of the caller's iteration order.
         let env: BTreeMap<String, String> = env.into_iter().collect();
         let env = schema::check_env(&env, &mut problems);
-        let mut operator_keys = BTreeSet::new();
+        // The keys the operator set: in the file or the environment, to a value other than
+        // the default (a copy of the defaults file, `conclave defaults`, sets none).
+        let mut set = Vec::new();
         if let Some(file) = &file {
-            schema::leaf_keys(file, None, &mut operator_keys);
+            schema::leaf_values(file, None, &mut set);
         }
-        operator_keys.extend(env.iter().map(|(key, _)| key.clone()));
+        set.extend(env.iter().cloned());
+        let operator_keys = set
+            .into_iter()
+            .filter(|(key, value)| {
+                schema::lookup(&defaults, key)
+                    .is_none_or(|default| !schema::same_value(&default.kind, &value.kind))
+            })
+            .map(|(key, _)| key)
+            .collect();
 
         let mut builder = Config::builder().add_source(Layer(defaults));
         if let Some(file) = file {

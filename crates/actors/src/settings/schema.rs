@@ -49,11 +49,31 @@ pub(super) static KEYS: LazyLock<Vec<(String, Kind)>> = LazyLock::new(|| {
     keys
 });
 
-/// A type that can be the value of a key: it names its [`Kind`], and a section its keys.
+/// A type that can be the value of a key: it names its [`Kind`], a section its keys, and it
+/// writes itself into the defaults file.
 pub(super) trait Schema {
+    /// Whether this is a section (a TOML table of keys), written under a header.
+    const SECTION: bool = false;
+
     /// Appends `key` (absent: the top level) with its kind, and for a section every key
     /// inside it, to `out`.
     fn describe(key: Option<&str>, out: &mut Vec<(String, Kind)>);
+
+    /// Writes this value as the value of `key` (absent: the top level) to the defaults file,
+    /// with the key's doc lines.
+    fn render(&self, key: Option<&str>, docs: &[&str], out: &mut DefaultsFile);
+
+    /// Whether the value is absent (an optional key or section that is not set): the
+    /// defaults file then shows the field's example, commented out.
+    fn is_absent(&self) -> bool {
+        false
+    }
+}
+
+/// The value of one key as TOML writes it.
+pub(super) trait TomlValue {
+    /// `500`, `"raft"`, `["a", "b"]`.
+    fn toml(&self) -> String;
 }
 
 /// Rust types whose values are of one kind.
@@ -64,6 +84,12 @@ macro_rules! leaf_kinds {
                 if let Some(key) = key {
                     out.push((key.to_owned(), Kind::$kind));
                 }
+            }
+
+            fn render(&self, key: Option<&str>, docs: &[&str], out: &mut DefaultsFile) {
+                out.comment(docs);
+                let (_, name) = split_key(key.unwrap_or_default());
+                out.line(&format!("{name} = {}", self.toml()));
             }
         }
     )*};
@@ -79,12 +105,187 @@ leaf_kinds! {
     super::HookEntry => Command,
 }
 
-/// An optional key or section is described as what it holds.
+impl TomlValue for String {
+    fn toml(&self) -> String {
+        toml_string(self)
+    }
+}
+
+impl TomlValue for PathBuf {
+    fn toml(&self) -> String {
+        toml_string(&self.to_string_lossy())
+    }
+}
+
+impl TomlValue for u64 {
+    fn toml(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl TomlValue for bool {
+    fn toml(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl<T: TomlValue> TomlValue for Vec<T> {
+    fn toml(&self) -> String {
+        let items: Vec<String> = self.iter().map(TomlValue::toml).collect();
+        format!("[{}]", items.join(", "))
+    }
+}
+
+impl TomlValue for super::HookEntry {
+    fn toml(&self) -> String {
+        match self {
+            super::HookEntry::Shell(command) => command.toml(),
+            super::HookEntry::Argv(words) => words.toml(),
+        }
+    }
+}
+
+/// A TOML basic string: quoted, with `"`, `\` and control characters escaped.
+fn toml_string(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => quoted.push_str("\\\""),
+            '\\' => quoted.push_str("\\\\"),
+            '\n' => quoted.push_str("\\n"),
+            '\t' => quoted.push_str("\\t"),
+            c if c.is_control() => quoted.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    quoted
+}
+
+/// An optional key or section is described as what it holds, and written when set.
 impl<T: Schema> Schema for Option<T> {
+    const SECTION: bool = T::SECTION;
+
     fn describe(key: Option<&str>, out: &mut Vec<(String, Kind)>) {
         T::describe(key, out);
     }
+
+    fn render(&self, key: Option<&str>, docs: &[&str], out: &mut DefaultsFile) {
+        match self {
+            Some(value) => value.render(key, docs, out),
+            None => out.comment(docs),
+        }
+    }
+
+    fn is_absent(&self) -> bool {
+        self.is_none()
+    }
 }
+
+/// `config/default.toml` as it is being written from the declarations: every key with its
+/// doc lines (the field's `///` comment) and its default.
+#[derive(Debug, Default)]
+pub(super) struct DefaultsFile {
+    text: String,
+    /// Writing an example: every line is commented out.
+    commented: bool,
+}
+
+impl DefaultsFile {
+    /// Doc lines as comments: `/// text` becomes `# text`.
+    fn comment(&mut self, docs: &[&str]) {
+        for line in docs {
+            self.text.push('#');
+            self.text.push_str(line.trim_end());
+            self.text.push('\n');
+        }
+    }
+
+    /// One line of TOML, commented out while an example is written.
+    fn line(&mut self, line: &str) {
+        if self.commented {
+            self.text.push_str("# ");
+        }
+        self.text.push_str(line);
+        self.text.push('\n');
+    }
+
+    /// An empty line between sections.
+    fn blank(&mut self) {
+        self.text.push('\n');
+    }
+
+    /// Writes `value`, the field `key` with `docs`, or when it is absent by default and has
+    /// one, its `example` commented out.
+    pub(super) fn field<T: Schema>(
+        &mut self,
+        value: &T,
+        example: Option<T>,
+        key: &str,
+        docs: &[&str],
+    ) {
+        match example {
+            Some(example) if value.is_absent() => {
+                let was = std::mem::replace(&mut self.commented, true);
+                example.render(Some(key), docs, self);
+                self.commented = was;
+            }
+            _ => value.render(Some(key), docs, self),
+        }
+    }
+
+    /// Writes the header of section `key` with its doc lines (the header is left out for a
+    /// section that only holds sections, such as `[link]`).
+    pub(super) fn section(&mut self, key: &str, docs: &[&str], has_values: bool) {
+        self.blank();
+        if has_values {
+            self.line(&format!("[{key}]"));
+        }
+        self.comment(docs);
+    }
+
+    /// The file, with `header` (comment lines) first.
+    pub(super) fn finish(self, header: &str) -> String {
+        let mut text = String::from(header);
+        text.push_str(&self.text);
+        text
+    }
+}
+
+/// The text of a doc attribute (`/// text` is `#[doc = " text"]`), or `None` for any other
+/// attribute.
+macro_rules! doc_text {
+    (doc = $text:literal) => {
+        Some($text)
+    };
+    ($($other:tt)*) => {
+        None
+    };
+}
+pub(super) use doc_text;
+
+/// A field's default: the one declared with `= value`, else its type's.
+macro_rules! default_of {
+    ($default:expr) => {
+        $default
+    };
+    () => {
+        Default::default()
+    };
+}
+pub(super) use default_of;
+
+/// A field's example, when declared with `, example value`.
+macro_rules! example_of {
+    ($example:expr) => {
+        Some($example)
+    };
+    () => {
+        None
+    };
+}
+pub(super) use example_of;
 
 /// A key's name: the field's, or the one given with `as "name"`.
 macro_rules! key_name {
@@ -97,18 +298,24 @@ macro_rules! key_name {
 }
 pub(super) use key_name;
 
-/// Declares section structs, each field one key, and describes them to [`Schema`]: the key
-/// table is read off the structs, so the two cannot disagree.
+/// Declares section structs, each field one key, declared once: its name, its type, its
+/// default (`= value`; absent: the type's default) and its doc lines (the `///` comment, which
+/// is both the field's documentation and its comment in `config/default.toml`). From that,
+/// the macro derives the key table ([`Schema::describe`]), `Default`, and the defaults file
+/// ([`Schema::render`]), so none of them can disagree with the structs.
 ///
-/// A field written `name as "key": Type` is the key `key` (serde's `rename`); fields after
-/// `@unread` are not keys (serde skips them).
+/// A field written `name as "key": Type` is the key `key` (serde's `rename`). A field that
+/// is absent by default (an optional key or section) may give `, example value` after its
+/// default: the defaults file shows that example, commented out. Fields after `@unread` are
+/// not keys (serde skips them).
 macro_rules! sections {
     ($(
         $(#[$section_meta:meta])*
         pub struct $name:ident {
             $(
-                $(#[$field_meta:meta])*
-                pub $field:ident $(as $key:literal)? : $ty:ty,
+                $(#[$($field_attr:tt)*])*
+                pub $field:ident $(as $key:literal)? : $ty:ty
+                    $(= $default:expr)? $(, example $example:expr)?,
             )*
             $(
                 @unread
@@ -122,7 +329,7 @@ macro_rules! sections {
         $(#[$section_meta])*
         pub struct $name {
             $(
-                $(#[$field_meta])*
+                $(#[$($field_attr)*])*
                 $(#[serde(rename = $key)])?
                 pub $field: $ty,
             )*
@@ -133,7 +340,18 @@ macro_rules! sections {
             )*)?
         }
 
+        impl Default for $name {
+            fn default() -> Self {
+                Self {
+                    $($field: schema::default_of!($($default)?),)*
+                    $($($unread: Default::default(),)*)?
+                }
+            }
+        }
+
         impl schema::Schema for $name {
+            const SECTION: bool = true;
+
             fn describe(key: Option<&str>, out: &mut Vec<(String, schema::Kind)>) {
                 if let Some(key) = key {
                     out.push((key.to_owned(), schema::Kind::Section));
@@ -145,6 +363,24 @@ macro_rules! sections {
                         None => name.to_owned(),
                     };
                     <$ty as schema::Schema>::describe(Some(&inner), out);
+                )*
+            }
+
+            fn render(&self, key: Option<&str>, docs: &[&str], out: &mut schema::DefaultsFile) {
+                if let Some(key) = key {
+                    let sections: &[bool] = &[$(<$ty as schema::Schema>::SECTION),*];
+                    out.section(key, docs, sections.iter().any(|section| !section));
+                }
+                $(
+                    let name = schema::key_name!($field $(, $key)?);
+                    let inner = match key {
+                        Some(key) => format!("{key}.{name}"),
+                        None => name.to_owned(),
+                    };
+                    let attrs: &[Option<&str>] = &[$(schema::doc_text!($($field_attr)*)),*];
+                    let docs: Vec<&str> = attrs.iter().flatten().copied().collect();
+                    let example: Option<$ty> = schema::example_of!($($example)?);
+                    out.field(&self.$field, example, &inner, &docs);
                 )*
             }
         }
@@ -491,21 +727,48 @@ fn edit_distance(a: &str, b: &str) -> usize {
     previous[b.len()]
 }
 
-/// The dotted keys of the values (not sections) in a checked `table` under `section`.
-pub(super) fn leaf_keys(
+/// The dotted keys of the values (not sections) in a checked `table` under `section`, with
+/// their values.
+pub(super) fn leaf_values(
     table: &Map<String, Value>,
     section: Option<&str>,
-    out: &mut std::collections::BTreeSet<String>,
+    out: &mut Vec<(String, Value)>,
 ) {
     for (name, value) in table {
         let key = join(section, name);
         match &value.kind {
             ValueKind::Table(inner) if kind_of(&key) == Some(Kind::Section) => {
-                leaf_keys(inner, Some(&key), out);
+                leaf_values(inner, Some(&key), out);
             }
-            _ => {
-                out.insert(key);
-            }
+            _ => out.push((key, value.clone())),
         }
+    }
+}
+
+/// The value of the dotted `key` in `table`, if set.
+pub(super) fn lookup<'t>(table: &'t Map<String, Value>, key: &str) -> Option<&'t Value> {
+    let (first, rest) = match key.split_once('.') {
+        Some((first, rest)) => (first, Some(rest)),
+        None => (key, None),
+    };
+    let value = table.get(first)?;
+    match (rest, &value.kind) {
+        (None, _) => Some(value),
+        (Some(rest), ValueKind::Table(inner)) => lookup(inner, rest),
+        (Some(_), _) => None,
+    }
+}
+
+/// Whether two values are the same setting: a number read from TOML (signed) and one read
+/// from the environment (unsigned) compare by value.
+pub(super) fn same_value(a: &ValueKind, b: &ValueKind) -> bool {
+    match (a, b) {
+        (&ValueKind::I64(x), &ValueKind::U64(y)) | (&ValueKind::U64(y), &ValueKind::I64(x)) => {
+            u64::try_from(x) == Ok(y)
+        }
+        (ValueKind::Array(x), ValueKind::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_value(&x.kind, &y.kind))
+        }
+        _ => a == b,
     }
 }

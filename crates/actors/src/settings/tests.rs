@@ -188,10 +188,10 @@ fn defaults_match_the_core_and_protocol_defaults() {
     );
 }
 
-/// Issue 9, item 7: a default written both in `config/default.toml` and in code (the cores
-/// are sans-IO and cannot read the file; the actors' `Default` impls serve tests and the demo,
-/// which build a `NodeConfig` without settings) is the same on both sides, for every such
-/// pair: raft, gossip and priority cores, membership, admin bounds, hooks and health.
+/// Issue 9, item 7: the settings' defaults are read from the code's (the cores' configs, the
+/// actors' `Default` impls), and going through the file form and back (milliseconds, strings)
+/// loses nothing: the defaults validate into exactly the code's defaults, for raft, gossip and
+/// priority cores, membership, admin bounds, hooks and health.
 #[test]
 fn code_defaults_equal_the_built_in_defaults() {
     let in_mode = |mode: &str| {
@@ -1064,12 +1064,12 @@ fn a_key_of_another_mode_is_refused_naming_it() {
         ),
         (
             "gossip",
-            "[election.gossip]\norg_leader = false\n",
-            "election.gossip.org_leader",
+            "[election.gossip]\nstartup_grace_period_ms = 1000\n",
+            "election.gossip.startup_grace_period_ms",
         ),
         (
             "priority",
-            "[election.priority]\nforce_master = false\n",
+            "[election.priority]\nforce_master = true\n",
             "election.priority.force_master",
         ),
         (
@@ -2112,4 +2112,87 @@ fn a_data_dir_that_is_a_file_is_a_problem() {
         "node.data_dir",
         "is a file; it must be a directory",
     );
+}
+
+/// Issue 9, item 7: every key is declared once, with its default and its doc lines, in the
+/// section structs; `config/default.toml` is what they write (`conclave check-config
+/// --print-defaults`), so the file, the defaults and the docs cannot drift apart. Regenerate it
+/// with `CONCLAVE_WRITE_DEFAULTS=1 cargo test -p conclave-actors defaults_file`.
+#[test]
+fn defaults_file_is_written_from_the_declarations() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/default.toml");
+    let written = super::defaults_toml();
+    if std::env::var_os("CONCLAVE_WRITE_DEFAULTS").is_some() {
+        std::fs::write(&path, &written).unwrap();
+    }
+    let on_disk = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        on_disk == written,
+        "config/default.toml differs from the declarations in crates/actors/src/settings/mod.rs; \
+         regenerate it with CONCLAVE_WRITE_DEFAULTS=1 cargo test -p conclave-actors defaults_file"
+    );
+}
+
+/// The defaults file reads back as the declared defaults, and every example it shows
+/// commented out (the links, `election.raft.priority`) is a key the settings accept, with a
+/// value of the right type.
+#[test]
+fn defaults_file_reads_back_and_its_examples_are_keys() {
+    let read = Settings::from_toml_str(&super::defaults_toml()).unwrap();
+    assert!(
+        read.read_problems().is_empty(),
+        "{:?}",
+        read.read_problems()
+    );
+    assert_eq!(read, Settings::default());
+
+    let uncommented: String = super::defaults_toml()
+        .lines()
+        .map(|line| match line.strip_prefix("# ") {
+            // `# key = value` and `# [section]`: the examples; other comments stay.
+            Some(rest)
+                if rest.starts_with('[')
+                    || rest.split_once(" = ").is_some_and(|(key, _)| {
+                        !key.is_empty() && key.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+                    }) =>
+            {
+                format!("{rest}\n")
+            }
+            _ => format!("{line}\n"),
+        })
+        .collect();
+    let read = Settings::from_toml_str(&uncommented).unwrap();
+    assert!(
+        read.read_problems().is_empty(),
+        "{:?}",
+        read.read_problems()
+    );
+    assert!(read.link.udp.is_some() && read.link.espnow.is_some());
+    assert_eq!(read.election.raft.priority, Some(100));
+}
+
+/// A copy of the defaults file (`conclave defaults > conclave.toml`) sets every key of every
+/// mode to its default: switching its `election.mode` is not refused for the other modes'
+/// keys, while a key of another mode changed from its default still is.
+#[test]
+fn a_copy_of_the_defaults_file_may_switch_mode() {
+    let copy = super::defaults_toml().replace("mode = \"raft\"", "mode = \"gossip\"");
+    let config = Settings::from_toml_str(&copy).unwrap().validate().unwrap();
+    assert_eq!(
+        config.election_config().mode(),
+        conclave_core::election::Mode::Gossip
+    );
+
+    let changed = copy.replace(
+        "heartbeat_ms = 500\n# A follower",
+        "heartbeat_ms = 400\n# A follower",
+    );
+    assert_ne!(changed, copy);
+    let problems = Settings::from_toml_str(&changed)
+        .unwrap()
+        .validate()
+        .unwrap_err();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].key, "election.raft.heartbeat_ms");
+    assert!(problems[0].message.contains("raft mode"), "{problems:?}");
 }
