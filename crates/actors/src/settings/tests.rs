@@ -2196,3 +2196,76 @@ fn a_copy_of_the_defaults_file_may_switch_mode() {
     assert_eq!(problems[0].key, "election.raft.heartbeat_ms");
     assert!(problems[0].message.contains("raft mode"), "{problems:?}");
 }
+
+/// Every key that validation names in a problem or a warning, written as a literal in
+/// `validate.rs`, is a key of the declarations: a renamed key cannot leave a check reporting
+/// under its old name.
+#[test]
+fn keys_named_by_the_checks_are_declared() {
+    let source = include_str!("validate.rs");
+    let sections: BTreeSet<&str> = KEYS
+        .iter()
+        .filter_map(|(key, _)| (!key.contains('.')).then_some(key.as_str()))
+        .collect();
+    let declared: BTreeSet<&str> = KEYS.iter().map(|(key, _)| key.as_str()).collect();
+    let mut named = 0;
+    for literal in string_literals(source) {
+        let key = literal.split('[').next().unwrap_or_default();
+        let looks_like_a_key = key.split('.').count() > 1
+            && key.split('.').all(|part| !part.is_empty())
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'.')
+            && key
+                .split('.')
+                .next()
+                .is_some_and(|first| sections.contains(first));
+        if looks_like_a_key {
+            named += 1;
+            assert!(
+                declared.contains(key),
+                "validate.rs names {key:?}, which is not a key"
+            );
+        }
+    }
+    assert!(
+        named > 30,
+        "only {named} keys found in validate.rs: is the scan still right?"
+    );
+}
+
+/// The string literals of Rust `source` (escapes left as written; comments and `'"'` skipped).
+fn string_literals(source: &str) -> Vec<String> {
+    let mut literals = Vec::new();
+    let mut chars = source.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        break;
+                    }
+                }
+            }
+            '\'' if chars.peek() == Some(&'"') => {
+                chars.next();
+            }
+            '"' => {
+                let mut literal = String::new();
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => {
+                            literal.push(c);
+                            literal.extend(chars.next());
+                        }
+                        '"' => break,
+                        c => literal.push(c),
+                    }
+                }
+                literals.push(literal);
+            }
+            _ => {}
+        }
+    }
+    literals
+}
