@@ -462,13 +462,14 @@ pub struct MembershipSection {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkSection {
-    /// To reach other gateways over IP:
+    /// Uncomment to reach other gateways over IP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpSection> = None, example Some(UdpSection {
         listen: "127.0.0.1:7946".to_owned(),
         peers: vec!["127.0.0.1:7947".to_owned()],
     }),
-    /// To reach gateways over ESP-NOW radio through a USB ESP32 dongle (docs/dongle-protocol.md).
+    /// Uncomment to reach gateways over ESP-NOW radio through a USB ESP32 dongle
+    /// (docs/dongle-protocol.md).
     /// Frames are authenticated by cluster.psk_file whatever the radio does; ESP-NOW broadcast is
     /// never encrypted by the radio.
     #[serde(default, skip_serializing_if = "Option::is_none")]
