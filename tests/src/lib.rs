@@ -143,10 +143,24 @@ pub struct MemoryCluster {
 impl MemoryCluster {
     /// Starts nodes named `names`; node `i` is attached to hub slot `i`.
     pub async fn start(names: &[&str], options: ClusterOptions) -> Self {
+        Self::start_with(names, options, |_| {}).await
+    }
+
+    /// The same, with each node's configuration changed by `customize` before it starts (a
+    /// setting that differs between nodes); a restarted node keeps its changed configuration.
+    pub async fn start_with(
+        names: &[&str],
+        options: ClusterOptions,
+        customize: impl Fn(&mut NodeConfig),
+    ) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let configs: Vec<NodeConfig> = names
             .iter()
-            .map(|name| node_config(name, names, &options, &dir.path().join(name)))
+            .map(|name| {
+                let mut config = node_config(name, names, &options, &dir.path().join(name));
+                customize(&mut config);
+                config
+            })
             .collect();
         let mut cluster = Self {
             hub: MemoryHub::new(),
@@ -511,4 +525,39 @@ pub fn dumped_hook_env(dir: &Path, node: &str, hook: &str, term: u64, cause: &st
         .filter(|line| line.starts_with("CONCLAVE_"))
         .map(str::to_owned)
         .collect()
+}
+
+/// What the admin API answered a mutation: the command's answer (200), or the HTTP status and
+/// the error answer.
+pub type AdminAnswer = Result<
+    conclave_actors::admin::api::CommandAnswer,
+    (
+        actix_web::http::StatusCode,
+        conclave_actors::admin::api::ErrorAnswer,
+    ),
+>;
+
+/// Sends `POST path` with the JSON `body` to `node`'s admin API, the routes `conclave run`
+/// serves and the CLI calls (mounted on actix-web's test service, default `[admin]`), and
+/// returns what it answered, parsed into the typed answers the CLI reads.
+pub async fn admin_post(node: &NodeHandle, path: &str, body: serde_json::Value) -> AdminAnswer {
+    use actix_web::test::{TestRequest, call_service, init_service, read_body_json};
+    let app = init_service(
+        actix_web::App::new().configure(conclave_actors::admin::admin_routes(
+            node.clone(),
+            conclave_actors::admin::AdminOptions::new(&AdminConfig::default()),
+        )),
+    )
+    .await;
+    let answer = call_service(
+        &app,
+        TestRequest::post().uri(path).set_json(body).to_request(),
+    )
+    .await;
+    let status = answer.status();
+    if status.is_success() {
+        Ok(read_body_json(answer).await)
+    } else {
+        Err((status, read_body_json(answer).await))
+    }
 }

@@ -15,8 +15,8 @@ use conclave_core::election::{
 };
 use conclave_core::gossip::GossipConfig;
 use conclave_tests::{
-    ClusterOptions, MemoryCluster, drain_leader_changes, dump_env_hook, dumped_hook_env, id,
-    test_log,
+    ClusterOptions, MemoryCluster, admin_post, drain_leader_changes, dump_env_hook,
+    dumped_hook_env, id, test_log,
 };
 
 /// Fabric's defaults: 15 s start-up grace, 1 s sampling, 10 s alive threshold, 5 s election.
@@ -460,5 +460,109 @@ async fn gos_admin_leader_set_refusal_names_the_mode_not_the_settings() {
         "the settings are fine: {message}"
     );
     assert_eq!(answer.fencing_token.as_deref(), Some("1:a"));
+    cluster.stop().await;
+}
+
+/// GOS-5, issue 9 item 8, through the admin API the CLI calls: with `use_leader_election =
+/// false`, the org leader (`org_leader = true`, here `a`) refuses `leader resign` — its
+/// leadership is configuration, so the core refuses the Yield — and the admin API answers 400
+/// saying the gossip election refused it and naming both settings, with the fencing token; a
+/// follower's `leader resign` is refused with 409 naming `a`. Past a whole failover budget
+/// afterwards `a` still leads in the same epoch, and neither `a` nor a follower published any
+/// leader change.
+#[actix_rt::test]
+async fn gos5_static_org_leader_refuses_resign_and_keeps_leading() {
+    use actix_web::http::StatusCode;
+
+    let _log = test_log();
+    tokio::time::pause();
+    let options = ClusterOptions {
+        mode: ElectionMode::Gossip(settings_of(&GossipConfig::static_leadership(
+            id("a"),
+            false,
+        ))),
+        ..ClusterOptions::paused_clock(Quorum::Voters)
+    };
+    let cluster = MemoryCluster::start_with(&["a", "b", "c"], options, |config| {
+        if let ElectionMode::Gossip(settings) = &mut config.election.mode {
+            settings.org_leader = config.node_id == id("a");
+        }
+    })
+    .await;
+    assert_eq!(cluster.await_leader(SETTLE).await, 0);
+    let first = cluster.handle(0).election_status().await.unwrap();
+    let ModeStatus::Gossip(gossip) = &first.detail else {
+        panic!("gossip expected: {:?}", first.detail);
+    };
+    assert!(gossip.org_leader && !gossip.use_leader_election);
+    let token = first.fencing_token.unwrap().to_string();
+    assert_eq!(token, format!("{}:a", first.term));
+    let b_history = cluster.handle(1).history().await.unwrap().len();
+    let mut a_events = cluster.handle(0).subscribe("test");
+    let mut b_events = cluster.handle(1).subscribe("test");
+
+    // The core's refusal, as the election actor returns it.
+    let refused = cluster
+        .handle(0)
+        .command(Command::Resign)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("org_leader = true"),
+        "{refused}"
+    );
+    // The admin API's answer to it.
+    let answer = admin_post(
+        cluster.handle(0),
+        "/v1/leader/resign",
+        serde_json::json!({}),
+    )
+    .await;
+    let Err((status, refusal)) = answer else {
+        panic!("the org leader resigned: {answer:?}");
+    };
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refusal:?}");
+    for part in [
+        "a: refused by the gossip election",
+        "org_leader = true",
+        "use_leader_election = false",
+    ] {
+        assert!(
+            refusal.error.contains(part),
+            "{part:?} missing from: {}",
+            refusal.error
+        );
+    }
+    assert_eq!(refusal.node_id.as_deref(), Some("a"));
+    assert_eq!(refusal.fencing_token.as_deref(), Some(token.as_str()));
+    let answer = admin_post(
+        cluster.handle(1),
+        "/v1/leader/resign",
+        serde_json::json!({}),
+    )
+    .await;
+    let Err((status, refusal)) = answer else {
+        panic!("a follower resigned: {answer:?}");
+    };
+    assert_eq!(status, StatusCode::CONFLICT, "{refusal:?}");
+    assert_eq!(refusal.leader.as_deref(), Some("a"));
+
+    tokio::time::sleep(fabric().failover_budget() + MARGIN).await;
+    assert_eq!(cluster.agreed_leader().await, Some(0));
+    let a = cluster.handle(0).election_status().await.unwrap();
+    assert_eq!((a.role, a.term), (Role::Leader, first.term));
+    let b = cluster.handle(1).election_status().await.unwrap();
+    assert_eq!(
+        (b.role, b.leader, b.fencing_token),
+        (Role::Follower, Some(id("a")), first.fencing_token)
+    );
+    assert_eq!(drain_leader_changes(&mut a_events), vec![]);
+    assert_eq!(
+        drain_leader_changes(&mut b_events),
+        vec![],
+        "b saw no change"
+    );
+    assert_eq!(cluster.handle(1).history().await.unwrap().len(), b_history);
     cluster.stop().await;
 }
