@@ -169,12 +169,12 @@ async fn sta1_admin_auto_election_is_refused_and_the_leader_stays() {
         }
     }
     assert_eq!(cluster.agreed_leader().await, Some(0));
-    for index in 0..3 {
+    for (index, before) in before.into_iter().enumerate() {
         let handle = cluster.handle(index);
         let status = handle.election_status().await.unwrap();
         assert_eq!((status.term, status.leader), (1, Some(id("a"))));
         let after = (status.auto_election, handle.history().await.unwrap().len());
-        assert_eq!(after, before[index], "node {index}: switch and history");
+        assert_eq!(after, before, "node {index}: switch and history");
     }
     cluster.stop().await;
 }
