@@ -1,6 +1,8 @@
 //! A harness for whole-node tests: N real nodes — every actor, a real WAL on disk — in one
-//! process, connected by a [`MemoryHub`], with helpers to kill, restart and partition them and
-//! to wait for agreement.
+//! process, connected by a [`MemoryHub`], with helpers to kill, restart and partition them, to
+//! wait for agreement and to drive the admin API as the CLI does; and the assertions of what
+//! every election mode keeps the same (issue 9 item 8: metric names, leader changes, the hook
+//! environment with its fencing token), shared by the mode tests.
 //!
 //! Tests that pause the tokio clock must build nodes with the WAL on the event loop
 //! ([`ClusterOptions::paused_clock`]): a paused clock jumps ahead whenever the runtime waits
@@ -13,10 +15,12 @@ use conclave_actors::config::{
     AdminConfig, ElectionConfig, ElectionMode, HealthConfig, HooksConfig, MetricsConfig,
     NodeConfig, Quorum, RaftSettings,
 };
+use conclave_actors::events::LeaderChange;
 use conclave_actors::memory::MemoryHub;
+use conclave_actors::metrics::NodeMetrics;
 use conclave_actors::node::{Node, NodeBuilder, NodeHandle, NodeStatus};
 use conclave_core::MembershipConfig;
-use conclave_core::election::Role;
+use conclave_core::election::{ElectionStatus, LeaderChangeCause, Mode, Role};
 use conclave_protocol::{AuthKey, ClusterId, PeerId};
 use tempfile::TempDir;
 
@@ -143,10 +147,24 @@ pub struct MemoryCluster {
 impl MemoryCluster {
     /// Starts nodes named `names`; node `i` is attached to hub slot `i`.
     pub async fn start(names: &[&str], options: ClusterOptions) -> Self {
+        Self::start_with(names, options, |_| {}).await
+    }
+
+    /// The same, with each node's configuration changed by `customize` before it starts (a
+    /// setting that differs between nodes); a restarted node keeps its changed configuration.
+    pub async fn start_with(
+        names: &[&str],
+        options: ClusterOptions,
+        customize: impl Fn(&mut NodeConfig),
+    ) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let configs: Vec<NodeConfig> = names
             .iter()
-            .map(|name| node_config(name, names, &options, &dir.path().join(name)))
+            .map(|name| {
+                let mut config = node_config(name, names, &options, &dir.path().join(name));
+                customize(&mut config);
+                config
+            })
             .collect();
         let mut cluster = Self {
             hub: MemoryHub::new(),
@@ -298,6 +316,35 @@ impl MemoryCluster {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+
+    /// Kills node `leader` (a crash) and waits up to `budget` (virtual time when the clock is
+    /// paused) for the survivors to agree on another leader; panics with every status if they
+    /// do not, or if the wait took longer than `budget`. The new leader's index.
+    pub async fn kill_leader_and_await_successor(
+        &mut self,
+        leader: usize,
+        budget: Duration,
+    ) -> usize {
+        self.kill(leader).await;
+        let killed_at = tokio::time::Instant::now();
+        let replaced = self
+            .wait_for(budget, || async {
+                self.agreed_leader()
+                    .await
+                    .is_some_and(|successor| successor != leader)
+            })
+            .await;
+        assert!(
+            replaced,
+            "{} was not replaced within {budget:?}: {:?}",
+            self.id(leader),
+            self.statuses().await
+        );
+        assert!(killed_at.elapsed() <= budget);
+        self.agreed_leader()
+            .await
+            .expect("the survivors agreed on a leader")
     }
 
     /// Stops every node gracefully.
@@ -511,4 +558,212 @@ pub fn dumped_hook_env(dir: &Path, node: &str, hook: &str, term: u64, cause: &st
         .filter(|line| line.starts_with("CONCLAVE_"))
         .map(str::to_owned)
         .collect()
+}
+
+/// What the admin API answered a mutation: the command's answer (200), or the HTTP status and
+/// the error answer.
+pub type AdminAnswer = Result<
+    conclave_actors::admin::api::CommandAnswer,
+    (
+        actix_web::http::StatusCode,
+        conclave_actors::admin::api::ErrorAnswer,
+    ),
+>;
+
+/// Sends `POST path` with the JSON `body` to `node`'s admin API, the routes `conclave run`
+/// serves and the CLI calls (mounted on actix-web's test service, default `[admin]`), and
+/// returns what it answered, parsed into the typed answers the CLI reads.
+pub async fn admin_post(node: &NodeHandle, path: &str, body: serde_json::Value) -> AdminAnswer {
+    use actix_web::test::{TestRequest, call_service, init_service, read_body_json};
+    let app = init_service(
+        actix_web::App::new().configure(conclave_actors::admin::admin_routes(
+            node.clone(),
+            conclave_actors::admin::AdminOptions::new(&AdminConfig::default()),
+        )),
+    )
+    .await;
+    let answer = call_service(
+        &app,
+        TestRequest::post().uri(path).set_json(body).to_request(),
+    )
+    .await;
+    let status = answer.status();
+    if status.is_success() {
+        Ok(read_body_json(answer).await)
+    } else {
+        Err((status, read_body_json(answer).await))
+    }
+}
+
+/// The same for a mutation the node must refuse: the HTTP status and the error answer; panics
+/// if the node carried it out.
+pub async fn admin_refusal(
+    node: &NodeHandle,
+    path: &str,
+    body: serde_json::Value,
+) -> (
+    actix_web::http::StatusCode,
+    conclave_actors::admin::api::ErrorAnswer,
+) {
+    match admin_post(node, path, body).await {
+        Ok(answer) => panic!(
+            "{}: POST {path} was carried out: {answer:?}",
+            node.node_id()
+        ),
+        Err(refusal) => refusal,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The contracts every election mode keeps (issue 9 item 8): the same metric names (DESIGN §8),
+// the same leader changes, the same hook environment with the fencing token. One assertion of
+// each, shared by the mode tests.
+
+/// `conclave_leader_changes_total` of a node: how many leader changes it published so far.
+pub fn leader_changes_total(metrics: &NodeMetrics) -> f64 {
+    metrics
+        .value("conclave_leader_changes_total", &[])
+        .expect("conclave_leader_changes_total is exported")
+}
+
+/// Asserts a leader's gauges: `conclave_election_mode{mode}` is 1, `conclave_election_is_leader`
+/// is 1, `conclave_election_phase{phase}` is 1 and `conclave_election_term` is `term`.
+#[track_caller]
+pub fn assert_leader_gauges(metrics: &NodeMetrics, mode: Mode, phase: &str, term: u64) {
+    assert_eq!(
+        metrics.value("conclave_election_mode", &[("mode", mode.label())]),
+        Some(1.0),
+        "mode gauge"
+    );
+    assert_eq!(
+        metrics.value("conclave_election_is_leader", &[]),
+        Some(1.0),
+        "is_leader gauge"
+    );
+    assert_eq!(
+        metrics.value("conclave_election_phase", &[("phase", phase)]),
+        Some(1.0),
+        "phase gauge"
+    );
+    assert_eq!(
+        metrics.value("conclave_election_term", &[]),
+        Some(term as f64),
+        "term gauge"
+    );
+}
+
+/// Asserts what a survivor's metrics show after its leader died and `term`'s leader took
+/// over: `conclave_election_is_leader` says whether it `leads`, `conclave_election_term` is
+/// `term`, `conclave_leader_changes_total` grew by at least two since `changes_before` (the
+/// loss and the new leader) and `conclave_elections_started_total{kind}` counted at least one.
+#[track_caller]
+pub fn assert_failover_metrics(
+    metrics: &NodeMetrics,
+    leads: bool,
+    term: u64,
+    changes_before: f64,
+    started_kind: &str,
+) {
+    assert_eq!(
+        metrics.value("conclave_election_is_leader", &[]),
+        Some(if leads { 1.0 } else { 0.0 }),
+        "is_leader gauge"
+    );
+    assert_eq!(
+        metrics.value("conclave_election_term", &[]),
+        Some(term as f64),
+        "term gauge"
+    );
+    assert!(
+        leader_changes_total(metrics) >= changes_before + 2.0,
+        "the loss and the new leader count: {} after {changes_before}",
+        leader_changes_total(metrics)
+    );
+    assert!(
+        metrics
+            .value(
+                "conclave_elections_started_total",
+                &[("kind", started_kind)]
+            )
+            .unwrap_or(0.0)
+            >= 1.0,
+        "no election of kind {started_kind} counted"
+    );
+}
+
+/// Asserts that a survivor published the loss of its leader `previous` when it died: a change
+/// to no leader with the cause `election_timeout`, naming `previous`. That change.
+#[track_caller]
+pub fn assert_published_loss(changes: &[LeaderChange], previous: PeerId) -> &LeaderChange {
+    let lost = changes
+        .iter()
+        .find(|change| change.leader.is_none())
+        .unwrap_or_else(|| panic!("no loss of {previous} published: {changes:?}"));
+    assert_eq!(lost.cause, LeaderChangeCause::ElectionTimeout, "{lost:?}");
+    assert_eq!(lost.previous, Some(previous), "{lost:?}");
+    lost
+}
+
+/// Asserts that `change` names the leader and term of `status` (a node's status after the
+/// change) and that the fencing token the hooks get from it, `<term>:<leader>`, is the one
+/// the node reports.
+#[track_caller]
+pub fn assert_change_carries_the_token(change: &LeaderChange, status: &ElectionStatus) {
+    assert_eq!((change.leader, change.term), (status.leader, status.term));
+    let leader = change.leader.expect("a change to a leader");
+    assert_eq!(
+        format!("{}:{leader}", change.term),
+        status
+            .fencing_token
+            .expect("a node that knows its leader has a fencing token")
+            .to_string(),
+        "the hooks' CONCLAVE_FENCING_TOKEN is the token the node reports"
+    );
+}
+
+/// Whether the file [`dump_env_hook`] writes for `node`'s `hook` in `term` with `cause` exists.
+pub fn hook_ran(dir: &Path, node: &str, hook: &str, term: u64, cause: &str) -> bool {
+    !dumped_hook_env(dir, node, hook, term, cause).is_empty()
+}
+
+/// Asserts that `node`'s `hook` in `term` with `cause` ran with every line of `expected` in
+/// its environment (as [`dump_env_hook`] recorded it).
+#[track_caller]
+pub fn assert_hook_env(
+    dir: &Path,
+    node: &str,
+    hook: &str,
+    term: u64,
+    cause: &str,
+    expected: &[String],
+) {
+    let env = dumped_hook_env(dir, node, hook, term, cause);
+    for line in expected {
+        assert!(
+            env.contains(line),
+            "{line} missing from {node}'s {hook} ({term}, {cause}): {env:?}"
+        );
+    }
+}
+
+/// The environment of a new leader's `on_leader` (CB-2, CB-5): its role, its term, itself as
+/// leader, the leader before it and the fencing token `<term>:<leader>`.
+pub fn new_leader_env(term: u64, leader: &str, previous: &str) -> Vec<String> {
+    vec![
+        "CONCLAVE_ROLE=leader".to_owned(),
+        format!("CONCLAVE_TERM={term}"),
+        format!("CONCLAVE_LEADER={leader}"),
+        format!("CONCLAVE_PREVIOUS_LEADER={previous}"),
+        format!("CONCLAVE_FENCING_TOKEN={term}:{leader}"),
+    ]
+}
+
+/// The environment of `on_leader_change` on a node that lost its leader `previous`: no
+/// leader and no fencing token.
+pub fn leader_lost_env(previous: &str) -> Vec<String> {
+    vec![
+        "CONCLAVE_LEADER=".to_owned(),
+        format!("CONCLAVE_PREVIOUS_LEADER={previous}"),
+        "CONCLAVE_FENCING_TOKEN=".to_owned(),
+    ]
 }

@@ -15,8 +15,10 @@ use conclave_core::election::{
 };
 use conclave_core::gossip::GossipConfig;
 use conclave_tests::{
-    ClusterOptions, MemoryCluster, drain_leader_changes, dump_env_hook, dumped_hook_env, id,
-    test_log,
+    ClusterOptions, MemoryCluster, admin_refusal, assert_change_carries_the_token,
+    assert_failover_metrics, assert_hook_env, assert_leader_gauges, assert_published_loss,
+    drain_leader_changes, dump_env_hook, hook_ran, id, leader_changes_total, leader_lost_env,
+    new_leader_env, test_log,
 };
 
 /// Fabric's defaults: 15 s start-up grace, 1 s sampling, 10 s alive threshold, 5 s election.
@@ -73,22 +75,7 @@ async fn gos_elect_kill_the_leader_and_reelect_within_the_budget() {
         assert_eq!(election.phase, phase, "node {index}");
     }
     let leader_metrics = cluster.handle(0).metrics().clone();
-    assert_eq!(
-        leader_metrics.value("conclave_election_mode", &[("mode", "gossip")]),
-        Some(1.0)
-    );
-    assert_eq!(
-        leader_metrics.value("conclave_election_is_leader", &[]),
-        Some(1.0)
-    );
-    assert_eq!(
-        leader_metrics.value("conclave_election_phase", &[("phase", "leading")]),
-        Some(1.0)
-    );
-    assert_eq!(
-        leader_metrics.value("conclave_election_term", &[]),
-        Some(first.term as f64)
-    );
+    assert_leader_gauges(&leader_metrics, Mode::Gossip, "leading", first.term);
     // The scrape explains the term in every mode's words, not raft's alone.
     let help = leader_metrics
         .render()
@@ -101,9 +88,7 @@ async fn gos_elect_kill_the_leader_and_reelect_within_the_budget() {
         "{help}"
     );
     let b_metrics = cluster.handle(1).metrics().clone();
-    let b_changes_before = b_metrics
-        .value("conclave_leader_changes_total", &[])
-        .unwrap();
+    let b_changes_before = leader_changes_total(&b_metrics);
     assert!(b_changes_before >= 1.0);
     assert_eq!(
         b_metrics.value("conclave_election_is_leader", &[]),
@@ -111,69 +96,24 @@ async fn gos_elect_kill_the_leader_and_reelect_within_the_budget() {
     );
 
     let mut b_events = cluster.handle(1).subscribe("test");
-    cluster.kill(0).await;
-    let killed_at = tokio::time::Instant::now();
     let budget = fabric().failover_budget() + MARGIN;
-    let replaced = cluster
-        .wait_for(budget, || async {
-            cluster.agreed_leader().await == Some(1)
-        })
-        .await;
-    assert!(
-        replaced,
-        "b did not replace a within {budget:?}: {:?}",
-        cluster.statuses().await
-    );
-    assert!(killed_at.elapsed() <= budget);
+    let successor = cluster.kill_leader_and_await_successor(0, budget).await;
+    assert_eq!(successor, 1, "the lowest survivor takes over");
     let second = cluster.handle(1).election_status().await.unwrap();
     assert!(second.term > first.term, "{second:?} after {first:?}");
 
     let changes = drain_leader_changes(&mut b_events);
-    let lost = changes
-        .iter()
-        .find(|change| change.leader.is_none())
-        .expect("b published the loss of a");
-    assert_eq!(lost.cause, LeaderChangeCause::ElectionTimeout);
-    assert_eq!(lost.previous, Some(id("a")));
+    assert_published_loss(&changes, id("a"));
     let won = changes.last().expect("b published its win");
     assert_eq!(
-        (won.leader, won.role, won.cause, won.term),
-        (
-            Some(id("b")),
-            Role::Leader,
-            LeaderChangeCause::VoteWon,
-            second.term
-        )
+        (won.leader, won.role, won.cause),
+        (Some(id("b")), Role::Leader, LeaderChangeCause::VoteWon)
     );
-    assert_eq!(
-        format!("{}:{}", won.term, won.leader.unwrap()),
-        second.fencing_token.unwrap().to_string(),
-        "the hooks' CONCLAVE_FENCING_TOKEN is the token the node reports"
-    );
+    assert_change_carries_the_token(won, &second);
     let c = cluster.handle(2).election_status().await.unwrap();
     assert_eq!(c.fencing_token, second.fencing_token);
 
-    assert_eq!(
-        b_metrics.value("conclave_election_is_leader", &[]),
-        Some(1.0)
-    );
-    assert_eq!(
-        b_metrics.value("conclave_election_term", &[]),
-        Some(second.term as f64)
-    );
-    assert!(
-        b_metrics
-            .value("conclave_leader_changes_total", &[])
-            .unwrap()
-            >= b_changes_before + 2.0,
-        "the loss and the win count"
-    );
-    assert!(
-        b_metrics
-            .value("conclave_elections_started_total", &[("kind", "proposal")])
-            .unwrap_or(0.0)
-            >= 1.0
-    );
+    assert_failover_metrics(&b_metrics, true, second.term, b_changes_before, "proposal");
     cluster.stop().await;
 }
 
@@ -356,14 +296,17 @@ async fn gos_hooks_run_with_the_epoch_as_fencing_token() {
     let first = cluster.handle(0).election_status().await.unwrap().term;
     let ran = cluster
         .wait_for(bound, || async {
-            !dumped_hook_env(dir.path(), "a", "on_leader", first, "vote_won").is_empty()
+            hook_ran(dir.path(), "a", "on_leader", first, "vote_won")
         })
         .await;
     assert!(ran, "a's on_leader ran");
-    let env = dumped_hook_env(dir.path(), "a", "on_leader", first, "vote_won");
-    assert!(
-        env.contains(&format!("CONCLAVE_FENCING_TOKEN={first}:a")),
-        "{env:?}"
+    assert_hook_env(
+        dir.path(),
+        "a",
+        "on_leader",
+        first,
+        "vote_won",
+        &[format!("CONCLAVE_FENCING_TOKEN={first}:a")],
     );
 
     cluster.kill(0).await;
@@ -372,45 +315,33 @@ async fn gos_hooks_run_with_the_epoch_as_fencing_token() {
     assert!(second > first);
     let ran = cluster
         .wait_for(bound, || async {
-            !dumped_hook_env(dir.path(), "b", "on_leader", second, "vote_won").is_empty()
-                && !dumped_hook_env(
+            hook_ran(dir.path(), "b", "on_leader", second, "vote_won")
+                && hook_ran(
                     dir.path(),
                     "c",
                     "on_leader_change",
                     first,
                     "election_timeout",
                 )
-                .is_empty()
         })
         .await;
     assert!(ran, "b's on_leader and c's on_leader_change ran");
-    let env = dumped_hook_env(dir.path(), "b", "on_leader", second, "vote_won");
-    for expected in [
-        "CONCLAVE_ROLE=leader".to_owned(),
-        format!("CONCLAVE_TERM={second}"),
-        "CONCLAVE_LEADER=b".to_owned(),
-        "CONCLAVE_PREVIOUS_LEADER=a".to_owned(),
-        format!("CONCLAVE_FENCING_TOKEN={second}:b"),
-    ] {
-        assert!(env.contains(&expected), "{expected} missing from {env:?}");
-    }
-    let env = dumped_hook_env(
+    assert_hook_env(
+        dir.path(),
+        "b",
+        "on_leader",
+        second,
+        "vote_won",
+        &new_leader_env(second, "b", "a"),
+    );
+    assert_hook_env(
         dir.path(),
         "c",
         "on_leader_change",
         first,
         "election_timeout",
+        &leader_lost_env("a"),
     );
-    for expected in [
-        "CONCLAVE_LEADER=",
-        "CONCLAVE_PREVIOUS_LEADER=a",
-        "CONCLAVE_FENCING_TOKEN=",
-    ] {
-        assert!(
-            env.contains(&expected.to_owned()),
-            "{expected} missing from {env:?}"
-        );
-    }
     cluster.stop().await;
 }
 
@@ -420,32 +351,19 @@ async fn gos_hooks_run_with_the_epoch_as_fencing_token() {
 /// configuration that was fine).
 #[actix_rt::test]
 async fn gos_admin_leader_set_refusal_names_the_mode_not_the_settings() {
-    use actix_web::App;
     use actix_web::http::StatusCode;
-    use actix_web::test::{TestRequest, call_service, init_service, read_body_json};
-    use conclave_actors::admin::api::ErrorAnswer;
-    use conclave_actors::admin::{AdminOptions, admin_routes};
-    use conclave_actors::config::AdminConfig;
 
     let _log = test_log();
     tokio::time::pause();
     let cluster = MemoryCluster::start(&["a", "b", "c"], gossip_options()).await;
     assert_eq!(cluster.await_leader(SETTLE).await, 0);
-    let app = init_service(App::new().configure(admin_routes(
-        cluster.handle(1).clone(),
-        AdminOptions::new(&AdminConfig::default()),
-    )))
-    .await;
-    let answer = call_service(
-        &app,
-        TestRequest::post()
-            .uri("/v1/leader")
-            .set_json(serde_json::json!({ "peer_id": "c" }))
-            .to_request(),
+    let (status, answer) = admin_refusal(
+        cluster.handle(1),
+        "/v1/leader",
+        serde_json::json!({ "peer_id": "c" }),
     )
     .await;
-    assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
-    let answer: ErrorAnswer = read_body_json(answer).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
     let message = answer.error;
     for part in [
         "b: ",
@@ -460,5 +378,103 @@ async fn gos_admin_leader_set_refusal_names_the_mode_not_the_settings() {
         "the settings are fine: {message}"
     );
     assert_eq!(answer.fencing_token.as_deref(), Some("1:a"));
+    cluster.stop().await;
+}
+
+/// GOS-5, issue 9 item 8, through the admin API the CLI calls: with `use_leader_election =
+/// false`, the org leader (`org_leader = true`, here `a`) refuses `leader resign` — its
+/// leadership is configuration, so the core refuses the Yield — and the admin API answers 400
+/// saying the gossip election refused it and naming both settings, with the fencing token; a
+/// follower's `leader resign` is refused with 409 naming `a`. Past a whole failover budget
+/// afterwards `a` still leads in the same epoch, and neither `a` nor a follower published any
+/// leader change.
+#[actix_rt::test]
+async fn gos5_static_org_leader_refuses_resign_and_keeps_leading() {
+    use actix_web::http::StatusCode;
+
+    let _log = test_log();
+    tokio::time::pause();
+    let options = ClusterOptions {
+        mode: ElectionMode::Gossip(settings_of(&GossipConfig::static_leadership(
+            id("a"),
+            false,
+        ))),
+        ..ClusterOptions::paused_clock(Quorum::Voters)
+    };
+    let cluster = MemoryCluster::start_with(&["a", "b", "c"], options, |config| {
+        if let ElectionMode::Gossip(settings) = &mut config.election.mode {
+            settings.org_leader = config.node_id == id("a");
+        }
+    })
+    .await;
+    assert_eq!(cluster.await_leader(SETTLE).await, 0);
+    let first = cluster.handle(0).election_status().await.unwrap();
+    let ModeStatus::Gossip(gossip) = &first.detail else {
+        panic!("gossip expected: {:?}", first.detail);
+    };
+    assert!(gossip.org_leader && !gossip.use_leader_election);
+    let token = first.fencing_token.unwrap().to_string();
+    assert_eq!(token, format!("{}:a", first.term));
+    let b_history = cluster.handle(1).history().await.unwrap().len();
+    let mut a_events = cluster.handle(0).subscribe("test");
+    let mut b_events = cluster.handle(1).subscribe("test");
+
+    // The core's refusal, as the election actor returns it.
+    let refused = cluster
+        .handle(0)
+        .command(Command::Resign)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("org_leader = true"),
+        "{refused}"
+    );
+    // The admin API's answer to it.
+    let (status, refusal) = admin_refusal(
+        cluster.handle(0),
+        "/v1/leader/resign",
+        serde_json::json!({}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refusal:?}");
+    for part in [
+        "a: refused by the gossip election",
+        "org_leader = true",
+        "use_leader_election = false",
+    ] {
+        assert!(
+            refusal.error.contains(part),
+            "{part:?} missing from: {}",
+            refusal.error
+        );
+    }
+    assert_eq!(refusal.node_id.as_deref(), Some("a"));
+    assert_eq!(refusal.fencing_token.as_deref(), Some(token.as_str()));
+    let (status, refusal) = admin_refusal(
+        cluster.handle(1),
+        "/v1/leader/resign",
+        serde_json::json!({}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refusal:?}");
+    assert_eq!(refusal.leader.as_deref(), Some("a"));
+
+    tokio::time::sleep(fabric().failover_budget() + MARGIN).await;
+    assert_eq!(cluster.agreed_leader().await, Some(0));
+    let a = cluster.handle(0).election_status().await.unwrap();
+    assert_eq!((a.role, a.term), (Role::Leader, first.term));
+    let b = cluster.handle(1).election_status().await.unwrap();
+    assert_eq!(
+        (b.role, b.leader, b.fencing_token),
+        (Role::Follower, Some(id("a")), first.fencing_token)
+    );
+    assert_eq!(drain_leader_changes(&mut a_events), vec![]);
+    assert_eq!(
+        drain_leader_changes(&mut b_events),
+        vec![],
+        "b saw no change"
+    );
+    assert_eq!(cluster.handle(1).history().await.unwrap().len(), b_history);
     cluster.stop().await;
 }

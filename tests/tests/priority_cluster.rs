@@ -16,8 +16,9 @@ use conclave_core::election::{
 };
 use conclave_core::priority::{PriorityConfig, PriorityState, PriorityStatus};
 use conclave_tests::{
-    ClusterOptions, MemoryCluster, drain_leader_changes, dump_env_hook, dumped_hook_env, id,
-    test_log,
+    ClusterOptions, MemoryCluster, assert_change_carries_the_token, assert_failover_metrics,
+    assert_hook_env, assert_leader_gauges, assert_published_loss, drain_leader_changes,
+    dump_env_hook, hook_ran, id, leader_changes_total, leader_lost_env, new_leader_env, test_log,
 };
 
 /// Seed 002's constants.
@@ -102,91 +103,36 @@ async fn pri_elect_kill_the_master_and_reelect_within_the_budget() {
         assert_eq!(election.phase, state.label(), "node {index}");
     }
     let metrics = cluster.handle(master).metrics().clone();
-    assert_eq!(
-        metrics.value("conclave_election_mode", &[("mode", "priority")]),
-        Some(1.0)
-    );
-    assert_eq!(metrics.value("conclave_election_is_leader", &[]), Some(1.0));
-    assert_eq!(
-        metrics.value("conclave_election_phase", &[("phase", "master")]),
-        Some(1.0)
-    );
-    assert_eq!(
-        metrics.value("conclave_election_term", &[]),
-        Some(first.term as f64)
-    );
+    assert_leader_gauges(&metrics, Mode::Priority, "master", first.term);
 
     let survivors = others(master);
     let watcher = survivors[0];
     let watcher_metrics = cluster.handle(watcher).metrics().clone();
-    let changes_before = watcher_metrics
-        .value("conclave_leader_changes_total", &[])
-        .unwrap();
+    let changes_before = leader_changes_total(&watcher_metrics);
     let mut events = cluster.handle(watcher).subscribe("test");
-    cluster.kill(master).await;
-    let killed_at = tokio::time::Instant::now();
     let budget = seed().failover_budget() + MARGIN;
-    let replaced = cluster
-        .wait_for(budget, || async {
-            cluster
-                .agreed_leader()
-                .await
-                .is_some_and(|leader| leader != master)
-        })
+    let successor = cluster
+        .kill_leader_and_await_successor(master, budget)
         .await;
-    assert!(
-        replaced,
-        "no new master within {budget:?}: {:?}",
-        cluster.statuses().await
-    );
-    assert!(killed_at.elapsed() <= budget);
-    let successor = cluster.agreed_leader().await.unwrap();
     let second = cluster.handle(successor).election_status().await.unwrap();
     assert!(second.term > first.term, "{second:?} after {first:?}");
 
     let changes = drain_leader_changes(&mut events);
-    let lost = changes
-        .iter()
-        .find(|change| change.leader.is_none())
-        .expect("the survivor published the loss of its master");
-    assert_eq!(lost.cause, LeaderChangeCause::ElectionTimeout);
-    assert_eq!(lost.previous, Some(cluster.id(master)));
+    assert_published_loss(&changes, cluster.id(master));
     let last = changes.last().unwrap();
-    assert_eq!(
-        (last.leader, last.term),
-        (Some(cluster.id(successor)), second.term)
-    );
+    assert_change_carries_the_token(last, &second);
     let cause = if successor == watcher {
         LeaderChangeCause::VoteWon
     } else {
         LeaderChangeCause::LeaderHeard
     };
     assert_eq!(last.cause, cause);
-    assert_eq!(
-        format!("{}:{}", last.term, last.leader.unwrap()),
-        second.fencing_token.unwrap().to_string(),
-        "the hooks' CONCLAVE_FENCING_TOKEN is the token the node reports"
-    );
-    assert_eq!(
-        watcher_metrics.value("conclave_election_term", &[]),
-        Some(second.term as f64)
-    );
-    assert_eq!(
-        watcher_metrics.value("conclave_election_is_leader", &[]),
-        Some(if successor == watcher { 1.0 } else { 0.0 })
-    );
-    assert!(
-        watcher_metrics
-            .value("conclave_leader_changes_total", &[])
-            .unwrap()
-            >= changes_before + 2.0,
-        "the loss and the new master count"
-    );
-    assert!(
-        watcher_metrics
-            .value("conclave_elections_started_total", &[("kind", "discovery")])
-            .unwrap_or(0.0)
-            >= 1.0
+    assert_failover_metrics(
+        &watcher_metrics,
+        successor == watcher,
+        second.term,
+        changes_before,
+        "discovery",
     );
     cluster.stop().await;
 }
@@ -439,14 +385,17 @@ async fn pri_hooks_run_with_the_round_as_fencing_token() {
     let cause = first_cause(&cluster, master).await;
     let ran = cluster
         .wait_for(bound, || async {
-            !dumped_hook_env(dir.path(), name, "on_leader", first.term, &cause).is_empty()
+            hook_ran(dir.path(), name, "on_leader", first.term, &cause)
         })
         .await;
     assert!(ran, "{name}'s on_leader ran");
-    let env = dumped_hook_env(dir.path(), name, "on_leader", first.term, &cause);
-    assert!(
-        env.contains(&format!("CONCLAVE_FENCING_TOKEN={}:{name}", first.term)),
-        "{env:?}"
+    assert_hook_env(
+        dir.path(),
+        name,
+        "on_leader",
+        first.term,
+        &cause,
+        &[format!("CONCLAVE_FENCING_TOKEN={}:{name}", first.term)],
     );
 
     cluster.kill(master).await;
@@ -462,7 +411,7 @@ async fn pri_hooks_run_with_the_round_as_fencing_token() {
         .unwrap();
     let ran = cluster
         .wait_for(bound, || async {
-            !dumped_hook_env(dir.path(), next, "on_leader", second.term, &cause).is_empty()
+            hook_ran(dir.path(), next, "on_leader", second.term, &cause)
                 && loss_term(dir.path(), NAMES[bystander]).is_some()
         })
         .await;
@@ -475,33 +424,25 @@ async fn pri_hooks_run_with_the_round_as_fencing_token() {
             .map(|e| e.unwrap().file_name())
             .collect::<Vec<_>>()
     );
-    let env = dumped_hook_env(dir.path(), next, "on_leader", second.term, &cause);
-    for expected in [
-        "CONCLAVE_ROLE=leader".to_owned(),
-        format!("CONCLAVE_TERM={}", second.term),
-        format!("CONCLAVE_LEADER={next}"),
-        format!("CONCLAVE_PREVIOUS_LEADER={name}"),
-        format!("CONCLAVE_FENCING_TOKEN={}:{next}", second.term),
-    ] {
-        assert!(env.contains(&expected), "{expected} missing from {env:?}");
-    }
+    assert_hook_env(
+        dir.path(),
+        next,
+        "on_leader",
+        second.term,
+        &cause,
+        &new_leader_env(second.term, next, name),
+    );
     // The loss is published in the round the survivor's new discovery opened.
     let lost_in = loss_term(dir.path(), NAMES[bystander]).unwrap();
     assert!(lost_in > first.term);
-    let env = dumped_hook_env(
+    assert_hook_env(
         dir.path(),
         NAMES[bystander],
         "on_leader_change",
         lost_in,
         "election_timeout",
+        &leader_lost_env(name),
     );
-    for expected in [
-        "CONCLAVE_LEADER=".to_owned(),
-        format!("CONCLAVE_PREVIOUS_LEADER={name}"),
-        "CONCLAVE_FENCING_TOKEN=".to_owned(),
-    ] {
-        assert!(env.contains(&expected), "{expected} missing from {env:?}");
-    }
     cluster.stop().await;
 }
 

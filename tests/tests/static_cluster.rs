@@ -11,7 +11,7 @@ use conclave_actors::node::NodeBuilder;
 use conclave_core::election::{
     Command, CommandOutcome, ElectionError, LeaderChangeCause, Mode, ModeStatus, Role,
 };
-use conclave_tests::{ClusterOptions, MemoryCluster, id, node_config, test_log};
+use conclave_tests::{ClusterOptions, MemoryCluster, admin_refusal, id, node_config, test_log};
 
 const SETTLE: Duration = Duration::from_secs(10);
 
@@ -126,6 +126,56 @@ async fn sta1_resign_refused_and_set_leader_reassigns_per_node() {
     assert!(cluster.leader_becomes(1, SETTLE).await);
     let b = cluster.handle(1).election_status().await.unwrap();
     assert_eq!((b.term, b.manual_override), (2, Some(id("b"))));
+    cluster.stop().await;
+}
+
+/// STA-1, issue 9 item 8, through the admin API the CLI calls: `POST /v1/auto-election`, on
+/// or off, on the leader or a follower, is refused with 400 and the reason
+/// (`ElectionError::StaticModeElectsNobody`) after the node's id, with the fencing token; the
+/// node's switch, the leader, the epoch and the leadership history stay as they were.
+#[actix_rt::test]
+async fn sta1_admin_auto_election_is_refused_and_the_leader_stays() {
+    use actix_web::http::StatusCode;
+
+    let _log = test_log();
+    tokio::time::pause();
+    let cluster = MemoryCluster::start(&["a", "b", "c"], static_options()).await;
+    assert_eq!(cluster.await_leader(SETTLE).await, 0);
+    let mut before = Vec::new();
+    for index in 0..3 {
+        let handle = cluster.handle(index);
+        let status = handle.election_status().await.unwrap();
+        before.push((status.auto_election, handle.history().await.unwrap().len()));
+    }
+    for index in [0, 1] {
+        for enabled in [false, true] {
+            let (status, refusal) = admin_refusal(
+                cluster.handle(index),
+                "/v1/auto-election",
+                serde_json::json!({ "enabled": enabled }),
+            )
+            .await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{refusal:?}");
+            let node = cluster.id(index);
+            assert_eq!(
+                refusal.error,
+                format!("{node}: {}", ElectionError::StaticModeElectsNobody)
+            );
+            assert_eq!(refusal.node_id, Some(node.to_string()));
+            assert_eq!(
+                (refusal.fencing_token.as_deref(), refusal.term),
+                (Some("1:a"), Some(1))
+            );
+        }
+    }
+    assert_eq!(cluster.agreed_leader().await, Some(0));
+    for (index, before) in before.into_iter().enumerate() {
+        let handle = cluster.handle(index);
+        let status = handle.election_status().await.unwrap();
+        assert_eq!((status.term, status.leader), (1, Some(id("a"))));
+        let after = (status.auto_election, handle.history().await.unwrap().len());
+        assert_eq!(after, before, "node {index}: switch and history");
+    }
     cluster.stop().await;
 }
 
