@@ -9,9 +9,10 @@
 
 use std::time::Duration;
 
-use conclave_actors::config::{ElectionMode, GossipSettings, HooksConfig, Quorum};
+use conclave_actors::config::{HooksConfig, Quorum};
 use conclave_core::election::{
-    Command, CommandOutcome, ElectionError, LeaderChangeCause, Mode, ModeStatus, Role,
+    Command, CommandOutcome, ElectionConfig, ElectionError, LeaderChangeCause, Mode, ModeStatus,
+    Role,
 };
 use conclave_core::gossip::GossipConfig;
 use conclave_tests::{
@@ -24,20 +25,9 @@ fn fabric() -> GossipConfig {
     GossipConfig::new(id("a"))
 }
 
-fn settings_of(config: &GossipConfig) -> GossipSettings {
-    GossipSettings {
-        startup_grace_period: config.startup_grace_period,
-        membership_sample_interval: config.membership_sample_interval,
-        leader_alive_threshold: config.leader_alive_threshold,
-        leader_election_duration: config.leader_election_duration,
-        use_leader_election: config.use_leader_election,
-        org_leader: config.org_leader,
-    }
-}
-
 fn gossip_options() -> ClusterOptions {
     ClusterOptions {
-        mode: ElectionMode::Gossip(settings_of(&fabric())),
+        election: Some(ElectionConfig::Gossip(fabric())),
         ..ClusterOptions::paused_clock(Quorum::Voters)
     }
 }
@@ -342,7 +332,7 @@ async fn gos_hooks_run_with_the_epoch_as_fencing_token() {
     );
     let hook = dump_env_hook(dir.path());
     let options = ClusterOptions {
-        mode: ElectionMode::Gossip(settings_of(&fast)),
+        election: Some(ElectionConfig::Gossip(fast)),
         hooks: HooksConfig {
             on_leader: vec![hook.clone()],
             on_leader_change: vec![hook],
