@@ -34,7 +34,8 @@ pub struct NodeConfig {
     /// The frame key from `cluster.psk_file`; `None` runs unauthenticated (logged as a warning).
     pub auth_key: Option<AuthKey>,
     /// `[election]` with the section of its mode: the election core's configuration for this
-    /// node (its id is `node_id`), `election.auto` included.
+    /// node (its id is `node_id`), `election.auto` included; in priority mode, the battery
+    /// assumed until the first reading is `health.battery_percent`.
     pub election: ElectionConfig,
     /// `cluster.voters` as listed (in raft's `voters` quorum, an empty list is this node
     /// alone): the ids membership reserves for them, and the peers a node expects.
