@@ -12,15 +12,15 @@ use std::path::Path;
 use std::time::Duration;
 
 use conclave_actors::config::{
-    AdminConfig, ElectionConfig, ElectionMode, HealthConfig, HooksConfig, MetricsConfig,
-    NodeConfig, Quorum, RaftSettings,
+    AdminConfig, HealthConfig, HooksConfig, MetricsConfig, NodeConfig, Quorum,
 };
 use conclave_actors::events::LeaderChange;
 use conclave_actors::memory::MemoryHub;
 use conclave_actors::metrics::NodeMetrics;
 use conclave_actors::node::{Node, NodeBuilder, NodeHandle, NodeStatus};
 use conclave_core::MembershipConfig;
-use conclave_core::election::{ElectionStatus, LeaderChangeCause, Mode, Role};
+use conclave_core::election::{ElectionConfig, ElectionStatus, LeaderChangeCause, Mode, Role};
+use conclave_core::raft::{QuorumMode, RaftConfig};
 use conclave_protocol::{AuthKey, ClusterId, PeerId};
 use tempfile::TempDir;
 
@@ -60,8 +60,11 @@ pub struct ClusterOptions {
     pub paused_clock: bool,
     /// Hooks, the same for every node.
     pub hooks: HooksConfig,
-    /// `election.mode` (raft unless a test says otherwise).
-    pub mode: ElectionMode,
+    /// The election every node runs, as a template: each node gets it with its own id and,
+    /// where the mode has one, the cluster's names as its electorate
+    /// ([`ElectionConfig::for_member`]). `None`: raft in `quorum` mode with DESIGN's timings
+    /// scaled down ten times.
+    pub election: Option<ElectionConfig>,
 }
 
 impl ClusterOptions {
@@ -72,7 +75,7 @@ impl ClusterOptions {
             authenticated: false,
             paused_clock: true,
             hooks: HooksConfig::default(),
-            mode: ElectionMode::Raft,
+            election: None,
         }
     }
 
@@ -85,6 +88,22 @@ impl ClusterOptions {
     }
 }
 
+/// Raft with DESIGN's timings scaled down ten times (heartbeat 50 ms, election timeout
+/// 150–300 ms), for [`ElectionConfig::for_member`] to give each node its id and voters.
+pub fn raft_election(quorum: Quorum) -> ElectionConfig {
+    let template = id("template");
+    let raft = RaftConfig::new(template, [template])
+        .with_heartbeat(Duration::from_millis(50))
+        .with_election_timeout(Duration::from_millis(150), Duration::from_millis(300));
+    ElectionConfig::Raft(match quorum {
+        Quorum::Voters => raft,
+        Quorum::Connected => RaftConfig {
+            quorum: QuorumMode::Connected,
+            ..raft
+        },
+    })
+}
+
 /// The configuration of one test node: DESIGN's timings scaled down ten times (heartbeat
 /// 50 ms, election timeout 150–300 ms), no HTTP servers, no UDP.
 pub fn node_config(
@@ -93,6 +112,7 @@ pub fn node_config(
     options: &ClusterOptions,
     data_dir: &Path,
 ) -> NodeConfig {
+    let voters: Vec<PeerId> = names.iter().map(|n| id(n)).collect();
     NodeConfig {
         node_id: id(name),
         data_dir: data_dir.to_path_buf(),
@@ -100,23 +120,12 @@ pub fn node_config(
         auth_key: options
             .authenticated
             .then(|| AuthKey::new(TEST_PSK, 16).expect("the test key is long enough")),
-        election: ElectionConfig {
-            mode: options.mode,
-            voters: names.iter().map(|n| id(n)).collect(),
-            auto: true,
-            raft: RaftSettings {
-                quorum: options.quorum,
-                heartbeat: Duration::from_millis(50),
-                election_timeout_min: Duration::from_millis(150),
-                election_timeout_max: Duration::from_millis(300),
-                pre_vote: true,
-                check_quorum: true,
-                ranked_timeouts: true,
-                priority: None,
-                preempt_delay: Duration::from_secs(5),
-                nopreempt: false,
-            },
-        },
+        election: options
+            .election
+            .as_ref()
+            .unwrap_or(&raft_election(options.quorum))
+            .for_member(id(name), &voters),
+        voters,
         membership: MembershipConfig {
             heartbeat_interval: Duration::from_millis(50),
             timeout_multiplier: 3,

@@ -11,7 +11,7 @@ use conclave_actors::config::Quorum;
 use conclave_actors::memory::{MemoryFrame, MemoryHub};
 use conclave_actors::node::{Node, NodeBuilder};
 use conclave_core::LinkAddr;
-use conclave_core::election::Role;
+use conclave_core::election::{ElectionConfig, Role};
 use conclave_protocol::{
     AuthKey, Body, ChallengeAck, ClusterId, Envelope, FrameCodec, Hello, PeerId, RequestVote,
 };
@@ -121,8 +121,11 @@ async fn flood_cluster(hub: &MemoryHub, dir: &std::path::Path) -> Vec<Node> {
     let mut nodes = Vec::new();
     for (index, name) in names.iter().enumerate() {
         let mut config = node_config(name, &names, &options, &dir.join(name));
-        config.election.raft.election_timeout_min = Duration::from_millis(300);
-        config.election.raft.election_timeout_max = Duration::from_millis(600);
+        let ElectionConfig::Raft(raft) = &mut config.election else {
+            panic!("raft mode expected");
+        };
+        raft.election_timeout_min = Duration::from_millis(300);
+        raft.election_timeout_max = Duration::from_millis(600);
         let node = NodeBuilder::new(config)
             .memory_link(hub.clone(), u32::try_from(index).expect("three slots"))
             .rng_seed(index as u64 + 1)

@@ -9,9 +9,10 @@
 
 use std::time::Duration;
 
-use conclave_actors::config::{ElectionMode, GossipSettings, HooksConfig, Quorum};
+use conclave_actors::config::{HooksConfig, Quorum};
 use conclave_core::election::{
-    Command, CommandOutcome, ElectionError, LeaderChangeCause, Mode, ModeStatus, Role,
+    Command, CommandOutcome, ElectionConfig, ElectionError, LeaderChangeCause, Mode, ModeStatus,
+    Role,
 };
 use conclave_core::gossip::GossipConfig;
 use conclave_tests::{
@@ -26,20 +27,9 @@ fn fabric() -> GossipConfig {
     GossipConfig::new(id("a"))
 }
 
-fn settings_of(config: &GossipConfig) -> GossipSettings {
-    GossipSettings {
-        startup_grace_period: config.startup_grace_period,
-        membership_sample_interval: config.membership_sample_interval,
-        leader_alive_threshold: config.leader_alive_threshold,
-        leader_election_duration: config.leader_election_duration,
-        use_leader_election: config.use_leader_election,
-        org_leader: config.org_leader,
-    }
-}
-
 fn gossip_options() -> ClusterOptions {
     ClusterOptions {
-        mode: ElectionMode::Gossip(settings_of(&fabric())),
+        election: Some(ElectionConfig::Gossip(fabric())),
         ..ClusterOptions::paused_clock(Quorum::Voters)
     }
 }
@@ -282,7 +272,7 @@ async fn gos_hooks_run_with_the_epoch_as_fencing_token() {
     );
     let hook = dump_env_hook(dir.path());
     let options = ClusterOptions {
-        mode: ElectionMode::Gossip(settings_of(&fast)),
+        election: Some(ElectionConfig::Gossip(fast)),
         hooks: HooksConfig {
             on_leader: vec![hook.clone()],
             on_leader_change: vec![hook],
@@ -395,15 +385,15 @@ async fn gos5_static_org_leader_refuses_resign_and_keeps_leading() {
     let _log = test_log();
     tokio::time::pause();
     let options = ClusterOptions {
-        mode: ElectionMode::Gossip(settings_of(&GossipConfig::static_leadership(
+        election: Some(ElectionConfig::Gossip(GossipConfig::static_leadership(
             id("a"),
             false,
         ))),
         ..ClusterOptions::paused_clock(Quorum::Voters)
     };
     let cluster = MemoryCluster::start_with(&["a", "b", "c"], options, |config| {
-        if let ElectionMode::Gossip(settings) = &mut config.election.mode {
-            settings.org_leader = config.node_id == id("a");
+        if let ElectionConfig::Gossip(gossip) = &mut config.election {
+            gossip.org_leader = config.node_id == id("a");
         }
     })
     .await;

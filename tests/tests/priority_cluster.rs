@@ -10,9 +10,10 @@
 
 use std::time::Duration;
 
-use conclave_actors::config::{ElectionMode, HooksConfig, PrioritySettings, Quorum};
+use conclave_actors::config::{HooksConfig, Quorum};
 use conclave_core::election::{
-    Command, CommandOutcome, ElectionError, LeaderChangeCause, Mode, ModeStatus, Role,
+    Command, CommandOutcome, ElectionConfig, ElectionError, LeaderChangeCause, Mode, ModeStatus,
+    Role,
 };
 use conclave_core::priority::{PriorityConfig, PriorityState, PriorityStatus};
 use conclave_tests::{
@@ -26,23 +27,9 @@ fn seed() -> PriorityConfig {
     PriorityConfig::new(id("a"))
 }
 
-fn settings_of(config: &PriorityConfig) -> PrioritySettings {
-    PrioritySettings {
-        discovery_timeout: config.discovery_timeout,
-        campaign_timeout: config.campaign_timeout,
-        vote_timeout: config.vote_timeout,
-        jitter_max: config.jitter_max,
-        max_retries: config.max_retries,
-        announce_interval: config.announce_interval,
-        master_timeout: config.master_timeout,
-        low_battery_percent: config.low_battery_percent,
-        force_master: config.force_master,
-    }
-}
-
 fn priority_options() -> ClusterOptions {
     ClusterOptions {
-        mode: ElectionMode::Priority(settings_of(&seed())),
+        election: Some(ElectionConfig::Priority(seed())),
         ..ClusterOptions::paused_clock(Quorum::Voters)
     }
 }
@@ -369,7 +356,7 @@ async fn pri_hooks_run_with_the_round_as_fencing_token() {
     };
     let hook = dump_env_hook(dir.path());
     let options = ClusterOptions {
-        mode: ElectionMode::Priority(settings_of(&fast)),
+        election: Some(ElectionConfig::Priority(fast)),
         hooks: HooksConfig {
             on_leader: vec![hook.clone()],
             on_leader_change: vec![hook],

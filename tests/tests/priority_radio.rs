@@ -6,27 +6,20 @@
 
 use std::time::Duration;
 
-use conclave_actors::config::{ElectionMode, HealthConfig, HealthSource, PrioritySettings, Quorum};
-use conclave_core::election::ModeStatus;
+use conclave_actors::config::{HealthConfig, HealthSource, NodeConfig, Quorum};
+use conclave_core::election::{ElectionConfig, ModeStatus};
 use conclave_core::priority::PriorityConfig;
-use conclave_tests::{RadioCluster, id, test_log};
+use conclave_tests::{RadioCluster, test_log};
 
 const BOUND: Duration = Duration::from_secs(15);
 
-/// Seed 002's settings, as `[election.priority]` has them by default.
-fn seed_settings() -> PrioritySettings {
-    let seed = PriorityConfig::new(id("a"));
-    PrioritySettings {
-        discovery_timeout: seed.discovery_timeout,
-        campaign_timeout: seed.campaign_timeout,
-        vote_timeout: seed.vote_timeout,
-        jitter_max: seed.jitter_max,
-        max_retries: seed.max_retries,
-        announce_interval: seed.announce_interval,
-        master_timeout: seed.master_timeout,
-        low_battery_percent: seed.low_battery_percent,
-        force_master: seed.force_master,
-    }
+/// Priority mode with seed 002's settings, as `[election.priority]` has them by default,
+/// starting from the battery of the node's `[health]`.
+fn priority_mode(config: &mut NodeConfig) {
+    config.election = ElectionConfig::Priority(PriorityConfig {
+        battery_percent: config.health.battery_percent,
+        ..PriorityConfig::new(config.node_id)
+    });
 }
 
 /// Node `index`'s signal component, as its status shows it.
@@ -66,7 +59,7 @@ async fn await_signal(cluster: &RadioCluster, index: usize, range: std::ops::Ran
 async fn pri1_status_shows_the_signal_of_frames_heard_over_the_radio() {
     let _log = test_log();
     let cluster = RadioCluster::start_with(&["a", "b"], Quorum::Voters, 11, |config| {
-        config.election.mode = ElectionMode::Priority(seed_settings());
+        priority_mode(config);
     })
     .await;
     cluster.air.set_rssi(cluster.mac(0), cluster.mac(1), -40);
@@ -94,13 +87,13 @@ async fn pri5_battery_from_a_health_file_drives_the_master() {
     std::fs::write(file("a"), "battery=90\n").unwrap();
     std::fs::write(file("b"), "80\n").unwrap();
     let cluster = RadioCluster::start_with(&["a", "b"], Quorum::Voters, 12, |config| {
-        config.election.mode = ElectionMode::Priority(seed_settings());
         config.health = HealthConfig {
             source: HealthSource::File(file(config.node_id.as_str())),
             battery_percent: 50,
             interval: Duration::from_millis(100),
             timeout: Duration::from_millis(100),
         };
+        priority_mode(config);
     })
     .await;
     assert_eq!(cluster.await_leader_among(&[0, 1], BOUND).await, 0);
@@ -139,7 +132,7 @@ async fn pri5_battery_from_a_health_file_drives_the_master() {
 async fn pri3_pods_replace_a_master_whose_dongle_is_unplugged() {
     let _log = test_log();
     let mut cluster = RadioCluster::start_with(&["a", "b", "c"], Quorum::Voters, 13, |config| {
-        config.election.mode = ElectionMode::Priority(seed_settings());
+        priority_mode(config);
     })
     .await;
     let all = [0, 1, 2];

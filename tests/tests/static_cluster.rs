@@ -6,18 +6,24 @@
 
 use std::time::Duration;
 
-use conclave_actors::config::{ElectionMode, Quorum};
+use conclave_actors::config::Quorum;
 use conclave_actors::node::NodeBuilder;
 use conclave_core::election::{
-    Command, CommandOutcome, ElectionError, LeaderChangeCause, Mode, ModeStatus, Role,
+    Command, CommandOutcome, ElectionConfig, ElectionError, LeaderChangeCause, Mode, ModeStatus,
+    Role,
 };
+use conclave_core::static_leader::StaticConfig;
 use conclave_tests::{ClusterOptions, MemoryCluster, admin_refusal, id, node_config, test_log};
 
 const SETTLE: Duration = Duration::from_secs(10);
 
 fn static_options() -> ClusterOptions {
     ClusterOptions {
-        mode: ElectionMode::Static { leader: id("a") },
+        // Led by `a`; a member list, which each node gets as the cluster's names.
+        election: Some(ElectionConfig::Static(StaticConfig {
+            members: [id("a")].into_iter().collect(),
+            ..StaticConfig::new(id("a"), id("a"))
+        })),
         ..ClusterOptions::paused_clock(Quorum::Voters)
     }
 }

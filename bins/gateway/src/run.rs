@@ -114,14 +114,13 @@ pub(crate) fn check_config(file: &Path) -> ExitCode {
             println!(
                 "  voters {}",
                 config
-                    .election
                     .voters
                     .iter()
                     .map(|v| v.to_string())
                     .collect::<Vec<_>>()
                     .join(", ")
             );
-            println!("  election {}", election_summary(&config.election_config()));
+            println!("  election {}", election_summary(&config.election));
             if let Some(udp) = &config.udp {
                 println!("  udp {} (peers: {})", udp.listen, udp.peers.len());
             }

@@ -2,7 +2,13 @@
 //!
 //! [`NodeConfig`] is what [`crate::settings`] produces once every key of DESIGN §9 has been
 //! read and checked: identities are `PeerId`s, durations are `Duration`s, addresses are
-//! parsed. The node builder trusts it and never re-validates; tests build it directly.
+//! parsed. The election's part is the core's own configuration
+//! ([`conclave_core::election::ElectionConfig`], in its mode), built once by the settings and
+//! checked by the core's own `validate()`; nothing here holds a second copy of it. The node
+//! builder trusts the result and never re-validates; tests build it directly.
+//!
+//! This is the one module outside the core that names raft's own types ([`raft_config`]):
+//! raft's configuration is built here from `[election.raft]` (issue 9's "Done when").
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -10,13 +16,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use conclave_core::MembershipConfig;
-use conclave_core::election::{ElectionConfig as ModeConfig, Mode};
-use conclave_core::gossip::GossipConfig;
-use conclave_core::priority::PriorityConfig;
-// The one place outside the core that names raft's own types: raft's settings are built here.
+use conclave_core::election::ElectionConfig;
 use conclave_core::raft::{QuorumMode, RaftConfig};
-use conclave_core::static_leader::StaticConfig;
 use conclave_protocol::{AuthKey, ClusterId, PeerId};
+
+use crate::settings::RaftSection;
 
 /// Everything one node needs to run.
 #[derive(Debug, Clone)]
@@ -29,8 +33,13 @@ pub struct NodeConfig {
     pub cluster_id: ClusterId,
     /// The frame key from `cluster.psk_file`; `None` runs unauthenticated (logged as a warning).
     pub auth_key: Option<AuthKey>,
-    /// `[election]`.
+    /// `[election]` with the section of its mode: the election core's configuration for this
+    /// node (its id is `node_id`), `election.auto` included; in priority mode, the battery
+    /// assumed until the first reading is `health.battery_percent`.
     pub election: ElectionConfig,
+    /// `cluster.voters` as listed (in raft's `voters` quorum, an empty list is this node
+    /// alone): the ids membership reserves for them, and the peers a node expects.
+    pub voters: Vec<PeerId>,
     /// `[membership]`.
     pub membership: MembershipConfig,
     /// `[link.udp]`, when configured.
@@ -47,52 +56,6 @@ pub struct NodeConfig {
     pub health: HealthConfig,
 }
 
-impl NodeConfig {
-    /// The election core's settings for this node, in its mode.
-    pub fn election_config(&self) -> ModeConfig {
-        match self.election.mode {
-            ElectionMode::Raft => ModeConfig::Raft(self.raft_config()),
-            ElectionMode::Static { leader } => ModeConfig::Static(StaticConfig {
-                id: self.node_id,
-                leader,
-                members: self.election.voters.iter().copied().collect(),
-            }),
-            ElectionMode::Gossip(gossip) => {
-                ModeConfig::Gossip(gossip.core(self.node_id, self.election.auto))
-            }
-            ElectionMode::Priority(priority) => ModeConfig::Priority(priority.core(
-                self.node_id,
-                self.election.auto,
-                self.health.battery_percent,
-            )),
-        }
-    }
-
-    /// Raft's settings for this node (`[election.raft]`), whatever the mode.
-    fn raft_config(&self) -> RaftConfig {
-        let raft = &self.election.raft;
-        RaftConfig {
-            id: self.node_id,
-            quorum: match raft.quorum {
-                Quorum::Voters => {
-                    QuorumMode::Voters(self.election.voters.iter().copied().collect())
-                }
-                Quorum::Connected => QuorumMode::Connected,
-            },
-            heartbeat_interval: raft.heartbeat,
-            election_timeout_min: raft.election_timeout_min,
-            election_timeout_max: raft.election_timeout_max,
-            pre_vote: raft.pre_vote,
-            check_quorum: raft.check_quorum,
-            auto_election: self.election.auto,
-            ranked_timeouts: raft.ranked_timeouts,
-            priority: raft.priority,
-            preempt_delay: raft.preempt_delay,
-            nopreempt: raft.nopreempt,
-        }
-    }
-}
-
 /// `election.raft.quorum`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Quorum {
@@ -102,149 +65,36 @@ pub enum Quorum {
     Connected,
 }
 
-/// `[election]` and `[election.raft]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ElectionConfig {
-    /// `election.mode`, with what only that mode needs.
-    pub mode: ElectionMode,
-    /// `cluster.voters`.
-    pub voters: Vec<PeerId>,
-    /// `election.auto`: start with automatic election on.
-    pub auto: bool,
-    /// `[election.raft]`.
-    pub raft: RaftSettings,
-}
-
-/// `election.mode`, with the settings of a mode beyond `[election.raft]`'s.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ElectionMode {
-    /// `"raft"`: `[election.raft]`.
-    Raft,
-    /// `"static"`: the leader named by `election.static.leader` (STA-1).
-    Static {
-        /// `election.static.leader`.
-        leader: PeerId,
-    },
-    /// `"gossip"`: `[election.gossip]` (GOS-1..6).
-    Gossip(GossipSettings),
-    /// `"priority"`: `[election.priority]` (PRI-1..6).
-    Priority(PrioritySettings),
-}
-
-impl ElectionMode {
-    /// The mode.
-    pub fn mode(self) -> Mode {
-        match self {
-            ElectionMode::Raft => Mode::Raft,
-            ElectionMode::Static { .. } => Mode::Static,
-            ElectionMode::Gossip(_) => Mode::Gossip,
-            ElectionMode::Priority(_) => Mode::Priority,
-        }
-    }
-}
-
-/// `[election.gossip]`: Fabric's four timings and its static leadership switch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GossipSettings {
-    /// `startup_grace_period_ms`.
-    pub startup_grace_period: Duration,
-    /// `membership_sample_interval_ms`.
-    pub membership_sample_interval: Duration,
-    /// `leader_alive_threshold_ms`.
-    pub leader_alive_threshold: Duration,
-    /// `leader_election_duration_ms`.
-    pub leader_election_duration: Duration,
-    /// `use_leader_election`.
-    pub use_leader_election: bool,
-    /// `org_leader`.
-    pub org_leader: bool,
-}
-
-impl GossipSettings {
-    /// The gossip core's settings for node `id`.
-    pub fn core(self, id: PeerId, auto_election: bool) -> GossipConfig {
-        GossipConfig {
-            use_leader_election: self.use_leader_election,
-            org_leader: self.org_leader,
-            auto_election,
-            ..GossipConfig::new(id).with_timings(
-                self.startup_grace_period,
-                self.membership_sample_interval,
-                self.leader_alive_threshold,
-                self.leader_election_duration,
-            )
-        }
-    }
-}
-
-/// `[election.priority]`: seed 002's timings and thresholds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PrioritySettings {
-    /// `discovery_timeout_ms`.
-    pub discovery_timeout: Duration,
-    /// `campaign_timeout_ms`.
-    pub campaign_timeout: Duration,
-    /// `vote_timeout_ms`.
-    pub vote_timeout: Duration,
-    /// `jitter_max_ms` (0: no jitter).
-    pub jitter_max: Duration,
-    /// `max_retries`.
-    pub max_retries: u8,
-    /// `announce_interval_ms`.
-    pub announce_interval: Duration,
-    /// `master_timeout_ms`.
-    pub master_timeout: Duration,
-    /// `low_battery_percent`.
-    pub low_battery_percent: u8,
-    /// `force_master`.
-    pub force_master: bool,
-}
-
-impl PrioritySettings {
-    /// The priority core's settings for node `id`, assuming `battery_percent` until the
-    /// first health reading.
-    pub fn core(self, id: PeerId, auto_election: bool, battery_percent: u8) -> PriorityConfig {
-        PriorityConfig {
-            id,
-            discovery_timeout: self.discovery_timeout,
-            campaign_timeout: self.campaign_timeout,
-            vote_timeout: self.vote_timeout,
-            jitter_max: self.jitter_max,
-            max_retries: self.max_retries,
-            announce_interval: self.announce_interval,
-            master_timeout: self.master_timeout,
-            battery_percent,
-            low_battery_percent: self.low_battery_percent,
-            force_master: self.force_master,
-            auto_election,
-        }
-    }
-}
-
-/// `[election.raft]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RaftSettings {
-    /// `quorum`.
-    pub quorum: Quorum,
-    /// `heartbeat_ms`.
-    pub heartbeat: Duration,
-    /// `election_timeout_min_ms`.
-    pub election_timeout_min: Duration,
-    /// `election_timeout_max_ms`.
-    pub election_timeout_max: Duration,
-    /// `pre_vote`.
-    pub pre_vote: bool,
-    /// `check_quorum`.
-    pub check_quorum: bool,
-    /// `ranked_timeouts`: stagger the followers' election timeouts by rank (see
-    /// raft's `RaftConfig::ranked_timeouts` in conclave-core).
-    pub ranked_timeouts: bool,
-    /// `priority` (RAFT-10): `None` takes no part in preemption.
-    pub priority: Option<u8>,
-    /// `preempt_delay_ms` (RAFT-10).
-    pub preempt_delay: Duration,
-    /// `nopreempt` (RAFT-10, keepalived's).
-    pub nopreempt: bool,
+/// Raft's configuration for node `id` from `[election.raft]`, as the settings checked it:
+/// `quorum` and `priority` parsed from their text, every `*_ms` key within range, and in the
+/// `voters` quorum `voters` the electorate. Raft's own rules (the heartbeat below the minimum
+/// election timeout, the maximum not below the minimum) are `RaftConfig::validate`'s, run on
+/// the result.
+pub fn raft_config(
+    id: PeerId,
+    quorum: Quorum,
+    voters: &[PeerId],
+    section: &RaftSection,
+    priority: Option<u8>,
+    auto_election: bool,
+) -> ElectionConfig {
+    ElectionConfig::Raft(RaftConfig {
+        id,
+        quorum: match quorum {
+            Quorum::Voters => QuorumMode::Voters(voters.iter().copied().collect()),
+            Quorum::Connected => QuorumMode::Connected,
+        },
+        heartbeat_interval: Duration::from_millis(section.heartbeat_ms),
+        election_timeout_min: Duration::from_millis(section.election_timeout_min_ms),
+        election_timeout_max: Duration::from_millis(section.election_timeout_max_ms),
+        pre_vote: section.pre_vote,
+        check_quorum: section.check_quorum,
+        auto_election,
+        ranked_timeouts: section.ranked_timeouts,
+        priority,
+        preempt_delay: Duration::from_millis(section.preempt_delay_ms),
+        nopreempt: section.nopreempt,
+    })
 }
 
 /// `[link.udp]`.

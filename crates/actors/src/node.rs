@@ -165,7 +165,7 @@ impl NodeBuilder {
         let admin_listener = listener("admin.listen", config.admin.listen)?;
         let metrics_listener = listener("metrics.listen", config.metrics.listen)?;
         let data_dir = config.data_dir.clone();
-        let mode = config.election.mode.mode();
+        let mode = config.election.mode();
         let (wal, recovered) =
             actix_rt::task::spawn_blocking(move || WalFile::open_for_mode(&data_dir, mode))
                 .await
@@ -203,7 +203,7 @@ impl NodeBuilder {
             virtual_port = port;
         }
 
-        let mut election_config = config.election_config();
+        let mut election_config = config.election.clone();
         if let Some(enabled) = recovered.auto_election {
             // RAFT-8: the operator's last `auto-election on|off` outlives restarts.
             if enabled != election_config.auto_election() {
@@ -234,7 +234,7 @@ impl NodeBuilder {
         let codec = FrameCodec::new(config.cluster_id, config.auth_key.clone());
         let admission = Admission::new(
             AdmissionConfig {
-                reserved: config.election.voters.iter().copied().collect(),
+                reserved: config.voters.iter().copied().collect(),
                 owner_timeout: AdmissionConfig::owner_timeout_for(&config.membership),
                 ..AdmissionConfig::new(config.node_id, recovered.incarnation)
             },
@@ -275,7 +275,6 @@ impl NodeBuilder {
         let mut membership_config = config.membership;
         if membership_config.expected_peers == 0 {
             let other_voters = config
-                .election
                 .voters
                 .iter()
                 .filter(|voter| **voter != config.node_id)
@@ -317,7 +316,7 @@ impl NodeBuilder {
                 cluster_id: config.cluster_id,
                 incarnation: recovered.incarnation,
                 authenticated: config.auth_key.is_some(),
-                voters: config.election.voters.clone(),
+                voters: config.voters.clone(),
                 clock,
                 transport,
                 membership,

@@ -809,21 +809,13 @@ async fn run_command(state: &AdminState, command: Command) -> Result<CommandAnsw
                 ElectionError::NotAVoter(_)
                 | ElectionError::UnknownPeer(_)
                 | ElectionError::InvalidConfig(_)
+                | ElectionError::NotOffered { .. }
                 | ElectionError::OtherMode { .. }
                 | ElectionError::StaticModeElectsNobody => StatusCode::BAD_REQUEST,
             };
-            let message = match &err {
-                // A running node's settings were validated at start, so a command refused
-                // this way is a verb the mode does not offer (gossip's `leader set`, a
-                // static org leader's `leader resign`): say so, rather than "invalid election
-                // settings", which sends the operator to a configuration that is fine.
-                ElectionError::InvalidConfig(reasons) => format!(
-                    "{node_id}: refused by the {} election: {}",
-                    status.mode.label(),
-                    reasons.join("; ")
-                ),
-                _ => format!("{node_id}: {err}"),
-            };
+            // A verb the mode does not offer (gossip's `leader set`, a static org leader's
+            // `leader resign`) is `NotOffered`, which says so by the mode's name.
+            let message = format!("{node_id}: {err}");
             let mut answer = ErrorAnswer::new(message);
             if let ElectionError::NotLeader { leader } = err {
                 answer.leader_admin_url = state.admin_url(leader);

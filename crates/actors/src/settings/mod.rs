@@ -10,8 +10,8 @@
 //!
 //! [`Settings::validate`] then turns the settings into the typed
 //! [`NodeConfig`](crate::config::NodeConfig) the node runs with, or returns every problem at
-//! once, each naming its key (`election.raft.heartbeat_ms: must be less than
-//! election_timeout_min_ms (500 >= 400)`), so that `conclave check-config` shows a config's
+//! once, each naming its key (`election.raft.heartbeat_ms: must be less than the minimum
+//! election timeout (500ms >= 400ms)`), so that `conclave check-config` shows a config's
 //! mistakes in one go rather than one per run. Warnings (valid but probably unintended
 //! settings) are logged, or returned by [`Settings::validate_with_warnings`].
 //!
@@ -42,8 +42,8 @@
 //! of another mode's section that the operator set to something other than its default (in
 //! the file or the environment; the built-in defaults set them all and do not count, nor does
 //! a copy of them) is a problem naming the key, its mode and the configured one (issue 9,
-//! item 8). The rules the election cores check themselves
-//! (`GossipConfig::validate`, `PriorityConfig::validate`) are reported under the key whose
+//! item 8). The rules the election cores check themselves (each mode's `validate()`) are
+//! reported under the key whose
 //! setting they name. `[health]` (the battery and priority readings, [`crate::health`]) is
 //! read in every mode.
 //!

@@ -1,9 +1,18 @@
 //! From [`Settings`] to [`NodeConfig`]: every rule on the values of DESIGN §9, each broken rule
 //! reported with its key, all of them in one pass.
 //!
-//! Covers the identity rules of PROTO-1, the key file of PROTO-5, the timing rules of RAFT-2
-//! and MEM-4, the quorum modes of RAFT-6, CB-2's hook commands and CB-3's refusal to expose the
-//! admin API beyond loopback without a token.
+//! Covers the identity rules of PROTO-1, the key file of PROTO-5, the timing rules of MEM-4,
+//! the quorum modes of RAFT-6, CB-2's hook commands and CB-3's refusal to expose the admin API
+//! beyond loopback without a token.
+//!
+//! The election's configuration is the core's own ([`ModeConfig`]), built here once from the
+//! section of `election.mode`. What only the file can get wrong is checked here: units (a
+//! `*_ms` key of zero or beyond [`MAX_MILLIS`], a number that does not fit), words that must be
+//! one of a list (`election.mode`, `election.raft.quorum`), ids, and the warnings. The rules
+//! of the election itself (RAFT-2's heartbeat below the election timeout, GOS-1..5, PRI-2..6,
+//! STA-1's leader among the voters) are the cores' `validate()`, run on the configuration
+//! built; each problem it finds names its [`Setting`], which [`key_of`] maps to the key it is
+//! read from.
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -11,14 +20,19 @@ use std::path::Path;
 use std::time::Duration;
 
 use conclave_core::MembershipConfig;
-use conclave_core::election::{ElectionError, Mode};
+use conclave_core::election::{
+    ElectionConfig as ModeConfig, ElectionError, GossipSetting, Mode, PrioritySetting, RaftSetting,
+    Setting, StaticSetting,
+};
+use conclave_core::gossip::GossipConfig;
+use conclave_core::priority::PriorityConfig;
+use conclave_core::static_leader::StaticConfig;
 use conclave_protocol::{AuthKey, ClusterId, IdError, MAX_TAG_LEN, MIN_TAG_LEN, PeerId};
 
 use super::{ConfigProblem, ConfigWarning, HookEntry, Settings};
 use crate::config::{
-    AdminConfig, DonglePort, ElectionConfig, ElectionMode, EspNowLinkConfig, GossipSettings,
-    HealthConfig, HealthSource, HookCommand, HooksConfig, MetricsConfig, NodeConfig,
-    PrioritySettings, Quorum, RaftSettings, UdpLinkConfig,
+    self, AdminConfig, DonglePort, EspNowLinkConfig, HealthConfig, HealthSource, HookCommand,
+    HooksConfig, MetricsConfig, NodeConfig, Quorum, UdpLinkConfig,
 };
 
 /// Longest duration any `*_ms` key accepts: one day. Anything longer is a slip of the keyboard,
@@ -73,7 +87,7 @@ impl Settings {
             Some(node_id),
             Some(cluster_id),
             Some(auth_key),
-            Some(election),
+            Some((election, voters)),
             Some(membership),
             Some(udp),
             Some(espnow),
@@ -103,6 +117,7 @@ impl Settings {
             cluster_id,
             auth_key,
             election,
+            voters,
             membership,
             udp,
             espnow,
@@ -214,25 +229,25 @@ impl Settings {
         }
     }
 
-    /// `[election]`, the section of its mode, and `cluster.voters`.
-    fn election(&self, f: &mut Findings<'_>, node_id: Option<PeerId>) -> Option<ElectionConfig> {
-        let mode = self.election.mode.as_str();
-        let mode = match mode {
-            "raft" => Some(ElectionMode::Raft),
-            "static" => self.static_leader(f),
-            "gossip" => self.gossip(f, node_id),
-            "priority" => self.priority(f, node_id),
-            _ => {
-                f.problem(
-                    "election.mode",
-                    format!(
-                        "unknown mode {mode:?}; expected \"raft\", \"gossip\", \"priority\" \
-                         or \"static\""
-                    ),
-                );
-                None
-            }
-        };
+    /// `[election]`, the section of its mode, and `cluster.voters`: the election core's
+    /// configuration for this node, checked by the core's own `validate()`, and the voters as
+    /// listed.
+    fn election(
+        &self,
+        f: &mut Findings<'_>,
+        node_id: Option<PeerId>,
+    ) -> Option<(ModeConfig, Vec<PeerId>)> {
+        let label = self.election.mode.as_str();
+        let mode = Mode::from_label(label);
+        if mode.is_none() {
+            f.problem(
+                "election.mode",
+                format!(
+                    "unknown mode {label:?}; expected \"raft\", \"gossip\", \"priority\" or \
+                     \"static\""
+                ),
+            );
+        }
         self.keys_of_other_modes(f);
         let raft = &self.election.raft;
         let quorum = match raft.quorum.as_str() {
@@ -246,6 +261,40 @@ impl Settings {
                 None
             }
         };
+        let voters = match mode {
+            Some(Mode::Raft) => self.voters(f, node_id, quorum),
+            // No quorum: the list is who may be named (static) or expected (gossip,
+            // priority), as written.
+            _ => self.listed_voters(f),
+        };
+        // The cores' rules never look at the node's id. When node.id is refused itself, they
+        // still run, for a stand-in id, so that every problem is reported in one pass; the
+        // configuration built for it is dropped below.
+        let id = node_id.or_else(|| PeerId::new("stand-in").ok())?;
+        // `[election.raft]` is checked in every mode, as every other section is; used in raft
+        // mode only.
+        let raft = self.raft(f, id, quorum, voters.as_deref());
+        let config = match mode? {
+            Mode::Raft => raft,
+            Mode::Gossip => self.gossip(f, id),
+            Mode::Priority => self.priority(f, id),
+            Mode::Static => self.static_leader(f, id, voters.as_deref()),
+        };
+        node_id?;
+        Some((config?, voters?))
+    }
+
+    /// `[election.raft]` (RAFT-2, RAFT-6, RAFT-10): each key on its own here, raft's rules on
+    /// their relations by `RaftConfig::validate`. Outside raft mode, or without a usable voter
+    /// list, the electorate is this node alone: only the section's own values are checked.
+    fn raft(
+        &self,
+        f: &mut Findings<'_>,
+        id: PeerId,
+        quorum: Option<Quorum>,
+        voters: Option<&[PeerId]>,
+    ) -> Option<ModeConfig> {
+        let raft = &self.election.raft;
         let heartbeat = f.millis("election.raft.heartbeat_ms", raft.heartbeat_ms);
         let min = f.millis(
             "election.raft.election_timeout_min_ms",
@@ -255,27 +304,8 @@ impl Settings {
             "election.raft.election_timeout_max_ms",
             raft.election_timeout_max_ms,
         );
-        if let (Some(heartbeat), Some(min)) = (heartbeat, min) {
-            if heartbeat >= min {
-                f.problem(
-                    "election.raft.heartbeat_ms",
-                    format!(
-                        "must be less than election_timeout_min_ms ({} >= {})",
-                        raft.heartbeat_ms, raft.election_timeout_min_ms
-                    ),
-                );
-            }
-        }
         if let (Some(min), Some(max)) = (min, max) {
-            if max < min {
-                f.problem(
-                    "election.raft.election_timeout_max_ms",
-                    format!(
-                        "must not be less than election_timeout_min_ms ({} < {})",
-                        raft.election_timeout_max_ms, raft.election_timeout_min_ms
-                    ),
-                );
-            } else if max == min {
+            if max == min {
                 f.warn(
                     "election.raft.election_timeout_max_ms",
                     "equals election_timeout_min_ms: timeouts are not randomized, so \
@@ -309,38 +339,18 @@ impl Settings {
                 }
             }
         }
-        let voters = match mode {
-            Some(ElectionMode::Raft) => self.voters(f, node_id, quorum)?,
-            // No quorum: the list is who may be named (static) or expected (gossip,
-            // priority), as written.
-            _ => self.listed_voters(f)?,
-        };
-        if let (Some(ElectionMode::Static { leader }), false) = (mode, voters.is_empty()) {
-            if !voters.contains(&leader) {
-                f.problem(
-                    "election.static.leader",
-                    format!("{leader} is not one of cluster.voters"),
-                );
-                return None;
-            }
-        }
-        Some(ElectionConfig {
-            mode: mode?,
-            voters,
-            auto: self.election.auto,
-            raft: RaftSettings {
-                quorum: quorum?,
-                heartbeat: heartbeat?,
-                election_timeout_min: min?,
-                election_timeout_max: max?,
-                pre_vote: raft.pre_vote,
-                check_quorum: raft.check_quorum,
-                ranked_timeouts: raft.ranked_timeouts,
-                priority: priority?,
-                preempt_delay: preempt_delay?,
-                nopreempt: raft.nopreempt,
-            },
-        })
+        // Raft's rules relate these values: they run once each is usable on its own, so a
+        // value refused here is not refused again for its relation to another.
+        heartbeat?;
+        min?;
+        max?;
+        preempt_delay?;
+        let alone = [id];
+        let electorate = voters.filter(|voters| !voters.is_empty()).unwrap_or(&alone);
+        let config =
+            config::raft_config(id, quorum?, electorate, raft, priority?, self.election.auto);
+        f.core_problems(config.validate())?;
+        Some(config)
     }
 
     /// Issue 9, item 8: a key of another mode's section, set by the operator, is refused
@@ -368,8 +378,9 @@ impl Settings {
         }
     }
 
-    /// `[election.gossip]` (GOS-1..5).
-    fn gossip(&self, f: &mut Findings<'_>, node_id: Option<PeerId>) -> Option<ElectionMode> {
+    /// `[election.gossip]` (GOS-1..5): each key on its own here, the gossip election's rules
+    /// by `GossipConfig::validate`.
+    fn gossip(&self, f: &mut Findings<'_>, id: PeerId) -> Option<ModeConfig> {
         let section = &self.election.gossip;
         let grace = f.millis(
             "election.gossip.startup_grace_period_ms",
@@ -387,16 +398,13 @@ impl Settings {
             "election.gossip.leader_election_duration_ms",
             section.leader_election_duration_ms,
         );
-        let settings = GossipSettings {
-            startup_grace_period: grace?,
-            membership_sample_interval: sample?,
-            leader_alive_threshold: alive?,
-            leader_election_duration: duration?,
+        let core = GossipConfig {
             use_leader_election: section.use_leader_election,
             org_leader: section.org_leader,
+            auto_election: self.election.auto,
+            ..GossipConfig::new(id).with_timings(grace?, sample?, alive?, duration?)
         };
-        if settings.use_leader_election
-            && settings.membership_sample_interval >= settings.startup_grace_period
+        if core.use_leader_election && core.membership_sample_interval >= core.startup_grace_period
         {
             f.warn(
                 "election.gossip.membership_sample_interval_ms",
@@ -407,27 +415,14 @@ impl Settings {
                 ),
             );
         }
-        // The core's own rules, under the keys they concern.
-        let core = settings.core(node_id?, self.election.auto).validate();
-        f.core_problems(
-            "election.gossip",
-            &[
-                ("org_leader", "org_leader"),
-                ("leader_alive_threshold", "leader_alive_threshold_ms"),
-                ("startup_grace_period", "startup_grace_period_ms"),
-                (
-                    "membership_sample_interval",
-                    "membership_sample_interval_ms",
-                ),
-                ("leader_election_duration", "leader_election_duration_ms"),
-            ],
-            core,
-        )?;
-        Some(ElectionMode::Gossip(settings))
+        let config = ModeConfig::Gossip(core);
+        f.core_problems(config.validate())?;
+        Some(config)
     }
 
-    /// `[election.priority]` (PRI-2..6), with the battery of `[health]`.
-    fn priority(&self, f: &mut Findings<'_>, node_id: Option<PeerId>) -> Option<ElectionMode> {
+    /// `[election.priority]` (PRI-2..6), with the battery of `[health]`: each key on its own
+    /// here, the priority election's rules by `PriorityConfig::validate`.
+    fn priority(&self, f: &mut Findings<'_>, id: PeerId) -> Option<ModeConfig> {
         let section = &self.election.priority;
         let discovery = f.millis(
             "election.priority.discovery_timeout_ms",
@@ -462,7 +457,13 @@ impl Settings {
             section.low_battery_percent,
             99,
         );
-        let settings = PrioritySettings {
+        // The battery assumed until the first reading is `[health]`'s, and checked there (a
+        // refused one is reported once, under health.battery_percent).
+        let battery = u8::try_from(self.health.battery_percent)
+            .ok()
+            .filter(|&percent| percent <= 100);
+        let config = ModeConfig::Priority(PriorityConfig {
+            id,
             discovery_timeout: discovery?,
             campaign_timeout: campaign?,
             vote_timeout: vote?,
@@ -470,25 +471,13 @@ impl Settings {
             max_retries: retries?,
             announce_interval: announce?,
             master_timeout: master?,
+            battery_percent: battery?,
             low_battery_percent: low_battery?,
             force_master: section.force_master,
-        };
-        // The core's own rules, under the keys they concern; the battery is [health]'s,
-        // checked there.
-        let core = settings.core(node_id?, self.election.auto, 100).validate();
-        f.core_problems(
-            "election.priority",
-            &[
-                ("announce_interval", "announce_interval_ms"),
-                ("master_timeout", "master_timeout_ms"),
-                ("discovery_timeout", "discovery_timeout_ms"),
-                ("campaign_timeout", "campaign_timeout_ms"),
-                ("vote_timeout", "vote_timeout_ms"),
-                ("low_battery_percent", "low_battery_percent"),
-            ],
-            core,
-        )?;
-        Some(ElectionMode::Priority(settings))
+            auto_election: self.election.auto,
+        });
+        f.core_problems(config.validate())?;
+        Some(config)
     }
 
     /// `[health]`.
@@ -553,8 +542,14 @@ impl Settings {
         })
     }
 
-    /// `election.static.leader`, required in static mode (STA-1).
-    fn static_leader(&self, f: &mut Findings<'_>) -> Option<ElectionMode> {
+    /// `election.static.leader`, required in static mode (STA-1), and the members
+    /// `cluster.voters` lists; `StaticConfig::validate` checks the leader is one of them.
+    fn static_leader(
+        &self,
+        f: &mut Findings<'_>,
+        id: PeerId,
+        voters: Option<&[PeerId]>,
+    ) -> Option<ModeConfig> {
         let text = &self.election.static_leader.leader;
         if text.is_empty() {
             f.problem(
@@ -564,7 +559,13 @@ impl Settings {
             return None;
         }
         let leader = f.id("election.static.leader", text, PeerId::new)?;
-        Some(ElectionMode::Static { leader })
+        let config = ModeConfig::Static(StaticConfig {
+            id,
+            leader,
+            members: voters?.iter().copied().collect(),
+        });
+        f.core_problems(config.validate())?;
+        Some(config)
     }
 
     /// `cluster.voters`; in voters mode an empty list is this node alone.
@@ -965,28 +966,23 @@ impl<'a> Findings<'a> {
         }
     }
 
-    /// The problems a core's own `validate` found, each under the key of `section` whose
-    /// setting it names (`(core name, key name)` pairs, the first that the message names
-    /// wins); `None` when there were any.
-    fn core_problems(
-        &mut self,
-        section: &str,
-        names: &[(&str, &str)],
-        checked: Result<(), ElectionError>,
-    ) -> Option<()> {
-        let problems = match checked {
-            Ok(()) => return Some(()),
-            Err(ElectionError::InvalidConfig(problems)) => problems,
-            Err(other) => vec![other.to_string()],
-        };
-        for message in problems {
-            let key = names
-                .iter()
-                .find(|(name, _)| message.contains(name))
-                .map_or_else(|| section.to_owned(), |(_, key)| format!("{section}.{key}"));
-            self.problem(&key, message);
+    /// The problems a core's own `validate()` found, each under the key its setting is read
+    /// from ([`key_of`]); `None` when there were any.
+    fn core_problems(&mut self, checked: Result<(), ElectionError>) -> Option<()> {
+        match checked {
+            Ok(()) => Some(()),
+            Err(ElectionError::InvalidConfig(problems)) => {
+                for problem in problems {
+                    self.problem(key_of(problem.setting), problem.message);
+                }
+                None
+            }
+            // `validate()` refuses with `InvalidConfig` only; anything else is still a refusal.
+            Err(other) => {
+                self.problem("election", other.to_string());
+                None
+            }
         }
-        None
     }
 
     fn socket_addr(&mut self, key: &str, text: &str) -> Option<SocketAddr> {
@@ -1106,6 +1102,41 @@ impl<'a> Findings<'a> {
             }
         }
         commands
+    }
+}
+
+/// The key a setting of an election core is read from (DESIGN §9). Exhaustive, so a setting
+/// a core adds to its rules is a compile error here until it has a key.
+fn key_of(setting: Setting) -> &'static str {
+    match setting {
+        Setting::Raft(setting) => match setting {
+            // Raft's voters are the listed ones (voters quorum): an empty set is the list's.
+            RaftSetting::Quorum => "cluster.voters",
+            RaftSetting::HeartbeatInterval => "election.raft.heartbeat_ms",
+            RaftSetting::ElectionTimeoutMax => "election.raft.election_timeout_max_ms",
+        },
+        Setting::Gossip(setting) => match setting {
+            GossipSetting::StartupGracePeriod => "election.gossip.startup_grace_period_ms",
+            GossipSetting::MembershipSampleInterval => {
+                "election.gossip.membership_sample_interval_ms"
+            }
+            GossipSetting::LeaderAliveThreshold => "election.gossip.leader_alive_threshold_ms",
+            GossipSetting::LeaderElectionDuration => "election.gossip.leader_election_duration_ms",
+            GossipSetting::OrgLeader => "election.gossip.org_leader",
+        },
+        Setting::Priority(setting) => match setting {
+            PrioritySetting::DiscoveryTimeout => "election.priority.discovery_timeout_ms",
+            PrioritySetting::CampaignTimeout => "election.priority.campaign_timeout_ms",
+            PrioritySetting::VoteTimeout => "election.priority.vote_timeout_ms",
+            PrioritySetting::AnnounceInterval => "election.priority.announce_interval_ms",
+            PrioritySetting::MasterTimeout => "election.priority.master_timeout_ms",
+            // The battery assumed until the first reading.
+            PrioritySetting::BatteryPercent => "health.battery_percent",
+            PrioritySetting::LowBatteryPercent => "election.priority.low_battery_percent",
+        },
+        Setting::Static(setting) => match setting {
+            StaticSetting::Leader => "election.static.leader",
+        },
     }
 }
 

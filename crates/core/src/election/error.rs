@@ -1,15 +1,27 @@
-//! What the election refuses, whatever its mode.
+//! What the election refuses, whatever its mode: settings that cannot work (each problem
+//! under the [`Setting`](crate::election::Setting) it concerns), and commands it will not carry
+//! out.
 
 use conclave_protocol::PeerId;
 
-use crate::election::Mode;
+use crate::election::{Mode, SettingProblem};
 
 /// What the election core refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ElectionError {
-    /// The settings cannot work; every problem is listed.
-    #[error("invalid election settings: {}", .0.join("; "))]
-    InvalidConfig(Vec<String>),
+    /// The settings cannot work; every problem is listed, each with the setting it concerns.
+    #[error("invalid election settings: {}", join(.0))]
+    InvalidConfig(Vec<SettingProblem>),
+    /// The command is not one this mode offers, or not one this node's configuration of it
+    /// offers (gossip's `leader set`; `leader resign` on a gossip org leader). The settings are
+    /// fine; nothing changed.
+    #[error("refused by the {mode} election: {reason}")]
+    NotOffered {
+        /// This node's mode.
+        mode: Mode,
+        /// Why, and what to use instead.
+        reason: String,
+    },
     /// `SetLeader` named a node that cannot lead in `voters` mode.
     #[error("{0} is not a voter and cannot lead")]
     NotAVoter(PeerId),
@@ -63,4 +75,13 @@ pub enum ElectionError {
         /// This node, the static leader.
         leader: PeerId,
     },
+}
+
+/// The problems, each as `setting: message`, joined with `; `.
+fn join(problems: &[SettingProblem]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }

@@ -14,6 +14,8 @@
 //! - why a leader changed ([`LeaderChangeCause`], CB-6), what it tells the world ([`Event`]),
 //!   what it asks its driver to do ([`Action`]);
 //! - what an operator asks of it ([`Command`], [`CommandOutcome`], [`ElectionError`]);
+//! - which setting a configuration problem concerns ([`Setting`], [`SettingProblem`]), so that
+//!   whoever reads the settings from a file names its own key for each;
 //! - the messages it exchanges ([`ElectionMessage`], a typed subset of the wire
 //!   [`Body`](conclave_protocol::Body));
 //! - inputs any mode may need besides messages and time: peer reachability from membership,
@@ -35,6 +37,7 @@ mod command;
 mod error;
 mod machine;
 mod message;
+mod setting;
 mod state;
 mod status;
 
@@ -48,6 +51,9 @@ pub use command::{Command, CommandOutcome};
 pub use error::ElectionError;
 pub use machine::{Election, ElectionConfig};
 pub use message::{ElectionMessage, GossipMessage, PriorityMessage};
+pub use setting::{
+    GossipSetting, PrioritySetting, RaftSetting, Setting, SettingProblem, StaticSetting, millis,
+};
 pub use state::{FencingToken, HardState};
 pub use status::{ElectionStatus, ModeStatus};
 

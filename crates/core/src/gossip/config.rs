@@ -1,11 +1,12 @@
 //! The settings of the gossip election: Fabric's four timings and its static leadership switch
-//! (GOS-1..5).
+//! (GOS-1..5), and their rules ([`GossipConfig::validate`], each problem under the
+//! [`GossipSetting`] it concerns).
 
 use std::time::Duration;
 
 use conclave_protocol::PeerId;
 
-use crate::election::ElectionError;
+use crate::election::{ElectionError, GossipSetting, SettingProblem, millis};
 
 /// Fabric's `peer.gossip.election.startupGracePeriod` default.
 pub const DEFAULT_STARTUP_GRACE_PERIOD: Duration = Duration::from_secs(15);
@@ -105,36 +106,41 @@ impl GossipConfig {
         self.leader_alive_threshold + self.leader_election_duration
     }
 
-    /// Every problem with these settings, in one error.
+    /// Every problem with these settings, in one error, each under the setting it concerns.
     pub fn validate(&self) -> Result<(), ElectionError> {
         let mut problems = Vec::new();
-        for (key, value) in [
-            ("startup_grace_period", self.startup_grace_period),
+        for (setting, value) in [
+            (GossipSetting::StartupGracePeriod, self.startup_grace_period),
             (
-                "membership_sample_interval",
+                GossipSetting::MembershipSampleInterval,
                 self.membership_sample_interval,
             ),
-            ("leader_election_duration", self.leader_election_duration),
+            (
+                GossipSetting::LeaderElectionDuration,
+                self.leader_election_duration,
+            ),
         ] {
             if value.is_zero() {
-                problems.push(format!("gossip {key} must be greater than zero"));
+                problems.push(SettingProblem::new(setting, "must be greater than zero"));
             }
         }
         // The declaration interval is half of it, and must not be zero either.
         if self.leader_alive_threshold < Duration::from_millis(2) {
-            problems.push(format!(
-                "gossip leader_alive_threshold ({:?}) must be at least 2ms: the leader declares \
-                 every half of it",
-                self.leader_alive_threshold
+            problems.push(SettingProblem::new(
+                GossipSetting::LeaderAliveThreshold,
+                format!(
+                    "must be at least 2ms, found {}: the leader declares every half of it",
+                    millis(self.leader_alive_threshold)
+                ),
             ));
         }
         if self.use_leader_election && self.org_leader {
-            problems.push(
-                "gossip use_leader_election and org_leader are both true: a node either takes \
-                 part in the dynamic election or is its organisation's static leader; set \
-                 use_leader_election = false to make this node the static leader"
-                    .to_owned(),
-            );
+            problems.push(SettingProblem::new(
+                GossipSetting::OrgLeader,
+                "is true while use_leader_election is true too: a node either takes part in \
+                 the dynamic election or is its organisation's static leader; set \
+                 use_leader_election = false to make this node the static leader",
+            ));
         }
         if problems.is_empty() {
             Ok(())
@@ -147,6 +153,7 @@ impl GossipConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::election::Setting;
 
     /// GOS-1..3: the defaults are Fabric's (core.yaml `peer.gossip.election`).
     #[test]
@@ -168,9 +175,9 @@ mod tests {
         );
     }
 
-    /// GOS-5: validation lists every problem at once, naming the settings.
+    /// GOS-1..5: validation lists every problem at once, each under the setting it concerns.
     #[test]
-    fn validation_lists_every_problem() {
+    fn validation_lists_every_problem_under_its_setting() {
         let mut config = GossipConfig::new(PeerId::new("a").unwrap()).with_timings(
             Duration::ZERO,
             Duration::ZERO,
@@ -181,18 +188,26 @@ mod tests {
         let Err(ElectionError::InvalidConfig(problems)) = config.validate() else {
             panic!("expected InvalidConfig");
         };
-        assert_eq!(problems.len(), 5, "{problems:?}");
-        for key in [
-            "startup_grace_period",
-            "membership_sample_interval",
-            "leader_election_duration",
-            "leader_alive_threshold",
-            "org_leader",
-        ] {
-            assert!(
-                problems.iter().any(|p| p.contains(key)),
-                "{key}: {problems:?}"
-            );
-        }
+        let settings: Vec<_> = problems.iter().map(|problem| problem.setting).collect();
+        assert_eq!(
+            settings,
+            [
+                GossipSetting::StartupGracePeriod,
+                GossipSetting::MembershipSampleInterval,
+                GossipSetting::LeaderElectionDuration,
+                GossipSetting::LeaderAliveThreshold,
+                GossipSetting::OrgLeader,
+            ]
+            .map(Setting::Gossip),
+            "{problems:?}"
+        );
+        assert_eq!(
+            problems[3].message,
+            "must be at least 2ms, found 1ms: the leader declares every half of it"
+        );
+        assert!(
+            problems[4].message.contains("use_leader_election"),
+            "{problems:?}"
+        );
     }
 }

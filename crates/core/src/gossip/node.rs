@@ -15,7 +15,7 @@ use tracing::{debug, info, warn};
 
 use crate::election::{
     Action, Command, CommandOutcome, ElectionError, ElectionMessage, Event, FencingToken,
-    GossipMessage, HardState, HealthReading, LeaderChangeCause, PeerSignal, Role,
+    GossipMessage, HardState, HealthReading, LeaderChangeCause, Mode, PeerSignal, Role,
 };
 use crate::gossip::config::GossipConfig;
 use crate::rng::SeededRng;
@@ -280,12 +280,15 @@ impl Gossip {
                 self.actions.push_back(Action::PersistAutoElection(enabled));
                 Ok(CommandOutcome::Applied)
             }
-            Command::SetLeader(target) => Err(ElectionError::InvalidConfig(vec![format!(
-                "`leader set {target}` is not available with election.mode = gossip: the lowest \
-                 id wins every election; use `leader resign` on the leader to make it yield, or \
-                 election.mode = static / gossip org_leader to name the leader in the \
-                 configuration"
-            )])),
+            Command::SetLeader(target) => Err(ElectionError::NotOffered {
+                mode: Mode::Gossip,
+                reason: format!(
+                    "`leader set {target}` is not available with election.mode = gossip: the \
+                     lowest id wins every election; use `leader resign` on the leader to make it \
+                     yield, or election.mode = static / gossip org_leader to name the leader in \
+                     the configuration"
+                ),
+            }),
         };
         self.finish();
         outcome
@@ -707,11 +710,13 @@ impl Gossip {
             });
         }
         if !self.config.use_leader_election {
-            return Err(ElectionError::InvalidConfig(vec![
-                "this node leads because gossip org_leader = true with use_leader_election = \
-                 false; leadership moves only by changing that configuration"
+            return Err(ElectionError::NotOffered {
+                mode: Mode::Gossip,
+                reason: "this node leads because gossip org_leader = true with \
+                         use_leader_election = false; leadership moves only by changing that \
+                         configuration"
                     .to_owned(),
-            ]));
+            });
         }
         info!(
             term = self.hard.term,

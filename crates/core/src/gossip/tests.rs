@@ -10,7 +10,8 @@ use conclave_protocol::{Declaration, PeerId, Proposal};
 
 use crate::election::{
     Action, Command, CommandOutcome, ElectionError, ElectionMessage, Event, FencingToken,
-    GossipMessage, HardState, HealthReading, LeaderChangeCause, PeerSignal, Role,
+    GossipMessage, GossipSetting, HardState, HealthReading, LeaderChangeCause, Mode, PeerSignal,
+    Role, Setting,
 };
 use crate::gossip::{Gossip, GossipConfig};
 use crate::rng::SeededRng;
@@ -730,7 +731,7 @@ fn gos5_static_leader_neither_contests_nor_yields() {
     assert_eq!(b.role(), Role::Leader);
     assert!(matches!(
         b.handle_command(secs(3), Command::Resign),
-        Err(ElectionError::InvalidConfig(problems)) if problems[0].contains("org_leader")
+        Err(ElectionError::NotOffered { mode: Mode::Gossip, reason }) if reason.contains("org_leader")
     ));
     assert_eq!(b.role(), Role::Leader);
 }
@@ -774,16 +775,15 @@ fn gos5_static_follower_follows_and_never_proposes() {
 #[test]
 fn commands_set_leader_refused_and_auto_election_switch() {
     let mut a = start("a");
-    let Err(ElectionError::InvalidConfig(problems)) =
-        a.handle_command(secs(0), Command::SetLeader(id("b")))
+    let Err(ElectionError::NotOffered {
+        mode: Mode::Gossip,
+        reason,
+    }) = a.handle_command(secs(0), Command::SetLeader(id("b")))
     else {
         panic!("SetLeader must be refused");
     };
-    assert!(
-        problems[0].contains("election.mode = gossip"),
-        "{problems:?}"
-    );
-    assert!(problems[0].contains("leader resign"), "{problems:?}");
+    assert!(reason.contains("election.mode = gossip"), "{reason}");
+    assert!(reason.contains("leader resign"), "{reason}");
     assert_eq!(drain(&mut a), vec![]);
 
     assert_eq!(
@@ -903,8 +903,11 @@ fn status_reports_the_gossip_detail() {
 fn invalid_config_is_refused() {
     let mut config = GossipConfig::new(id("a"));
     config.org_leader = true;
-    assert!(matches!(
-        Gossip::new(config, HardState::default(), SeededRng::new(1), secs(0)),
-        Err(ElectionError::InvalidConfig(_))
-    ));
+    let Err(ElectionError::InvalidConfig(problems)) =
+        Gossip::new(config, HardState::default(), SeededRng::new(1), secs(0))
+    else {
+        panic!("org_leader with use_leader_election must be refused");
+    };
+    let settings: Vec<_> = problems.iter().map(|problem| problem.setting).collect();
+    assert_eq!(settings, [Setting::Gossip(GossipSetting::OrgLeader)]);
 }

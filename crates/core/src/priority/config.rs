@@ -1,11 +1,12 @@
 //! Settings of the priority election, with seed 002's timing constants as defaults (PRI-2,
-//! PRI-3, PRI-5, PRI-6).
+//! PRI-3, PRI-5, PRI-6), and their rules ([`PriorityConfig::validate`], each problem under the
+//! [`PrioritySetting`] it concerns).
 
 use std::time::Duration;
 
 use conclave_protocol::PeerId;
 
-use crate::election::ElectionError;
+use crate::election::{ElectionError, PrioritySetting, SettingProblem, millis};
 
 /// The settings of one node's priority election.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,37 +80,44 @@ impl PriorityConfig {
             + self.vote_timeout
     }
 
-    /// Every problem with these settings, in one error.
+    /// Every problem with these settings, in one error, each under the setting it concerns.
     pub fn validate(&self) -> Result<(), ElectionError> {
         let mut problems = Vec::new();
-        for (name, value) in [
-            ("discovery_timeout", self.discovery_timeout),
-            ("campaign_timeout", self.campaign_timeout),
-            ("vote_timeout", self.vote_timeout),
-            ("announce_interval", self.announce_interval),
-            ("master_timeout", self.master_timeout),
+        for (setting, value) in [
+            (PrioritySetting::DiscoveryTimeout, self.discovery_timeout),
+            (PrioritySetting::CampaignTimeout, self.campaign_timeout),
+            (PrioritySetting::VoteTimeout, self.vote_timeout),
+            (PrioritySetting::AnnounceInterval, self.announce_interval),
+            (PrioritySetting::MasterTimeout, self.master_timeout),
         ] {
             if value.is_zero() {
-                problems.push(format!("priority {name} must be greater than zero"));
+                problems.push(SettingProblem::new(setting, "must be greater than zero"));
             }
         }
         if self.announce_interval >= self.master_timeout {
-            problems.push(format!(
-                "priority announce_interval ({:?}) must be less than master_timeout ({:?}), or \
-                 followers declare a live master dead",
-                self.announce_interval, self.master_timeout
+            problems.push(SettingProblem::new(
+                PrioritySetting::AnnounceInterval,
+                format!(
+                    "must be less than the master timeout ({} >= {}), or followers declare a \
+                     live master dead",
+                    millis(self.announce_interval),
+                    millis(self.master_timeout)
+                ),
             ));
         }
         if self.battery_percent > 100 {
-            problems.push(format!(
-                "priority battery_percent ({}) must be 0-100",
-                self.battery_percent
+            problems.push(SettingProblem::new(
+                PrioritySetting::BatteryPercent,
+                format!("must be 0-100, found {}", self.battery_percent),
             ));
         }
         if self.low_battery_percent >= 100 {
-            problems.push(format!(
-                "priority low_battery_percent ({}) must be below 100, or every master resigns",
-                self.low_battery_percent
+            problems.push(SettingProblem::new(
+                PrioritySetting::LowBatteryPercent,
+                format!(
+                    "must be below 100, found {}, or every master resigns",
+                    self.low_battery_percent
+                ),
             ));
         }
         if problems.is_empty() {
@@ -123,6 +131,7 @@ impl PriorityConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::election::Setting;
 
     /// PRI-2, PRI-3: the defaults are seed 002's constants, and they validate.
     #[test]
@@ -139,9 +148,10 @@ mod tests {
         assert!(config.validate().is_ok());
     }
 
-    /// Validation names every bad setting at once.
+    /// PRI-2, PRI-3, PRI-5: validation names every bad setting at once, each problem under the
+    /// setting it concerns.
     #[test]
-    fn validation_lists_every_problem() {
+    fn validation_lists_every_problem_under_its_setting() {
         let mut config = PriorityConfig::new(PeerId::new("pod-1").unwrap());
         config.vote_timeout = Duration::ZERO;
         config.announce_interval = Duration::from_secs(5);
@@ -150,8 +160,22 @@ mod tests {
         let ElectionError::InvalidConfig(problems) = config.validate().unwrap_err() else {
             panic!("expected InvalidConfig");
         };
-        assert_eq!(problems.len(), 4, "{problems:?}");
-        assert!(problems[0].contains("vote_timeout"), "{problems:?}");
-        assert!(problems[1].contains("announce_interval"), "{problems:?}");
+        let settings: Vec<_> = problems.iter().map(|problem| problem.setting).collect();
+        assert_eq!(
+            settings,
+            [
+                PrioritySetting::VoteTimeout,
+                PrioritySetting::AnnounceInterval,
+                PrioritySetting::BatteryPercent,
+                PrioritySetting::LowBatteryPercent,
+            ]
+            .map(Setting::Priority),
+            "{problems:?}"
+        );
+        assert_eq!(
+            problems[1].message,
+            "must be less than the master timeout (5000ms >= 3000ms), or followers declare a \
+             live master dead"
+        );
     }
 }

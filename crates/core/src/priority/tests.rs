@@ -13,7 +13,8 @@ use super::*;
 use crate::SeededRng;
 use crate::election::{
     Action, Command, CommandOutcome, ElectionError, ElectionMessage, Event, FencingToken,
-    HardState, HealthReading, LeaderChangeCause, PeerSignal, PriorityMessage, Role,
+    HardState, HealthReading, LeaderChangeCause, PeerSignal, PriorityMessage, PrioritySetting,
+    Role, Setting,
 };
 use crate::time::Instant;
 
@@ -1530,7 +1531,8 @@ fn auto_election_off_stops_campaigning() {
     assert_eq!(node.leader(), Some(id("pod-m")));
 }
 
-/// Construction refuses bad settings, naming them.
+/// Construction refuses bad settings, naming them: a master timeout no longer than the
+/// announce interval is the announce interval's problem.
 #[test]
 fn new_refuses_bad_settings() {
     let bad = PriorityConfig {
@@ -1539,5 +1541,12 @@ fn new_refuses_bad_settings() {
     };
     let err =
         Priority::new(bad, HardState::default(), SeededRng::new(1), Instant::ZERO).unwrap_err();
-    assert!(err.to_string().contains("master_timeout"), "{err}");
+    let ElectionError::InvalidConfig(problems) = &err else {
+        panic!("expected InvalidConfig, got {err}");
+    };
+    assert_eq!(
+        problems.iter().map(|p| p.setting).collect::<Vec<_>>(),
+        [Setting::Priority(PrioritySetting::AnnounceInterval)]
+    );
+    assert!(err.to_string().contains("master timeout"), "{err}");
 }

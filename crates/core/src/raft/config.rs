@@ -1,11 +1,13 @@
-//! Election settings and the two quorum rules (RAFT-2, RAFT-6, RAFT-7).
+//! Raft's election settings, their rules, and the two quorum rules (RAFT-2, RAFT-4, RAFT-6,
+//! RAFT-7). [`RaftConfig::validate`] is the one place raft's timing rules are checked; each
+//! problem names the [`RaftSetting`] it concerns.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use conclave_protocol::PeerId;
 
-use crate::election::ElectionError;
+use crate::election::{ElectionError, RaftSetting, SettingProblem, millis};
 
 /// Who counts towards a quorum (RAFT-6).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,27 +131,42 @@ impl RaftConfig {
         self
     }
 
-    /// Every problem with these settings, in one error.
+    /// Every problem with these settings, in one error, each under the setting it concerns.
     pub fn validate(&self) -> Result<(), ElectionError> {
         let mut problems = Vec::new();
         if self.heartbeat_interval.is_zero() {
-            problems.push("heartbeat interval must be greater than zero".to_owned());
+            problems.push(SettingProblem::new(
+                RaftSetting::HeartbeatInterval,
+                "must be greater than zero",
+            ));
         }
         if self.heartbeat_interval >= self.election_timeout_min {
-            problems.push(format!(
-                "heartbeat interval ({:?}) must be less than the minimum election timeout ({:?})",
-                self.heartbeat_interval, self.election_timeout_min
+            // Followers must hear a heartbeat well within their election timeout (RAFT-4).
+            problems.push(SettingProblem::new(
+                RaftSetting::HeartbeatInterval,
+                format!(
+                    "must be less than the minimum election timeout ({} >= {})",
+                    millis(self.heartbeat_interval),
+                    millis(self.election_timeout_min)
+                ),
             ));
         }
         if self.election_timeout_max < self.election_timeout_min {
-            problems.push(format!(
-                "maximum election timeout ({:?}) must not be below the minimum ({:?})",
-                self.election_timeout_max, self.election_timeout_min
+            problems.push(SettingProblem::new(
+                RaftSetting::ElectionTimeoutMax,
+                format!(
+                    "must not be less than the minimum election timeout ({} < {})",
+                    millis(self.election_timeout_max),
+                    millis(self.election_timeout_min)
+                ),
             ));
         }
         if let QuorumMode::Voters(voters) = &self.quorum {
             if voters.is_empty() {
-                problems.push("voters mode needs at least one voter".to_owned());
+                problems.push(SettingProblem::new(
+                    RaftSetting::Quorum,
+                    "voters mode needs at least one voter",
+                ));
             }
         }
         if problems.is_empty() {
@@ -175,9 +192,10 @@ mod tests {
         assert_eq!(super::majority_threshold(7), 4);
     }
 
-    /// Validation reports every problem at once.
+    /// RAFT-2, RAFT-4, RAFT-6: validation reports every problem at once, each under the
+    /// setting it concerns, with the durations in milliseconds.
     #[test]
-    fn validation_lists_every_problem() {
+    fn validation_lists_every_problem_under_its_setting() {
         let id = PeerId::new("a").unwrap();
         let mut config = RaftConfig::new(id, []);
         config.heartbeat_interval = Duration::from_millis(2000);
@@ -185,7 +203,28 @@ mod tests {
         let ElectionError::InvalidConfig(problems) = config.validate().unwrap_err() else {
             panic!("expected InvalidConfig");
         };
-        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert_eq!(
+            problems,
+            [
+                SettingProblem::new(
+                    RaftSetting::HeartbeatInterval,
+                    "must be less than the minimum election timeout (2000ms >= 1500ms)"
+                ),
+                SettingProblem::new(
+                    RaftSetting::ElectionTimeoutMax,
+                    "must not be less than the minimum election timeout (1000ms < 1500ms)"
+                ),
+                SettingProblem::new(RaftSetting::Quorum, "voters mode needs at least one voter"),
+            ]
+        );
+        config.heartbeat_interval = Duration::ZERO;
+        let ElectionError::InvalidConfig(problems) = config.validate().unwrap_err() else {
+            panic!("expected InvalidConfig");
+        };
+        assert_eq!(
+            problems[0],
+            SettingProblem::new(RaftSetting::HeartbeatInterval, "must be greater than zero")
+        );
         assert!(RaftConfig::new(id, [id]).validate().is_ok());
         assert!(RaftConfig::connected(id).validate().is_ok());
     }

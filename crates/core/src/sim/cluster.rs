@@ -38,7 +38,8 @@ use conclave_protocol::{Body, DropReason, PeerId, ReplayGuard};
 use crate::admission::{Admission, AdmissionAction, AdmissionConfig, FrameHeader, Verdict};
 use crate::election::{
     Action, Command, CommandOutcome, Election, ElectionConfig, ElectionError, ElectionMessage,
-    Event, GossipMessage, HardState, HealthReading, PriorityMessage, Role,
+    Event, GossipMessage, HardState, HealthReading, PriorityMessage, RaftSetting, Role,
+    SettingProblem,
 };
 use crate::gossip::GossipConfig;
 use crate::membership::{
@@ -456,9 +457,10 @@ impl Simulation {
     pub fn new(seed: u64, config: SimConfig) -> Result<Self, ElectionError> {
         config.election.validate()?;
         if config.membership.is_none() && config.is_connected_mode() {
-            return Err(ElectionError::InvalidConfig(vec![
-                "connected quorum mode needs membership".to_owned(),
-            ]));
+            return Err(ElectionError::InvalidConfig(vec![SettingProblem::new(
+                RaftSetting::Quorum,
+                "connected quorum mode needs membership in the simulation",
+            )]));
         }
         let rng = SeededRng::new(seed);
         let network = Network::new(config.nodes, config.network.clone());

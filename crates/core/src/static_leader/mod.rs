@@ -36,7 +36,7 @@ use tracing::{info, warn};
 
 use crate::election::{
     Action, Command, CommandOutcome, ElectionError, Event, FencingToken, HardState, HealthReading,
-    LeaderChangeCause, PeerSignal, Role,
+    LeaderChangeCause, PeerSignal, Role, SettingProblem, StaticSetting,
 };
 use crate::rng::SeededRng;
 use crate::time::Instant;
@@ -62,12 +62,17 @@ impl StaticConfig {
         }
     }
 
-    /// Every problem with the settings.
+    /// Every problem with the settings, each under the setting it concerns.
     pub fn validate(&self) -> Result<(), ElectionError> {
         if !self.members.is_empty() && !self.members.contains(&self.leader) {
-            return Err(ElectionError::InvalidConfig(vec![format!(
-                "the static leader {} is not one of the cluster's voters",
-                self.leader
+            let members: Vec<String> = self.members.iter().map(ToString::to_string).collect();
+            return Err(ElectionError::InvalidConfig(vec![SettingProblem::new(
+                StaticSetting::Leader,
+                format!(
+                    "{} is not one of the members, the nodes that may lead ({})",
+                    self.leader,
+                    members.join(", ")
+                ),
             )]));
         }
         Ok(())
