@@ -111,15 +111,12 @@ pub(crate) fn check_config(file: &Path) -> ExitCode {
         Ok(Loaded { config, .. }) => {
             println!("{}: ok", file.display());
             println!("  node {} in cluster {}", config.node_id, config.cluster_id);
-            println!(
-                "  voters {}",
-                config
-                    .voters
-                    .iter()
-                    .map(|v| v.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
+            if config.voters.is_empty() {
+                println!("  voters none listed (every node heard in the cluster takes part)");
+            } else {
+                let voters: Vec<String> = config.voters.iter().map(ToString::to_string).collect();
+                println!("  voters {}", voters.join(", "));
+            }
             println!("  election {}", election_summary(&config.election));
             if let Some(udp) = &config.udp {
                 println!("  udp {} (peers: {})", udp.listen, udp.peers.len());

@@ -86,6 +86,21 @@ fn conclave_defaults_prints_the_defaults_file_and_it_checks() {
         + &String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{text}");
     assert!(text.contains("node node-1 in cluster default"), "{text}");
+    assert!(text.contains("voters node-1\n"), "{text}");
+
+    // The copy sets every mode's keys to their defaults: switching its mode is accepted, and
+    // with no voters listed, check-config says what that means in this mode.
+    let output = Command::new(env!("CARGO_BIN_EXE_conclave"))
+        .arg("check-config")
+        .arg(&file)
+        .env("CONCLAVE__ELECTION__MODE", "gossip")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("election gossip"), "{text}");
+    assert!(text.contains("voters none listed"), "{text}");
 }
 
 /// The unit runs the node the way it was built to run.

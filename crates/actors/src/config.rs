@@ -7,8 +7,9 @@
 //! checked by the core's own `validate()`; nothing here holds a second copy of it. The node
 //! builder trusts the result and never re-validates; tests build it directly.
 //!
-//! This is the one module outside the core that names raft's own types ([`raft_config`]):
-//! raft's configuration is built here from `[election.raft]` (issue 9's "Done when").
+//! This is the one module outside the core that names raft's own types ([`raft_config`], and
+//! `raft_defaults`, which `[election.raft]`'s defaults are read from): raft's configuration is
+//! built here from `[election.raft]` (issue 9's "Done when").
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
