@@ -11,13 +11,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use conclave_actors::config::{
-    AdminConfig, HealthConfig, HooksConfig, MetricsConfig, NodeConfig, Quorum,
-};
 use conclave_actors::events::LeaderChange;
 use conclave_actors::memory::MemoryHub;
 use conclave_actors::metrics::NodeMetrics;
 use conclave_actors::node::{Node, NodeBuilder, NodeHandle, NodeStatus};
+use conclave_config::{AdminConfig, HealthConfig, HooksConfig, MetricsConfig, NodeConfig, Quorum};
 use conclave_core::MembershipConfig;
 use conclave_core::election::{ElectionConfig, ElectionStatus, LeaderChangeCause, Mode, Role};
 use conclave_core::raft::{QuorumMode, RaftConfig};
@@ -431,8 +429,8 @@ impl RadioCluster {
             )
             .expect("a virtual serial port");
             let mut config = node_config(name, names, &options, &dir.path().join(name));
-            config.espnow = Some(conclave_actors::config::EspNowLinkConfig {
-                port: conclave_actors::config::DonglePort::Device(port.path().to_path_buf()),
+            config.espnow = Some(conclave_config::EspNowLinkConfig {
+                port: conclave_config::DonglePort::Device(port.path().to_path_buf()),
                 baud: 921_600,
                 channel: 1,
                 pmk: None,
@@ -550,8 +548,8 @@ pub fn drain_leader_changes(
 /// A hook command that writes its `CONCLAVE_*` variables to
 /// `dir/<node>-<hook>-<term>-<cause>` through a temporary name, so a file that exists is
 /// complete.
-pub fn dump_env_hook(dir: &Path) -> conclave_actors::config::HookCommand {
-    conclave_actors::config::HookCommand::Shell(format!(
+pub fn dump_env_hook(dir: &Path) -> conclave_config::HookCommand {
+    conclave_config::HookCommand::Shell(format!(
         "f='{}'/\"$CONCLAVE_NODE_ID-$CONCLAVE_HOOK-$CONCLAVE_TERM-$CONCLAVE_CAUSE\"; \
          env | grep ^CONCLAVE_ > \"$f.tmp\" && mv \"$f.tmp\" \"$f\"",
         dir.display()

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use conclave_actors::config::Quorum;
 use conclave_actors::events::Received;
+use conclave_config::Quorum;
 use conclave_core::election::{Command, CommandOutcome, Role};
 use conclave_protocol::{AuthKey, ClusterId, Envelope, FrameCodec, RequestVote};
 use conclave_tests::{ClusterOptions, MemoryCluster, TEST_PSK, id, test_log};

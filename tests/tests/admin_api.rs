@@ -15,9 +15,9 @@ use conclave_actors::admin::api::{
     ReadyAnswer, StatusAnswer,
 };
 use conclave_actors::admin::{AdminOptions, admin_routes};
-use conclave_actors::config::{AdminConfig, Quorum};
 use conclave_actors::events::unix_millis;
 use conclave_actors::node::NodeHandle;
+use conclave_config::{AdminConfig, Quorum};
 use conclave_tests::{ClusterOptions, MemoryCluster, test_log};
 use serde_json::{Value, json};
 

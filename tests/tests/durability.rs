@@ -11,10 +11,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use conclave_actors::config::Quorum;
 use conclave_actors::memory::MemoryHub;
 use conclave_actors::node::{Node, NodeBuilder, NodeError};
 use conclave_actors::wal::{WAL_FILE_NAME, WalError, WalRecord, read_records};
+use conclave_config::Quorum;
 use conclave_core::election::{Command, CommandOutcome, ModeStatus, Role};
 use conclave_tests::{ClusterOptions, MemoryCluster, id, node_config, test_log};
 

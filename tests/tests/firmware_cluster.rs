@@ -13,8 +13,8 @@ mod firmware_support;
 
 use std::time::Duration;
 
-use conclave_actors::config::{DonglePort, EspNowLinkConfig, Quorum};
 use conclave_actors::node::{Node, NodeBuilder, NodeHandle};
+use conclave_config::{DonglePort, EspNowLinkConfig, Quorum};
 use conclave_core::election::Role;
 use conclave_tests::{ClusterOptions, node_config, test_log};
 use firmware_support::{AirAddress, Firmware, skip_without_python};

@@ -7,9 +7,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use conclave_actors::config::Quorum;
 use conclave_actors::memory::{MemoryFrame, MemoryHub};
 use conclave_actors::node::{Node, NodeBuilder};
+use conclave_config::Quorum;
 use conclave_core::LinkAddr;
 use conclave_core::election::{ElectionConfig, Role};
 use conclave_protocol::{

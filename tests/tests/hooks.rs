@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use conclave_actors::config::{HookCommand, HooksConfig, Quorum};
+use conclave_config::{HookCommand, HooksConfig, Quorum};
 use conclave_tests::{ClusterOptions, MemoryCluster, test_log};
 
 const BOUND: Duration = Duration::from_secs(10);

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use conclave_actors::config::{HooksConfig, Quorum};
+use conclave_config::{HooksConfig, Quorum};
 use conclave_core::election::{
     Command, CommandOutcome, ElectionConfig, ElectionError, LeaderChangeCause, Mode, ModeStatus,
     Role,

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use conclave_actors::config::{HealthConfig, HealthSource, NodeConfig, Quorum};
+use conclave_config::{HealthConfig, HealthSource, NodeConfig, Quorum};
 use conclave_core::election::{ElectionConfig, ModeStatus};
 use conclave_core::priority::PriorityConfig;
 use conclave_tests::{RadioCluster, test_log};

@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use conclave_actors::config::Quorum;
 use conclave_actors::events::{EventSubscription, NodeEvent, Received};
+use conclave_config::Quorum;
 use conclave_core::election::Role;
 use conclave_tests::{RadioCluster, id, test_log};
 

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use conclave_actors::config::Quorum;
 use conclave_actors::node::NodeBuilder;
+use conclave_config::Quorum;
 use conclave_core::election::{
     Command, CommandOutcome, ElectionConfig, ElectionError, LeaderChangeCause, Mode, ModeStatus,
     Role,

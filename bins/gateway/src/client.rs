@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use conclave_actors::admin::api::{DEADLINE_HEADER, ErrorAnswer};
 use conclave_actors::events::unix_millis;
-use conclave_actors::settings::admin_url;
+use conclave_config::settings::admin_url;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 

@@ -35,10 +35,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
-use conclave_actors::config::NodeConfig;
 use conclave_actors::events::{NodeEvent, Received};
 use conclave_actors::node::{Node, NodeBuilder, virtual_mac};
-use conclave_actors::settings::Settings;
+use conclave_config::NodeConfig;
+use conclave_config::settings::Settings;
 use conclave_core::election::{Mode, ModeStatus, Role};
 use conclave_espnow::{Air, Mac, VirtualDongleConfig, VirtualSerialPort};
 use conclave_protocol::PeerId;
@@ -1086,7 +1086,7 @@ async fn interactive_loop(mut demo: Demo, mut events: mpsc::UnboundedReceiver<St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use conclave_actors::config::{DonglePort, HealthSource};
+    use conclave_config::{DonglePort, HealthSource};
     use conclave_core::election::ElectionConfig;
     use conclave_core::gossip::GossipConfig;
     use conclave_core::priority::PriorityConfig;

@@ -51,7 +51,7 @@ fn main() -> ExitCode {
         Commands::Man => generated::man(),
         Commands::CheckConfig { file } => run::check_config(&file),
         Commands::Defaults => {
-            print!("{}", conclave_actors::settings::defaults_toml());
+            print!("{}", conclave_config::settings::defaults_toml());
             ExitCode::SUCCESS
         }
         Commands::Wal {

@@ -29,9 +29,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use conclave_actors::config::NodeConfig;
 use conclave_actors::node::NodeHandle;
-use conclave_actors::settings::{ConfigWarning, Settings};
+use conclave_config::NodeConfig;
+use conclave_config::settings::{ConfigWarning, Settings};
 use serde_json::Value;
 use tracing::{error, info, warn};
 

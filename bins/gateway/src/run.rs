@@ -27,9 +27,9 @@ use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::Duration;
 
-use conclave_actors::config::NodeConfig;
 use conclave_actors::node::{Node, NodeBuilder, NodeError, NodeHandle};
-use conclave_actors::settings::{ConfigWarning, Settings};
+use conclave_config::NodeConfig;
+use conclave_config::settings::{ConfigWarning, Settings};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 use tracing::{debug, error, info, warn};

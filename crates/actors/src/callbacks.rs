@@ -135,7 +135,8 @@
 //! The hook runner is started the same way, on its own subscription:
 //!
 //! ```no_run
-//! # use conclave_actors::{callbacks::CallbackActor, config::HooksConfig};
+//! # use conclave_actors::callbacks::CallbackActor;
+//! # use conclave_config::HooksConfig;
 //! # use conclave_actors::{events::EventBus, metrics::NodeMetrics};
 //! # use conclave_protocol::PeerId;
 //! # actix_rt::System::new().block_on(async {
@@ -161,11 +162,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, error, warn};
 
-use crate::config::{HookCommand, HooksConfig};
 use crate::events::{
     BusProgress, EventSubscription, LeaderChange, NodeEvent, PeerChange, Received,
 };
 use crate::metrics::NodeMetrics;
+use conclave_config::{HookCommand, HooksConfig};
 
 /// Runs one hook may have pending before the oldest are dropped.
 pub const HOOK_QUEUE_CAPACITY: usize = 64;

@@ -30,9 +30,9 @@ use tokio::io::AsyncReadExt;
 use tracing::{debug, warn};
 
 use crate::callbacks::{GroupKillOnDrop, process_group, process_of};
-use crate::config::{HealthConfig, HealthSource, HookCommand};
 use crate::messages::HealthUpdate;
 use crate::metrics::NodeMetrics;
+use conclave_config::{HealthConfig, HealthSource, HookCommand};
 
 /// The most output of a health command (or bytes of a health file) read; more is an error.
 pub const OUTPUT_LIMIT: usize = 4096;

@@ -22,13 +22,12 @@
 //! No election decision is taken here: the actors feed inputs to `conclave-core`, carry out
 //! its actions in order (a `Persist` is durable before anything after it happens), arm one
 //! timer each from `poll_timeout`, and record metrics. [`node::NodeBuilder`] starts and wires
-//! them from a validated [`config::NodeConfig`]; [`settings`] produces that from the
-//! configuration files.
+//! them from a validated `NodeConfig`, which conclave-config produces from the configuration
+//! files.
 
 pub mod admin;
 pub mod callbacks;
 pub mod clock;
-pub mod config;
 pub mod election;
 pub mod events;
 pub mod health;
@@ -38,6 +37,5 @@ pub mod messages;
 pub mod metrics;
 pub mod node;
 mod process_metrics;
-pub mod settings;
 pub mod transport;
 pub mod wal;

@@ -24,8 +24,6 @@ use tracing::{info, warn};
 
 use crate::callbacks::{CallbackActor, ReplaceHooks, SettleHooks};
 use crate::clock::NodeClock;
-use crate::config::NodeConfig;
-use crate::config::{DonglePort, EspNowLinkConfig};
 use crate::election::{
     ElectionActor, ElectionCommand, ElectionOutputs, GetElectionStatus, GetHistory, LeaveElection,
 };
@@ -38,6 +36,8 @@ use crate::transport::{
     ConnectReceivers, DongleReport, Drain, EspNowLink, GetDongle, GetRoutes, Links, TransportActor,
 };
 use crate::wal::{CloseWal, HistoryRecord, InlineWalActor, Persist, WalActor, WalError, WalFile};
+use conclave_config::NodeConfig;
+use conclave_config::{DonglePort, EspNowLinkConfig};
 
 /// Why a node could not start or answer.
 #[derive(Debug, thiserror::Error)]
@@ -659,7 +659,10 @@ impl NodeHandle {
     }
 
     /// Replaces the hook commands and their timeout from the next run on (a reload).
-    pub async fn replace_hooks(&self, hooks: crate::config::HooksConfig) -> Result<(), NodeError> {
+    pub async fn replace_hooks(
+        &self,
+        hooks: conclave_config::HooksConfig,
+    ) -> Result<(), NodeError> {
         self.inner
             .callbacks
             .send(ReplaceHooks(hooks))
@@ -671,7 +674,7 @@ impl NodeHandle {
     /// once.
     pub async fn replace_health(
         &self,
-        health: crate::config::HealthConfig,
+        health: conclave_config::HealthConfig,
     ) -> Result<(), NodeError> {
         self.inner
             .health

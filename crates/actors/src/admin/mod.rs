@@ -97,11 +97,11 @@ pub use self::limits::{
     RESERVED_DESCRIPTORS, bind_listener, fit_bounds, open_files_soft_limit, raise_open_files_limit,
 };
 use self::limits::{OpenCount, Refusal, Slot};
-use crate::config::AdminConfig;
 use crate::events::{Received, unix_millis};
 use crate::metrics::NodeMetrics;
 use crate::node::{NodeError, NodeHandle, NodeStatus};
 use crate::wal::HistoryRecord;
+use conclave_config::AdminConfig;
 
 /// How often the event stream sends a comment line so proxies keep it open, and so a stream
 /// whose reader has gone is noticed.

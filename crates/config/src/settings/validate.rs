@@ -30,8 +30,8 @@ use conclave_core::static_leader::StaticConfig;
 use conclave_protocol::{AuthKey, ClusterId, IdError, MAX_TAG_LEN, MIN_TAG_LEN, PeerId};
 
 use super::{ConfigProblem, ConfigWarning, HookEntry, Settings};
-use crate::config::{
-    self, AdminConfig, DonglePort, EspNowLinkConfig, HealthConfig, HealthSource, HookCommand,
+use crate::{
+    AdminConfig, DonglePort, EspNowLinkConfig, HealthConfig, HealthSource, HookCommand,
     HooksConfig, MetricsConfig, NodeConfig, Quorum, UdpLinkConfig,
 };
 
@@ -348,7 +348,7 @@ impl Settings {
         let alone = [id];
         let electorate = voters.filter(|voters| !voters.is_empty()).unwrap_or(&alone);
         let config =
-            config::raft_config(id, quorum?, electorate, raft, priority?, self.election.auto);
+            crate::raft_config(id, quorum?, electorate, raft, priority?, self.election.auto);
         f.core_problems(config.validate())?;
         Some(config)
     }

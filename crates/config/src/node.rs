@@ -162,8 +162,8 @@ impl AdminConfig {
 }
 
 impl Default for AdminConfig {
-    /// The API off, no token, no peers known, the default bounds (those of
-    /// `config/default.toml`: `settings::tests::code_defaults_equal_the_built_in_defaults`).
+    /// The API off, no token, no peers known, the default bounds (which the settings declare
+    /// as `[admin]`'s defaults).
     fn default() -> Self {
         Self {
             listen: None,
@@ -210,7 +210,7 @@ pub struct HooksConfig {
 }
 
 impl Default for HooksConfig {
-    /// No hooks and `config/default.toml`'s timeout (a settings test keeps the two equal).
+    /// No hooks, and the timeout the settings declare as `hooks.timeout_ms`'s default.
     fn default() -> Self {
         Self {
             on_leader: Vec::new(),
@@ -223,7 +223,7 @@ impl Default for HooksConfig {
 }
 
 /// `[health]`: where this node's own health readings come from (PRI-1's battery, RAFT-10's
-/// priority). See `crate::health` for what a file or a command's output holds.
+/// priority). See `conclave_actors::health` for what a file or a command's output holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealthConfig {
     /// `source`, with its `file` or `command`.
@@ -258,8 +258,8 @@ impl HealthConfig {
 }
 
 impl Default for HealthConfig {
-    /// A fixed 100 %: a gateway on mains; `config/default.toml`'s `[health]` (a settings
-    /// test keeps the two equal).
+    /// A fixed 100 %: a gateway on mains; the settings declare these as `[health]`'s
+    /// defaults.
     fn default() -> Self {
         Self {
             source: HealthSource::Fixed,

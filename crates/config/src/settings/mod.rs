@@ -9,7 +9,7 @@
 //! 3. environment variables `CONCLAVE__<SECTION>__<KEY>`.
 //!
 //! [`Settings::validate`] then turns the settings into the typed
-//! [`NodeConfig`](crate::config::NodeConfig) the node runs with, or returns every problem at
+//! [`NodeConfig`](crate::NodeConfig) the node runs with, or returns every problem at
 //! once, each naming its key (`election.raft.heartbeat_ms: must be less than the minimum
 //! election timeout (500ms >= 400ms)`), so that `conclave check-config` shows a config's
 //! mistakes in one go rather than one per run. Warnings (valid but probably unintended
@@ -44,7 +44,7 @@
 //! a copy of them) is a problem naming the key, its mode and the configured one (issue 9,
 //! item 8). The rules the election cores check themselves (each mode's `validate()`) are
 //! reported under the key whose
-//! setting they name. `[health]` (the battery and priority readings, [`crate::health`]) is
+//! setting they name. `[health]` (the battery and priority readings, `conclave_actors::health`) is
 //! read in every mode.
 //!
 //! # Files named by the configuration
@@ -75,7 +75,7 @@ use conclave_protocol::{DEFAULT_TAG_LEN, PeerId};
 use config::{Config, ConfigError, File, FileFormat, Source};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{AdminConfig, HealthConfig, HooksConfig, raft_defaults};
+use crate::{AdminConfig, HealthConfig, HooksConfig, raft_defaults};
 
 pub use self::schema::{ENV_PREFIX, ENV_SEPARATOR};
 pub use self::validate::{MAX_ADMIN_CONNECTIONS, MAX_MILLIS, admin_url};
@@ -429,7 +429,7 @@ pub struct PrioritySection {
     pub force_master: bool = priority_defaults().force_master,
 }
 
-/// `[health]`: this node's battery and priority readings (`crate::health`).
+/// `[health]`: this node's battery and priority readings (`conclave_actors::health`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HealthSection {
@@ -588,9 +588,9 @@ pub struct LogSection {
 }
 
 /// One item of a hook list (and `health.command`), as written: the very type the node runs,
-/// [`HookCommand`](crate::config::HookCommand), read untagged (a string or an array);
+/// [`HookCommand`](crate::HookCommand), read untagged (a string or an array);
 /// validation refuses the empty ones.
-pub use crate::config::HookCommand as HookEntry;
+pub use crate::HookCommand as HookEntry;
 
 impl Settings {
     /// Defaults, then `file` if given, then the process environment (`CONCLAVE__…`).

@@ -12,7 +12,7 @@ use conclave_protocol::{AuthKey, DEFAULT_TAG_LEN, PeerId};
 
 use super::schema::KEYS;
 use super::*;
-use crate::config::{
+use crate::{
     AdminConfig, DonglePort, HealthConfig, HealthSource, HookCommand, HooksConfig, NodeConfig,
 };
 use conclave_core::gossip::GossipConfig;
@@ -20,7 +20,7 @@ use conclave_core::priority::PriorityConfig;
 use conclave_core::static_leader::StaticConfig;
 
 /// The raft configuration of a node in raft mode (its type is named only where it is built,
-/// `crate::config`).
+/// `crate::node`).
 macro_rules! raft_of {
     ($config:expr) => {
         match &$config.election {
@@ -2171,7 +2171,7 @@ fn a_data_dir_that_is_a_file_is_a_problem() {
 /// Issue 9, item 7: every key is declared once, with its default and its doc lines, in the
 /// section structs; `config/default.toml` is what they write (`conclave check-config
 /// --print-defaults`), so the file, the defaults and the docs cannot drift apart. Regenerate it
-/// with `CONCLAVE_WRITE_DEFAULTS=1 cargo test -p conclave-actors defaults_file`.
+/// with `CONCLAVE_WRITE_DEFAULTS=1 cargo test -p conclave-config defaults_file`.
 #[test]
 fn defaults_file_is_written_from_the_declarations() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/default.toml");
@@ -2182,8 +2182,8 @@ fn defaults_file_is_written_from_the_declarations() {
     let on_disk = std::fs::read_to_string(&path).unwrap();
     assert!(
         on_disk == written,
-        "config/default.toml differs from the declarations in crates/actors/src/settings/mod.rs; \
-         regenerate it with CONCLAVE_WRITE_DEFAULTS=1 cargo test -p conclave-actors defaults_file"
+        "config/default.toml differs from the declarations in crates/config/src/settings/mod.rs; \
+         regenerate it with CONCLAVE_WRITE_DEFAULTS=1 cargo test -p conclave-config defaults_file"
     );
 }
 
