@@ -373,8 +373,9 @@ async fn gos_admin_leader_set_refusal_names_the_mode_not_the_settings() {
 
 /// GOS-5, issue 9 item 8, through the admin API the CLI calls: with `use_leader_election =
 /// false`, the org leader (`org_leader = true`, here `a`) refuses `leader resign` — its
-/// leadership is configuration, so the core refuses the Yield — and the admin API answers 400
-/// saying the gossip election refused it and naming both settings, with the fencing token; a
+/// leadership is configuration, so the core refuses the Yield — and the admin API answers 409
+/// (as static mode's leader's refusal is answered) naming both settings, with the fencing
+/// token; a
 /// follower's `leader resign` is refused with 409 naming `a`. Past a whole failover budget
 /// afterwards `a` still leads in the same epoch, and neither `a` nor a follower published any
 /// leader change.
@@ -416,9 +417,9 @@ async fn gos5_static_org_leader_refuses_resign_and_keeps_leading() {
         .await
         .unwrap()
         .unwrap_err();
-    assert!(
-        refused.to_string().contains("org_leader = true"),
-        "{refused}"
+    assert_eq!(
+        refused,
+        ElectionError::OrgLeaderCannotResign { leader: id("a") }
     );
     // The admin API's answer to it.
     let (status, refusal) = admin_refusal(
@@ -427,9 +428,9 @@ async fn gos5_static_org_leader_refuses_resign_and_keeps_leading() {
         serde_json::json!({}),
     )
     .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{refusal:?}");
+    assert_eq!(status, StatusCode::CONFLICT, "{refusal:?}");
     for part in [
-        "a: refused by the gossip election",
+        "a: a leads because gossip",
         "org_leader = true",
         "use_leader_election = false",
     ] {

@@ -802,7 +802,8 @@ async fn run_command(state: &AdminState, command: Command) -> Result<CommandAnsw
         Err(err) => {
             let code = match err {
                 ElectionError::NotLeader { .. }
-                | ElectionError::StaticLeaderCannotResign { .. } => StatusCode::CONFLICT,
+                | ElectionError::StaticLeaderCannotResign { .. }
+                | ElectionError::OrgLeaderCannotResign { .. } => StatusCode::CONFLICT,
                 ElectionError::Quarantined
                 | ElectionError::Abstaining
                 | ElectionError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
@@ -813,8 +814,10 @@ async fn run_command(state: &AdminState, command: Command) -> Result<CommandAnsw
                 | ElectionError::OtherMode { .. }
                 | ElectionError::StaticModeElectsNobody => StatusCode::BAD_REQUEST,
             };
-            // A verb the mode does not offer (gossip's `leader set`, a static org leader's
-            // `leader resign`) is `NotOffered`, which says so by the mode's name.
+            // A verb the mode does not offer (gossip's `leader set`) is `NotOffered` (400),
+            // which says so by the mode's name; a leader by configuration (static, a gossip
+            // org leader) refusing `leader resign` is a conflict with this node's state (409),
+            // as a follower's refusal is.
             let message = format!("{node_id}: {err}");
             let mut answer = ErrorAnswer::new(message);
             if let ElectionError::NotLeader { leader } = err {

@@ -75,6 +75,15 @@ pub enum ElectionError {
         /// This node, the static leader.
         leader: PeerId,
     },
+    /// `leader resign` on a gossip org leader (GOS-5): its leadership is configuration, as
+    /// the static leader's is, and is refused the same way.
+    #[error(
+        "{leader} leads because gossip org_leader = true with use_leader_election = false, and          cannot resign; leadership moves only by changing that configuration"
+    )]
+    OrgLeaderCannotResign {
+        /// This node, the org leader.
+        leader: PeerId,
+    },
 }
 
 /// The problems, each as `setting: message`, joined with `; `.

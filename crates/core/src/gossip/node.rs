@@ -710,12 +710,8 @@ impl Gossip {
             });
         }
         if !self.config.use_leader_election {
-            return Err(ElectionError::NotOffered {
-                mode: Mode::Gossip,
-                reason: "this node leads because gossip org_leader = true with \
-                         use_leader_election = false; leadership moves only by changing that \
-                         configuration"
-                    .to_owned(),
+            return Err(ElectionError::OrgLeaderCannotResign {
+                leader: self.config.id,
             });
         }
         info!(

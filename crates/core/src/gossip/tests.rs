@@ -731,7 +731,7 @@ fn gos5_static_leader_neither_contests_nor_yields() {
     assert_eq!(b.role(), Role::Leader);
     assert!(matches!(
         b.handle_command(secs(3), Command::Resign),
-        Err(ElectionError::NotOffered { mode: Mode::Gossip, reason }) if reason.contains("org_leader")
+        Err(ElectionError::OrgLeaderCannotResign { leader }) if leader == id("b")
     ));
     assert_eq!(b.role(), Role::Leader);
 }
