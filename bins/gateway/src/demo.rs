@@ -38,7 +38,7 @@ use std::time::{Duration, SystemTime};
 use conclave_actors::events::{NodeEvent, Received};
 use conclave_actors::node::{Node, NodeBuilder, virtual_mac};
 use conclave_config::NodeConfig;
-use conclave_config::settings::Settings;
+use conclave_config::settings::{Settings, toml_string};
 use conclave_core::election::{Mode, ModeStatus, Role};
 use conclave_espnow::{Air, Mac, VirtualDongleConfig, VirtualSerialPort};
 use conclave_protocol::PeerId;
@@ -152,24 +152,6 @@ election_timeout_max_ms = 800
 "#
         }
     }
-}
-
-/// `text` as a TOML basic string.
-fn toml_string(text: &str) -> String {
-    let mut quoted = String::with_capacity(text.len() + 2);
-    quoted.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => quoted.push_str("\\\""),
-            '\\' => quoted.push_str("\\\\"),
-            c if c.is_control() => {
-                let _ = write!(quoted, "\\u{:04X}", u32::from(c));
-            }
-            c => quoted.push(c),
-        }
-    }
-    quoted.push('"');
-    quoted
 }
 
 /// A path as a TOML string; the demo's paths are its own temporary directory's, so UTF-8.

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -39,6 +40,19 @@ fn seconds(value: &str) -> u64 {
     value.trim_end_matches('s').parse().unwrap()
 }
 
+/// `conclave check-config FILE` with `env` set: whether it passed, and what it printed.
+fn check_config(file: &Path, env: &[(&str, &OsStr)]) -> (bool, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_conclave"))
+        .arg("check-config")
+        .arg(file)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    (output.status.success(), text)
+}
+
 /// The configuration to start from passes every check (with a key file of the test's own:
 /// `/etc/conclave/psk` does not exist here).
 #[test]
@@ -46,15 +60,11 @@ fn the_packaged_configuration_passes_check_config() {
     let dir = tempfile::tempdir().unwrap();
     let psk = dir.path().join("psk");
     std::fs::write(&psk, format!("{}\n", "ab".repeat(32))).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_conclave"))
-        .arg("check-config")
-        .arg(packaging("conclave.toml"))
-        .env("CONCLAVE__CLUSTER__PSK_FILE", &psk)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{text}");
+    let (passed, text) = check_config(
+        &packaging("conclave.toml"),
+        &[("CONCLAVE__CLUSTER__PSK_FILE", psk.as_os_str())],
+    );
+    assert!(passed, "{text}");
     assert!(text.contains("node gw-a in cluster site-1"), "{text}");
     assert!(!text.contains("not authenticated"), "{text}");
 }
@@ -77,28 +87,15 @@ fn conclave_defaults_prints_the_defaults_file_and_it_checks() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("conclave.toml");
     std::fs::write(&file, &printed).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_conclave"))
-        .arg("check-config")
-        .arg(&file)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{text}");
+    let (passed, text) = check_config(&file, &[]);
+    assert!(passed, "{text}");
     assert!(text.contains("node node-1 in cluster default"), "{text}");
     assert!(text.contains("voters node-1\n"), "{text}");
 
     // The copy sets every mode's keys to their defaults: switching its mode is accepted, and
     // with no voters listed, check-config says what that means in this mode.
-    let output = Command::new(env!("CARGO_BIN_EXE_conclave"))
-        .arg("check-config")
-        .arg(&file)
-        .env("CONCLAVE__ELECTION__MODE", "gossip")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{text}");
+    let (passed, text) = check_config(&file, &[("CONCLAVE__ELECTION__MODE", OsStr::new("gossip"))]);
+    assert!(passed, "{text}");
     assert!(text.contains("election gossip"), "{text}");
     assert!(text.contains("voters none listed"), "{text}");
 }

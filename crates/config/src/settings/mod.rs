@@ -77,7 +77,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{AdminConfig, HealthConfig, HooksConfig, raft_defaults};
 
-pub use self::schema::{ENV_PREFIX, ENV_SEPARATOR};
+pub use self::schema::{ENV_PREFIX, ENV_SEPARATOR, toml_string};
 pub use self::validate::{MAX_ADMIN_CONNECTIONS, MAX_MILLIS, admin_url};
 
 /// The first lines of the defaults file, before the sections.

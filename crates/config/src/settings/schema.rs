@@ -145,8 +145,9 @@ impl TomlValue for super::HookEntry {
     }
 }
 
-/// A TOML basic string: quoted, with `"`, `\` and control characters escaped.
-fn toml_string(text: &str) -> String {
+/// `text` as a TOML basic string: quoted, with `"`, `\` and control characters escaped (for
+/// writing configuration text, as the defaults file and the demo do).
+pub fn toml_string(text: &str) -> String {
     let mut quoted = String::with_capacity(text.len() + 2);
     quoted.push('"');
     for c in text.chars() {
