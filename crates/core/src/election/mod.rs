@@ -37,6 +37,7 @@ mod command;
 mod error;
 mod machine;
 mod message;
+mod outbox;
 mod setting;
 mod state;
 mod status;
@@ -51,6 +52,7 @@ pub use command::{Command, CommandOutcome};
 pub use error::ElectionError;
 pub use machine::{Election, ElectionConfig};
 pub use message::{ElectionMessage, GossipMessage, PriorityMessage};
+pub(crate) use outbox::{Outbox, Published};
 pub use setting::{
     GossipSetting, PrioritySetting, RaftSetting, Setting, SettingProblem, StaticSetting, millis,
 };

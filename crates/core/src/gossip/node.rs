@@ -8,14 +8,15 @@
 //! - events are queued after the messages of the same input, and a change of `(term, leader)`
 //!   is published once per input, after it was persisted.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 use conclave_protocol::{Declaration, PeerId, Proposal};
 use tracing::{debug, info, warn};
 
 use crate::election::{
     Action, Command, CommandOutcome, ElectionError, ElectionMessage, Event, FencingToken,
-    GossipMessage, HardState, HealthReading, LeaderChangeCause, Mode, PeerSignal, Role,
+    GossipMessage, HardState, HealthReading, LeaderChangeCause, Mode, Outbox, PeerSignal,
+    Published, Role,
 };
 use crate::gossip::config::GossipConfig;
 use crate::rng::SeededRng;
@@ -54,8 +55,6 @@ pub struct Gossip {
     /// `term` is the leadership epoch of the leader this node follows or is (the fencing
     /// token's term); `vote` is that epoch's leader as far as this node knows.
     hard: HardState,
-    /// The last hard state handed out in `Action::Persist`.
-    persisted: HardState,
     /// The highest epoch any message showed; a new leader takes one above it.
     highest_epoch_seen: u64,
 
@@ -77,13 +76,8 @@ pub struct Gossip {
     /// Messages ignored because their sender was outside the membership view.
     ignored_outside_view: u64,
 
-    actions: VecDeque<Action>,
-    /// Events of the input being handled; queued after its messages.
-    pending_events: Vec<Event>,
-    published_role: Role,
-    published_phase: &'static str,
-    /// `(term, leader)` last published; `None` once "no leader" was published.
-    published_leader: Option<(u64, PeerId)>,
+    /// What this node decided and its driver has not taken yet (RAFT-1, RAFT-9).
+    outbox: Outbox,
     /// The cause of the latest leader change inside the current input.
     leader_cause: LeaderChangeCause,
 }
@@ -116,7 +110,6 @@ impl Gossip {
         let gossip = Self {
             auto_election: config.auto_election,
             hard: restored,
-            persisted: restored,
             highest_epoch_seen: restored.term,
             role: Role::Follower,
             phase: Phase::Starting {
@@ -131,11 +124,7 @@ impl Gossip {
             leaderless_since: Some(now),
             rivals_reported: BTreeSet::new(),
             ignored_outside_view: 0,
-            actions: VecDeque::new(),
-            pending_events: Vec::new(),
-            published_role: Role::Follower,
-            published_phase: "starting",
-            published_leader: None,
+            outbox: Outbox::new(restored, Role::Follower, "starting"),
             leader_cause: LeaderChangeCause::LeaderHeard,
             config,
         };
@@ -277,7 +266,7 @@ impl Gossip {
             Command::Resign => self.yield_leadership(now),
             Command::EnableAutoElection(enabled) => {
                 self.auto_election = enabled;
-                self.actions.push_back(Action::PersistAutoElection(enabled));
+                self.outbox.push(Action::PersistAutoElection(enabled));
                 Ok(CommandOutcome::Applied)
             }
             Command::SetLeader(target) => Err(ElectionError::NotOffered {
@@ -304,7 +293,7 @@ impl Gossip {
         if matches!(self.phase, Phase::Quarantined) {
             // Out of the election already: nothing to hand over, only the answer.
             self.phase = Phase::Stopped;
-            self.actions.push_back(Action::Stopped);
+            self.outbox.push(Action::Stopped);
             return;
         }
         if self.role == Role::Leader {
@@ -319,7 +308,7 @@ impl Gossip {
         self.phase = Phase::Stopped;
         self.finish();
         // Gossip hands nothing over: the step-down above is all there is, so it is done.
-        self.actions.push_back(Action::Stopped);
+        self.outbox.push(Action::Stopped);
     }
 
     /// Membership learned that this node's id is a live duplicate (MEM-3): leave the election
@@ -343,7 +332,7 @@ impl Gossip {
     /// The next thing the driver must do, in order.
     #[must_use]
     pub fn poll_action(&mut self) -> Option<Action> {
-        self.actions.pop_front()
+        self.outbox.poll()
     }
 
     /// When [`Gossip::handle_timeout`] must be called next; `None` when nothing is pending.
@@ -529,7 +518,7 @@ impl Gossip {
     fn on_rival_declaration(&mut self, now: Instant, from: PeerId, epoch: u64) {
         if self.rivals_reported.insert(from) {
             warn!(%from, epoch, own = self.hard.term, "another leader declared itself");
-            self.pending_events.push(Event::SplitBrain {
+            self.outbox.publish(Event::SplitBrain {
                 term: self.hard.term,
                 known: self.config.id,
                 other: from,
@@ -631,7 +620,7 @@ impl Gossip {
             deadline: now + self.config.leader_election_duration,
         };
         self.broadcast(self.own_proposal());
-        self.pending_events.push(Event::ElectionStarted {
+        self.outbox.publish(Event::ElectionStarted {
             term: epoch,
             phase: "proposal",
         });
@@ -673,7 +662,7 @@ impl Gossip {
         self.proposals.clear();
         self.take_epoch(now, cause);
         if cause == LeaderChangeCause::VoteWon {
-            self.pending_events.push(Event::ElectionWon {
+            self.outbox.publish(Event::ElectionWon {
                 term: self.hard.term,
                 duration: won_after.unwrap_or_default(),
             });
@@ -742,53 +731,25 @@ impl Gossip {
     }
 
     fn send(&mut self, to: PeerId, message: GossipMessage) {
-        self.flush_hard_state();
-        self.actions.push_back(Action::Send {
-            to,
-            message: ElectionMessage::Gossip(message),
-        });
+        self.outbox
+            .send(self.hard, to, ElectionMessage::Gossip(message));
     }
 
     fn broadcast(&mut self, message: GossipMessage) {
-        self.flush_hard_state();
-        self.actions.push_back(Action::Broadcast {
-            message: ElectionMessage::Gossip(message),
-        });
-    }
-
-    fn flush_hard_state(&mut self) {
-        if self.hard != self.persisted {
-            self.persisted = self.hard;
-            self.actions.push_back(Action::Persist(self.hard));
-        }
+        self.outbox
+            .broadcast(self.hard, ElectionMessage::Gossip(message));
     }
 
     /// Ends every input: what changed is persisted, then published.
     fn finish(&mut self) {
-        self.flush_hard_state();
-        let events = std::mem::take(&mut self.pending_events);
-        self.actions.extend(events.into_iter().map(Action::Publish));
-        let phase = self.phase();
-        if self.role != self.published_role || phase != self.published_phase {
-            self.published_role = self.role;
-            self.published_phase = phase;
-            self.actions.push_back(Action::Publish(Event::RoleChanged {
-                term: self.hard.term,
-                role: self.role,
-                phase,
-            }));
-        }
-        let observed = self.leader.map(|leader| (self.hard.term, leader));
-        if observed != self.published_leader {
-            self.published_leader = observed;
-            self.actions
-                .push_back(Action::Publish(Event::LeaderChanged {
-                    term: self.hard.term,
-                    leader: self.leader,
-                    role: self.role,
-                    cause: self.leader_cause,
-                }));
-        }
+        self.outbox.persist(self.hard);
+        self.outbox.finish(Published {
+            term: self.hard.term,
+            role: self.role,
+            phase: self.phase(),
+            leader: self.leader,
+            cause: self.leader_cause,
+        });
     }
 }
 

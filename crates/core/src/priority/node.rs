@@ -7,7 +7,7 @@
 //! - events follow the messages of the same input; a change of master (or of its round) is
 //!   published once per input as [`Event::LeaderChanged`], after the persist it depends on.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use conclave_protocol::{
@@ -18,7 +18,8 @@ use tracing::{debug, info, warn};
 
 use crate::election::{
     Action, Command, CommandOutcome, ElectionError, ElectionMessage, Event, FencingToken,
-    HardState, HealthReading, LeaderChangeCause, PeerSignal, PriorityMessage, Role,
+    HardState, HealthReading, LeaderChangeCause, Outbox, PeerSignal, PriorityMessage, Published,
+    Role,
 };
 use crate::priority::config::PriorityConfig;
 use crate::priority::score::{Claim, battery_of, priority_score, signal_strength};
@@ -81,7 +82,6 @@ pub struct Priority {
     /// `term` is the round: the highest this node has seen or used. `manual_override` is
     /// `Some(self)` while a `SetLeader` command forces this node.
     hard: HardState,
-    persisted: HardState,
     state: PriorityState,
     /// When the current state's timer fires (not used by a master).
     deadline: Option<Instant>,
@@ -113,11 +113,9 @@ pub struct Priority {
     reported_split: Option<(PeerId, u64)>,
     /// The low-battery resignation found no successor; said once, not every reading.
     low_battery_noted: bool,
-    actions: VecDeque<Action>,
-    pending_events: Vec<Event>,
+    /// What this node decided and its driver has not taken yet (RAFT-1, RAFT-9).
+    outbox: Outbox,
     leader_cause: LeaderChangeCause,
-    published_leader: Option<(u64, PeerId)>,
-    published_state: PriorityState,
 }
 
 impl Priority {
@@ -154,7 +152,6 @@ impl Priority {
             started: now,
             last_now: now,
             hard,
-            persisted: restored,
             state: PriorityState::Idle,
             deadline: Some(now + start_delay),
             next_announce: now,
@@ -172,11 +169,12 @@ impl Priority {
             stopped: false,
             reported_split: None,
             low_battery_noted: false,
-            actions: VecDeque::new(),
-            pending_events: Vec::new(),
+            outbox: Outbox::new(
+                restored,
+                PriorityState::Idle.role(),
+                PriorityState::Idle.label(),
+            ),
             leader_cause: LeaderChangeCause::ElectionTimeout,
-            published_leader: None,
-            published_state: PriorityState::Idle,
             config,
         })
     }
@@ -321,7 +319,7 @@ impl Priority {
         self.finish();
         // The MasterResign naming the successor went out above; priority mode waits for no
         // answer to it (PRI-5), so the node is done.
-        self.actions.push_back(Action::Stopped);
+        self.outbox.push(Action::Stopped);
     }
 
     /// Membership learned that this node's id is a live duplicate (MEM-3): leave the
@@ -351,7 +349,7 @@ impl Priority {
     /// The next thing the driver must do, in order.
     #[must_use]
     pub fn poll_action(&mut self) -> Option<Action> {
-        self.actions.pop_front()
+        self.outbox.poll()
     }
 
     /// When [`Priority::handle_timeout`] must be called next; `None` when nothing is pending.
@@ -575,7 +573,7 @@ impl Priority {
             round: candidate.round,
         };
         self.send(from, PriorityMessage::Vote(vote));
-        self.pending_events.push(Event::VoteCast {
+        self.outbox.publish(Event::VoteCast {
             term: candidate.round,
             candidate: from,
             granted: accept,
@@ -704,7 +702,7 @@ impl Priority {
         if self.reported_split != Some((theirs.id, round)) {
             self.reported_split = Some((theirs.id, round));
             warn!(other = %theirs.id, round, "another master announces; resolving by priority");
-            self.pending_events.push(Event::SplitBrain {
+            self.outbox.publish(Event::SplitBrain {
                 term: round,
                 known: self.config.id,
                 other: theirs.id,
@@ -924,7 +922,7 @@ impl Priority {
             }
             Command::EnableAutoElection(enabled) => {
                 self.auto_election = enabled;
-                self.actions.push_back(Action::PersistAutoElection(enabled));
+                self.outbox.push(Action::PersistAutoElection(enabled));
                 if !enabled
                     && matches!(
                         self.state,
@@ -976,7 +974,7 @@ impl Priority {
     fn become_master(&mut self, now: Instant, cause: LeaderChangeCause) {
         if cause == LeaderChangeCause::VoteWon {
             let since = self.lost_at.unwrap_or(now);
-            self.pending_events.push(Event::ElectionWon {
+            self.outbox.publish(Event::ElectionWon {
                 term: self.hard.term + 1,
                 duration: now.saturating_duration_since(since),
             });
@@ -1084,7 +1082,7 @@ impl Priority {
         });
         let delay = self.config.discovery_timeout + jitter(&mut self.rng, self.config.jitter_max);
         self.deadline = Some(now + delay);
-        self.pending_events.push(Event::ElectionStarted {
+        self.outbox.publish(Event::ElectionStarted {
             term: self.hard.term,
             phase: "discovery",
         });
@@ -1242,51 +1240,25 @@ impl Priority {
 
     fn send(&mut self, to: PeerId, message: PriorityMessage) {
         // Whatever round the message carries is durable first (CB-5).
-        self.flush_hard_state();
-        self.actions.push_back(Action::Send {
-            to,
-            message: ElectionMessage::Priority(message),
-        });
+        self.outbox
+            .send(self.hard, to, ElectionMessage::Priority(message));
     }
 
     fn broadcast(&mut self, message: PriorityMessage) {
-        self.flush_hard_state();
-        self.actions.push_back(Action::Broadcast {
-            message: ElectionMessage::Priority(message),
-        });
-    }
-
-    fn flush_hard_state(&mut self) {
-        if self.hard != self.persisted {
-            self.persisted = self.hard;
-            self.actions.push_back(Action::Persist(self.hard));
-        }
+        self.outbox
+            .broadcast(self.hard, ElectionMessage::Priority(message));
     }
 
     /// Ends an input: persist, then publish what changed, once.
     fn finish(&mut self) {
-        self.flush_hard_state();
-        let events = std::mem::take(&mut self.pending_events);
-        self.actions.extend(events.into_iter().map(Action::Publish));
-        if self.state != self.published_state {
-            self.published_state = self.state;
-            self.actions.push_back(Action::Publish(Event::RoleChanged {
-                term: self.term(),
-                role: self.state.role(),
-                phase: self.state.label(),
-            }));
-        }
-        let observed = self.master.map(|master| (master.round, master.id));
-        if observed != self.published_leader {
-            self.published_leader = observed;
-            self.actions
-                .push_back(Action::Publish(Event::LeaderChanged {
-                    term: self.term(),
-                    leader: self.leader(),
-                    role: self.state.role(),
-                    cause: self.leader_cause,
-                }));
-        }
+        self.outbox.persist(self.hard);
+        self.outbox.finish(Published {
+            term: self.term(),
+            role: self.state.role(),
+            phase: self.state.label(),
+            leader: self.leader(),
+            cause: self.leader_cause,
+        });
     }
 }
 

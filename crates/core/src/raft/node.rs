@@ -84,7 +84,7 @@
 //! for at least two maximum election timeouts and until it has heard every peer membership
 //! reports connected; that mode promises no single leader per term across partitions anyway.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 use conclave_protocol::{
     AppendEntries, AppendResp, ConflictHint, LeaderAssign, PeerId, RequestVote, TimeoutNow, Vote,
@@ -93,7 +93,7 @@ use tracing::{debug, info, warn};
 
 use crate::election::{
     Action, Command, CommandOutcome, ElectionError, ElectionMessage, Event, FencingToken,
-    HardState, HealthReading, LeaderChangeCause, PeerSignal, Role,
+    HardState, HealthReading, LeaderChangeCause, Outbox, PeerSignal, Published, Role,
 };
 use crate::raft::config::{QuorumMode, RaftConfig, majority_threshold};
 use crate::raft::message::RaftMessage;
@@ -202,8 +202,6 @@ pub struct Raft {
     rng: SeededRng,
 
     hard: HardState,
-    /// The last hard state handed out in `Action::Persist`.
-    persisted: HardState,
 
     /// Where it stands; [`Phase::role`] is the role every mode shares.
     phase: Phase,
@@ -242,12 +240,8 @@ pub struct Raft {
     match_index: BTreeMap<PeerId, u64>,
     transfer: Option<Transfer>,
 
-    actions: VecDeque<Action>,
-    /// Events of the input being handled; queued after its messages.
-    pending_events: Vec<Event>,
-    published_phase: Phase,
-    /// `(term, leader)` last published; `None` once "no leader" was published.
-    published_leader: Option<(u64, PeerId)>,
+    /// What this node decided and its driver has not taken yet (RAFT-1, RAFT-9).
+    outbox: Outbox,
     /// The cause of the latest leader change inside the current input.
     leader_cause: LeaderChangeCause,
     /// While handling one input: the peer this leader was handing over to, and why, so the
@@ -306,7 +300,6 @@ impl Raft {
             config,
             rng,
             hard: restored,
-            persisted: restored,
             phase: Phase::Follower,
             leader: None,
             last_log,
@@ -327,10 +320,7 @@ impl Raft {
             recent_active: BTreeSet::new(),
             match_index: BTreeMap::new(),
             transfer: None,
-            actions: VecDeque::new(),
-            pending_events: Vec::new(),
-            published_phase: Phase::Follower,
-            published_leader: None,
+            outbox: Outbox::new(restored, Phase::Follower.role(), Phase::Follower.label()),
             leader_cause: LeaderChangeCause::ElectionTimeout,
             handover: None,
             transfer_campaign: false,
@@ -576,7 +566,7 @@ impl Raft {
     /// The next thing the driver must do, in order.
     #[must_use]
     pub fn poll_action(&mut self) -> Option<Action> {
-        self.actions.pop_front()
+        self.outbox.poll()
     }
 
     /// When [`Raft::handle_timeout`] must be called next; `None` when nothing is pending.
@@ -785,7 +775,7 @@ impl Raft {
                         priority: self.priority,
                     }),
                 );
-                self.pending_events.push(Event::VoteCast {
+                self.outbox.publish(Event::VoteCast {
                     term: request.term,
                     candidate: request.candidate,
                     granted: false,
@@ -845,7 +835,7 @@ impl Raft {
                 priority: self.priority,
             }),
         );
-        self.pending_events.push(Event::VoteCast {
+        self.outbox.publish(Event::VoteCast {
             term: request.term,
             candidate: request.candidate,
             granted,
@@ -918,7 +908,7 @@ impl Raft {
                 // Two leaders in one term: expected in `connected` mode after a partition
                 // heals, impossible in `voters` mode. Either way the larger id stays, so
                 // every node converges on the same leader.
-                self.pending_events.push(Event::SplitBrain {
+                self.outbox.publish(Event::SplitBrain {
                     term,
                     known: self.config.id,
                     other: from,
@@ -934,7 +924,7 @@ impl Raft {
             }
             Phase::Follower => match self.leader {
                 Some(known) if known != from => {
-                    self.pending_events.push(Event::SplitBrain {
+                    self.outbox.publish(Event::SplitBrain {
                         term,
                         known,
                         other: from,
@@ -1265,13 +1255,12 @@ impl Raft {
             self.hard.vote = None;
         }
         let term = self.hard.term;
-        self.persisted = self.hard;
         if term == 0 {
             // Nobody votes in term 0: nothing can have been forgotten.
-            self.actions.push_back(Action::Persist(self.hard));
+            self.outbox.persist_again(self.hard, Action::Persist);
         } else {
             self.vote_floor = Some(term);
-            self.actions.push_back(Action::PersistAmnesic(self.hard));
+            self.outbox.persist_again(self.hard, Action::PersistAmnesic);
         }
         self.reset_election_timer(now);
         info!(
@@ -1293,7 +1282,7 @@ impl Raft {
             Command::EnableAutoElection(enabled) => {
                 self.auto_election = enabled;
                 // RAFT-8: the operator's choice outlives a restart.
-                self.actions.push_back(Action::PersistAutoElection(enabled));
+                self.outbox.push(Action::PersistAutoElection(enabled));
                 if enabled && self.leader.is_none() && self.hard.manual_override.is_some() {
                     // The pinned leader is gone and automatic election is back: lift the pin.
                     info!("automatic election enabled; manual override cleared");
@@ -1498,7 +1487,7 @@ impl Raft {
             if now >= transfer.deadline {
                 warn!(target = %transfer.target, "leadership transfer timed out");
                 self.transfer = None;
-                self.pending_events.push(Event::TransferAborted {
+                self.outbox.publish(Event::TransferAborted {
                     target: transfer.target,
                 });
                 if self.shutdown.is_some() {
@@ -1579,7 +1568,7 @@ impl Raft {
         };
         self.reset_election_timer(now);
         debug!(term, pre_vote, "campaign started");
-        self.pending_events.push(Event::ElectionStarted {
+        self.outbox.publish(Event::ElectionStarted {
             term,
             phase: if pre_vote { "pre_vote" } else { "election" },
         });
@@ -1615,7 +1604,7 @@ impl Raft {
         self.phase = Phase::Leader;
         let term = self.hard.term;
         if let Some(started) = self.election_started_at {
-            self.pending_events.push(Event::ElectionWon {
+            self.outbox.publish(Event::ElectionWon {
                 term,
                 duration: now.saturating_duration_since(started),
             });
@@ -1679,7 +1668,9 @@ impl Raft {
             Some((target, handover_cause)) if target == leader => handover_cause,
             _ => cause,
         };
-        if self.leader != Some(leader) || self.published_leader != Some((self.hard.term, leader)) {
+        if self.leader != Some(leader)
+            || self.outbox.published_leader() != Some((self.hard.term, leader))
+        {
             self.leader_cause = cause;
         }
         self.leader = Some(leader);
@@ -1854,7 +1845,7 @@ impl Raft {
     fn send(&mut self, to: PeerId, message: RaftMessage) {
         // RAFT-1: whatever this message says about term or vote is durable first.
         self.flush_hard_state();
-        self.actions.push_back(Action::Send {
+        self.outbox.push(Action::Send {
             to,
             message: ElectionMessage::Raft(message),
         });
@@ -1866,42 +1857,25 @@ impl Raft {
         if self.abstention.is_some() {
             return;
         }
-        if self.hard != self.persisted {
-            self.persisted = self.hard;
-            let action = if self.vote_floor.is_some_and(|floor| self.hard.term <= floor) {
-                Action::PersistAmnesic(self.hard)
-            } else {
-                Action::Persist(self.hard)
-            };
-            self.actions.push_back(action);
-        }
+        let kind = if self.vote_floor.is_some_and(|floor| self.hard.term <= floor) {
+            Action::PersistAmnesic
+        } else {
+            Action::Persist
+        };
+        self.outbox.persist_as(self.hard, kind);
     }
 
     /// Ends an input: persist, then publish what changed, once (RAFT-9).
     fn finish(&mut self) {
         self.handover = None;
         self.flush_hard_state();
-        let events = std::mem::take(&mut self.pending_events);
-        self.actions.extend(events.into_iter().map(Action::Publish));
-        if self.phase != self.published_phase {
-            self.published_phase = self.phase;
-            self.actions.push_back(Action::Publish(Event::RoleChanged {
-                term: self.hard.term,
-                role: self.phase.role(),
-                phase: self.phase.label(),
-            }));
-        }
-        let observed = self.leader.map(|leader| (self.hard.term, leader));
-        if observed != self.published_leader {
-            self.published_leader = observed;
-            self.actions
-                .push_back(Action::Publish(Event::LeaderChanged {
-                    term: self.hard.term,
-                    leader: self.leader,
-                    role: self.phase.role(),
-                    cause: self.leader_cause,
-                }));
-        }
+        self.outbox.finish(Published {
+            term: self.hard.term,
+            role: self.phase.role(),
+            phase: self.phase.label(),
+            leader: self.leader,
+            cause: self.leader_cause,
+        });
         if matches!(self.shutdown, Some(Shutdown::Leaving { .. })) && self.phase != Phase::Leader {
             // Stepped down because the successor's campaign reached it: stay (answering its
             // votes) until it is heard leading; any other way out stops at once.
@@ -1917,7 +1891,7 @@ impl Raft {
     fn stop_leaving(&mut self) {
         if matches!(self.shutdown, Some(Shutdown::Leaving { .. })) {
             self.shutdown = Some(Shutdown::Stopped);
-            self.actions.push_back(Action::Stopped);
+            self.outbox.push(Action::Stopped);
         }
     }
 }

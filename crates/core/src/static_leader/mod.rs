@@ -29,14 +29,14 @@
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 
 use conclave_protocol::PeerId;
 use tracing::{info, warn};
 
 use crate::election::{
-    Action, Command, CommandOutcome, ElectionError, Event, FencingToken, HardState, HealthReading,
-    LeaderChangeCause, PeerSignal, Role, SettingProblem, StaticSetting,
+    Action, Command, CommandOutcome, ElectionError, FencingToken, HardState, HealthReading,
+    LeaderChangeCause, Outbox, PeerSignal, Published, Role, SettingProblem, StaticSetting,
 };
 use crate::rng::SeededRng;
 use crate::time::Instant;
@@ -101,8 +101,6 @@ pub struct StaticStatus {
 pub struct StaticLeader {
     config: StaticConfig,
     hard: HardState,
-    /// The last hard state handed out in `Action::Persist`.
-    persisted: HardState,
     /// Peers membership reports connected (never this node).
     connected: BTreeSet<PeerId>,
     /// MEM-3: this node's id is a live duplicate; it takes no part.
@@ -114,10 +112,7 @@ pub struct StaticLeader {
     found_before: bool,
     /// Why the leader changed, for the next publication.
     cause: LeaderChangeCause,
-    actions: VecDeque<Action>,
-    published_role: Role,
-    /// `(epoch, leader)` last published; `None` once "no leader" was published.
-    published_leader: Option<(u64, PeerId)>,
+    outbox: Outbox,
 }
 
 impl StaticLeader {
@@ -154,15 +149,12 @@ impl StaticLeader {
         let mut node = Self {
             config,
             hard,
-            persisted: restored,
             connected: BTreeSet::new(),
             quarantined: false,
             stopped: false,
             found_before: false,
             cause: LeaderChangeCause::Configured,
-            actions: VecDeque::new(),
-            published_role: Role::Follower,
-            published_leader: None,
+            outbox: Outbox::new(restored, Role::Follower, Role::Follower.label()),
         };
         node.finish();
         Ok(node)
@@ -257,7 +249,7 @@ impl StaticLeader {
         self.stopped = true;
         self.cause = LeaderChangeCause::Shutdown;
         self.finish();
-        self.actions.push_back(Action::Stopped);
+        self.outbox.push(Action::Stopped);
     }
 
     /// Membership learned that this node's id is a live duplicate (MEM-3): leave for good.
@@ -277,7 +269,7 @@ impl StaticLeader {
     /// The next thing the driver must do, in order.
     #[must_use]
     pub fn poll_action(&mut self) -> Option<Action> {
-        self.actions.pop_front()
+        self.outbox.poll()
     }
 
     /// Static mode sets no timer.
@@ -378,33 +370,18 @@ impl StaticLeader {
 
     /// Ends an input: persist, then publish what changed, once.
     fn finish(&mut self) {
-        if self.hard != self.persisted {
-            self.persisted = self.hard;
-            self.actions.push_back(Action::Persist(self.hard));
-        }
+        self.outbox.persist(self.hard);
         let role = self.role();
-        if role != self.published_role {
-            self.published_role = role;
-            self.actions.push_back(Action::Publish(Event::RoleChanged {
-                term: self.hard.term,
-                role,
-                phase: role.label(),
-            }));
-        }
         let leader = self.leader();
         if leader.is_some() && self.assigned() == self.config.id {
             self.found_before = true;
         }
-        let observed = leader.map(|leader| (self.hard.term, leader));
-        if observed != self.published_leader {
-            self.published_leader = observed;
-            self.actions
-                .push_back(Action::Publish(Event::LeaderChanged {
-                    term: self.hard.term,
-                    leader,
-                    role,
-                    cause: self.cause,
-                }));
-        }
+        self.outbox.finish(Published {
+            term: self.hard.term,
+            role,
+            phase: role.label(),
+            leader,
+            cause: self.cause,
+        });
     }
 }

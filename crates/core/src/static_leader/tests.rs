@@ -5,7 +5,7 @@ use conclave_protocol::{PeerId, Vote};
 
 use super::*;
 use crate::election::{
-    Election, ElectionConfig, ElectionMessage, ElectionStatus, Mode, ModeStatus,
+    Election, ElectionConfig, ElectionMessage, ElectionStatus, Event, Mode, ModeStatus,
 };
 use crate::raft::RaftMessage;
 

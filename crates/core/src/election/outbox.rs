@@ -1,0 +1,238 @@
+//! The queue of actions every election mode fills, and the two ordering rules they all keep
+//! (RAFT-1, RAFT-9).
+//!
+//! - **Durable first.** A message is queued only after the hard state it may depend on: the
+//!   [`Outbox::send`] and [`Outbox::broadcast`] of a mode queue a `Persist` of the hard state
+//!   they are given first, when it differs from the last one persisted. (Raft, whose persisting
+//!   has rules of its own — an abstaining node persists nothing, an amnesic one marks it —
+//!   persists through [`Outbox::persist_as`] and queues its messages with [`Outbox::push`].)
+//! - **Published once, after what made it true.** An input's events are published when the
+//!   input ends ([`Outbox::finish`]), after its persist; then a `RoleChanged` if the role or
+//!   phase differs from the last one published, and a `LeaderChanged` if the leader (with its
+//!   term: the fencing token) differs from the last one published, each exactly once.
+
+use std::collections::VecDeque;
+
+use conclave_protocol::PeerId;
+
+use super::{Action, ElectionMessage, Event, HardState, LeaderChangeCause, Role};
+
+/// What a mode has decided and its driver has not yet taken, with what was last persisted and
+/// published. See the [module docs](self).
+#[derive(Debug)]
+pub(crate) struct Outbox {
+    actions: VecDeque<Action>,
+    /// The hard state of the last persist action queued (or restored at start).
+    persisted: HardState,
+    /// Events of the input being handled, published when it ends.
+    events: Vec<Event>,
+    /// The role and phase the last `RoleChanged` said (or the starting ones).
+    published_role: (Role, &'static str),
+    /// The `(term, leader)` the last `LeaderChanged` named.
+    published_leader: Option<(u64, PeerId)>,
+}
+
+impl Outbox {
+    /// An empty outbox for a machine that starts from the durable `restored` state, in `role`
+    /// and `phase`, knowing no leader.
+    pub(crate) fn new(restored: HardState, role: Role, phase: &'static str) -> Self {
+        Self {
+            actions: VecDeque::new(),
+            persisted: restored,
+            events: Vec::new(),
+            published_role: (role, phase),
+            published_leader: None,
+        }
+    }
+
+    /// Queues `Persist(hard)` unless `hard` is what was persisted last.
+    pub(crate) fn persist(&mut self, hard: HardState) {
+        self.persist_as(hard, Action::Persist);
+    }
+
+    /// Queues `kind(hard)` unless `hard` is what was persisted last.
+    pub(crate) fn persist_as(&mut self, hard: HardState, kind: fn(HardState) -> Action) {
+        if hard != self.persisted {
+            self.persist_again(hard, kind);
+        }
+    }
+
+    /// Queues `kind(hard)` whatever was persisted before (raft's end of an abstention, which
+    /// persists a state it never wrote).
+    pub(crate) fn persist_again(&mut self, hard: HardState, kind: fn(HardState) -> Action) {
+        self.persisted = hard;
+        self.actions.push_back(kind(hard));
+    }
+
+    /// Queues `message` to `to`, after a persist of `hard` if it changed.
+    pub(crate) fn send(&mut self, hard: HardState, to: PeerId, message: ElectionMessage) {
+        self.persist(hard);
+        self.actions.push_back(Action::Send { to, message });
+    }
+
+    /// Queues `message` to every peer, after a persist of `hard` if it changed.
+    pub(crate) fn broadcast(&mut self, hard: HardState, message: ElectionMessage) {
+        self.persist(hard);
+        self.actions.push_back(Action::Broadcast { message });
+    }
+
+    /// Queues an action that depends on no hard state (`PersistAutoElection`, `Stopped`, or a
+    /// message whose persist the mode queued itself).
+    pub(crate) fn push(&mut self, action: Action) {
+        self.actions.push_back(action);
+    }
+
+    /// Records an event of the current input, published when it ends.
+    pub(crate) fn publish(&mut self, event: Event) {
+        self.events.push(event);
+    }
+
+    /// The `(term, leader)` the last `LeaderChanged` named.
+    pub(crate) fn published_leader(&self) -> Option<(u64, PeerId)> {
+        self.published_leader
+    }
+
+    /// Ends an input (after the mode's last persist): its events, then the role and the
+    /// leader where they changed since they were last published.
+    pub(crate) fn finish(&mut self, now: Published) {
+        let events = std::mem::take(&mut self.events);
+        self.actions.extend(events.into_iter().map(Action::Publish));
+        if (now.role, now.phase) != self.published_role {
+            self.published_role = (now.role, now.phase);
+            self.actions.push_back(Action::Publish(Event::RoleChanged {
+                term: now.term,
+                role: now.role,
+                phase: now.phase,
+            }));
+        }
+        let observed = now.leader.map(|leader| (now.term, leader));
+        if observed != self.published_leader {
+            self.published_leader = observed;
+            self.actions
+                .push_back(Action::Publish(Event::LeaderChanged {
+                    term: now.term,
+                    leader: now.leader,
+                    role: now.role,
+                    cause: now.cause,
+                }));
+        }
+    }
+
+    /// The next action for the driver, in order.
+    pub(crate) fn poll(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+}
+
+/// Where a machine stands at the end of an input: what [`Outbox::finish`] publishes when it
+/// changed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Published {
+    /// The term (epoch, round).
+    pub(crate) term: u64,
+    /// The role.
+    pub(crate) role: Role,
+    /// The mode's phase label.
+    pub(crate) phase: &'static str,
+    /// The leader known, if any.
+    pub(crate) leader: Option<PeerId>,
+    /// Why the leader is what it is (published with a change of it).
+    pub(crate) cause: LeaderChangeCause,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(name: &str) -> PeerId {
+        PeerId::new(name).unwrap()
+    }
+
+    fn standing(term: u64, role: Role, leader: Option<PeerId>) -> Published {
+        Published {
+            term,
+            role,
+            phase: role.label(),
+            leader,
+            cause: LeaderChangeCause::VoteWon,
+        }
+    }
+
+    fn drain(outbox: &mut Outbox) -> Vec<Action> {
+        std::iter::from_fn(|| outbox.poll()).collect()
+    }
+
+    /// RAFT-1: a message that follows a change of the hard state leaves after its persist; an
+    /// unchanged hard state is not persisted again.
+    #[test]
+    fn a_message_leaves_after_the_hard_state_it_depends_on() {
+        let mut outbox = Outbox::new(HardState::default(), Role::Follower, "follower");
+        let voted = HardState {
+            term: 2,
+            vote: Some(id("a")),
+            ..HardState::default()
+        };
+        let message = ElectionMessage::Gossip(crate::election::GossipMessage::Declaration(
+            conclave_protocol::Declaration { epoch: 2 },
+        ));
+        outbox.send(voted, id("b"), message.clone());
+        outbox.broadcast(voted, message.clone());
+        assert_eq!(
+            drain(&mut outbox),
+            vec![
+                Action::Persist(voted),
+                Action::Send {
+                    to: id("b"),
+                    message: message.clone()
+                },
+                Action::Broadcast { message },
+            ]
+        );
+    }
+
+    /// RAFT-9: an input's events come out when it ends, after its persist; the role and the
+    /// leader are published once per change, never repeated.
+    #[test]
+    fn role_and_leader_are_published_once_per_change() {
+        let mut outbox = Outbox::new(HardState::default(), Role::Follower, "follower");
+        let started = Event::ElectionStarted {
+            term: 1,
+            phase: "election",
+        };
+        outbox.publish(started.clone());
+        outbox.persist(HardState {
+            term: 1,
+            ..HardState::default()
+        });
+        outbox.finish(standing(1, Role::Leader, Some(id("a"))));
+        let actions = drain(&mut outbox);
+        assert!(matches!(actions[0], Action::Persist(_)), "{actions:?}");
+        assert_eq!(actions[1], Action::Publish(started));
+        assert!(
+            matches!(
+                actions[2],
+                Action::Publish(Event::RoleChanged {
+                    role: Role::Leader,
+                    ..
+                })
+            ),
+            "{actions:?}"
+        );
+        assert!(
+            matches!(
+                actions[3],
+                Action::Publish(Event::LeaderChanged { term: 1, .. })
+            ),
+            "{actions:?}"
+        );
+        assert_eq!(actions.len(), 4);
+        outbox.finish(standing(1, Role::Leader, Some(id("a"))));
+        assert_eq!(drain(&mut outbox), vec![]);
+        // The same leader in a later term is a new fencing token: published again.
+        outbox.finish(standing(2, Role::Leader, Some(id("a"))));
+        assert!(matches!(
+            drain(&mut outbox)[..],
+            [Action::Publish(Event::LeaderChanged { term: 2, .. })]
+        ));
+    }
+}
