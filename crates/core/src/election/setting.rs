@@ -2,7 +2,7 @@
 //!
 //! Every mode's `validate()` reports each broken rule as a [`SettingProblem`]: the [`Setting`]
 //! it concerns, typed, and a message in the core's words. Whoever reads the settings from a
-//! file (the actors' settings) maps each [`Setting`] to its own key with an exhaustive `match`,
+//! file (conclave-config's settings) maps each [`Setting`] to its own key with an exhaustive `match`,
 //! so a setting added here is a compile error there until it has a key, and no problem is
 //! matched to a key by searching its text.
 //!
