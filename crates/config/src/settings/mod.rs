@@ -84,8 +84,9 @@ pub use self::validate::{MAX_ADMIN_CONNECTIONS, MAX_MILLIS, admin_url};
 const DEFAULTS_HEADER: &str = "\
 # conclave built-in defaults (DESIGN §9).
 #
-# This file is compiled into the binary: it is the bottom layer of every configuration, so
-# conclave starts without it on disk. On top of it come the file given with `--config`, then
+# The binary carries this text (`conclave defaults` prints it; it is written from the key
+# declarations in crates/config): it is the bottom layer of every configuration, so conclave
+# starts without it on disk. On top of it come the file given with `--config`, then
 # environment variables. Every key is listed here with its default; a file only needs the keys
 # it changes. An unknown key anywhere is reported as a problem, so a typo never passes silently.
 #

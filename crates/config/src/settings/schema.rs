@@ -6,7 +6,8 @@
 //! every unknown key and every mistyped value with its full key, and leaves them out, so the
 //! layer below supplies the value and the remaining keys can still be validated. [`KEYS`] is
 //! not written by hand: it is read off the serde structs themselves, which [`sections!`]
-//! declares, so the table and the structs cannot disagree (issue 9, item 7).
+//! declares, so the table and the structs cannot disagree (issue 9, item 7). The same
+//! declarations write the defaults file ([`DefaultsFile`]): each key's default and doc line.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
