@@ -19,6 +19,7 @@ use serde::Serialize;
 
 use crate::cli::{Cli, ClusterCommand, Commands, LeaderCommand, Switch};
 use crate::client::{AdminClient, ClientError};
+use crate::output::{out, outln};
 use crate::render;
 
 /// Runs a client command; the exit code.
@@ -106,11 +107,11 @@ fn dispatch(cli: &Cli, client: &AdminClient, command: &Commands) -> Result<ExitC
 fn print_answer<T: Serialize>(json: bool, answer: &T, table: impl FnOnce(&T) -> String) {
     if json {
         match serde_json::to_string_pretty(answer) {
-            Ok(text) => println!("{text}"),
+            Ok(text) => outln!("{text}"),
             Err(err) => eprintln!("error: cannot print the answer as JSON: {err}"),
         }
     } else {
-        print!("{}", table(answer));
+        out!("{}", table(answer));
     }
 }
 
@@ -163,7 +164,7 @@ fn leader_set(
     };
     if wait.is_some() && !json {
         match client.get::<StatusAnswer>("/v1/status") {
-            Ok(status) => println!("now: {}", render::summary(&status)),
+            Ok(status) => outln!("now: {}", render::summary(&status)),
             Err(err) => eprintln!("cannot read the state after the change: {err}"),
         }
     }
@@ -427,7 +428,7 @@ fn cluster_status(cli: &Cli, client: &AdminClient) -> Result<ExitCode, ClientErr
         };
         print_answer(true, &report, |_| String::new());
     } else {
-        print!("{}", cluster_table(&views, &problems, &notes));
+        out!("{}", cluster_table(&views, &problems, &notes));
     }
     Ok(if problems.is_empty() {
         ExitCode::SUCCESS
@@ -566,11 +567,11 @@ fn cluster_auto_election(
         for result in &results {
             let role = if result.voter { "" } else { " (not a voter)" };
             match (&result.answer, &result.error) {
-                (Some(_), _) => println!(
+                (Some(_), _) => outln!(
                     "{:<16} applied: automatic election {state}{role}",
                     result.node_id
                 ),
-                (None, error) => println!(
+                (None, error) => outln!(
                     "{:<16} FAILED{role}: {}",
                     result.node_id,
                     error.as_deref().unwrap_or("no answer")

@@ -44,6 +44,7 @@ use conclave_espnow::{Air, Mac, VirtualDongleConfig, VirtualSerialPort};
 use conclave_protocol::PeerId;
 use tokio::sync::mpsc;
 
+use crate::output::{out, outln};
 use crate::render::colour;
 
 /// Recent events kept for the live view.
@@ -509,12 +510,12 @@ impl Demo {
     }
 
     fn print_endpoints(&self) {
-        println!(
+        outln!(
             "conclave demo: {} nodes on virtual ESP-NOW dongles sharing one simulated air",
             self.nodes.len()
         );
         for line in self.endpoint_lines() {
-            println!("{line}");
+            outln!("{line}");
         }
     }
 
@@ -783,7 +784,7 @@ pub(crate) fn run(options: DemoOptions) -> ExitCode {
         };
         demo.print_endpoints();
         if let Some(path) = &log_file {
-            println!("  logs in {} (RUST_LOG sets the level)", path.display());
+            outln!("  logs in {} (RUST_LOG sets the level)", path.display());
         }
         demo.log_file = log_file;
         match options.duration {
@@ -830,7 +831,7 @@ async fn unattended(
     mut events: mpsc::UnboundedReceiver<String>,
     duration: Duration,
 ) -> ExitCode {
-    println!(
+    outln!(
         "running for {duration:?}; the leader is killed at {:?}",
         duration / 2
     );
@@ -843,42 +844,42 @@ async fn unattended(
         tokio::select! {
             line = events.recv() => {
                 if let Some(line) = line {
-                    println!("{line}");
+                    outln!("{line}");
                 }
             }
             () = tokio::time::sleep_until(halfway), if !killed => {
                 killed = true;
                 match demo.agreed_leader().await {
                     Some(leader) => {
-                        println!("{} killing the leader, {}", clock(), demo.name(leader));
+                        outln!("{} killing the leader, {}", clock(), demo.name(leader));
                         demo.kill(leader).await;
                     }
-                    None => println!("{} no agreed leader halfway; nothing to kill", clock()),
+                    None => outln!("{} no agreed leader halfway; nothing to kill", clock()),
                 }
             }
             () = tokio::time::sleep_until(end) => break,
             () = interrupt.recv() => {
-                println!("interrupted");
+                outln!("interrupted");
                 demo.stop().await;
                 return ExitCode::from(130);
             }
         }
     }
     while let Ok(line) = events.try_recv() {
-        println!("{line}");
+        outln!("{line}");
     }
     let verdict = demo.agreed_leader().await;
     let live = demo.live().len();
     let code = match verdict {
         Some(leader) => {
-            println!(
+            outln!(
                 "result: every live node ({live}) knows the leader {}",
                 demo.name(leader)
             );
             ExitCode::SUCCESS
         }
         None => {
-            println!("result: the {live} live nodes do not agree on a leader");
+            outln!("result: the {live} live nodes do not agree on a leader");
             ExitCode::from(1)
         }
     };
@@ -960,7 +961,7 @@ impl Screen {
             self.prompt_row = lines.len() + 1;
             out.push_str(&prompt(self.prompt_row));
         }
-        print!("{out}");
+        out!("{out}");
         let _ = std::io::stdout().flush();
     }
 }
@@ -979,9 +980,9 @@ async fn interactive_loop(mut demo: Demo, mut events: mpsc::UnboundedReceiver<St
     let mut redraw_tick = tokio::time::interval(Duration::from_millis(500));
     let mut stdin_open = true;
     if screen.terminal {
-        print!("\x1b[2J");
+        out!("\x1b[2J");
     } else {
-        println!("commands: {COMMANDS}");
+        outln!("commands: {COMMANDS}");
     }
     loop {
         tokio::select! {
@@ -989,7 +990,7 @@ async fn interactive_loop(mut demo: Demo, mut events: mpsc::UnboundedReceiver<St
             line = events.recv() => {
                 if let Some(line) = line {
                     if !screen.terminal {
-                        println!("{line}");
+                        outln!("{line}");
                     }
                     recent.push_back(line);
                     while recent.len() > RECENT_EVENTS {
@@ -1031,7 +1032,7 @@ async fn interactive_loop(mut demo: Demo, mut events: mpsc::UnboundedReceiver<St
                     ["view" | "v"] => {
                         if !screen.terminal {
                             for line in demo.table().await {
-                                println!("{}", line.text);
+                                outln!("{}", line.text);
                             }
                         }
                         String::new()
@@ -1041,7 +1042,7 @@ async fn interactive_loop(mut demo: Demo, mut events: mpsc::UnboundedReceiver<St
                 if !reply.is_empty() {
                     let line = format!("{} > {line}: {reply}", clock());
                     if !screen.terminal {
-                        println!("{line}");
+                        outln!("{line}");
                     }
                     recent.push_back(line);
                     while recent.len() > RECENT_EVENTS {
@@ -1050,7 +1051,7 @@ async fn interactive_loop(mut demo: Demo, mut events: mpsc::UnboundedReceiver<St
                 }
                 if screen.terminal {
                     // Enter moved the cursor below the prompt: put a fresh prompt back.
-                    print!("{}", prompt(screen.prompt_row));
+                    out!("{}", prompt(screen.prompt_row));
                     screen.draw(&demo, &recent).await;
                 }
             }
@@ -1058,9 +1059,9 @@ async fn interactive_loop(mut demo: Demo, mut events: mpsc::UnboundedReceiver<St
         }
     }
     if screen.terminal {
-        print!("{}", prompt(screen.prompt_row).trim_end_matches("> "));
+        out!("{}", prompt(screen.prompt_row).trim_end_matches("> "));
     }
-    println!("stopping the demo");
+    outln!("stopping the demo");
     demo.stop().await;
     ExitCode::SUCCESS
 }

@@ -26,6 +26,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::{Instant, timeout, timeout_at};
 
 use crate::EXIT_UNAVAILABLE;
+use crate::output::outln;
 
 /// `HELLO`s before giving up, and the wait for each (§6, rules 2 and 3).
 const HELLO_TRIES: u32 = 5;
@@ -197,20 +198,22 @@ fn open_error(path: &str, err: &io::Error) -> CheckError {
 }
 
 fn print_info(path: &str, info: &Info) {
-    println!("dongle on {path}");
-    println!("  firmware      {}", info.firmware);
-    println!(
+    outln!("dongle on {path}");
+    outln!("  firmware      {}", info.firmware);
+    outln!(
         "  protocol      {}.{} (this conclave: {PROTOCOL_MAJOR}.{PROTOCOL_MINOR})",
-        info.protocol_major, info.protocol_minor
+        info.protocol_major,
+        info.protocol_minor
     );
-    println!("  mac           {}", info.mac);
-    println!("  channel       {}", info.channel);
-    println!(
+    outln!("  mac           {}", info.mac);
+    outln!("  channel       {}", info.channel);
+    outln!(
         "  ESP-NOW       v{}, payloads up to {} bytes",
-        info.espnow_version, info.max_payload
+        info.espnow_version,
+        info.max_payload
     );
-    println!("  TX credits    {}", info.tx_credits);
-    println!("  peers         up to {}", info.max_peers);
+    outln!("  TX credits    {}", info.tx_credits);
+    outln!("  peers         up to {}", info.max_peers);
 }
 
 /// What came back while waiting for one answer.
@@ -427,7 +430,7 @@ impl Port {
         }
         let millis = |time: Duration| time.as_secs_f64() * 1000.0;
         let total: Duration = times.iter().sum();
-        println!(
+        outln!(
             "  ping          {:.2} ms min, {:.2} ms average, {:.2} ms max ({PINGS} PINGs)",
             millis(times.iter().copied().min().unwrap_or_default()),
             millis(total / PINGS),
@@ -456,29 +459,29 @@ impl Port {
                         crc_errors,
                     } => {
                         stats += 1;
-                        println!(
+                        outln!(
                             "  stats {:>5.1} s  rx_dropped {rx_dropped}  tx_dropped \
                              {tx_dropped}  crc_errors {crc_errors}",
                             start.elapsed().as_secs_f64()
                         );
                     }
-                    Message::Log { level, text } => println!("  log (level {level})  {text}"),
+                    Message::Log { level, text } => outln!("  log (level {level})  {text}"),
                     Message::Rx { rssi, .. } => {
                         heard += 1;
                         strongest = Some(strongest.map_or(rssi, |best| best.max(rssi)));
                     }
-                    Message::Boot { reason, .. } => println!(
-                        "  boot          the dongle restarted ({reason:?}) during the check"
-                    ),
+                    Message::Boot { reason, .. } => {
+                        outln!("  boot          the dongle restarted ({reason:?}) during the check")
+                    }
                     _ => {}
                 },
                 Some(Answer::OtherVersion(_)) => {}
             }
         }
         if let Some(rssi) = strongest {
-            println!("  radio         heard {heard} frames on its channel, strongest {rssi} dBm");
+            outln!("  radio         heard {heard} frames on its channel, strongest {rssi} dBm");
         } else {
-            println!("  radio         heard nothing on its channel");
+            outln!("  radio         heard nothing on its channel");
         }
         if stats == 0 && window >= Duration::from_secs(2) {
             return Err(CheckError::NotADongle(format!(

@@ -92,17 +92,10 @@ fn roff_text(text: &str) -> String {
     }
 }
 
+/// Writes the generated text (see [`crate::output`]: a reader gone away is no failure).
 fn write_out(bytes: &[u8]) -> ExitCode {
-    let mut stdout = io::stdout().lock();
-    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
-        Ok(()) => ExitCode::SUCCESS,
-        // A closed pipe (`conclave man | head`) is not worth an error message.
-        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("error: cannot write to standard output: {err}");
-            ExitCode::FAILURE
-        }
-    }
+    crate::output::out!("{}", String::from_utf8_lossy(bytes));
+    ExitCode::SUCCESS
 }
 
 #[cfg(test)]

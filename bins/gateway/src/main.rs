@@ -15,7 +15,8 @@
 //! Exit codes: 0 success; 1 the node or the API refused or failed, a change did not complete,
 //! or the cluster disagrees; 64 bad usage or configuration; 69 the admin API cannot be
 //! reached, or the node cannot have a port or file it needs; 70 the node halted on an
-//! internal error.
+//! internal error; 74 standard output could not be written (a reader that closed the pipe,
+//! as `| head` does, is not an error: the rest of the output is dropped, see `output.rs`).
 
 mod cli;
 mod client;
@@ -25,6 +26,7 @@ mod dongle;
 mod generated;
 mod logging;
 mod notify;
+mod output;
 mod reload;
 mod render;
 mod run;
@@ -44,14 +46,19 @@ pub(crate) const EXIT_UNAVAILABLE: u8 = 69;
 pub(crate) const EXIT_SOFTWARE: u8 = 70;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let code = command(Cli::parse());
+    output::exit_code(code)
+}
+
+/// Runs the verb; its exit code.
+fn command(cli: Cli) -> ExitCode {
     match cli.command {
         Commands::Run { config, log } => run::run(config.as_deref(), log.as_deref()),
         Commands::Completions { shell } => generated::completions(shell),
         Commands::Man => generated::man(),
         Commands::CheckConfig { file } => run::check_config(&file),
         Commands::Defaults => {
-            print!("{}", conclave_config::settings::defaults_toml());
+            output::out!("{}", conclave_config::settings::defaults_toml());
             ExitCode::SUCCESS
         }
         Commands::Wal {

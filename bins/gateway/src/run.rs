@@ -36,6 +36,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::logging::{Log, parse_filter};
 use crate::notify::{Notifier, monotonic_usec, watchdog_interval};
+use crate::output::outln;
 use crate::reload::{self, Reloader};
 use crate::{EXIT_SOFTWARE, EXIT_UNAVAILABLE, EXIT_USAGE};
 
@@ -109,34 +110,35 @@ fn election_summary(election: &conclave_core::election::ElectionConfig) -> Strin
 pub(crate) fn check_config(file: &Path) -> ExitCode {
     match load(Some(file)) {
         Ok(Loaded { config, .. }) => {
-            println!("{}: ok", file.display());
-            println!("  node {} in cluster {}", config.node_id, config.cluster_id);
+            outln!("{}: ok", file.display());
+            outln!("  node {} in cluster {}", config.node_id, config.cluster_id);
             if config.voters.is_empty() {
-                println!("  voters none listed (every node heard in the cluster takes part)");
+                outln!("  voters none listed (every node heard in the cluster takes part)");
             } else {
                 let voters: Vec<String> = config.voters.iter().map(ToString::to_string).collect();
-                println!("  voters {}", voters.join(", "));
+                outln!("  voters {}", voters.join(", "));
             }
-            println!("  election {}", election_summary(&config.election));
+            outln!("  election {}", election_summary(&config.election));
             if let Some(udp) = &config.udp {
-                println!("  udp {} (peers: {})", udp.listen, udp.peers.len());
+                outln!("  udp {} (peers: {})", udp.listen, udp.peers.len());
             }
             match config.admin.listen {
-                Some(listen) => println!(
+                Some(listen) => outln!(
                     "  admin http://{listen} (at most {} connections, {} event streams)",
-                    config.admin.max_connections, config.admin.max_event_streams
+                    config.admin.max_connections,
+                    config.admin.max_event_streams
                 ),
-                None => println!("  admin off"),
+                None => outln!("  admin off"),
             }
             for (peer, url) in &config.admin.peer_urls {
-                println!("  admin of {peer}: {url}");
+                outln!("  admin of {peer}: {url}");
             }
             match config.metrics.listen {
-                Some(listen) => println!("  metrics http://{listen}/metrics"),
-                None => println!("  metrics off"),
+                Some(listen) => outln!("  metrics http://{listen}/metrics"),
+                None => outln!("  metrics off"),
             }
             if config.auth_key.is_none() {
-                println!("  warning: no cluster.psk_file, frames are not authenticated");
+                outln!("  warning: no cluster.psk_file, frames are not authenticated");
             }
             ExitCode::SUCCESS
         }

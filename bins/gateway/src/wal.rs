@@ -8,7 +8,6 @@
 //! 64 without `--confirm` (it then only says what it would do).
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::SystemTime;
@@ -136,9 +135,9 @@ fn print_json(value: &impl Serialize) {
     }
 }
 
-/// Prints to stdout; a reader that went away (`| head`) is not an error worth a panic.
+/// Prints to stdout (see [`crate::output`]).
 fn print_text(text: &str) {
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    crate::output::out!("{text}");
 }
 
 fn unix_millis_now() -> u64 {
