@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::cli::{Cli, ClusterCommand, Commands, LeaderCommand, Switch};
 use crate::client::{AdminClient, ClientError};
-use crate::output::{out, outln};
+use crate::output::{errln, out, outln};
 use crate::render;
 
 /// Runs a client command; the exit code.
@@ -33,7 +33,7 @@ pub(crate) fn run(cli: &Cli, command: &Commands) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err}");
+            errln!("error: {err}");
             ExitCode::from(err.exit_code())
         }
     }
@@ -84,7 +84,7 @@ fn dispatch(cli: &Cli, client: &AdminClient, command: &Commands) -> Result<ExitC
             print_answer(json, &answer, render::outcome);
             if !request.enabled && !json {
                 // The switch is per node: the other voters still elect.
-                eprintln!(
+                errln!(
                     "note: automatic election is off on {} only; the other voters still elect a \
                      leader when this one is lost (`--cluster` switches it on every voter)",
                     answer.node_id
@@ -108,7 +108,7 @@ fn print_answer<T: Serialize>(json: bool, answer: &T, table: impl FnOnce(&T) -> 
     if json {
         match serde_json::to_string_pretty(answer) {
             Ok(text) => outln!("{text}"),
-            Err(err) => eprintln!("error: cannot print the answer as JSON: {err}"),
+            Err(err) => errln!("error: cannot print the answer as JSON: {err}"),
         }
     } else {
         out!("{}", table(answer));
@@ -138,7 +138,7 @@ fn leader_set(
                 ..
             }) if answer.leader_admin_url.is_some() => {
                 let url = answer.leader_admin_url.unwrap_or_default();
-                eprintln!(
+                errln!(
                     "{} is not the leader; passing the request on to the leader {} at {url}",
                     answer.node_id.as_deref().unwrap_or("the node"),
                     answer.leader.as_deref().unwrap_or("?")
@@ -157,7 +157,7 @@ fn leader_set(
         // The change started but the new leader did not take over in time: say so, then
         // show where things stand.
         Err(err @ ClientError::Refused { status: 504, .. }) => {
-            eprintln!("error: {err}");
+            errln!("error: {err}");
             ExitCode::from(1)
         }
         Err(err) => return Err(err),
@@ -165,7 +165,7 @@ fn leader_set(
     if wait.is_some() && !json {
         match client.get::<StatusAnswer>("/v1/status") {
             Ok(status) => outln!("now: {}", render::summary(&status)),
-            Err(err) => eprintln!("cannot read the state after the change: {err}"),
+            Err(err) => errln!("cannot read the state after the change: {err}"),
         }
     }
     Ok(code)
@@ -182,7 +182,7 @@ fn leader_resign(client: &AdminClient) -> Result<CommandAnswer, ClientError> {
             ..
         }) if answer.leader_admin_url.is_some() => {
             let url = answer.leader_admin_url.unwrap_or_default();
-            eprintln!(
+            errln!(
                 "{} is not the leader; passing the request on to the leader {} at {url}",
                 answer.node_id.as_deref().unwrap_or("the node"),
                 answer.leader.as_deref().unwrap_or("?")
@@ -582,7 +582,7 @@ fn cluster_auto_election(
     if failed.is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
-        eprintln!(
+        errln!(
             "error: automatic election was not switched {} on {} of {} voters: {}",
             if enabled { "on" } else { "off" },
             failed.len(),

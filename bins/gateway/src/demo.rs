@@ -44,7 +44,7 @@ use conclave_espnow::{Air, Mac, VirtualDongleConfig, VirtualSerialPort};
 use conclave_protocol::PeerId;
 use tokio::sync::mpsc;
 
-use crate::output::{out, outln};
+use crate::output::{errln, out, outln};
 use crate::render::colour;
 
 /// Recent events kept for the live view.
@@ -757,12 +757,12 @@ pub(crate) fn run(options: DemoOptions) -> ExitCode {
     let log_file = match init_logging(options.duration.is_none()) {
         Ok(path) => path,
         Err(err) => {
-            eprintln!("error: {err}");
+            errln!("error: {err}");
             return ExitCode::from(1);
         }
     };
     if options.nodes == 0 || options.nodes > 19 {
-        eprintln!("error: --nodes must be 1 to 19 (an ESP-NOW radio holds 20 peers)");
+        errln!("error: --nodes must be 1 to 19 (an ESP-NOW radio holds 20 peers)");
         return ExitCode::from(crate::EXIT_USAGE);
     }
     let seed = options.seed.unwrap_or_else(|| {
@@ -778,7 +778,7 @@ pub(crate) fn run(options: DemoOptions) -> ExitCode {
         let mut demo = match Demo::start(options.nodes, seed, options.mode, events_tx).await {
             Ok(demo) => demo,
             Err(err) => {
-                eprintln!("error: {err}");
+                errln!("error: {err}");
                 return ExitCode::from(1);
             }
         };
@@ -895,7 +895,7 @@ impl Interrupt {
     fn watch() -> Self {
         let signal = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
         if let Err(err) = &signal {
-            eprintln!("cannot watch Ctrl-C: {err}; type quit to stop");
+            errln!("cannot watch Ctrl-C: {err}; type quit to stop");
         }
         Self(signal.ok())
     }
@@ -927,7 +927,7 @@ fn stdin_lines() -> mpsc::Receiver<String> {
             }
         });
     if let Err(err) = reader {
-        eprintln!("cannot read commands from stdin: {err}");
+        errln!("cannot read commands from stdin: {err}");
     }
     rx
 }

@@ -26,7 +26,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::{Instant, timeout, timeout_at};
 
 use crate::EXIT_UNAVAILABLE;
-use crate::output::outln;
+use crate::output::{errln, outln};
 
 /// `HELLO`s before giving up, and the wait for each (§6, rules 2 and 3).
 const HELLO_TRIES: u32 = 5;
@@ -66,18 +66,18 @@ pub(crate) fn check(options: &CheckOptions) -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(err) => {
-            eprintln!("error: cannot start the I/O runtime: {err}");
+            errln!("error: cannot start the I/O runtime: {err}");
             return ExitCode::from(1);
         }
     };
     match runtime.block_on(run(options)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(CheckError::Unavailable(message)) => {
-            eprintln!("error: {message}");
+            errln!("error: {message}");
             ExitCode::from(EXIT_UNAVAILABLE)
         }
         Err(CheckError::NotADongle(message)) => {
-            eprintln!("error: {message}");
+            errln!("error: {message}");
             ExitCode::from(1)
         }
     }

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::CommandFactory;
 
 use crate::cli::Cli;
+use crate::output::errln;
 
 /// Writes the completion script for `shell` to standard output.
 pub(crate) fn completions(shell: clap_complete::Shell) -> ExitCode {
@@ -24,7 +25,7 @@ pub(crate) fn man() -> ExitCode {
     match render_man(&mut out) {
         Ok(()) => write_out(&out),
         Err(err) => {
-            eprintln!("error: cannot render the manual page: {err}");
+            errln!("error: cannot render the manual page: {err}");
             ExitCode::FAILURE
         }
     }

@@ -5,7 +5,9 @@
 //! of the output is dropped quietly and the command goes on to its normal end (the demo still
 //! stops its nodes and removes its files); any other write error (a full disk behind a
 //! redirection) is said once on standard error, and [`exit_code`] turns the command's exit
-//! code into 74 (sysexits' EX_IOERR), since what it printed is incomplete.
+//! code into 74 (sysexits' EX_IOERR), since what it printed is incomplete. [`err!`] and
+//! [`errln!`] write to standard error the same way (`conclave check-config bad.toml 2>&1 |
+//! head -1`); an error that cannot be written there has nowhere else to go, and is dropped.
 
 use std::fmt;
 use std::io::{self, Write};
@@ -36,9 +38,17 @@ pub(crate) fn write(args: fmt::Arguments<'_>) {
             STATE.store(READER_GONE, Ordering::Relaxed);
         } else {
             STATE.store(FAILED, Ordering::Relaxed);
-            eprintln!("error: cannot write to standard output: {err}");
+            write_error(format_args!(
+                "error: cannot write to standard output: {err}\n"
+            ));
         }
     }
+}
+
+/// Writes `args` to standard error; a failure has nowhere to be reported, and is dropped.
+pub(crate) fn write_error(args: fmt::Arguments<'_>) {
+    let mut stderr = io::stderr().lock();
+    let _ = stderr.write_fmt(args).and_then(|()| stderr.flush());
 }
 
 /// `code`, or [`EXIT_IO`] when standard output failed other than by its reader going away.
@@ -68,3 +78,19 @@ macro_rules! outln {
     };
 }
 pub(crate) use outln;
+
+/// `eprint!` that does not panic when standard error is a closed pipe.
+macro_rules! err {
+    ($($arg:tt)*) => {
+        $crate::output::write_error(format_args!($($arg)*))
+    };
+}
+pub(crate) use err;
+
+/// `eprintln!` that does not panic when standard error is a closed pipe.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::output::write_error(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+pub(crate) use errln;

@@ -36,7 +36,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::logging::{Log, parse_filter};
 use crate::notify::{Notifier, monotonic_usec, watchdog_interval};
-use crate::output::outln;
+use crate::output::{errln, outln};
 use crate::reload::{self, Reloader};
 use crate::{EXIT_SOFTWARE, EXIT_UNAVAILABLE, EXIT_USAGE};
 
@@ -51,11 +51,11 @@ struct Loaded {
 /// problem; the exit code on failure.
 fn load(file: Option<&Path>) -> Result<Loaded, ExitCode> {
     let settings = Settings::load(file).map_err(|err| {
-        eprintln!("error: {err}");
+        errln!("error: {err}");
         ExitCode::from(EXIT_USAGE)
     })?;
     let (config, warnings) = reload::validate(&settings).map_err(|problems| {
-        eprintln!(
+        errln!(
             "{}: {} configuration problem{}:",
             file.map_or_else(
                 || "built-in defaults".to_owned(),
@@ -65,7 +65,7 @@ fn load(file: Option<&Path>) -> Result<Loaded, ExitCode> {
             if problems.len() == 1 { "" } else { "s" }
         );
         for problem in problems {
-            eprintln!("  {problem}");
+            errln!("  {problem}");
         }
         ExitCode::from(EXIT_USAGE)
     })?;
@@ -160,14 +160,14 @@ pub(crate) fn run(file: Option<&Path>, log: Option<&str>) -> ExitCode {
     let filter = match parse_filter(log.unwrap_or(&settings.log.level)) {
         Ok(filter) => filter,
         Err(err) => {
-            eprintln!("error: --log: {err}");
+            errln!("error: --log: {err}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
     let log = match Log::install(filter, reload::log_file(&settings).as_deref()) {
         Ok(log) => log,
         Err(err) => {
-            eprintln!(
+            errln!(
                 "error: cannot open log.file {}: {err}",
                 settings.log.file.display()
             );

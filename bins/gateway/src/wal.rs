@@ -21,13 +21,14 @@ use conclave_protocol::PeerId;
 use serde::Serialize;
 
 use crate::EXIT_USAGE;
+use crate::output::{err, errln};
 
 /// `conclave wal inspect DIR`.
 pub(crate) fn inspect_command(target: &Path, json: bool) -> ExitCode {
     let inspection = match inspect(target) {
         Ok(inspection) => inspection,
         Err(err) => {
-            eprintln!("error: {err}");
+            errln!("error: {err}");
             return ExitCode::from(1);
         }
     };
@@ -51,7 +52,7 @@ pub(crate) fn repair_command(dir: &Path, confirm: bool, json: bool) -> ExitCode 
     let outcome = match repair(dir, unix_millis_now()) {
         Ok(outcome) => outcome,
         Err(err) => {
-            eprintln!("error: refusing to repair: {err}");
+            errln!("error: refusing to repair: {err}");
             return ExitCode::from(1);
         }
     };
@@ -73,7 +74,7 @@ fn repair_plan(dir: &Path) -> ExitCode {
     let inspection = match inspect(dir) {
         Ok(inspection) => inspection,
         Err(err) => {
-            eprintln!("error: {err}");
+            errln!("error: {err}");
             return ExitCode::from(1);
         }
     };
@@ -124,14 +125,14 @@ fn repair_plan(dir: &Path) -> ExitCode {
          campaign) until it has heard every other voter, because a dropped record may have \
          held its newest vote (docs/wal.md)."
     );
-    eprint!("{out}");
+    err!("{out}");
     ExitCode::from(EXIT_USAGE)
 }
 
 fn print_json(value: &impl Serialize) {
     match serde_json::to_string_pretty(value) {
         Ok(text) => print_text(&format!("{text}\n")),
-        Err(err) => eprintln!("error: cannot encode the answer: {err}"),
+        Err(err) => errln!("error: cannot encode the answer: {err}"),
     }
 }
 

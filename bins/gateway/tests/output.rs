@@ -2,6 +2,7 @@
 //! gone away (`conclave defaults | head -1`): the rest is dropped and the command ends as it
 //! would have; a standard output that fails otherwise (a full disk behind a redirection) is
 //! said on standard error and the command exits 74 (EX_IOERR), since its output is incomplete.
+//! Standard error closed the same way loses the messages, not the exit code.
 
 #![allow(clippy::unwrap_used)]
 
@@ -53,6 +54,24 @@ fn a_reader_that_went_away_ends_nothing_but_the_output() {
         assert!(!stderr.contains("panicked"), "{stderr}");
         assert_eq!(output.status.code(), Some(expected), "{stderr}");
     }
+}
+
+/// `conclave check-config bad.toml 2>&1 | head -1`: the problems go to standard error, whose
+/// reader went away too; the command still exits 64, not with a panic (101).
+#[test]
+fn a_closed_standard_error_does_not_panic_either() {
+    let (writer, reader) = UnixStream::pair().unwrap();
+    drop(reader);
+    let status = conclave()
+        .arg("check-config")
+        .arg(example("three-udp/node-a.toml"))
+        .env("CONCLAVE__ELECTION__MODE", "nonsense")
+        .env("CONCLAVE__NODE__ID", "not an id")
+        .stdout(Stdio::from(OwnedFd::from(writer.try_clone().unwrap())))
+        .stderr(Stdio::from(OwnedFd::from(writer)))
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(64));
 }
 
 #[test]
