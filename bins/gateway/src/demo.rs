@@ -20,7 +20,8 @@
 //!
 //! `--mode raft|gossip|priority` picks the election (raft by default), with timings scaled down
 //! so that a failover is quick to watch. Each node's configuration is written as TOML in the
-//! keys operators use and read through the same settings and checks as `conclave run`'s. Every node reads its battery from a file of its own
+//! keys operators use and read through the same settings and checks as `conclave run`'s.
+//! Every node reads its battery from a file of its own
 //! (`health.source = "file"`, read every 200 ms), and `battery N PCT` writes node N's file: in
 //! priority mode (PRI-1, PRI-5) the live view shows each node's state, score and battery, and a
 //! master drained to the low-battery level resigns to the best successor.

@@ -154,6 +154,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::{Actor, Addr, AsyncContext, Context, Handler, Message, Recipient};
+use conclave_config::{HookCommand, HooksConfig};
 use conclave_core::{Delivery, SubscriberQueue};
 use conclave_protocol::PeerId;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
@@ -166,7 +167,6 @@ use crate::events::{
     BusProgress, EventSubscription, LeaderChange, NodeEvent, PeerChange, Received,
 };
 use crate::metrics::NodeMetrics;
-use conclave_config::{HookCommand, HooksConfig};
 
 /// Runs one hook may have pending before the oldest are dropped.
 pub const HOOK_QUEUE_CAPACITY: usize = 64;

@@ -25,6 +25,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use actix::prelude::*;
+use conclave_config::{HealthConfig, HealthSource, HookCommand};
 use conclave_core::election::HealthReading;
 use tokio::io::AsyncReadExt;
 use tracing::{debug, warn};
@@ -32,7 +33,6 @@ use tracing::{debug, warn};
 use crate::callbacks::{GroupKillOnDrop, process_group, process_of};
 use crate::messages::HealthUpdate;
 use crate::metrics::NodeMetrics;
-use conclave_config::{HealthConfig, HealthSource, HookCommand};
 
 /// The most output of a health command (or bytes of a health file) read; more is an error.
 pub const OUTPUT_LIMIT: usize = 4096;

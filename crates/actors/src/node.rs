@@ -16,6 +16,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use actix::prelude::*;
+use conclave_config::{DonglePort, EspNowLinkConfig, NodeConfig};
 use conclave_core::election::{Command, CommandOutcome, Election, ElectionError, ElectionStatus};
 use conclave_core::{Admission, AdmissionConfig, Membership, PeerInfo, SeededRng};
 use conclave_protocol::{ClusterId, FrameCodec, PeerId};
@@ -36,8 +37,6 @@ use crate::transport::{
     ConnectReceivers, DongleReport, Drain, EspNowLink, GetDongle, GetRoutes, Links, TransportActor,
 };
 use crate::wal::{CloseWal, HistoryRecord, InlineWalActor, Persist, WalActor, WalError, WalFile};
-use conclave_config::NodeConfig;
-use conclave_config::{DonglePort, EspNowLinkConfig};
 
 /// Why a node could not start or answer.
 #[derive(Debug, thiserror::Error)]

@@ -82,6 +82,7 @@ use actix_web::http::StatusCode;
 use actix_web::http::header;
 use actix_web::web::{self, Bytes, Data, Json};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer};
+use conclave_config::AdminConfig;
 use conclave_core::PeerInfo;
 use conclave_core::election::{Command, CommandOutcome, ElectionError, ElectionStatus, ModeStatus};
 use conclave_protocol::PeerId;
@@ -101,7 +102,6 @@ use crate::events::{Received, unix_millis};
 use crate::metrics::NodeMetrics;
 use crate::node::{NodeError, NodeHandle, NodeStatus};
 use crate::wal::HistoryRecord;
-use conclave_config::AdminConfig;
 
 /// How often the event stream sends a comment line so proxies keep it open, and so a stream
 /// whose reader has gone is noticed.
