@@ -41,48 +41,71 @@
 //!   priority drops below a caught-up voter's is preempted `preempt_delay` later, and a voter
 //!   whose priority rises above the leader's preempts it once the leader has heard it.
 //!
-//! # Abstention after a lost hard state (WAL-2)
+//! # Abstention after a lost hard state (WAL-2, WAL-5)
 //!
-//! A node whose WAL holds no hard state — deleted, wiped, brand new, or repaired — may have
-//! voted, before it lost its WAL, in terms it no longer knows. Voting again in one of them
-//! could give a term two leaders. Its driver calls [`Raft::begin_abstention`] right after
+//! A node whose WAL holds no hard state — deleted, wiped, or repaired — may have voted,
+//! before it lost its WAL, in terms it no longer knows. Voting again in one of them could
+//! give a term two leaders. (A node created for a new cluster is different: its WAL starts
+//! with a genesis record, a durable "never voted", and it takes part at once; the driver
+//! tells the two apart, WAL-5.) Its driver calls [`Raft::begin_abstention`] right after
 //! [`Raft::new`], and a voter of a cluster with other voters then abstains:
 //!
 //! - it grants no vote and no pre-vote, does not campaign, follows no leader, and does not
 //!   adopt the terms it hears, so it persists nothing: a restart during the abstention
 //!   abstains again;
 //! - it records, for every other voter, the highest term that voter's messages showed, and
-//!   asks the voters it has not heard yet for their term every heartbeat interval with a
-//!   pre-vote request for term 0 — a term below every real one, which every node answers with
-//!   a refusal carrying its current term, and which changes nothing on either side;
-//! - once every other voter has been heard, the abstention ends: the node adopts the highest
-//!   term heard (or its own, if higher), refuses every vote in that term and the ones before,
-//!   and takes part as usual from the next term on. It persists the adopted term with
-//!   [`Action::PersistAmnesic`]: the WAL records no vote the node did not cast, and stays
-//!   amnesic — a restart abstains again — until a later term is persisted.
+//!   asks the voters it still needs for their term every heartbeat interval with a pre-vote
+//!   request for term 0 — a term below every real one, which every node answers with a
+//!   refusal carrying its current term, and which changes nothing on either side;
+//! - the abstention ends at the first of two moments: when every other voter has been
+//!   heard, or, once a *settling time* of two maximum election timeouts has passed since it
+//!   began, when `ceil(n / 2)` of the other voters (of `n` voters in all) have been heard
+//!   after the settling time. The node then adopts the highest term heard (or its own, if
+//!   higher), refuses every vote in that term and the ones before, and takes part as usual
+//!   from the next term on. It persists the adopted term with [`Action::PersistAmnesic`]:
+//!   the WAL records no vote the node did not cast, and stays amnesic — a restart abstains
+//!   again — until a later term is persisted.
 //!
-//! Why this is enough: if the node voted for candidate C in term V before losing its WAL, C
-//! made term V durable before asking, and a node's term never goes back. C's answer therefore
-//! carries a term of at least V, so the adopted term is at least V, and every term the node
-//! votes in afterwards is one it never voted in. The argument needs the other voters to have
-//! kept their WALs (one node at a time abstaining or down with a lost WAL) and messages not to
-//! be delayed longer than the node was down; it holds across partitions and message loss,
-//! which only make the wait longer.
+//! Why either moment is enough. Say the node voted for candidate C in term V before losing
+//! its WAL. C made term V durable before asking, and a node's term never goes back.
 //!
-//! Hearing a leader does not end the abstention, and neither does a timer. A timer can run out
-//! while the candidate this node voted for is cut off from it; the simulator's `wal-loss`
-//! scenario with a rule of two maximum election timeouts finds two leaders in one term. A
-//! leader heard is no proof either: with five voters, `c` can win term 6 with the votes of this
-//! node and `e` while a stale leader `d` of term 5 still holds `a` and `b`; if this node then
-//! loses its WAL and hears only `d`'s side, ending at term 5 lets it vote for `a` in term 6,
-//! and term 6 gets a second leader.
+//! - Every voter heard: C's answer carries a term of at least V, so the adopted term is at
+//!   least V, and every term the node votes in afterwards is one it never voted in.
+//! - A settled majority heard, C perhaps not among them: C's campaign for term V began
+//!   before the node lost its WAL, and a campaign lasts one election timeout at most, so by
+//!   the end of the settling time C has either given term V up (then no one can ever win V
+//!   with the forgotten vote: a candidate counts only the votes of its current campaign) or
+//!   won it with the votes of a majority `S` of the voters, the node among them. Each member
+//!   of `S` had made term V durable before C won. The voters heard after the settling time,
+//!   `Q`, are `ceil(n / 2)` of the `n - 1` others; `S` without the node holds at least
+//!   `floor(n / 2)` of those same `n - 1`, and `ceil(n / 2) + floor(n / 2) = n > n - 1`, so a
+//!   member of `S` is in `Q` and its answer, sent after C's win, carries a term of at least V.
+//!   The adopted term is again at least V. With three voters `ceil(3 / 2) = 2` is both
+//!   others: a wiped voter of three waits for both, whatever the clock says, because a
+//!   majority of the others is both of them.
 //!
-//! The cost of waiting for every voter: a brand-new cluster elects once all its voters have
-//! started (a round trip later), and a node that lost its WAL while another voter is down for
-//! good stays out until that voter returns or is removed from `cluster.voters`. A non-voter and the only voter of a cluster never
-//! abstain. In `connected` mode, where there is no configured electorate, the node abstains
-//! for at least two maximum election timeouts and until it has heard every peer membership
-//! reports connected; that mode promises no single leader per term across partitions anyway.
+//! The argument needs the other voters to have kept their WALs (one node at a time
+//! abstaining or down with a lost WAL) and messages not to be delayed longer than the node
+//! was down (so that what it hears after its start was sent after it lost its WAL, and what
+//! it hears after the settling time was sent after every campaign it voted in had ended); it
+//! holds across partitions and message loss, which only make the wait longer.
+//!
+//! Hearing a leader does not end the abstention, and neither does a timer alone. A timer can
+//! run out while the candidate this node voted for is cut off from it; the simulator's
+//! `wal-loss` scenario with a rule of two maximum election timeouts finds two leaders in one
+//! term. A leader heard is no proof either: with five voters, `c` can win term 6 with the
+//! votes of this node and `e` while a stale leader `d` of term 5 still holds `a`; if this node
+//! then loses its WAL and hears only `d` and `a`, ending at term 5 lets it vote for `a` in
+//! term 6, and term 6 gets a second leader — two of four others is less than `ceil(5 / 2)`.
+//!
+//! What it costs: a node that lost its WAL takes part again a round trip after it has heard
+//! every other voter, or two maximum election timeouts after its start when a voter is down
+//! and enough others answer. With three voters and one down for good, a wiped voter stays out
+//! until that voter returns or is removed from `cluster.voters`. A non-voter and the only
+//! voter of a cluster never abstain. In `connected` mode, where there is no configured
+//! electorate, the node abstains for at least two maximum election timeouts and until it has
+//! heard every peer membership reports connected; that mode promises no single leader per
+//! term across partitions anyway.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -184,13 +207,18 @@ enum Shutdown {
     Stopped,
 }
 
-/// What an abstaining node knows (see the module docs on abstention, WAL-2).
+/// What an abstaining node knows (see the module docs on abstention, WAL-2, WAL-5).
 #[derive(Debug, Clone)]
 struct Abstention {
     /// When it began.
     since: Instant,
+    /// When the settling time is over: every campaign this node could have voted in before it
+    /// lost its WAL has ended by then.
+    settled_at: Instant,
     /// The highest term each peer was heard at since the start.
     heard: BTreeMap<PeerId, u64>,
+    /// The voters heard since the settling time was over.
+    heard_settled: BTreeSet<PeerId>,
     /// When the peers not heard yet are asked for their term again.
     next_probe: Instant,
 }
@@ -359,7 +387,9 @@ impl Raft {
         }
         self.abstention = Some(Abstention {
             since: now,
+            settled_at: now + self.config.election_timeout_max * 2,
             heard: BTreeMap::new(),
+            heard_settled: BTreeSet::new(),
             next_probe: now,
         });
         self.phase = Phase::Follower;
@@ -374,9 +404,10 @@ impl Raft {
         warn!(
             term = self.hard.term,
             waiting_for = %waiting.join(","),
-            "no term or vote recovered (new, wiped or repaired WAL): this node may have voted \
-             in terms it no longer knows, so it grants no vote and does not campaign until it \
-             has heard every other voter (docs/wal.md)"
+            "no term or vote recovered (lost or repaired WAL): this node may have voted in \
+             terms it no longer knows, so it grants no vote and does not campaign until it has \
+             heard every other voter, or a majority of the voters after two election timeouts \
+             (docs/wal.md)"
         );
         true
     }
@@ -1163,6 +1194,9 @@ impl Raft {
         {
             let highest = abstention.heard.entry(from).or_insert(term);
             *highest = (*highest).max(term);
+            if now >= abstention.settled_at {
+                abstention.heard_settled.insert(from);
+            }
         }
         match &message {
             RaftMessage::RequestVote(request) => {
@@ -1200,7 +1234,7 @@ impl Raft {
                 leadership_transfer: false,
                 priority: self.priority,
             };
-            for peer in self.abstention_waiting_for() {
+            for peer in self.abstention_probe_targets(now) {
                 self.send(peer, RaftMessage::RequestVote(probe));
             }
         }
@@ -1223,29 +1257,82 @@ impl Raft {
         let Some(abstention) = &self.abstention else {
             return Vec::new();
         };
+        self.abstention_peers()
+            .into_iter()
+            .filter(|peer| !abstention.heard.contains_key(peer))
+            .collect()
+    }
+
+    /// Every peer whose term an abstaining node may need: the other voters (in `connected`
+    /// mode, the connected peers).
+    fn abstention_peers(&self) -> Vec<PeerId> {
         let peers: Vec<PeerId> = match &self.config.quorum {
             QuorumMode::Voters(voters) => voters.iter().copied().collect(),
             QuorumMode::Connected => self.connected.iter().copied().collect(),
         };
         peers
             .into_iter()
-            .filter(|peer| *peer != self.config.id && !abstention.heard.contains_key(peer))
+            .filter(|peer| *peer != self.config.id)
             .collect()
     }
 
+    /// The peers the next probe asks: before the settling time, those not heard at all; after
+    /// it, the other voters not heard since, whose answers can make up the settled majority.
+    fn abstention_probe_targets(&self, now: Instant) -> Vec<PeerId> {
+        let Some(abstention) = &self.abstention else {
+            return Vec::new();
+        };
+        let settled = now >= abstention.settled_at && self.settled_need().is_some();
+        self.abstention_peers()
+            .into_iter()
+            .filter(|peer| {
+                if settled {
+                    !abstention.heard_settled.contains(peer)
+                } else {
+                    !abstention.heard.contains_key(peer)
+                }
+            })
+            .collect()
+    }
+
+    /// How many other voters, heard after the settling time, end an abstention: `ceil(n/2)`
+    /// of `n` voters (see the module docs). `None` where that is every other voter (three
+    /// voters or fewer: hearing them all needs no settling time) and in `connected` mode,
+    /// which has no electorate to count.
+    fn settled_need(&self) -> Option<usize> {
+        match &self.config.quorum {
+            QuorumMode::Voters(voters) => {
+                let need = voters.len().div_ceil(2);
+                (need < voters.len().saturating_sub(1)).then_some(need)
+            }
+            QuorumMode::Connected => None,
+        }
+    }
+
+    /// Why an abstention may end now, if it may: every other voter heard, or a settled
+    /// majority (see the module docs).
+    fn abstention_end_reason(&self, now: Instant) -> Option<&'static str> {
+        let abstention = self.abstention.as_ref()?;
+        if self.abstention_waiting_for().is_empty() {
+            if self.abstention_min_end().is_some_and(|end| now < end) {
+                return None;
+            }
+            return Some("every other voter was heard");
+        }
+        let need = self.settled_need()?;
+        (now >= abstention.settled_at && abstention.heard_settled.len() >= need)
+            .then_some("a majority of the voters was heard after the settling time")
+    }
+
     fn end_abstention_if_heard(&mut self, now: Instant) {
-        if self.abstention.is_none() || !self.abstention_waiting_for().is_empty() {
-            return;
+        if let Some(reason) = self.abstention_end_reason(now) {
+            self.end_abstention(now, reason);
         }
-        if self.abstention_min_end().is_some_and(|end| now < end) {
-            return;
-        }
-        self.end_abstention(now);
     }
 
     /// Every peer that matters was heard: adopt the highest term heard, refuse every vote up
     /// to it, and persist it without ending the WAL's amnesia (see the module docs).
-    fn end_abstention(&mut self, now: Instant) {
+    fn end_abstention(&mut self, now: Instant, reason: &'static str) {
         let Some(abstention) = self.abstention.take() else {
             return;
         };
@@ -1266,8 +1353,8 @@ impl Raft {
         info!(
             term,
             heard = abstention.heard.len(),
-            "abstention over: every other voter was heard; no vote in this term or before it, \
-             taking part as usual from the next term on"
+            "abstention over: {reason}; no vote in this term or before it, taking part as usual \
+             from the next term on"
         );
     }
 

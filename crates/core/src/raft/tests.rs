@@ -1255,6 +1255,109 @@ fn wal2_abstention_ends_when_every_voter_was_heard() {
     );
 }
 
+/// A voter of `a..e` that started without a hard state.
+fn abstaining_of_five() -> Raft {
+    let mut raft = start_from(config("a", &["a", "b", "c", "d", "e"]), HardState::default());
+    assert!(raft.begin_abstention(ms(0)));
+    raft
+}
+
+/// The peers `actions` sends an abstention probe to.
+fn probed(actions: &[Action]) -> Vec<PeerId> {
+    actions
+        .iter()
+        .filter_map(|action| match action {
+            Action::Send { to, message } if *message == probe("a").into() => Some(*to),
+            _ => None,
+        })
+        .collect()
+}
+
+/// WAL-5: with five voters and `e` down for good, a node that lost its WAL does not wait for
+/// `e`: once the settling time (two maximum election timeouts, 600 ms here) is over, the
+/// answers of `ceil(5/2) = 3` other voters heard after it end the abstention, with the
+/// highest term heard adopted and persisted as amnesic. Answers from before the settling time
+/// do not count towards those three: they may predate the end of a campaign this node voted
+/// in before it lost its WAL.
+#[test]
+fn wal5_a_settled_majority_ends_the_abstention_with_a_voter_down() {
+    let mut raft = abstaining_of_five();
+    raft.handle_timeout(ms(0));
+    assert_eq!(
+        probed(&drain(&mut raft)),
+        vec![id("b"), id("c"), id("d"), id("e")]
+    );
+    for (peer, term) in [("b", 4), ("c", 3), ("d", 4)] {
+        raft.handle_message(ms(10), id(peer), vote(term, false, true));
+    }
+    drain(&mut raft);
+    assert_eq!(raft.status().abstaining_until_heard, vec![id("e")]);
+
+    // Before the settling time only `e` is asked; at its end every voter not heard since is.
+    let mut now = ms(10);
+    while now < ms(600) {
+        raft.handle_timeout(now);
+        let actions = drain(&mut raft);
+        assert!(probed(&actions).iter().all(|peer| *peer == id("e")), "{actions:?}");
+        now = raft.poll_timeout().unwrap();
+    }
+    assert!(raft.is_abstaining(), "three answers before the settling time end nothing");
+    raft.handle_timeout(now);
+    assert_eq!(
+        probed(&drain(&mut raft)),
+        vec![id("b"), id("c"), id("d"), id("e")]
+    );
+
+    raft.handle_message(now + Duration::from_millis(5), id("b"), vote(4, false, true));
+    raft.handle_message(now + Duration::from_millis(6), id("c"), vote(5, false, true));
+    assert_eq!(drain(&mut raft), vec![]);
+    assert!(raft.is_abstaining(), "two of the four others are not enough");
+    raft.handle_message(now + Duration::from_millis(7), id("d"), vote(4, false, true));
+    assert_eq!(
+        drain(&mut raft),
+        vec![Action::PersistAmnesic(HardState {
+            term: 5,
+            vote: None,
+            manual_override: None,
+        })]
+    );
+    assert!(!raft.is_abstaining());
+
+    // No vote in the adopted term; the next one is open.
+    raft.handle_message(now + Duration::from_millis(20), id("b"), vote_request(5, "b", false));
+    assert_eq!(
+        sends(&drain(&mut raft)),
+        vec![(id("b"), vote(5, false, false))]
+    );
+    raft.handle_message(now + Duration::from_millis(30), id("b"), vote_request(6, "b", false));
+    assert_eq!(
+        sends(&drain(&mut raft)),
+        vec![(id("b"), vote(6, true, false))]
+    );
+}
+
+/// WAL-5: with five voters, two down, the two answering others are fewer than `ceil(5/2)`:
+/// the abstention lasts however long they keep answering (the module docs' example: the two
+/// heard may be a stale leader's side while the node's forgotten vote elected another).
+#[test]
+fn wal5_two_of_four_other_voters_never_end_the_abstention() {
+    let mut raft = abstaining_of_five();
+    let mut now = ms(0);
+    while now <= ms(15_000) {
+        raft.handle_timeout(now);
+        let probes = probed(&drain(&mut raft));
+        for peer in ["b", "c"] {
+            if probes.contains(&id(peer)) {
+                raft.handle_message(now + Duration::from_millis(2), id(peer), vote(2, false, true));
+            }
+        }
+        assert_eq!(drain(&mut raft), vec![]);
+        now = raft.poll_timeout().unwrap();
+    }
+    assert!(raft.is_abstaining());
+    assert_eq!(raft.term(), 0);
+}
+
 /// WAL-2: hearing a leader does not end the abstention while a voter is unheard. Here `a`
 /// voted for `c` in term 3 before losing its WAL, and `b` — a stale leader of term 2 — is
 /// heard first; ending then would let `a` vote again in term 3. `c`'s answer carries term 3,

@@ -44,6 +44,12 @@ pub enum Scenario {
     /// node at a time (WAL-2): the one-vote-per-term invariant remembers every vote a node id
     /// cast, across the lost WAL too.
     WalLoss,
+    /// [`Scenario::WalLoss`] with one voter kept down from the start to the end (WAL-5), 3–5
+    /// nodes: no second vote in a term, and once faults stop the live nodes — a node that lost
+    /// its WAL among them — agree on a leader without the missing voter (with four or five
+    /// voters; with three, the missing voter comes back at the end, since a node that lost its
+    /// WAL must hear both others).
+    WalLossVoterDown,
     /// Static mode (STA-1), 1–5 nodes, one of them named leader: nobody else ever leads, and
     /// once faults stop every node knows the named one.
     Static,
@@ -73,6 +79,7 @@ impl Scenario {
             Scenario::Voters => "voters",
             Scenario::Connected => "connected",
             Scenario::WalLoss => "wal-loss",
+            Scenario::WalLossVoterDown => "wal-loss-voter-down",
             Scenario::Static => "static",
             Scenario::Gossip => "gossip",
             Scenario::GossipDefaults => "gossip-defaults",
@@ -88,6 +95,7 @@ impl Scenario {
         Scenario::Voters,
         Scenario::Connected,
         Scenario::WalLoss,
+        Scenario::WalLossVoterDown,
         Scenario::Static,
         Scenario::Gossip,
         Scenario::GossipDefaults,
@@ -100,9 +108,8 @@ impl Scenario {
     /// The test file (`crates/core/tests/<name>.rs`) that runs this scenario.
     pub fn test_file(self) -> &'static str {
         match self {
-            Scenario::Voters | Scenario::Connected | Scenario::WalLoss | Scenario::Static => {
-                "simulation"
-            }
+            Scenario::Voters | Scenario::Connected | Scenario::Static => "simulation",
+            Scenario::WalLoss | Scenario::WalLossVoterDown => "wal_loss",
             Scenario::Gossip
             | Scenario::GossipDefaults
             | Scenario::Priority
@@ -198,6 +205,7 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, abstain: boo
         Scenario::Voters => &[1, 2, 3, 3, 4, 5, 5, 5],
         Scenario::Connected => &[2, 3, 3, 4, 5, 5],
         Scenario::WalLoss => &[3, 3, 3, 4, 5],
+        Scenario::WalLossVoterDown => &[3, 4, 5, 5],
         Scenario::Static => &[1, 2, 3, 3, 4, 5],
         Scenario::Gossip
         | Scenario::GossipDefaults
@@ -209,7 +217,9 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, abstain: boo
     let heartbeat = Duration::from_millis(50);
     let (min, max) = (Duration::from_millis(150), Duration::from_millis(300));
     let mut config = match scenario {
-        Scenario::Voters | Scenario::WalLoss => SimConfig::voters(nodes, heartbeat, min, max),
+        Scenario::Voters | Scenario::WalLoss | Scenario::WalLossVoterDown => {
+            SimConfig::voters(nodes, heartbeat, min, max)
+        }
         Scenario::Connected => SimConfig::connected(nodes, heartbeat, min, max),
         Scenario::Static => {
             let leader = plan.below(nodes as u64) as usize;
@@ -292,10 +302,11 @@ fn script(
         Scenario::GossipRestart | Scenario::PriorityRestart => {
             return restart_script(sim, plan);
         }
+        Scenario::WalLossVoterDown => return voter_down_script(sim, plan),
         Scenario::Voters | Scenario::Connected | Scenario::WalLoss | Scenario::Static => {}
     }
     if scenario == Scenario::WalLoss {
-        chaos_with_wal_loss(sim, plan, CHAOS)?;
+        chaos_with_wal_loss(sim, plan, CHAOS, None)?;
     } else {
         chaos(sim, plan, CHAOS)?;
     }
@@ -342,10 +353,14 @@ fn chaos_paced(
 /// time is without its WAL (lost, or abstaining since): the abstention's guarantee rests on
 /// the other voters' memories. A node that voted for someone else is the likeliest victim,
 /// since a forgotten vote is what abstention protects.
+///
+/// `kept_down`, if given, is a voter that stays crashed throughout: whatever the faults
+/// restart, it is crashed again at the end of the same fault.
 fn chaos_with_wal_loss(
     sim: &mut Simulation,
     plan: &mut SeededRng,
     duration: Duration,
+    kept_down: Option<usize>,
 ) -> Result<(), SimFailure> {
     let end = sim.now() + duration;
     sim.set_crash_mid_step(0.002);
@@ -387,7 +402,26 @@ fn chaos_with_wal_loss(
             }
             None => inject_fault(sim, plan)?,
         }
+        if let Some(down) = kept_down {
+            sim.crash(down);
+        }
     }
+}
+
+/// [`Scenario::WalLossVoterDown`]: one voter crashed from the start and kept down through
+/// the chaos and, with four or more voters, through the convergence check too (WAL-5: a node
+/// that lost its WAL ends its abstention on a settled majority, without the missing voter).
+fn voter_down_script(sim: &mut Simulation, plan: &mut SeededRng) -> Result<Duration, SimFailure> {
+    let down = plan.below(sim.len() as u64) as usize;
+    sim.crash(down);
+    chaos_with_wal_loss(sim, plan, CHAOS, Some(down))?;
+    calm(sim)?;
+    if sim.len() >= 4 {
+        sim.crash(down);
+    }
+    let convergence = await_agreed_leader(sim, CONVERGENCE_BOUND)?;
+    check_still_agreed(sim, SETTLE)?;
+    Ok(convergence)
 }
 
 fn inject_fault(sim: &mut Simulation, plan: &mut SeededRng) -> Result<(), SimFailure> {
