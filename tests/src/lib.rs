@@ -15,7 +15,9 @@ use conclave_actors::events::LeaderChange;
 use conclave_actors::memory::MemoryHub;
 use conclave_actors::metrics::NodeMetrics;
 use conclave_actors::node::{Node, NodeBuilder, NodeHandle, NodeStatus};
-use conclave_config::{AdminConfig, HealthConfig, HooksConfig, MetricsConfig, NodeConfig, Quorum};
+use conclave_config::{
+    AdminConfig, HealthConfig, HooksConfig, InitialState, MetricsConfig, NodeConfig, Quorum,
+};
 use conclave_core::MembershipConfig;
 use conclave_core::election::{ElectionConfig, ElectionStatus, LeaderChangeCause, Mode, Role};
 use conclave_core::raft::{QuorumMode, RaftConfig};
@@ -137,6 +139,7 @@ pub fn node_config(
         metrics: MetricsConfig { listen: None },
         hooks: options.hooks.clone(),
         health: HealthConfig::default(),
+        initial_state: InitialState::default(),
     }
 }
 

@@ -81,6 +81,19 @@ pub(crate) enum Commands {
         #[arg(long, env = "RUST_LOG")]
         log: Option<String>,
     },
+    /// Create this node's WAL as a member of a new cluster (WAL-5), before its first start.
+    ///
+    /// Writes a genesis record into node.data_dir: the node has voted in no term, so from its
+    /// first start it votes and campaigns at once, and a new cluster elects as soon as a
+    /// majority of its voters runs. Without it (and without cluster.initial_state = "new"), a
+    /// voter that starts without a WAL abstains until the other voters show which terms are
+    /// over, as a node that lost its WAL must. Refused (exit code 1) for a data directory a
+    /// node has used before: never initialise a node that lost its WAL (docs/wal.md).
+    Init {
+        /// Configuration file (TOML) of the node; the built-in defaults when absent.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
     /// Run a whole cluster in this process, on virtual ESP-NOW dongles: no hardware, no
     /// configuration.
     ///
@@ -191,8 +204,8 @@ pub(crate) enum WalCommand {
     /// Refuses while a node runs on the directory. Copies the damaged file, unchanged, to
     /// conclave.wal.damaged-<unix ms> beside it; writes a new WAL with every valid record in
     /// order, the damaged spans dropped; and ends it with an amnesia marker, so that the node
-    /// abstains (no vote, no campaign) at its next start until it has heard every other voter:
-    /// a dropped record may have held its newest vote. Without --confirm it only says what it
+    /// abstains (no vote, no campaign) at its next start until the other voters show which
+    /// terms are over (docs/wal.md): a dropped record may have held its newest vote. Without --confirm it only says what it
     /// would do.
     Repair {
         /// The node's data directory (node.data_dir).

@@ -24,6 +24,7 @@ mod commands;
 mod demo;
 mod dongle;
 mod generated;
+mod init;
 mod logging;
 mod notify;
 mod output;
@@ -57,6 +58,7 @@ fn command(cli: Cli) -> ExitCode {
         Commands::Completions { shell } => generated::completions(shell),
         Commands::Man => generated::man(),
         Commands::CheckConfig { file } => run::check_config(&file),
+        Commands::Init { config } => init::init(config.as_deref()),
         Commands::Defaults => {
             output::out!("{}", conclave_config::settings::defaults_toml());
             ExitCode::SUCCESS

@@ -41,15 +41,15 @@ use crate::reload::{self, Reloader};
 use crate::{EXIT_SOFTWARE, EXIT_UNAVAILABLE, EXIT_USAGE};
 
 /// A configuration that passed every check.
-struct Loaded {
-    settings: Settings,
-    config: NodeConfig,
-    warnings: Vec<ConfigWarning>,
+pub(crate) struct Loaded {
+    pub(crate) settings: Settings,
+    pub(crate) config: NodeConfig,
+    pub(crate) warnings: Vec<ConfigWarning>,
 }
 
 /// Loads and validates `file` (the built-in defaults alone when `None`), printing every
 /// problem; the exit code on failure.
-fn load(file: Option<&Path>) -> Result<Loaded, ExitCode> {
+pub(crate) fn load(file: Option<&Path>) -> Result<Loaded, ExitCode> {
     let settings = Settings::load(file).map_err(|err| {
         errln!("error: {err}");
         ExitCode::from(EXIT_USAGE)

@@ -122,8 +122,8 @@ fn repair_plan(dir: &Path) -> ExitCode {
     let _ = writeln!(
         out,
         "  - end it with an amnesia marker: at its next start the node abstains (no vote, no \
-         campaign) until it has heard every other voter, because a dropped record may have \
-         held its newest vote (docs/wal.md)."
+         campaign) until the other voters show which terms are over, because a dropped record \
+         may have held its newest vote (docs/wal.md, \"Amnesia and abstention\")."
     );
     err!("{out}");
     ExitCode::from(EXIT_USAGE)
@@ -207,8 +207,8 @@ fn render_inspection(inspection: &Inspection) -> String {
     } else if inspection.start.amnesic {
         let _ = writeln!(
             out,
-            "            a voter starting from this file abstains (no vote, no campaign) until it \
-             has heard every other voter"
+            "            a voter starting from this file abstains (no vote, no campaign) until the \
+             other voters show which terms are over (docs/wal.md)"
         );
     }
     out
@@ -255,6 +255,13 @@ fn describe(record: &ExaminedRecord) -> (&'static str, String) {
             if *enabled { "on" } else { "off" }.to_owned(),
         ),
         RecordContent::Record(WalRecord::Mode(mode)) => ("election mode", mode.label().to_owned()),
+        RecordContent::Record(WalRecord::Genesis { at_unix_ms }) => (
+            "genesis",
+            format!(
+                "{}: created for a new cluster; the node had voted in no term before",
+                utc_text(*at_unix_ms)
+            ),
+        ),
         RecordContent::Seal => ("seal", String::new()),
         RecordContent::UnknownKind => (
             "unknown",
@@ -364,8 +371,8 @@ fn render_report(report: &RepairReport) -> String {
     );
     let _ = writeln!(
         out,
-        "next start  {}; the node abstains (no vote, no campaign) until it has heard every \
-         other voter",
+        "next start  {}; the node abstains (no vote, no campaign) until the other voters \
+         show which terms are over (docs/wal.md)",
         hard_text(&report.start.hard_state)
     );
     out
@@ -472,6 +479,9 @@ enum ContentJson {
     RepairMarker {
         at_unix_ms: u64,
     },
+    Genesis {
+        at_unix_ms: u64,
+    },
     AutoElection {
         enabled: bool,
     },
@@ -512,6 +522,9 @@ impl From<&RecordContent> for ContentJson {
                 at_unix_ms: change.at_unix_ms,
             },
             RecordContent::Record(WalRecord::Amnesia { at_unix_ms }) => ContentJson::RepairMarker {
+                at_unix_ms: *at_unix_ms,
+            },
+            RecordContent::Record(WalRecord::Genesis { at_unix_ms }) => ContentJson::Genesis {
                 at_unix_ms: *at_unix_ms,
             },
             RecordContent::Record(WalRecord::AutoElection(enabled)) => {

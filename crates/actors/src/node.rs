@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use conclave_config::{DonglePort, EspNowLinkConfig, NodeConfig};
+use conclave_config::{DonglePort, EspNowLinkConfig, InitialState, NodeConfig};
 use conclave_core::election::{Command, CommandOutcome, Election, ElectionError, ElectionStatus};
 use conclave_core::{Admission, AdmissionConfig, Membership, PeerInfo, SeededRng};
 use conclave_protocol::{ClusterId, FrameCodec, PeerId};
@@ -36,7 +36,9 @@ use crate::metrics::NodeMetrics;
 use crate::transport::{
     ConnectReceivers, DongleReport, Drain, EspNowLink, GetDongle, GetRoutes, Links, TransportActor,
 };
-use crate::wal::{CloseWal, HistoryRecord, InlineWalActor, Persist, WalActor, WalError, WalFile};
+use crate::wal::{
+    CloseWal, HistoryRecord, InlineWalActor, Persist, WalActor, WalError, WalFile, WalOptions,
+};
 
 /// Why a node could not start or answer.
 #[derive(Debug, thiserror::Error)]
@@ -164,9 +166,13 @@ impl NodeBuilder {
         let admin_listener = listener("admin.listen", config.admin.listen)?;
         let metrics_listener = listener("metrics.listen", config.metrics.listen)?;
         let data_dir = config.data_dir.clone();
-        let mode = config.election.mode();
+        let options = WalOptions {
+            mode: Some(config.election.mode()),
+            genesis: config.initial_state == InitialState::New,
+            ..WalOptions::default()
+        };
         let (wal, recovered) =
-            actix_rt::task::spawn_blocking(move || WalFile::open_for_mode(&data_dir, mode))
+            actix_rt::task::spawn_blocking(move || WalFile::open_with(&data_dir, options))
                 .await
                 .map_err(|err| NodeError::Recovery(err.to_string()))??;
         info!(
@@ -227,7 +233,18 @@ impl NodeBuilder {
         )?;
         if recovered.amnesic {
             // WAL-2: the core decides whether this node must abstain, and logs it at WARN.
-            election.begin_abstention(clock.now());
+            let abstains = election.begin_abstention(clock.now());
+            if abstains && recovered.fresh_directory {
+                // WAL-5: most likely a node of a new cluster started without `conclave init`;
+                // only the operator knows it is not a node that lost its WAL.
+                warn!(
+                    "{} held no WAL: if this node belongs to a cluster being created, stop it, \
+                     remove the directory and run `conclave init` once (or set \
+                     cluster.initial_state = \"new\"), so that it votes at once; never do so \
+                     for a node that lost its WAL (docs/wal.md)",
+                    config.data_dir.display()
+                );
+            }
         }
 
         let codec = FrameCodec::new(config.cluster_id, config.auth_key.clone());

@@ -55,6 +55,20 @@ pub struct NodeConfig {
     pub hooks: HooksConfig,
     /// `[health]`: where this node's battery and priority readings come from.
     pub health: HealthConfig,
+    /// `cluster.initial_state` (WAL-5): whether a first start in an unused data directory
+    /// writes a genesis record.
+    pub initial_state: InitialState,
+}
+
+/// `cluster.initial_state` (WAL-5): how a node that finds no WAL starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum InitialState {
+    /// A member of a cluster being created: in a data directory no node used before, the WAL
+    /// begins with a genesis record and the node votes at once.
+    New,
+    /// A node without a WAL may have lost one: it abstains (WAL-2).
+    #[default]
+    Existing,
 }
 
 /// `election.raft.quorum`.

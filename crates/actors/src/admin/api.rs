@@ -125,7 +125,7 @@ pub struct StatusAnswer {
     /// Kept out of elections because another live node uses its id (MEM-3).
     pub quarantined: bool,
     /// Abstaining after it started without a term or vote (WAL-2, `docs/wal.md`): no vote, no
-    /// campaign until it has heard every other voter.
+    /// campaign until the other voters show which terms are over.
     #[serde(default)]
     pub abstaining: bool,
     /// While abstaining: the voters it has not heard yet.

@@ -25,6 +25,21 @@ pub enum WalError {
         /// `election.mode`.
         configured: conclave_core::election::Mode,
     },
+    /// `conclave init` on a data directory a node has used before (WAL-5): its WAL is there,
+    /// or was there (the lock file or a repair's backup remains). A genesis record says the
+    /// node never voted, which only a directory no node ever ran in can say.
+    #[error(
+        "cannot initialise {}: {reason}; `conclave init` is only for a node of a cluster being \
+         created. A node that lost its WAL must not be initialised: start it as it is and it \
+         abstains until the other voters show which terms are over (docs/wal.md)",
+        dir.display()
+    )]
+    NotNew {
+        /// The data directory.
+        dir: PathBuf,
+        /// What shows an earlier node.
+        reason: String,
+    },
     /// Reading, writing, syncing or renaming failed.
     #[error("WAL {}: {source}", path.display())]
     Io {
@@ -71,7 +86,7 @@ pub enum WalError {
          record follows at byte {next_valid}, so this is not a torn tail; refusing to start and \
          leaving the file untouched. `conclave wal inspect {}` shows every record; \
          `conclave wal repair {} --confirm` keeps the valid records and makes the node abstain \
-         from voting until it has heard every voter (docs/wal.md)",
+         from voting until the other voters show which terms are over (docs/wal.md)",
         path.display(),
         dir_of(path).display(),
         dir_of(path).display()

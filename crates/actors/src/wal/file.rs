@@ -15,9 +15,12 @@
 //! The data directory is locked ([`DataDirLock`]) before the file is opened, for as long as
 //! the `WalFile` lives.
 //!
-//! A file that holds no hard state — new, wiped, or repaired (no hard state after the repair
-//! marker) — is reported as [`Recovered::amnesic`]: the node may have voted in terms it no
-//! longer knows, and the election core abstains until those terms are over.
+//! A file that holds no hard state — wiped, deleted, or repaired (no hard state after the
+//! repair marker) — is reported as [`Recovered::amnesic`]: the node may have voted in terms it
+//! no longer knows, and the election core abstains until those terms are over. A file created
+//! for a member of a new cluster starts with a genesis record instead (WAL-5: [`WalFile::init`],
+//! or [`WalOptions::genesis`] on the first start in a directory no node used before), which
+//! counts as a hard state of term 0: a durable "never voted".
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -61,6 +64,11 @@ pub struct WalOptions {
     /// mode is refused ([`WalError::OtherMode`]), and a file that does not record one yet gets
     /// it. `None` (tools that only read) checks nothing.
     pub mode: Option<Mode>,
+    /// `cluster.initial_state = "new"` (WAL-5): when this open creates the WAL in a
+    /// directory no node used before, it starts the file with a genesis record, so the node
+    /// takes part at once. A directory that shows an earlier node (its lock file, a repair's
+    /// backup) gets none: its WAL was lost, and the node abstains.
+    pub genesis: bool,
 }
 
 impl Default for WalOptions {
@@ -70,6 +78,7 @@ impl Default for WalOptions {
             history_limit: DEFAULT_HISTORY_LIMIT,
             incarnation_from_clock: true,
             mode: None,
+            genesis: false,
         }
     }
 }
@@ -99,6 +108,13 @@ pub struct Recovered {
     /// (opened for a mode, always that mode), raft for a file with election state written
     /// before modes were recorded, `None` for a file without any opened for no mode.
     pub mode: Option<Mode>,
+    /// When the file's genesis record was written (WAL-5), if it has one: the node was
+    /// created for a new cluster.
+    pub genesis_at_unix_ms: Option<u64>,
+    /// This open created the WAL in a directory no node had used before. With
+    /// [`Recovered::amnesic`] it means the node was started without `conclave init` or
+    /// `cluster.initial_state = "new"`: the start says how a new cluster is created.
+    pub fresh_directory: bool,
 }
 
 /// The leadership history, newest last, bounded to a limit. It holds up to twice the limit
@@ -145,6 +161,8 @@ pub(super) struct State {
     pub(super) mode: Option<Mode>,
     /// When the last amnesia marker was written.
     amnesia_at_unix_ms: u64,
+    /// When the genesis record was written, if the file has one (WAL-5).
+    pub(super) genesis_at_unix_ms: Option<u64>,
     pub(super) history: BoundedHistory,
 }
 
@@ -158,6 +176,7 @@ impl State {
             auto_election: None,
             mode: None,
             amnesia_at_unix_ms: 0,
+            genesis_at_unix_ms: None,
             history: BoundedHistory::new(history_limit),
         }
     }
@@ -177,6 +196,11 @@ impl State {
             }
             WalRecord::AutoElection(enabled) => self.auto_election = Some(*enabled),
             WalRecord::Mode(mode) => self.mode = Some(*mode),
+            WalRecord::Genesis { at_unix_ms } => {
+                // A durable "never voted": as good as a hard state of term 0 (WAL-5).
+                self.genesis_at_unix_ms = Some(*at_unix_ms);
+                self.amnesic = false;
+            }
         }
     }
 
@@ -199,13 +223,16 @@ impl State {
         if let Some(mode) = self.mode {
             records.push(WalRecord::Mode(mode));
         }
+        if let Some(at_unix_ms) = self.genesis_at_unix_ms {
+            records.push(WalRecord::Genesis { at_unix_ms });
+        }
         if self.has_hard_state {
             records.push(WalRecord::HardState(self.hard_state));
-            if self.amnesic {
-                records.push(WalRecord::Amnesia {
-                    at_unix_ms: self.amnesia_at_unix_ms,
-                });
-            }
+        }
+        if self.amnesic && (self.has_hard_state || self.genesis_at_unix_ms.is_some()) {
+            records.push(WalRecord::Amnesia {
+                at_unix_ms: self.amnesia_at_unix_ms,
+            });
         }
         records.push(WalRecord::Incarnation(self.incarnation));
         if let Some(enabled) = self.auto_election {
@@ -265,6 +292,29 @@ impl WalFile {
         )
     }
 
+    /// Creates the WAL of a member of a new cluster (WAL-5, `conclave init`): `dir/conclave.wal`
+    /// starting with the election mode and a genesis record, so the node takes part in
+    /// elections from its first start. Refused ([`WalError::NotNew`]) for a directory a node
+    /// has used before: a genesis there would make a node that lost its WAL vote again in
+    /// terms it may have voted in. Returns what a start would recover from it.
+    pub fn init(dir: &Path, mode: Mode) -> Result<Recovered, WalError> {
+        if let Some(reason) = earlier_node(dir)? {
+            return Err(WalError::NotNew {
+                dir: dir.to_path_buf(),
+                reason,
+            });
+        }
+        let (_wal, recovered) = Self::open_with(
+            dir,
+            WalOptions {
+                mode: Some(mode),
+                genesis: true,
+                ..WalOptions::default()
+            },
+        )?;
+        Ok(recovered)
+    }
+
     /// Opens (or creates) `dir/conclave.wal`, recovers it and starts a new incarnation.
     ///
     /// Creates `dir` if needed and locks it before reading a byte ([`WalError::Locked`] if
@@ -278,6 +328,8 @@ impl WalFile {
     /// checksummed record that cannot be read ([`WalError::BadRecord`]), all left untouched;
     /// I/O.
     pub fn open_with(dir: &Path, options: WalOptions) -> Result<(WalFile, Recovered), WalError> {
+        // Looked at before the lock file is created: that file is one of the traces.
+        let fresh_directory = earlier_node(dir)?.is_none();
         let dir_existed = dir.is_dir();
         fs::create_dir_all(dir).map_err(io_error(dir))?;
         if !dir_existed {
@@ -405,6 +457,12 @@ impl WalFile {
                 _ => first_records.push(WalRecord::Mode(mode)),
             }
         }
+        let write_genesis = wal.options.genesis && created && fresh_directory;
+        if write_genesis {
+            first_records.push(WalRecord::Genesis {
+                at_unix_ms: crate::events::unix_millis(std::time::SystemTime::now()),
+            });
+        }
         let next =
             wal.state
                 .incarnation
@@ -426,7 +484,14 @@ impl WalFile {
         wal.append(&first_records)?;
 
         let amnesic = wal.state.amnesic;
-        if amnesic {
+        if write_genesis {
+            info!(
+                path = %wal.path.display(),
+                incarnation,
+                "WAL created with a genesis record: a member of a new cluster, which has voted in \
+                 no term yet (cluster.initial_state = \"new\")"
+            );
+        } else if amnesic {
             // The election core decides what that means (a voter of a cluster abstains) and
             // says so at WARN.
             info!(
@@ -434,8 +499,8 @@ impl WalFile {
                 records,
                 incarnation,
                 term = wal.state.hard_state.term,
-                "WAL recovered; it holds no term or vote (a new node, a wiped or deleted WAL, or \
-                 a repaired one)"
+                "WAL recovered; it holds no term or vote (a node started without `conclave \
+                 init`, a wiped or deleted WAL, or a repaired one)"
             );
         } else {
             info!(
@@ -455,6 +520,8 @@ impl WalFile {
             truncated_bytes,
             records,
             mode: wal.state.mode(),
+            genesis_at_unix_ms: wal.state.genesis_at_unix_ms,
+            fresh_directory: created && fresh_directory,
         };
         Ok((wal, recovered))
     }
@@ -775,4 +842,31 @@ pub(super) fn io_error(path: &Path) -> impl FnOnce(io::Error) -> WalError + '_ {
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// What shows that a node has used `dir` before, if anything does (WAL-5): its WAL, the lock
+/// file every start leaves behind, or a file named after the WAL (a repair's backup, an
+/// interrupted compaction). `None` for a directory that
+/// does not exist or holds none of them.
+fn earlier_node(dir: &Path) -> Result<Option<String>, WalError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(io_error(dir)(error)),
+    };
+    for entry in entries {
+        let name = entry.map_err(io_error(dir))?.file_name();
+        let name = name.to_string_lossy();
+        let reason = if name == WAL_FILE_NAME {
+            format!("it holds a WAL ({WAL_FILE_NAME})")
+        } else if name == super::lock::LOCK_FILE_NAME {
+            format!("a node ran here ({name} is there) but its WAL ({WAL_FILE_NAME}) is gone")
+        } else if name.starts_with(WAL_FILE_NAME) {
+            format!("it holds {name}, left by an earlier node, but no {WAL_FILE_NAME}")
+        } else {
+            continue;
+        };
+        return Ok(Some(reason));
+    }
+    Ok(None)
 }

@@ -83,6 +83,7 @@ pub(super) const KIND_SEAL: u8 = 4;
 const KIND_AMNESIA: u8 = 5;
 const KIND_AUTO_ELECTION: u8 = 6;
 const KIND_MODE: u8 = 7;
+const KIND_GENESIS: u8 = 8;
 /// Reserved for the replicated log's entries (LOG-*); skipped by this version.
 pub(super) const KIND_LOG_ENTRIES: u8 = 10;
 /// Reserved for the replicated log's snapshot marker (LOG-4); skipped by this version.
@@ -125,6 +126,14 @@ pub enum WalRecord {
     /// written at the first start in that mode. A node of another mode refuses the file. A
     /// file without it was written before modes were recorded: raft's.
     Mode(Mode),
+    /// The file was created for a member of a new cluster (WAL-5: `conclave init`, or the
+    /// first start with `cluster.initial_state = "new"` in a directory no node used before):
+    /// the node had voted in no term before it. It counts as a hard state of term 0 with no
+    /// vote, so the node does not abstain.
+    Genesis {
+        /// When it was written, in milliseconds since the Unix epoch.
+        at_unix_ms: u64,
+    },
 }
 
 impl WalRecord {
@@ -136,6 +145,7 @@ impl WalRecord {
             WalRecord::Amnesia { .. } => KIND_AMNESIA,
             WalRecord::AutoElection(_) => KIND_AUTO_ELECTION,
             WalRecord::Mode(_) => KIND_MODE,
+            WalRecord::Genesis { .. } => KIND_GENESIS,
         }
     }
 
@@ -160,6 +170,7 @@ impl WalRecord {
             WalRecord::Amnesia { at_unix_ms } => put_u64(out, *at_unix_ms),
             WalRecord::AutoElection(enabled) => out.push(u8::from(*enabled)),
             WalRecord::Mode(mode) => out.push(mode_index(*mode)),
+            WalRecord::Genesis { at_unix_ms } => put_u64(out, *at_unix_ms),
         }
         finish_header(out, start, self.kind());
     }
@@ -258,6 +269,9 @@ pub(super) fn decode(kind: u8, payload: &[u8]) -> Result<Decoded, &'static str> 
             1 => Decoded::Record(WalRecord::AutoElection(true)),
             _ => return Err("auto-election flag is neither 0 nor 1"),
         },
+        KIND_GENESIS => Decoded::Record(WalRecord::Genesis {
+            at_unix_ms: input.u64()?,
+        }),
         KIND_MODE => match Mode::ALL.get(usize::from(input.u8()?)) {
             Some(&mode) => Decoded::Record(WalRecord::Mode(mode)),
             None => return Err("election mode unknown to this version"),
@@ -401,6 +415,10 @@ mod tests {
             }),
             WalRecord::Incarnation(0),
             WalRecord::Incarnation(u64::MAX),
+            WalRecord::Genesis { at_unix_ms: 0 },
+            WalRecord::Genesis {
+                at_unix_ms: 1_700_000_000_000,
+            },
             WalRecord::Amnesia { at_unix_ms: 0 },
             WalRecord::Amnesia {
                 at_unix_ms: u64::MAX,
@@ -483,6 +501,16 @@ mod tests {
         assert_eq!(decode(7, &[]), Err("payload ends early"));
     }
 
+    /// WAL-5: the genesis record is kind 8 with the Unix time in milliseconds, like the
+    /// amnesia marker's payload.
+    #[test]
+    fn genesis_record_layout() {
+        let bytes = WalRecord::Genesis { at_unix_ms: 258 }.encode();
+        assert_eq!(&bytes[..5], &[8, 0, 0, 0, 8]);
+        assert_eq!(&bytes[9..], &[2, 1, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(decode(8, &[1, 2, 3]), Err("payload ends early"));
+    }
+
     /// WAL-2: the seal is the 9 bytes of an empty kind-4 record, and decodes as a seal; the
     /// amnesia marker and the automatic-election switch follow their documented layouts.
     #[test]
@@ -514,7 +542,7 @@ mod tests {
     /// "skip", not as an error; a cause index from a newer version skips the history line.
     #[test]
     fn unknown_kinds_and_causes_are_skipped() {
-        for kind in [0, 8, KIND_LOG_ENTRIES, KIND_SNAPSHOT_MARKER, 255] {
+        for kind in [0, 9, KIND_LOG_ENTRIES, KIND_SNAPSHOT_MARKER, 255] {
             assert_eq!(decode(kind, b"whatever"), Ok(Decoded::UnknownKind(kind)));
         }
         let mut payload = vec![0; 8];

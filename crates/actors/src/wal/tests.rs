@@ -227,6 +227,7 @@ fn expected_after(records: &[WalRecord]) -> (HardState, u64, Vec<HistoryRecord>,
             WalRecord::Incarnation(n) => incarnation = *n,
             WalRecord::LeaderChange(change) => history.push(*change),
             WalRecord::Amnesia { .. } => amnesic = true,
+            WalRecord::Genesis { .. } => amnesic = false,
             WalRecord::AutoElection(_) | WalRecord::Mode(_) => {}
         }
     }
@@ -893,6 +894,7 @@ fn wal1_unknown_kinds_are_skipped_and_kept() {
         history_limit: 4,
         incarnation_from_clock: false,
         mode: None,
+        genesis: false,
     };
     drop(WalFile::open_with(dir.path(), options).unwrap());
     let entries = raw_record(10, b"a future log entry");
@@ -946,6 +948,7 @@ fn wal3_compaction_keeps_state_incarnation_and_newest_history() {
         history_limit: 10,
         incarnation_from_clock: false,
         mode: None,
+        genesis: false,
     };
     let (mut wal, _) = WalFile::open_with(dir.path(), options).unwrap();
     let mut written = Vec::new();
@@ -1465,4 +1468,139 @@ fn compaction_keeps_the_mode() {
     drop(wal);
     assert_eq!(mode_records(dir.path()), vec![Mode::Static]);
     assert!(WalFile::open_for_mode(dir.path(), Mode::Raft).is_err());
+}
+
+/// Opens `dir` as a node with `cluster.initial_state = "new"` does, incarnations counted.
+fn open_new_member(dir: &Path) -> Result<(WalFile, Recovered), WalError> {
+    WalFile::open_with(
+        dir,
+        WalOptions {
+            incarnation_from_clock: false,
+            mode: Some(Mode::Raft),
+            genesis: true,
+            ..WalOptions::default()
+        },
+    )
+}
+
+/// WAL-5: a node of a new cluster (`cluster.initial_state = "new"`) starting in a directory no
+/// node used gets a genesis record: it is not amnesic, at that start, at the next, and after a
+/// compaction that keeps the genesis; the directory was fresh only the first time.
+#[test]
+fn wal5_genesis_in_a_fresh_directory_ends_amnesia_for_good() {
+    let _log = CapturedLog::default().install();
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("data");
+    let (wal, first) = open_new_member(&dir).unwrap();
+    assert!(!first.amnesic);
+    assert!(first.fresh_directory);
+    assert!(first.genesis_at_unix_ms.is_some());
+    assert_eq!(first.hard_state, HardState::default());
+    drop(wal);
+
+    let (mut wal, again) = open_new_member(&dir).unwrap();
+    assert!(!again.amnesic);
+    assert!(!again.fresh_directory);
+    assert_eq!(again.genesis_at_unix_ms, first.genesis_at_unix_ms);
+    wal.compact().unwrap();
+    drop(wal);
+    let (_, compacted) = open_new_member(&dir).unwrap();
+    assert!(!compacted.amnesic, "compaction keeps the genesis");
+    let genesis_records = read_records(&dir)
+        .unwrap()
+        .into_iter()
+        .filter(|record| matches!(record, WalRecord::Genesis { .. }))
+        .count();
+    assert_eq!(genesis_records, 1);
+}
+
+/// WAL-5: the key is no way around a lost WAL. A directory whose WAL was deleted but whose
+/// lock file remains — or which holds a repair's backup — gets no genesis: the node is
+/// amnesic and abstains. Without the key, a fresh directory gets none either.
+#[test]
+fn wal5_no_genesis_where_an_earlier_node_ran_or_without_the_key() {
+    let _log = CapturedLog::default().install();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut wal, _) = open_new_member(dir.path()).unwrap();
+    wal.append(&[WalRecord::HardState(hard(3, Some("gw-b")))])
+        .unwrap();
+    drop(wal);
+    fs::remove_file(wal_path(dir.path())).unwrap();
+    let (_, wiped) = open_new_member(dir.path()).unwrap();
+    assert!(wiped.amnesic);
+    assert!(!wiped.fresh_directory);
+    assert_eq!(wiped.genesis_at_unix_ms, None);
+
+    let backup = tempfile::tempdir().unwrap();
+    fs::write(
+        backup.path().join("conclave.wal.damaged-1700000000000"),
+        b"CWL1",
+    )
+    .unwrap();
+    let (_, repaired) = open_new_member(backup.path()).unwrap();
+    assert!(repaired.amnesic);
+    assert_eq!(repaired.genesis_at_unix_ms, None);
+
+    let plain = tempfile::tempdir().unwrap();
+    let (_, existing) = open_counting(plain.path()).unwrap();
+    assert!(existing.amnesic);
+    assert!(existing.fresh_directory);
+}
+
+/// WAL-5: `conclave init` writes the mode and the genesis into a fresh directory and refuses
+/// one a node has used — its WAL is there, or only its lock file is left — naming what it
+/// found, without changing a byte.
+#[test]
+fn wal5_init_writes_a_genesis_and_refuses_a_used_directory() {
+    let _log = CapturedLog::default().install();
+    let dir = tempfile::tempdir().unwrap();
+    let recovered = WalFile::init(dir.path(), Mode::Raft).unwrap();
+    assert!(!recovered.amnesic);
+    assert_eq!(recovered.mode, Some(Mode::Raft));
+    let (_, started) = WalFile::open_for_mode(dir.path(), Mode::Raft).unwrap();
+    assert!(!started.amnesic);
+
+    let before = fs::read(wal_path(dir.path())).unwrap();
+    let again = WalFile::init(dir.path(), Mode::Raft).unwrap_err();
+    assert!(matches!(again, WalError::NotNew { .. }), "{again}");
+    assert!(again.to_string().contains("it holds a WAL"), "{again}");
+    assert_eq!(fs::read(wal_path(dir.path())).unwrap(), before);
+
+    fs::remove_file(wal_path(dir.path())).unwrap();
+    let lost = WalFile::init(dir.path(), Mode::Raft).unwrap_err();
+    assert!(
+        lost.to_string().contains("its WAL (conclave.wal) is gone"),
+        "{lost}"
+    );
+    assert!(!wal_path(dir.path()).exists());
+}
+
+/// WAL-5, WAL-2: a repair of a WAL that began with a genesis makes the node amnesic like any
+/// other repair, and a compaction keeps it so (the genesis no longer vouches for the votes).
+#[test]
+fn wal5_repair_after_a_genesis_is_amnesic_through_compaction() {
+    let _log = CapturedLog::default().install();
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = open_new_member(dir.path()).unwrap();
+    drop(wal);
+    let mut file = OpenOptions::new()
+        .append(true)
+        .open(wal_path(dir.path()))
+        .unwrap();
+    // An amnesia marker after the genesis, as `conclave wal repair` appends one.
+    let mut marker = Vec::new();
+    WalRecord::Amnesia { at_unix_ms: 7 }.encode_into(&mut marker);
+    encode_seal(&mut marker);
+    file.write_all(&marker).unwrap();
+    drop(file);
+
+    let (mut wal, recovered) = open_new_member(dir.path()).unwrap();
+    assert!(recovered.amnesic);
+    wal.compact().unwrap();
+    drop(wal);
+    let (_, compacted) = open_new_member(dir.path()).unwrap();
+    assert!(
+        compacted.amnesic,
+        "compaction keeps the amnesia marker after the genesis"
+    );
 }

@@ -32,7 +32,7 @@ use conclave_protocol::{AuthKey, ClusterId, IdError, MAX_TAG_LEN, MIN_TAG_LEN, P
 use super::{ConfigProblem, ConfigWarning, HookEntry, Settings};
 use crate::{
     AdminConfig, DonglePort, EspNowLinkConfig, HealthConfig, HealthSource, HookCommand,
-    HooksConfig, MetricsConfig, NodeConfig, Quorum, UdpLinkConfig,
+    HooksConfig, InitialState, MetricsConfig, NodeConfig, Quorum, UdpLinkConfig,
 };
 
 /// Longest duration any `*_ms` key accepts: one day. Anything longer is a slip of the keyboard,
@@ -81,6 +81,17 @@ impl Settings {
         let (admin, metrics) = self.endpoints(f);
         let hooks = self.hooks(f);
         let health = self.health(f);
+        let initial_state = match self.cluster.initial_state.as_str() {
+            "new" => Some(InitialState::New),
+            "existing" => Some(InitialState::Existing),
+            other => {
+                f.problem(
+                    "cluster.initial_state",
+                    format!("unknown initial state {other:?}; expected \"new\" or \"existing\""),
+                );
+                None
+            }
+        };
 
         // Every `None` above came with a problem, so both exits below report at least one.
         let (
@@ -95,9 +106,20 @@ impl Settings {
             Some(metrics),
             Some(hooks),
             Some(health),
+            Some(initial_state),
         ) = (
-            node_id, cluster_id, auth_key, election, membership, udp, espnow, admin, metrics,
-            hooks, health,
+            node_id,
+            cluster_id,
+            auth_key,
+            election,
+            membership,
+            udp,
+            espnow,
+            admin,
+            metrics,
+            hooks,
+            health,
+            initial_state,
         )
         else {
             return Err(findings.problems);
@@ -125,6 +147,7 @@ impl Settings {
             metrics,
             hooks,
             health,
+            initial_state,
         };
         Ok((config, findings.warnings))
     }

@@ -34,11 +34,12 @@ pub enum ElectionError {
         /// The leader, if known.
         leader: Option<PeerId>,
     },
-    /// This node abstains after starting without a hard state (WAL-2): it takes no part in
-    /// elections until it has heard every other voter.
+    /// This node abstains after starting without a hard state (WAL-2, WAL-5): it takes no
+    /// part in elections until the other voters show which terms are over.
     #[error(
-        "this node is abstaining: its WAL held no term or vote (new, wiped or repaired), so it \
-         neither votes nor campaigns until it has heard every other voter (docs/wal.md)"
+        "this node is abstaining: its WAL held no term or vote (lost, repaired, or started \
+         without `conclave init`), so it neither votes nor campaigns until the other voters \
+         show which terms are over (docs/wal.md, \"Amnesia and abstention\")"
     )]
     Abstaining,
     /// This node's id was refused as a duplicate (MEM-3); it takes no part in elections.

@@ -1257,7 +1257,10 @@ fn wal2_abstention_ends_when_every_voter_was_heard() {
 
 /// A voter of `a..e` that started without a hard state.
 fn abstaining_of_five() -> Raft {
-    let mut raft = start_from(config("a", &["a", "b", "c", "d", "e"]), HardState::default());
+    let mut raft = start_from(
+        config("a", &["a", "b", "c", "d", "e"]),
+        HardState::default(),
+    );
     assert!(raft.begin_abstention(ms(0)));
     raft
 }
@@ -1298,21 +1301,42 @@ fn wal5_a_settled_majority_ends_the_abstention_with_a_voter_down() {
     while now < ms(600) {
         raft.handle_timeout(now);
         let actions = drain(&mut raft);
-        assert!(probed(&actions).iter().all(|peer| *peer == id("e")), "{actions:?}");
+        assert!(
+            probed(&actions).iter().all(|peer| *peer == id("e")),
+            "{actions:?}"
+        );
         now = raft.poll_timeout().unwrap();
     }
-    assert!(raft.is_abstaining(), "three answers before the settling time end nothing");
+    assert!(
+        raft.is_abstaining(),
+        "three answers before the settling time end nothing"
+    );
     raft.handle_timeout(now);
     assert_eq!(
         probed(&drain(&mut raft)),
         vec![id("b"), id("c"), id("d"), id("e")]
     );
 
-    raft.handle_message(now + Duration::from_millis(5), id("b"), vote(4, false, true));
-    raft.handle_message(now + Duration::from_millis(6), id("c"), vote(5, false, true));
+    raft.handle_message(
+        now + Duration::from_millis(5),
+        id("b"),
+        vote(4, false, true),
+    );
+    raft.handle_message(
+        now + Duration::from_millis(6),
+        id("c"),
+        vote(5, false, true),
+    );
     assert_eq!(drain(&mut raft), vec![]);
-    assert!(raft.is_abstaining(), "two of the four others are not enough");
-    raft.handle_message(now + Duration::from_millis(7), id("d"), vote(4, false, true));
+    assert!(
+        raft.is_abstaining(),
+        "two of the four others are not enough"
+    );
+    raft.handle_message(
+        now + Duration::from_millis(7),
+        id("d"),
+        vote(4, false, true),
+    );
     assert_eq!(
         drain(&mut raft),
         vec![Action::PersistAmnesic(HardState {
@@ -1324,12 +1348,20 @@ fn wal5_a_settled_majority_ends_the_abstention_with_a_voter_down() {
     assert!(!raft.is_abstaining());
 
     // No vote in the adopted term; the next one is open.
-    raft.handle_message(now + Duration::from_millis(20), id("b"), vote_request(5, "b", false));
+    raft.handle_message(
+        now + Duration::from_millis(20),
+        id("b"),
+        vote_request(5, "b", false),
+    );
     assert_eq!(
         sends(&drain(&mut raft)),
         vec![(id("b"), vote(5, false, false))]
     );
-    raft.handle_message(now + Duration::from_millis(30), id("b"), vote_request(6, "b", false));
+    raft.handle_message(
+        now + Duration::from_millis(30),
+        id("b"),
+        vote_request(6, "b", false),
+    );
     assert_eq!(
         sends(&drain(&mut raft)),
         vec![(id("b"), vote(6, true, false))]
@@ -1348,7 +1380,11 @@ fn wal5_two_of_four_other_voters_never_end_the_abstention() {
         let probes = probed(&drain(&mut raft));
         for peer in ["b", "c"] {
             if probes.contains(&id(peer)) {
-                raft.handle_message(now + Duration::from_millis(2), id(peer), vote(2, false, true));
+                raft.handle_message(
+                    now + Duration::from_millis(2),
+                    id(peer),
+                    vote(2, false, true),
+                );
             }
         }
         assert_eq!(drain(&mut raft), vec![]);

@@ -1,0 +1,260 @@
+//! Creating a cluster, with real `conclave` processes over UDP on a loopback address of the
+//! test's own (WAL-5, issue 15 item 1):
+//!
+//! - the README's three-node example, followed literally, elects with its third voter never
+//!   started: the example's `cluster.initial_state = "new"` gives each node a genesis record;
+//! - `conclave init` does the same for a node without the key, and refuses a data directory a
+//!   node has used;
+//! - a voter started without either says, in one line, how a new cluster is created, and
+//!   abstains;
+//! - a voter whose WAL was deleted while another voter is down abstains, although its
+//!   configuration still says `initial_state = "new"` (the lock file shows an earlier node),
+//!   refuses every vote the remaining node asks for, and records no vote; once the voter is
+//!   back the cluster elects, and no node ever recorded two votes in one term.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, SystemTime};
+
+use conclave_actors::wal::{RecordContent, WAL_FILE_NAME, WalRecord, inspect, read_records};
+
+use support::{BOUND, ProcessCluster};
+
+const NODES: [&str; 3] = ["gw-a", "gw-b", "gw-c"];
+/// The one line a voter started without `conclave init` logs.
+const INIT_HINT: &str = "run `conclave init` once (or set cluster.initial_state = \"new\")";
+
+/// Every `(term, vote)` the WAL in `data_dir` records.
+fn votes(data_dir: &Path) -> Vec<(u64, String)> {
+    read_records(data_dir)
+        .unwrap()
+        .into_iter()
+        .filter_map(|record| match record {
+            WalRecord::HardState(state) => state.vote.map(|vote| (state.term, vote.to_string())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Panics if a term holds two different votes.
+fn assert_one_vote_per_term(id: &str, votes: &[(u64, String)]) {
+    let mut seen: BTreeMap<u64, &str> = BTreeMap::new();
+    for (term, vote) in votes {
+        let first = *seen.entry(*term).or_insert(vote);
+        assert_eq!(
+            first, vote,
+            "{id} voted for {first} and {vote} in term {term}"
+        );
+    }
+}
+
+/// Whether the WAL in `data_dir` starts the node from a genesis record.
+fn has_genesis(data_dir: &Path) -> bool {
+    inspect(data_dir)
+        .unwrap()
+        .examination
+        .records
+        .iter()
+        .any(|record| {
+            matches!(
+                record.content,
+                RecordContent::Record(WalRecord::Genesis { .. })
+            )
+        })
+}
+
+/// Runs `conclave ARGS` to its end (bounded) and returns what it printed and how it exited.
+fn conclave(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_conclave"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = SystemTime::now() + BOUND;
+    while child.try_wait().unwrap().is_none() {
+        if SystemTime::now() > deadline {
+            let _ = child.kill();
+            panic!("conclave {args:?} did not exit within {BOUND:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The README's example configuration of node `name` (`node-a` …).
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../config/examples/three-udp")
+        .join(format!("{name}.toml"))
+}
+
+/// WAL-5: two of the README's three example nodes, started from the example files as the
+/// README says (with this test's addresses laid over them), elect a leader although the third
+/// voter is never started; neither abstains, and each WAL starts with a genesis record.
+#[test]
+fn wal5_readme_cluster_elects_with_a_voter_never_started() {
+    let mut cluster = ProcessCluster::new(&NODES);
+    cluster.start_from_file("gw-a", &example("node-a"));
+    cluster.start_from_file("gw-b", &example("node-b"));
+    let (leader, term) =
+        cluster.wait_for("a leader of the two started voters", |c| c.agreed_leader());
+    assert!(["gw-a", "gw-b"].contains(&leader.as_str()), "{leader}");
+    assert!(term >= 1);
+    for id in ["gw-a", "gw-b"] {
+        let status = cluster.status(id).unwrap();
+        assert_eq!(status["abstaining"], false, "{status}");
+        assert!(!cluster.log(id).contains(INIT_HINT), "{}", cluster.log(id));
+    }
+    for id in ["gw-a", "gw-b"] {
+        cluster.kill(id);
+        assert!(
+            has_genesis(&cluster.data_dir(id)),
+            "{id} has no genesis record"
+        );
+    }
+}
+
+/// WAL-5: `conclave init` gives a node the genesis record without the key: with one node
+/// initialised and one started with `cluster.initial_state = "new"`, the two elect while the
+/// third voter is never started. `init` prints what it did and how to start the node, and a
+/// second `init` on the same directory is refused (exit code 1), naming the WAL.
+#[test]
+fn wal5_init_lets_a_new_cluster_elect_with_a_voter_never_started() {
+    let mut cluster = ProcessCluster::new(&NODES);
+    let config = cluster.write_config("gw-a");
+    let config = config.to_str().unwrap();
+    let init = conclave(&["init", "--config", config]);
+    assert!(init.status.success(), "{}", text(&init.stderr));
+    let stdout = text(&init.stdout);
+    assert!(
+        stdout.contains("genesis record") && stdout.contains("conclave run --config"),
+        "{stdout}"
+    );
+    assert!(has_genesis(&cluster.data_dir("gw-a")));
+
+    let again = conclave(&["init", "--config", config]);
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again.stdout));
+    let stderr = text(&again.stderr);
+    assert!(
+        stderr.contains("cannot initialise") && stderr.contains(WAL_FILE_NAME),
+        "{stderr}"
+    );
+
+    cluster.start("gw-a");
+    cluster.start_with("gw-b", &[("CONCLAVE__CLUSTER__INITIAL_STATE", "new")]);
+    cluster.wait_for("a leader of the two started voters", |c| c.agreed_leader());
+    for id in ["gw-a", "gw-b"] {
+        let status = cluster.status(id).unwrap();
+        assert_eq!(status["abstaining"], false, "{status}");
+    }
+}
+
+/// WAL-5: a voter of a new cluster started with neither `conclave init` nor the key abstains
+/// and says in one line how a new cluster is created; `conclave init` on its directory
+/// afterwards is refused, since a node has run there.
+#[test]
+fn wal5_voter_started_without_init_says_how_to_create_a_cluster() {
+    let mut cluster = ProcessCluster::new(&NODES);
+    cluster.start("gw-a");
+    cluster.wait_for("the hint in the log", |c| {
+        c.log("gw-a")
+            .lines()
+            .any(|line| line.contains("WARN") && line.contains(INIT_HINT))
+            .then_some(())
+    });
+    let status = cluster.status("gw-a").unwrap();
+    assert_eq!(status["abstaining"], true, "{status}");
+    cluster.kill("gw-a");
+
+    let config = cluster.write_config("gw-a");
+    let init = conclave(&["init", "--config", config.to_str().unwrap()]);
+    assert_eq!(init.status.code(), Some(1));
+    assert!(
+        text(&init.stderr).contains("cannot initialise"),
+        "{}",
+        text(&init.stderr)
+    );
+}
+
+/// WAL-5, WAL-2: with `gw-c` down, a follower whose WAL is deleted comes back abstaining —
+/// its configuration still says `initial_state = "new"`, but its data directory shows an
+/// earlier node — and the remaining node, restarted so that it campaigns (pre-vote off, so
+/// each campaign asks for a real vote in a new term), is refused vote after vote for more than
+/// the abstention's settling time: a majority of three voters
+/// without the node itself is both others. Once `gw-c` is back, the cluster elects, and no
+/// node recorded two votes in one term, across the deleted WAL too.
+#[test]
+fn wal5_wiped_voter_with_a_voter_down_never_votes_twice() {
+    // Without pre-vote, every campaign is a real vote request in a new term.
+    let mut cluster = ProcessCluster::new(&NODES)
+        .with_env("CONCLAVE__CLUSTER__INITIAL_STATE", "new")
+        .with_env("CONCLAVE__ELECTION__RAFT__PRE_VOTE", "false");
+    cluster.start_all();
+    let (leader, _) = cluster.wait_for("a first leader", ProcessCluster::agreed_leader);
+    let mut others = NODES.iter().filter(|id| **id != leader);
+    let victim = others.next().unwrap().to_string();
+    let down = others.next().unwrap().to_string();
+
+    cluster.kill(&down);
+    cluster.kill(&victim);
+    let before = votes(&cluster.data_dir(&victim));
+    std::fs::remove_file(cluster.data_dir(&victim).join(WAL_FILE_NAME)).unwrap();
+    cluster.start(&victim);
+    cluster.wait_for("the wiped node abstaining", |c| {
+        let status = c.status(&victim)?;
+        (status["abstaining"] == true).then_some(())
+    });
+    assert!(!has_genesis(&cluster.data_dir(&victim)));
+
+    // The leader, restarted from its WAL, finds no leader and campaigns again and again.
+    cluster.kill(&leader);
+    cluster.start(&leader);
+    cluster.wait_for("ten votes refused by the abstaining node", |c| {
+        let metrics = c.metrics(&victim)?;
+        let refused = metrics
+            .lines()
+            .find(|line| line.starts_with("conclave_votes_total{result=\"refused\"}"))?
+            .rsplit(' ')
+            .next()?
+            .parse::<f64>()
+            .ok()?;
+        (refused >= 10.0).then_some(())
+    });
+    let status = cluster.status(&victim).unwrap();
+    assert_eq!(status["abstaining"], true, "{status}");
+    assert_eq!(status["voted_for"], serde_json::Value::Null, "{status}");
+    assert!(
+        votes(&cluster.data_dir(&victim)).is_empty(),
+        "the abstaining node recorded a vote"
+    );
+    assert!(cluster.status(&leader).unwrap()["leader"].is_null());
+
+    cluster.start(&down);
+    cluster.wait_for("all three agreeing, none abstaining", |c| {
+        let agreed = c.agreed_leader()?;
+        NODES
+            .iter()
+            .all(|id| c.status(id).is_some_and(|s| s["abstaining"] == false))
+            .then_some(agreed)
+    });
+    for id in NODES {
+        cluster.kill(id);
+    }
+    let mut all = before;
+    all.extend(votes(&cluster.data_dir(&victim)));
+    assert_one_vote_per_term(&victim, &all);
+    for id in NODES.iter().filter(|id| **id != victim) {
+        assert_one_vote_per_term(id, &votes(&cluster.data_dir(id)));
+    }
+}
