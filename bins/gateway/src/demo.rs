@@ -182,6 +182,8 @@ data_dir = {data_dir}
 [cluster]
 id = "demo"
 voters = [{voters}]
+# A cluster created here and now: each node's first start writes a genesis record (WAL-5).
+initial_state = "new"
 # No pre-shared key: every node's radio is a virtual dongle on this process's simulated air.
 insecure = true
 {election}

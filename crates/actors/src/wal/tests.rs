@@ -1352,6 +1352,10 @@ fn wal1_docs_worked_examples_match_the_encoder() {
         }
         .encode(),
         WalRecord::Mode(Mode::Static).encode(),
+        WalRecord::Genesis {
+            at_unix_ms: 1_700_000_000_000,
+        }
+        .encode(),
     ];
     assert_eq!(documented, expected);
     assert!(doc.contains("magic \"CWL1\" (43 57 4c 31)"));

@@ -2323,3 +2323,19 @@ fn string_literals(source: &str) -> Vec<String> {
     }
     literals
 }
+
+/// WAL-5: `cluster.initial_state` is "existing" unless set; "new" asks for a genesis record at
+/// the first start; anything else is refused, naming the key and both values.
+#[test]
+fn initial_state_is_existing_by_default_and_new_when_set() {
+    assert_eq!(node_config("").initial_state, crate::InitialState::Existing);
+    let new = node_config("[cluster]\ninitial_state = \"new\"\n");
+    assert_eq!(new.initial_state, crate::InitialState::New);
+    let problems = refused("[cluster]\ninitial_state = \"fresh\"\n");
+    assert_keys(&problems, &["cluster.initial_state"]);
+    assert_problem(
+        &problems,
+        "cluster.initial_state",
+        "expected \"new\" or \"existing\"",
+    );
+}
