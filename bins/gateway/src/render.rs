@@ -160,15 +160,11 @@ pub(crate) fn status(status: &StatusAnswer) -> String {
         let _ = writeln!(
             out,
             "WARNING     abstaining: the WAL held no term or vote; no vote, no campaign until \
-             {} answered (docs/wal.md)",
+             the other voters show which terms are over (docs/wal.md){}",
             if waiting.is_empty() {
-                "the peers have".to_owned()
+                String::new()
             } else {
-                format!(
-                    "{} {}",
-                    waiting.join(", "),
-                    if waiting.len() == 1 { "has" } else { "have" }
-                )
+                format!("; not heard yet: {}", waiting.join(", "))
             }
         );
     }
@@ -436,7 +432,8 @@ mod tests {
         assert!(
             text.contains(
                 "WARNING     abstaining: the WAL held no term or vote; no vote, no campaign \
-                 until gw-b, gw-c have answered"
+                 until the other voters show which terms are over (docs/wal.md); not heard yet: \
+                 gw-b, gw-c"
             ),
             "{text}"
         );
