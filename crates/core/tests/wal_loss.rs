@@ -18,7 +18,7 @@ use conclave_core::sim::{
 };
 
 /// Seeds in a plain `cargo test`: a few seconds on two cores.
-const DEFAULT_SEEDS: u64 = 1500;
+const DEFAULT_SEEDS: u64 = 2000;
 /// The control run stops at its first double vote; it must find one within this many seeds.
 const CONTROL_SEEDS: u64 = 300;
 
