@@ -1,0 +1,343 @@
+//! What each Raft message does to a node (RAFT-2..7): the higher-term rule, votes and
+//! pre-votes, heartbeats and their answers, leadership assignment and `TimeoutNow`.
+
+use super::*;
+
+impl Raft {
+    pub(super) fn step(&mut self, now: Instant, from: PeerId, message: RaftMessage) {
+        let term = message.term();
+        self.handover = self
+            .transfer
+            .filter(|transfer| transfer.target == from)
+            .map(|transfer| (from, transfer.cause));
+        if term > self.hard.term {
+            match &message {
+                RaftMessage::RequestVote(request) => {
+                    if !request.leadership_transfer && self.in_lease(now) {
+                        // RAFT-7: a node that hears its leader ignores a disruptive candidate
+                        // (for example one rejoining after a partition).
+                        debug!(%from, term, "vote request ignored: leader lease holds");
+                        return;
+                    }
+                    if !request.pre_vote {
+                        self.become_follower(now, term, None, LeaderChangeCause::HigherTerm);
+                    }
+                }
+                // A granted pre-vote echoes the term this node would campaign in.
+                RaftMessage::Vote(vote) if vote.pre_vote && vote.granted => {}
+                _ => self.become_follower(now, term, None, LeaderChangeCause::HigherTerm),
+            }
+        } else if term < self.hard.term {
+            self.answer_stale(from, &message);
+            return;
+        }
+
+        match message {
+            RaftMessage::RequestVote(request) => self.handle_request_vote(now, from, request),
+            RaftMessage::Vote(vote) => self.handle_vote(now, from, vote),
+            RaftMessage::AppendEntries(append) => self.handle_append(now, from, &append),
+            RaftMessage::AppendResp(response) => self.handle_append_resp(now, from, response),
+            RaftMessage::LeaderAssign(assign) => self.handle_leader_assign(now, from, assign),
+            RaftMessage::TimeoutNow(order) => self.handle_timeout_now(now, from, order),
+        }
+    }
+
+    /// Raft §5.1: a message of an older term is refused with the current term, so a stale
+    /// leader or candidate learns it is behind and steps down.
+    pub(super) fn answer_stale(&mut self, from: PeerId, message: &RaftMessage) {
+        match message {
+            RaftMessage::AppendEntries(_) => self.send(
+                from,
+                RaftMessage::AppendResp(AppendResp {
+                    term: self.hard.term,
+                    success: false,
+                    match_index: 0,
+                    hint: None,
+                    priority: self.priority,
+                }),
+            ),
+            RaftMessage::RequestVote(request) => {
+                self.send(
+                    from,
+                    RaftMessage::Vote(Vote {
+                        term: self.hard.term,
+                        granted: false,
+                        pre_vote: request.pre_vote,
+                        priority: self.priority,
+                    }),
+                );
+                self.outbox.publish(Event::VoteCast {
+                    term: request.term,
+                    candidate: request.candidate,
+                    granted: false,
+                    pre_vote: request.pre_vote,
+                });
+            }
+            _ => debug!(%from, term = message.term(), "stale message ignored"),
+        }
+    }
+
+    /// RAFT-5 and Raft §5.2, §5.4.1: one vote per term, first come first served, only for a
+    /// candidate whose log is at least as up to date. A pre-vote changes nothing here.
+    pub(super) fn handle_request_vote(&mut self, now: Instant, from: PeerId, request: RequestVote) {
+        let candidate_log = LogPosition::new(request.last_log_term, request.last_log_index);
+        if request.pre_vote
+            && self.phase == Phase::PreCandidate
+            && request.term == self.hard.term + 1
+            && request.candidate == from
+            && self.should_stand_aside(now, from, request.priority, candidate_log)
+        {
+            debug!(%from, term = request.term, "standing aside for a higher-ranked pre-candidate");
+            self.stood_aside_for = Some((from, now));
+            self.become_follower(
+                now,
+                self.hard.term,
+                None,
+                LeaderChangeCause::ElectionTimeout,
+            );
+        }
+        let free_to_vote = self.hard.vote == Some(request.candidate)
+            || (self.hard.vote.is_none() && self.leader.is_none())
+            || (request.pre_vote && request.term > self.hard.term);
+        // WAL-2: after an abstention, the node may have voted in the terms up to the floor
+        // before it lost its WAL.
+        let forgotten = self.vote_floor.is_some_and(|floor| request.term <= floor);
+        let granted = request.candidate == from
+            && self.is_voter(self.config.id)
+            && self.is_voter(from)
+            && free_to_vote
+            && !forgotten
+            && candidate_log >= self.last_log;
+        if granted && !request.pre_vote {
+            self.hard.vote = Some(from);
+            self.reset_election_timer(now);
+        }
+        let answer_term = if granted {
+            request.term
+        } else {
+            self.hard.term
+        };
+        self.send(
+            from,
+            RaftMessage::Vote(Vote {
+                term: answer_term,
+                granted,
+                pre_vote: request.pre_vote,
+                priority: self.priority,
+            }),
+        );
+        self.outbox.publish(Event::VoteCast {
+            term: request.term,
+            candidate: request.candidate,
+            granted,
+            pre_vote: request.pre_vote,
+        });
+    }
+
+    pub(super) fn handle_vote(&mut self, now: Instant, from: PeerId, vote: Vote) {
+        let counts = match self.phase {
+            Phase::PreCandidate => {
+                vote.pre_vote && (!vote.granted || vote.term == self.hard.term + 1)
+            }
+            Phase::Candidate => !vote.pre_vote && vote.term == self.hard.term,
+            Phase::Follower | Phase::Leader => false,
+        };
+        if !counts {
+            return;
+        }
+        self.votes.insert(from, vote.granted);
+        self.evaluate_campaign(now);
+    }
+
+    /// Two followers whose timeouts fire close together both start pre-vote rounds; if both
+    /// went on to real campaigns they would split the vote and the cluster would wait another
+    /// election timeout. A pre-vote commits nothing, so the lower-ranked of two pre-candidates
+    /// can simply stand aside when it hears the other's request: the one with the more up-to-date
+    /// log, or with an equal log the byte-wise larger id, goes on alone. To rule out a livelock
+    /// behind a candidate that cannot win (say it reaches this node but not a majority), a node
+    /// stands aside for the same peer at most once per two maximum election timeouts.
+    pub(super) fn should_stand_aside(
+        &self,
+        now: Instant,
+        candidate: PeerId,
+        candidate_priority: Option<u8>,
+        candidate_log: LogPosition,
+    ) -> bool {
+        // RAFT-10: with equal logs, priority first, as the ranked timeouts order them.
+        let outranked = candidate_log > self.last_log
+            || (candidate_log == self.last_log
+                && (candidate_priority, candidate) > (self.priority, self.config.id));
+        let recently = self.stood_aside_for.is_some_and(|(peer, at)| {
+            peer == candidate
+                && now.saturating_duration_since(at) < self.config.election_timeout_max * 2
+        });
+        outranked && !recently
+    }
+
+    /// Moves a campaign on once its outcome is decided.
+    pub(super) fn evaluate_campaign(&mut self, now: Instant) {
+        match (self.phase, self.tally()) {
+            (Phase::PreCandidate, Tally::Won) => self.campaign(now, Campaign::Election),
+            (Phase::Candidate, Tally::Won) => self.become_leader(now, LeaderChangeCause::VoteWon),
+            (Phase::PreCandidate | Phase::Candidate, Tally::Lost) => {
+                debug!(term = self.hard.term, "campaign lost");
+                self.become_follower(
+                    now,
+                    self.hard.term,
+                    None,
+                    LeaderChangeCause::ElectionTimeout,
+                );
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn handle_append(&mut self, now: Instant, from: PeerId, append: &AppendEntries) {
+        let term = self.hard.term;
+        match self.phase {
+            Phase::Leader => {
+                // Two leaders in one term: expected in `connected` mode after a partition
+                // heals, impossible in `voters` mode. Either way the larger id stays, so
+                // every node converges on the same leader.
+                self.outbox.publish(Event::SplitBrain {
+                    term,
+                    known: self.config.id,
+                    other: from,
+                });
+                if from < self.config.id {
+                    return;
+                }
+                self.become_follower(now, term, Some(from), LeaderChangeCause::TieBreak);
+            }
+            Phase::PreCandidate | Phase::Candidate => {
+                // Raft §5.2: a candidate that hears a leader of its term returns to follower.
+                self.become_follower(now, term, Some(from), LeaderChangeCause::LeaderHeard);
+            }
+            Phase::Follower => match self.leader {
+                Some(known) if known != from => {
+                    self.outbox.publish(Event::SplitBrain {
+                        term,
+                        known,
+                        other: from,
+                    });
+                    if from < known {
+                        return;
+                    }
+                    self.set_leader(now, from, LeaderChangeCause::TieBreak);
+                }
+                Some(_) => self.set_leader(now, from, LeaderChangeCause::LeaderHeard),
+                None => self.set_leader(now, from, LeaderChangeCause::LeaderHeard),
+            },
+        }
+        self.reset_election_timer(now);
+        self.commit = self.commit.max(append.commit.min(self.last_log.index));
+        // RAFT-8: every follower mirrors the leader's pin, so all of them report the same
+        // override, even one that missed the assignment or the pin's removal.
+        if append.pinned {
+            self.hard.manual_override = Some(from);
+        } else if self.hard.manual_override == Some(from) {
+            self.hard.manual_override = None;
+        }
+
+        // The replicated log (LOG-2) extends this check to entries; for heartbeats it tells
+        // the leader whether this follower's log ends where the leader's does.
+        let matches = append.prev_index == 0
+            || LogPosition::new(append.prev_term, append.prev_index) == self.last_log;
+        let response = if matches {
+            AppendResp {
+                term,
+                success: true,
+                match_index: append.prev_index,
+                hint: None,
+                priority: self.priority,
+            }
+        } else {
+            AppendResp {
+                term,
+                success: false,
+                match_index: 0,
+                hint: Some(ConflictHint {
+                    index: append.prev_index.min(self.last_log.index + 1),
+                    term: if self.last_log.index >= append.prev_index {
+                        self.last_log.term
+                    } else {
+                        0
+                    },
+                }),
+                priority: self.priority,
+            }
+        };
+        self.send(from, RaftMessage::AppendResp(response));
+    }
+
+    pub(super) fn handle_append_resp(&mut self, now: Instant, from: PeerId, response: AppendResp) {
+        if self.phase != Phase::Leader {
+            return;
+        }
+        self.recent_active.insert(from);
+        self.last_heard.insert(from, now);
+        if response.success {
+            let matched = self.match_index.entry(from).or_insert(0);
+            *matched = (*matched).max(response.match_index);
+        }
+        self.order_transfer_if_caught_up(from);
+        self.consider_preemption(now);
+    }
+
+    /// RAFT-8. In `connected` mode an assignment is authoritative: adopt its term and leader.
+    /// In `voters` mode it is a request to the leader to transfer leadership (or to pin itself);
+    /// followers learn the pin from the leader's heartbeats.
+    pub(super) fn handle_leader_assign(
+        &mut self,
+        now: Instant,
+        from: PeerId,
+        assign: LeaderAssign,
+    ) {
+        match &self.config.quorum {
+            QuorumMode::Connected => {
+                if let Some(current) = self.leader {
+                    if current != assign.leader && current > assign.leader {
+                        // Two claims in one term resolve to the larger id everywhere.
+                        return;
+                    }
+                }
+                info!(leader = %assign.leader, assigner = %assign.assigner, term = assign.term, "leader assigned");
+                self.hard.manual_override = Some(assign.leader);
+                if assign.leader == self.config.id {
+                    self.become_leader(now, LeaderChangeCause::SetLeader);
+                } else {
+                    self.become_follower(
+                        now,
+                        assign.term,
+                        Some(assign.leader),
+                        LeaderChangeCause::SetLeader,
+                    );
+                }
+            }
+            QuorumMode::Voters(_) => {
+                if self.phase == Phase::Leader && assign.term == self.hard.term {
+                    if assign.leader == self.config.id {
+                        self.pin_self(now);
+                    } else if self.is_voter(assign.leader) {
+                        self.start_transfer(now, assign.leader, true, LeaderChangeCause::SetLeader);
+                    } else {
+                        warn!(target = %assign.leader, "leader assignment to a non-voter ignored");
+                    }
+                } else {
+                    debug!(%from, "leader assignment ignored: this node is not its leader");
+                }
+            }
+        }
+    }
+
+    /// RAFT-8 leadership transfer: campaign now, without pre-vote, telling voters to set their
+    /// lease aside.
+    pub(super) fn handle_timeout_now(&mut self, now: Instant, from: PeerId, order: TimeoutNow) {
+        if self.phase == Phase::Leader || !self.is_voter(self.config.id) {
+            return;
+        }
+        info!(%from, pin = order.pin, "ordered to campaign now");
+        self.pin_on_win = order.pin;
+        self.campaign(now, Campaign::Transfer);
+    }
+}
