@@ -32,7 +32,7 @@ mod error;
 mod events;
 mod node;
 
-pub use conclave_actors::node::NodeStatus;
+pub use conclave_actors::node::{NodeError, NodeStatus};
 pub use conclave_config::NodeConfig;
 pub use conclave_core::PeerStatus;
 pub use conclave_core::election::{CommandOutcome, FencingToken, LeaderChangeCause, Role};
