@@ -23,6 +23,10 @@ use crate::block::block_on;
 use crate::error::{Error, Result};
 use crate::events::Subscription;
 
+/// How often the histograms' samples are folded into their summaries when nobody scrapes
+/// the node (see `NodeMetrics::run_upkeep`): their storage then stays small.
+const METRICS_UPKEEP: Duration = Duration::from_secs(10);
+
 /// The `subscriber` label of the lag counter for subscribers made through this API.
 const SUBSCRIBER_NAME: &str = "embedded";
 
@@ -100,7 +104,7 @@ impl Node {
         let (ready_sender, ready) = mpsc::sync_channel(1);
         let (stop, stop_requested) = oneshot::channel();
         let thread = thread::Builder::new()
-            .name(format!("conclave {id}"))
+            .name(thread_name(id))
             .spawn(move || run(config, ready_sender, stop_requested))
             .map_err(Error::Thread)?;
         match ready.recv() {
@@ -304,6 +308,14 @@ impl Drop for Node {
     }
 }
 
+/// `conclave <id>`, cut to the 15 bytes Linux keeps of a thread's name.
+fn thread_name(id: PeerId) -> String {
+    let mut name = format!("conclave {id}");
+    // Peer ids are ASCII (PROTO-1), so any cut is at a character boundary.
+    name.truncate(15);
+    name
+}
+
 /// The node's thread: its actix system, from the start to the graceful stop.
 fn run(
     config: NodeConfig,
@@ -319,10 +331,24 @@ fn run(
                 return;
             }
         };
+        let metrics = node.handle().metrics().clone();
+        let upkeep = actix_rt::spawn({
+            let metrics = metrics.clone();
+            async move {
+                let mut every = actix_rt::time::interval(METRICS_UPKEEP);
+                loop {
+                    every.tick().await;
+                    metrics.run_upkeep();
+                }
+            }
+        });
         if ready.send(Ok(node.handle().clone())).is_ok() {
             // A sent request and a dropped sender both mean: stop now.
             let _ = stop_requested.await;
         }
         node.stop().await;
+        upkeep.abort();
+        // The last samples' storage is freed by this, not by dropping the registry.
+        metrics.run_upkeep();
     });
 }

@@ -65,7 +65,7 @@ c_api! {
         });
         let weak = Arc::downgrade(&entry);
         let dispatcher = std::thread::Builder::new()
-            .name("conclave callbacks".to_owned())
+            .name("conclave events".to_owned())
             .spawn(move || crate::dispatch::run(events, weak))
             .map_err(FfiError::Thread)?;
         let id = dispatcher.thread().id();

@@ -81,6 +81,8 @@ const PREAMBLE: &str = "\
  *   buffer too small gets what fits and CONCLAVE_ERR_BUFFER_TOO_SMALL.
  * - Callbacks. Each node has one callback thread, created by ConclaveStart, which calls the
  *   registered callbacks one at a time, in the order the node published the events. A
+ *   callback reports the changes from its registration on: read the state as it is then
+ *   with GetCurrentLeader, IsLeader and GetPeerList after registering. A
  *   callback may call any function of this header, on any node, its own included
  *   (ConclaveStop from a callback returns without waiting for the callback thread). A slow
  *   callback delays the next ones, never the node; if the callbacks fall more than 256
