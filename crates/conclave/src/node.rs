@@ -17,7 +17,7 @@ use conclave_core::PeerStatus;
 use conclave_core::election::{Command, CommandOutcome, FencingToken, Role};
 use conclave_protocol::PeerId;
 use tokio::sync::oneshot;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::block::block_on;
 use crate::error::{Error, Result};
@@ -77,7 +77,8 @@ pub struct Node {
 impl Node {
     /// Starts a node running `config` and returns once its actors run and its sockets are
     /// bound: the WAL is opened (which locks the data directory), the links are bound, the
-    /// admin and metrics servers start when `config` has them.
+    /// admin and metrics servers start when `config` has them. The node logs through the
+    /// `tracing` subscriber in force on the calling thread.
     ///
     /// ```no_run
     /// let config = conclave::config::from_toml_str(
@@ -103,9 +104,15 @@ impl Node {
         let id = config.node_id;
         let (ready_sender, ready) = mpsc::sync_channel(1);
         let (stop, stop_requested) = oneshot::channel();
+        // The node logs where its starter logs: to the subscriber in force on this thread
+        // (a scoped one, as tests install, or the global one).
+        let log = tracing::dispatcher::get_default(Clone::clone);
         let thread = thread::Builder::new()
             .name(thread_name(id))
-            .spawn(move || run(config, ready_sender, stop_requested))
+            .spawn(move || {
+                let _log = tracing::dispatcher::set_default(&log);
+                run(config, ready_sender, stop_requested);
+            })
             .map_err(Error::Thread)?;
         match ready.recv() {
             Ok(Ok(handle)) => Ok(Node {
@@ -152,7 +159,9 @@ impl Node {
         match block_on(self.handle.election_status()) {
             Ok(status) => status.role == Role::Leader,
             Err(err) => {
-                warn!(node = %self.id, "is_leader: {err}");
+                // Not a warning: a host polling a halted node would repeat it for ever; the
+                // halt itself is logged once, by the node.
+                debug!(node = %self.id, "is_leader: {err}");
                 false
             }
         }

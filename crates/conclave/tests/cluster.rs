@@ -9,7 +9,7 @@
 mod support;
 
 use conclave::{Event, LeaderChangeCause, Node, PeerId, Role, Subscription};
-use support::{PATIENCE, free_udp_addrs, node_toml, start, wait_event, wait_for};
+use support::{PATIENCE, free_udp_addrs, node_toml, start, test_log, wait_event, wait_for};
 use tempfile::TempDir;
 
 /// The leader every node agrees on, with its term, when exactly one node says it leads.
@@ -32,6 +32,7 @@ fn agreed_leader(nodes: &[&Node]) -> Option<(PeerId, u64)> {
 /// `stop`, each change seen by subscribers with its fencing token.
 #[test]
 fn three_nodes_elect_move_and_hand_over() {
+    let _log = test_log();
     let dir = TempDir::new().unwrap();
     let names = ["emb-a", "emb-b", "emb-c"];
     let addrs = free_udp_addrs(names.len());
@@ -121,6 +122,7 @@ fn three_nodes_elect_move_and_hand_over() {
 /// stops it; the node's own actix system runs beside the program's runtime.
 #[tokio::test]
 async fn a_tokio_program_embeds_a_single_node() {
+    let _log = test_log();
     let dir = TempDir::new().unwrap();
     let node = start(&node_toml("solo", dir.path(), &[], None));
     let mut events = node.subscribe();
@@ -164,6 +166,7 @@ async fn a_tokio_program_embeds_a_single_node() {
 /// first stops it and unlocks the directory, so a new node starts there.
 #[test]
 fn drop_stops_the_node_and_releases_its_data_directory() {
+    let _log = test_log();
     let dir = TempDir::new().unwrap();
     let toml = node_toml("solo", dir.path(), &[], None);
     let first = start(&toml);

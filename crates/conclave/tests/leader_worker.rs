@@ -16,12 +16,13 @@ mod leader_worker;
 use std::sync::atomic::AtomicBool;
 
 use conclave::{Event, LeaderChangeCause, Role};
-use support::{free_udp_addrs, node_toml, others, start, wait_event};
+use support::{free_udp_addrs, node_toml, others, start, test_log, wait_event};
 use tempfile::TempDir;
 
 /// EMB-1, CB-5: the example leads, works, and hands over when it stops.
 #[test]
 fn the_leader_worker_leads_works_and_hands_over() {
+    let _log = test_log();
     let dir = TempDir::new().unwrap();
     let names = ["worker", "standby"];
     let addrs = free_udp_addrs(names.len());

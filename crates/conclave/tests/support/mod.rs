@@ -55,6 +55,20 @@ listen = ""
     toml
 }
 
+/// Installs a log subscriber for this test that writes through the test harness; the nodes
+/// it starts log there too, so a failing test shows their logs. Keep the guard alive.
+pub(crate) fn test_log() -> tracing::subscriber::DefaultGuard {
+    tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            )
+            .with_test_writer()
+            .finish(),
+    )
+}
+
 /// `n` UDP addresses free a moment ago, on a loopback address of this test's own.
 pub(crate) fn free_udp_addrs(n: usize) -> Vec<String> {
     let seed = std::process::id() ^ u32::try_from(n).unwrap();
