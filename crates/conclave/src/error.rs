@@ -52,6 +52,16 @@ pub struct ConfigProblems(pub Vec<ConfigProblem>);
 
 impl ConfigProblems {
     /// The problems, in the order `check-config` lists them.
+    ///
+    /// ```
+    /// let toml = "[election.raft]\nheartbeat_ms = 5000\nelection_timeout_min_ms = 100";
+    /// let Err(conclave::Error::Config(problems)) = conclave::config::from_toml_str(toml) else {
+    ///     panic!("a heartbeat slower than the election timeout was accepted");
+    /// };
+    /// for problem in problems.iter() {
+    ///     eprintln!("{}: {}", problem.key, problem.message);
+    /// }
+    /// ```
     pub fn iter(&self) -> std::slice::Iter<'_, ConfigProblem> {
         self.0.iter()
     }
@@ -73,4 +83,11 @@ impl fmt::Display for ConfigProblems {
 }
 
 /// The façade's result type.
+///
+/// ```
+/// fn node_id_of(toml: &str) -> conclave::Result<String> {
+///     Ok(conclave::config::from_toml_str(toml)?.node_id.to_string())
+/// }
+/// assert_eq!(node_id_of("[node]\nid = \"gw-a\"").unwrap(), "gw-a");
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;

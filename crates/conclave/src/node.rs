@@ -361,3 +361,24 @@ fn run(
         metrics.run_upkeep();
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared_between_threads<T: Send + Sync>() {}
+
+    /// EMB-1: a host may share one node between threads (`Arc<Node>`) and call it from any.
+    #[test]
+    fn a_node_can_be_shared_between_threads() {
+        shared_between_threads::<Node>();
+    }
+
+    /// EMB-1: a thread name keeps within Linux's 15 bytes, whatever the id's length.
+    #[test]
+    fn thread_names_fit() {
+        assert_eq!(thread_name("gw-a".parse().unwrap()), "conclave gw-a");
+        let long = thread_name("a-very-long-gateway-name".parse().unwrap());
+        assert_eq!(long, "conclave a-very");
+    }
+}
