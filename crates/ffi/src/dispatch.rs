@@ -11,14 +11,17 @@
 use std::ffi::CString;
 use std::sync::Weak;
 
-use embedded::{Event, Subscription};
+use embedded::Event;
+#[cfg(doc)]
+use embedded::Subscription;
 use tracing::warn;
 
 use crate::abi::{peer_status_code, role_code};
 use crate::registry::{Callbacks, Entry};
 
-/// Calls the callbacks for each event until the node stops.
-pub(crate) fn run(events: Subscription, entry: Weak<Entry>) {
+/// Calls the callbacks for each event until the node stops (the node's [`Subscription`], as
+/// a blocking iterator).
+pub(crate) fn run(events: impl IntoIterator<Item = Event>, entry: Weak<Entry>) {
     for event in events {
         let Some(entry) = entry.upgrade() else { return };
         match event {
@@ -86,4 +89,89 @@ fn peer_status(callbacks: Callbacks, peer: &str, old: i32, new: i32) {
 /// stands in if it ever did.
 fn c_string(text: &str) -> CString {
     CString::new(text).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::{CStr, c_char, c_void};
+    use std::sync::{Arc, Mutex, RwLock};
+    use std::time::Duration;
+
+    use embedded::{LeaderChange, LeaderChangeCause, Role};
+
+    use super::*;
+    use crate::abi;
+    use crate::registry::UserData;
+
+    /// What the test's leader-changed callback was called with.
+    type Seen = Mutex<Vec<(String, u64, i32)>>;
+
+    unsafe extern "C" fn record(
+        leader: *const c_char,
+        term: u64,
+        role: i32,
+        user_data: *mut c_void,
+    ) {
+        // SAFETY: the test registers a pointer to its own `Seen`, which outlives the dispatch.
+        let seen = unsafe { &*user_data.cast::<Seen>() };
+        // SAFETY: the dispatcher passes a NUL-terminated string valid during the call.
+        let leader = unsafe { CStr::from_ptr(leader) };
+        let leader = leader.to_string_lossy().into_owned();
+        seen.lock().unwrap().push((leader, term, role));
+    }
+
+    /// EMB-2, CB-1: events reach the callback in order, and after a lag the callback gets the
+    /// node's current leader and term instead of the lost events.
+    #[test]
+    fn a_lag_passes_on_the_current_state() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let toml = format!(
+            "[node]\nid = \"solo\"\ndata_dir = {:?}\n\
+             [election.raft]\nheartbeat_ms = 5\nelection_timeout_min_ms = 10\n\
+             election_timeout_max_ms = 20\n[admin]\nlisten = \"\"\n[metrics]\nlisten = \"\"\n",
+            dir.path().display().to_string()
+        );
+        let node = embedded::Node::start(embedded::config::from_toml_str(&toml).unwrap()).unwrap();
+        let mut polls = 0;
+        while !node.is_leader() {
+            polls += 1;
+            assert!(polls < 3000, "the single node never led");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let token = node.leader().unwrap().unwrap();
+        let seen = Seen::default();
+        let entry = Arc::new(Entry {
+            node: RwLock::new(Some(node)),
+            callbacks: Mutex::new(Callbacks {
+                leader_changed: Some((
+                    Some(record),
+                    UserData(std::ptr::from_ref(&seen).cast_mut().cast()),
+                )),
+                peer_status: None,
+            }),
+            dispatcher: Mutex::new(None),
+        });
+        let earlier = LeaderChange {
+            term: 0,
+            leader: Some("other".parse().unwrap()),
+            previous: None,
+            stepped_down: false,
+            role: Role::Follower,
+            cause: LeaderChangeCause::LeaderHeard,
+            at_unix_ms: 0,
+        };
+        run(
+            [Event::LeaderChanged(earlier), Event::Lagged { missed: 7 }],
+            Arc::downgrade(&entry),
+        );
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                ("other".to_owned(), 0, abi::ROLE_FOLLOWER),
+                ("solo".to_owned(), token.term, abi::ROLE_LEADER),
+            ]
+        );
+        let node = entry.node.write().unwrap().take().unwrap();
+        node.stop();
+    }
 }
