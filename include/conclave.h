@@ -148,7 +148,8 @@ int32_t EnableAutoLeaderElection(ConclaveHandle handle, bool enabled);
 int32_t GetCurrentLeader(ConclaveHandle handle, char *leader, size_t leader_len, uint64_t *term);
 
 /*
- * 1 when this node leads, 0 when it does not; a negative code on failure.
+ * 1 when this node leads, 0 when it does not; CONCLAVE_ERR_STOPPED once the node has
+ * halted (its WAL could not be written), another negative code on other failures.
  */
 int32_t IsLeader(ConclaveHandle handle);
 

@@ -143,6 +143,21 @@ impl Node {
         self.id
     }
 
+    /// Whether the node's election still runs: `false` once it has halted, which it does
+    /// when its WAL can no longer be written (the daemon then exits). A halted node neither
+    /// votes nor leads; stop it, and start it again once the disk is fixed.
+    ///
+    /// ```no_run
+    /// # fn demo(node: &conclave::Node) {
+    /// if !node.is_running() {
+    ///     eprintln!("the node halted; see its log");
+    /// }
+    /// # }
+    /// ```
+    pub fn is_running(&self) -> bool {
+        self.handle.is_running()
+    }
+
     /// Whether this node leads now; `false` too once the node has halted.
     ///
     /// A leader may be deposed at any moment after this answer: whatever it drives should

@@ -149,9 +149,16 @@ c_api! {
         Ok(abi::OK)
     }
 
-    /// 1 when this node leads, 0 when it does not; a negative code on failure.
+    /// 1 when this node leads, 0 when it does not; CONCLAVE_ERR_STOPPED once the node has
+    /// halted (its WAL could not be written), another negative code on other failures.
     fn IsLeader(handle: ConclaveHandle) {
-        let leads = registry::get(handle)?.with_node(|node| Ok(node.is_leader()))?;
+        let leads = registry::get(handle)?.with_node(|node| {
+            if node.is_running() {
+                Ok(node.is_leader())
+            } else {
+                Err(FfiError::Halted)
+            }
+        })?;
         Ok(i32::from(leads))
     }
 

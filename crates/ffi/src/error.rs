@@ -32,6 +32,9 @@ pub(crate) enum FfiError {
     /// The node is stopping: another thread called `ConclaveStop`.
     #[error("the node is stopping")]
     Stopping,
+    /// The node's election has halted (its WAL could not be written).
+    #[error("the node has halted (its WAL could not be written; see its log)")]
+    Halted,
     /// The embedding API failed.
     #[error(transparent)]
     Embedded(#[from] embedded::Error),
@@ -67,7 +70,7 @@ impl FfiError {
                 abi::ERR_INVALID_ARGUMENT
             }
             FfiError::Handle(_) => abi::ERR_INVALID_HANDLE,
-            FfiError::Stopping => abi::ERR_STOPPED,
+            FfiError::Stopping | FfiError::Halted => abi::ERR_STOPPED,
             FfiError::Embedded(E::Settings(_) | E::Config(_)) => abi::ERR_CONFIG,
             FfiError::Embedded(E::Id(_)) => abi::ERR_INVALID_ARGUMENT,
             FfiError::Embedded(E::Node(embedded::NodeError::Stopped)) => abi::ERR_STOPPED,
