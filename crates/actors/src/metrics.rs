@@ -337,6 +337,15 @@ impl NodeMetrics {
         text
     }
 
+    /// Folds the samples recorded into the histograms since the last render into their
+    /// summaries, as a scrape does. A node that nobody scrapes (`metrics.listen = ""`, a node
+    /// embedded in a program) calls it now and then and once stopped: the exporter keeps each
+    /// histogram's raw samples in blocks that only a render or this frees, and dropping the
+    /// registry does not.
+    pub fn run_upkeep(&self) {
+        self.inner.handle.run_upkeep();
+    }
+
     /// `conclave_leaderless_seconds_total` now, the running stretch included.
     pub fn leaderless_seconds(&self) -> f64 {
         self.inner
