@@ -2323,3 +2323,27 @@ fn string_literals(source: &str) -> Vec<String> {
     }
     literals
 }
+
+/// Issue 15 item 4 (DESIGN §9: every problem in one pass): an unknown quorum does not hide
+/// raft's timing rules, nor a refused raft priority; each is reported with the others.
+#[test]
+fn an_unknown_quorum_does_not_hide_the_raft_timing_problems() {
+    let _log = log_to_test_output();
+    let problems = refused(
+        r#"
+[election.raft]
+quorum = "sometimes"
+heartbeat_ms = 5000
+election_timeout_min_ms = 100
+election_timeout_max_ms = 200
+priority = 300
+"#,
+    );
+    assert_problem(&problems, "election.raft.quorum", "sometimes");
+    assert_problem(&problems, "election.raft.priority", "between 0 and 255");
+    assert_problem(
+        &problems,
+        "election.raft.heartbeat_ms",
+        "less than the minimum election timeout",
+    );
+}

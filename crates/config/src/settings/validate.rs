@@ -347,9 +347,21 @@ impl Settings {
         preempt_delay?;
         let alone = [id];
         let electorate = voters.filter(|voters| !voters.is_empty()).unwrap_or(&alone);
-        let config =
-            crate::raft_config(id, quorum?, electorate, raft, priority?, self.election.auto);
+        // A refused quorum or priority is reported already; raft's rules on the timings still
+        // run, with stand-ins that add no rule of their own (connected quorum: no voter list
+        // to check; no priority), so that every problem shows in one pass. The configuration
+        // built from stand-ins is dropped.
+        let config = crate::raft_config(
+            id,
+            quorum.unwrap_or(Quorum::Connected),
+            electorate,
+            raft,
+            priority.unwrap_or(None),
+            self.election.auto,
+        );
         f.core_problems(config.validate())?;
+        quorum?;
+        priority?;
         Some(config)
     }
 
