@@ -129,8 +129,9 @@ impl Settings {
         Ok((config, findings.warnings))
     }
 
-    /// PROTO-5, secure by default: without a key, only links nobody else can reach; anything
-    /// else needs `cluster.insecure = true`, and is warned about even then.
+    /// PROTO-5, secure by default: without a key, only links nobody else can reach (warned
+    /// about), or no link at all (nothing to warn about); anything else needs
+    /// `cluster.insecure = true`, and is warned about even then.
     fn authentication(
         &self,
         f: &mut Findings<'_>,
@@ -145,6 +146,11 @@ impl Settings {
                     "has no effect: cluster.psk_file is set, so frames are authenticated",
                 );
             }
+            return;
+        }
+        if udp.is_none() && espnow.is_none() {
+            // No link: this node sends and receives no frame, so there is nothing to
+            // authenticate and nothing to warn about (a single node on the defaults).
             return;
         }
         let mut exposed = Vec::new();
