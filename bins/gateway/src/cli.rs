@@ -10,7 +10,12 @@ use clap::{Parser, Subcommand, ValueEnum};
 /// exactly one leader, notice within moments when it dies and elect another, and tell the
 /// world through hook commands, an admin API, an event stream and Prometheus metrics.
 #[derive(Debug, Parser)]
-#[command(name = "conclave", version, about, long_about)]
+#[command(
+    name = "conclave",
+    version,
+    about = "a leader-election gateway",
+    long_about
+)]
 pub(crate) struct Cli {
     /// Admin API of the node to talk to (client commands): http://host:port or host:port.
     #[arg(
