@@ -775,23 +775,39 @@ pub(crate) fn run(options: DemoOptions) -> ExitCode {
     conclave_actors::admin::log_open_files_limit(&conclave_actors::admin::raise_open_files_limit());
     let system = actix_rt::System::new();
     system.block_on(async move {
+        // Before any node starts: a signal during the start-up must stop them too.
+        let mut signals = StopSignals::watch();
         let (events_tx, events_rx) = mpsc::unbounded_channel();
-        let mut demo = match Demo::start(options.nodes, seed, options.mode, events_tx).await {
-            Ok(demo) => demo,
-            Err(err) => {
-                errln!("error: {err}");
-                return ExitCode::from(1);
+        let start = Demo::start(options.nodes, seed, options.mode, events_tx);
+        let mut demo = tokio::select! {
+            started = start => match started {
+                Ok(demo) => demo,
+                Err(err) => {
+                    errln!("error: {err}");
+                    return ExitCode::from(1);
+                }
+            },
+            number = signals.recv() => {
+                // Dropping the start stops the nodes it had started with the runtime, and
+                // removes the demo's directory.
+                outln!("{}: the demo stops before it started", signal_name(number));
+                return ExitCode::from(signal_exit(number));
             }
         };
         demo.print_endpoints();
         if let Some(path) = &log_file {
             outln!("  logs in {} (RUST_LOG sets the level)", path.display());
         }
-        demo.log_file = log_file;
-        match options.duration {
-            Some(duration) => unattended(demo, events_rx, duration).await,
-            None => interactive_loop(demo, events_rx).await,
+        demo.log_file = log_file.clone();
+        let log_path = log_file;
+        let code = match options.duration {
+            Some(duration) => unattended(demo, events_rx, duration, &mut signals).await,
+            None => interactive_loop(demo, events_rx, &mut signals).await,
+        };
+        if let Some(path) = &log_path {
+            outln!("logs kept in {}", path.display());
         }
+        code
     })
 }
 
@@ -811,7 +827,9 @@ fn init_logging(interactive: bool) -> Result<Option<PathBuf>, String> {
             .init();
         return Ok(None);
     }
-    let path = std::env::temp_dir().join("conclave-demo.log");
+    // One per demo: two demos at once must not write over each other's log. It is kept when
+    // the demo ends (the demo says where), unlike the demo's directory.
+    let path = std::env::temp_dir().join(format!("conclave-demo-{}.log", std::process::id()));
     let file = std::fs::File::create(&path).map_err(|err| {
         format!(
             "cannot create the demo's log file {}: {err}",
@@ -831,12 +849,12 @@ async fn unattended(
     mut demo: Demo,
     mut events: mpsc::UnboundedReceiver<String>,
     duration: Duration,
+    signals: &mut StopSignals,
 ) -> ExitCode {
     outln!(
         "running for {duration:?}; the leader is killed at {:?}",
         duration / 2
     );
-    let mut interrupt = Interrupt::watch();
     let start = tokio::time::Instant::now();
     let halfway = start + duration / 2;
     let end = start + duration;
@@ -859,10 +877,10 @@ async fn unattended(
                 }
             }
             () = tokio::time::sleep_until(end) => break,
-            () = interrupt.recv() => {
-                outln!("interrupted");
+            number = signals.recv() => {
+                outln!("{}: stopping the demo before its verdict", signal_name(number));
                 demo.stop().await;
-                return ExitCode::from(130);
+                return ExitCode::from(signal_exit(number));
             }
         }
     }
@@ -888,27 +906,64 @@ async fn unattended(
     code
 }
 
-/// Ctrl-C (SIGINT), watched from creation on: a `tokio::signal::ctrl_c()` made afresh in each
-/// turn of a loop misses a signal that arrives between two turns.
-struct Interrupt(Option<tokio::signal::unix::Signal>);
+/// The signals that end the demo gracefully — SIGINT (Ctrl-C), SIGTERM (`kill`, `timeout`),
+/// SIGHUP (the terminal closed) — watched from creation on: a signal made afresh in each turn
+/// of a loop misses one that arrives between two turns, and one that arrives before the watch
+/// takes its default action, which leaves the nodes' directory behind.
+struct StopSignals {
+    interrupt: Option<tokio::signal::unix::Signal>,
+    terminate: Option<tokio::signal::unix::Signal>,
+    hang_up: Option<tokio::signal::unix::Signal>,
+}
 
-impl Interrupt {
+impl StopSignals {
     fn watch() -> Self {
-        let signal = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
-        if let Err(err) = &signal {
-            errln!("cannot watch Ctrl-C: {err}; type quit to stop");
+        use tokio::signal::unix::{SignalKind, signal};
+        let watch = |kind: SignalKind, name: &str| match signal(kind) {
+            Ok(stream) => Some(stream),
+            Err(err) => {
+                errln!("cannot watch {name}: {err}; type quit to stop");
+                None
+            }
+        };
+        Self {
+            interrupt: watch(SignalKind::interrupt(), "SIGINT (Ctrl-C)"),
+            terminate: watch(SignalKind::terminate(), "SIGTERM"),
+            hang_up: watch(SignalKind::hangup(), "SIGHUP"),
         }
-        Self(signal.ok())
     }
 
-    /// The next Ctrl-C; never, when it cannot be watched.
-    async fn recv(&mut self) {
-        match &mut self.0 {
-            Some(signal) => {
-                signal.recv().await;
+    /// The number of the next signal received; never, for a signal that cannot be watched.
+    async fn recv(&mut self) -> i32 {
+        async fn next(signal: Option<&mut tokio::signal::unix::Signal>) {
+            match signal {
+                Some(signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending().await,
             }
-            None => std::future::pending().await,
         }
+        tokio::select! {
+            () = next(self.interrupt.as_mut()) => libc::SIGINT,
+            () = next(self.terminate.as_mut()) => libc::SIGTERM,
+            () = next(self.hang_up.as_mut()) => libc::SIGHUP,
+        }
+    }
+}
+
+/// The exit code of a demo that signal `number` stopped before its end: 128 + the number, as
+/// a shell reports a process the signal ended, though every node was stopped first.
+fn signal_exit(number: i32) -> u8 {
+    u8::try_from(128 + number).unwrap_or(u8::MAX)
+}
+
+/// A signal's name, for the line the demo prints when it stops.
+fn signal_name(number: i32) -> &'static str {
+    match number {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        _ => "a signal",
     }
 }
 
@@ -968,18 +1023,22 @@ impl Screen {
 }
 
 /// The live view (on a terminal) or the event lines (elsewhere), and the commands.
-async fn interactive_loop(mut demo: Demo, mut events: mpsc::UnboundedReceiver<String>) -> ExitCode {
+async fn interactive_loop(
+    mut demo: Demo,
+    mut events: mpsc::UnboundedReceiver<String>,
+    signals: &mut StopSignals,
+) -> ExitCode {
     let stdout = std::io::stdout();
     let mut screen = Screen {
         terminal: stdout.is_terminal(),
         colour: colour(&stdout),
         prompt_row: 0,
     };
-    let mut interrupt = Interrupt::watch();
     let mut lines = stdin_lines();
     let mut recent: VecDeque<String> = VecDeque::new();
+    // Why the demo stops, when not by `quit`.
+    let mut stopping = String::new();
     let mut redraw_tick = tokio::time::interval(Duration::from_millis(500));
-    let mut stdin_open = true;
     if screen.terminal {
         out!("\x1b[2J");
     } else {
@@ -999,9 +1058,13 @@ async fn interactive_loop(mut demo: Demo, mut events: mpsc::UnboundedReceiver<St
                     }
                 }
             }
-            line = lines.recv(), if stdin_open => {
-                // Stdin closed: keep showing the view until Ctrl-C.
-                let Some(line) = line else { stdin_open = false; continue };
+            line = lines.recv() => {
+                // End of input (Ctrl-D, or the end of a script piped in) ends the demo, as
+                // `quit` does: nothing could be typed any more.
+                let Some(line) = line else {
+                    stopping = "end of input".to_owned();
+                    break;
+                };
                 let words: Vec<&str> = line.split_whitespace().collect();
                 let reply = match words.as_slice() {
                     ["quit" | "q" | "exit"] => break,
@@ -1056,13 +1119,20 @@ async fn interactive_loop(mut demo: Demo, mut events: mpsc::UnboundedReceiver<St
                     screen.draw(&demo, &recent).await;
                 }
             }
-            () = interrupt.recv() => break,
+            number = signals.recv() => {
+                stopping = signal_name(number).to_owned();
+                break;
+            }
         }
     }
     if screen.terminal {
         out!("{}", prompt(screen.prompt_row).trim_end_matches("> "));
     }
-    outln!("stopping the demo");
+    if stopping.is_empty() {
+        outln!("stopping the demo");
+    } else {
+        outln!("{stopping}: stopping the demo");
+    }
     demo.stop().await;
     ExitCode::SUCCESS
 }
