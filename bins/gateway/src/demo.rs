@@ -147,7 +147,7 @@ master_timeout_ms = 900
 [election]
 mode = "raft"
 [election.raft]
-# DESIGN's defaults scaled down: a failover is over in well under a second.
+# The defaults of docs/design.md §9 scaled down: a failover is over in well under a second.
 heartbeat_ms = 100
 election_timeout_min_ms = 400
 election_timeout_max_ms = 800

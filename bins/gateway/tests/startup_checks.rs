@@ -1,6 +1,6 @@
 //! What `conclave check-config` and `conclave run` say about a node that cannot start, and the
 //! exit codes that tell a service manager whether restarting can help (issue 15, items 4 and
-//! 5; DESIGN §9, WAL-2):
+//! 5; docs/design.md §9, WAL-2):
 //!
 //! - check-config prints every problem in one pass, an unknown quorum and a heartbeat above
 //!   the election timeout together; it warns, as `run` does, when `node.id` is not among
@@ -126,7 +126,7 @@ fn codes_systemd_does_not_restart() -> Vec<i32> {
         .collect()
 }
 
-/// Item 4, DESIGN §9: every problem in one pass — an unknown quorum does not hide the
+/// Item 4, docs/design.md §9: every problem in one pass — an unknown quorum does not hide the
 /// heartbeat that exceeds the election timeout, nor the admin token.
 #[test]
 fn check_config_prints_every_problem_in_one_pass() {

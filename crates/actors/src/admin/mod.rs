@@ -521,7 +521,7 @@ fn readiness(status: &NodeStatus) -> (usize, usize, Option<String>) {
     (reachable, quorum, reason)
 }
 
-/// The status answer (DESIGN §9).
+/// The status answer (docs/design.md §9).
 fn status_answer(
     status: &NodeStatus,
     now: conclave_core::Instant,

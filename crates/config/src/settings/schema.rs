@@ -1,4 +1,4 @@
-//! Every key of DESIGN §9 with its type, and the checks each layer (defaults, file,
+//! Every key of docs/design.md §9 with its type, and the checks each layer (defaults, file,
 //! environment) passes before the layers are merged.
 //!
 //! `#[serde(deny_unknown_fields)]` stops at the first unknown field and a type mismatch stops

@@ -1,4 +1,4 @@
-//! Tests of loading and validation (DESIGN §9), named after the rule they check.
+//! Tests of loading and validation (docs/design.md §9), named after the rule they check.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -136,7 +136,7 @@ fn addr(text: &str) -> SocketAddr {
     text.parse().unwrap()
 }
 
-/// DESIGN §9: every setting has a default that serves a single-node start; the defaults
+/// docs/design.md §9: every setting has a default that serves a single-node start; the defaults
 /// validate into a node that is its own only voter, on loopback, without a link.
 #[test]
 fn defaults_validate_into_a_single_node_config() {
@@ -430,7 +430,7 @@ fn every_example_validates_in_its_mode() {
     );
 }
 
-/// DESIGN §9: the environment overrides the file, which overrides the defaults.
+/// docs/design.md §9: the environment overrides the file, which overrides the defaults.
 #[test]
 fn environment_overrides_a_file_value() {
     let vars = env(&[
@@ -841,7 +841,7 @@ fn duplicate_voters_are_refused() {
     );
 }
 
-/// DESIGN §4: the four modes are accepted; anything else is refused naming them.
+/// docs/design.md §4: the four modes are accepted; anything else is refused naming them.
 #[test]
 fn unknown_election_mode_is_refused_naming_the_modes() {
     for mode in ["raft", "gossip", "priority"] {
@@ -2327,7 +2327,7 @@ fn string_literals(source: &str) -> Vec<String> {
     literals
 }
 
-/// Issue 15 item 4 (DESIGN §9: every problem in one pass): an unknown quorum does not hide
+/// Issue 15 item 4 (docs/design.md §9: every problem in one pass): an unknown quorum does not hide
 /// raft's timing rules, nor a refused raft priority; each is reported with the others.
 #[test]
 fn an_unknown_quorum_does_not_hide_the_raft_timing_problems() {

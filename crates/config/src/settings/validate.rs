@@ -1,4 +1,4 @@
-//! From [`Settings`] to [`NodeConfig`]: every rule on the values of DESIGN §9, each broken rule
+//! From [`Settings`] to [`NodeConfig`]: every rule on the values of docs/design.md §9, each broken rule
 //! reported with its key, all of them in one pass.
 //!
 //! Covers the identity rules of PROTO-1, the key file of PROTO-5, the timing rules of MEM-4,
@@ -1123,7 +1123,7 @@ impl<'a> Findings<'a> {
     }
 }
 
-/// The key a setting of an election core is read from (DESIGN §9). Exhaustive, so a setting
+/// The key a setting of an election core is read from (docs/design.md §9). Exhaustive, so a setting
 /// a core adds to its rules is a compile error here until it has a key.
 fn key_of(setting: Setting) -> &'static str {
     match setting {
