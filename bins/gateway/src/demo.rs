@@ -55,6 +55,10 @@ const RECENT_EVENTS: usize = 12;
 const COMMANDS: &str = "kill N[,M..] | kill leader | revive N[,M..] | partition 1,2 3,4,5 | \
      heal | battery N PCT | view | quit";
 
+/// Where a table row's peers continue when the row wraps: under the ROLE column (the PEERS
+/// column itself starts past an 80-column terminal's half).
+const PEERS_INDENT: usize = 10;
+
 /// How often each node reads its battery file: a `battery` command shows within this.
 const BATTERY_READ_INTERVAL: Duration = Duration::from_millis(200);
 
@@ -528,7 +532,7 @@ impl Demo {
                 "conclave demo: {} nodes on virtual ESP-NOW dongles, one simulated air",
                 self.nodes.len()
             )),
-            ViewLine::plain(format!("commands: {COMMANDS}")),
+            ViewLine::indented(format!("commands: {COMMANDS}"), "commands: ".len()),
             ViewLine::plain(String::new()),
         ];
         lines.extend(self.endpoint_lines().into_iter().map(ViewLine::plain));
@@ -627,6 +631,7 @@ impl Demo {
                 _ => status.election.phase.to_owned(),
             };
             lines.push(ViewLine {
+                indent: PEERS_INDENT,
                 text: format!(
                     "{name:<9} {:<14} {:>5}  {:<9} {dongle:<7} {detail:<28} {}",
                     status.election.role.label(),
@@ -650,34 +655,91 @@ struct ViewLine {
     text: String,
     /// Drawn in bold when colour is allowed.
     bold: bool,
+    /// Where the rows it wraps onto start (at most half the width), so that a continued
+    /// list stays under its column.
+    indent: usize,
 }
 
 impl ViewLine {
     fn plain(text: String) -> Self {
-        Self { text, bold: false }
+        Self {
+            text,
+            bold: false,
+            indent: 4,
+        }
+    }
+
+    fn indented(text: String, indent: usize) -> Self {
+        Self {
+            indent,
+            ..Self::plain(text)
+        }
     }
 }
 
-/// The first `width` characters of `text`: a line that wrapped would push the prompt down.
-fn clip(text: &str, width: usize) -> &str {
-    match text.char_indices().nth(width) {
-        Some((end, _)) => &text[..end],
-        None => text,
+/// `text` as rows of at most `width` characters: broken after a list's `, ` or ` | ` where one
+/// fits, else at a space, else anywhere; the rows after the first start with `indent` spaces
+/// (at most half the width). Nothing is cut: on a narrow terminal every command and every peer
+/// stays on screen.
+fn wrap(text: &str, width: usize, indent: usize) -> Vec<String> {
+    let width = width.max(8);
+    let indent = indent.min(width / 2);
+    let mut rows = Vec::new();
+    let mut rest: Vec<char> = text.chars().collect();
+    let mut prefix = String::new();
+    loop {
+        let room = width - prefix.chars().count();
+        if rest.len() <= room {
+            rows.push(format!("{prefix}{}", rest.iter().collect::<String>()));
+            return rows;
+        }
+        // The end of the row: after the last separator that fits, else the last space.
+        let fits = &rest[..=room];
+        let after = |pattern: &[char]| {
+            fits.windows(pattern.len())
+                .rposition(|window| window == pattern)
+                .map(|at| at + pattern.len())
+                .filter(|&end| end > 1 && end <= room + 1)
+        };
+        let end = after(&[',', ' '])
+            .or_else(|| after(&[' ', '|', ' ']))
+            .or_else(|| after(&[' ']))
+            .unwrap_or(room);
+        let row: String = rest[..end].iter().collect();
+        rows.push(format!("{prefix}{}", row.trim_end()));
+        let skip = rest[end..].iter().take_while(|c| **c == ' ').count();
+        rest.drain(..end + skip);
+        if rest.is_empty() {
+            return rows;
+        }
+        prefix = " ".repeat(indent);
     }
 }
 
-/// What redraws the view on a terminal: each line at its own row from the top, cleared to
+/// The rows `lines` take on a terminal `width` columns wide (the last column left free, so
+/// that no row wraps by itself), each with its line's boldness.
+fn rows(lines: &[ViewLine], width: usize) -> Vec<(String, bool)> {
+    lines
+        .iter()
+        .flat_map(|line| {
+            wrap(&line.text, width.saturating_sub(1), line.indent)
+                .into_iter()
+                .map(|row| (row, line.bold))
+        })
+        .collect()
+}
+
+/// What redraws the view on a terminal: each row at its own place from the top, cleared to
 /// its end, between saving and restoring the cursor. Nothing else on the screen is touched:
 /// not the prompt line below the view, where the user is typing (no clearing of the screen,
-/// no clearing below a line).
-fn redraw(lines: &[ViewLine], width: usize, bold: bool) -> String {
+/// no clearing below a line). Long lines are wrapped, never cut ([`wrap`]).
+fn redraw(rows: &[(String, bool)], bold: bool) -> String {
     let mut out = String::from("\x1b7");
-    for (row, line) in lines.iter().enumerate() {
-        let text = clip(&line.text, width.saturating_sub(1));
-        let _ = if bold && line.bold {
-            write!(out, "\x1b[{};1H\x1b[1m{text}\x1b[0m\x1b[K", row + 1)
+    for (number, (text, is_bold)) in rows.iter().enumerate() {
+        let _ = if bold && *is_bold {
+            write!(out, "\x1b[{};1H\x1b[1m{text}\x1b[0m\x1b[K", number + 1)
         } else {
-            write!(out, "\x1b[{};1H{text}\x1b[K", row + 1)
+            write!(out, "\x1b[{};1H{text}\x1b[K", number + 1)
         };
     }
     out.push_str("\x1b8");
@@ -1009,12 +1071,18 @@ impl Screen {
 
     /// Redraws the view; moves the prompt when the view's height changed.
     async fn draw(&mut self, demo: &Demo, recent: &VecDeque<String>) {
-        let events = self.events_that_fit(demo.nodes.len(), demo.log_file.is_some());
-        let lines = demo.view(recent, events).await;
-        let width = terminal_size().map_or(200, |(columns, _)| columns);
-        let mut out = redraw(&lines, width, self.colour);
-        if self.prompt_row != lines.len() + 1 {
-            self.prompt_row = lines.len() + 1;
+        let mut events = self.events_that_fit(demo.nodes.len(), demo.log_file.is_some());
+        let (width, height) = terminal_size().unwrap_or((200, usize::MAX));
+        let mut rows = rows(&demo.view(recent, events).await, width);
+        // Wrapped lines take more rows: fewer events then, so that the prompt stays on screen.
+        let over = (rows.len() + 1).saturating_sub(height);
+        if over > 0 && events > 0 {
+            events = events.saturating_sub(over);
+            rows = self::rows(&demo.view(recent, events).await, width);
+        }
+        let mut out = redraw(&rows, self.colour);
+        if self.prompt_row != rows.len() + 1 {
+            self.prompt_row = rows.len() + 1;
             out.push_str(&prompt(self.prompt_row));
         }
         out!("{out}");
@@ -1231,12 +1299,12 @@ mod tests {
         let lines = vec![
             ViewLine::plain("title".to_owned()),
             ViewLine {
-                text: "node-1    leader".to_owned(),
                 bold: true,
+                ..ViewLine::plain("node-1    leader".to_owned())
             },
-            ViewLine::plain("x".repeat(300)),
+            ViewLine::plain("x".repeat(100)),
         ];
-        let out = redraw(&lines, 80, true);
+        let out = redraw(&rows(&lines, 80), true);
         assert!(
             out.starts_with("\x1b7") && out.ends_with("\x1b8"),
             "{out:?}"
@@ -1245,20 +1313,66 @@ mod tests {
             !out.contains("\x1b[2J") && !out.contains("\x1b[J"),
             "{out:?}"
         );
-        // Rows 1 to 3 only: the prompt, on row 4, is not touched.
+        // Rows 1 to 4 only (the long line takes two): the prompt, on row 5, is not touched.
         assert!(
-            out.contains("\x1b[3;1H") && !out.contains("\x1b[4;"),
+            out.contains("\x1b[4;1H") && !out.contains("\x1b[5;"),
             "{out:?}"
         );
-        // Long lines are cut so they cannot wrap onto the prompt.
+        // Long lines wrap within the width, the last column left free.
         assert!(
-            out.contains(&format!("{}\x1b[K", "x".repeat(79))),
+            out.contains(&format!("\x1b[3;1H{}\x1b[K", "x".repeat(79))),
             "{out:?}"
         );
-        assert!(!out.contains(&"x".repeat(80)), "{out:?}");
+        assert!(
+            out.contains(&format!("\x1b[4;1H    {}\x1b[K", "x".repeat(21))),
+            "{out:?}"
+        );
         assert!(out.contains("\x1b[1mnode-1    leader\x1b[0m"), "{out:?}");
         // Without colour, no bold.
-        assert!(!redraw(&lines, 80, false).contains("\x1b[1m"));
+        assert!(!redraw(&rows(&lines, 80), false).contains("\x1b[1m"));
+    }
+
+    /// Issue 15: on an 80-column terminal every command stays visible (`heal`, `battery`,
+    /// `view` and `quit` included) and every peer of a table row, each list wrapped at its
+    /// separators onto rows that fit, none cut.
+    #[test]
+    fn an_80_column_terminal_shows_every_command_and_every_peer() {
+        let commands = ViewLine::indented(format!("commands: {COMMANDS}"), "commands: ".len());
+        let peers = (2..=5)
+            .map(|n| format!("node-{n} 8.{n}0 ms"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let row = ViewLine {
+            indent: PEERS_INDENT,
+            ..ViewLine::plain(format!(
+                "{:<9} {:<14} {:>5}  {:<9} {:<7} {:<28} {peers}",
+                "node-1", "follower", 2, "node-3", "up", "follower"
+            ))
+        };
+        let drawn = rows(&[commands, row], 80);
+        for (text, _) in &drawn {
+            assert!(text.chars().count() <= 79, "{text:?} is too wide");
+        }
+        let all: Vec<&str> = drawn.iter().map(|(text, _)| text.as_str()).collect();
+        let joined = all.join("\n");
+        for command in [
+            "heal",
+            "battery N PCT",
+            "view",
+            "quit",
+            "partition 1,2 3,4,5",
+        ] {
+            assert!(joined.contains(command), "{command} missing:\n{joined}");
+        }
+        for n in 2..=5 {
+            assert!(
+                joined.contains(&format!("node-{n} 8.{n}0 ms")),
+                "node-{n} cut or split:\n{joined}"
+            );
+        }
+        // Continued rows are indented, and a list breaks after its separator.
+        assert!(all[1].starts_with("          "), "{joined}");
+        assert!(all[0].ends_with('|'), "{joined}");
     }
 
     #[test]
