@@ -256,7 +256,18 @@ pub(crate) enum LeaderCommand {
     },
     /// The leader hands leadership to the best peer, or steps down. Sent to a follower, it is
     /// passed on to the leader's admin API when the follower names it (admin.peer_urls).
-    Resign,
+    ///
+    /// Waits (--wait seconds) until the node that resigned names a new leader (or leads again
+    /// in a later term: alone, it is re-elected), prints the state after the change, and exits
+    /// 1 when that did not happen in time.
+    Resign {
+        /// Seconds to wait for the outcome.
+        #[arg(long, default_value_t = 10, value_name = "SECS")]
+        wait: u64,
+        /// Answer as soon as the resignation started, without waiting for its outcome.
+        #[arg(long, conflicts_with = "wait")]
+        no_wait: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
