@@ -731,7 +731,6 @@ fn wrong_types_are_reported_with_their_keys() {
         peers = "127.0.0.1:7947"
         [hooks]
         on_leader = [5, ["logger", false]]
-        on_follower = "echo"
         [metrics]
         listen = []
         "#,
@@ -744,7 +743,6 @@ fn wrong_types_are_reported_with_their_keys() {
             "election.auto",
             "election.raft.heartbeat_ms",
             "election.raft.pre_vote",
-            "hooks.on_follower",
             "hooks.on_leader[0]",
             "hooks.on_leader[1][1]",
             "link.udp.listen",
@@ -773,7 +771,6 @@ fn wrong_types_are_reported_with_their_keys() {
         "election.raft.pre_vote",
         "expected true or false",
     );
-    assert_problem(&problems, "hooks.on_follower", "write [\"echo\"]");
     assert_problem(
         &problems,
         "hooks.on_leader[0]",
@@ -2349,4 +2346,22 @@ priority = 300
         "election.raft.heartbeat_ms",
         "less than the minimum election timeout",
     );
+}
+
+/// Issue 15, CB-2: a hook key given one command as a string, not in an array, is that one
+/// command (run by /bin/sh -c), as the README says; an array of them is unchanged.
+#[test]
+fn a_hook_given_as_a_string_is_one_command() {
+    let config = node_config(
+        r#"
+[hooks]
+on_leader = "systemctl start my-service"
+on_follower = ["systemctl stop my-service", ["/usr/bin/logger", "follower"]]
+"#,
+    );
+    assert_eq!(
+        config.hooks.on_leader,
+        vec![HookCommand::Shell("systemctl start my-service".to_owned())]
+    );
+    assert_eq!(config.hooks.on_follower.len(), 2);
 }
