@@ -1665,8 +1665,7 @@ fn psk_file_of_any_other_form_is_refused_naming_file_and_length() {
         b"correct horse battery staple\n".to_vec(),
         // 32 raw bytes and a newline: 33 bytes.
         [[7u8; 32].as_slice(), b"\n"].concat(),
-        // A hex key with one digit missing or wrong.
-        hex.as_bytes()[..63].to_vec(),
+        // A hex key with one digit wrong (one missing: below).
         format!("{}g", &hex[..63]).into_bytes(),
     ] {
         let file = file_with(&contents);
@@ -1686,6 +1685,21 @@ fn psk_file_of_any_other_form_is_refused_naming_file_and_length() {
             ),
         );
     }
+
+    // Hex digits only, one missing: the message counts digits, not bytes.
+    let short = file_with(&hex.as_bytes()[..63]);
+    let problems = refused(&format!(
+        "[cluster]\npsk_file = {}\n",
+        toml_path(short.path())
+    ));
+    assert_problem(
+        &problems,
+        "cluster.psk_file",
+        &format!(
+            "{} holds 63 hex digits: expected exactly 64",
+            short.path().display()
+        ),
+    );
 
     // 32 bytes that are all hex digits are half a hex key (or `openssl rand -hex 16`), not a
     // random raw key, which would almost never be made of hex digits only.
@@ -2364,4 +2378,34 @@ on_follower = ["systemctl stop my-service", ["/usr/bin/logger", "follower"]]
         vec![HookCommand::Shell("systemctl start my-service".to_owned())]
     );
     assert_eq!(config.hooks.on_follower.len(), 2);
+}
+
+/// Issue 15, PROTO-5: a key file of hex digits of the wrong count is described as what it
+/// holds — 63 hex digits and a newline — not as a byte count that reads like the right
+/// number; one short enough to be 32 bytes with its newline is not taken for a raw key.
+#[test]
+fn a_key_file_of_too_few_hex_digits_says_how_many() {
+    let key = file_with(format!("{}\n", "a".repeat(63)).as_bytes());
+    let problems = refused(&format!(
+        "[cluster]\npsk_file = {}\n",
+        toml_path(key.path())
+    ));
+    assert_problem(
+        &problems,
+        "cluster.psk_file",
+        &format!(
+            "{} holds 63 hex digits and a newline: expected exactly 64 hex digits",
+            key.path().display()
+        ),
+    );
+    let key = file_with(format!("{}\n", "b".repeat(31)).as_bytes());
+    let problems = refused(&format!(
+        "[cluster]\npsk_file = {}\n",
+        toml_path(key.path())
+    ));
+    assert_problem(
+        &problems,
+        "cluster.psk_file",
+        "holds 31 hex digits and a newline",
+    );
 }

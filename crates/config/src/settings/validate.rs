@@ -1275,6 +1275,25 @@ fn read_secret(path: &Path) -> Result<Vec<u8>, String> {
             path.display()
         ));
     }
+    if !trimmed.is_empty() && trimmed.iter().all(u8::is_ascii_hexdigit) {
+        // Hex digits of the wrong count (a digit lost in a copy): say what the file holds. A
+        // byte count would mislead (63 digits and a newline are 64 bytes), and 31 digits and
+        // a newline are not a raw key for being 32 bytes.
+        let around = match bytes.len() - trimmed.len() {
+            0 => String::new(),
+            1 if bytes.last() == Some(&b'\n') => " and a newline".to_owned(),
+            n => format!(" and {n} bytes of whitespace"),
+        };
+        return Err(format!(
+            "{} holds {} hex digits{around}: expected exactly {} hex digits (surrounding \
+             whitespace allowed) or exactly {PSK_LEN} raw bytes; generate one with `openssl rand \
+             -hex 32 > {}`",
+            path.display(),
+            trimmed.len(),
+            PSK_LEN * 2,
+            path.display()
+        ));
+    }
     if bytes.len() == PSK_LEN {
         return Ok(bytes);
     }
