@@ -13,8 +13,10 @@
 //! times, its admin and metrics URLs — and the recent events is redrawn twice a second above a
 //! prompt line that the redraw never touches, so what the user is typing stays on screen.
 //! Elsewhere (a pipe) events and replies are printed as lines and `view` prints the table.
-//! Stdin is read on a thread of its own, so Ctrl-C ends the demo at once even while a read
-//! is pending. With `--duration SECS` it runs unattended instead: one line per event, the
+//! Stdin is read on a thread of its own, so a signal ends the demo at once even while a read
+//! is pending. `quit`, SIGINT (Ctrl-C), SIGTERM, SIGHUP and the end of standard input all stop
+//! every node gracefully and remove the demo's temporary directory (data directories, dongle
+//! links, battery files); the nodes' log, a file of each demo's own, is kept and named. With `--duration SECS` it runs unattended instead: one line per event, the
 //! leader is killed once halfway, and the exit code says whether every live node knew the
 //! same leader at the end (0) or not (1).
 //!
