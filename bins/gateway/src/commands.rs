@@ -448,10 +448,10 @@ fn assess(views: &[NodeView]) -> (Vec<String>, Vec<String>) {
         .iter()
         .filter(|status| {
             status.mode != "static"
-                && !status
+                && status
                     .gossip
                     .as_ref()
-                    .is_some_and(|gossip| !gossip.use_leader_election)
+                    .is_none_or(|gossip| gossip.use_leader_election)
         })
         .filter(|status| !status.auto_election)
         .map(|status| status.node_id.as_str())
