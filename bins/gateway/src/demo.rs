@@ -583,19 +583,22 @@ impl Demo {
 
     /// The table: one line per node, the leader's in bold.
     async fn table(&self) -> Vec<ViewLine> {
-        let mut lines = vec![ViewLine::plain(format!(
-            "{:<9} {:<14} {:>5}  {:<9} {:<7} {:<28} {}",
-            "NODE",
-            "ROLE",
-            "TERM",
-            "LEADER",
-            "DONGLE",
-            match self.mode {
-                Mode::Priority => "STATE (SCORE, BATTERY)",
-                _ => "PHASE",
-            },
-            "PEERS (RTT)"
-        ))];
+        let mut lines = vec![ViewLine::indented(
+            format!(
+                "{:<9} {:<14} {:>5}  {:<9} {:<7} {:<28} {}",
+                "NODE",
+                "ROLE",
+                "TERM",
+                "LEADER",
+                "DONGLE",
+                match self.mode {
+                    Mode::Priority => "STATE (SCORE, BATTERY)",
+                    _ => "PHASE",
+                },
+                "PEERS (RTT)"
+            ),
+            PEERS_INDENT,
+        )];
         for node in &self.nodes {
             let name = node.config.node_id.to_string();
             let Some(running) = &node.node else {
