@@ -1,7 +1,8 @@
 //! What `conclave check-config` checks of `node.data_dir` beyond the file's values, so that it
 //! does not say `ok` where `conclave run` then refuses to start (WAL-1, WAL-2, issue 15 item 4):
-//! the directory (or the ancestor it would be created in) must be writable by this user, the
-//! WAL in it must be one a node can start from, and of the configured `election.mode`.
+//! the directory (or the ancestor it would be created in), and its lock file and WAL when they
+//! exist, must be writable by this user, and the WAL must be one a node can start from, of the
+//! configured `election.mode`.
 //!
 //! Nothing is created or changed: the WAL is read as `conclave wal inspect` reads it (without
 //! the lock, so a running node's directory can be checked), and writability is asked of the
@@ -9,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use conclave_actors::wal::{Verdict, WAL_FILE_NAME, WalError, inspect};
+use conclave_actors::wal::{LOCK_FILE_NAME, Verdict, WAL_FILE_NAME, WalError, inspect};
 use conclave_core::election::Mode;
 use rustix::fs::{Access, access};
 
@@ -33,6 +34,17 @@ pub(crate) fn data_dir_problems(dir: &Path, mode: Option<Mode>) -> Vec<String> {
              there",
             dir.display()
         ));
+    }
+    // A lock file or WAL left by another user (a first start as root) is as much in the way
+    // as the directory itself.
+    let lock = dir.join(LOCK_FILE_NAME);
+    if lock.exists() {
+        if let Err(err) = access(&lock, Access::READ_OK | Access::WRITE_OK) {
+            problems.push(format!(
+                "{} is not readable and writable by this user ({err})",
+                lock.display()
+            ));
+        }
     }
     let wal = dir.join(WAL_FILE_NAME);
     if !wal.exists() {
