@@ -139,6 +139,10 @@ pub(crate) enum Commands {
     CheckConfig {
         /// Configuration file (TOML).
         file: PathBuf,
+        /// Check the file's values only, not node.data_dir on this machine: for a
+        /// configuration meant for another host.
+        #[arg(long)]
+        file_only: bool,
     },
     /// Role, term, leader, fencing token, quorum and peers of the node.
     Status,

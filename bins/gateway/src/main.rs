@@ -112,7 +112,7 @@ fn command(cli: Cli) -> ExitCode {
         Commands::Run { config, log } => run::run(config.as_deref(), log.as_deref()),
         Commands::Completions { shell } => generated::completions(shell),
         Commands::Man => generated::man(),
-        Commands::CheckConfig { file } => run::check_config(&file),
+        Commands::CheckConfig { file, file_only } => run::check_config(&file, !file_only),
         Commands::Defaults => {
             output::out!("{}", conclave_config::settings::defaults_toml());
             ExitCode::SUCCESS

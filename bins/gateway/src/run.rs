@@ -110,9 +110,9 @@ fn election_summary(election: &conclave_core::election::ElectionConfig) -> Strin
 }
 
 /// `conclave check-config FILE`: every problem `conclave run` would refuse to start with, in
-/// one pass — the file's values, and what [`preflight`] finds in `node.data_dir` — and the
-/// warnings `run` would log.
-pub(crate) fn check_config(file: &Path) -> ExitCode {
+/// one pass — the file's values, and what [`preflight`] finds in `node.data_dir` unless
+/// `data_dir` is false (`--file-only`) — and the warnings `run` would log.
+pub(crate) fn check_config(file: &Path, data_dir: bool) -> ExitCode {
     let settings = match Settings::load(Some(file)) {
         Ok(settings) => settings,
         Err(err) => {
@@ -129,7 +129,7 @@ pub(crate) fn check_config(file: &Path) -> ExitCode {
         Ok(_) => Vec::new(),
         Err(problems) => problems.clone(),
     };
-    if !settings.node.data_dir.as_os_str().is_empty() {
+    if data_dir && !settings.node.data_dir.as_os_str().is_empty() {
         problems.extend(
             preflight::data_dir_problems(&settings.node.data_dir, mode)
                 .into_iter()

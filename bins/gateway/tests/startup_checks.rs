@@ -241,6 +241,9 @@ fn a_data_dir_that_cannot_be_created_exits_73() {
     );
     let output = run(&path);
     assert_eq!(output.status.code(), Some(73), "{}", said(&output));
+    // A configuration meant for another host is checked without this machine's directory.
+    let output = conclave(&["check-config", "--file-only"], &path);
+    assert_eq!(output.status.code(), Some(0), "{}", said(&output));
 }
 
 /// Item 4: a data directory this user may not write is named by check-config, and `run`
