@@ -858,20 +858,23 @@ pub(crate) fn run(options: DemoOptions) -> ExitCode {
                 // Dropping the start stops the nodes it had started with the runtime, and
                 // removes the demo's directory.
                 outln!("{}: the demo stops before it started", signal_name(number));
-                return ExitCode::from(signal_exit(number));
+                return if options.duration.is_some() {
+                    ExitCode::from(signal_exit(number))
+                } else {
+                    ExitCode::SUCCESS
+                };
             }
         };
         demo.print_endpoints();
         if let Some(path) = &log_file {
             outln!("  logs in {} (RUST_LOG sets the level)", path.display());
         }
-        demo.log_file = log_file.clone();
-        let log_path = log_file;
+        demo.log_file.clone_from(&log_file);
         let code = match options.duration {
             Some(duration) => unattended(demo, events_rx, duration, &mut signals).await,
             None => interactive_loop(demo, events_rx, &mut signals).await,
         };
-        if let Some(path) = &log_path {
+        if let Some(path) = &log_file {
             outln!("logs kept in {}", path.display());
         }
         code
