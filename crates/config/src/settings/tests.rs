@@ -2409,3 +2409,19 @@ fn a_key_file_of_too_few_hex_digits_says_how_many() {
         "holds 31 hex digits and a newline",
     );
 }
+
+/// Issue 15 item 4: a link reachable by others without a key is refused in the same pass as
+/// another section's problem, not only once the rest is right.
+#[test]
+fn a_missing_key_is_reported_with_the_other_problems() {
+    let problems = refused(
+        r#"
+[election.raft]
+quorum = "sometimes"
+[link.udp]
+listen = "0.0.0.0:7946"
+"#,
+    );
+    assert_problem(&problems, "election.raft.quorum", "sometimes");
+    assert_problem(&problems, "cluster.psk_file", "required");
+}

@@ -82,6 +82,17 @@ impl Settings {
         let hooks = self.hooks(f);
         let health = self.health(f);
 
+        // PROTO-5 before the rest is known good, so that a missing key is reported in the same
+        // pass as any other problem. A section refused above counts as absent here: nothing is
+        // reported twice, and nothing is claimed of a link that could not be read.
+        if let Some(keyed) = auth_key.as_ref().map(Option::is_some) {
+            self.authentication(
+                &mut findings,
+                keyed,
+                udp.as_ref().and_then(Option::as_ref),
+                espnow.as_ref().and_then(Option::as_ref),
+            );
+        }
         // Every `None` above came with a problem, so both exits below report at least one.
         let (
             Some(node_id),
@@ -102,12 +113,6 @@ impl Settings {
         else {
             return Err(findings.problems);
         };
-        self.authentication(
-            &mut findings,
-            auth_key.is_some(),
-            udp.as_ref(),
-            espnow.as_ref(),
-        );
         if !findings.problems.is_empty() {
             return Err(findings.problems);
         }
