@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Failover after kill -9 of the leader: conclave against etcd, on one machine, in one run.
 
-DESIGN §11 (the failover row): three nodes on loopback, heartbeat 50 ms, election timeout
+docs/design.md §11 (the failover row): three nodes on loopback, heartbeat 50 ms, election timeout
 250 ms; measure the time from `kill -9` of the leader until every survivor names the same new
 leader. conclave's target is a median at most 0.8 x etcd's median and a p99 at most etcd's
 median + 100 ms, both measured in the same run.
@@ -53,7 +53,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-# DESIGN §11: the same timing for both systems. etcd draws its election timeout in [et, 2 et),
+# docs/design.md §11: the same timing for both systems. etcd draws its election timeout in [et, 2 et),
 # so --election-timeout 250 is conclave's [250, 500).
 HEARTBEAT_MS = 50
 ELECTION_MIN_MS = 250
@@ -926,7 +926,7 @@ def report(results: dict[str, SystemResult], args: argparse.Namespace) -> int:
 
         log(f"ratio conclave/etcd: median {ratio(c['median'], e['median'])}, p99 {ratio(c['p99'], e['p99'])}")
         log("")
-        log("DESIGN §11 target (failover row), measured in this run:")
+        log("docs/design.md §11 target (failover row), measured in this run:")
         bound1 = 0.8 * e["median"]
         ok1 = c["median"] <= bound1
         log(f"  conclave median {fmt_ms(c['median'], args.failover_cap)} ms <= 0.8 x etcd median "

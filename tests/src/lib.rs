@@ -62,7 +62,7 @@ pub struct ClusterOptions {
     pub hooks: HooksConfig,
     /// The election every node runs, as a template: each node gets it with its own id and,
     /// where the mode has one, the cluster's names as its electorate
-    /// ([`ElectionConfig::for_member`]). `None`: raft in `quorum` mode with DESIGN's timings
+    /// ([`ElectionConfig::for_member`]). `None`: raft in `quorum` mode with the timings of docs/design.md §9
     /// scaled down ten times.
     pub election: Option<ElectionConfig>,
 }
@@ -88,7 +88,7 @@ impl ClusterOptions {
     }
 }
 
-/// Raft with DESIGN's timings scaled down ten times (heartbeat 50 ms, election timeout
+/// Raft with the timings of docs/design.md §9 scaled down ten times (heartbeat 50 ms, election timeout
 /// 150–300 ms), for [`ElectionConfig::for_member`] to give each node its id and voters.
 pub fn raft_election(quorum: Quorum) -> ElectionConfig {
     let template = id("template");
@@ -104,7 +104,7 @@ pub fn raft_election(quorum: Quorum) -> ElectionConfig {
     })
 }
 
-/// The configuration of one test node: DESIGN's timings scaled down ten times (heartbeat
+/// The configuration of one test node: the timings of docs/design.md §9 scaled down ten times (heartbeat
 /// 50 ms, election timeout 150–300 ms), no HTTP servers, no UDP.
 pub fn node_config(
     name: &str,
@@ -625,7 +625,7 @@ pub async fn admin_refusal(
 }
 
 // ---------------------------------------------------------------------------------------------
-// The contracts every election mode keeps (issue 9 item 8): the same metric names (DESIGN §8),
+// The contracts every election mode keeps (issue 9 item 8): the same metric names (docs/design.md §8),
 // the same leader changes, the same hook environment with the fencing token. One assertion of
 // each, shared by the mode tests.
 

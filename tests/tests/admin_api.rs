@@ -37,7 +37,7 @@ fn routes(
     )
 }
 
-/// CB-3, CB-5: status answers with every field of DESIGN §9 and the fencing token; a
+/// CB-3, CB-5: status answers with every field of docs/design.md §9 and the fencing token; a
 /// mutation without the token, or with a wrong one, gets 401 and changes nothing; with the
 /// token it runs and answers with the fencing token after it.
 #[actix_rt::test]

@@ -10,7 +10,12 @@ use clap::{Parser, Subcommand, ValueEnum};
 /// exactly one leader, notice within moments when it dies and elect another, and tell the
 /// world through hook commands, an admin API, an event stream and Prometheus metrics.
 #[derive(Debug, Parser)]
-#[command(name = "conclave", version, about, long_about)]
+#[command(
+    name = "conclave",
+    version,
+    about = "a leader-election gateway",
+    long_about
+)]
 pub(crate) struct Cli {
     /// Admin API of the node to talk to (client commands): http://host:port or host:port.
     #[arg(
@@ -61,8 +66,10 @@ pub(crate) enum Commands {
     /// Reads the built-in defaults, then FILE (when given), then environment variables named
     /// CONCLAVE__SECTION__KEY (for example CONCLAVE__NODE__ID=gw-b). Without --config the
     /// defaults make a single node on loopback. Every configuration problem is printed with
-    /// its key and the command exits with code 64; a port or file the node cannot have ends
-    /// it with 69, an internal failure with 70.
+    /// its key and the command exits with code 64; a damaged WAL ends it with 65, a port or
+    /// data directory another process holds with 69, a data directory it cannot create or
+    /// write with 73 (77 without the permission), an internal failure with 70 (EXIT STATUS
+    /// in `conclave man` has them all).
     ///
     /// Signals: SIGHUP reopens the log file and reloads FILE, applying the hooks and the log
     /// settings at once and naming (at WARN) every other changed key, which needs a restart;
@@ -102,9 +109,13 @@ pub(crate) enum Commands {
     /// node's admin API and metrics endpoint are printed at start. Without --duration, a live
     /// view shows every node and the recent events, and typed commands kill, revive and
     /// partition nodes (`kill 3`, `kill 1,2`, `kill leader`, `revive 3`, `partition 1,2 3,4,5`,
-    /// `heal`, `battery 2 10`, `quit`). --mode picks the election. Colour only on a terminal, never with NO_COLOR set. With
-    /// --duration it runs unattended, prints one line per event, kills the leader once halfway,
-    /// and exits 0 only if every live node knows the same leader at the end.
+    /// `heal`, `battery 2 10`, `quit`). --mode picks the election. Colour only on a terminal,
+    /// never with NO_COLOR set. `quit`, Ctrl-C, SIGTERM, SIGHUP and the end of standard input
+    /// stop every node gracefully and remove the demo's temporary directory; the nodes' log
+    /// (conclave-demo-PID.log in the temporary directory) is kept. With --duration it runs
+    /// unattended, prints one line per event, kills the leader once halfway, and exits 0 only
+    /// if every live node knows the same leader at the end (128 + N when signal N stopped it
+    /// first).
     Demo {
         /// How many nodes.
         #[arg(long, default_value_t = 5)]
@@ -132,9 +143,19 @@ pub(crate) enum Commands {
     /// A configuration file needs only the keys it changes; this shows what the others are.
     Defaults,
     /// Check a configuration file and print every problem with its key.
+    ///
+    /// Checks what `run` would refuse to start with, in one pass: every key's value, and the
+    /// data directory (node.data_dir): that this user can create or write it, and that a WAL
+    /// in it is undamaged and of the configured election.mode. Prints the warnings `run` would
+    /// log too (for example node.id missing from cluster.voters). Exits 0 when `run` would
+    /// start, 64 on any problem. Reads the WAL without changing anything.
     CheckConfig {
         /// Configuration file (TOML).
         file: PathBuf,
+        /// Check the file's values only, not node.data_dir on this machine: for a
+        /// configuration meant for another host.
+        #[arg(long)]
+        file_only: bool,
     },
     /// Role, term, leader, fencing token, quorum and peers of the node.
     Status,
@@ -264,7 +285,18 @@ pub(crate) enum LeaderCommand {
     },
     /// The leader hands leadership to the best peer, or steps down. Sent to a follower, it is
     /// passed on to the leader's admin API when the follower names it (admin.peer_urls).
-    Resign,
+    ///
+    /// Waits (--wait seconds) until the node that resigned names a new leader (or leads again
+    /// in a later term: alone, it is re-elected), prints the state after the change, and exits
+    /// 1 when that did not happen in time.
+    Resign {
+        /// Seconds to wait for the outcome.
+        #[arg(long, default_value_t = 10, value_name = "SECS")]
+        wait: u64,
+        /// Answer as soon as the resignation started, without waiting for its outcome.
+        #[arg(long, conflicts_with = "wait")]
+        no_wait: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

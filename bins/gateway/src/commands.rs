@@ -67,10 +67,10 @@ fn dispatch(cli: &Cli, client: &AdminClient, command: &Commands) -> Result<ExitC
             return leader_set(client, peer_id, wait, json);
         }
         Commands::Leader {
-            command: LeaderCommand::Resign,
+            command: LeaderCommand::Resign { wait, no_wait },
         } => {
-            let answer = leader_resign(client)?;
-            print_answer(json, &answer, render::outcome);
+            let wait = (!no_wait).then(|| Duration::from_secs(*wait));
+            return leader_resign(client, wait, json);
         }
         Commands::AutoElection {
             switch,
@@ -172,10 +172,17 @@ fn leader_set(
 }
 
 /// `leader resign`: sent to a follower, it is passed on once to the leader's admin API,
-/// which the follower names when `admin.peer_urls` lists it.
-fn leader_resign(client: &AdminClient) -> Result<CommandAnswer, ClientError> {
+/// which the follower names when `admin.peer_urls` lists it. The answer carries the state when
+/// the resignation started; unless `wait` is `None`, the node that resigned is then asked until
+/// it names another leader, or leads again in a later term (a node alone is re-elected), and
+/// that state is printed; exit 1 when that did not happen within `wait`.
+fn leader_resign(
+    client: &AdminClient,
+    wait: Option<Duration>,
+    json: bool,
+) -> Result<ExitCode, ClientError> {
     let no_body = serde_json::Map::new();
-    match client.post("/v1/leader/resign", &no_body, Duration::ZERO) {
+    let (answer, leader_client) = match client.post("/v1/leader/resign", &no_body, Duration::ZERO) {
         Err(ClientError::Refused {
             status: 409,
             answer,
@@ -187,12 +194,59 @@ fn leader_resign(client: &AdminClient) -> Result<CommandAnswer, ClientError> {
                 answer.node_id.as_deref().unwrap_or("the node"),
                 answer.leader.as_deref().unwrap_or("?")
             );
-            client
-                .other(&url)?
-                .post("/v1/leader/resign", &no_body, Duration::ZERO)
+            let leader = client.other(&url)?;
+            let answer: CommandAnswer =
+                leader.post("/v1/leader/resign", &no_body, Duration::ZERO)?;
+            (answer, Some(leader))
         }
-        other => other,
+        other => (other?, None),
+    };
+    let Some(wait) = wait else {
+        print_answer(json, &answer, render::outcome);
+        return Ok(ExitCode::SUCCESS);
+    };
+    let resigned = leader_client.as_ref().unwrap_or(client);
+    let before = (answer.fencing.term, answer.node_id.clone());
+    let outcome = |status: &StatusAnswer| match status.fencing.leader.as_deref() {
+        Some(leader) => leader != before.1 || status.fencing.term > before.0,
+        None => false,
+    };
+    // Asked every POLL until `wait` has gone by (counted in polls: the client keeps no clock).
+    const POLL: Duration = Duration::from_millis(100);
+    let polls = wait.as_millis().div_ceil(POLL.as_millis()).max(1);
+    let mut last = None;
+    for _ in 0..polls {
+        match resigned.get::<StatusAnswer>("/v1/status") {
+            Ok(status) if outcome(&status) => {
+                if json {
+                    print_answer(json, &status, render::status);
+                } else {
+                    outln!(
+                        "{}: {}",
+                        answer.outcome.describe(),
+                        answer.peer_id.as_deref().unwrap_or(&answer.node_id)
+                    );
+                    outln!("now: {}", render::summary(&status));
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            Ok(status) => last = Some(status),
+            Err(err) => errln!("cannot read the state after the resignation: {err}"),
+        }
+        std::thread::sleep(POLL);
     }
+    errln!(
+        "error: {} resigned in term {}, but no other leader took over within {} ms",
+        answer.node_id,
+        answer.fencing.term,
+        wait.as_millis()
+    );
+    match last {
+        Some(status) if json => print_answer(json, &status, render::status),
+        Some(status) => outln!("now: {}", render::summary(&status)),
+        None => {}
+    }
+    Ok(ExitCode::from(1))
 }
 
 /// One node of a cluster-wide command: who it should be, where its API is, what it said.
@@ -388,8 +442,17 @@ fn assess(views: &[NodeView]) -> (Vec<String>, Vec<String>) {
     } else if !answering.is_empty() && answering.iter().all(|s| s.fencing.leader.is_none()) {
         problems.push("no node knows a leader".to_owned());
     }
+    // Only where elections run: a static node (or a gossip node with static leadership)
+    // reports automatic election off because nobody elects there, and refuses to switch it.
     let auto_off: Vec<&str> = answering
         .iter()
+        .filter(|status| {
+            status.mode != "static"
+                && status
+                    .gossip
+                    .as_ref()
+                    .is_none_or(|gossip| gossip.use_leader_election)
+        })
         .filter(|status| !status.auto_election)
         .map(|status| status.node_id.as_str())
         .collect();
@@ -637,6 +700,40 @@ mod tests {
             }),
             error: None,
         }
+    }
+
+    /// Issue 15: static mode, where nobody elects, reports automatic election off; that is
+    /// no reason to suggest `auto-election on --cluster`, which static mode refuses. A raft
+    /// node with it off still gets the note.
+    #[test]
+    fn a_static_cluster_is_not_told_to_switch_automatic_election_on() {
+        let views: Vec<NodeView> = [("a", "leader"), ("b", "follower")]
+            .into_iter()
+            .map(|(id, role)| {
+                let mut view = node(id, role, 1, Some("a"));
+                if let Some(status) = &mut view.status {
+                    status.mode = "static".to_owned();
+                    status.quorum = "none".to_owned();
+                    status.auto_election = false;
+                }
+                view
+            })
+            .collect();
+        let (problems, notes) = assess(&views);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert!(notes.is_empty(), "{notes:?}");
+
+        let mut raft = node("c", "follower", 1, Some("a"));
+        if let Some(status) = &mut raft.status {
+            status.auto_election = false;
+        }
+        let (_, notes) = assess(&[raft]);
+        assert!(
+            notes
+                .iter()
+                .any(|note| note.contains("auto-election on --cluster")),
+            "{notes:?}"
+        );
     }
 
     #[test]

@@ -13,8 +13,10 @@
 //! times, its admin and metrics URLs — and the recent events is redrawn twice a second above a
 //! prompt line that the redraw never touches, so what the user is typing stays on screen.
 //! Elsewhere (a pipe) events and replies are printed as lines and `view` prints the table.
-//! Stdin is read on a thread of its own, so Ctrl-C ends the demo at once even while a read
-//! is pending. With `--duration SECS` it runs unattended instead: one line per event, the
+//! Stdin is read on a thread of its own, so a signal ends the demo at once even while a read
+//! is pending. `quit`, SIGINT (Ctrl-C), SIGTERM, SIGHUP and the end of standard input all stop
+//! every node gracefully and remove the demo's temporary directory (data directories, dongle
+//! links, battery files); the nodes' log, a file of each demo's own, is kept and named. With `--duration SECS` it runs unattended instead: one line per event, the
 //! leader is killed once halfway, and the exit code says whether every live node knew the
 //! same leader at the end (0) or not (1).
 //!
@@ -54,6 +56,10 @@ const RECENT_EVENTS: usize = 12;
 /// The commands, as the view and a wrong command show them.
 const COMMANDS: &str = "kill N[,M..] | kill leader | revive N[,M..] | partition 1,2 3,4,5 | \
      heal | battery N PCT | view | quit";
+
+/// Where a table row's peers continue when the row wraps: under the ROLE column (the PEERS
+/// column itself starts past an 80-column terminal's half).
+const PEERS_INDENT: usize = 10;
 
 /// How often each node reads its battery file: a `battery` command shows within this.
 const BATTERY_READ_INTERVAL: Duration = Duration::from_millis(200);
@@ -147,7 +153,7 @@ master_timeout_ms = 900
 [election]
 mode = "raft"
 [election.raft]
-# DESIGN's defaults scaled down: a failover is over in well under a second.
+# The defaults of docs/design.md §9 scaled down: a failover is over in well under a second.
 heartbeat_ms = 100
 election_timeout_min_ms = 400
 election_timeout_max_ms = 800
@@ -530,7 +536,7 @@ impl Demo {
                 "conclave demo: {} nodes on virtual ESP-NOW dongles, one simulated air",
                 self.nodes.len()
             )),
-            ViewLine::plain(format!("commands: {COMMANDS}")),
+            ViewLine::indented(format!("commands: {COMMANDS}"), "commands: ".len()),
             ViewLine::plain(String::new()),
         ];
         lines.extend(self.endpoint_lines().into_iter().map(ViewLine::plain));
@@ -579,19 +585,22 @@ impl Demo {
 
     /// The table: one line per node, the leader's in bold.
     async fn table(&self) -> Vec<ViewLine> {
-        let mut lines = vec![ViewLine::plain(format!(
-            "{:<9} {:<14} {:>5}  {:<9} {:<7} {:<28} {}",
-            "NODE",
-            "ROLE",
-            "TERM",
-            "LEADER",
-            "DONGLE",
-            match self.mode {
-                Mode::Priority => "STATE (SCORE, BATTERY)",
-                _ => "PHASE",
-            },
-            "PEERS (RTT)"
-        ))];
+        let mut lines = vec![ViewLine::indented(
+            format!(
+                "{:<9} {:<14} {:>5}  {:<9} {:<7} {:<28} {}",
+                "NODE",
+                "ROLE",
+                "TERM",
+                "LEADER",
+                "DONGLE",
+                match self.mode {
+                    Mode::Priority => "STATE (SCORE, BATTERY)",
+                    _ => "PHASE",
+                },
+                "PEERS (RTT)"
+            ),
+            PEERS_INDENT,
+        )];
         for node in &self.nodes {
             let name = node.config.node_id.to_string();
             let Some(running) = &node.node else {
@@ -629,6 +638,7 @@ impl Demo {
                 _ => status.election.phase.to_owned(),
             };
             lines.push(ViewLine {
+                indent: PEERS_INDENT,
                 text: format!(
                     "{name:<9} {:<14} {:>5}  {:<9} {dongle:<7} {detail:<28} {}",
                     status.election.role.label(),
@@ -652,34 +662,91 @@ struct ViewLine {
     text: String,
     /// Drawn in bold when colour is allowed.
     bold: bool,
+    /// Where the rows it wraps onto start (at most half the width), so that a continued
+    /// list stays under its column.
+    indent: usize,
 }
 
 impl ViewLine {
     fn plain(text: String) -> Self {
-        Self { text, bold: false }
+        Self {
+            text,
+            bold: false,
+            indent: 4,
+        }
+    }
+
+    fn indented(text: String, indent: usize) -> Self {
+        Self {
+            indent,
+            ..Self::plain(text)
+        }
     }
 }
 
-/// The first `width` characters of `text`: a line that wrapped would push the prompt down.
-fn clip(text: &str, width: usize) -> &str {
-    match text.char_indices().nth(width) {
-        Some((end, _)) => &text[..end],
-        None => text,
+/// `text` as rows of at most `width` characters: broken after a list's `, ` or ` | ` where one
+/// fits, else at a space, else anywhere; the rows after the first start with `indent` spaces
+/// (at most half the width). Nothing is cut: on a narrow terminal every command and every peer
+/// stays on screen.
+fn wrap(text: &str, width: usize, indent: usize) -> Vec<String> {
+    let width = width.max(8);
+    let indent = indent.min(width / 2);
+    let mut rows = Vec::new();
+    let mut rest: Vec<char> = text.chars().collect();
+    let mut prefix = String::new();
+    loop {
+        let room = width - prefix.chars().count();
+        if rest.len() <= room {
+            rows.push(format!("{prefix}{}", rest.iter().collect::<String>()));
+            return rows;
+        }
+        // The end of the row: after the last separator that fits, else the last space.
+        let fits = &rest[..=room];
+        let after = |pattern: &[char]| {
+            fits.windows(pattern.len())
+                .rposition(|window| window == pattern)
+                .map(|at| at + pattern.len())
+                .filter(|&end| end > 1 && end <= room + 1)
+        };
+        let end = after(&[',', ' '])
+            .or_else(|| after(&[' ', '|', ' ']))
+            .or_else(|| after(&[' ']))
+            .unwrap_or(room);
+        let row: String = rest[..end].iter().collect();
+        rows.push(format!("{prefix}{}", row.trim_end()));
+        let skip = rest[end..].iter().take_while(|c| **c == ' ').count();
+        rest.drain(..end + skip);
+        if rest.is_empty() {
+            return rows;
+        }
+        prefix = " ".repeat(indent);
     }
 }
 
-/// What redraws the view on a terminal: each line at its own row from the top, cleared to
+/// The rows `lines` take on a terminal `width` columns wide (the last column left free, so
+/// that no row wraps by itself), each with its line's boldness.
+fn rows(lines: &[ViewLine], width: usize) -> Vec<(String, bool)> {
+    lines
+        .iter()
+        .flat_map(|line| {
+            wrap(&line.text, width.saturating_sub(1), line.indent)
+                .into_iter()
+                .map(|row| (row, line.bold))
+        })
+        .collect()
+}
+
+/// What redraws the view on a terminal: each row at its own place from the top, cleared to
 /// its end, between saving and restoring the cursor. Nothing else on the screen is touched:
 /// not the prompt line below the view, where the user is typing (no clearing of the screen,
-/// no clearing below a line).
-fn redraw(lines: &[ViewLine], width: usize, bold: bool) -> String {
+/// no clearing below a line). Long lines are wrapped, never cut ([`wrap`]).
+fn redraw(rows: &[(String, bool)], bold: bool) -> String {
     let mut out = String::from("\x1b7");
-    for (row, line) in lines.iter().enumerate() {
-        let text = clip(&line.text, width.saturating_sub(1));
-        let _ = if bold && line.bold {
-            write!(out, "\x1b[{};1H\x1b[1m{text}\x1b[0m\x1b[K", row + 1)
+    for (number, (text, is_bold)) in rows.iter().enumerate() {
+        let _ = if bold && *is_bold {
+            write!(out, "\x1b[{};1H\x1b[1m{text}\x1b[0m\x1b[K", number + 1)
         } else {
-            write!(out, "\x1b[{};1H{text}\x1b[K", row + 1)
+            write!(out, "\x1b[{};1H{text}\x1b[K", number + 1)
         };
     }
     out.push_str("\x1b8");
@@ -777,23 +844,42 @@ pub(crate) fn run(options: DemoOptions) -> ExitCode {
     conclave_actors::admin::log_open_files_limit(&conclave_actors::admin::raise_open_files_limit());
     let system = actix_rt::System::new();
     system.block_on(async move {
+        // Before any node starts: a signal during the start-up must stop them too.
+        let mut signals = StopSignals::watch();
         let (events_tx, events_rx) = mpsc::unbounded_channel();
-        let mut demo = match Demo::start(options.nodes, seed, options.mode, events_tx).await {
-            Ok(demo) => demo,
-            Err(err) => {
-                errln!("error: {err}");
-                return ExitCode::from(1);
+        let start = Demo::start(options.nodes, seed, options.mode, events_tx);
+        let mut demo = tokio::select! {
+            started = start => match started {
+                Ok(demo) => demo,
+                Err(err) => {
+                    errln!("error: {err}");
+                    return ExitCode::from(1);
+                }
+            },
+            number = signals.recv() => {
+                // Dropping the start stops the nodes it had started with the runtime, and
+                // removes the demo's directory.
+                outln!("{}: the demo stops before it started", signal_name(number));
+                return if options.duration.is_some() {
+                    ExitCode::from(signal_exit(number))
+                } else {
+                    ExitCode::SUCCESS
+                };
             }
         };
         demo.print_endpoints();
         if let Some(path) = &log_file {
             outln!("  logs in {} (RUST_LOG sets the level)", path.display());
         }
-        demo.log_file = log_file;
-        match options.duration {
-            Some(duration) => unattended(demo, events_rx, duration).await,
-            None => interactive_loop(demo, events_rx).await,
+        demo.log_file.clone_from(&log_file);
+        let code = match options.duration {
+            Some(duration) => unattended(demo, events_rx, duration, &mut signals).await,
+            None => interactive_loop(demo, events_rx, &mut signals).await,
+        };
+        if let Some(path) = &log_file {
+            outln!("logs kept in {}", path.display());
         }
+        code
     })
 }
 
@@ -813,7 +899,9 @@ fn init_logging(interactive: bool) -> Result<Option<PathBuf>, String> {
             .init();
         return Ok(None);
     }
-    let path = std::env::temp_dir().join("conclave-demo.log");
+    // One per demo: two demos at once must not write over each other's log. It is kept when
+    // the demo ends (the demo says where), unlike the demo's directory.
+    let path = std::env::temp_dir().join(format!("conclave-demo-{}.log", std::process::id()));
     let file = std::fs::File::create(&path).map_err(|err| {
         format!(
             "cannot create the demo's log file {}: {err}",
@@ -833,12 +921,12 @@ async fn unattended(
     mut demo: Demo,
     mut events: mpsc::UnboundedReceiver<String>,
     duration: Duration,
+    signals: &mut StopSignals,
 ) -> ExitCode {
     outln!(
         "running for {duration:?}; the leader is killed at {:?}",
         duration / 2
     );
-    let mut interrupt = Interrupt::watch();
     let start = tokio::time::Instant::now();
     let halfway = start + duration / 2;
     let end = start + duration;
@@ -861,10 +949,10 @@ async fn unattended(
                 }
             }
             () = tokio::time::sleep_until(end) => break,
-            () = interrupt.recv() => {
-                outln!("interrupted");
+            number = signals.recv() => {
+                outln!("{}: stopping the demo before its verdict", signal_name(number));
                 demo.stop().await;
-                return ExitCode::from(130);
+                return ExitCode::from(signal_exit(number));
             }
         }
     }
@@ -890,27 +978,64 @@ async fn unattended(
     code
 }
 
-/// Ctrl-C (SIGINT), watched from creation on: a `tokio::signal::ctrl_c()` made afresh in each
-/// turn of a loop misses a signal that arrives between two turns.
-struct Interrupt(Option<tokio::signal::unix::Signal>);
+/// The signals that end the demo gracefully — SIGINT (Ctrl-C), SIGTERM (`kill`, `timeout`),
+/// SIGHUP (the terminal closed) — watched from creation on: a signal made afresh in each turn
+/// of a loop misses one that arrives between two turns, and one that arrives before the watch
+/// takes its default action, which leaves the nodes' directory behind.
+struct StopSignals {
+    interrupt: Option<tokio::signal::unix::Signal>,
+    terminate: Option<tokio::signal::unix::Signal>,
+    hang_up: Option<tokio::signal::unix::Signal>,
+}
 
-impl Interrupt {
+impl StopSignals {
     fn watch() -> Self {
-        let signal = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
-        if let Err(err) = &signal {
-            errln!("cannot watch Ctrl-C: {err}; type quit to stop");
+        use tokio::signal::unix::{SignalKind, signal};
+        let watch = |kind: SignalKind, name: &str| match signal(kind) {
+            Ok(stream) => Some(stream),
+            Err(err) => {
+                errln!("cannot watch {name}: {err}; type quit to stop");
+                None
+            }
+        };
+        Self {
+            interrupt: watch(SignalKind::interrupt(), "SIGINT (Ctrl-C)"),
+            terminate: watch(SignalKind::terminate(), "SIGTERM"),
+            hang_up: watch(SignalKind::hangup(), "SIGHUP"),
         }
-        Self(signal.ok())
     }
 
-    /// The next Ctrl-C; never, when it cannot be watched.
-    async fn recv(&mut self) {
-        match &mut self.0 {
-            Some(signal) => {
-                signal.recv().await;
+    /// The number of the next signal received; never, for a signal that cannot be watched.
+    async fn recv(&mut self) -> i32 {
+        async fn next(signal: Option<&mut tokio::signal::unix::Signal>) {
+            match signal {
+                Some(signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending().await,
             }
-            None => std::future::pending().await,
         }
+        tokio::select! {
+            () = next(self.interrupt.as_mut()) => libc::SIGINT,
+            () = next(self.terminate.as_mut()) => libc::SIGTERM,
+            () = next(self.hang_up.as_mut()) => libc::SIGHUP,
+        }
+    }
+}
+
+/// The exit code of a demo that signal `number` stopped before its end: 128 + the number, as
+/// a shell reports a process the signal ended, though every node was stopped first.
+fn signal_exit(number: i32) -> u8 {
+    u8::try_from(128 + number).unwrap_or(u8::MAX)
+}
+
+/// A signal's name, for the line the demo prints when it stops.
+fn signal_name(number: i32) -> &'static str {
+    match number {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        _ => "a signal",
     }
 }
 
@@ -956,12 +1081,18 @@ impl Screen {
 
     /// Redraws the view; moves the prompt when the view's height changed.
     async fn draw(&mut self, demo: &Demo, recent: &VecDeque<String>) {
-        let events = self.events_that_fit(demo.nodes.len(), demo.log_file.is_some());
-        let lines = demo.view(recent, events).await;
-        let width = terminal_size().map_or(200, |(columns, _)| columns);
-        let mut out = redraw(&lines, width, self.colour);
-        if self.prompt_row != lines.len() + 1 {
-            self.prompt_row = lines.len() + 1;
+        let mut events = self.events_that_fit(demo.nodes.len(), demo.log_file.is_some());
+        let (width, height) = terminal_size().unwrap_or((200, usize::MAX));
+        let mut rows = rows(&demo.view(recent, events).await, width);
+        // Wrapped lines take more rows: fewer events then, so that the prompt stays on screen.
+        let over = (rows.len() + 1).saturating_sub(height);
+        if over > 0 && events > 0 {
+            events = events.saturating_sub(over);
+            rows = self::rows(&demo.view(recent, events).await, width);
+        }
+        let mut out = redraw(&rows, self.colour);
+        if self.prompt_row != rows.len() + 1 {
+            self.prompt_row = rows.len() + 1;
             out.push_str(&prompt(self.prompt_row));
         }
         out!("{out}");
@@ -970,18 +1101,22 @@ impl Screen {
 }
 
 /// The live view (on a terminal) or the event lines (elsewhere), and the commands.
-async fn interactive_loop(mut demo: Demo, mut events: mpsc::UnboundedReceiver<String>) -> ExitCode {
+async fn interactive_loop(
+    mut demo: Demo,
+    mut events: mpsc::UnboundedReceiver<String>,
+    signals: &mut StopSignals,
+) -> ExitCode {
     let stdout = std::io::stdout();
     let mut screen = Screen {
         terminal: stdout.is_terminal(),
         colour: colour(&stdout),
         prompt_row: 0,
     };
-    let mut interrupt = Interrupt::watch();
     let mut lines = stdin_lines();
     let mut recent: VecDeque<String> = VecDeque::new();
+    // Why the demo stops, when not by `quit`.
+    let mut stopping = String::new();
     let mut redraw_tick = tokio::time::interval(Duration::from_millis(500));
-    let mut stdin_open = true;
     if screen.terminal {
         out!("\x1b[2J");
     } else {
@@ -1001,9 +1136,13 @@ async fn interactive_loop(mut demo: Demo, mut events: mpsc::UnboundedReceiver<St
                     }
                 }
             }
-            line = lines.recv(), if stdin_open => {
-                // Stdin closed: keep showing the view until Ctrl-C.
-                let Some(line) = line else { stdin_open = false; continue };
+            line = lines.recv() => {
+                // End of input (Ctrl-D, or the end of a script piped in) ends the demo, as
+                // `quit` does: nothing could be typed any more.
+                let Some(line) = line else {
+                    stopping = "end of input".to_owned();
+                    break;
+                };
                 let words: Vec<&str> = line.split_whitespace().collect();
                 let reply = match words.as_slice() {
                     ["quit" | "q" | "exit"] => break,
@@ -1058,13 +1197,20 @@ async fn interactive_loop(mut demo: Demo, mut events: mpsc::UnboundedReceiver<St
                     screen.draw(&demo, &recent).await;
                 }
             }
-            () = interrupt.recv() => break,
+            number = signals.recv() => {
+                stopping = signal_name(number).to_owned();
+                break;
+            }
         }
     }
     if screen.terminal {
         out!("{}", prompt(screen.prompt_row).trim_end_matches("> "));
     }
-    outln!("stopping the demo");
+    if stopping.is_empty() {
+        outln!("stopping the demo");
+    } else {
+        outln!("{stopping}: stopping the demo");
+    }
     demo.stop().await;
     ExitCode::SUCCESS
 }
@@ -1163,12 +1309,12 @@ mod tests {
         let lines = vec![
             ViewLine::plain("title".to_owned()),
             ViewLine {
-                text: "node-1    leader".to_owned(),
                 bold: true,
+                ..ViewLine::plain("node-1    leader".to_owned())
             },
-            ViewLine::plain("x".repeat(300)),
+            ViewLine::plain("x".repeat(100)),
         ];
-        let out = redraw(&lines, 80, true);
+        let out = redraw(&rows(&lines, 80), true);
         assert!(
             out.starts_with("\x1b7") && out.ends_with("\x1b8"),
             "{out:?}"
@@ -1177,20 +1323,66 @@ mod tests {
             !out.contains("\x1b[2J") && !out.contains("\x1b[J"),
             "{out:?}"
         );
-        // Rows 1 to 3 only: the prompt, on row 4, is not touched.
+        // Rows 1 to 4 only (the long line takes two): the prompt, on row 5, is not touched.
         assert!(
-            out.contains("\x1b[3;1H") && !out.contains("\x1b[4;"),
+            out.contains("\x1b[4;1H") && !out.contains("\x1b[5;"),
             "{out:?}"
         );
-        // Long lines are cut so they cannot wrap onto the prompt.
+        // Long lines wrap within the width, the last column left free.
         assert!(
-            out.contains(&format!("{}\x1b[K", "x".repeat(79))),
+            out.contains(&format!("\x1b[3;1H{}\x1b[K", "x".repeat(79))),
             "{out:?}"
         );
-        assert!(!out.contains(&"x".repeat(80)), "{out:?}");
+        assert!(
+            out.contains(&format!("\x1b[4;1H    {}\x1b[K", "x".repeat(21))),
+            "{out:?}"
+        );
         assert!(out.contains("\x1b[1mnode-1    leader\x1b[0m"), "{out:?}");
         // Without colour, no bold.
-        assert!(!redraw(&lines, 80, false).contains("\x1b[1m"));
+        assert!(!redraw(&rows(&lines, 80), false).contains("\x1b[1m"));
+    }
+
+    /// Issue 15: on an 80-column terminal every command stays visible (`heal`, `battery`,
+    /// `view` and `quit` included) and every peer of a table row, each list wrapped at its
+    /// separators onto rows that fit, none cut.
+    #[test]
+    fn an_80_column_terminal_shows_every_command_and_every_peer() {
+        let commands = ViewLine::indented(format!("commands: {COMMANDS}"), "commands: ".len());
+        let peers = (2..=5)
+            .map(|n| format!("node-{n} 8.{n}0 ms"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let row = ViewLine {
+            indent: PEERS_INDENT,
+            ..ViewLine::plain(format!(
+                "{:<9} {:<14} {:>5}  {:<9} {:<7} {:<28} {peers}",
+                "node-1", "follower", 2, "node-3", "up", "follower"
+            ))
+        };
+        let drawn = rows(&[commands, row], 80);
+        for (text, _) in &drawn {
+            assert!(text.chars().count() <= 79, "{text:?} is too wide");
+        }
+        let all: Vec<&str> = drawn.iter().map(|(text, _)| text.as_str()).collect();
+        let joined = all.join("\n");
+        for command in [
+            "heal",
+            "battery N PCT",
+            "view",
+            "quit",
+            "partition 1,2 3,4,5",
+        ] {
+            assert!(joined.contains(command), "{command} missing:\n{joined}");
+        }
+        for n in 2..=5 {
+            assert!(
+                joined.contains(&format!("node-{n} 8.{n}0 ms")),
+                "node-{n} cut or split:\n{joined}"
+            );
+        }
+        // Continued rows are indented, and a list breaks after its separator.
+        assert!(all[1].starts_with("          "), "{joined}");
+        assert!(all[0].ends_with('|'), "{joined}");
     }
 
     #[test]

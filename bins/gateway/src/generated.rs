@@ -69,6 +69,15 @@ fn render_man(out: &mut Vec<u8>) -> io::Result<()> {
         let text = String::from_utf8_lossy(&part).replace(".SH ", ".SS ");
         out.extend_from_slice(text.as_bytes());
     }
+    writeln!(out, ".SH \"EXIT STATUS\"")?;
+    for (code, meaning) in crate::EXIT_STATUSES {
+        writeln!(
+            out,
+            ".TP\n\\fB{}\\fR\n{}",
+            roff_text(code),
+            roff_text(meaning)
+        )?;
+    }
     page.render_version_section(out)?;
     Ok(())
 }
@@ -149,5 +158,39 @@ mod tests {
             page.contains("SIGHUP"),
             "the run verb's signals are documented"
         );
+    }
+
+    /// Issue 15 item 4: the manual page's NAME line says what conclave is (not the package's
+    /// description), and its EXIT STATUS section documents every code the binary exits with.
+    #[test]
+    fn man_page_names_conclave_and_documents_every_exit_code() {
+        let mut out = Vec::new();
+        render_man(&mut out).unwrap();
+        let page = String::from_utf8(out).unwrap();
+        assert!(
+            page.contains("conclave \\- a leader\\-election gateway"),
+            "{page}"
+        );
+        assert!(!page.contains("The conclave binary"), "{page}");
+        let section = page
+            .split_once(".SH \"EXIT STATUS\"")
+            .map(|(_, rest)| rest)
+            .unwrap_or_else(|| panic!("no EXIT STATUS section:\n{page}"));
+        for code in [
+            0,
+            1,
+            crate::EXIT_USAGE,
+            crate::EXIT_DATAERR,
+            crate::EXIT_UNAVAILABLE,
+            crate::EXIT_SOFTWARE,
+            crate::EXIT_CANTCREAT,
+            crate::output::EXIT_IO,
+            crate::EXIT_NOPERM,
+        ] {
+            assert!(
+                section.contains(&format!(".TP\n\\fB{code}\\fR\n")),
+                "exit code {code} undocumented:\n{section}"
+            );
+        }
     }
 }

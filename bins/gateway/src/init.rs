@@ -10,7 +10,8 @@ use crate::output::{errln, outln};
 use crate::run::{Loaded, load};
 
 /// `conclave init [--config FILE]`: 0 when the WAL was created, 1 when the data directory was
-/// used before, 64 for a bad configuration, 70 for an I/O failure.
+/// used before, 64 for a bad configuration, and `run`'s codes for a data directory it cannot
+/// create or write (73, 77).
 pub(crate) fn init(file: Option<&Path>) -> ExitCode {
     let Loaded { config, .. } = match load(file) {
         Ok(loaded) => loaded,
@@ -35,13 +36,13 @@ pub(crate) fn init(file: Option<&Path>) -> ExitCode {
             outln!("start it with: {run}");
             ExitCode::SUCCESS
         }
-        Err(error @ (WalError::NotNew { .. } | WalError::Locked { .. })) => {
+        Err(error @ WalError::NotNew { .. }) => {
             errln!("error: {error}");
             ExitCode::FAILURE
         }
         Err(error) => {
             errln!("error: {error}");
-            ExitCode::from(crate::EXIT_SOFTWARE)
+            ExitCode::from(crate::run::wal_failure_code(&error))
         }
     }
 }

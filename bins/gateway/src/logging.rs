@@ -60,9 +60,25 @@ pub(crate) struct Log {
     destination: SharedDestination,
 }
 
+/// Where the HTTP server library reports a request it could not parse — a client's fault,
+/// which it logs at ERROR.
+const HTTP_PARSE_ERRORS: &str = "actix_http::h1::dispatcher";
+
 /// A log filter, or why it is not one.
+///
+/// A malformed request from an HTTP client (a port scanner, a client speaking something else)
+/// is answered 400 and is no error of the node's; the HTTP library logs it at ERROR, so its
+/// target is left out unless `text` names it (`actix_http::h1::dispatcher=error` shows it).
 pub(crate) fn parse_filter(text: &str) -> Result<EnvFilter, String> {
-    EnvFilter::try_new(text).map_err(|err| format!("{text:?} is not a log filter: {err}"))
+    let filter =
+        EnvFilter::try_new(text).map_err(|err| format!("{text:?} is not a log filter: {err}"))?;
+    if text.contains("actix_http") {
+        return Ok(filter);
+    }
+    match format!("{HTTP_PARSE_ERRORS}=off").parse() {
+        Ok(directive) => Ok(filter.add_directive(directive)),
+        Err(_) => Ok(filter),
+    }
 }
 
 impl Log {
@@ -135,5 +151,64 @@ impl Log {
             Destination::Stdout => None,
             Destination::File { path, .. } => Some(path.clone()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What an event at `level` of `target` writes through `filter`.
+    fn logged(filter: EnvFilter, target_is_http: bool) -> String {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&lines);
+        let subscriber = tracing_subscriber::registry().with(filter).with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_writer(move || SinkWriter(Arc::clone(&sink))),
+        );
+        tracing::subscriber::with_default(subscriber, || {
+            if target_is_http {
+                tracing::error!(
+                    target: "actix_http::h1::dispatcher",
+                    "stream error: request parse error: invalid Header provided"
+                );
+            } else {
+                tracing::error!(target: "conclave_actors::wal", "fsync failed");
+            }
+        });
+        let bytes = lines.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    struct SinkWriter(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for SinkWriter {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Issue 15: a malformed request from an HTTP client is not logged at ERROR by the node's
+    /// filter (it is the client's fault, answered 400); the node's own errors still are, and an
+    /// operator who names the HTTP library's target gets its lines back.
+    #[test]
+    fn a_clients_malformed_http_is_not_an_error_of_the_node() {
+        let filter = |text: &str| parse_filter(text).unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(logged(filter("info"), true), "");
+        assert_eq!(logged(filter("debug"), true), "");
+        assert!(logged(filter("info"), false).contains("fsync failed"));
+        assert!(
+            logged(filter("info,actix_http=error"), true).contains("request parse error"),
+            "named, it is shown"
+        );
     }
 }

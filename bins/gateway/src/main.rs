@@ -12,11 +12,8 @@
 //!
 //! `conclave wal inspect|repair DIR` work on a node's WAL file directly (see `wal.rs`).
 //!
-//! Exit codes: 0 success; 1 the node or the API refused or failed, a change did not complete,
-//! or the cluster disagrees; 64 bad usage or configuration; 69 the admin API cannot be
-//! reached, or the node cannot have a port or file it needs; 70 the node halted on an
-//! internal error; 74 standard output could not be written (a reader that closed the pipe,
-//! as `| head` does, is not an error: the rest of the output is dropped, see `output.rs`).
+//! Exit codes: [`EXIT_STATUSES`], the table `conclave man` prints under EXIT STATUS (sysexits.h
+//! codes, so that a service manager can tell a problem restarting cures from one it cannot).
 
 mod cli;
 mod client;
@@ -28,6 +25,7 @@ mod init;
 mod logging;
 mod notify;
 mod output;
+mod preflight;
 mod reload;
 mod render;
 mod run;
@@ -39,12 +37,71 @@ use clap::Parser;
 
 use crate::cli::{Cli, Commands, DongleCommand, WalCommand};
 
+/// Every exit code of the binary and what it means, as `conclave man` documents them.
+pub(crate) const EXIT_STATUSES: &[(&str, &str)] = &[
+    (
+        "0",
+        "Success. For run, a graceful stop (after any terminating signal).",
+    ),
+    (
+        "1",
+        "The node or the admin API refused or failed, a change did not complete, or the \
+         cluster disagrees; demo --duration: the live nodes do not agree on a leader; wal \
+         inspect: a node cannot start from the file; init: the data directory was used by a \
+         node before.",
+    ),
+    (
+        "64",
+        "EX_USAGE: bad usage or configuration. check-config exits 64 on any problem, those it \
+         finds in node.data_dir included; run, also when the data directory holds a WAL of \
+         another election.mode. Restarting does not help.",
+    ),
+    (
+        "65",
+        "EX_DATAERR: run: the WAL is damaged (a bad record followed by valid ones) or is not a \
+         conclave WAL. The node does not start until an operator inspects and repairs it \
+         (conclave wal inspect, conclave wal repair); a service manager must not restart it.",
+    ),
+    (
+        "69",
+        "EX_UNAVAILABLE: the admin API cannot be reached; run: a port or the data directory is \
+         held by another process; dongle check: the port cannot be opened or nothing answers.",
+    ),
+    (
+        "70",
+        "EX_SOFTWARE: the node halted on an internal error, or after it started (a WAL write or \
+         fsync that failed, for example on a full disk: it takes no more writes and stops).",
+    ),
+    (
+        "73",
+        "EX_CANTCREAT: run, init: the data directory or a file in it cannot be created or \
+         written (a read-only or full file system, a file where a directory should be).",
+    ),
+    ("74", "EX_IOERR: standard output could not be written."),
+    (
+        "77",
+        "EX_NOPERM: run, init: this user has no permission to create or write the data \
+         directory or its files.",
+    ),
+    (
+        "128+N",
+        "A second terminating signal N during a graceful stop (run), or signal N ending demo \
+         --duration before its verdict (after a graceful stop).",
+    ),
+];
+
 /// sysexits' EX_USAGE: the command line or the configuration is wrong.
 pub(crate) const EXIT_USAGE: u8 = 64;
 /// sysexits' EX_UNAVAILABLE: the admin API does not answer.
 pub(crate) const EXIT_UNAVAILABLE: u8 = 69;
 /// sysexits' EX_SOFTWARE: the node stopped on an internal error.
 pub(crate) const EXIT_SOFTWARE: u8 = 70;
+/// sysexits' EX_DATAERR: the WAL is damaged (or not a WAL); restarting cannot help.
+pub(crate) const EXIT_DATAERR: u8 = 65;
+/// sysexits' EX_CANTCREAT: the data directory or a file in it cannot be created or written.
+pub(crate) const EXIT_CANTCREAT: u8 = 73;
+/// sysexits' EX_NOPERM: this user may not write the data directory.
+pub(crate) const EXIT_NOPERM: u8 = 77;
 
 fn main() -> ExitCode {
     let code = command(Cli::parse());
@@ -57,7 +114,7 @@ fn command(cli: Cli) -> ExitCode {
         Commands::Run { config, log } => run::run(config.as_deref(), log.as_deref()),
         Commands::Completions { shell } => generated::completions(shell),
         Commands::Man => generated::man(),
-        Commands::CheckConfig { file } => run::check_config(&file),
+        Commands::CheckConfig { file, file_only } => run::check_config(&file, !file_only),
         Commands::Init { config } => init::init(config.as_deref()),
         Commands::Defaults => {
             output::out!("{}", conclave_config::settings::defaults_toml());

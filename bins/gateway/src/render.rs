@@ -59,7 +59,8 @@ pub(crate) fn status(status: &StatusAnswer) -> String {
     if status.quorum == "none" {
         let _ = writeln!(
             out,
-            "quorum      none (nobody elects; {} voters reachable; {ready})",
+            "quorum      none ({}; {} voters reachable; {ready})",
+            unquorate_election(status),
             status.reachable_voters,
         );
     } else {
@@ -190,6 +191,25 @@ pub(crate) fn summary(status: &StatusAnswer) -> String {
         or_dash(status.fencing.leader.as_deref()),
         or_dash(status.fencing.fencing_token.as_deref())
     )
+}
+
+/// What decides the leader in a mode without a quorum (gossip, priority, static), for the
+/// status's quorum line: these modes elect, but by another rule than a majority's votes.
+fn unquorate_election(status: &StatusAnswer) -> &'static str {
+    match status.mode.as_str() {
+        "gossip"
+            if status
+                .gossip
+                .as_ref()
+                .is_some_and(|g| !g.use_leader_election) =>
+        {
+            "gossip, static leadership: the org leader by configuration, nobody elects"
+        }
+        "gossip" => "gossip: the lowest id heard leads; each partition elects its own",
+        "priority" => "priority: the best score heard leads; each partition elects its own",
+        "static" => "static: the configured leader leads, nobody elects",
+        _ => "no quorum",
+    }
 }
 
 /// `conclave peers`.
@@ -345,9 +365,29 @@ mod tests {
         let text = status(&answer);
         assert!(text.contains("term 5 (static mode)"), "{text}");
         assert!(
-            text.contains("quorum      none (nobody elects; 2 voters reachable; ready)"),
+            text.contains(
+                "quorum      none (static: the configured leader leads, nobody elects; 2 voters \
+                 reachable; ready)"
+            ),
             "{text}"
         );
+        // Issue 15: gossip and priority elect without a quorum; the line says by what rule.
+        answer.mode = "priority".to_owned();
+        let text = status(&answer);
+        assert!(
+            text.contains(
+                "quorum      none (priority: the best score heard leads; each \
+                           partition elects its own; 2 voters reachable; ready)"
+            ),
+            "{text}"
+        );
+        answer.mode = "gossip".to_owned();
+        let text = status(&answer);
+        assert!(
+            text.contains("(gossip: the lowest id heard leads; each partition elects its own;"),
+            "{text}"
+        );
+        assert!(!text.contains("nobody elects"), "{text}");
         let mut answer = status_answer();
         answer.role = "candidate".to_owned();
         answer.phase = "pre_candidate".to_owned();

@@ -37,8 +37,11 @@ use tracing::{debug, error, info, warn};
 use crate::logging::{Log, parse_filter};
 use crate::notify::{Notifier, monotonic_usec, watchdog_interval};
 use crate::output::{errln, outln};
+use crate::preflight;
 use crate::reload::{self, Reloader};
-use crate::{EXIT_SOFTWARE, EXIT_UNAVAILABLE, EXIT_USAGE};
+use crate::{
+    EXIT_CANTCREAT, EXIT_DATAERR, EXIT_NOPERM, EXIT_SOFTWARE, EXIT_UNAVAILABLE, EXIT_USAGE,
+};
 
 /// A configuration that passed every check.
 pub(crate) struct Loaded {
@@ -106,44 +109,81 @@ fn election_summary(election: &conclave_core::election::ElectionConfig) -> Strin
     }
 }
 
-/// `conclave check-config FILE`.
-pub(crate) fn check_config(file: &Path) -> ExitCode {
-    match load(Some(file)) {
-        Ok(Loaded { config, .. }) => {
-            outln!("{}: ok", file.display());
-            outln!("  node {} in cluster {}", config.node_id, config.cluster_id);
-            if config.voters.is_empty() {
-                outln!("  voters none listed (every node heard in the cluster takes part)");
-            } else {
-                let voters: Vec<String> = config.voters.iter().map(ToString::to_string).collect();
-                outln!("  voters {}", voters.join(", "));
-            }
-            outln!("  election {}", election_summary(&config.election));
-            if let Some(udp) = &config.udp {
-                outln!("  udp {} (peers: {})", udp.listen, udp.peers.len());
-            }
-            match config.admin.listen {
-                Some(listen) => outln!(
-                    "  admin http://{listen} (at most {} connections, {} event streams)",
-                    config.admin.max_connections,
-                    config.admin.max_event_streams
-                ),
-                None => outln!("  admin off"),
-            }
-            for (peer, url) in &config.admin.peer_urls {
-                outln!("  admin of {peer}: {url}");
-            }
-            match config.metrics.listen {
-                Some(listen) => outln!("  metrics http://{listen}/metrics"),
-                None => outln!("  metrics off"),
-            }
-            if config.auth_key.is_none() {
-                outln!("  warning: no cluster.psk_file, frames are not authenticated");
-            }
-            ExitCode::SUCCESS
+/// `conclave check-config FILE`: every problem `conclave run` would refuse to start with, in
+/// one pass — the file's values, and what [`preflight`] finds in `node.data_dir` unless
+/// `data_dir` is false (`--file-only`) — and the warnings `run` would log.
+pub(crate) fn check_config(file: &Path, data_dir: bool) -> ExitCode {
+    let settings = match Settings::load(Some(file)) {
+        Ok(settings) => settings,
+        Err(err) => {
+            errln!("error: {err}");
+            return ExitCode::from(EXIT_USAGE);
         }
-        Err(code) => code,
+    };
+    let validated = reload::validate(&settings);
+    let mode = match &validated {
+        Ok((config, _)) => Some(config.election.mode()),
+        Err(_) => conclave_core::election::Mode::from_label(&settings.election.mode),
+    };
+    let mut problems = match &validated {
+        Ok(_) => Vec::new(),
+        Err(problems) => problems.clone(),
+    };
+    if data_dir && !settings.node.data_dir.as_os_str().is_empty() {
+        problems.extend(
+            preflight::data_dir_problems(&settings.node.data_dir, mode)
+                .into_iter()
+                .map(|problem| format!("node.data_dir: {problem}")),
+        );
     }
+    let (config, warnings) = match validated {
+        Ok(valid) if problems.is_empty() => valid,
+        _ => {
+            errln!(
+                "{}: {} configuration problem{}:",
+                file.display(),
+                problems.len(),
+                if problems.len() == 1 { "" } else { "s" }
+            );
+            for problem in problems {
+                errln!("  {problem}");
+            }
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    outln!("{}: ok", file.display());
+    outln!("  node {} in cluster {}", config.node_id, config.cluster_id);
+    if config.voters.is_empty() {
+        outln!("  voters none listed (every node heard in the cluster takes part)");
+    } else {
+        let voters: Vec<String> = config.voters.iter().map(ToString::to_string).collect();
+        outln!("  voters {}", voters.join(", "));
+    }
+    outln!("  election {}", election_summary(&config.election));
+    if let Some(udp) = &config.udp {
+        outln!("  udp {} (peers: {})", udp.listen, udp.peers.len());
+    }
+    match config.admin.listen {
+        Some(listen) => outln!(
+            "  admin http://{listen} (at most {} connections, {} event streams)",
+            config.admin.max_connections,
+            config.admin.max_event_streams
+        ),
+        None => outln!("  admin off"),
+    }
+    for (peer, url) in &config.admin.peer_urls {
+        outln!("  admin of {peer}: {url}");
+    }
+    match config.metrics.listen {
+        Some(listen) => outln!("  metrics http://{listen}/metrics"),
+        None => outln!("  metrics off"),
+    }
+    // What `run` logs at WARN at start, said here too: a typo in cluster.voters that makes
+    // this node a silent non-voter must not pass as `ok` alone.
+    for warning in &warnings {
+        outln!("  warning: {warning}");
+    }
+    ExitCode::SUCCESS
 }
 
 /// `conclave run [--config FILE]`; `log` is `--log` / `RUST_LOG`, which overrides
@@ -292,22 +332,50 @@ pub(crate) fn run(file: Option<&Path>, log: Option<&str>) -> ExitCode {
     })
 }
 
-/// Stops `node` gracefully; a terminating signal received meanwhile cuts it short (its
-/// number is returned; SIGHUP is ignored by then).
-/// The exit code of a node that could not start: 69 (EX_UNAVAILABLE) when something it needs
-/// is taken or missing (a port another process holds, a data directory another process has
-/// locked), 64 (EX_USAGE) when the configuration contradicts the data directory (a WAL of
-/// another election mode), 70 (EX_SOFTWARE) otherwise.
+/// The exit code of a node that could not start (sysexits.h; `main.rs` lists them all):
+///
+/// - 64 (EX_USAGE): the configuration contradicts the data directory (a WAL of another
+///   election mode);
+/// - 65 (EX_DATAERR): the WAL is damaged, or not a conclave WAL. Restarting cannot help, so
+///   the systemd unit lists it in `RestartPreventExitStatus=`; an operator inspects and
+///   repairs it (`docs/wal.md`);
+/// - 69 (EX_UNAVAILABLE): something it needs is taken (a port another process holds, a data
+///   directory another process has locked);
+/// - 73 (EX_CANTCREAT): the data directory or a file in it cannot be created or written (a
+///   read-only or full file system, a file where a directory should be);
+/// - 77 (EX_NOPERM): the same, because this user lacks the permission;
+/// - 70 (EX_SOFTWARE) otherwise.
 fn start_failure_code(err: &NodeError) -> u8 {
     match err {
-        NodeError::Wal(conclave_actors::wal::WalError::OtherMode { .. }) => crate::EXIT_USAGE,
-        NodeError::Bind { .. } | NodeError::Wal(conclave_actors::wal::WalError::Locked { .. }) => {
-            EXIT_UNAVAILABLE
+        NodeError::Bind { .. } => EXIT_UNAVAILABLE,
+        NodeError::Wal(wal) => wal_failure_code(wal),
+        _ => EXIT_SOFTWARE,
+    }
+}
+
+/// The exit code of a WAL that could not be opened or created, by [`start_failure_code`]'s
+/// rules; `conclave init` uses them too.
+pub(crate) fn wal_failure_code(err: &conclave_actors::wal::WalError) -> u8 {
+    use conclave_actors::wal::WalError;
+    match err {
+        WalError::OtherMode { .. } => EXIT_USAGE,
+        WalError::Corrupt { .. } | WalError::BadRecord { .. } | WalError::ForeignFile { .. } => {
+            EXIT_DATAERR
+        }
+        WalError::Locked { .. } => EXIT_UNAVAILABLE,
+        WalError::Io { source, .. } | WalError::LockFile { source, .. } => {
+            if source.kind() == std::io::ErrorKind::PermissionDenied {
+                EXIT_NOPERM
+            } else {
+                EXIT_CANTCREAT
+            }
         }
         _ => EXIT_SOFTWARE,
     }
 }
 
+/// Stops `node` gracefully; a terminating signal received meanwhile cuts it short (its
+/// number is returned; SIGHUP is ignored by then).
 async fn stop_unless_signalled(node: Node, signals: &mut Signals) -> Option<i32> {
     let stop = node.stop();
     tokio::pin!(stop);

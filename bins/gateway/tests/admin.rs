@@ -271,6 +271,22 @@ fn an_operators_first_hour() {
         "{}",
         show(&out)
     );
+    // Issue 15: it waits for the outcome and prints the state after the change, not the
+    // one before it.
+    let now = stdout(&out)
+        .lines()
+        .find_map(|line| line.strip_prefix("now: ").map(str::to_owned))
+        .unwrap_or_else(|| panic!("no state after the resign:\n{}", show(&out)));
+    assert!(
+        now.starts_with(&format!("{leader}: follower in term ")),
+        "{now}\n{}",
+        show(&out)
+    );
+    assert!(
+        !now.contains(&format!("leader {leader} ")),
+        "{}",
+        show(&out)
+    );
     let (leader, _) = cluster.wait_for("a new leader after the resign", |c| {
         c.agreed_leader().filter(|(new, _)| *new != leader)
     });

@@ -53,16 +53,22 @@ fn check_config(file: &Path, env: &[(&str, &OsStr)]) -> (bool, String) {
     (output.status.success(), text)
 }
 
-/// The configuration to start from passes every check (with a key file of the test's own:
-/// `/etc/conclave/psk` does not exist here).
+/// The configuration to start from passes every check (with a key file and a data directory
+/// of the test's own: `/etc/conclave/psk` does not exist here).
 #[test]
 fn the_packaged_configuration_passes_check_config() {
     let dir = tempfile::tempdir().unwrap();
     let psk = dir.path().join("psk");
     std::fs::write(&psk, format!("{}\n", "ab".repeat(32))).unwrap();
+    // check-config also checks that node.data_dir can be created: /var/lib/conclave cannot,
+    // by a user other than root.
+    let data_dir = dir.path().join("state");
     let (passed, text) = check_config(
         &packaging("conclave.toml"),
-        &[("CONCLAVE__CLUSTER__PSK_FILE", psk.as_os_str())],
+        &[
+            ("CONCLAVE__CLUSTER__PSK_FILE", psk.as_os_str()),
+            ("CONCLAVE__NODE__DATA_DIR", data_dir.as_os_str()),
+        ],
     );
     assert!(passed, "{text}");
     assert!(text.contains("node gw-a in cluster site-1"), "{text}");
@@ -120,7 +126,7 @@ fn the_systemd_unit_keeps_what_the_node_relies_on() {
     // Hand-over (election_timeout_max_ms, 3 s by default) + two hook timeouts (2 x 5 s).
     assert!(seconds(one("TimeoutStopSec")) >= 3 + 2 * 5 + 5);
     assert!(seconds(one("WatchdogSec")) >= 2);
-    assert_eq!(one("RestartPreventExitStatus"), "64");
+    assert_eq!(one("RestartPreventExitStatus"), "64 65 77");
     assert_eq!(one("StateDirectory"), "conclave");
     for hardening in [
         "NoNewPrivileges",

@@ -1,7 +1,7 @@
 //! Three real `conclave run` processes over UDP on loopback, from the ready-made
 //! `config/examples/three-udp` files. The harness lays a loopback address of the test's own,
 //! faster timings and a temporary data directory over them through `CONCLAVE__...`
-//! environment variables (which also exercises the layering of DESIGN §9), so the test runs
+//! environment variables (which also exercises the layering of docs/design.md §9), so the test runs
 //! beside the README's example cluster. The leader is found through the admin API, killed
 //! with SIGKILL, a new leader must be agreed on within a bound, and the killed node,
 //! restarted from its WAL, rejoins as a follower. At the end every node's WAL is read back to

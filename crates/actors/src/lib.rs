@@ -1,7 +1,7 @@
 //! conclave-actors: the actix shell around conclave-core.
 //!
 //! Six actors per node, each a thin driver of a sans-IO state machine or of one kind of I/O
-//! (DESIGN §1, CONVENTIONS "The actors are a thin shell"):
+//! (docs/design.md §1, CONVENTIONS "The actors are a thin shell"):
 //!
 //! ```text
 //!             frames                      every frame              peer reachability

@@ -1,4 +1,4 @@
-//! The node's Prometheus metrics (CB-4, DESIGN §8). The names are part of the interface.
+//! The node's Prometheus metrics (CB-4, docs/design.md §8). The names are part of the interface.
 //!
 //! Each node owns its own registry (a `metrics` recorder from `metrics-exporter-prometheus`,
 //! not the process-global one), so that several nodes in one process — the actor tests, the

@@ -1,4 +1,4 @@
-//! conclave-config: the configuration's one typed home (DESIGN §9, issue 9 item 7).
+//! conclave-config: the configuration's one typed home (docs/design.md §9, issue 9 item 7).
 //!
 //! [`settings`] declares every key once — its type, its default (the election cores' own
 //! where they have one) and its doc line — reads the layers (built-in defaults, the

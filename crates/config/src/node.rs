@@ -1,6 +1,6 @@
 //! The validated configuration a node runs with.
 //!
-//! [`NodeConfig`] is what [`crate::settings`] produces once every key of DESIGN §9 has been
+//! [`NodeConfig`] is what [`crate::settings`] produces once every key of docs/design.md §9 has been
 //! read and checked: identities are `PeerId`s, durations are `Duration`s, addresses are
 //! parsed. The election's part is the core's own configuration
 //! ([`conclave_core::election::ElectionConfig`], in its mode), built once by the settings and

@@ -1,6 +1,6 @@
 //! Election time after a leader crash: the Raft paper's Figure 16 experiment (Ongaro and
 //! Ousterhout, "In Search of an Understandable Consensus Algorithm", §9.3) rerun in the
-//! deterministic simulator, the measurement behind DESIGN §11's "at or below the paper in every
+//! deterministic simulator, the measurement behind docs/design.md §11's "at or below the paper in every
 //! range". Five voters on a simulated network with a uniform 5–10 ms one-way delay (≈ 15 ms
 //! round trip) elect a leader; the leader is crashed at a uniformly random point of its
 //! heartbeat interval (half the minimum election timeout), and the virtual time until a live
@@ -771,7 +771,7 @@ pub(crate) fn report(options: &Options) -> (String, bool) {
     }
 
     println!();
-    println!("## against the paper (DESIGN §11: at or below the paper in every range)");
+    println!("## against the paper (docs/design.md §11: at or below the paper in every range)");
     for verdict in &verdicts {
         println!("{verdict}");
     }

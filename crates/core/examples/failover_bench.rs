@@ -54,7 +54,7 @@ fn setups() -> Vec<Setup> {
     let placeholder = node_id(0);
     let mut setups = Vec::new();
 
-    // Raft: defaults (DESIGN §9) and DESIGN §11's failover setting.
+    // Raft: defaults (docs/design.md §9) and docs/design.md §11's failover setting.
     for (timings, heartbeat, min, max) in [
         ("defaults", ms(500), ms(1500), ms(3000)),
         ("tightened", ms(50), ms(250), ms(500)),

@@ -1,4 +1,4 @@
-//! Randomized simulation of whole clusters (DESIGN §10): thousands of seeds in `cargo test`,
+//! Randomized simulation of whole clusters (docs/design.md §10): thousands of seeds in `cargo test`,
 //! more with `CONCLAVE_SIM_SEEDS=N`; every failure prints its seed and the command that
 //! replays it.
 

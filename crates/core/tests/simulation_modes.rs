@@ -1,4 +1,4 @@
-//! The cluster simulator (DESIGN §10) running gossip (GOS-1..6) and priority (PRI-1..6), the
+//! The cluster simulator (docs/design.md §10) running gossip (GOS-1..6) and priority (PRI-1..6), the
 //! modes that elect without a quorum (issue 9, item 9): thousands of seeds per mode in
 //! `cargo test`, more with `CONCLAVE_SIM_SEEDS=N` (which sets every family's count); every
 //! failure prints its seed and the command that replays it.

@@ -1,5 +1,5 @@
 //! conclave-espnow: the bridge between a conclave gateway and its USB ESP32 dongle
-//! (DESIGN §7, ESP-1..8).
+//! (docs/design.md §7, ESP-1..8).
 //!
 //! - [`frame`]: COBS framing with a CRC-16/KERMIT and the `ver | kind | seq | payload` header
 //!   (ESP-1);

@@ -19,7 +19,7 @@ const WIRE_DOC: &str = include_str!("../../../docs/wire-protocol.md");
 /// The key of the hex dump in the document, so other implementations can check their HMAC.
 const DOC_KEY: &[u8] = b"conclave-demo-key-site-1";
 
-/// DESIGN §11: heartbeat, vote and ping frames with their tag.
+/// docs/design.md §11: heartbeat, vote and ping frames with their tag.
 const TARGET: usize = 64;
 
 /// Realistic values: a node on its third start, well into its life, in term 7.
@@ -222,7 +222,7 @@ const NONCE: u64 = 0x9e37_79b9_7f4a_7c15;
 const WORST_HEADING: &str = "### Worst case";
 const BATCH_HEADING: &str = "### Log entries per ESP-NOW frame";
 
-/// PROTO-4, DESIGN §11: with a 16-byte tag, each frequent frame is at most 64 bytes, and its
+/// PROTO-4, docs/design.md §11: with a 16-byte tag, each frequent frame is at most 64 bytes, and its
 /// envelope, tag and total are exactly what the document's table says.
 #[test]
 fn frequent_frames_fit_the_target_and_match_the_doc() {

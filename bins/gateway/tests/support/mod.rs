@@ -1,4 +1,4 @@
-//! A cluster of real `conclave run` processes for the multi-process tests (DESIGN §10).
+//! A cluster of real `conclave run` processes for the multi-process tests (docs/design.md §10).
 //!
 //! Every cluster lives on a loopback address of its own, drawn at random from 127.0.0.0/8
 //! (never 127.0.0.1), so its fixed ports (UDP 7946+i, admin 7070+i, metrics 9464+i) collide
@@ -278,7 +278,7 @@ impl ProcessCluster {
     /// Starts node `id` from a configuration file of the user's (such as the README's
     /// `config/examples/three-udp/node-a.toml`) with this cluster's addresses, data directory
     /// and fast timings laid over it through `CONCLAVE__...` environment variables, which
-    /// also exercises the layering of DESIGN §9. The file's `node.id` must be `id`.
+    /// also exercises the layering of docs/design.md §9. The file's `node.id` must be `id`.
     pub(crate) fn start_from_file(&mut self, id: &str, config: &Path) {
         assert!(
             !self.children.contains_key(id),

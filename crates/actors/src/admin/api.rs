@@ -90,7 +90,7 @@ pub struct DongleAnswer {
     pub rssi_dbm: BTreeMap<String, f64>,
 }
 
-/// `GET /v1/status` (DESIGN §9).
+/// `GET /v1/status` (docs/design.md §9).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatusAnswer {
     /// This node.

@@ -33,7 +33,8 @@
 //! # Who may call what
 //!
 //! With `admin.token_file` set, every POST needs `Authorization: Bearer <token>` and is refused
-//! with 401 otherwise. When `admin.listen` is not a loopback address (which the configuration
+//! with 401 otherwise, before its body is looked at (a malformed body is 400 only with the
+//! token). When `admin.listen` is not a loopback address (which the configuration
 //! only allows with a token) every endpoint but `/health` needs the token, reads included: the
 //! peer table and the event stream are not for strangers, and an unauthenticated stream is
 //! what once took a node to its descriptor limit.
@@ -283,13 +284,18 @@ pub fn admin_routes(
     move |config: &mut web::ServiceConfig| {
         config
             .app_data(Data::new(state.clone()))
-            .app_data(web::JsonConfig::default().error_handler(|err, _| {
-                let message = err.to_string();
-                actix_web::error::InternalError::from_response(
-                    err,
-                    error_response(StatusCode::BAD_REQUEST, ErrorAnswer::new(message)),
-                )
-                .into()
+            .app_data(web::JsonConfig::default().error_handler(|err, request| {
+                // The body is read before the handler runs: a request that may not mutate is
+                // refused as such (401 without the token, 503 past a bound) before anything
+                // about its body is said, so a client without the token learns nothing of
+                // what the API accepts.
+                let refusal = request
+                    .app_data::<Data<AdminState>>()
+                    .and_then(|state| state.refuse(request, Access::Mutate));
+                let response = refusal.unwrap_or_else(|| {
+                    error_response(StatusCode::BAD_REQUEST, ErrorAnswer::new(err.to_string()))
+                });
+                actix_web::error::InternalError::from_response(err, response).into()
             }))
             .route("/health", web::get().to(health))
             .route("/ready", web::get().to(ready))
@@ -521,7 +527,7 @@ fn readiness(status: &NodeStatus) -> (usize, usize, Option<String>) {
     (reachable, quorum, reason)
 }
 
-/// The status answer (DESIGN §9).
+/// The status answer (docs/design.md §9).
 fn status_answer(
     status: &NodeStatus,
     now: conclave_core::Instant,

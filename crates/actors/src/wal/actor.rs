@@ -1,6 +1,6 @@
 //! The WAL actor: the node's [`WalFile`] on a `SyncArbiter` thread of its own, so that writes
 //! and fsyncs never block an event loop (WAL-4), with every fsync timed into
-//! `conclave_wal_fsync_seconds` (DESIGN §8).
+//! `conclave_wal_fsync_seconds` (docs/design.md §8).
 //!
 //! The arbiter has exactly one thread: the WAL has one writer, and messages are handled one at
 //! a time in the order they were sent, so a sender's `Persist`s reach the disk in its order.

@@ -48,6 +48,20 @@ pub enum WalError {
         /// What the OS said.
         source: std::io::Error,
     },
+    /// The data directory's lock file could not be created or written (a full disk, a
+    /// read-only file system, no permission): named as the data directory's problem, since
+    /// the lock file is the first thing a node writes there.
+    #[error(
+        "data directory {}: cannot write its lock file {}: {source}",
+        dir.display(),
+        super::lock::LOCK_FILE_NAME
+    )]
+    LockFile {
+        /// The data directory.
+        dir: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
     /// The file does not start with the WAL magic: it is not ours, and it is left untouched.
     #[error(
         "WAL {}: not a conclave WAL (starts with {found:02x?}, expected \"CWL1\"); refusing to \

@@ -32,8 +32,10 @@ impl DataDirLock {
     /// holds it; I/O errors on the lock file.
     pub fn acquire(dir: &Path) -> Result<Self, WalError> {
         let path = dir.join(LOCK_FILE_NAME);
-        let io_error = |source| WalError::Io {
-            path: path.clone(),
+        // Its first write in the directory: a full disk or a read-only mount shows here, and
+        // is the directory's problem, not the WAL's.
+        let io_error = |source| WalError::LockFile {
+            dir: dir.to_path_buf(),
             source,
         };
         let mut file = OpenOptions::new()
@@ -96,5 +98,27 @@ mod tests {
         assert!(text.contains(&std::process::id().to_string()), "{text}");
         drop(first);
         DataDirLock::acquire(dir.path()).unwrap();
+    }
+
+    /// A lock file that cannot be written (here: a directory in its place; a full disk or a
+    /// read-only mount alike) is reported as the data directory's problem, naming the
+    /// directory and the lock file, not as a WAL at the lock file's path.
+    #[test]
+    fn wal2_an_unwritable_lock_file_names_the_data_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(LOCK_FILE_NAME)).unwrap();
+        let error = DataDirLock::acquire(dir.path()).unwrap_err();
+        assert!(
+            matches!(&error, WalError::LockFile { dir: d, .. } if d == dir.path()),
+            "{error:?}"
+        );
+        let text = error.to_string();
+        assert!(
+            text.starts_with(&format!(
+                "data directory {}: cannot write its lock file {LOCK_FILE_NAME}: ",
+                dir.path().display()
+            )),
+            "{text}"
+        );
     }
 }

@@ -1,6 +1,6 @@
-//! The configuration file and environment, read and checked (DESIGN §9).
+//! The configuration file and environment, read and checked (docs/design.md §9).
 //!
-//! [`Settings`] mirrors the keys of DESIGN §9 one to one: those keys are part of the interface.
+//! [`Settings`] mirrors the keys of docs/design.md §9 one to one: those keys are part of the interface.
 //! [`Settings::load`] layers, with the `config` crate,
 //!
 //! 1. the built-in defaults, [`defaults_toml`] (the text of `config/default.toml`, written
@@ -82,7 +82,7 @@ pub use self::validate::{MAX_ADMIN_CONNECTIONS, MAX_MILLIS, admin_url};
 
 /// The first lines of the defaults file, before the sections.
 const DEFAULTS_HEADER: &str = "\
-# conclave built-in defaults (DESIGN §9).
+# conclave built-in defaults (docs/design.md §9).
 #
 # The binary carries this text (`conclave defaults` prints it; it is written from the key
 # declarations in crates/config): it is the bottom layer of every configuration, so conclave
@@ -222,7 +222,7 @@ impl fmt::Display for ConfigWarning {
 // `defaults_toml`). Not indented, so that a key added here stays a one-line diff. The
 // election sections' defaults are the election cores' own.
 schema::sections! {
-/// Every key of DESIGN §9, as read from the layers and not yet checked.
+/// Every key of docs/design.md §9, as read from the layers and not yet checked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {

@@ -1,4 +1,4 @@
-//! Every key of DESIGN §9 with its type, and the checks each layer (defaults, file,
+//! Every key of docs/design.md §9 with its type, and the checks each layer (defaults, file,
 //! environment) passes before the layers are merged.
 //!
 //! `#[serde(deny_unknown_fields)]` stops at the first unknown field and a type mismatch stops
@@ -448,6 +448,14 @@ pub(super) fn check_table(
                     format!("expected a section ([{key}]), found {}", describe(other)),
                 )),
             },
+            // One hook command written alone, not in an array: a list of that one command
+            // (the README's "a command is a string or an argv array" holds for the key too).
+            Some(Kind::CommandList) if matches!(value.kind, ValueKind::String(_)) => {
+                kept.insert(
+                    name.clone(),
+                    Value::new(None, ValueKind::Array(vec![value.clone()])),
+                );
+            }
             Some(kind) => {
                 let found = check_value(&key, kind, value);
                 if found.is_empty() {

@@ -1,4 +1,4 @@
-//! From [`Settings`] to [`NodeConfig`]: every rule on the values of DESIGN §9, each broken rule
+//! From [`Settings`] to [`NodeConfig`]: every rule on the values of docs/design.md §9, each broken rule
 //! reported with its key, all of them in one pass.
 //!
 //! Covers the identity rules of PROTO-1, the key file of PROTO-5, the timing rules of MEM-4,
@@ -93,6 +93,17 @@ impl Settings {
             }
         };
 
+        // PROTO-5 before the rest is known good, so that a missing key is reported in the same
+        // pass as any other problem. A section refused above counts as absent here: nothing is
+        // reported twice, and nothing is claimed of a link that could not be read.
+        if let Some(keyed) = auth_key.as_ref().map(Option::is_some) {
+            self.authentication(
+                &mut findings,
+                keyed,
+                udp.as_ref().and_then(Option::as_ref),
+                espnow.as_ref().and_then(Option::as_ref),
+            );
+        }
         // Every `None` above came with a problem, so both exits below report at least one.
         let (
             Some(node_id),
@@ -124,12 +135,6 @@ impl Settings {
         else {
             return Err(findings.problems);
         };
-        self.authentication(
-            &mut findings,
-            auth_key.is_some(),
-            udp.as_ref(),
-            espnow.as_ref(),
-        );
         if !findings.problems.is_empty() {
             return Err(findings.problems);
         }
@@ -152,8 +157,9 @@ impl Settings {
         Ok((config, findings.warnings))
     }
 
-    /// PROTO-5, secure by default: without a key, only links nobody else can reach; anything
-    /// else needs `cluster.insecure = true`, and is warned about even then.
+    /// PROTO-5, secure by default: without a key, only links nobody else can reach (warned
+    /// about), or no link at all (nothing to warn about); anything else needs
+    /// `cluster.insecure = true`, and is warned about even then.
     fn authentication(
         &self,
         f: &mut Findings<'_>,
@@ -168,6 +174,11 @@ impl Settings {
                     "has no effect: cluster.psk_file is set, so frames are authenticated",
                 );
             }
+            return;
+        }
+        if udp.is_none() && espnow.is_none() {
+            // No link: this node sends and receives no frame, so there is nothing to
+            // authenticate and nothing to warn about (a single node on the defaults).
             return;
         }
         let mut exposed = Vec::new();
@@ -370,9 +381,21 @@ impl Settings {
         preempt_delay?;
         let alone = [id];
         let electorate = voters.filter(|voters| !voters.is_empty()).unwrap_or(&alone);
-        let config =
-            crate::raft_config(id, quorum?, electorate, raft, priority?, self.election.auto);
+        // A refused quorum or priority is reported already; raft's rules on the timings still
+        // run, with stand-ins that add no rule of their own (connected quorum: no voter list
+        // to check; no priority), so that every problem shows in one pass. The configuration
+        // built from stand-ins is dropped.
+        let config = crate::raft_config(
+            id,
+            quorum.unwrap_or(Quorum::Connected),
+            electorate,
+            raft,
+            priority.unwrap_or(None),
+            self.election.auto,
+        );
         f.core_problems(config.validate())?;
+        quorum?;
+        priority?;
         Some(config)
     }
 
@@ -1128,7 +1151,7 @@ impl<'a> Findings<'a> {
     }
 }
 
-/// The key a setting of an election core is read from (DESIGN §9). Exhaustive, so a setting
+/// The key a setting of an election core is read from (docs/design.md §9). Exhaustive, so a setting
 /// a core adds to its rules is a compile error here until it has a key.
 fn key_of(setting: Setting) -> &'static str {
     match setting {
@@ -1276,6 +1299,25 @@ fn read_secret(path: &Path) -> Result<Vec<u8>, String> {
              -hex 32 > {}`",
             path.display(),
             PSK_LEN / 2,
+            PSK_LEN * 2,
+            path.display()
+        ));
+    }
+    if !trimmed.is_empty() && trimmed.iter().all(u8::is_ascii_hexdigit) {
+        // Hex digits of the wrong count (a digit lost in a copy): say what the file holds. A
+        // byte count would mislead (63 digits and a newline are 64 bytes), and 31 digits and
+        // a newline are not a raw key for being 32 bytes.
+        let around = match bytes.len() - trimmed.len() {
+            0 => String::new(),
+            1 if bytes.last() == Some(&b'\n') => " and a newline".to_owned(),
+            n => format!(" and {n} bytes of whitespace"),
+        };
+        return Err(format!(
+            "{} holds {} hex digits{around}: expected exactly {} hex digits (surrounding \
+             whitespace allowed) or exactly {PSK_LEN} raw bytes; generate one with `openssl rand \
+             -hex 32 > {}`",
+            path.display(),
+            trimmed.len(),
             PSK_LEN * 2,
             path.display()
         ));

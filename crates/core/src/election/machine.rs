@@ -1,4 +1,4 @@
-//! [`Election`]: the closed set of election modes behind one interface (DESIGN §1, §4).
+//! [`Election`]: the closed set of election modes behind one interface (docs/design.md §1, §4).
 //!
 //! The mode is picked by `election.mode` at start and fixed for the life of the process, so the
 //! set is a closed enum, not a trait object: the driver (the ElectionActor, the simulator)
@@ -63,7 +63,7 @@ pub enum ElectionConfig {
 }
 
 impl ElectionConfig {
-    /// Raft with the defaults of DESIGN §9 (`voters` quorum over `voters`), for node `id`.
+    /// Raft with the defaults of docs/design.md §9 (`voters` quorum over `voters`), for node `id`.
     pub fn raft(id: PeerId, voters: impl IntoIterator<Item = PeerId>) -> Self {
         ElectionConfig::Raft(RaftConfig::new(id, voters))
     }

@@ -1,4 +1,4 @@
-//! The election seam: what every election mode shares (DESIGN §1, §4; issue 9).
+//! The election seam: what every election mode shares (docs/design.md §1, §4; issue 9).
 //!
 //! conclave elects its leader in one of four modes, picked by `election.mode` at start and
 //! fixed for the life of the process: [`Mode::Raft`] (seeds 000 and 004), [`Mode::Gossip`]

@@ -1,4 +1,4 @@
-//! What the status answer reports about the election, whatever its mode (DESIGN §9
+//! What the status answer reports about the election, whatever its mode (docs/design.md §9
 //! `GET /v1/status`), with the mode's own detail beside it.
 
 use conclave_protocol::PeerId;

@@ -91,7 +91,7 @@ pub struct RaftConfig {
 }
 
 impl RaftConfig {
-    /// Defaults of DESIGN §9: voters mode with `voters`, heartbeat 500 ms, election timeout
+    /// Defaults of docs/design.md §9: voters mode with `voters`, heartbeat 500 ms, election timeout
     /// 1500–3000 ms, pre-vote and check-quorum on, automatic election on.
     pub fn new(id: PeerId, voters: impl IntoIterator<Item = PeerId>) -> Self {
         Self {

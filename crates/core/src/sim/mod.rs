@@ -1,4 +1,4 @@
-//! The deterministic cluster simulator (DESIGN §10).
+//! The deterministic cluster simulator (docs/design.md §10).
 //!
 //! N nodes, each a [`Membership`](crate::Membership) and an
 //! [`Election`](crate::election::Election) of any mode driven exactly as the actors drive them

@@ -48,7 +48,7 @@ pub trait Invariant {
 }
 
 /// The invariants that hold for `election`. Raft's `connected` mode allows one leader per
-/// partition, and so do gossip and priority (they elect without a quorum, DESIGN §4.3–4.4,
+/// partition, and so do gossip and priority (they elect without a quorum, docs/design.md §4.3–4.4,
 /// and two partitions may pick the same next epoch or round), so the one-leader rule is for
 /// raft's `voters` mode, and for static mode, where only the named node ever leads. What
 /// fences gossip's and priority's leaders instead — each node's token only grows, and every
