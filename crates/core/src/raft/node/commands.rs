@@ -134,10 +134,15 @@ impl Raft {
     pub(super) fn best_successor(&self) -> Option<PeerId> {
         self.election_peers()
             .into_iter()
-            .filter(|peer| self.recent_active.contains(peer) || self.connected.contains(peer))
+            .filter(|peer| {
+                self.leading
+                    .as_ref()
+                    .is_some_and(|leading| leading.recent_active.contains(peer))
+                    || self.connected.contains(peer)
+            })
             .max_by(|a, b| {
-                let ma = self.match_index.get(a).copied().unwrap_or(0);
-                let mb = self.match_index.get(b).copied().unwrap_or(0);
+                let ma = self.match_index_of(*a);
+                let mb = self.match_index_of(*b);
                 ma.cmp(&mb).then_with(|| b.cmp(a))
             })
     }
@@ -150,25 +155,25 @@ impl Raft {
         cause: LeaderChangeCause,
     ) {
         info!(%target, pin, "leadership transfer started");
-        self.transfer = Some(Transfer {
+        self.set_transfer(Some(Transfer {
             target,
             deadline: now + self.config.election_timeout_min,
             pin,
             ordered: false,
             cause,
-        });
+        }));
         self.order_transfer_if_caught_up(target);
-        if self.transfer.is_some_and(|transfer| !transfer.ordered) {
+        if self.transfer().is_some_and(|transfer| !transfer.ordered) {
             // Ask the target where its log ends; its answer releases `TimeoutNow`.
             self.send_heartbeat(target);
         }
     }
 
     pub(super) fn order_transfer_if_caught_up(&mut self, peer: PeerId) {
-        let Some(transfer) = self.transfer else {
+        let Some(transfer) = self.transfer() else {
             return;
         };
-        let caught_up = self.match_index.get(&peer).copied().unwrap_or(0) >= self.last_log.index;
+        let caught_up = self.match_index_of(peer) >= self.last_log.index;
         if transfer.target != peer || transfer.ordered || !caught_up {
             return;
         }
@@ -179,10 +184,10 @@ impl Raft {
                 pin: transfer.pin,
             }),
         );
-        self.transfer = Some(Transfer {
+        self.set_transfer(Some(Transfer {
             ordered: true,
             ..transfer
-        });
+        }));
     }
 
     /// Pins this leader (RAFT-8) and tells the followers at once: heartbeats carry the pin.

@@ -7,7 +7,7 @@ impl Raft {
     pub(super) fn step(&mut self, now: Instant, from: PeerId, message: RaftMessage) {
         let term = message.term();
         self.handover = self
-            .transfer
+            .transfer()
             .filter(|transfer| transfer.target == from)
             .map(|transfer| (from, transfer.cause));
         if term > self.hard.term {
@@ -271,13 +271,13 @@ impl Raft {
     }
 
     pub(super) fn handle_append_resp(&mut self, now: Instant, from: PeerId, response: AppendResp) {
-        if self.phase != Phase::Leader {
+        let Some(leading) = self.leading.as_mut() else {
             return;
-        }
-        self.recent_active.insert(from);
-        self.last_heard.insert(from, now);
+        };
+        leading.recent_active.insert(from);
+        leading.last_heard.insert(from, now);
         if response.success {
-            let matched = self.match_index.entry(from).or_insert(0);
+            let matched = leading.match_index.entry(from).or_insert(0);
             *matched = (*matched).max(response.match_index);
         }
         self.order_transfer_if_caught_up(from);

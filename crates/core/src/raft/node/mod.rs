@@ -111,6 +111,30 @@ struct Transfer {
     cause: LeaderChangeCause,
 }
 
+/// A leader's own state (RAFT-4, RAFT-7, RAFT-8, RAFT-10), for one term of leadership: it
+/// exists only while the node leads, so none of it can be read stale after a step-down.
+#[derive(Debug, Clone)]
+struct Leadership {
+    /// When the next heartbeat goes out.
+    heartbeat_deadline: Instant,
+    /// When check-quorum next counts the peers heard (RAFT-7).
+    quorum_check_deadline: Instant,
+    /// Peers heard from since the last check-quorum.
+    recent_active: BTreeSet<PeerId>,
+    /// Highest log index known to match on each follower.
+    match_index: BTreeMap<PeerId, u64>,
+    /// A leadership transfer under way (RAFT-8).
+    transfer: Option<Transfer>,
+    /// RAFT-10: when each peer last answered this leader.
+    last_heard: BTreeMap<PeerId, Instant>,
+    /// RAFT-10: since when a caught-up, connected voter of higher priority has been there
+    /// without a break.
+    outranked_since: Option<Instant>,
+    /// RAFT-10: when this leader last started a preemption transfer; the next one waits
+    /// `preempt_delay` after it.
+    last_preemption: Option<Instant>,
+}
+
 /// Where a stopping node is (CB-2; see [`Raft::handle_shutdown`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Shutdown {
@@ -180,14 +204,6 @@ pub struct Raft {
     /// timeouts leaves it out, so every survivor ranks the same way.
     last_leader: Option<PeerId>,
 
-    heartbeat_deadline: Instant,
-    quorum_check_deadline: Instant,
-    /// Peers heard from since the last check-quorum.
-    recent_active: BTreeSet<PeerId>,
-    /// Highest log index known to match on each follower.
-    match_index: BTreeMap<PeerId, u64>,
-    transfer: Option<Transfer>,
-
     /// What this node decided and its driver has not taken yet (RAFT-1, RAFT-9).
     outbox: Outbox,
     /// The cause of the latest leader change inside the current input.
@@ -204,20 +220,15 @@ pub struct Raft {
     vote_floor: Option<u64>,
     /// Set once the driver asked the node to stop (CB-2).
     shutdown: Option<Shutdown>,
+    /// What only a leader has: `Some` exactly while [`Phase::Leader`], made anew at every
+    /// win and dropped at every step-down.
+    leading: Option<Leadership>,
 
     /// RAFT-10: this node's priority now: the configured one, or the one the latest health
     /// reading asked for.
     priority: Option<u8>,
     /// RAFT-10: the priority each peer last sent (a peer that sent none is absent).
     peer_priorities: BTreeMap<PeerId, u8>,
-    /// RAFT-10, at the leader: when each peer last answered it.
-    last_heard: BTreeMap<PeerId, Instant>,
-    /// RAFT-10, at the leader: since when a caught-up, connected voter of higher priority has
-    /// been there without a break.
-    outranked_since: Option<Instant>,
-    /// RAFT-10, at the leader: when it last started a preemption transfer; the next one waits
-    /// `preempt_delay` after it.
-    last_preemption: Option<Instant>,
 }
 
 impl Raft {
@@ -263,11 +274,6 @@ impl Raft {
             stood_aside_for: None,
             leader_contact: None,
             last_leader: None,
-            heartbeat_deadline: now,
-            quorum_check_deadline: now,
-            recent_active: BTreeSet::new(),
-            match_index: BTreeMap::new(),
-            transfer: None,
             outbox: Outbox::new(restored, Phase::Follower.role(), Phase::Follower.label()),
             leader_cause: LeaderChangeCause::ElectionTimeout,
             handover: None,
@@ -275,11 +281,9 @@ impl Raft {
             abstention: None,
             vote_floor: None,
             shutdown: None,
+            leading: None,
             priority,
             peer_priorities: BTreeMap::new(),
-            last_heard: BTreeMap::new(),
-            outranked_since: None,
-            last_preemption: None,
         };
         raft.reset_election_timer(now);
         Ok(raft)
@@ -313,6 +317,7 @@ impl Raft {
             next_probe: now,
         });
         self.phase = Phase::Follower;
+        self.leading = None;
         self.leader = None;
         self.leader_contact = None;
         self.votes.clear();
@@ -383,7 +388,9 @@ impl Raft {
             // What membership knows is newer than the last answer: a peer that left is no
             // longer evidence of a quorum, nor a successor to hand leadership to. A later
             // answer from it counts again.
-            self.recent_active.remove(&peer);
+            if let Some(leading) = self.leading.as_mut() {
+                leading.recent_active.remove(&peer);
+            }
             self.connected.remove(&peer)
         };
         if changed && self.abstention.is_some() {
@@ -538,11 +545,14 @@ impl Raft {
                 _ => self.election_deadline,
             });
         }
-        let mut next = self.heartbeat_deadline;
+        let Some(leading) = &self.leading else {
+            return Some(self.election_deadline);
+        };
+        let mut next = leading.heartbeat_deadline;
         if self.config.check_quorum {
-            next = next.min(self.quorum_check_deadline);
+            next = next.min(leading.quorum_check_deadline);
         }
-        if let Some(transfer) = &self.transfer {
+        if let Some(transfer) = &leading.transfer {
             next = next.min(transfer.deadline);
         }
         if let Some(due) = self.preemption_due() {
@@ -582,7 +592,9 @@ impl Raft {
 
     /// When this leader sends its next heartbeat; `None` unless it leads.
     pub fn next_heartbeat(&self) -> Option<Instant> {
-        (self.phase == Phase::Leader).then_some(self.heartbeat_deadline)
+        self.leading
+            .as_ref()
+            .map(|leading| leading.heartbeat_deadline)
     }
 
     /// Whether it leads.
@@ -665,11 +677,17 @@ impl Raft {
     // timers
 
     fn leader_tick(&mut self, now: Instant) {
-        if now >= self.heartbeat_deadline {
+        let Some(leading) = &self.leading else {
+            return;
+        };
+        if now >= leading.heartbeat_deadline {
             self.broadcast_heartbeat(now);
         }
-        if self.config.check_quorum && now >= self.quorum_check_deadline {
-            let active = 1 + self
+        let Some(leading) = &self.leading else {
+            return;
+        };
+        if self.config.check_quorum && now >= leading.quorum_check_deadline {
+            let active = 1 + leading
                 .recent_active
                 .iter()
                 .filter(|peer| self.counts_for_quorum(peer))
@@ -684,13 +702,15 @@ impl Raft {
                 self.become_follower(now, self.hard.term, None, LeaderChangeCause::QuorumLost);
                 return;
             }
-            self.recent_active.clear();
-            self.quorum_check_deadline = now + self.config.election_timeout_min;
+            if let Some(leading) = self.leading.as_mut() {
+                leading.recent_active.clear();
+                leading.quorum_check_deadline = now + self.config.election_timeout_min;
+            }
         }
-        if let Some(transfer) = self.transfer {
+        if let Some(transfer) = self.transfer() {
             if now >= transfer.deadline {
                 warn!(target = %transfer.target, "leadership transfer timed out");
-                self.transfer = None;
+                self.set_transfer(None);
                 self.outbox.publish(Event::TransferAborted {
                     target: transfer.target,
                 });
@@ -755,7 +775,7 @@ impl Raft {
         }
         self.leader = None;
         self.leader_contact = None;
-        self.transfer = None;
+        self.leading = None;
         self.transfer_campaign = kind == Campaign::Transfer;
         self.votes.clear();
         let (term, pre_vote) = match kind {
@@ -817,19 +837,23 @@ impl Raft {
         // RAFT-7: the voters that just granted their vote were heard moments ago. Counting them
         // keeps the first check-quorum from deposing a new leader whose heartbeats cannot be
         // answered within one minimum election timeout (a round trip near the timeout).
-        self.recent_active = self
+        let recent_active = self
             .votes
             .iter()
             .filter(|&(peer, &granted)| granted && *peer != self.config.id)
             .map(|(peer, _)| *peer)
             .collect();
         self.votes.clear();
-        self.transfer = None;
-        self.match_index.clear();
-        self.last_heard.clear();
-        self.outranked_since = None;
-        self.last_preemption = None;
-        self.quorum_check_deadline = now + self.config.election_timeout_min;
+        self.leading = Some(Leadership {
+            heartbeat_deadline: now,
+            quorum_check_deadline: now + self.config.election_timeout_min,
+            recent_active,
+            match_index: BTreeMap::new(),
+            transfer: None,
+            last_heard: BTreeMap::new(),
+            outranked_since: None,
+            last_preemption: None,
+        });
         if std::mem::take(&mut self.pin_on_win) {
             self.hard.manual_override = Some(self.config.id);
         }
@@ -848,8 +872,8 @@ impl Raft {
             self.hard.vote = None;
         }
         self.phase = Phase::Follower;
+        self.leading = None;
         self.votes.clear();
-        self.transfer = None;
         self.pin_on_win = false;
         match leader {
             Some(leader) => self.set_leader(now, leader, cause),
@@ -983,11 +1007,33 @@ impl Raft {
         peers.into_iter().collect()
     }
 
+    /// The leadership transfer under way, if this node leads and started one.
+    fn transfer(&self) -> Option<Transfer> {
+        self.leading.as_ref().and_then(|leading| leading.transfer)
+    }
+
+    /// Starts, updates or ends this leader's transfer; nothing when it does not lead.
+    fn set_transfer(&mut self, transfer: Option<Transfer>) {
+        if let Some(leading) = self.leading.as_mut() {
+            leading.transfer = transfer;
+        }
+    }
+
+    /// How far `peer`'s log is known to match this leader's; 0 when unknown or not leading.
+    fn match_index_of(&self, peer: PeerId) -> u64 {
+        self.leading
+            .as_ref()
+            .and_then(|leading| leading.match_index.get(&peer).copied())
+            .unwrap_or(0)
+    }
+
     fn broadcast_heartbeat(&mut self, now: Instant) {
         for peer in self.replication_peers() {
             self.send_heartbeat(peer);
         }
-        self.heartbeat_deadline = now + self.config.heartbeat_interval;
+        if let Some(leading) = self.leading.as_mut() {
+            leading.heartbeat_deadline = now + self.config.heartbeat_interval;
+        }
     }
 
     fn send_heartbeat(&mut self, peer: PeerId) {

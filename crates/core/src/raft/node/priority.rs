@@ -74,13 +74,13 @@ impl Raft {
             return None;
         }
         let own = self.priority?;
+        let leading = self.leading.as_ref()?;
         self.election_peers()
             .into_iter()
             .filter_map(|peer| {
                 let priority = self.peer_priorities.get(&peer).copied()?;
-                let caught_up =
-                    self.match_index.get(&peer).copied().unwrap_or(0) >= self.last_log.index;
-                let connected = self.last_heard.get(&peer).is_some_and(|heard| {
+                let caught_up = self.match_index_of(peer) >= self.last_log.index;
+                let connected = leading.last_heard.get(&peer).is_some_and(|heard| {
                     now.saturating_duration_since(*heard) < self.config.election_timeout_min
                 });
                 (priority > own && caught_up && connected).then_some((priority, peer))
@@ -93,12 +93,13 @@ impl Raft {
     /// no sooner than `preempt_delay` after the last attempt. `None` while none is pending or a
     /// transfer is under way.
     pub(super) fn preemption_due(&self) -> Option<Instant> {
-        if self.phase != Phase::Leader || self.transfer.is_some() {
+        let leading = self.leading.as_ref()?;
+        if leading.transfer.is_some() {
             return None;
         }
         let delay = self.config.preempt_delay;
-        let mut due = self.outranked_since? + delay;
-        if let Some(last) = self.last_preemption {
+        let mut due = leading.outranked_since? + delay;
+        if let Some(last) = leading.last_preemption {
             due = due.max(last + delay);
         }
         Some(due)
@@ -110,14 +111,22 @@ impl Raft {
     /// that times out leaves this node leading; it tries again `preempt_delay` later if the
     /// better voter is still there.
     pub(super) fn consider_preemption(&mut self, now: Instant) {
-        if self.phase != Phase::Leader || self.transfer.is_some() {
+        if self
+            .leading
+            .as_ref()
+            .is_none_or(|leading| leading.transfer.is_some())
+        {
             return;
         }
         let Some(target) = self.preemption_target(now) else {
-            self.outranked_since = None;
+            if let Some(leading) = self.leading.as_mut() {
+                leading.outranked_since = None;
+            }
             return;
         };
-        self.outranked_since.get_or_insert(now);
+        if let Some(leading) = self.leading.as_mut() {
+            leading.outranked_since.get_or_insert(now);
+        }
         if self.preemption_due().is_none_or(|due| now < due) {
             return;
         }
@@ -127,7 +136,9 @@ impl Raft {
             target_priority = ?self.priority_of(target),
             "a caught-up voter of higher priority: handing leadership over (preemption)"
         );
-        self.last_preemption = Some(now);
+        if let Some(leading) = self.leading.as_mut() {
+            leading.last_preemption = Some(now);
+        }
         self.start_transfer(now, target, false, LeaderChangeCause::Priority);
     }
 }
