@@ -71,6 +71,10 @@ pub enum NodeError {
     Recovery(String),
 }
 
+/// How long a graceful stop waits for an HTTP server to finish its requests (its own
+/// shutdown timeout is one second) before stopping it at once.
+const SERVER_STOP_BOUND: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// How long a stopping node waits for its `Goodbye` to leave the dongle: a few frame times
 /// on the serial line and the air, with room for a busy queue.
 const GOODBYE_DRAIN: std::time::Duration = std::time::Duration::from_millis(250);
@@ -520,7 +524,19 @@ impl Node {
             warn!("hooks still running at shutdown are killed");
         }
         for server in &self.servers {
-            server.stop(true).await;
+            // Bounded: a graceful stop of actix's server can wait for ever on a response
+            // still streaming (an event stream a client keeps open; actix-web#2759), and a
+            // node that never finishes stopping is worse than a cut stream.
+            if actix_rt::time::timeout(SERVER_STOP_BOUND, server.stop(true))
+                .await
+                .is_err()
+            {
+                warn!(
+                    "an HTTP server did not finish its requests within {SERVER_STOP_BOUND:?}; \
+                     stopping it at once"
+                );
+                let _ = actix_rt::time::timeout(SERVER_STOP_BOUND, server.stop(false)).await;
+            }
         }
         self.handle.stop_actors();
         self.handle.close_wal().await;
