@@ -315,6 +315,41 @@ impl ProcessCluster {
         self.children.insert(id.to_owned(), child);
     }
 
+    /// Starts node `id` from an example file of a mode other than raft (such as
+    /// `config/examples/three-priority/node-a.toml`) with this cluster's addresses and data
+    /// directory laid over it, like [`Self::start_from_file`], but with the file's own timings:
+    /// raft's settings would be refused in another mode's file.
+    pub(crate) fn start_from_example(&mut self, id: &str, config: &Path) {
+        assert!(
+            !self.children.contains_key(id),
+            "node {id} is already running"
+        );
+        let peers: Vec<String> = self
+            .ids()
+            .iter()
+            .filter(|other| *other != id)
+            .map(|other| self.udp_addr(other))
+            .collect();
+        let metrics = self
+            .metrics_url(id)
+            .trim_start_matches("http://")
+            .trim_end_matches("/metrics")
+            .to_owned();
+        let child = self
+            .command(id)
+            .args(["run", "--config"])
+            .arg(config)
+            .env("CONCLAVE__NODE__DATA_DIR", self.data_dir(id))
+            .env("CONCLAVE__LINK__UDP__LISTEN", self.udp_addr(id))
+            .env("CONCLAVE__LINK__UDP__PEERS", peers.join(","))
+            .env("CONCLAVE__ADMIN__LISTEN", self.admin_addr(id))
+            .env("CONCLAVE__ADMIN__PEER_URLS", self.peer_urls())
+            .env("CONCLAVE__METRICS__LISTEN", metrics)
+            .spawn()
+            .expect("spawn conclave run");
+        self.children.insert(id.to_owned(), child);
+    }
+
     /// Starts every node.
     pub(crate) fn start_all(&mut self) {
         for id in self.ids() {

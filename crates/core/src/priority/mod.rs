@@ -16,13 +16,13 @@
 //!  ┌──────┐  resigned: sits one election out                    │ ForcedMaster │
 //!  │ Idle │  automatic election off: looks again every 3 s      └──────────────┘
 //!  └──┬───┘
-//!     │ round + 1, broadcast Discover
+//!     │ broadcast Discover: at the round it has after a start, at round + 1 after a resignation
 //!     ▼
 //!  ┌─────────────┐  a master named at the highest round known (PRI-4)  ┌──────────┐
 //!  │ Discovering │────────────────────────────────────────────────────►│          │
 //!  └──┬───────┬──┘  500 ms + jitter                                    │          │
 //!     │       └── nobody answered: master alone (PRI-4) ───────┐       │          │
-//!     │ broadcast Candidate                                     │       │ Follower │
+//!     │ (round + 1 if it had not), broadcast Candidate          │       │ Follower │
 //!     ▼                                                         │       │          │
 //!  ┌─────────────┐  a candidate or voter outranks it:          │       │          │
 //!  │ Campaigning │  accept it, wait for its announcement ──────┼──────►│          │
@@ -41,7 +41,11 @@
 //!   plus jitter. A `DiscoverAck` naming a master whose round is the highest the node knows
 //!   makes it a follower at once, without an election (PRI-4, the late joiner). If nobody
 //!   answered, the node is master (PRI-4, the single pod) and keeps announcing, so pods that
-//!   appear later find it.
+//!   appear later find it. A node that lost no master (it just started, new or from its WAL,
+//!   or does not campaign) discovers at the round it has and opens a new round only when no
+//!   master answered: a `Discover` above the running master's round would make the master
+//!   move above it (see fencing below), so a follower that merely restarted would change the
+//!   fencing token of every client.
 //! - **Campaigning / WaitingForVotes** (PRI-2): the node broadcasts `Candidate` with its score
 //!   and round. Every node still electing answers with a vote: accept if the candidate
 //!   outranks it (and no better candidate was accepted already), refuse otherwise. A node
@@ -79,9 +83,11 @@
 //! **one above every round it has heard**, persisted (`Action::Persist`) before the
 //! announcement that carries it leaves, and a restart starts from the persisted round. A
 //! node takes a master only at the highest round it knows, and a master other than the one
-//! of its last token only above that token's round (after a restart: above the persisted
-//! round), so the fencing token `(round, master)` it reports never goes back and grows with
-//! every change of master:
+//! of its last token only above that token's round, so the fencing token `(round, master)`
+//! it reports never goes back and grows with every change of master. A follower persists
+//! the master it follows at its round (as `HardState::vote`: the master it accepted in that
+//! round), so after a restart it takes that master back at the same round and any other
+//! only above it:
 //!
 //! - a master that hears a higher round (a node that declared it dead and started an
 //!   election) moves above it at once and announces, so that node can follow it again;
@@ -117,6 +123,10 @@
 //!   takes a master at the highest round it knows (so not the one it just declared dead).
 //! - **A master that restarts** (its followers hear its `Discover` or `Candidate`) is given
 //!   up at once instead of after 3 s.
+//! - **A node that starts does not start a round.** The seed increments the round when a
+//!   master is lost; a node that boots or restarts has lost none, so it looks for the running
+//!   master at the round it persisted and increments only if it finds none. Since rounds are
+//!   the fencing term here, a rejoining follower leaves the master's round alone.
 //! - **Ties** of the whole 32-bit score are broken by id, not left to chance.
 //! - **Low battery** resigns only when a peer has more battery than the threshold, so a pod
 //!   of low batteries does not hand the master role around forever; a forced master does not

@@ -67,6 +67,10 @@ struct Attempt {
     accepted: BTreeSet<PeerId>,
     /// Campaigns repeated after a round without every accept.
     retries: u8,
+    /// A discovery that only looks for the running master (at start-up, or with automatic
+    /// election off): it went out at the round the node already had, and a round is opened
+    /// only if it finds no master (PRI-4).
+    looking: bool,
 }
 
 /// One node's priority election state machine (PRI-1..6). See the [module
@@ -93,9 +97,11 @@ pub struct Priority {
     random: u8,
     peers: BTreeMap<PeerId, PeerEntry>,
     master: Option<KnownMaster>,
-    /// The highest fencing token this node has held, `(round, master)`; after a restart the
-    /// persisted round with no master, since the token held before is not known. A different
-    /// master is taken only above that round, so the token never goes sideways (CB-5).
+    /// The highest fencing token this node has held, `(round, master)`. A different master
+    /// is taken only above that round, so the token never goes sideways (CB-5). When its
+    /// round is the node's round, its master is persisted (as `HardState::vote`), so that a
+    /// restarted follower can take its master again at the same round; otherwise a restart
+    /// starts from the persisted round with no master.
     token_floor: (u64, Option<PeerId>),
     /// The candidate this node accepted and waits for, while it has no master.
     awaiting: Option<Claim>,
@@ -132,9 +138,7 @@ impl Priority {
         config.validate()?;
         let me = config.id;
         let mut hard = restored;
-        // A pin names this node or nothing: priority mode never pins another node, and the
-        // vote is a raft notion.
-        hard.vote = None;
+        // A pin names this node or nothing: priority mode never pins another node.
         if hard.manual_override.is_some_and(|pinned| pinned != me) {
             hard.manual_override = None;
         }
@@ -159,7 +163,8 @@ impl Priority {
             random,
             peers: BTreeMap::new(),
             master: None,
-            token_floor: (restored.term, None),
+            // The vote is the master of the token held at the persisted round.
+            token_floor: (restored.term, restored.vote),
             awaiting: None,
             attempt: None,
             forced,
@@ -413,9 +418,15 @@ impl Priority {
         })
     }
 
-    /// The state it must persist.
+    /// The state it must persist: the round, the forced-master pin and, as the vote, the
+    /// master it followed at that round (none when it was master itself, or followed none at
+    /// that round).
     pub fn hard_state(&self) -> HardState {
-        self.hard
+        let (round, master) = self.token_floor;
+        HardState {
+            vote: master.filter(|&master| round == self.hard.term && master != self.config.id),
+            ..self.hard
+        }
     }
 
     /// Its priority score at its latest input (PRI-1).
@@ -760,7 +771,7 @@ impl Priority {
     fn deadline_passed(&mut self, now: Instant) {
         match self.state {
             PriorityState::Idle => {
-                self.sitting_out = false;
+                let resigned = std::mem::take(&mut self.sitting_out);
                 if self.forced {
                     let cause = if self.config.force_master {
                         LeaderChangeCause::Configured
@@ -768,8 +779,11 @@ impl Priority {
                         LeaderChangeCause::SetLeader
                     };
                     self.become_master(now, cause);
-                } else {
+                } else if resigned {
+                    // It gave its own mastership up: the others are electing in a new round.
                     self.start_election(now, LeaderChangeCause::ElectionTimeout);
+                } else {
+                    self.look_for_master(now);
                 }
             }
             PriorityState::Discovering => self.discovery_done(now),
@@ -797,6 +811,7 @@ impl Priority {
             self.idle(now, false);
             return;
         }
+        self.open_round_after_looking();
         let alone = self
             .attempt
             .as_ref()
@@ -1070,22 +1085,59 @@ impl Priority {
         if self.master.take().is_some() {
             self.leader_cause = cause;
         }
-        self.awaiting = None;
-        self.sitting_out = false;
-        self.lost_at.get_or_insert(now);
         self.hard.term += 1;
-        self.random = random_byte(&mut self.rng);
-        self.state = PriorityState::Discovering;
-        self.attempt = Some(Attempt {
-            round: self.hard.term,
-            ..Attempt::default()
-        });
-        let delay = self.config.discovery_timeout + jitter(&mut self.rng, self.config.jitter_max);
-        self.deadline = Some(now + delay);
         self.outbox.publish(Event::ElectionStarted {
             term: self.hard.term,
             phase: "discovery",
         });
+        self.discover(now, false);
+    }
+
+    /// PRI-4: a node that lost no master (it just started, from its WAL or new, or does not
+    /// campaign) looks for the running one at the round it has. A `Discover` above the
+    /// master's round would make the master move above it (CB-5) and change the fencing token
+    /// of every client for a node that merely rejoined; at its own round nobody moves, and
+    /// the master's answer is followed at once. The round is opened only if no master
+    /// answers ([`Priority::open_round_after_looking`]).
+    fn look_for_master(&mut self, now: Instant) {
+        self.discover(now, true);
+    }
+
+    /// A discovery that found no master opens its round, as an election would have at its
+    /// start, unless an election of a higher round was heard meanwhile: the node campaigns
+    /// in that one. A master alone then moves to the round after, like any master.
+    fn open_round_after_looking(&mut self) {
+        let Some(attempt) = self.attempt.as_mut() else {
+            return;
+        };
+        if !std::mem::take(&mut attempt.looking) {
+            return;
+        }
+        if self.hard.term == attempt.round {
+            self.hard.term += 1;
+        }
+        attempt.round = self.hard.term;
+        self.outbox.publish(Event::ElectionStarted {
+            term: self.hard.term,
+            phase: "discovery",
+        });
+    }
+
+    /// Broadcasts `Discover` at the current round and collects answers for 500 ms plus
+    /// jitter (PRI-2).
+    fn discover(&mut self, now: Instant, looking: bool) {
+        self.awaiting = None;
+        self.sitting_out = false;
+        self.lost_at.get_or_insert(now);
+        self.random = random_byte(&mut self.rng);
+        self.state = PriorityState::Discovering;
+        self.attempt = Some(Attempt {
+            round: self.hard.term,
+            looking,
+            ..Attempt::default()
+        });
+        let delay = self.config.discovery_timeout + jitter(&mut self.rng, self.config.jitter_max);
+        self.deadline = Some(now + delay);
         let discover = Discover {
             protocol_version: PRIORITY_PROTOCOL_VERSION,
             priority: self.score_at(now),
@@ -1241,17 +1293,17 @@ impl Priority {
     fn send(&mut self, to: PeerId, message: PriorityMessage) {
         // Whatever round the message carries is durable first (CB-5).
         self.outbox
-            .send(self.hard, to, ElectionMessage::Priority(message));
+            .send(self.hard_state(), to, ElectionMessage::Priority(message));
     }
 
     fn broadcast(&mut self, message: PriorityMessage) {
         self.outbox
-            .broadcast(self.hard, ElectionMessage::Priority(message));
+            .broadcast(self.hard_state(), ElectionMessage::Priority(message));
     }
 
     /// Ends an input: persist, then publish what changed, once.
     fn finish(&mut self) {
-        self.outbox.persist(self.hard);
+        self.outbox.persist(self.hard_state());
         self.outbox.finish(Published {
             term: self.term(),
             role: self.state.role(),

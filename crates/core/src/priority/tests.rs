@@ -52,6 +52,15 @@ fn round(term: u64) -> HardState {
     }
 }
 
+/// The round and the master followed at that round, as a follower persists them (CB-5).
+fn following(term: u64, master: &str) -> HardState {
+    HardState {
+        term,
+        vote: Some(id(master)),
+        ..HardState::default()
+    }
+}
+
 fn broadcast(message: PriorityMessage) -> Action {
     Action::Broadcast {
         message: ElectionMessage::Priority(message),
@@ -110,7 +119,8 @@ fn own_announce(node: &Priority, round: u64, peer_count: u16, now: Instant) -> P
     })
 }
 
-/// Starts `node` and runs its first discovery (round `restored + 1`) at time 0.
+/// Starts `node` and runs its first discovery (at the restored round: it looks for a running
+/// master before it opens a round) at time 0.
 fn discovering(node: &mut Priority) {
     let deadline = node.poll_timeout().unwrap();
     assert_eq!(
@@ -255,7 +265,11 @@ fn pri1_random_byte_is_drawn_per_election() {
         bytes.insert(node.score() & 0xFF);
         // A master appears, then falls silent: the next election draws again.
         now += Duration::from_millis(10);
-        node.handle_message(now, id("pod-m"), announce(score(99), node.term(), false));
+        node.handle_message(
+            now,
+            id("pod-m"),
+            announce(score(99), node.term() + 1, false),
+        );
         drain(&mut node);
         now = node.poll_timeout().unwrap();
     }
@@ -265,10 +279,12 @@ fn pri1_random_byte_is_drawn_per_election() {
 // ---------------------------------------------------------------------------------------------
 // PRI-2
 
-/// PRI-2: a node starts idle, waits out a random delay below `jitter_max`, then broadcasts
-/// `Discover` in round 1 (persisted first) and discovers for 500 ms plus jitter.
+/// PRI-2, PRI-4: a node starts idle, waits out a random delay below `jitter_max`, then
+/// broadcasts `Discover` at the round it has (it looks for a running master first) and
+/// discovers for 500 ms plus jitter; finding no master, it opens round 1 (persisted first)
+/// and campaigns in it.
 #[test]
-fn pri2_start_jitter_then_discovery_in_a_new_round() {
+fn pri2_start_jitter_then_discovery_then_a_new_round() {
     let mut jittered = Priority::new(
         PriorityConfig::new(id("pod-a")),
         HardState::default(),
@@ -295,9 +311,31 @@ fn pri2_start_jitter_then_discovery_in_a_new_round() {
     assert_eq!(
         drain(&mut node),
         vec![
-            Action::Persist(round(1)),
             broadcast(PriorityMessage::Discover(Discover {
                 protocol_version: PRIORITY_PROTOCOL_VERSION,
+                priority: node.score(),
+                round: 0,
+            })),
+            role_changed(0, PriorityState::Discovering),
+        ]
+    );
+    assert_eq!(node.poll_timeout(), Some(at(500)));
+    node.handle_message(
+        at(20),
+        id("pod-b"),
+        PriorityMessage::DiscoverAck(DiscoverAck {
+            priority: score(40),
+            known_master: None,
+            round: 0,
+        }),
+    );
+    drain(&mut node);
+    node.handle_timeout(at(500));
+    assert_eq!(
+        drain(&mut node),
+        vec![
+            Action::Persist(round(1)),
+            broadcast(PriorityMessage::Candidate(Candidate {
                 priority: node.score(),
                 round: 1,
             })),
@@ -305,10 +343,9 @@ fn pri2_start_jitter_then_discovery_in_a_new_round() {
                 term: 1,
                 phase: "discovery"
             }),
-            role_changed(1, PriorityState::Discovering),
+            role_changed(1, PriorityState::Campaigning),
         ]
     );
-    assert_eq!(node.poll_timeout(), Some(at(500)));
 }
 
 /// PRI-2: after discovery a node that heard peers campaigns (200 ms) with its score and
@@ -326,7 +363,8 @@ fn pri2_candidate_wins_once_every_peer_heard_accepts() {
             round: 1,
         }),
     );
-    assert_eq!(drain(&mut node), vec![]);
+    // The peer's round is above its own: kept, and it campaigns in that round.
+    assert_eq!(drain(&mut node), vec![Action::Persist(round(1))]);
     node.handle_timeout(at(500));
     assert_eq!(
         drain(&mut node),
@@ -335,6 +373,10 @@ fn pri2_candidate_wins_once_every_peer_heard_accepts() {
                 priority: node.score(),
                 round: 1,
             })),
+            Action::Publish(Event::ElectionStarted {
+                term: 1,
+                phase: "discovery"
+            }),
             role_changed(1, PriorityState::Campaigning),
         ]
     );
@@ -401,6 +443,7 @@ fn pri2_vote_accepts_a_higher_candidate_and_refuses_a_lower_one() {
     assert_eq!(
         drain(&mut node),
         vec![
+            Action::Persist(round(1)),
             send(
                 "pod-low",
                 PriorityMessage::Vote(PriorityVote {
@@ -474,7 +517,7 @@ fn pri2_vote_accepts_a_higher_candidate_and_refuses_a_lower_one() {
     assert_eq!(
         drain(&mut node),
         vec![
-            Action::Persist(round(2)),
+            Action::Persist(following(2, "pod-high")),
             leader_changed(
                 2,
                 Some("pod-high"),
@@ -712,6 +755,10 @@ fn pri4_single_node_master_after_discovery() {
         vec![
             Action::Persist(round(2)),
             broadcast(own_announce(&node, 2, 0, at(500))),
+            Action::Publish(Event::ElectionStarted {
+                term: 1,
+                phase: "discovery"
+            }),
             Action::Publish(Event::ElectionWon {
                 term: 2,
                 duration: Duration::from_millis(500),
@@ -740,7 +787,7 @@ fn pri4_late_joiner_adopts_the_master_from_discover_ack() {
     assert_eq!(
         drain(&mut node),
         vec![
-            Action::Persist(round(6)),
+            Action::Persist(following(6, "pod-m")),
             role_changed(6, PriorityState::Follower),
             leader_changed(
                 6,
@@ -763,6 +810,81 @@ fn pri4_late_joiner_adopts_the_master_from_discover_ack() {
     node.handle_message(at(900), id("pod-m"), announce(score(90), 6, false));
     assert_eq!(drain(&mut node), vec![]);
     assert!(node.status().master_confirmed);
+}
+
+/// PRI-4, CB-5: a follower that stopped and starts again from its WAL (round 2, master
+/// pod-m) looks for the master at the round it persisted, not a new one, and takes pod-m back
+/// from its answer: nothing is persisted, no round above the master's leaves, and the
+/// fencing token is the one it had, so the master has no reason to move.
+#[test]
+fn pri4_restarted_follower_takes_its_master_back_at_the_same_round() {
+    let mut node = start(config("pod-f"), following(2, "pod-m"));
+    node.handle_timeout(Instant::ZERO);
+    assert_eq!(
+        drain(&mut node),
+        vec![
+            broadcast(PriorityMessage::Discover(Discover {
+                protocol_version: PRIORITY_PROTOCOL_VERSION,
+                priority: node.score(),
+                round: 2,
+            })),
+            role_changed(2, PriorityState::Discovering),
+        ]
+    );
+    node.handle_message(
+        at(4),
+        id("pod-m"),
+        PriorityMessage::DiscoverAck(DiscoverAck {
+            priority: score(100),
+            known_master: Some(id("pod-m")),
+            round: 2,
+        }),
+    );
+    assert_eq!(
+        drain(&mut node),
+        vec![
+            role_changed(2, PriorityState::Follower),
+            leader_changed(
+                2,
+                Some("pod-m"),
+                Role::Follower,
+                LeaderChangeCause::LeaderHeard
+            ),
+        ]
+    );
+    assert_eq!(
+        node.fencing_token(),
+        Some(FencingToken {
+            term: 2,
+            leader: id("pod-m")
+        })
+    );
+    assert!(node.status().master_confirmed);
+    assert_eq!(node.hard_state(), following(2, "pod-m"));
+}
+
+/// CB-5: the restarted follower takes no other master at its persisted round (its token would
+/// go sideways): it raises its round and tells that master, as any node would.
+#[test]
+fn cb5_restarted_follower_takes_no_other_master_at_the_same_round() {
+    let mut node = start(config("pod-f"), following(2, "pod-m"));
+    discovering(&mut node);
+    node.handle_message(at(4), id("pod-x"), announce(score(90), 2, false));
+    assert_eq!(
+        drain(&mut node),
+        vec![
+            Action::Persist(round(3)),
+            send(
+                "pod-x",
+                PriorityMessage::DiscoverAck(DiscoverAck {
+                    priority: node.score(),
+                    known_master: None,
+                    round: 3,
+                })
+            ),
+        ]
+    );
+    assert_eq!(node.leader(), None);
 }
 
 /// PRI-4, CB-5: a `DiscoverAck` naming a master at a round below this node's (the master it
@@ -1064,6 +1186,7 @@ fn pri5_other_followers_start_a_new_election() {
     assert_eq!(
         drain(&mut node),
         vec![
+            Action::Persist(following(5, "pod-b")),
             role_changed(5, PriorityState::Follower),
             leader_changed(
                 5,
@@ -1162,7 +1285,7 @@ fn pri6_lower_master_yields_to_a_higher_one() {
     assert_eq!(
         drain(&mut node),
         vec![
-            Action::Persist(round(3)),
+            Action::Persist(following(3, "pod-b")),
             Action::Publish(Event::SplitBrain {
                 term: 3,
                 known: id("pod-a"),
@@ -1232,7 +1355,7 @@ fn pri6_follower_moves_only_to_the_winner() {
     assert_eq!(
         drain(&mut node),
         vec![
-            Action::Persist(round(10)),
+            Action::Persist(following(10, "pod-high")),
             leader_changed(
                 10,
                 Some("pod-high"),
@@ -1357,12 +1480,20 @@ fn pri6_set_leader_other_on_master_hands_over() {
 // CB-5 fencing
 
 /// CB-5: a restarted node's first master round is above the round it persisted, and the
-/// persist comes before the announcement that carries it.
+/// persist comes before the announcement that carries it; it looks for a master at the
+/// persisted round first, which needs no persist.
 #[test]
 fn cb5_master_round_above_the_persisted_round() {
     let mut node = start(config("pod-a"), round(41));
     node.handle_timeout(Instant::ZERO);
-    assert_eq!(drain(&mut node)[0], Action::Persist(round(42)));
+    assert_eq!(
+        drain(&mut node)[0],
+        broadcast(PriorityMessage::Discover(Discover {
+            protocol_version: PRIORITY_PROTOCOL_VERSION,
+            priority: node.score(),
+            round: 41,
+        }))
+    );
     node.handle_timeout(at(500));
     let actions = drain(&mut node);
     assert_eq!(actions[0], Action::Persist(round(43)));
@@ -1411,7 +1542,7 @@ fn cb5_master_moves_above_a_higher_round_it_hears() {
 #[test]
 fn cb5_electing_node_nudges_a_lower_round_master() {
     let mut node = start(config("pod-a"), round(6));
-    discovering(&mut node); // round 7
+    discovering(&mut node); // round 6
     node.handle_message(at(100), id("pod-m"), announce(score(90), 3, false));
     assert_eq!(
         drain(&mut node),
@@ -1420,7 +1551,7 @@ fn cb5_electing_node_nudges_a_lower_round_master() {
             PriorityMessage::DiscoverAck(DiscoverAck {
                 priority: node.score(),
                 known_master: None,
-                round: 7,
+                round: 6,
             })
         )]
     );
@@ -1505,7 +1636,7 @@ fn auto_election_off_stops_campaigning() {
         drain(&mut node),
         vec![
             Action::PersistAutoElection(false),
-            role_changed(1, PriorityState::Idle),
+            role_changed(0, PriorityState::Idle),
         ]
     );
     // Its idle timer leads to discovery, never to a campaign or a mastership.
