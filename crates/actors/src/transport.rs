@@ -71,7 +71,7 @@ use tracing::{debug, error, warn};
 use crate::clock::NodeClock;
 use crate::memory::{MemoryFrame, MemoryHub};
 use crate::messages::{
-    Destination, ElectionArrived, FrameArrived, HelloContested, PeerSignalUpdate, PeerVerified,
+    Destination, ElectionArrived, FrameArrived, HelloContested, PeerAdmission, PeerSignalUpdate,
     Transmit,
 };
 use crate::metrics::NodeMetrics;
@@ -216,6 +216,14 @@ impl InboundSender {
     }
 }
 
+/// How often dropped frames are summed up in the log. A dropped frame is logged one by one
+/// only at debug level: one line per frame would let whoever floods a node fill its disk.
+const DROP_SUMMARY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+/// Dropped frames in one [`DROP_SUMMARY_INTERVAL`] from which the summary is a warning: a few
+/// are routine (frames for another node while routes are learned, a peer's first frames
+/// before it answered the challenge); this many is a flood or a misconfiguration.
+const DROP_SUMMARY_WARN: u64 = 100;
+
 /// Urgent frames the actor takes in a row while other frames wait: election traffic goes first,
 /// but a flood of it (replayed heartbeats, say) cannot starve membership's pings and the
 /// handshake altogether.
@@ -291,8 +299,9 @@ pub struct ConnectReceivers {
     pub membership: Recipient<FrameArrived>,
     /// Accepted election messages.
     pub election: Recipient<ElectionArrived>,
-    /// Senders admission just verified (membership greets them).
-    pub verified: Recipient<PeerVerified>,
+    /// Senders admission just verified (membership greets them) or forgot (membership
+    /// forgets them too).
+    pub verified: Recipient<PeerAdmission>,
     /// `Hello`s admission found contested (membership refuses them, MEM-3).
     pub contested: Recipient<HelloContested>,
     /// Peers' smoothed radio signal strength, when it changed (the election, PRI-1).
@@ -406,7 +415,7 @@ pub struct TransportActor {
     routes: BTreeMap<PeerId, LinkAddress>,
     membership: Option<Recipient<FrameArrived>>,
     election: Option<Recipient<ElectionArrived>>,
-    verified: Option<Recipient<PeerVerified>>,
+    verified: Option<Recipient<PeerAdmission>>,
     contested: Option<Recipient<HelloContested>>,
     metrics: NodeMetrics,
     readers: Vec<JoinHandle<()>>,
@@ -718,7 +727,16 @@ impl TransportActor {
                         self.routes.insert(peer, address);
                     }
                     if let Some(verified) = &self.verified {
-                        verified.do_send(PeerVerified { peer, origin });
+                        verified.do_send(PeerAdmission::Verified { peer, origin });
+                    }
+                }
+                AdmissionAction::Forgotten { peer } => {
+                    debug!(%peer, "silent peer forgotten to make room for a new one");
+                    self.routes.remove(&peer);
+                    self.rssi.remove(&peer);
+                    self.signal_sent.remove(&peer);
+                    if let Some(verified) = &self.verified {
+                        verified.do_send(PeerAdmission::Forgotten { peer });
                     }
                 }
                 AdmissionAction::Notice(AdmissionNotice::IncarnationAhead {
@@ -754,6 +772,32 @@ impl TransportActor {
 }
 
 impl TransportActor {
+    /// One log line for the frames dropped since the last one, by reason (TR-2): every one is
+    /// counted in `conclave_frames_dropped_total`, none is logged on its own above debug.
+    fn summarise_drops(&self) {
+        let tally = self.metrics.take_dropped_tally();
+        let total: u64 = tally.iter().map(|(_, count)| count).sum();
+        if total == 0 {
+            return;
+        }
+        let by_reason = tally
+            .iter()
+            .map(|(reason, count)| format!("{}={count}", reason.label()))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let window_s = DROP_SUMMARY_INTERVAL.as_secs();
+        if total >= DROP_SUMMARY_WARN {
+            warn!(
+                dropped = total,
+                %by_reason,
+                "received frames dropped in the last {window_s} s (flood, replays or a \
+                 misconfigured peer?); see conclave_frames_dropped_total"
+            );
+        } else {
+            debug!(dropped = total, %by_reason, "received frames dropped in the last {window_s} s");
+        }
+    }
+
     /// A frame came over the radio from `peer` at `mac`: add it to the dongle's peer table
     /// (for unicast) and smooth its signal strength (PRI-1).
     fn learn_radio_peer(&mut self, peer: PeerId, mac: Mac, rssi: Option<i8>) {
@@ -857,6 +901,10 @@ impl Actor for TransportActor {
         if let Some(queues) = self.inbound_queues.take() {
             ctx.add_stream(queues);
         }
+        ctx.run_interval(DROP_SUMMARY_INTERVAL, |actor, _| {
+            let _span = actor.span.clone().entered();
+            actor.summarise_drops();
+        });
         let me = ctx.address();
         if let Some((socket, _)) = &self.links.udp {
             let socket = Arc::clone(socket);

@@ -20,11 +20,19 @@
 //!   [`LinkAddr`] before its `:`), for as long as frames keep coming from it: until
 //!   [`AdmissionConfig::owner_timeout`] passes without one, or the sender says `Goodbye`. A frame
 //!   from another address on that link meanwhile moves nothing — not the replay window, not the
-//!   route: a `Hello` is handed to membership as [`Verdict::Contested`] so that MEM-3 refuses it
-//!   through a reply to its origin, anything else is dropped (`duplicate_id`). One node may be
-//!   heard over several links at once, at one address on each;
+//!   route. A `Hello` the sender's window has already seen is a replay (`replay`), checked
+//!   before anything else about it, so a captured `Hello` played back at full speed costs a
+//!   counter each and nothing more; a fresh one is handed to membership as
+//!   [`Verdict::Contested`] so that MEM-3 refuses it through a reply to its origin, at most
+//!   [`CONTESTED_PER_INTERVAL`] times per [`AdmissionConfig::challenge_interval`] per id and
+//!   address (about the pace at which an address that proved nothing is challenged), and
+//!   dropped (`duplicate_id`) past that;
+//!   anything else is dropped (`duplicate_id`). One node may be heard over several links at
+//!   once, at one address on each;
 //! - **bounds** (PROTO-5): at most [`AdmissionConfig::max_peers`] verified senders besides the
-//!   configured voters, which always have room (`peer_limit` past it), and at most
+//!   configured voters, which always have room (`peer_limit` past it; when every place is
+//!   taken, the sender silent longest gives its place to a newcomer once silent for
+//!   [`AdmissionConfig::forget_after`], and is [`AdmissionAction::Forgotten`]), and at most
 //!   [`MAX_PENDING`] senders being challenged at once (the least recently heard is forgotten);
 //! - **incarnations from the future** (PROTO-5): an incarnation more than
 //!   [`AdmissionConfig::max_incarnation_ahead`] seconds ahead of this node's clock is refused
@@ -43,6 +51,7 @@
 //!                                                   ▼                 Ignore / Drop(reason)
 //!                                            poll_action() ──► Reply (Challenge, ChallengeAck)
 //!                                                              Verified (greet, learn the route)
+//!                                                              Forgotten (forget it, its route)
 //!                                                              Notice (log it)
 //! ```
 //!
@@ -75,6 +84,14 @@ pub const MAX_CHALLENGED_ORIGINS: usize = 4;
 /// disagree; a day covers both. A forged incarnation (it needs the key) locks its sender out
 /// for at most that long.
 pub const DEFAULT_MAX_INCARNATION_AHEAD: u64 = 86_400;
+/// Contested `Hello`s from one id and address that go to membership (to be refused) per
+/// [`AdmissionConfig::challenge_interval`]: a few, so that the refusal of a real duplicate is
+/// not held back by the jitter between its announcements.
+pub const CONTESTED_PER_INTERVAL: u32 = 3;
+/// Default [`AdmissionConfig::forget_after`]: a minute, far past the few seconds after which
+/// membership calls a silent peer disconnected, so that a peer behind a short partition keeps
+/// its place.
+pub const DEFAULT_FORGET_AFTER: Duration = Duration::from_secs(60);
 /// Default [`AdmissionConfig::challenge_interval`].
 pub const DEFAULT_CHALLENGE_INTERVAL: Duration = Duration::from_millis(100);
 /// Shortest time between two notices of one kind, so a flood does not flood the log.
@@ -99,6 +116,9 @@ pub struct AdmissionConfig {
     pub challenge_interval: Duration,
     /// How many seconds an incarnation may be ahead of this node's clock.
     pub max_incarnation_ahead: u64,
+    /// How long a verified sender that is not a configured voter keeps its place among the
+    /// `max_peers` once silent, when a newcomer needs the place.
+    pub forget_after: Duration,
 }
 
 impl AdmissionConfig {
@@ -113,6 +133,7 @@ impl AdmissionConfig {
             owner_timeout: Self::owner_timeout_for(&MembershipConfig::default()),
             challenge_interval: DEFAULT_CHALLENGE_INTERVAL,
             max_incarnation_ahead: DEFAULT_MAX_INCARNATION_AHEAD,
+            forget_after: DEFAULT_FORGET_AFTER,
         }
     }
 
@@ -202,6 +223,13 @@ pub enum AdmissionAction {
         /// Where it answered from; it owns the id on that link.
         origin: LinkAddr,
     },
+    /// `peer`, not a configured voter, was silent for [`AdmissionConfig::forget_after`] and
+    /// its place was needed: it is no longer verified. Forget its route and its membership;
+    /// if it comes back it proves itself again.
+    Forgotten {
+        /// The sender forgotten.
+        peer: PeerId,
+    },
     /// Log it.
     Notice(AdmissionNotice),
 }
@@ -221,6 +249,24 @@ struct Verified {
     owners: Vec<Owner>,
 }
 
+impl Verified {
+    /// When any of its addresses was last heard.
+    fn last_heard(&self) -> Instant {
+        self.owners
+            .iter()
+            .map(|owner| owner.last_heard)
+            .max()
+            .unwrap_or(Instant::ZERO)
+    }
+}
+
+/// Contested `Hello`s from one id and address handed to membership since `since`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RefusalPace {
+    since: Instant,
+    count: u32,
+}
+
 /// A sender being challenged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Pending {
@@ -238,6 +284,9 @@ pub struct Admission {
     verified: BTreeMap<PeerId, Verified>,
     pending: BTreeMap<PeerId, Pending>,
     actions: VecDeque<AdmissionAction>,
+    /// How many contested `Hello`s from each id and address went to membership lately, at
+    /// most [`MAX_PENDING`] of them (the oldest is forgotten).
+    refused: BTreeMap<(PeerId, LinkAddr), RefusalPace>,
     /// When each kind of notice was last given (0: incarnation ahead, 1: peer limit).
     last_notice: [Option<Instant>; 2],
 }
@@ -251,6 +300,7 @@ impl Admission {
             verified: BTreeMap::new(),
             pending: BTreeMap::new(),
             actions: VecDeque::new(),
+            refused: BTreeMap::new(),
             last_notice: [None; 2],
         }
     }
@@ -300,11 +350,15 @@ impl Admission {
         if let Some(index) = owner {
             let owner = &sender.owners[index];
             if owner.addr != *origin && now - owner.last_heard <= owner_timeout {
-                return if matches!(body, Body::Hello(_)) {
-                    Verdict::Contested
-                } else {
-                    Verdict::Drop(DropReason::DuplicateId)
-                };
+                if !matches!(body, Body::Hello(_)) {
+                    return Verdict::Drop(DropReason::DuplicateId);
+                }
+                // A replay is a replay wherever it comes from: one captured `Hello` played
+                // back at full speed must cost a counter, not a refusal and a log line each.
+                if !sender.window.would_admit(header.incarnation, header.seq) {
+                    return Verdict::Drop(DropReason::Replay);
+                }
+                return self.contested(now, origin, header.from);
             }
         }
         if !sender.window.admit(header.incarnation, header.seq) {
@@ -380,7 +434,7 @@ impl Admission {
                 nonce: challenge.nonce,
             }),
         });
-        if !self.verified.contains_key(&header.from) && self.has_room_for(header.from) {
+        if !self.verified.contains_key(&header.from) && self.has_room_for(now, header.from) {
             self.challenge(now, origin, header.from);
         }
         Verdict::Consumed
@@ -409,7 +463,7 @@ impl Admission {
             // earlier and played back, or meant for an address it did not ask.
             return Verdict::Drop(DropReason::Unverified);
         }
-        if !self.has_room_for(header.from) {
+        if !self.has_room_for(now, header.from) {
             self.peer_limit(now, origin, header.from);
             return Verdict::Drop(DropReason::PeerLimit);
         }
@@ -433,7 +487,7 @@ impl Admission {
 
     /// A frame from a sender not verified since this node started.
     fn unverified(&mut self, now: Instant, origin: &LinkAddr, from: PeerId) -> Verdict {
-        if !self.has_room_for(from) {
+        if !self.has_room_for(now, from) {
             self.peer_limit(now, origin, from);
             return Verdict::Drop(DropReason::PeerLimit);
         }
@@ -492,17 +546,69 @@ impl Admission {
         });
     }
 
-    /// Whether `peer` may be verified: a configured voter, or room among the others.
-    fn has_room_for(&self, peer: PeerId) -> bool {
+    /// A fresh `Hello` from `origin` claiming `from`'s live id: handed to membership to be
+    /// refused (MEM-3) at most [`CONTESTED_PER_INTERVAL`] times per `challenge_interval` per
+    /// id and address, and dropped (`duplicate_id`) past that. Without a key anyone can make
+    /// fresh frames, and each refusal is a datagram sent to an address that proved nothing; a
+    /// real duplicate announces itself far less often than that and is refused every time.
+    fn contested(&mut self, now: Instant, origin: &LinkAddr, from: PeerId) -> Verdict {
+        let key = (from, origin.clone());
+        if !self.refused.contains_key(&key) && self.refused.len() >= MAX_PENDING {
+            let oldest = self
+                .refused
+                .iter()
+                .min_by_key(|(_, pace)| pace.since)
+                .map(|(key, _)| key.clone());
+            if let Some(oldest) = oldest {
+                self.refused.remove(&oldest);
+            }
+        }
+        let interval = self.config.challenge_interval;
+        let pace = self.refused.entry(key).or_insert(RefusalPace {
+            since: now,
+            count: 0,
+        });
+        if now - pace.since >= interval {
+            *pace = RefusalPace {
+                since: now,
+                count: 0,
+            };
+        }
+        if pace.count >= CONTESTED_PER_INTERVAL {
+            return Verdict::Drop(DropReason::DuplicateId);
+        }
+        pace.count += 1;
+        Verdict::Contested
+    }
+
+    /// Whether `peer` may be verified: a configured voter, or room among the others. When
+    /// the others fill every place, the one silent longest goes if it has been silent for
+    /// [`AdmissionConfig::forget_after`]: without a key, answering a challenge is all it takes
+    /// to hold a place, so made-up ids must not hold them until a restart.
+    fn has_room_for(&mut self, now: Instant, peer: PeerId) -> bool {
         if self.config.reserved.contains(&peer) || self.verified.contains_key(&peer) {
             return true;
         }
-        let others = self
-            .verified
-            .keys()
-            .filter(|id| !self.config.reserved.contains(id))
-            .count();
-        others < self.config.max_peers
+        let others = || {
+            self.verified
+                .iter()
+                .filter(|(id, _)| !self.config.reserved.contains(id))
+        };
+        if others().count() < self.config.max_peers {
+            return true;
+        }
+        let stalest = others()
+            .map(|(id, sender)| (*id, sender.last_heard()))
+            .min_by_key(|(_, heard)| *heard);
+        match stalest {
+            Some((id, heard)) if now - heard >= self.config.forget_after => {
+                self.verified.remove(&id);
+                self.actions
+                    .push_back(AdmissionAction::Forgotten { peer: id });
+                true
+            }
+            _ => false,
+        }
     }
 
     fn peer_limit(&mut self, now: Instant, origin: &LinkAddr, peer: PeerId) {

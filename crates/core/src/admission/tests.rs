@@ -367,12 +367,11 @@ fn proto5_frames_captured_before_the_start_are_never_accepted() {
     for origin in ["mem:9", "mem:2"] {
         for (header, body) in &captured {
             let verdict = feed(&mut admission, ms(12), origin, *header, body);
-            // A Hello from an address that does not own the id goes to membership, which
-            // refuses it (MEM-3); it is acted on no further.
+            // A replayed Hello is a replay wherever it comes from; anything else from an
+            // address that does not own the id is refused as the duplicate's (MEM-3).
             let expected = match (origin, body) {
-                ("mem:9", Body::Hello(_)) => Verdict::Contested,
-                ("mem:9", _) => Verdict::Drop(DropReason::DuplicateId),
-                _ => Verdict::Drop(DropReason::Replay),
+                ("mem:9", Body::Hello(_)) | ("mem:2", _) => Verdict::Drop(DropReason::Replay),
+                _ => Verdict::Drop(DropReason::DuplicateId),
             };
             assert_eq!(verdict, expected, "{header:?} from {origin}");
         }
@@ -460,7 +459,7 @@ fn proto5_two_restarted_nodes_verify_each_other() {
             match action {
                 AdmissionAction::Reply { to, body, .. } => wire.push((1 - sender, Some(to), body)),
                 AdmissionAction::Verified { peer, .. } => verified.push((names.1, peer)),
-                AdmissionAction::Notice(notice) => panic!("{notice:?}"),
+                other => panic!("{other:?}"),
             }
         }
     }
@@ -735,6 +734,179 @@ fn mem3_hello_from_another_address_is_contested() {
             &hello
         ),
         Verdict::Accept
+    );
+}
+
+/// MEM-3, PROTO-5, TR-2: a `Hello` the owner already sent, played back from another address
+/// while the owner is live, is a replay: dropped as such before membership hears of it, so a
+/// flood of one captured `Hello` costs a counter each and never a refusal, a reply or a log
+/// line.
+#[test]
+fn mem3_replayed_hello_from_another_address_is_a_replay_not_contested() {
+    let mut admission = with_b_verified();
+    let hello = Body::Hello(Hello {});
+    assert_eq!(
+        feed(
+            &mut admission,
+            ms(10),
+            "mem:2",
+            header("gw-b", 5, 101),
+            &hello
+        ),
+        Verdict::Accept
+    );
+    for n in 0..1_000 {
+        // The captured frame, and older ones, at full speed.
+        for seq in [101, 100, 50] {
+            assert_eq!(
+                feed(
+                    &mut admission,
+                    ms(11 + n),
+                    "mem:9",
+                    header("gw-b", 5, seq),
+                    &hello
+                ),
+                Verdict::Drop(DropReason::Replay)
+            );
+        }
+    }
+    assert_eq!(drain(&mut admission), vec![]);
+    assert_eq!(
+        feed(
+            &mut admission,
+            ms(2_000),
+            "mem:2",
+            header("gw-b", 5, 102),
+            &ping()
+        ),
+        Verdict::Accept,
+        "the owner is untouched"
+    );
+}
+
+/// MEM-3, TR-2: fresh `Hello`s claiming a live id from another address (an impostor, or
+/// forgeries where no key is needed) go to membership to be refused at most
+/// `CONTESTED_PER_INTERVAL` times per `challenge_interval` per id and address; the rest are
+/// dropped as `duplicate_id`. Another address is paced on its own.
+#[test]
+fn mem3_contested_hellos_are_paced_per_address() {
+    let mut admission = with_b_verified();
+    let hello = Body::Hello(Hello {});
+    let interval = config().challenge_interval;
+    let burst = CONTESTED_PER_INTERVAL as usize;
+    let verdicts: Vec<Verdict> = (1..=10)
+        .map(|seq| {
+            feed(
+                &mut admission,
+                ms(10 + seq),
+                "mem:9",
+                header("gw-b", 9, seq),
+                &hello,
+            )
+        })
+        .collect();
+    let mut expected = vec![Verdict::Contested; burst];
+    expected.resize(10, Verdict::Drop(DropReason::DuplicateId));
+    assert_eq!(verdicts, expected);
+    assert_eq!(
+        feed(
+            &mut admission,
+            ms(30),
+            "mem:8",
+            header("gw-b", 9, 11),
+            &hello
+        ),
+        Verdict::Contested
+    );
+    let next = ms(11) + interval;
+    assert_eq!(
+        feed(&mut admission, next, "mem:9", header("gw-b", 9, 12), &hello),
+        Verdict::Contested
+    );
+    // The owner kept the id throughout.
+    assert_eq!(
+        feed(
+            &mut admission,
+            next,
+            "mem:2",
+            header("gw-b", 5, 101),
+            &ping()
+        ),
+        Verdict::Accept
+    );
+}
+
+/// PROTO-5: without a key, answering a challenge is all it takes to be verified, so places
+/// among `max_peers` must not be held for ever: once every place is taken, a newcomer takes
+/// the place of the sender silent longest if it was silent for `forget_after`, which is
+/// forgotten (and said so, for membership and the routes). A sender heard more recently keeps
+/// its place, and configured voters never count against the limit.
+#[test]
+fn proto5_silent_peers_give_their_place_to_newcomers() {
+    let forget_after = Duration::from_secs(60);
+    let mut admission = machine(AdmissionConfig {
+        max_peers: 2,
+        forget_after,
+        reserved: [id("gw-v")].into_iter().collect(),
+        ..config()
+    });
+    let mut rng = SeededRng::new(SEED);
+    let mut verify = |admission: &mut Admission, name: &str, at: Instant| {
+        let nonce = rng.next_u64();
+        feed(admission, at, "mem:2", header(name, 5, 1), &ping());
+        assert_eq!(
+            drain(admission),
+            vec![reply(name, "mem:2", challenge(nonce))]
+        );
+        feed(admission, at, "mem:2", to_me(name, 5, 2), &ack(nonce));
+        assert!(admission.is_verified(&id(name)), "{name}");
+        drain(admission);
+    };
+    verify(&mut admission, "x1", ms(0));
+    verify(&mut admission, "x2", ms(1_000));
+    verify(&mut admission, "gw-v", ms(1_000));
+    // x1 keeps talking until 10 s; x2 stays silent from 1 s on.
+    assert_eq!(
+        feed(
+            &mut admission,
+            ms(10_000),
+            "mem:2",
+            header("x1", 5, 3),
+            &ping()
+        ),
+        Verdict::Accept
+    );
+
+    // Full, and nobody silent for a minute yet.
+    let early = ms(1_000) + (forget_after - Duration::from_millis(1));
+    assert_eq!(
+        feed(&mut admission, early, "mem:3", header("x3", 5, 1), &ping()),
+        Verdict::Drop(DropReason::PeerLimit)
+    );
+    drain(&mut admission);
+
+    // A minute after x2's last frame, x3 takes its place; x1 and the voter stay.
+    let late = ms(1_000) + forget_after;
+    assert_eq!(
+        feed(&mut admission, late, "mem:3", header("x3", 5, 2), &ping()),
+        Verdict::Drop(DropReason::Unverified)
+    );
+    let actions = drain(&mut admission);
+    assert_eq!(actions[0], AdmissionAction::Forgotten { peer: id("x2") });
+    assert!(matches!(
+        &actions[1..],
+        [AdmissionAction::Reply {
+            body: Body::Challenge(_),
+            ..
+        }]
+    ));
+    assert!(!admission.is_verified(&id("x2")));
+    assert!(admission.is_verified(&id("x1")));
+    assert!(admission.is_verified(&id("gw-v")));
+    // x2 back: it proves itself again, and there is no room until someone else is silent.
+    assert_eq!(
+        feed(&mut admission, late, "mem:2", header("x2", 5, 9), &ping()),
+        Verdict::Drop(DropReason::Unverified)
     );
 }
 
