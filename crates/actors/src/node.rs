@@ -20,7 +20,6 @@ use conclave_config::{DonglePort, EspNowLinkConfig, NodeConfig};
 use conclave_core::election::{Command, CommandOutcome, Election, ElectionError, ElectionStatus};
 use conclave_core::{Admission, AdmissionConfig, Membership, PeerInfo, SeededRng};
 use conclave_protocol::{ClusterId, FrameCodec, PeerId};
-use tokio::net::UdpSocket;
 use tracing::{info, warn};
 
 use crate::callbacks::{CallbackActor, ReplaceHooks, SettleHooks};
@@ -184,9 +183,8 @@ impl NodeBuilder {
 
         let mut links = Links::default();
         if let Some(udp) = &config.udp {
-            let socket = UdpSocket::bind(udp.listen)
-                .await
-                .map_err(|source| NodeError::Bind {
+            let socket =
+                crate::transport::bind_udp(udp.listen).map_err(|source| NodeError::Bind {
                     what: "link.udp.listen",
                     addr: udp.listen,
                     source,
