@@ -382,7 +382,10 @@ impl LogLines {
 
 impl Write for LogLines {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).extend_from_slice(buf);
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(buf);
         std::io::stderr().write_all(buf)?;
         Ok(buf.len())
     }

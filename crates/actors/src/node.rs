@@ -33,7 +33,8 @@ use crate::membership::{GetPeers, MembershipActor, MembershipOutputs, SayGoodbye
 use crate::memory::MemoryHub;
 use crate::metrics::NodeMetrics;
 use crate::transport::{
-    ConnectReceivers, DongleReport, Drain, EspNowLink, GetDongle, GetRoutes, Links, TransportActor,
+    ConnectReceivers, DongleReport, Drain, EspNowLink, GetDongle, GetRoutes, GetUnanswered, Links,
+    TransportActor,
 };
 use crate::wal::{CloseWal, HistoryRecord, InlineWalActor, Persist, WalActor, WalError, WalFile};
 
@@ -621,6 +622,18 @@ impl NodeHandle {
         self.inner
             .transport
             .send(GetRoutes)
+            .await
+            .map_err(|_| NodeError::Stopped)
+    }
+
+    /// Configured peer addresses nothing has come from since the node started, and for how
+    /// long.
+    pub async fn unanswered(
+        &self,
+    ) -> Result<Vec<(conclave_core::LinkAddr, std::time::Duration)>, NodeError> {
+        self.inner
+            .transport
+            .send(GetUnanswered)
             .await
             .map_err(|_| NodeError::Stopped)
     }

@@ -416,6 +416,12 @@ pub struct ConnectReceivers {
 #[rtype(result = "Vec<(PeerId, LinkAddr)>")]
 pub struct GetRoutes;
 
+/// Configured UDP peer addresses from which no frame has come since the node started, with
+/// how long they have been sent to, for the status answer.
+#[derive(Debug, Message)]
+#[rtype(result = "Vec<(LinkAddr, std::time::Duration)>")]
+pub struct GetUnanswered;
+
 /// The dongle's state, for the status answer.
 #[derive(Debug, Message)]
 #[rtype(result = "Option<DongleReport>")]
@@ -518,6 +524,10 @@ pub struct TransportActor {
     inbound_queues: Option<InboundQueues>,
     links: Links,
     routes: BTreeMap<PeerId, LinkAddress>,
+    /// Configured UDP peer addresses a decoded, authenticated frame has come from.
+    answered: BTreeSet<SocketAddr>,
+    /// When the node started sending to the configured addresses.
+    started: conclave_core::Instant,
     membership: Option<Recipient<FrameArrived>>,
     election: Option<Recipient<ElectionArrived>>,
     verified: Option<Recipient<PeerAdmission>>,
@@ -557,8 +567,10 @@ impl TransportActor {
             inbound,
             members,
             inbound_queues: Some(inbound_queues),
+            started: clock.now(),
             links,
             routes: BTreeMap::new(),
+            answered: BTreeSet::new(),
             membership: None,
             election: None,
             verified: None,
@@ -742,6 +754,9 @@ impl TransportActor {
         } = inbound;
         let link = address.kind().label();
         let kind = envelope.body.kind().label();
+        if let LinkAddress::Udp(addr) = address {
+            self.note_answer(addr);
+        }
         let origin = address.to_link_addr();
         let header = FrameHeader {
             from: envelope.from,
@@ -878,6 +893,18 @@ impl TransportActor {
 }
 
 impl TransportActor {
+    /// A frame came from `addr`: if it is a configured peer address, it has answered.
+    fn note_answer(&mut self, addr: SocketAddr) {
+        if self.answered.contains(&addr) {
+            return;
+        }
+        if let Some((_, peers)) = &self.links.udp {
+            if peers.contains(&addr) {
+                self.answered.insert(addr);
+            }
+        }
+    }
+
     /// Gives each configured UDP peer a socket of its own, connected to it on this node's
     /// port, read into the members' queue (TR-2): what it sends waits neither behind a flood
     /// in the kernel's buffer of the shared socket nor in the shared queues. Without them
@@ -1205,6 +1232,24 @@ impl Handler<ConnectReceivers> for TransportActor {
         self.verified = Some(receivers.verified);
         self.contested = Some(receivers.contested);
         self.signal = Some(receivers.signal);
+    }
+}
+
+impl Handler<GetUnanswered> for TransportActor {
+    type Result = MessageResult<GetUnanswered>;
+    fn handle(&mut self, _: GetUnanswered, _: &mut Self::Context) -> Self::Result {
+        let silent = self.clock.now().saturating_duration_since(self.started);
+        let Some((socket, peers)) = &self.links.udp else {
+            return MessageResult(Vec::new());
+        };
+        let local = socket.local_addr().ok();
+        MessageResult(
+            peers
+                .iter()
+                .filter(|addr| !self.answered.contains(addr) && Some(**addr) != local)
+                .map(|addr| (LinkAddress::Udp(*addr).to_link_addr(), silent))
+                .collect(),
+        )
     }
 }
 
