@@ -22,10 +22,18 @@
 //! (`queue_full`): nothing between a socket and the core queues without bound (TR-2). The
 //! memory hub's slot queues are bounded the same way.
 //!
+//! On UDP each configured peer address (`link.udp.peers`) also has a socket of its own, on the
+//! node's port and connected to that address, whose frames go to a third queue that the actor
+//! takes first (up to 32 in a row while others wait): the kernel hands a
+//! connected socket its peer's datagrams only, so a flood from anywhere else fills neither the
+//! buffer nor the queue the members' frames wait in. Dropped frames are counted one by one and
+//! summed up in one log line every ten seconds, never logged one by one above debug.
+//!
 //! The actor then asks [`conclave_core::admission`] whether the frame may act on this node:
 //! after a restart a sender is challenged before any of its frames is admitted, replays are
 //! refused, and a frame from an address that does not own the sender's id on that link while
-//! the owner is live moves nothing (a `Hello` from it goes to membership to be refused). Every
+//! the owner is live moves nothing (a fresh `Hello` from it goes to membership to be refused,
+//! a paced few of them; a replayed one is a replay like any other). Every
 //! refusal is counted by reason in `conclave_frames_dropped_total{reason}` and the frame never
 //! reaches the rest of the node. The sender of garbage cannot crash or stall it: every failure
 //! is a value, and receiving never blocks on anything but the socket. Only admitted frames go on

@@ -20,7 +20,10 @@
 //!     --tap 127.0.0.1:7999 --cluster bench --ids gw-a,gw-b,gw-c --seconds 30
 //! ```
 
-#![expect(clippy::disallowed_types, reason = "a benchmark program measures real time")]
+#![expect(
+    clippy::disallowed_types,
+    reason = "a benchmark program measures real time"
+)]
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, ErrorKind};
@@ -49,11 +52,15 @@ fn parse_args() -> Result<Args, String> {
     let mut seconds = 30;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
-        let value = args
-            .next()
-            .ok_or_else(|| format!("{flag} needs a value"))?;
+        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         match flag.as_str() {
-            "--tap" => tap = Some(value.parse().map_err(|err| format!("--tap {value}: {err}"))?),
+            "--tap" => {
+                tap = Some(
+                    value
+                        .parse()
+                        .map_err(|err| format!("--tap {value}: {err}"))?,
+                )
+            }
             "--cluster" => cluster = Some(value),
             "--ids" => ids = Some(value.split(',').map(str::to_owned).collect()),
             "--seconds" => {
