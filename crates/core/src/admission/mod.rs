@@ -7,8 +7,9 @@
 //!   sender: replay windows are not persisted, so a frame captured before the start could
 //!   otherwise be played back. An authenticated frame from a sender not yet verified is dropped
 //!   (`unverified`) and answered with a [`Challenge`] to the address it came from, at most once
-//!   per [`AdmissionConfig::challenge_interval`] per sender and address. The sender answers with
-//!   a [`ChallengeAck`] carrying the nonce. Only this node issues challenges (its frames are
+//!   per [`AdmissionConfig::challenge_interval`] per sender and address, and at most
+//!   [`CHALLENGES_PER_ORIGIN`] times per interval to one address whatever ids its frames claim.
+//!   The sender answers with a [`ChallengeAck`] carrying the nonce. Only this node issues challenges (its frames are
 //!   tagged) and the nonce is new since its start, so the answer was made after the start; the
 //!   sender's replay window starts at the answer's `(incarnation, seq)` with everything before
 //!   it counted as seen. A [`Challenge`] is always answered, verified sender or not, so two nodes
@@ -88,6 +89,10 @@ pub const DEFAULT_MAX_INCARNATION_AHEAD: u64 = 86_400;
 /// [`AdmissionConfig::challenge_interval`]: a few, so that the refusal of a real duplicate is
 /// not held back by the jitter between its announcements.
 pub const CONTESTED_PER_INTERVAL: u32 = 3;
+/// Challenges sent to one address per [`AdmissionConfig::challenge_interval`], whatever ids
+/// its frames claim: a node has one id, and a few cover nodes that restarted behind one
+/// address (a relay, a NAT).
+pub const CHALLENGES_PER_ORIGIN: u32 = 4;
 /// Default [`AdmissionConfig::forget_after`]: a minute, far past the few seconds after which
 /// membership calls a silent peer disconnected, so that a peer behind a short partition keeps
 /// its place.
@@ -260,11 +265,47 @@ impl Verified {
     }
 }
 
-/// Contested `Hello`s from one id and address handed to membership since `since`.
+/// Answers of one kind to one key (an address, an id at an address) since `since`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct RefusalPace {
+struct Pace {
     since: Instant,
     count: u32,
+}
+
+/// Counts one more answer to `key` in its current window of `interval`, and says whether it
+/// may go: no more than `limit` per window. At most [`MAX_PENDING`] keys are kept; the one
+/// whose window started first is forgotten.
+fn within_pace<K: Ord + Clone>(
+    paces: &mut BTreeMap<K, Pace>,
+    key: K,
+    now: Instant,
+    interval: Duration,
+    limit: u32,
+) -> bool {
+    if !paces.contains_key(&key) && paces.len() >= MAX_PENDING {
+        let oldest = paces
+            .iter()
+            .min_by_key(|(_, pace)| pace.since)
+            .map(|(key, _)| key.clone());
+        if let Some(oldest) = oldest {
+            paces.remove(&oldest);
+        }
+    }
+    let pace = paces.entry(key).or_insert(Pace {
+        since: now,
+        count: 0,
+    });
+    if now - pace.since >= interval {
+        *pace = Pace {
+            since: now,
+            count: 0,
+        };
+    }
+    if pace.count >= limit {
+        return false;
+    }
+    pace.count += 1;
+    true
 }
 
 /// A sender being challenged.
@@ -286,7 +327,10 @@ pub struct Admission {
     actions: VecDeque<AdmissionAction>,
     /// How many contested `Hello`s from each id and address went to membership lately, at
     /// most [`MAX_PENDING`] of them (the oldest is forgotten).
-    refused: BTreeMap<(PeerId, LinkAddr), RefusalPace>,
+    refused: BTreeMap<(PeerId, LinkAddr), Pace>,
+    /// How many challenges went to each address lately, whatever ids it claimed, at most
+    /// [`MAX_PENDING`] addresses (the oldest is forgotten).
+    challenged_origins: BTreeMap<LinkAddr, Pace>,
     /// When each kind of notice was last given (0: incarnation ahead, 1: peer limit).
     last_notice: [Option<Instant>; 2],
 }
@@ -301,6 +345,7 @@ impl Admission {
             pending: BTreeMap::new(),
             actions: VecDeque::new(),
             refused: BTreeMap::new(),
+            challenged_origins: BTreeMap::new(),
             last_notice: [None; 2],
         }
     }
@@ -517,13 +562,27 @@ impl Admission {
         });
         pending.last_heard = now;
         let interval = self.config.challenge_interval;
-        match pending.asked.iter().position(|(asked, _)| asked == origin) {
-            Some(index) => {
-                if now - pending.asked[index].1 < interval {
-                    return;
-                }
-                pending.asked[index].1 = now;
-            }
+        let position = pending.asked.iter().position(|(asked, _)| asked == origin);
+        if position.is_some_and(|index| now - pending.asked[index].1 < interval) {
+            return;
+        }
+        let nonce = pending.nonce;
+        // One address claiming ever new ids must not get a challenge per datagram: each is a
+        // datagram sent to an address that proved nothing (a reflector, without a key).
+        if !within_pace(
+            &mut self.challenged_origins,
+            origin.clone(),
+            now,
+            interval,
+            CHALLENGES_PER_ORIGIN,
+        ) {
+            return;
+        }
+        let Some(pending) = self.pending.get_mut(&from) else {
+            return;
+        };
+        match position {
+            Some(index) => pending.asked[index].1 = now,
             None => {
                 if pending.asked.len() >= MAX_CHALLENGED_ORIGINS {
                     // The address asked longest ago gives way.
@@ -538,7 +597,6 @@ impl Admission {
                 pending.asked.push((origin.clone(), now));
             }
         }
-        let nonce = pending.nonce;
         self.actions.push_back(AdmissionAction::Reply {
             to: from,
             origin: origin.clone(),
@@ -552,33 +610,18 @@ impl Admission {
     /// fresh frames, and each refusal is a datagram sent to an address that proved nothing; a
     /// real duplicate announces itself far less often than that and is refused every time.
     fn contested(&mut self, now: Instant, origin: &LinkAddr, from: PeerId) -> Verdict {
-        let key = (from, origin.clone());
-        if !self.refused.contains_key(&key) && self.refused.len() >= MAX_PENDING {
-            let oldest = self
-                .refused
-                .iter()
-                .min_by_key(|(_, pace)| pace.since)
-                .map(|(key, _)| key.clone());
-            if let Some(oldest) = oldest {
-                self.refused.remove(&oldest);
-            }
-        }
         let interval = self.config.challenge_interval;
-        let pace = self.refused.entry(key).or_insert(RefusalPace {
-            since: now,
-            count: 0,
-        });
-        if now - pace.since >= interval {
-            *pace = RefusalPace {
-                since: now,
-                count: 0,
-            };
+        if within_pace(
+            &mut self.refused,
+            (from, origin.clone()),
+            now,
+            interval,
+            CONTESTED_PER_INTERVAL,
+        ) {
+            Verdict::Contested
+        } else {
+            Verdict::Drop(DropReason::DuplicateId)
         }
-        if pace.count >= CONTESTED_PER_INTERVAL {
-            return Verdict::Drop(DropReason::DuplicateId);
-        }
-        pace.count += 1;
-        Verdict::Contested
     }
 
     /// Whether `peer` may be verified: a configured voter, or room among the others. When

@@ -649,6 +649,52 @@ fn proto5_peer_table_is_bounded_and_voters_always_fit() {
     assert_eq!(verdict, Verdict::Drop(DropReason::Unverified));
 }
 
+/// PROTO-5, TR-2: one address claiming ever new ids gets at most `CHALLENGES_PER_ORIGIN`
+/// challenges per `challenge_interval`, not one per datagram; another address is challenged
+/// all the same, and the next interval brings more.
+#[test]
+fn proto5_challenges_to_one_address_are_paced_whatever_the_ids() {
+    let mut admission = machine(config());
+    let challenged = |actions: Vec<AdmissionAction>| -> Vec<PeerId> {
+        actions
+            .into_iter()
+            .filter_map(|action| match action {
+                AdmissionAction::Reply {
+                    to,
+                    body: Body::Challenge(_),
+                    ..
+                } => Some(to),
+                _ => None,
+            })
+            .collect()
+    };
+    for n in 0..100 {
+        let verdict = feed(
+            &mut admission,
+            ms(n),
+            "mem:9",
+            header(&format!("x{n}"), 5, 1),
+            &ping(),
+        );
+        assert_eq!(verdict, Verdict::Drop(DropReason::Unverified));
+    }
+    let first: Vec<PeerId> = (0..CHALLENGES_PER_ORIGIN)
+        .map(|n| id(&format!("x{n}")))
+        .collect();
+    assert_eq!(challenged(drain(&mut admission)), first);
+    feed(
+        &mut admission,
+        ms(99),
+        "mem:2",
+        header("gw-b", 5, 1),
+        &ping(),
+    );
+    assert_eq!(challenged(drain(&mut admission)), vec![id("gw-b")]);
+    let later = ms(0) + config().challenge_interval;
+    feed(&mut admission, later, "mem:9", header("x50", 5, 2), &ping());
+    assert_eq!(challenged(drain(&mut admission)), vec![id("x50")]);
+}
+
 /// PROTO-5: at most `MAX_PENDING` senders are challenged at once; the one heard least recently
 /// is forgotten first.
 #[test]
