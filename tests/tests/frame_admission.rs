@@ -3,7 +3,7 @@
 //! trusts nobody until they answered its challenge; and a follower flooded with replays,
 //! forgeries and garbage through the same path as its leader's heartbeats keeps its leader,
 //! with every dropped frame counted by reason; and a leader flooded with one captured `Hello`
-//! counts each copy as a replay and does nothing else for it: no reply, no log line per frame.
+//! refuses it once and counts every other copy as a replay: no reply, no log line per frame.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -414,10 +414,11 @@ impl Write for LogLines {
 }
 
 /// TR-2, PROTO-5, MEM-3: one `Hello` of a follower, captured and played back to the leader
-/// from another address 20,000 times, is dropped as a replay before membership sees it: every
-/// copy is counted in `conclave_frames_dropped_total{reason="replay"}` (or as `queue_full`
-/// when it found the link queue full), none is answered, none is logged on its own — a summary
-/// line says how many were dropped — and the leader keeps its term and its followers.
+/// from another address 20,000 times: the first copy is refused (MEM-3, once), every other is
+/// dropped as a replay before membership sees it, counted in
+/// `conclave_frames_dropped_total{reason="replay"}` (or as `queue_full` when it found the link
+/// queue full), neither answered nor logged on its own — a summary line says how many were
+/// dropped — and the leader keeps its term and its followers.
 #[actix_rt::test]
 async fn tr2_replayed_hello_flood_is_dropped_as_a_replay_before_membership() {
     let log = LogLines::default();
@@ -468,8 +469,8 @@ async fn tr2_replayed_hello_flood_is_dropped_as_a_replay_before_membership() {
     let after = drops(&cluster, leader, "replay") + drops(&cluster, leader, "queue_full");
     assert_eq!(
         after - before,
-        copies as f64,
-        "every copy counted as a replay (or as queue_full)"
+        (copies - 1) as f64,
+        "every copy but the first counted as a replay (or as queue_full)"
     );
     assert!(drops(&cluster, leader, "replay") >= (copies / 2) as f64);
     // The memory link's broadcasts reach every slot; what matters is that nothing is
@@ -483,10 +484,14 @@ async fn tr2_replayed_hello_flood_is_dropped_as_a_replay_before_membership() {
             }
         }
     }
-    assert_eq!(answers, Vec::<&str>::new(), "nothing answered the flood");
+    assert_eq!(
+        answers,
+        vec!["hello_ack"],
+        "the first copy is refused, no other"
+    );
     let text = log.text();
     let refusals = text.matches("refusing hello").count();
-    assert_eq!(refusals, 0, "no refusal was logged:\n{text}");
+    assert_eq!(refusals, 1, "one refusal logged:\n{text}");
     let summaries: Vec<&str> = text
         .lines()
         .filter(|line| line.contains("received frames dropped"))

@@ -21,9 +21,10 @@
 //!   [`LinkAddr`] before its `:`), for as long as frames keep coming from it: until
 //!   [`AdmissionConfig::owner_timeout`] passes without one, or the sender says `Goodbye`. A frame
 //!   from another address on that link meanwhile moves nothing — not the replay window, not the
-//!   route. A `Hello` the sender's window has already seen is a replay (`replay`), checked
-//!   before anything else about it, so a captured `Hello` played back at full speed costs a
-//!   counter each and nothing more; a fresh one is handed to membership as
+//!   route. A `Hello` that is new neither to the sender's window nor to the address it comes
+//!   from (whose own sequence must have moved on) is a replay (`replay`), checked before
+//!   anything else about it, so a captured `Hello` played back at full speed costs a counter
+//!   each and is answered once at most; any other is handed to membership as
 //!   [`Verdict::Contested`] so that MEM-3 refuses it through a reply to its origin, at most
 //!   [`CONTESTED_PER_INTERVAL`] times per [`AdmissionConfig::challenge_interval`] per id and
 //!   address (about the pace at which an address that proved nothing is challenged), and
@@ -328,6 +329,9 @@ pub struct Admission {
     /// How many contested `Hello`s from each id and address went to membership lately, at
     /// most [`MAX_PENDING`] of them (the oldest is forgotten).
     refused: BTreeMap<(PeerId, LinkAddr), Pace>,
+    /// The newest `(incarnation, seq)` of a contested `Hello` from each id and address, at
+    /// most [`MAX_PENDING`] of them.
+    contender_last: BTreeMap<(PeerId, LinkAddr), (u64, u64)>,
     /// How many challenges went to each address lately, whatever ids it claimed, at most
     /// [`MAX_PENDING`] addresses (the oldest is forgotten).
     challenged_origins: BTreeMap<LinkAddr, Pace>,
@@ -346,6 +350,7 @@ impl Admission {
             actions: VecDeque::new(),
             refused: BTreeMap::new(),
             challenged_origins: BTreeMap::new(),
+            contender_last: BTreeMap::new(),
             last_notice: [None; 2],
         }
     }
@@ -398,12 +403,8 @@ impl Admission {
                 if !matches!(body, Body::Hello(_)) {
                     return Verdict::Drop(DropReason::DuplicateId);
                 }
-                // A replay is a replay wherever it comes from: one captured `Hello` played
-                // back at full speed must cost a counter, not a refusal and a log line each.
-                if !sender.window.would_admit(header.incarnation, header.seq) {
-                    return Verdict::Drop(DropReason::Replay);
-                }
-                return self.contested(now, origin, header.from);
+                let fresh = sender.window.would_admit(header.incarnation, header.seq);
+                return self.contested(now, origin, header, fresh);
             }
         }
         if !sender.window.admit(header.incarnation, header.seq) {
@@ -604,16 +605,45 @@ impl Admission {
         });
     }
 
-    /// A fresh `Hello` from `origin` claiming `from`'s live id: handed to membership to be
-    /// refused (MEM-3) at most [`CONTESTED_PER_INTERVAL`] times per `challenge_interval` per
-    /// id and address, and dropped (`duplicate_id`) past that. Without a key anyone can make
-    /// fresh frames, and each refusal is a datagram sent to an address that proved nothing; a
-    /// real duplicate announces itself far less often than that and is refused every time.
-    fn contested(&mut self, now: Instant, origin: &LinkAddr, from: PeerId) -> Verdict {
+    /// A `Hello` from `origin` claiming the id of a sender live at another address (MEM-3).
+    ///
+    /// A replay is a replay wherever it comes from: one captured `Hello` played back at full
+    /// speed must cost a counter, not a refusal and a log line each. So the `Hello` is
+    /// dropped (`replay`) unless it is new either to the owner's window (`fresh_for_owner`) or
+    /// to this address, whose own frames must have moved on past the last one it sent: a second
+    /// node started with a copied configuration in the same second as the real one has the
+    /// same incarnation and lower sequence numbers, which the owner's window alone would take
+    /// for replays. What is left goes to membership to be refused at most
+    /// [`CONTESTED_PER_INTERVAL`] times per `challenge_interval` per id and address, and is
+    /// dropped (`duplicate_id`) past that: without a key anyone can make fresh frames, and each
+    /// refusal is a datagram sent to an address that proved nothing.
+    fn contested(
+        &mut self,
+        now: Instant,
+        origin: &LinkAddr,
+        header: &FrameHeader,
+        fresh_for_owner: bool,
+    ) -> Verdict {
+        let key = (header.from, origin.clone());
+        let stamp = (header.incarnation, header.seq);
+        let last = self.contender_last.get(&key).copied();
+        if !fresh_for_owner && last.is_some_and(|last| stamp <= last) {
+            return Verdict::Drop(DropReason::Replay);
+        }
+        if last.is_none() && self.contender_last.len() >= MAX_PENDING {
+            // Forget the contender heard of longest ago: at worst its next `Hello` is refused
+            // once more.
+            let stalest = self.contender_last.keys().next().cloned();
+            if let Some(stalest) = stalest {
+                self.contender_last.remove(&stalest);
+            }
+        }
+        self.contender_last
+            .insert(key.clone(), last.map_or(stamp, |last| last.max(stamp)));
         let interval = self.config.challenge_interval;
         if within_pace(
             &mut self.refused,
-            (from, origin.clone()),
+            key,
             now,
             interval,
             CONTESTED_PER_INTERVAL,

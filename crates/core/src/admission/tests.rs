@@ -364,17 +364,30 @@ fn proto5_frames_captured_before_the_start_are_never_accepted() {
         ),
         Verdict::Consumed
     );
-    for origin in ["mem:9", "mem:2"] {
+    // Played back in order from another address, the Hellos look like a node whose own
+    // frames move on (a copy started in the same second): a few go to membership to be
+    // refused, the rest are dropped; played back again, every one is a replay. Anything else
+    // from an address that does not own the id is refused as the duplicate's (MEM-3); from the
+    // owner's address, everything is a replay.
+    for origin in ["mem:9", "mem:9", "mem:2"] {
+        let mut contested = 0;
         for (header, body) in &captured {
             let verdict = feed(&mut admission, ms(12), origin, *header, body);
-            // A replayed Hello is a replay wherever it comes from; anything else from an
-            // address that does not own the id is refused as the duplicate's (MEM-3).
             let expected = match (origin, body) {
+                ("mem:9", Body::Hello(_)) if verdict == Verdict::Contested => {
+                    contested += 1;
+                    Verdict::Contested
+                }
+                ("mem:9", Body::Hello(_)) if contested > 0 => {
+                    Verdict::Drop(DropReason::DuplicateId)
+                }
                 ("mem:9", Body::Hello(_)) | ("mem:2", _) => Verdict::Drop(DropReason::Replay),
                 _ => Verdict::Drop(DropReason::DuplicateId),
             };
             assert_eq!(verdict, expected, "{header:?} from {origin}");
         }
+        assert!(contested <= CONTESTED_PER_INTERVAL, "{contested} refusals");
+        assert!(matches!(origin, "mem:9") || contested == 0);
     }
 }
 
@@ -784,11 +797,12 @@ fn mem3_hello_from_another_address_is_contested() {
 }
 
 /// MEM-3, PROTO-5, TR-2: a `Hello` the owner already sent, played back from another address
-/// while the owner is live, is a replay: dropped as such before membership hears of it, so a
-/// flood of one captured `Hello` costs a counter each and never a refusal, a reply or a log
-/// line.
+/// while the owner is live, goes to membership (to be refused) once, the first time that
+/// address sends it; every copy after that, and every older frame, is a replay, dropped as
+/// such before membership hears of it: a flood of one captured `Hello` costs a counter each,
+/// not a refusal, a reply and a log line each.
 #[test]
-fn mem3_replayed_hello_from_another_address_is_a_replay_not_contested() {
+fn mem3_replayed_hello_from_another_address_is_answered_once_then_a_replay() {
     let mut admission = with_b_verified();
     let hello = Body::Hello(Hello {});
     assert_eq!(
@@ -801,21 +815,22 @@ fn mem3_replayed_hello_from_another_address_is_a_replay_not_contested() {
         ),
         Verdict::Accept
     );
+    let mut verdicts = Vec::new();
     for n in 0..1_000 {
         // The captured frame, and older ones, at full speed.
         for seq in [101, 100, 50] {
-            assert_eq!(
-                feed(
-                    &mut admission,
-                    ms(11 + n),
-                    "mem:9",
-                    header("gw-b", 5, seq),
-                    &hello
-                ),
-                Verdict::Drop(DropReason::Replay)
-            );
+            verdicts.push(feed(
+                &mut admission,
+                ms(11 + n),
+                "mem:9",
+                header("gw-b", 5, seq),
+                &hello,
+            ));
         }
     }
+    let mut expected = vec![Verdict::Drop(DropReason::Replay); verdicts.len()];
+    expected[0] = Verdict::Contested;
+    assert_eq!(verdicts, expected);
     assert_eq!(drain(&mut admission), vec![]);
     assert_eq!(
         feed(
@@ -828,6 +843,40 @@ fn mem3_replayed_hello_from_another_address_is_a_replay_not_contested() {
         Verdict::Accept,
         "the owner is untouched"
     );
+}
+
+/// MEM-3: a copy of a node started in the same second has the same incarnation and lower
+/// sequence numbers than the real node, which the owner's window alone would take for
+/// replays; its own sequence moves on, so each of its `Hello`s goes to membership to be
+/// refused.
+#[test]
+fn mem3_copy_started_in_the_same_second_is_contested() {
+    let mut admission = with_b_verified();
+    let hello = Body::Hello(Hello {});
+    for seq in 1..=5 {
+        assert_eq!(
+            feed(
+                &mut admission,
+                ms(seq * 1_000),
+                "mem:9",
+                header("gw-b", 5, seq),
+                &hello
+            ),
+            Verdict::Contested,
+            "seq {seq}"
+        );
+        // The real node keeps the id.
+        assert_eq!(
+            feed(
+                &mut admission,
+                ms(seq * 1_000),
+                "mem:2",
+                header("gw-b", 5, 100 + seq),
+                &ping()
+            ),
+            Verdict::Accept
+        );
+    }
 }
 
 /// MEM-3, TR-2: fresh `Hello`s claiming a live id from another address (an impostor, or
