@@ -2,8 +2,11 @@
 //! frames captured before a node restarted are refused after it, by a restarted receiver that
 //! trusts nobody until they answered its challenge; and a follower flooded with replays,
 //! forgeries and garbage through the same path as its leader's heartbeats keeps its leader,
-//! with every dropped frame counted by reason.
+//! with every dropped frame counted by reason; and a leader flooded with one captured `Hello`
+//! refuses it once and counts every other copy as a replay: no reply, no log line per frame.
 
+use std::io::Write;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -11,6 +14,7 @@ use conclave_actors::memory::{MemoryFrame, MemoryHub};
 use conclave_actors::node::{Node, NodeBuilder};
 use conclave_config::Quorum;
 use conclave_core::LinkAddr;
+use conclave_core::admission::{CHALLENGES_PER_ORIGIN, DEFAULT_CHALLENGE_INTERVAL};
 use conclave_core::election::{ElectionConfig, Role};
 use conclave_protocol::{
     AuthKey, Body, ChallengeAck, ClusterId, Envelope, FrameCodec, Hello, PeerId, RequestVote,
@@ -257,7 +261,8 @@ async fn tr2_flooded_follower_keeps_its_leader() {
 }
 
 /// PROTO-5, secure by default, on a cluster without a key (as with `cluster.insecure`):
-/// 2,000 made-up ids say hello. Those that never answer the challenge sent to their address
+/// 2,000 made-up ids say hello from one address. That address is challenged a few times per
+/// interval, not once per id. Those that never answer the challenge sent to their address
 /// never enter the peer table; of those that do answer, at most 64 besides the configured
 /// voters are admitted and the rest are refused as `peer_limit`. A frame with a real member's
 /// id and an incarnation of 2^64 − 1, even from that member's own address, is refused as
@@ -296,10 +301,26 @@ async fn proto5_strangers_without_a_key_are_bounded() {
     replay(&cluster.hub, ATTACKER, 0, &silent).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(cluster.handle(0).peers().await.unwrap().len(), 2);
-    while attacker.try_recv().is_ok() {}
+    // One address claiming a thousand ids is not challenged a thousand times: at most a few
+    // times per challenge interval, the flood taking less than two intervals here.
+    let mut challenges = 0;
+    while let Ok(MemoryFrame { bytes, .. }) = attacker.try_recv() {
+        if codec
+            .decode(&bytes)
+            .is_ok_and(|envelope| matches!(envelope.body, Body::Challenge(_)))
+        {
+            challenges += 1;
+        }
+    }
+    assert!(
+        (1..=2 * CHALLENGES_PER_ORIGIN).contains(&challenges),
+        "{challenges} challenges to one address"
+    );
 
-    // Strangers that answer: hello, answer the challenge, hello again.
-    for batch in (1_000..2_000).collect::<Vec<_>>().chunks(50) {
+    // Strangers that answer: hello, answer the challenge, hello again; as many at a time as
+    // one address is challenged per interval.
+    let per_interval = CHALLENGES_PER_ORIGIN as usize;
+    for batch in (1_000..2_000).collect::<Vec<_>>().chunks(per_interval) {
         let hellos: Vec<Bytes> = batch
             .iter()
             .map(|&n| frame(stranger(n), 1, Hello {}.into()))
@@ -324,7 +345,7 @@ async fn proto5_strangers_without_a_key_are_bounded() {
             }
         }
         replay(&cluster.hub, ATTACKER, 0, &answers).await;
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(DEFAULT_CHALLENGE_INTERVAL).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     let peers = cluster.handle(0).peers().await.unwrap();
@@ -350,6 +371,147 @@ async fn proto5_strangers_without_a_key_are_bounded() {
     let b_entry = status.peers.iter().find(|peer| peer.id == b).unwrap();
     assert_eq!(b_entry.status, conclave_core::PeerStatus::Connected);
     assert_eq!(cluster.agreed_leader().await, Some(leader));
+    assert_eq!(status.election.term, term);
+    cluster.hub.detach(ATTACKER);
+    cluster.stop().await;
+}
+
+/// What a test's nodes log, kept to be read back: a log line per dropped frame is what the
+/// replay flood of issue 15 bought, so the test counts lines.
+#[derive(Clone, Default)]
+struct LogLines(Arc<Mutex<Vec<u8>>>);
+
+impl LogLines {
+    fn install(&self) -> tracing::subscriber::DefaultGuard {
+        let lines = self.clone();
+        tracing::subscriber::set_default(
+            tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+                .with_ansi(false)
+                .with_writer(move || lines.clone())
+                .finish(),
+        )
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(PoisonError::into_inner)).into_owned()
+    }
+}
+
+impl Write for LogLines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(buf);
+        std::io::stderr().write_all(buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// TR-2, PROTO-5, MEM-3: one `Hello` of a follower, captured and played back to the leader
+/// from another address 20,000 times: the first copy is refused (MEM-3, once), every other is
+/// dropped as a replay before membership sees it, counted in
+/// `conclave_frames_dropped_total{reason="replay"}` (or as `queue_full` when it found the link
+/// queue full), neither answered nor logged on its own — a summary line says how many were
+/// dropped — and the leader keeps its term and its followers.
+#[actix_rt::test]
+async fn tr2_replayed_hello_flood_is_dropped_as_a_replay_before_membership() {
+    let log = LogLines::default();
+    let _log = log.install();
+    tokio::time::pause();
+    let cluster = MemoryCluster::start(
+        &["a", "b", "c"],
+        ClusterOptions::paused_clock(Quorum::Voters),
+    )
+    .await;
+    let leader = cluster.await_leader(SETTLE).await;
+    let term = cluster.handle(leader).election_status().await.unwrap().term;
+    let follower = (leader + 1) % 3;
+    let slot = |index: usize| u32::try_from(index).unwrap();
+    let codec = FrameCodec::new(ClusterId::new(CLUSTER).unwrap(), None);
+
+    // A follower announces itself every few seconds while connected; wait for one.
+    cluster.hub.capture(slot(follower));
+    let mut hello = None;
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        hello = cluster
+            .hub
+            .captured(slot(follower))
+            .into_iter()
+            .map(|(_, bytes)| bytes)
+            .find(|bytes| {
+                codec
+                    .decode(bytes)
+                    .is_ok_and(|envelope| matches!(envelope.body, Body::Hello(_)))
+            });
+        if hello.is_some() {
+            break;
+        }
+    }
+    let hello = hello.expect("the follower announced itself");
+    // The leader heard that Hello from the follower itself before the flood starts.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = drops(&cluster, leader, "replay") + drops(&cluster, leader, "queue_full");
+
+    let mut attacker = cluster.hub.attach(ATTACKER);
+    let copies = 20_000;
+    let flood = vec![hello; copies];
+    replay(&cluster.hub, ATTACKER, slot(leader), &flood).await;
+    // Long enough for the transport's summary of the drops to be logged.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+
+    let after = drops(&cluster, leader, "replay") + drops(&cluster, leader, "queue_full");
+    assert_eq!(
+        after - before,
+        (copies - 1) as f64,
+        "every copy but the first counted as a replay (or as queue_full)"
+    );
+    assert!(drops(&cluster, leader, "replay") >= (copies / 2) as f64);
+    // The memory link's broadcasts reach every slot; what matters is that nothing is
+    // addressed to the id the flood claims.
+    let claimed = cluster.id(follower);
+    let mut answers = Vec::new();
+    while let Ok(MemoryFrame { bytes, .. }) = attacker.try_recv() {
+        if let Ok(envelope) = codec.decode(&bytes) {
+            if envelope.to == Some(claimed) {
+                answers.push(envelope.body.kind().label());
+            }
+        }
+    }
+    assert_eq!(
+        answers,
+        vec!["hello_ack"],
+        "the first copy is refused, no other"
+    );
+    let text = log.text();
+    let refusals = text.matches("refusing hello").count();
+    assert_eq!(refusals, 1, "one refusal logged:\n{text}");
+    let summaries: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains("received frames dropped"))
+        .collect();
+    assert!(
+        !summaries.is_empty() && summaries.len() <= 6,
+        "a summary of the drops, not a line per frame: {summaries:#?}"
+    );
+    assert!(
+        summaries.iter().any(|line| line.contains("replay=")),
+        "{summaries:#?}"
+    );
+    assert!(
+        text.lines().count() < 200,
+        "{} log lines",
+        text.lines().count()
+    );
+
+    assert_eq!(cluster.agreed_leader().await, Some(leader));
+    let status = cluster.handle(leader).status().await.unwrap();
     assert_eq!(status.election.term, term);
     cluster.hub.detach(ATTACKER);
     cluster.stop().await;

@@ -48,7 +48,7 @@ fn dispatch(cli: &Cli, client: &AdminClient, command: &Commands) -> Result<ExitC
         }
         Commands::Peers => {
             let answer: PeersAnswer = client.get("/v1/peers")?;
-            print_answer(json, &answer, |answer| render::peers(&answer.peers));
+            print_answer(json, &answer, render::peers_answer);
         }
         Commands::History => {
             let answer: HistoryAnswer = client.get("/v1/history")?;
@@ -689,6 +689,7 @@ mod tests {
                 incarnation: 1,
                 authenticated: true,
                 peers: Vec::new(),
+                unanswered: Vec::new(),
                 dongle: None,
                 voters: vec!["a".into(), "b".into(), "c".into()],
                 reachable_voters: 3,

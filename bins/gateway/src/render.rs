@@ -4,7 +4,8 @@ use std::fmt::Write;
 use std::io::IsTerminal;
 
 use conclave_actors::admin::api::{
-    CommandAnswer, HistoryAnswer, PeerAnswer, StatusAnswer, human_duration, rfc3339_utc,
+    CommandAnswer, HistoryAnswer, PeerAnswer, PeersAnswer, StatusAnswer, UnansweredAnswer,
+    human_duration, rfc3339_utc,
 };
 
 /// Whether output to `stream` may carry colour: only on a terminal, and never with `NO_COLOR`
@@ -177,6 +178,7 @@ pub(crate) fn status(status: &StatusAnswer) -> String {
     }
     out.push('\n');
     out.push_str(&peers(&status.peers));
+    out.push_str(&unanswered(&status.unanswered));
     out
 }
 
@@ -212,7 +214,29 @@ fn unquorate_election(status: &StatusAnswer) -> &'static str {
     }
 }
 
-/// `conclave peers`.
+/// `conclave peers`: the peer table, then the configured addresses that never answered.
+pub(crate) fn peers_answer(answer: &PeersAnswer) -> String {
+    let mut out = peers(&answer.peers);
+    out.push_str(&unanswered(&answer.unanswered));
+    out
+}
+
+/// Configured peer addresses nothing came from, one line each, saying where to look.
+fn unanswered(addresses: &[UnansweredAnswer]) -> String {
+    let mut out = String::new();
+    for address in addresses {
+        let _ = writeln!(
+            out,
+            "NOT ANSWERING  {}: nothing received from this link.udp.peers address in {} (wrong \
+             host or port, peer down, or another cluster id or key)",
+            address.address,
+            human_duration(address.silent_ms)
+        );
+    }
+    out
+}
+
+/// The peer table.
 pub(crate) fn peers(peers: &[PeerAnswer]) -> String {
     if peers.is_empty() {
         return "no peers\n".to_owned();
@@ -332,6 +356,7 @@ mod tests {
                     address: "udp:127.0.0.1:7948".to_owned(),
                 },
             ],
+            unanswered: Vec::new(),
             dongle: None,
             voters: vec!["gw-a".into(), "gw-b".into(), "gw-c".into()],
             reachable_voters: 2,
@@ -353,6 +378,28 @@ mod tests {
         assert!(text.contains("manual override none"), "{text}");
         assert!(text.contains("2 voters reachable; ready"), "{text}");
         assert!(!text.contains("WARNING"), "{text}");
+    }
+
+    /// A configured peer address that never answered is listed, with how long, in the status
+    /// and in `conclave peers`; none, no line.
+    #[test]
+    fn unanswered_addresses_are_listed_with_how_long() {
+        let mut answer = status_answer();
+        assert!(!status(&answer).contains("NOT ANSWERING"));
+        answer.unanswered = vec![UnansweredAnswer {
+            address: "udp:127.0.0.1:7949".to_owned(),
+            silent_ms: 42_000,
+        }];
+        let line = "NOT ANSWERING  udp:127.0.0.1:7949: nothing received from this link.udp.peers \
+                    address in 42 s";
+        let text = status(&answer);
+        assert!(text.contains(line), "{text}");
+        let text = peers_answer(&PeersAnswer {
+            peers: answer.peers.clone(),
+            unanswered: answer.unanswered.clone(),
+            fencing: fencing(5, "gw-a"),
+        });
+        assert!(text.contains("gw-b") && text.contains(line), "{text}");
     }
 
     /// The status names the mode; a static node has no quorum to show, and a phase that says

@@ -2,7 +2,7 @@
 //! actions. It decides nothing itself.
 //!
 //! Every frame the transport's admission accepts comes in as [`FrameArrived`], a sender it
-//! just verified as [`PeerVerified`] (greeted at once) and a `Hello` it found contested as
+//! just verified or forgot as [`PeerAdmission`] (greeted at once, or removed) and a `Hello` it found contested as
 //! [`HelloContested`] (refused, MEM-3); one timer is armed from
 //! `poll_timeout`; sends go to the transport; events go to the election (reliably, because its
 //! electorate depends on them), to the event bus (bounded, for hooks and the admin stream) and
@@ -15,7 +15,7 @@ use tracing::info;
 use crate::clock::{CoreTimer, NodeClock};
 use crate::events::{EventBus, NodeEvent, PeerChange, unix_millis};
 use crate::messages::{
-    Destination, FrameArrived, HelloContested, IdRefused, PeerReachability, PeerVerified, Transmit,
+    Destination, FrameArrived, HelloContested, IdRefused, PeerAdmission, PeerReachability, Transmit,
 };
 use crate::metrics::NodeMetrics;
 
@@ -183,13 +183,17 @@ impl Handler<FrameArrived> for MembershipActor {
     }
 }
 
-impl Handler<PeerVerified> for MembershipActor {
+impl Handler<PeerAdmission> for MembershipActor {
     type Result = ();
-    fn handle(&mut self, verified: PeerVerified, ctx: &mut Self::Context) {
+    fn handle(&mut self, change: PeerAdmission, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
         let now = self.clock.now();
-        self.core
-            .handle_verified(now, verified.peer, &verified.origin);
+        match change {
+            PeerAdmission::Verified { peer, origin } => {
+                self.core.handle_verified(now, peer, &origin);
+            }
+            PeerAdmission::Forgotten { peer } => self.core.handle_forgotten(now, peer),
+        }
         self.pump(ctx);
     }
 }

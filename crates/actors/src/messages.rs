@@ -46,15 +46,23 @@ pub struct FrameArrived {
     pub body: Option<Body>,
 }
 
-/// A sender proved its frames fresh to this node's admission, at `origin` (from the transport
-/// to membership, which greets it: PROTO-5, MEM-2).
+/// Admission's view of a sender changed (from the transport to membership, PROTO-5).
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "()")]
-pub struct PeerVerified {
-    /// The sender.
-    pub peer: PeerId,
-    /// Where it answered from.
-    pub origin: LinkAddr,
+pub enum PeerAdmission {
+    /// The sender proved its frames fresh at `origin`: membership greets it (MEM-2).
+    Verified {
+        /// The sender.
+        peer: PeerId,
+        /// Where it answered from.
+        origin: LinkAddr,
+    },
+    /// The sender, not a configured voter, was silent long enough for its place to go to a
+    /// newcomer: membership forgets it too, so its table stays bounded.
+    Forgotten {
+        /// The sender.
+        peer: PeerId,
+    },
 }
 
 /// A `Hello` claimed an id that another address owns on that link while the owner is live

@@ -16,6 +16,7 @@
 //! `promtool check metrics` (`dashboards/check.sh` checks a live node).
 
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -191,6 +192,12 @@ struct Inner {
     leaderless: Mutex<Leaderless>,
     /// The phase `conclave_election_phase` shows at 1, so a change can set it back to 0.
     phase: Mutex<&'static str>,
+    /// `conclave_frames_dropped_total{reason}`, one handle per [`DropReason::ALL`], registered
+    /// once: a flood is counted frame by frame, and a lookup by owned label per frame would
+    /// cost more than the drop itself.
+    dropped: Vec<Counter>,
+    /// Frames dropped per reason since the transport last logged a summary of them.
+    dropped_unlogged: Vec<AtomicU64>,
 }
 
 /// One node's metrics. Cheap to clone; clones share the registry.
@@ -232,12 +239,26 @@ impl NodeMetrics {
             let unit = name.ends_with("_seconds").then_some(Unit::Seconds);
             recorder.describe_gauge(KeyName::from(*name), unit, (*help).into());
         }
+        let dropped = DropReason::ALL
+            .iter()
+            .map(|reason| {
+                recorder.register_counter(
+                    &Self::key(
+                        "conclave_frames_dropped_total",
+                        &[("reason", reason.label().to_owned())],
+                    ),
+                    &METADATA,
+                )
+            })
+            .collect();
         let metrics = Self {
             inner: Arc::new(Inner {
                 recorder,
                 handle,
                 leaderless: Mutex::new(Leaderless::default()),
                 phase: Mutex::new(Role::Follower.label()),
+                dropped,
+                dropped_unlogged: DropReason::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
             }),
         };
         metrics.preregister();
@@ -521,13 +542,30 @@ impl NodeMetrics {
         .increment(1);
     }
 
-    /// `conclave_frames_dropped_total{reason}`.
+    /// `conclave_frames_dropped_total{reason}`, and the tally of the next drop summary.
     pub fn frame_dropped(&self, reason: DropReason) {
-        self.counter(
-            "conclave_frames_dropped_total",
-            &[("reason", reason.label().to_owned())],
-        )
-        .increment(1);
+        let Some(index) = DropReason::ALL.iter().position(|known| *known == reason) else {
+            return;
+        };
+        if let Some(counter) = self.inner.dropped.get(index) {
+            counter.increment(1);
+        }
+        if let Some(tally) = self.inner.dropped_unlogged.get(index) {
+            tally.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Frames dropped by reason since the last call (reasons with none left out), and the
+    /// tally starts again: what one summary line in the log says (TR-2).
+    pub fn take_dropped_tally(&self) -> Vec<(DropReason, u64)> {
+        DropReason::ALL
+            .iter()
+            .zip(&self.inner.dropped_unlogged)
+            .filter_map(|(reason, tally)| {
+                let count = tally.swap(0, Ordering::Relaxed);
+                (count > 0).then_some((*reason, count))
+            })
+            .collect()
     }
 
     // ---------------------------------------------------------------------------------------

@@ -20,7 +20,6 @@ use conclave_config::{DonglePort, EspNowLinkConfig, InitialState, NodeConfig};
 use conclave_core::election::{Command, CommandOutcome, Election, ElectionError, ElectionStatus};
 use conclave_core::{Admission, AdmissionConfig, Membership, PeerInfo, SeededRng};
 use conclave_protocol::{ClusterId, FrameCodec, PeerId};
-use tokio::net::UdpSocket;
 use tracing::{info, warn};
 
 use crate::callbacks::{CallbackActor, ReplaceHooks, SettleHooks};
@@ -34,7 +33,8 @@ use crate::membership::{GetPeers, MembershipActor, MembershipOutputs, SayGoodbye
 use crate::memory::MemoryHub;
 use crate::metrics::NodeMetrics;
 use crate::transport::{
-    ConnectReceivers, DongleReport, Drain, EspNowLink, GetDongle, GetRoutes, Links, TransportActor,
+    ConnectReceivers, DongleReport, Drain, EspNowLink, GetDongle, GetRoutes, GetUnanswered, Links,
+    TransportActor,
 };
 use crate::wal::{
     CloseWal, HistoryRecord, InlineWalActor, Persist, WalActor, WalError, WalFile, WalOptions,
@@ -194,9 +194,8 @@ impl NodeBuilder {
 
         let mut links = Links::default();
         if let Some(udp) = &config.udp {
-            let socket = UdpSocket::bind(udp.listen)
-                .await
-                .map_err(|source| NodeError::Bind {
+            let socket =
+                crate::transport::bind_udp(udp.listen).map_err(|source| NodeError::Bind {
                     what: "link.udp.listen",
                     addr: udp.listen,
                     source,
@@ -656,6 +655,18 @@ impl NodeHandle {
         self.inner
             .transport
             .send(GetRoutes)
+            .await
+            .map_err(|_| NodeError::Stopped)
+    }
+
+    /// Configured peer addresses nothing has come from since the node started, and for how
+    /// long.
+    pub async fn unanswered(
+        &self,
+    ) -> Result<Vec<(conclave_core::LinkAddr, std::time::Duration)>, NodeError> {
+        self.inner
+            .transport
+            .send(GetUnanswered)
             .await
             .map_err(|_| NodeError::Stopped)
     }

@@ -22,10 +22,18 @@
 //! (`queue_full`): nothing between a socket and the core queues without bound (TR-2). The
 //! memory hub's slot queues are bounded the same way.
 //!
+//! On UDP each configured peer address (`link.udp.peers`) also has a socket of its own, on the
+//! node's port and connected to that address, whose frames go to a third queue that the actor
+//! takes first (up to 32 in a row while others wait): the kernel hands a
+//! connected socket its peer's datagrams only, so a flood from anywhere else fills neither the
+//! buffer nor the queue the members' frames wait in. Dropped frames are counted one by one and
+//! summed up in one log line every ten seconds, never logged one by one above debug.
+//!
 //! The actor then asks [`conclave_core::admission`] whether the frame may act on this node:
 //! after a restart a sender is challenged before any of its frames is admitted, replays are
 //! refused, and a frame from an address that does not own the sender's id on that link while
-//! the owner is live moves nothing (a `Hello` from it goes to membership to be refused). Every
+//! the owner is live moves nothing (a fresh `Hello` from it goes to membership to be refused,
+//! a paced few of them; a replayed one is a replay like any other). Every
 //! refusal is counted by reason in `conclave_frames_dropped_total{reason}` and the frame never
 //! reaches the rest of the node. The sender of garbage cannot crash or stall it: every failure
 //! is a value, and receiving never blocks on anything but the socket. Only admitted frames go on
@@ -62,6 +70,7 @@ use conclave_protocol::{
     Body, BodyKind, DropReason, ESPNOW_V1_MTU, Envelope, FrameCodec, PeerId, UDP_MTU,
 };
 use futures_util::Stream;
+use rustix::net::{AddressFamily, SocketFlags, SocketType};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
@@ -71,7 +80,7 @@ use tracing::{debug, error, warn};
 use crate::clock::NodeClock;
 use crate::memory::{MemoryFrame, MemoryHub};
 use crate::messages::{
-    Destination, ElectionArrived, FrameArrived, HelloContested, PeerSignalUpdate, PeerVerified,
+    Destination, ElectionArrived, FrameArrived, HelloContested, PeerAdmission, PeerSignalUpdate,
     Transmit,
 };
 use crate::metrics::NodeMetrics;
@@ -187,6 +196,17 @@ struct InboundSender {
 }
 
 impl InboundSender {
+    /// The sender for a configured peer's own socket: everything it reads goes to the members'
+    /// queue, in the order it came, whatever the body.
+    fn for_members(&self, members: &mpsc::Sender<Inbound>) -> Self {
+        Self {
+            codec: self.codec.clone(),
+            urgent: members.clone(),
+            other: members.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+
     /// Decodes and authenticates one received frame and queues it; what fails, or finds its
     /// queue full, is dropped and counted (TR-2).
     fn offer(&self, from: LinkAddress, bytes: &[u8], rssi: Option<i8>) {
@@ -216,26 +236,43 @@ impl InboundSender {
     }
 }
 
+/// How often dropped frames are summed up in the log. A dropped frame is logged one by one
+/// only at debug level: one line per frame would let whoever floods a node fill its disk.
+const DROP_SUMMARY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+/// Dropped frames in one [`DROP_SUMMARY_INTERVAL`] from which the summary is a warning: a few
+/// are routine (frames for another node while routes are learned, a peer's first frames
+/// before it answered the challenge); this many is a flood or a misconfiguration.
+const DROP_SUMMARY_WARN: u64 = 100;
+
 /// Urgent frames the actor takes in a row while other frames wait: election traffic goes first,
 /// but a flood of it (replayed heartbeats, say) cannot starve membership's pings and the
 /// handshake altogether.
 const URGENT_STREAK: u32 = 8;
 
-/// The receiving ends of the inbound queues, as one stream that yields an urgent frame
-/// whenever one is waiting, except that after [`URGENT_STREAK`] of them in a row a waiting
-/// other frame goes first.
+/// Frames from configured peers' own sockets the actor takes in a row while other frames
+/// wait: members go first, but even a member that floods cannot stop everyone else.
+const MEMBER_STREAK: u32 = 32;
+
+/// The receiving ends of the inbound queues, as one stream that yields a configured peer's
+/// frame whenever one is waiting (up to [`MEMBER_STREAK`] in a row while others wait), then an
+/// urgent frame, except that after [`URGENT_STREAK`] of them in a row a waiting other frame
+/// goes first.
 #[derive(Debug)]
 struct InboundQueues {
+    /// Frames read from the sockets connected to configured peers: a flood from any other
+    /// address never enters this queue.
+    members: mpsc::Receiver<Inbound>,
     urgent: mpsc::Receiver<Inbound>,
     other: mpsc::Receiver<Inbound>,
+    /// Members' frames yielded since the last frame of another queue.
+    member_streak: u32,
     /// Urgent frames yielded since the last other frame.
     streak: u32,
 }
 
-impl Stream for InboundQueues {
-    type Item = Inbound;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Inbound>> {
+impl InboundQueues {
+    /// The urgent and other queues, urgent first within its streak.
+    fn poll_shared(&mut self, cx: &mut TaskContext<'_>) -> Poll<Option<Inbound>> {
         if self.streak >= URGENT_STREAK {
             if let Poll::Ready(Some(inbound)) = self.other.poll_recv(cx) {
                 self.streak = 0;
@@ -259,8 +296,40 @@ impl Stream for InboundQueues {
     }
 }
 
-/// Both inbound queues: the readers' sending end and the actor's receiving end.
-fn inbound_queues(codec: FrameCodec, metrics: NodeMetrics) -> (InboundSender, InboundQueues) {
+impl Stream for InboundQueues {
+    type Item = Inbound;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Inbound>> {
+        if self.member_streak < MEMBER_STREAK {
+            if let Poll::Ready(Some(inbound)) = self.members.poll_recv(cx) {
+                self.member_streak += 1;
+                return Poll::Ready(Some(inbound));
+            }
+        }
+        match self.poll_shared(cx) {
+            Poll::Ready(next) => {
+                self.member_streak = 0;
+                Poll::Ready(next)
+            }
+            Poll::Pending => match self.members.poll_recv(cx) {
+                // Nobody else is waiting: the members' streak goes on.
+                Poll::Ready(Some(inbound)) => {
+                    self.member_streak = 1;
+                    Poll::Ready(Some(inbound))
+                }
+                _ => Poll::Pending,
+            },
+        }
+    }
+}
+
+/// The inbound queues: the readers' sending ends (the shared ones, and the members') and the
+/// actor's receiving end.
+fn inbound_queues(
+    codec: FrameCodec,
+    metrics: NodeMetrics,
+) -> (InboundSender, mpsc::Sender<Inbound>, InboundQueues) {
+    let (members_tx, members_rx) = mpsc::channel(INBOUND_QUEUE);
     let (urgent_tx, urgent_rx) = mpsc::channel(INBOUND_QUEUE);
     let (other_tx, other_rx) = mpsc::channel(INBOUND_QUEUE);
     (
@@ -270,12 +339,62 @@ fn inbound_queues(codec: FrameCodec, metrics: NodeMetrics) -> (InboundSender, In
             other: other_tx,
             metrics,
         },
+        members_tx,
         InboundQueues {
+            members: members_rx,
             urgent: urgent_rx,
             other: other_rx,
+            member_streak: 0,
             streak: 0,
         },
     )
+}
+
+/// Receive buffer asked for every UDP socket of the node. The kernel caps it at
+/// `net.core.rmem_max` (often 208 KiB; raise it for more): a burst of a few thousand frames
+/// waits there instead of being lost while the reader is busy.
+const UDP_RECV_BUFFER: usize = 4 << 20;
+
+/// A UDP socket bound at `local`, non-blocking, with the receive buffer raised; with
+/// `share_port`, other sockets of this process may bind the same address (`SO_REUSEPORT`),
+/// which is how each configured peer gets a socket of its own on the node's port.
+fn udp_socket(local: SocketAddr, share_port: bool) -> std::io::Result<std::net::UdpSocket> {
+    let family = if local.is_ipv4() {
+        AddressFamily::INET
+    } else {
+        AddressFamily::INET6
+    };
+    let socket = rustix::net::socket_with(family, SocketType::DGRAM, SocketFlags::CLOEXEC, None)?;
+    if share_port {
+        rustix::net::sockopt::set_socket_reuseport(&socket, true)?;
+    }
+    // Best effort: a smaller buffer than asked for is what the system allows.
+    if let Err(err) = rustix::net::sockopt::set_socket_recv_buffer_size(&socket, UDP_RECV_BUFFER) {
+        debug!(%err, "udp receive buffer not raised");
+    }
+    rustix::net::bind(&socket, &local)?;
+    let socket = std::net::UdpSocket::from(socket);
+    socket.set_nonblocking(true)?;
+    Ok(socket)
+}
+
+/// Binds the node's UDP socket (`link.udp.listen`). A port another process holds fails with
+/// "address in use" as with any plain bind: the port is tried without sharing first. The
+/// socket is then bound for sharing within this node, where [`TransportActor`] gives each
+/// configured peer a socket connected to it, on the same port: the kernel hands a
+/// connected socket only its peer's datagrams, so a flood from any other address, however
+/// large, never fills the buffer the members' frames wait in (TR-2).
+pub fn bind_udp(listen: SocketAddr) -> std::io::Result<UdpSocket> {
+    let local = std::net::UdpSocket::bind(listen)?.local_addr()?;
+    UdpSocket::from_std(udp_socket(local, true)?)
+}
+
+/// A socket on the node's port connected to the configured peer at `peer`: it receives that
+/// address's datagrams and nothing else.
+fn member_socket(local: SocketAddr, peer: SocketAddr) -> std::io::Result<UdpSocket> {
+    let socket = udp_socket(local, true)?;
+    socket.connect(peer)?;
+    UdpSocket::from_std(socket)
 }
 
 /// Something the dongle driver reported (from the driver's event channel to the actor).
@@ -291,8 +410,9 @@ pub struct ConnectReceivers {
     pub membership: Recipient<FrameArrived>,
     /// Accepted election messages.
     pub election: Recipient<ElectionArrived>,
-    /// Senders admission just verified (membership greets them).
-    pub verified: Recipient<PeerVerified>,
+    /// Senders admission just verified (membership greets them) or forgot (membership
+    /// forgets them too).
+    pub verified: Recipient<PeerAdmission>,
     /// `Hello`s admission found contested (membership refuses them, MEM-3).
     pub contested: Recipient<HelloContested>,
     /// Peers' smoothed radio signal strength, when it changed (the election, PRI-1).
@@ -303,6 +423,12 @@ pub struct ConnectReceivers {
 #[derive(Debug, Message)]
 #[rtype(result = "Vec<(PeerId, LinkAddr)>")]
 pub struct GetRoutes;
+
+/// Configured UDP peer addresses from which no frame has come since the node started, with
+/// how long they have been sent to, for the status answer.
+#[derive(Debug, Message)]
+#[rtype(result = "Vec<(LinkAddr, std::time::Duration)>")]
+pub struct GetUnanswered;
 
 /// The dongle's state, for the status answer.
 #[derive(Debug, Message)]
@@ -400,13 +526,19 @@ pub struct TransportActor {
     clock: NodeClock,
     /// The readers' end of the inbound queues; the dongle's reader is given a clone.
     inbound: InboundSender,
+    /// The members' queue, for the readers of sockets connected to configured peers.
+    members: mpsc::Sender<Inbound>,
     /// The actor's end, until it starts.
     inbound_queues: Option<InboundQueues>,
     links: Links,
     routes: BTreeMap<PeerId, LinkAddress>,
+    /// Configured UDP peer addresses a decoded, authenticated frame has come from.
+    answered: BTreeSet<SocketAddr>,
+    /// When the node started sending to the configured addresses.
+    started: conclave_core::Instant,
     membership: Option<Recipient<FrameArrived>>,
     election: Option<Recipient<ElectionArrived>>,
-    verified: Option<Recipient<PeerVerified>>,
+    verified: Option<Recipient<PeerAdmission>>,
     contested: Option<Recipient<HelloContested>>,
     metrics: NodeMetrics,
     readers: Vec<JoinHandle<()>>,
@@ -431,7 +563,7 @@ impl TransportActor {
         links: Links,
         metrics: NodeMetrics,
     ) -> Self {
-        let (inbound, inbound_queues) = inbound_queues(codec.clone(), metrics.clone());
+        let (inbound, members, inbound_queues) = inbound_queues(codec.clone(), metrics.clone());
         Self {
             span: tracing::info_span!("node", id = %node_id),
             node_id,
@@ -441,9 +573,12 @@ impl TransportActor {
             admission,
             clock,
             inbound,
+            members,
             inbound_queues: Some(inbound_queues),
+            started: clock.now(),
             links,
             routes: BTreeMap::new(),
+            answered: BTreeSet::new(),
             membership: None,
             election: None,
             verified: None,
@@ -627,6 +762,9 @@ impl TransportActor {
         } = inbound;
         let link = address.kind().label();
         let kind = envelope.body.kind().label();
+        if let LinkAddress::Udp(addr) = address {
+            self.note_answer(addr);
+        }
         let origin = address.to_link_addr();
         let header = FrameHeader {
             from: envelope.from,
@@ -718,7 +856,16 @@ impl TransportActor {
                         self.routes.insert(peer, address);
                     }
                     if let Some(verified) = &self.verified {
-                        verified.do_send(PeerVerified { peer, origin });
+                        verified.do_send(PeerAdmission::Verified { peer, origin });
+                    }
+                }
+                AdmissionAction::Forgotten { peer } => {
+                    debug!(%peer, "silent peer forgotten to make room for a new one");
+                    self.routes.remove(&peer);
+                    self.rssi.remove(&peer);
+                    self.signal_sent.remove(&peer);
+                    if let Some(verified) = &self.verified {
+                        verified.do_send(PeerAdmission::Forgotten { peer });
                     }
                 }
                 AdmissionAction::Notice(AdmissionNotice::IncarnationAhead {
@@ -754,6 +901,86 @@ impl TransportActor {
 }
 
 impl TransportActor {
+    /// A frame came from `addr`: if it is a configured peer address, it has answered.
+    fn note_answer(&mut self, addr: SocketAddr) {
+        if self.answered.contains(&addr) {
+            return;
+        }
+        if let Some((_, peers)) = &self.links.udp {
+            if peers.contains(&addr) {
+                self.answered.insert(addr);
+            }
+        }
+    }
+
+    /// Gives each configured UDP peer a socket of its own, connected to it on this node's
+    /// port, read into the members' queue (TR-2): what it sends waits neither behind a flood
+    /// in the kernel's buffer of the shared socket nor in the shared queues. Without them
+    /// (a system that refuses to share the port) the members' frames take the shared path.
+    fn start_member_readers(&mut self) {
+        let Some((socket, peers)) = &self.links.udp else {
+            return;
+        };
+        let Ok(local) = socket.local_addr() else {
+            return;
+        };
+        let inbound = self.inbound.for_members(&self.members);
+        for &peer in peers {
+            if peer == local || peer.is_ipv4() != local.is_ipv4() {
+                continue;
+            }
+            let member = match member_socket(local, peer) {
+                Ok(member) => member,
+                Err(err) => {
+                    warn!(
+                        %peer,
+                        %err,
+                        "no socket of its own for this link.udp.peers address; its frames \
+                         share the socket every other sender uses"
+                    );
+                    continue;
+                }
+            };
+            let inbound = inbound.clone();
+            self.readers.push(actix_rt::spawn(async move {
+                let mut buffer = vec![0u8; MAX_DATAGRAM];
+                loop {
+                    match member.recv(&mut buffer).await {
+                        Ok(len) => inbound.offer(LinkAddress::Udp(peer), &buffer[..len], None),
+                        // "Connection refused" while the peer is down: nothing to do here.
+                        Err(err) => debug!(%peer, %err, "udp receive failed"),
+                    }
+                }
+            }));
+        }
+    }
+
+    /// One log line for the frames dropped since the last one, by reason (TR-2): every one is
+    /// counted in `conclave_frames_dropped_total`, none is logged on its own above debug.
+    fn summarise_drops(&self) {
+        let tally = self.metrics.take_dropped_tally();
+        let total: u64 = tally.iter().map(|(_, count)| count).sum();
+        if total == 0 {
+            return;
+        }
+        let by_reason = tally
+            .iter()
+            .map(|(reason, count)| format!("{}={count}", reason.label()))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let window_s = DROP_SUMMARY_INTERVAL.as_secs();
+        if total >= DROP_SUMMARY_WARN {
+            warn!(
+                dropped = total,
+                %by_reason,
+                "received frames dropped in the last {window_s} s (flood, replays or a \
+                 misconfigured peer?); see conclave_frames_dropped_total"
+            );
+        } else {
+            debug!(dropped = total, %by_reason, "received frames dropped in the last {window_s} s");
+        }
+    }
+
     /// A frame came over the radio from `peer` at `mac`: add it to the dongle's peer table
     /// (for unicast) and smooth its signal strength (PRI-1).
     fn learn_radio_peer(&mut self, peer: PeerId, mac: Mac, rssi: Option<i8>) {
@@ -857,6 +1084,10 @@ impl Actor for TransportActor {
         if let Some(queues) = self.inbound_queues.take() {
             ctx.add_stream(queues);
         }
+        ctx.run_interval(DROP_SUMMARY_INTERVAL, |actor, _| {
+            let _span = actor.span.clone().entered();
+            actor.summarise_drops();
+        });
         let me = ctx.address();
         if let Some((socket, _)) = &self.links.udp {
             let socket = Arc::clone(socket);
@@ -874,6 +1105,7 @@ impl Actor for TransportActor {
                     }
                 }
             }));
+            self.start_member_readers();
         }
         if let Some((hub, slot)) = &self.links.memory {
             let mut frames = hub.attach(*slot);
@@ -1011,6 +1243,24 @@ impl Handler<ConnectReceivers> for TransportActor {
     }
 }
 
+impl Handler<GetUnanswered> for TransportActor {
+    type Result = MessageResult<GetUnanswered>;
+    fn handle(&mut self, _: GetUnanswered, _: &mut Self::Context) -> Self::Result {
+        let silent = self.clock.now().saturating_duration_since(self.started);
+        let Some((socket, peers)) = &self.links.udp else {
+            return MessageResult(Vec::new());
+        };
+        let local = socket.local_addr().ok();
+        MessageResult(
+            peers
+                .iter()
+                .filter(|addr| !self.answered.contains(addr) && Some(**addr) != local)
+                .map(|addr| (LinkAddress::Udp(*addr).to_link_addr(), silent))
+                .collect(),
+        )
+    }
+}
+
 impl Handler<GetRoutes> for TransportActor {
     type Result = MessageResult<GetRoutes>;
     fn handle(&mut self, _: GetRoutes, _: &mut Self::Context) -> Self::Result {
@@ -1068,7 +1318,7 @@ mod tests {
 
         let metrics = NodeMetrics::new();
         let codec = FrameCodec::new(ClusterId::new("test").unwrap(), None);
-        let (sender, mut queues) = inbound_queues(codec.clone(), metrics.clone());
+        let (sender, _members, mut queues) = inbound_queues(codec.clone(), metrics.clone());
         let peer = PeerId::new("gw-b").unwrap();
         let frame = |seq: u64, body: Body| {
             codec
@@ -1119,6 +1369,98 @@ mod tests {
             expected.push(false);
         }
         expected.extend(std::iter::repeat_n(true, INBOUND_QUEUE - 3 * streak));
+        assert_eq!(order, expected);
+    }
+
+    /// TR-2: a socket connected to a configured peer on the node's port receives that peer's
+    /// datagrams and only those; any other sender's go to the node's shared socket. A flood
+    /// from elsewhere therefore cannot fill the buffer a member's frames wait in.
+    #[tokio::test]
+    async fn tr2_a_configured_peer_has_a_socket_of_its_own() {
+        let shared = bind_udp("127.0.0.1:0".parse().unwrap()).unwrap();
+        let local = shared.local_addr().unwrap();
+        let peer = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let stranger = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let member = member_socket(local, peer.local_addr().unwrap()).unwrap();
+        // A plain bind of the same port still fails: another process cannot share it.
+        assert!(std::net::UdpSocket::bind(local).is_err());
+
+        for n in 0..100u8 {
+            stranger.send_to(&[b's', n], local).await.unwrap();
+        }
+        peer.send_to(b"member", local).await.unwrap();
+        let deadline = std::time::Duration::from_secs(10);
+        let mut buffer = [0u8; 64];
+        let len = tokio::time::timeout(deadline, member.recv(&mut buffer))
+            .await
+            .expect("the member's datagram reaches its socket")
+            .unwrap();
+        assert_eq!(&buffer[..len], b"member");
+        for n in 0..100u8 {
+            let (len, from) = tokio::time::timeout(deadline, shared.recv_from(&mut buffer))
+                .await
+                .expect("the stranger's datagrams reach the shared socket")
+                .unwrap();
+            assert_eq!(
+                (&buffer[..len], from),
+                (&[b's', n][..], stranger.local_addr().unwrap())
+            );
+        }
+        assert!(
+            member.try_recv(&mut buffer).is_err(),
+            "nothing else on the member's socket"
+        );
+    }
+
+    /// TR-2: with the shared queues full of a flood, a member's frames still come first, in
+    /// the order they were read; after `MEMBER_STREAK` of them in a row a waiting frame of the
+    /// shared queues goes, so that even a member cannot stop everyone else.
+    #[tokio::test]
+    async fn tr2_members_frames_go_before_a_flood() {
+        use conclave_protocol::{ClusterId, Hello, Ping};
+        use futures_util::StreamExt;
+
+        let metrics = NodeMetrics::new();
+        let codec = FrameCodec::new(ClusterId::new("test").unwrap(), None);
+        let (sender, members, mut queues) = inbound_queues(codec.clone(), metrics.clone());
+        let member_sender = sender.for_members(&members);
+        let frame = |from: &str, seq: u64, body: Body| {
+            let from = PeerId::new(from).unwrap();
+            codec
+                .encode(
+                    &Envelope::new(codec.cluster(), from, 1, seq, None, body),
+                    UDP_MTU,
+                )
+                .unwrap()
+        };
+        let stranger = LinkAddress::Memory(9);
+        for seq in 0..(2 * INBOUND_QUEUE as u64) {
+            sender.offer(stranger, &frame("gw-x", seq, Hello {}.into()), None);
+        }
+        assert_eq!(
+            metrics.value("conclave_frames_dropped_total", &[("reason", "queue_full")]),
+            Some(INBOUND_QUEUE as f64)
+        );
+        let member = LinkAddress::Memory(2);
+        let count = u64::from(MEMBER_STREAK) + 5;
+        for seq in 0..count {
+            member_sender.offer(
+                member,
+                &frame("gw-b", seq, Ping { timestamp_ms: seq }.into()),
+                None,
+            );
+        }
+        let mut order = Vec::new();
+        for _ in 0..(count + 2) {
+            let inbound = queues.next().await.unwrap();
+            order.push((inbound.from, inbound.envelope.seq));
+        }
+        let mut expected: Vec<(LinkAddress, u64)> = (0..u64::from(MEMBER_STREAK))
+            .map(|seq| (member, seq))
+            .collect();
+        expected.push((stranger, 0));
+        expected.extend((u64::from(MEMBER_STREAK)..count).map(|seq| (member, seq)));
+        expected.push((stranger, 1));
         assert_eq!(order, expected);
     }
 }

@@ -50,6 +50,17 @@ pub struct PeerAnswer {
     pub address: String,
 }
 
+/// A configured peer address (`link.udp.peers`) from which no frame has come since this node
+/// started (`/v1/status`, `/v1/peers`): a wrong port or host, a peer that is down, or one
+/// with another cluster id or key, whose frames are dropped before they count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnansweredAnswer {
+    /// The address (`udp:10.0.0.3:7946`).
+    pub address: String,
+    /// Milliseconds since this node started sending to it.
+    pub silent_ms: u64,
+}
+
 /// The ESP-NOW dongle (`/v1/status`, when the node has that link).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -137,6 +148,9 @@ pub struct StatusAnswer {
     pub authenticated: bool,
     /// The peer table.
     pub peers: Vec<PeerAnswer>,
+    /// Configured peer addresses nothing has come from since this node started.
+    #[serde(default)]
+    pub unanswered: Vec<UnansweredAnswer>,
     /// The ESP-NOW dongle, when the node has that link.
     pub dongle: Option<DongleAnswer>,
     /// `cluster.voters` (this node alone when empty).
@@ -221,6 +235,9 @@ pub struct StaticAnswer {
 pub struct PeersAnswer {
     /// The peer table.
     pub peers: Vec<PeerAnswer>,
+    /// Configured peer addresses nothing has come from since this node started.
+    #[serde(default)]
+    pub unanswered: Vec<UnansweredAnswer>,
     /// The fencing token.
     #[serde(flatten)]
     pub fencing: Fencing,
@@ -484,6 +501,7 @@ mod tests {
     fn fencing_is_flattened_into_answers() {
         let answer = PeersAnswer {
             peers: Vec::new(),
+            unanswered: Vec::new(),
             fencing: Fencing {
                 term: 7,
                 leader: Some("gw-b".to_owned()),
@@ -493,7 +511,7 @@ mod tests {
         let json = serde_json::to_value(&answer).unwrap_or_default();
         assert_eq!(
             json,
-            serde_json::json!({"peers": [], "term": 7, "leader": "gw-b", "fencing_token": "7:gw-b"})
+            serde_json::json!({"peers": [], "unanswered": [], "term": 7, "leader": "gw-b", "fencing_token": "7:gw-b"})
         );
         let back: PeersAnswer = serde_json::from_value(json).unwrap_or_else(|err| panic!("{err}"));
         assert_eq!(back, answer);

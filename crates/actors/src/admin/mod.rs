@@ -92,7 +92,7 @@ use tracing::{info, warn};
 use self::api::{
     AutoElectionRequest, CommandAnswer, DEADLINE_HEADER, DongleAnswer, ErrorAnswer, Fencing,
     GossipAnswer, HealthAnswer, HistoryAnswer, HistoryEntry, Outcome, PeerAnswer, PeersAnswer,
-    PriorityAnswer, ReadyAnswer, SetLeaderRequest, StaticAnswer, StatusAnswer,
+    PriorityAnswer, ReadyAnswer, SetLeaderRequest, StaticAnswer, StatusAnswer, UnansweredAnswer,
 };
 pub use self::limits::{
     AdminBounds, LISTEN_BACKLOG, METRICS_MAX_CONNECTIONS, OVERFLOW_CONNECTIONS, OpenFilesLimit,
@@ -467,6 +467,19 @@ fn peer_answer(peer: &PeerInfo, now: conclave_core::Instant) -> PeerAnswer {
     }
 }
 
+/// Configured peer addresses that never answered, as the status and peers answers list them.
+fn unanswered_answers(
+    unanswered: &[(conclave_core::LinkAddr, std::time::Duration)],
+) -> Vec<UnansweredAnswer> {
+    unanswered
+        .iter()
+        .map(|(address, silent)| UnansweredAnswer {
+            address: address.as_str().to_owned(),
+            silent_ms: u64::try_from(silent.as_millis()).unwrap_or(u64::MAX),
+        })
+        .collect()
+}
+
 /// What only a mode with a quorum reports: the quorum rule (`none` without one), the votes
 /// a quorum needs and the nodes that count now (0 without one), and this node's vote.
 fn quorum_of(election: &ElectionStatus) -> (&'static str, usize, usize, Option<PeerId>) {
@@ -561,6 +574,7 @@ fn status_answer(
         incarnation: status.incarnation,
         authenticated: status.authenticated,
         peers: status.peers.iter().map(|p| peer_answer(p, now)).collect(),
+        unanswered: Vec::new(),
         dongle: status.dongle.as_ref().map(dongle_answer),
         voters: status.voters.iter().map(ToString::to_string).collect(),
         reachable_voters,
@@ -689,27 +703,31 @@ async fn status(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
     if let Some(refusal) = state.refuse(&request, Access::Read) {
         return refusal;
     }
-    match state.node.status().await {
-        Ok(status) => HttpResponse::Ok().json(status_answer(
-            &status,
-            state.node.now(),
-            &state.options.peer_urls,
-        )),
-        Err(err) => unavailable(&err),
-    }
+    let (status, unanswered) = match (state.node.status().await, state.node.unanswered().await) {
+        (Ok(status), Ok(unanswered)) => (status, unanswered),
+        (Err(err), _) | (_, Err(err)) => return unavailable(&err),
+    };
+    let mut answer = status_answer(&status, state.node.now(), &state.options.peer_urls);
+    answer.unanswered = unanswered_answers(&unanswered);
+    HttpResponse::Ok().json(answer)
 }
 
 async fn peers(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
     if let Some(refusal) = state.refuse(&request, Access::Read) {
         return refusal;
     }
-    let (peers, election) = match (state.node.peers().await, state.node.election_status().await) {
-        (Ok(peers), Ok(election)) => (peers, election),
-        (Err(err), _) | (_, Err(err)) => return unavailable(&err),
+    let (peers, election, unanswered) = match (
+        state.node.peers().await,
+        state.node.election_status().await,
+        state.node.unanswered().await,
+    ) {
+        (Ok(peers), Ok(election), Ok(unanswered)) => (peers, election, unanswered),
+        (Err(err), _, _) | (_, Err(err), _) | (_, _, Err(err)) => return unavailable(&err),
     };
     let now = state.node.now();
     HttpResponse::Ok().json(PeersAnswer {
         peers: peers.iter().map(|p| peer_answer(p, now)).collect(),
+        unanswered: unanswered_answers(&unanswered),
         fencing: fencing(&election),
     })
 }

@@ -7,8 +7,9 @@
 //!   sender: replay windows are not persisted, so a frame captured before the start could
 //!   otherwise be played back. An authenticated frame from a sender not yet verified is dropped
 //!   (`unverified`) and answered with a [`Challenge`] to the address it came from, at most once
-//!   per [`AdmissionConfig::challenge_interval`] per sender and address. The sender answers with
-//!   a [`ChallengeAck`] carrying the nonce. Only this node issues challenges (its frames are
+//!   per [`AdmissionConfig::challenge_interval`] per sender and address, and at most
+//!   [`CHALLENGES_PER_ORIGIN`] times per interval to one address whatever ids its frames claim.
+//!   The sender answers with a [`ChallengeAck`] carrying the nonce. Only this node issues challenges (its frames are
 //!   tagged) and the nonce is new since its start, so the answer was made after the start; the
 //!   sender's replay window starts at the answer's `(incarnation, seq)` with everything before
 //!   it counted as seen. A [`Challenge`] is always answered, verified sender or not, so two nodes
@@ -20,11 +21,20 @@
 //!   [`LinkAddr`] before its `:`), for as long as frames keep coming from it: until
 //!   [`AdmissionConfig::owner_timeout`] passes without one, or the sender says `Goodbye`. A frame
 //!   from another address on that link meanwhile moves nothing — not the replay window, not the
-//!   route: a `Hello` is handed to membership as [`Verdict::Contested`] so that MEM-3 refuses it
-//!   through a reply to its origin, anything else is dropped (`duplicate_id`). One node may be
-//!   heard over several links at once, at one address on each;
+//!   route. A `Hello` that is new neither to the sender's window nor to the address it comes
+//!   from (whose own sequence must have moved on) is a replay (`replay`), checked before
+//!   anything else about it, so a captured `Hello` played back at full speed costs a counter
+//!   each and is answered once at most; any other is handed to membership as
+//!   [`Verdict::Contested`] so that MEM-3 refuses it through a reply to its origin, at most
+//!   [`CONTESTED_PER_INTERVAL`] times per [`AdmissionConfig::challenge_interval`] per id and
+//!   address (about the pace at which an address that proved nothing is challenged), and
+//!   dropped (`duplicate_id`) past that;
+//!   anything else is dropped (`duplicate_id`). One node may be heard over several links at
+//!   once, at one address on each;
 //! - **bounds** (PROTO-5): at most [`AdmissionConfig::max_peers`] verified senders besides the
-//!   configured voters, which always have room (`peer_limit` past it), and at most
+//!   configured voters, which always have room (`peer_limit` past it; when every place is
+//!   taken, the sender silent longest gives its place to a newcomer once silent for
+//!   [`AdmissionConfig::forget_after`], and is [`AdmissionAction::Forgotten`]), and at most
 //!   [`MAX_PENDING`] senders being challenged at once (the least recently heard is forgotten);
 //! - **incarnations from the future** (PROTO-5): an incarnation more than
 //!   [`AdmissionConfig::max_incarnation_ahead`] seconds ahead of this node's clock is refused
@@ -43,6 +53,7 @@
 //!                                                   ▼                 Ignore / Drop(reason)
 //!                                            poll_action() ──► Reply (Challenge, ChallengeAck)
 //!                                                              Verified (greet, learn the route)
+//!                                                              Forgotten (forget it, its route)
 //!                                                              Notice (log it)
 //! ```
 //!
@@ -75,6 +86,18 @@ pub const MAX_CHALLENGED_ORIGINS: usize = 4;
 /// disagree; a day covers both. A forged incarnation (it needs the key) locks its sender out
 /// for at most that long.
 pub const DEFAULT_MAX_INCARNATION_AHEAD: u64 = 86_400;
+/// Contested `Hello`s from one id and address that go to membership (to be refused) per
+/// [`AdmissionConfig::challenge_interval`]: a few, so that the refusal of a real duplicate is
+/// not held back by the jitter between its announcements.
+pub const CONTESTED_PER_INTERVAL: u32 = 3;
+/// Challenges sent to one address per [`AdmissionConfig::challenge_interval`], whatever ids
+/// its frames claim: a node has one id, and a few cover nodes that restarted behind one
+/// address (a relay, a NAT).
+pub const CHALLENGES_PER_ORIGIN: u32 = 4;
+/// Default [`AdmissionConfig::forget_after`]: a minute, far past the few seconds after which
+/// membership calls a silent peer disconnected, so that a peer behind a short partition keeps
+/// its place.
+pub const DEFAULT_FORGET_AFTER: Duration = Duration::from_secs(60);
 /// Default [`AdmissionConfig::challenge_interval`].
 pub const DEFAULT_CHALLENGE_INTERVAL: Duration = Duration::from_millis(100);
 /// Shortest time between two notices of one kind, so a flood does not flood the log.
@@ -99,6 +122,9 @@ pub struct AdmissionConfig {
     pub challenge_interval: Duration,
     /// How many seconds an incarnation may be ahead of this node's clock.
     pub max_incarnation_ahead: u64,
+    /// How long a verified sender that is not a configured voter keeps its place among the
+    /// `max_peers` once silent, when a newcomer needs the place.
+    pub forget_after: Duration,
 }
 
 impl AdmissionConfig {
@@ -113,6 +139,7 @@ impl AdmissionConfig {
             owner_timeout: Self::owner_timeout_for(&MembershipConfig::default()),
             challenge_interval: DEFAULT_CHALLENGE_INTERVAL,
             max_incarnation_ahead: DEFAULT_MAX_INCARNATION_AHEAD,
+            forget_after: DEFAULT_FORGET_AFTER,
         }
     }
 
@@ -202,6 +229,13 @@ pub enum AdmissionAction {
         /// Where it answered from; it owns the id on that link.
         origin: LinkAddr,
     },
+    /// `peer`, not a configured voter, was silent for [`AdmissionConfig::forget_after`] and
+    /// its place was needed: it is no longer verified. Forget its route and its membership;
+    /// if it comes back it proves itself again.
+    Forgotten {
+        /// The sender forgotten.
+        peer: PeerId,
+    },
     /// Log it.
     Notice(AdmissionNotice),
 }
@@ -221,6 +255,60 @@ struct Verified {
     owners: Vec<Owner>,
 }
 
+impl Verified {
+    /// When any of its addresses was last heard.
+    fn last_heard(&self) -> Instant {
+        self.owners
+            .iter()
+            .map(|owner| owner.last_heard)
+            .max()
+            .unwrap_or(Instant::ZERO)
+    }
+}
+
+/// Answers of one kind to one key (an address, an id at an address) since `since`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Pace {
+    since: Instant,
+    count: u32,
+}
+
+/// Counts one more answer to `key` in its current window of `interval`, and says whether it
+/// may go: no more than `limit` per window. At most [`MAX_PENDING`] keys are kept; the one
+/// whose window started first is forgotten.
+fn within_pace<K: Ord + Clone>(
+    paces: &mut BTreeMap<K, Pace>,
+    key: K,
+    now: Instant,
+    interval: Duration,
+    limit: u32,
+) -> bool {
+    if !paces.contains_key(&key) && paces.len() >= MAX_PENDING {
+        let oldest = paces
+            .iter()
+            .min_by_key(|(_, pace)| pace.since)
+            .map(|(key, _)| key.clone());
+        if let Some(oldest) = oldest {
+            paces.remove(&oldest);
+        }
+    }
+    let pace = paces.entry(key).or_insert(Pace {
+        since: now,
+        count: 0,
+    });
+    if now - pace.since >= interval {
+        *pace = Pace {
+            since: now,
+            count: 0,
+        };
+    }
+    if pace.count >= limit {
+        return false;
+    }
+    pace.count += 1;
+    true
+}
+
 /// A sender being challenged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Pending {
@@ -238,6 +326,15 @@ pub struct Admission {
     verified: BTreeMap<PeerId, Verified>,
     pending: BTreeMap<PeerId, Pending>,
     actions: VecDeque<AdmissionAction>,
+    /// How many contested `Hello`s from each id and address went to membership lately, at
+    /// most [`MAX_PENDING`] of them (the oldest is forgotten).
+    refused: BTreeMap<(PeerId, LinkAddr), Pace>,
+    /// The newest `(incarnation, seq)` of a contested `Hello` from each id and address, at
+    /// most [`MAX_PENDING`] of them.
+    contender_last: BTreeMap<(PeerId, LinkAddr), (u64, u64)>,
+    /// How many challenges went to each address lately, whatever ids it claimed, at most
+    /// [`MAX_PENDING`] addresses (the oldest is forgotten).
+    challenged_origins: BTreeMap<LinkAddr, Pace>,
     /// When each kind of notice was last given (0: incarnation ahead, 1: peer limit).
     last_notice: [Option<Instant>; 2],
 }
@@ -251,6 +348,9 @@ impl Admission {
             verified: BTreeMap::new(),
             pending: BTreeMap::new(),
             actions: VecDeque::new(),
+            refused: BTreeMap::new(),
+            challenged_origins: BTreeMap::new(),
+            contender_last: BTreeMap::new(),
             last_notice: [None; 2],
         }
     }
@@ -300,11 +400,11 @@ impl Admission {
         if let Some(index) = owner {
             let owner = &sender.owners[index];
             if owner.addr != *origin && now - owner.last_heard <= owner_timeout {
-                return if matches!(body, Body::Hello(_)) {
-                    Verdict::Contested
-                } else {
-                    Verdict::Drop(DropReason::DuplicateId)
-                };
+                if !matches!(body, Body::Hello(_)) {
+                    return Verdict::Drop(DropReason::DuplicateId);
+                }
+                let fresh = sender.window.would_admit(header.incarnation, header.seq);
+                return self.contested(now, origin, header, fresh);
             }
         }
         if !sender.window.admit(header.incarnation, header.seq) {
@@ -380,7 +480,7 @@ impl Admission {
                 nonce: challenge.nonce,
             }),
         });
-        if !self.verified.contains_key(&header.from) && self.has_room_for(header.from) {
+        if !self.verified.contains_key(&header.from) && self.has_room_for(now, header.from) {
             self.challenge(now, origin, header.from);
         }
         Verdict::Consumed
@@ -409,7 +509,7 @@ impl Admission {
             // earlier and played back, or meant for an address it did not ask.
             return Verdict::Drop(DropReason::Unverified);
         }
-        if !self.has_room_for(header.from) {
+        if !self.has_room_for(now, header.from) {
             self.peer_limit(now, origin, header.from);
             return Verdict::Drop(DropReason::PeerLimit);
         }
@@ -433,7 +533,7 @@ impl Admission {
 
     /// A frame from a sender not verified since this node started.
     fn unverified(&mut self, now: Instant, origin: &LinkAddr, from: PeerId) -> Verdict {
-        if !self.has_room_for(from) {
+        if !self.has_room_for(now, from) {
             self.peer_limit(now, origin, from);
             return Verdict::Drop(DropReason::PeerLimit);
         }
@@ -463,13 +563,27 @@ impl Admission {
         });
         pending.last_heard = now;
         let interval = self.config.challenge_interval;
-        match pending.asked.iter().position(|(asked, _)| asked == origin) {
-            Some(index) => {
-                if now - pending.asked[index].1 < interval {
-                    return;
-                }
-                pending.asked[index].1 = now;
-            }
+        let position = pending.asked.iter().position(|(asked, _)| asked == origin);
+        if position.is_some_and(|index| now - pending.asked[index].1 < interval) {
+            return;
+        }
+        let nonce = pending.nonce;
+        // One address claiming ever new ids must not get a challenge per datagram: each is a
+        // datagram sent to an address that proved nothing (a reflector, without a key).
+        if !within_pace(
+            &mut self.challenged_origins,
+            origin.clone(),
+            now,
+            interval,
+            CHALLENGES_PER_ORIGIN,
+        ) {
+            return;
+        }
+        let Some(pending) = self.pending.get_mut(&from) else {
+            return;
+        };
+        match position {
+            Some(index) => pending.asked[index].1 = now,
             None => {
                 if pending.asked.len() >= MAX_CHALLENGED_ORIGINS {
                     // The address asked longest ago gives way.
@@ -484,7 +598,6 @@ impl Admission {
                 pending.asked.push((origin.clone(), now));
             }
         }
-        let nonce = pending.nonce;
         self.actions.push_back(AdmissionAction::Reply {
             to: from,
             origin: origin.clone(),
@@ -492,17 +605,83 @@ impl Admission {
         });
     }
 
-    /// Whether `peer` may be verified: a configured voter, or room among the others.
-    fn has_room_for(&self, peer: PeerId) -> bool {
+    /// A `Hello` from `origin` claiming the id of a sender live at another address (MEM-3).
+    ///
+    /// A replay is a replay wherever it comes from: one captured `Hello` played back at full
+    /// speed must cost a counter, not a refusal and a log line each. So the `Hello` is
+    /// dropped (`replay`) unless it is new either to the owner's window (`fresh_for_owner`) or
+    /// to this address, whose own frames must have moved on past the last one it sent: a second
+    /// node started with a copied configuration in the same second as the real one has the
+    /// same incarnation and lower sequence numbers, which the owner's window alone would take
+    /// for replays. What is left goes to membership to be refused at most
+    /// [`CONTESTED_PER_INTERVAL`] times per `challenge_interval` per id and address, and is
+    /// dropped (`duplicate_id`) past that: without a key anyone can make fresh frames, and each
+    /// refusal is a datagram sent to an address that proved nothing.
+    fn contested(
+        &mut self,
+        now: Instant,
+        origin: &LinkAddr,
+        header: &FrameHeader,
+        fresh_for_owner: bool,
+    ) -> Verdict {
+        let key = (header.from, origin.clone());
+        let stamp = (header.incarnation, header.seq);
+        let last = self.contender_last.get(&key).copied();
+        if !fresh_for_owner && last.is_some_and(|last| stamp <= last) {
+            return Verdict::Drop(DropReason::Replay);
+        }
+        if last.is_none() && self.contender_last.len() >= MAX_PENDING {
+            // Forget the contender heard of longest ago: at worst its next `Hello` is refused
+            // once more.
+            let stalest = self.contender_last.keys().next().cloned();
+            if let Some(stalest) = stalest {
+                self.contender_last.remove(&stalest);
+            }
+        }
+        self.contender_last
+            .insert(key.clone(), last.map_or(stamp, |last| last.max(stamp)));
+        let interval = self.config.challenge_interval;
+        if within_pace(
+            &mut self.refused,
+            key,
+            now,
+            interval,
+            CONTESTED_PER_INTERVAL,
+        ) {
+            Verdict::Contested
+        } else {
+            Verdict::Drop(DropReason::DuplicateId)
+        }
+    }
+
+    /// Whether `peer` may be verified: a configured voter, or room among the others. When
+    /// the others fill every place, the one silent longest goes if it has been silent for
+    /// [`AdmissionConfig::forget_after`]: without a key, answering a challenge is all it takes
+    /// to hold a place, so made-up ids must not hold them until a restart.
+    fn has_room_for(&mut self, now: Instant, peer: PeerId) -> bool {
         if self.config.reserved.contains(&peer) || self.verified.contains_key(&peer) {
             return true;
         }
-        let others = self
-            .verified
-            .keys()
-            .filter(|id| !self.config.reserved.contains(id))
-            .count();
-        others < self.config.max_peers
+        let others = || {
+            self.verified
+                .iter()
+                .filter(|(id, _)| !self.config.reserved.contains(id))
+        };
+        if others().count() < self.config.max_peers {
+            return true;
+        }
+        let stalest = others()
+            .map(|(id, sender)| (*id, sender.last_heard()))
+            .min_by_key(|(_, heard)| *heard);
+        match stalest {
+            Some((id, heard)) if now - heard >= self.config.forget_after => {
+                self.verified.remove(&id);
+                self.actions
+                    .push_back(AdmissionAction::Forgotten { peer: id });
+                true
+            }
+            _ => false,
+        }
     }
 
     fn peer_limit(&mut self, now: Instant, origin: &LinkAddr, peer: PeerId) {

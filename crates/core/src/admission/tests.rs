@@ -364,18 +364,30 @@ fn proto5_frames_captured_before_the_start_are_never_accepted() {
         ),
         Verdict::Consumed
     );
-    for origin in ["mem:9", "mem:2"] {
+    // Played back in order from another address, the Hellos look like a node whose own
+    // frames move on (a copy started in the same second): a few go to membership to be
+    // refused, the rest are dropped; played back again, every one is a replay. Anything else
+    // from an address that does not own the id is refused as the duplicate's (MEM-3); from the
+    // owner's address, everything is a replay.
+    for origin in ["mem:9", "mem:9", "mem:2"] {
+        let mut contested = 0;
         for (header, body) in &captured {
             let verdict = feed(&mut admission, ms(12), origin, *header, body);
-            // A Hello from an address that does not own the id goes to membership, which
-            // refuses it (MEM-3); it is acted on no further.
             let expected = match (origin, body) {
-                ("mem:9", Body::Hello(_)) => Verdict::Contested,
-                ("mem:9", _) => Verdict::Drop(DropReason::DuplicateId),
-                _ => Verdict::Drop(DropReason::Replay),
+                ("mem:9", Body::Hello(_)) if verdict == Verdict::Contested => {
+                    contested += 1;
+                    Verdict::Contested
+                }
+                ("mem:9", Body::Hello(_)) if contested > 0 => {
+                    Verdict::Drop(DropReason::DuplicateId)
+                }
+                ("mem:9", Body::Hello(_)) | ("mem:2", _) => Verdict::Drop(DropReason::Replay),
+                _ => Verdict::Drop(DropReason::DuplicateId),
             };
             assert_eq!(verdict, expected, "{header:?} from {origin}");
         }
+        assert!(contested <= CONTESTED_PER_INTERVAL, "{contested} refusals");
+        assert!(matches!(origin, "mem:9") || contested == 0);
     }
 }
 
@@ -460,7 +472,7 @@ fn proto5_two_restarted_nodes_verify_each_other() {
             match action {
                 AdmissionAction::Reply { to, body, .. } => wire.push((1 - sender, Some(to), body)),
                 AdmissionAction::Verified { peer, .. } => verified.push((names.1, peer)),
-                AdmissionAction::Notice(notice) => panic!("{notice:?}"),
+                other => panic!("{other:?}"),
             }
         }
     }
@@ -650,6 +662,52 @@ fn proto5_peer_table_is_bounded_and_voters_always_fit() {
     assert_eq!(verdict, Verdict::Drop(DropReason::Unverified));
 }
 
+/// PROTO-5, TR-2: one address claiming ever new ids gets at most `CHALLENGES_PER_ORIGIN`
+/// challenges per `challenge_interval`, not one per datagram; another address is challenged
+/// all the same, and the next interval brings more.
+#[test]
+fn proto5_challenges_to_one_address_are_paced_whatever_the_ids() {
+    let mut admission = machine(config());
+    let challenged = |actions: Vec<AdmissionAction>| -> Vec<PeerId> {
+        actions
+            .into_iter()
+            .filter_map(|action| match action {
+                AdmissionAction::Reply {
+                    to,
+                    body: Body::Challenge(_),
+                    ..
+                } => Some(to),
+                _ => None,
+            })
+            .collect()
+    };
+    for n in 0..100 {
+        let verdict = feed(
+            &mut admission,
+            ms(n),
+            "mem:9",
+            header(&format!("x{n}"), 5, 1),
+            &ping(),
+        );
+        assert_eq!(verdict, Verdict::Drop(DropReason::Unverified));
+    }
+    let first: Vec<PeerId> = (0..CHALLENGES_PER_ORIGIN)
+        .map(|n| id(&format!("x{n}")))
+        .collect();
+    assert_eq!(challenged(drain(&mut admission)), first);
+    feed(
+        &mut admission,
+        ms(99),
+        "mem:2",
+        header("gw-b", 5, 1),
+        &ping(),
+    );
+    assert_eq!(challenged(drain(&mut admission)), vec![id("gw-b")]);
+    let later = ms(0) + config().challenge_interval;
+    feed(&mut admission, later, "mem:9", header("x50", 5, 2), &ping());
+    assert_eq!(challenged(drain(&mut admission)), vec![id("x50")]);
+}
+
 /// PROTO-5: at most `MAX_PENDING` senders are challenged at once; the one heard least recently
 /// is forgotten first.
 #[test]
@@ -735,6 +793,215 @@ fn mem3_hello_from_another_address_is_contested() {
             &hello
         ),
         Verdict::Accept
+    );
+}
+
+/// MEM-3, PROTO-5, TR-2: a `Hello` the owner already sent, played back from another address
+/// while the owner is live, goes to membership (to be refused) once, the first time that
+/// address sends it; every copy after that, and every older frame, is a replay, dropped as
+/// such before membership hears of it: a flood of one captured `Hello` costs a counter each,
+/// not a refusal, a reply and a log line each.
+#[test]
+fn mem3_replayed_hello_from_another_address_is_answered_once_then_a_replay() {
+    let mut admission = with_b_verified();
+    let hello = Body::Hello(Hello {});
+    assert_eq!(
+        feed(
+            &mut admission,
+            ms(10),
+            "mem:2",
+            header("gw-b", 5, 101),
+            &hello
+        ),
+        Verdict::Accept
+    );
+    let mut verdicts = Vec::new();
+    for n in 0..1_000 {
+        // The captured frame, and older ones, at full speed.
+        for seq in [101, 100, 50] {
+            verdicts.push(feed(
+                &mut admission,
+                ms(11 + n),
+                "mem:9",
+                header("gw-b", 5, seq),
+                &hello,
+            ));
+        }
+    }
+    let mut expected = vec![Verdict::Drop(DropReason::Replay); verdicts.len()];
+    expected[0] = Verdict::Contested;
+    assert_eq!(verdicts, expected);
+    assert_eq!(drain(&mut admission), vec![]);
+    assert_eq!(
+        feed(
+            &mut admission,
+            ms(2_000),
+            "mem:2",
+            header("gw-b", 5, 102),
+            &ping()
+        ),
+        Verdict::Accept,
+        "the owner is untouched"
+    );
+}
+
+/// MEM-3: a copy of a node started in the same second has the same incarnation and lower
+/// sequence numbers than the real node, which the owner's window alone would take for
+/// replays; its own sequence moves on, so each of its `Hello`s goes to membership to be
+/// refused.
+#[test]
+fn mem3_copy_started_in_the_same_second_is_contested() {
+    let mut admission = with_b_verified();
+    let hello = Body::Hello(Hello {});
+    for seq in 1..=5 {
+        assert_eq!(
+            feed(
+                &mut admission,
+                ms(seq * 1_000),
+                "mem:9",
+                header("gw-b", 5, seq),
+                &hello
+            ),
+            Verdict::Contested,
+            "seq {seq}"
+        );
+        // The real node keeps the id.
+        assert_eq!(
+            feed(
+                &mut admission,
+                ms(seq * 1_000),
+                "mem:2",
+                header("gw-b", 5, 100 + seq),
+                &ping()
+            ),
+            Verdict::Accept
+        );
+    }
+}
+
+/// MEM-3, TR-2: fresh `Hello`s claiming a live id from another address (an impostor, or
+/// forgeries where no key is needed) go to membership to be refused at most
+/// `CONTESTED_PER_INTERVAL` times per `challenge_interval` per id and address; the rest are
+/// dropped as `duplicate_id`. Another address is paced on its own.
+#[test]
+fn mem3_contested_hellos_are_paced_per_address() {
+    let mut admission = with_b_verified();
+    let hello = Body::Hello(Hello {});
+    let interval = config().challenge_interval;
+    let burst = CONTESTED_PER_INTERVAL as usize;
+    let verdicts: Vec<Verdict> = (1..=10)
+        .map(|seq| {
+            feed(
+                &mut admission,
+                ms(10 + seq),
+                "mem:9",
+                header("gw-b", 9, seq),
+                &hello,
+            )
+        })
+        .collect();
+    let mut expected = vec![Verdict::Contested; burst];
+    expected.resize(10, Verdict::Drop(DropReason::DuplicateId));
+    assert_eq!(verdicts, expected);
+    assert_eq!(
+        feed(
+            &mut admission,
+            ms(30),
+            "mem:8",
+            header("gw-b", 9, 11),
+            &hello
+        ),
+        Verdict::Contested
+    );
+    let next = ms(11) + interval;
+    assert_eq!(
+        feed(&mut admission, next, "mem:9", header("gw-b", 9, 12), &hello),
+        Verdict::Contested
+    );
+    // The owner kept the id throughout.
+    assert_eq!(
+        feed(
+            &mut admission,
+            next,
+            "mem:2",
+            header("gw-b", 5, 101),
+            &ping()
+        ),
+        Verdict::Accept
+    );
+}
+
+/// PROTO-5: without a key, answering a challenge is all it takes to be verified, so places
+/// among `max_peers` must not be held for ever: once every place is taken, a newcomer takes
+/// the place of the sender silent longest if it was silent for `forget_after`, which is
+/// forgotten (and said so, for membership and the routes). A sender heard more recently keeps
+/// its place, and configured voters never count against the limit.
+#[test]
+fn proto5_silent_peers_give_their_place_to_newcomers() {
+    let forget_after = Duration::from_secs(60);
+    let mut admission = machine(AdmissionConfig {
+        max_peers: 2,
+        forget_after,
+        reserved: [id("gw-v")].into_iter().collect(),
+        ..config()
+    });
+    let mut rng = SeededRng::new(SEED);
+    let mut verify = |admission: &mut Admission, name: &str, at: Instant| {
+        let nonce = rng.next_u64();
+        feed(admission, at, "mem:2", header(name, 5, 1), &ping());
+        assert_eq!(
+            drain(admission),
+            vec![reply(name, "mem:2", challenge(nonce))]
+        );
+        feed(admission, at, "mem:2", to_me(name, 5, 2), &ack(nonce));
+        assert!(admission.is_verified(&id(name)), "{name}");
+        drain(admission);
+    };
+    verify(&mut admission, "x1", ms(0));
+    verify(&mut admission, "x2", ms(1_000));
+    verify(&mut admission, "gw-v", ms(1_000));
+    // x1 keeps talking until 10 s; x2 stays silent from 1 s on.
+    assert_eq!(
+        feed(
+            &mut admission,
+            ms(10_000),
+            "mem:2",
+            header("x1", 5, 3),
+            &ping()
+        ),
+        Verdict::Accept
+    );
+
+    // Full, and nobody silent for a minute yet.
+    let early = ms(1_000) + (forget_after - Duration::from_millis(1));
+    assert_eq!(
+        feed(&mut admission, early, "mem:3", header("x3", 5, 1), &ping()),
+        Verdict::Drop(DropReason::PeerLimit)
+    );
+    drain(&mut admission);
+
+    // A minute after x2's last frame, x3 takes its place; x1 and the voter stay.
+    let late = ms(1_000) + forget_after;
+    assert_eq!(
+        feed(&mut admission, late, "mem:3", header("x3", 5, 2), &ping()),
+        Verdict::Drop(DropReason::Unverified)
+    );
+    let actions = drain(&mut admission);
+    assert_eq!(actions[0], AdmissionAction::Forgotten { peer: id("x2") });
+    assert!(matches!(
+        &actions[1..],
+        [AdmissionAction::Reply {
+            body: Body::Challenge(_),
+            ..
+        }]
+    ));
+    assert!(!admission.is_verified(&id("x2")));
+    assert!(admission.is_verified(&id("x1")));
+    assert!(admission.is_verified(&id("gw-v")));
+    // x2 back: it proves itself again, and there is no room until someone else is silent.
+    assert_eq!(
+        feed(&mut admission, late, "mem:2", header("x2", 5, 9), &ping()),
+        Verdict::Drop(DropReason::Unverified)
     );
 }
 

@@ -14,6 +14,7 @@
 //!   frame received ──► handle_frame(now, from, origin, body) ─┐
 //!   sender verified ─► handle_verified(now, peer, origin)      │
 //!   contested Hello ─► handle_contested_hello(now, from, ..)   ├─► poll_action() ─► Send / Broadcast / Publish
+//!   sender forgotten ► handle_forgotten(now, peer)             │
 //!   timer fired    ──► handle_timeout(now)                    │   poll_timeout() ─► arm one timer
 //!   shutting down  ──► handle_shutdown(now)                  ─┘
 //! ```
@@ -47,6 +48,11 @@ pub use peer_table::{LinkAddr, MembershipError, PeerInfo, PeerStatus, PeerTable}
 /// Shortest timer period the machine accepts. A zero period would make `poll_timeout` return
 /// `now` forever and spin the driver, so shorter settings are raised to this.
 const MIN_INTERVAL: Duration = Duration::from_millis(1);
+
+/// Shortest time between two log lines about refused duplicate ids: each refusal is logged
+/// as a count in the next line, so an impostor (or a flood of forged `Hello`s) cannot fill
+/// the log.
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Timing of discovery and liveness (`[membership]` in the configuration).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,6 +192,10 @@ pub struct Membership {
     /// When the last `Hello` was broadcast.
     last_hello: Instant,
     voice: Voice,
+    /// Refusals of a duplicate id not yet logged, and when one was last logged: a stream of
+    /// contested `Hello`s is logged once per [`REFUSAL_LOG_INTERVAL`], with a count.
+    refusals_unlogged: u64,
+    last_refusal_log: Option<Instant>,
 }
 
 impl Membership {
@@ -207,6 +217,8 @@ impl Membership {
             next_tick: now + config.heartbeat_interval,
             last_hello: now,
             voice: Voice::Speaking,
+            refusals_unlogged: 0,
+            last_refusal_log: None,
         };
         membership.broadcast(Body::Hello(Hello {}));
         membership
@@ -254,7 +266,7 @@ impl Membership {
     /// while it is live (the transport's admission decided that; MEM-3): it is refused with
     /// `HelloAck{success: false, error_reason: "duplicate_peer_id"}` through a reply to
     /// `origin`. Nothing else changes: the frame is no proof of life for the id.
-    pub fn handle_contested_hello(&mut self, _now: Instant, from: PeerId, origin: &LinkAddr) {
+    pub fn handle_contested_hello(&mut self, now: Instant, from: PeerId, origin: &LinkAddr) {
         if !self.listens_to(from) {
             return;
         }
@@ -262,7 +274,7 @@ impl Membership {
             .peers
             .get(&from)
             .map_or_else(|| LinkAddr::new("unknown"), |peer| peer.addr.clone());
-        self.refuse(from, &live_addr, origin);
+        self.refuse(now, from, &live_addr, origin);
     }
 
     /// `peer` just proved to the transport that its frames are fresh, at `origin` (PROTO-5):
@@ -273,6 +285,13 @@ impl Membership {
         if self.listens_to(peer) {
             self.reply(peer, origin, Body::Hello(Hello {}));
         }
+    }
+
+    /// The transport's admission forgot `peer` (PROTO-5: it was silent long enough and its
+    /// place among the peers was needed): it leaves the table as if it had said `Goodbye`,
+    /// so the table stays bounded by admission's peer limit.
+    pub fn handle_forgotten(&mut self, _now: Instant, peer: PeerId) {
+        self.on_goodbye(peer);
     }
 
     /// Whether frames from `from` count: never our own echo, nothing once we have left.
@@ -376,7 +395,7 @@ impl Membership {
             }
             PeerStatus::Connected => {
                 let live_addr = known.addr.clone();
-                self.refuse(from, &live_addr, origin);
+                self.refuse(now, from, &live_addr, origin);
             }
             PeerStatus::Disconnected => {
                 // The id's holder went silent, so this is most likely the same node back,
@@ -389,13 +408,24 @@ impl Membership {
 
     /// MEM-3: refuses a `Hello` claiming `from`'s live id from `origin`, through a reply to
     /// `origin` so that it reaches the impostor and not the live holder.
-    fn refuse(&mut self, from: PeerId, live_addr: &LinkAddr, origin: &LinkAddr) {
-        tracing::warn!(
-            peer = %from,
-            live_addr = %live_addr,
-            claimed_from = %origin,
-            "refusing hello: the id is live at another address"
-        );
+    fn refuse(&mut self, now: Instant, from: PeerId, live_addr: &LinkAddr, origin: &LinkAddr) {
+        self.refusals_unlogged += 1;
+        if self
+            .last_refusal_log
+            .is_none_or(|at| now - at >= REFUSAL_LOG_INTERVAL)
+        {
+            tracing::warn!(
+                peer = %from,
+                live_addr = %live_addr,
+                claimed_from = %origin,
+                refused = self.refusals_unlogged,
+                "refusing hello: the id is live at another address (refused counts this one and \
+                 those since the last such line, logged at most every {} s)",
+                REFUSAL_LOG_INTERVAL.as_secs()
+            );
+            self.refusals_unlogged = 0;
+            self.last_refusal_log = Some(now);
+        }
         self.reply(
             from,
             origin,

@@ -1040,6 +1040,13 @@ impl Simulation {
                     membership.handle_verified(now, peer, &origin);
                 }
             }
+            AdmissionAction::Forgotten { peer } => {
+                let now = self.now;
+                self.nodes[index].routes.remove(&peer);
+                if let Some(membership) = self.nodes[index].membership.as_mut() {
+                    membership.handle_forgotten(now, peer);
+                }
+            }
             AdmissionAction::Notice(notice) => {
                 let id = self.nodes[index].id;
                 self.trace.record(self.now, id, || format!("{notice:?}"), 8);
