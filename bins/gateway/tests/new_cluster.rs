@@ -16,42 +16,15 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, SystemTime};
 
-use conclave_actors::wal::{RecordContent, WAL_FILE_NAME, WalRecord, inspect, read_records};
+use conclave_actors::wal::{RecordContent, WAL_FILE_NAME, WalRecord, inspect};
 
-use support::{BOUND, ProcessCluster};
+use support::{ProcessCluster, assert_one_vote_per_term, conclave, text, votes};
 
 const NODES: [&str; 3] = ["gw-a", "gw-b", "gw-c"];
 /// The one line a voter started without `conclave init` logs.
 const INIT_HINT: &str = "run `conclave init` once (or set cluster.initial_state = \"new\")";
-
-/// Every `(term, vote)` the WAL in `data_dir` records.
-fn votes(data_dir: &Path) -> Vec<(u64, String)> {
-    read_records(data_dir)
-        .unwrap()
-        .into_iter()
-        .filter_map(|record| match record {
-            WalRecord::HardState(state) => state.vote.map(|vote| (state.term, vote.to_string())),
-            _ => None,
-        })
-        .collect()
-}
-
-/// Panics if a term holds two different votes.
-fn assert_one_vote_per_term(id: &str, votes: &[(u64, String)]) {
-    let mut seen: BTreeMap<u64, &str> = BTreeMap::new();
-    for (term, vote) in votes {
-        let first = *seen.entry(*term).or_insert(vote);
-        assert_eq!(
-            first, vote,
-            "{id} voted for {first} and {vote} in term {term}"
-        );
-    }
-}
 
 /// Whether the WAL in `data_dir` starts the node from a genesis record.
 fn has_genesis(data_dir: &Path) -> bool {
@@ -66,30 +39,6 @@ fn has_genesis(data_dir: &Path) -> bool {
                 RecordContent::Record(WalRecord::Genesis { .. })
             )
         })
-}
-
-/// Runs `conclave ARGS` to its end (bounded) and returns what it printed and how it exited.
-fn conclave(args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_conclave"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = SystemTime::now() + BOUND;
-    while child.try_wait().unwrap().is_none() {
-        if SystemTime::now() > deadline {
-            let _ = child.kill();
-            panic!("conclave {args:?} did not exit within {BOUND:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// The README's example configuration of node `name` (`node-a` …).

@@ -16,69 +16,14 @@
 
 mod support;
 
-use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, SystemTime};
-
-use conclave_actors::wal::{
-    LOCK_FILE_NAME, RecordContent, WAL_FILE_NAME, WalRecord, inspect, read_records,
-};
+use conclave_actors::wal::{LOCK_FILE_NAME, RecordContent, WAL_FILE_NAME, WalRecord, inspect};
 use serde_json::Value;
 
-use support::{BOUND, ProcessCluster};
+use support::{ProcessCluster, assert_one_vote_per_term, conclave, text, votes};
 
 const NODES: [&str; 3] = ["gw-a", "gw-b", "gw-c"];
 const ABSTAINING_WARNING: &str =
     "grants no vote and does not campaign until it has heard every other voter";
-
-/// Every `(term, vote)` the WAL in `data_dir` records.
-fn votes(data_dir: &Path) -> Vec<(u64, String)> {
-    read_records(data_dir)
-        .unwrap()
-        .into_iter()
-        .filter_map(|record| match record {
-            WalRecord::HardState(state) => state.vote.map(|vote| (state.term, vote.to_string())),
-            _ => None,
-        })
-        .collect()
-}
-
-/// Panics if a term holds two different votes.
-fn assert_one_vote_per_term(id: &str, votes: &[(u64, String)]) {
-    let mut seen: BTreeMap<u64, &str> = BTreeMap::new();
-    for (term, vote) in votes {
-        let first = *seen.entry(*term).or_insert(vote);
-        assert_eq!(
-            first, vote,
-            "{id} voted for {first} and {vote} in term {term}"
-        );
-    }
-}
-
-/// Runs `conclave ARGS` to its end (bounded) and returns what it printed and how it exited.
-fn conclave(args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_conclave"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = SystemTime::now() + BOUND;
-    while child.try_wait().unwrap().is_none() {
-        if SystemTime::now() > deadline {
-            let _ = child.kill();
-            panic!("conclave {args:?} did not exit within {BOUND:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 /// WAL-2: kill -9 a follower, delete its WAL, and kill the leader too. The follower restarts
 /// with no term or vote: it logs the warning, reports that it abstains and waits for the

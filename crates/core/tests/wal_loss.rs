@@ -22,15 +22,12 @@ const DEFAULT_SEEDS: u64 = 2000;
 /// The control run stops at its first double vote; it must find one within this many seeds.
 const CONTROL_SEEDS: u64 = 300;
 
-/// WAL-2, RAFT-1, RAFT-5: a node that lost its WAL never grants a second vote in a term, one
-/// leader per term holds, and the cluster still converges on one leader once faults stop
-/// (every abstention ends once its node has heard the others).
-#[test]
-fn wal2_simulated_wal_loss_never_votes_twice() {
-    let seeds = seed_count(DEFAULT_SEEDS);
+/// Runs seeds `0..seeds` of `scenario`, panicking with the replay command of the first that
+/// fails; how many crashes lost a whole WAL.
+fn run_family(scenario: Scenario, seeds: u64) -> u64 {
     let (mut losses, mut steps) = (0, 0);
     for seed in 0..seeds {
-        match run_seed(Scenario::WalLoss, seed, false).result {
+        match run_seed(scenario, seed, false).result {
             Ok(report) => {
                 losses += report.wal_losses;
                 steps += report.steps;
@@ -40,9 +37,20 @@ fn wal2_simulated_wal_loss_never_votes_twice() {
     }
     let _ = writeln!(
         std::io::stderr(),
-        "simulated {seeds} seeds (wal-loss): {losses} crashes lost a whole WAL; every \
-         invariant held after each of {steps} steps"
+        "simulated {seeds} seeds ({}): {losses} crashes lost a whole WAL; every invariant \
+         held after each of {steps} steps",
+        scenario.name()
     );
+    losses
+}
+
+/// WAL-2, RAFT-1, RAFT-5: a node that lost its WAL never grants a second vote in a term, one
+/// leader per term holds, and the cluster still converges on one leader once faults stop
+/// (every abstention ends once its node has heard the others).
+#[test]
+fn wal2_simulated_wal_loss_never_votes_twice() {
+    let seeds = seed_count(DEFAULT_SEEDS);
+    let losses = run_family(Scenario::WalLoss, seeds);
     assert!(
         losses > seeds,
         "the scenario loses WALs: {losses} in {seeds} seeds"
@@ -77,21 +85,7 @@ const VOTER_DOWN_SEEDS: u64 = 1000;
 #[test]
 fn wal5_wal_loss_with_a_voter_down_never_votes_twice_and_converges() {
     let seeds = seed_count(VOTER_DOWN_SEEDS);
-    let (mut losses, mut steps) = (0, 0);
-    for seed in 0..seeds {
-        match run_seed(Scenario::WalLossVoterDown, seed, false).result {
-            Ok(report) => {
-                losses += report.wal_losses;
-                steps += report.steps;
-            }
-            Err(failure) => panic!("simulation seed failed: {failure}"),
-        }
-    }
-    let _ = writeln!(
-        std::io::stderr(),
-        "simulated {seeds} seeds (wal-loss-voter-down): {losses} crashes lost a whole WAL; \
-         every invariant held after each of {steps} steps"
-    );
+    let losses = run_family(Scenario::WalLossVoterDown, seeds);
     assert!(
         losses > seeds / 2,
         "the scenario loses WALs: {losses} in {seeds} seeds"

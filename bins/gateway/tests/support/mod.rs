@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, SystemTime};
 
+use conclave_actors::wal::{WalRecord, read_records};
 use serde_json::Value;
 
 /// Bound on every wait: generous against a loaded CI machine, far above what a failover
@@ -476,4 +477,53 @@ impl Drop for ProcessCluster {
             self.kill(&id);
         }
     }
+}
+
+/// Every `(term, vote)` the WAL in `data_dir` records.
+pub(crate) fn votes(data_dir: &Path) -> Vec<(u64, String)> {
+    read_records(data_dir)
+        .expect("read the WAL's records")
+        .into_iter()
+        .filter_map(|record| match record {
+            WalRecord::HardState(state) => state.vote.map(|vote| (state.term, vote.to_string())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Panics if a term holds two different votes.
+pub(crate) fn assert_one_vote_per_term(id: &str, votes: &[(u64, String)]) {
+    let mut seen: BTreeMap<u64, &str> = BTreeMap::new();
+    for (term, vote) in votes {
+        let first = *seen.entry(*term).or_insert(vote);
+        assert_eq!(
+            first, vote,
+            "{id} voted for {first} and {vote} in term {term}"
+        );
+    }
+}
+
+/// Runs `conclave ARGS` to its end (bounded) and returns what it printed and how it exited.
+pub(crate) fn conclave(args: &[&str]) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_conclave"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn conclave");
+    let deadline = SystemTime::now() + BOUND;
+    while child.try_wait().expect("poll conclave").is_none() {
+        if SystemTime::now() > deadline {
+            let _ = child.kill();
+            panic!("conclave {args:?} did not exit within {BOUND:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("conclave's output")
+}
+
+/// Bytes a process printed, as text.
+pub(crate) fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
 }
