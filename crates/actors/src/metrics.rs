@@ -359,10 +359,9 @@ impl NodeMetrics {
     }
 
     /// Folds the samples recorded into the histograms since the last render into their
-    /// summaries, as a scrape does. A node that nobody scrapes (`metrics.listen = ""`, a node
-    /// embedded in a program) calls it now and then and once stopped: the exporter keeps each
-    /// histogram's raw samples in blocks that only a render or this frees, and dropping the
-    /// registry does not.
+    /// summaries, as a scrape does. Every node runs it every 10 s and once stopped
+    /// (`node.rs`), scraped or not: the exporter keeps each histogram's raw samples in blocks
+    /// that only a render or this frees, and dropping the registry does not.
     pub fn run_upkeep(&self) {
         self.inner.handle.run_upkeep();
     }

@@ -369,8 +369,10 @@ impl NodeBuilder {
                 }
             }
         }
+        let upkeep = MetricsUpkeep::spawn(handle.metrics().clone());
         Ok(Node {
             handle,
+            upkeep,
             servers,
             admin_addr,
             metrics_addr,
@@ -463,6 +465,8 @@ struct HandleInner {
 /// A running node, with its HTTP servers.
 pub struct Node {
     handle: NodeHandle,
+    /// Folds the histograms' samples now and then, scraped or not.
+    upkeep: MetricsUpkeep,
     servers: Vec<actix_web::dev::ServerHandle>,
     admin_addr: Option<SocketAddr>,
     metrics_addr: Option<SocketAddr>,
@@ -539,6 +543,7 @@ impl Node {
         }
         self.handle.stop_actors();
         self.handle.close_wal().await;
+        self.upkeep.finish(self.handle.metrics());
     }
 
     /// Stops everything at once, without a goodbye: what a crash looks like to the peers. The
@@ -551,6 +556,41 @@ impl Node {
         let _ = self.handle.inner.election.send(StopActor).await;
         self.handle.stop_actors();
         self.handle.close_wal().await;
+        self.upkeep.finish(self.handle.metrics());
+    }
+}
+
+/// How often the histograms' samples are folded into their summaries when nobody scrapes the
+/// node: the exporter keeps each sample until a render or an upkeep, so an unscraped node
+/// would otherwise grow for as long as it runs.
+const METRICS_UPKEEP: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The task that runs [`NodeMetrics::run_upkeep`] every [`METRICS_UPKEEP`]; dropping it stops
+/// it.
+#[derive(Debug)]
+struct MetricsUpkeep(actix_rt::task::JoinHandle<()>);
+
+impl MetricsUpkeep {
+    fn spawn(metrics: NodeMetrics) -> Self {
+        Self(actix_rt::spawn(async move {
+            let mut every = actix_rt::time::interval(METRICS_UPKEEP);
+            loop {
+                every.tick().await;
+                metrics.run_upkeep();
+            }
+        }))
+    }
+
+    /// Stops the task and folds the last samples: dropping the registry does not free them.
+    fn finish(&self, metrics: &NodeMetrics) {
+        self.0.abort();
+        metrics.run_upkeep();
+    }
+}
+
+impl Drop for MetricsUpkeep {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

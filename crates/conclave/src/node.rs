@@ -23,10 +23,6 @@ use crate::block::block_on;
 use crate::error::{Error, Result};
 use crate::events::Subscription;
 
-/// How often the histograms' samples are folded into their summaries when nobody scrapes
-/// the node (see `NodeMetrics::run_upkeep`): their storage then stays small.
-const METRICS_UPKEEP: Duration = Duration::from_secs(10);
-
 /// The `subscriber` label of the lag counter for subscribers made through this API.
 const SUBSCRIBER_NAME: &str = "embedded";
 
@@ -355,25 +351,12 @@ fn run(
                 return;
             }
         };
-        let metrics = node.handle().metrics().clone();
-        let upkeep = actix_rt::spawn({
-            let metrics = metrics.clone();
-            async move {
-                let mut every = actix_rt::time::interval(METRICS_UPKEEP);
-                loop {
-                    every.tick().await;
-                    metrics.run_upkeep();
-                }
-            }
-        });
+        // The node folds its histograms' samples itself, now and then and when it stops.
         if ready.send(Ok(node.handle().clone())).is_ok() {
             // A sent request and a dropped sender both mean: stop now.
             let _ = stop_requested.await;
         }
         node.stop().await;
-        upkeep.abort();
-        // The last samples' storage is freed by this, not by dropping the registry.
-        metrics.run_upkeep();
     });
 }
 
