@@ -281,6 +281,29 @@ impl ProcessCluster {
     /// and fast timings laid over it through `CONCLAVE__...` environment variables, which
     /// also exercises the layering of docs/design.md §9. The file's `node.id` must be `id`.
     pub(crate) fn start_from_file(&mut self, id: &str, config: &Path) {
+        self.start_over_file(
+            id,
+            config,
+            &[
+                ("CONCLAVE__ELECTION__RAFT__HEARTBEAT_MS", "50"),
+                ("CONCLAVE__ELECTION__RAFT__ELECTION_TIMEOUT_MIN_MS", "250"),
+                ("CONCLAVE__ELECTION__RAFT__ELECTION_TIMEOUT_MAX_MS", "500"),
+                ("CONCLAVE__MEMBERSHIP__HEARTBEAT_MS", "50"),
+            ],
+        );
+    }
+
+    /// Starts node `id` from an example file of a mode other than raft (such as
+    /// `config/examples/three-priority/node-a.toml`) with this cluster's addresses and data
+    /// directory laid over it, like [`Self::start_from_file`], but with the file's own timings:
+    /// raft's settings would be refused in another mode's file.
+    pub(crate) fn start_from_example(&mut self, id: &str, config: &Path) {
+        self.start_over_file(id, config, &[]);
+    }
+
+    /// Starts node `id` from `config` with this cluster's addresses and data directory laid
+    /// over it, and `env` on top.
+    fn start_over_file(&mut self, id: &str, config: &Path, env: &[(&str, &str)]) {
         assert!(
             !self.children.contains_key(id),
             "node {id} is already running"
@@ -307,45 +330,7 @@ impl ProcessCluster {
             // The file's peer_urls name the README's cluster; these name this one's.
             .env("CONCLAVE__ADMIN__PEER_URLS", self.peer_urls())
             .env("CONCLAVE__METRICS__LISTEN", metrics)
-            .env("CONCLAVE__ELECTION__RAFT__HEARTBEAT_MS", "50")
-            .env("CONCLAVE__ELECTION__RAFT__ELECTION_TIMEOUT_MIN_MS", "250")
-            .env("CONCLAVE__ELECTION__RAFT__ELECTION_TIMEOUT_MAX_MS", "500")
-            .env("CONCLAVE__MEMBERSHIP__HEARTBEAT_MS", "50")
-            .spawn()
-            .expect("spawn conclave run");
-        self.children.insert(id.to_owned(), child);
-    }
-
-    /// Starts node `id` from an example file of a mode other than raft (such as
-    /// `config/examples/three-priority/node-a.toml`) with this cluster's addresses and data
-    /// directory laid over it, like [`Self::start_from_file`], but with the file's own timings:
-    /// raft's settings would be refused in another mode's file.
-    pub(crate) fn start_from_example(&mut self, id: &str, config: &Path) {
-        assert!(
-            !self.children.contains_key(id),
-            "node {id} is already running"
-        );
-        let peers: Vec<String> = self
-            .ids()
-            .iter()
-            .filter(|other| *other != id)
-            .map(|other| self.udp_addr(other))
-            .collect();
-        let metrics = self
-            .metrics_url(id)
-            .trim_start_matches("http://")
-            .trim_end_matches("/metrics")
-            .to_owned();
-        let child = self
-            .command(id)
-            .args(["run", "--config"])
-            .arg(config)
-            .env("CONCLAVE__NODE__DATA_DIR", self.data_dir(id))
-            .env("CONCLAVE__LINK__UDP__LISTEN", self.udp_addr(id))
-            .env("CONCLAVE__LINK__UDP__PEERS", peers.join(","))
-            .env("CONCLAVE__ADMIN__LISTEN", self.admin_addr(id))
-            .env("CONCLAVE__ADMIN__PEER_URLS", self.peer_urls())
-            .env("CONCLAVE__METRICS__LISTEN", metrics)
+            .envs(env.iter().copied())
             .spawn()
             .expect("spawn conclave run");
         self.children.insert(id.to_owned(), child);
