@@ -8,13 +8,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, SystemTime};
+mod demo_support;
 
-/// Bound on every wait: generous against a loaded machine.
-const BOUND: Duration = Duration::from_secs(30);
+use std::process::Command;
+
+use demo_support::Demo;
 
 #[test]
 fn unattended_demo_survives_the_leader_killed_halfway() {
@@ -74,95 +72,16 @@ fn unattended_demo_survives_the_leader_killed_halfway() {
     assert_ne!(verdict.trim(), killed, "{stdout}");
 }
 
-/// An interactive demo over pipes: its stdout read line by line on a thread.
-struct Interactive {
-    child: Child,
-    stdin: ChildStdin,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
-}
+/// An interactive demo over pipes, with a fixed seed.
+struct Interactive;
 
 impl Interactive {
-    fn start(nodes: &str) -> Self {
+    fn start(nodes: &str) -> Demo {
         Self::start_in(nodes, "raft")
     }
 
-    fn start_in(nodes: &str, mode: &str) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_conclave"))
-            .args(["demo", "--nodes", nodes, "--seed", "7", "--mode", mode])
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Self {
-            child,
-            stdin,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Waits (bounded) for a line `matches` accepts; returns it.
-    fn wait_line(&mut self, what: &str, matches: impl Fn(&str) -> bool) -> String {
-        let deadline = SystemTime::now() + BOUND;
-        loop {
-            let left = deadline
-                .duration_since(SystemTime::now())
-                .unwrap_or(Duration::ZERO);
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    self.seen.push(line.clone());
-                    if matches(&line) {
-                        return line;
-                    }
-                }
-                Err(_) => panic!("no {what} within {BOUND:?}:\n{}", self.seen.join("\n")),
-            }
-        }
-    }
-
-    fn send(&mut self, command: &str) {
-        writeln!(self.stdin, "{command}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    /// Waits (bounded) for the process to exit; its exit code.
-    fn wait_exit(&mut self) -> Option<i32> {
-        let deadline = SystemTime::now() + BOUND;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            if SystemTime::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "the demo did not exit within {BOUND:?}:\n{}",
-                    self.seen.join("\n")
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Interactive {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    fn start_in(nodes: &str, mode: &str) -> Demo {
+        Demo::start(None, &["--nodes", nodes, "--seed", "7", "--mode", mode])
     }
 }
 
@@ -207,7 +126,7 @@ fn interactive_commands_over_a_pipe() {
     demo.send("quit");
     demo.wait_line("the demo stopping", |l| l.contains("stopping the demo"));
     assert_eq!(demo.wait_exit(), Some(0));
-    let all = demo.seen.join("\n");
+    let all = demo.output();
     assert!(!all.contains('\x1b'), "escape codes over a pipe:\n{all}");
 }
 
@@ -298,9 +217,7 @@ fn ctrl_c_ends_the_interactive_demo_at_once() {
     demo.wait_line("a leader", |l| {
         l.contains(" leader node-") && l.contains("vote_won")
     });
-    let pid = demo.child.id().to_string();
-    let status = Command::new("kill").args(["-INT", &pid]).status().unwrap();
-    assert!(status.success());
+    demo.signal("INT");
     demo.wait_line("the demo stopping", |l| l.contains("stopping the demo"));
     assert_eq!(demo.wait_exit(), Some(0));
 }

@@ -7,117 +7,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
+mod demo_support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, SystemTime};
 
-/// Bound on every wait: generous against a loaded machine.
-const BOUND: Duration = Duration::from_secs(30);
-
-/// A demo started in a temporary directory of the test's own (`TMPDIR`), its stdout read line
-/// by line on a thread.
-struct Demo {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Demo {
-    fn start(tmp: &Path, args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_conclave"))
-            .arg("demo")
-            .args(args)
-            .env("TMPDIR", tmp)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Self {
-            child,
-            stdin,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Waits (bounded) for a line `matches` accepts; returns it.
-    fn wait_line(&mut self, what: &str, matches: impl Fn(&str) -> bool) -> String {
-        let deadline = SystemTime::now() + BOUND;
-        loop {
-            let left = deadline
-                .duration_since(SystemTime::now())
-                .unwrap_or(Duration::ZERO);
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    self.seen.push(line.clone());
-                    if matches(&line) {
-                        return line;
-                    }
-                }
-                Err(_) => panic!("no {what} within {BOUND:?}:\n{}", self.seen.join("\n")),
-            }
-        }
-    }
-
-    /// Sends `signal` (`TERM`, `HUP`) to the demo.
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([&format!("-{signal}"), &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    /// Waits (bounded) for the process to exit and for its last line; its exit code.
-    fn wait_exit(&mut self) -> Option<i32> {
-        let deadline = SystemTime::now() + BOUND;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                // The rest of what it printed.
-                while let Ok(line) = self.lines.recv_timeout(BOUND) {
-                    self.seen.push(line);
-                }
-                return status.code();
-            }
-            if SystemTime::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "the demo did not exit within {BOUND:?}:\n{}",
-                    self.seen.join("\n")
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn output(&self) -> String {
-        self.seen.join("\n")
-    }
-}
-
-impl Drop for Demo {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use demo_support::Demo;
 
 /// The log file a demo names on its `logs in PATH` line.
 fn log_file(line: &str) -> PathBuf {
@@ -145,8 +39,8 @@ fn left_in(tmp: &Path) -> Vec<String> {
 #[test]
 fn sigterm_and_end_of_input_stop_the_demo_and_remove_its_directory() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut terminated = Demo::start(tmp.path(), &["--nodes", "2", "--seed", "3"]);
-    let mut ended = Demo::start(tmp.path(), &["--nodes", "2", "--seed", "5"]);
+    let mut terminated = Demo::start(Some(tmp.path()), &["--nodes", "2", "--seed", "3"]);
+    let mut ended = Demo::start(Some(tmp.path()), &["--nodes", "2", "--seed", "5"]);
     let logs = [&mut terminated, &mut ended].map(|demo| {
         let line = demo.wait_line("the log file", |l| l.trim_start().starts_with("logs in "));
         log_file(&line)
@@ -199,7 +93,7 @@ fn sigterm_and_end_of_input_stop_the_demo_and_remove_its_directory() {
 #[test]
 fn sighup_stops_the_demo() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut demo = Demo::start(tmp.path(), &["--nodes", "2", "--seed", "9"]);
+    let mut demo = Demo::start(Some(tmp.path()), &["--nodes", "2", "--seed", "9"]);
     demo.wait_line("a leader", |l| {
         l.contains(" leader node-") && l.contains("vote_won")
     });
@@ -223,7 +117,7 @@ fn sighup_stops_the_demo() {
 fn sigterm_stops_the_unattended_demo_before_its_verdict() {
     let tmp = tempfile::tempdir().unwrap();
     let mut demo = Demo::start(
-        tmp.path(),
+        Some(tmp.path()),
         &["--nodes", "2", "--seed", "11", "--duration", "600"],
     );
     demo.wait_line("a leader", |l| {

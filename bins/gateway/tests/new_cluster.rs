@@ -190,13 +190,10 @@ fn wal5_wiped_voter_with_a_voter_down_never_votes_twice() {
     assert!(cluster.status(&leader).unwrap()["leader"].is_null());
 
     cluster.start(&down);
-    cluster.wait_for("all three agreeing, none abstaining", |c| {
-        let agreed = c.agreed_leader()?;
-        NODES
-            .iter()
-            .all(|id| c.status(id).is_some_and(|s| s["abstaining"] == false))
-            .then_some(agreed)
-    });
+    cluster.wait_for(
+        "all three agreeing, none abstaining",
+        ProcessCluster::agreed_leader_none_abstaining,
+    );
     for id in NODES {
         cluster.kill(id);
     }

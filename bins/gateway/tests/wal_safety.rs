@@ -72,13 +72,10 @@ fn wal2_node_whose_wal_was_deleted_abstains_and_never_votes_twice() {
     );
 
     cluster.start(&leader);
-    let (elected, term) = cluster.wait_for("all three agreeing, none abstaining", |c| {
-        let agreed = c.agreed_leader()?;
-        NODES
-            .iter()
-            .all(|id| c.status(id).is_some_and(|s| s["abstaining"] == false))
-            .then_some(agreed)
-    });
+    let (elected, term) = cluster.wait_for(
+        "all three agreeing, none abstaining",
+        ProcessCluster::agreed_leader_none_abstaining,
+    );
     cluster.kill(&elected);
     cluster.wait_for("a new leader of the two others", |c| {
         c.agreed_leader()
@@ -246,13 +243,10 @@ fn wal2_corrupt_wal_is_refused_then_repaired_knowingly() {
     assert_eq!(std::fs::read(backups[0].path()).unwrap(), bytes);
 
     cluster.start(&victim);
-    cluster.wait_for("all three agreeing, none abstaining", |c| {
-        let agreed = c.agreed_leader()?;
-        NODES
-            .iter()
-            .all(|id| c.status(id).is_some_and(|s| s["abstaining"] == false))
-            .then_some(agreed)
-    });
+    cluster.wait_for(
+        "all three agreeing, none abstaining",
+        ProcessCluster::agreed_leader_none_abstaining,
+    );
     let log = cluster.log(&victim);
     assert!(log.contains(ABSTAINING_WARNING), "{log}");
 }

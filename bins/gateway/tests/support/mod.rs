@@ -432,6 +432,16 @@ impl ProcessCluster {
         agreed
     }
 
+    /// The leader (and term) every running node names, when they all agree and none of them
+    /// abstains (WAL-2).
+    pub(crate) fn agreed_leader_none_abstaining(&self) -> Option<(String, u64)> {
+        let agreed = self.agreed_leader()?;
+        self.children
+            .keys()
+            .all(|id| self.status(id).is_some_and(|s| s["abstaining"] == false))
+            .then_some(agreed)
+    }
+
     /// Polls `check` until it gives a value; panics with every node's log after [`BOUND`].
     pub(crate) fn wait_for<T>(&self, what: &str, mut check: impl FnMut(&Self) -> Option<T>) -> T {
         let deadline = SystemTime::now() + BOUND;
