@@ -20,7 +20,9 @@
 //! - [`raft`]: Raft leader election with pre-vote, check-quorum, both quorum modes, manual
 //!   override and leader-change events (RAFT-1..9);
 //! - [`static_leader`]: a leader named in the configuration, whose liveness followers track
-//!   (STA-1).
+//!   (STA-1);
+//! - [`storage`]: what raft keeps durable, behind the [`storage::Storage`] trait, with the
+//!   simulator's in-memory twin where a crash loses every write not yet synced (WAL-1..3).
 //!
 //! # Driving them
 //!
@@ -88,6 +90,7 @@ pub mod raft;
 mod rng;
 pub mod sim;
 pub mod static_leader;
+pub mod storage;
 mod time;
 
 pub use admission::{
