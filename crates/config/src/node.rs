@@ -109,6 +109,8 @@ pub fn raft_config(
         priority,
         preempt_delay: Duration::from_millis(section.preempt_delay_ms),
         nopreempt: section.nopreempt,
+        // The replicated log (issue 16) is not wired into the node yet.
+        log: None,
     })
 }
 

@@ -1160,6 +1160,8 @@ fn key_of(setting: Setting) -> &'static str {
             RaftSetting::Quorum => "cluster.voters",
             RaftSetting::HeartbeatInterval => "election.raft.heartbeat_ms",
             RaftSetting::ElectionTimeoutMax => "election.raft.election_timeout_max_ms",
+            // The log is not configurable from a file yet; what it conflicts with is the quorum.
+            RaftSetting::ReplicatedLog => "election.raft.quorum",
         },
         Setting::Gossip(setting) => match setting {
             GossipSetting::StartupGracePeriod => "election.gossip.startup_grace_period_ms",

@@ -32,9 +32,10 @@ use crate::election::{
 };
 use crate::gossip::{Gossip, GossipConfig};
 use crate::priority::{Priority, PriorityConfig};
-use crate::raft::{Raft, RaftConfig};
+use crate::raft::{Raft, RaftConfig, ReplicatedLog};
 use crate::rng::SeededRng;
 use crate::static_leader::{StaticConfig, StaticLeader};
+use crate::storage::DurableState;
 use crate::time::Instant;
 
 /// Runs `$body` with `$machine` bound to the machine of whichever mode `$election` holds.
@@ -192,6 +193,32 @@ impl Election {
                 Election::Static(StaticLeader::new(config, restored, rng, now)?)
             }
         })
+    }
+
+    /// A node restarting from what its storage recovered (hard state, snapshot, entries): the
+    /// log is raft's alone; every other mode takes the hard state.
+    pub fn restored(
+        config: ElectionConfig,
+        durable: &DurableState,
+        rng: SeededRng,
+        now: Instant,
+    ) -> Result<Self, ElectionError> {
+        match config {
+            ElectionConfig::Raft(config) => {
+                Ok(Election::Raft(Raft::restored(config, durable, rng, now)?))
+            }
+            other => Self::new(other, durable.hard, rng, now),
+        }
+    }
+
+    /// The replicated log's API (LOG-1..3): raft with `[log]` only. The log is not part of the
+    /// vocabulary every mode answers: its writes, durability reports and applied entries go
+    /// through this seam, and its messages are raft's own.
+    pub fn replicated_log(&mut self) -> Option<ReplicatedLog<'_>> {
+        match self {
+            Election::Raft(raft) => raft.replicated_log(),
+            Election::Gossip(_) | Election::Priority(_) | Election::Static(_) => None,
+        }
     }
 
     /// Its mode.

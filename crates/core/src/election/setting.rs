@@ -36,6 +36,8 @@ pub enum RaftSetting {
     HeartbeatInterval,
     /// `election_timeout_max`: not below the minimum.
     ElectionTimeoutMax,
+    /// The replicated log (`[log]`): only with `voters` quorum, positive batch sizes (LOG-1).
+    ReplicatedLog,
 }
 
 /// A field of the gossip election's configuration that a rule checks (GOS-1..5).
@@ -87,6 +89,7 @@ impl Setting {
                 RaftSetting::Quorum => "quorum",
                 RaftSetting::HeartbeatInterval => "heartbeat_interval",
                 RaftSetting::ElectionTimeoutMax => "election_timeout_max",
+                RaftSetting::ReplicatedLog => "log",
             },
             Setting::Gossip(setting) => match setting {
                 GossipSetting::StartupGracePeriod => "startup_grace_period",

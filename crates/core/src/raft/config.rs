@@ -88,6 +88,36 @@ pub struct RaftConfig {
     /// RAFT-10: keepalived's `nopreempt`: this node, when it leads, never hands over to a
     /// voter only because that voter's priority is higher.
     pub nopreempt: bool,
+    /// LOG-1..5: the replicated log, when this node carries one (`[log] enabled`); `None`
+    /// elects exactly as without a log: heartbeats carry no entries and no leader appends.
+    /// Needs `voters` quorum: a log committed by a `connected` majority is not a majority of
+    /// anything.
+    pub log: Option<LogConfig>,
+}
+
+/// How the replicated log travels (LOG-2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogConfig {
+    /// Bytes of entries in one AppendEntries at most: what fits the smallest link's frame
+    /// beside the envelope (UDP: one datagram; ESP-NOW: 250-byte frames). An entry larger than
+    /// this still travels, alone.
+    pub max_append_bytes: usize,
+    /// Entries in one AppendEntries at most.
+    pub max_append_entries: usize,
+    /// AppendEntries sent to one follower and not yet answered, at most: the pipeline's
+    /// window.
+    pub max_inflight: usize,
+}
+
+impl Default for LogConfig {
+    /// One UDP datagram well below a 1500-byte MTU, 64 entries, a window of 8.
+    fn default() -> Self {
+        Self {
+            max_append_bytes: 1024,
+            max_append_entries: 64,
+            max_inflight: 8,
+        }
+    }
 }
 
 impl RaftConfig {
@@ -107,7 +137,14 @@ impl RaftConfig {
             priority: None,
             preempt_delay: Duration::from_secs(5),
             nopreempt: false,
+            log: None,
         }
+    }
+
+    /// The same settings with the replicated log on.
+    pub fn with_log(mut self, log: LogConfig) -> Self {
+        self.log = Some(log);
+        self
     }
 
     /// The same settings in `connected` quorum mode.
@@ -166,6 +203,21 @@ impl RaftConfig {
                 problems.push(SettingProblem::new(
                     RaftSetting::Quorum,
                     "voters mode needs at least one voter",
+                ));
+            }
+        }
+        if let Some(log) = &self.log {
+            if matches!(self.quorum, QuorumMode::Connected) {
+                problems.push(SettingProblem::new(
+                    RaftSetting::ReplicatedLog,
+                    "the replicated log needs quorum = \"voters\": a majority of whoever is \
+                     connected does not keep a committed entry",
+                ));
+            }
+            if log.max_append_entries == 0 || log.max_inflight == 0 || log.max_append_bytes == 0 {
+                problems.push(SettingProblem::new(
+                    RaftSetting::ReplicatedLog,
+                    "batch size, bytes per message and the in-flight window must be greater than zero",
                 ));
             }
         }

@@ -3,8 +3,9 @@
 //! [`Raft`] is one node's election state machine: roles, randomized election timeouts from an
 //! injected [`SeededRng`](crate::SeededRng), pre-vote and check-quorum, the two quorum modes,
 //! manual `SetLeader`, `EnableAutoLeaderElection`, leader-change events, and RAFT-10's
-//! priorities with preemption by leadership transfer (see [`Raft`]'s module docs). Votes compare log
-//! positions already; the replicated log itself arrives with LOG-1..5.
+//! priorities with preemption by leadership transfer (see [`Raft`]'s module docs), and, with
+//! `[log]`, the replicated log of LOG-1..3 reached through [`ReplicatedLog`]
+//! ([`Raft::replicated_log`]).
 //!
 //! It speaks the vocabulary of [`crate::election`]: its outputs are
 //! [`election::Action`](crate::election::Action)s carrying
@@ -14,6 +15,7 @@
 //! other mode.
 
 mod config;
+mod log;
 mod message;
 mod node;
 mod state;
@@ -23,7 +25,7 @@ mod priority_tests;
 #[cfg(test)]
 mod tests;
 
-pub use config::{QuorumMode, RaftConfig, majority_threshold};
+pub use config::{LogConfig, QuorumMode, RaftConfig, majority_threshold};
 pub use message::RaftMessage;
-pub use node::Raft;
+pub use node::{LogStatus, LogWrite, ProposeError, Raft, ReplicatedLog};
 pub use state::{LogPosition, RaftStatus};

@@ -4,6 +4,8 @@ use std::cmp::Ordering;
 
 use conclave_protocol::PeerId;
 
+use crate::raft::LogStatus;
+
 /// The position of the last entry of a log: votes compare it (RAFT-5, Raft §5.4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct LogPosition {
@@ -48,6 +50,8 @@ pub struct RaftStatus {
     pub electorate: usize,
     /// Last log position.
     pub last_log: LogPosition,
+    /// The replicated log's commit, applied and durable indices, with `[log]` (LOG-1).
+    pub log: Option<LogStatus>,
     /// While abstaining after starting without a hard state (WAL-2): the peers it has not
     /// heard yet, whose terms it waits for.
     pub abstaining_until_heard: Vec<PeerId>,

@@ -52,7 +52,13 @@ use crate::sim::invariants::{self, Invariant};
 use crate::sim::network::{Delivery, Network, NetworkConfig};
 use crate::sim::trace::{Trace, TraceEntry};
 use crate::static_leader::StaticConfig;
+use crate::storage::DurableState;
 use crate::time::Instant;
+
+mod replicated_log;
+
+pub use replicated_log::LogCounts;
+use replicated_log::{LogBook, NodeLog};
 
 /// The shape of a simulated cluster.
 #[derive(Debug, Clone)]
@@ -77,6 +83,12 @@ pub struct SimConfig {
     /// events over within the step that produced them, as the simulator did before the hop
     /// was modelled (a control: it cannot find the races the hop exposes).
     pub mailbox_delay: Option<Duration>,
+    /// With raft's `[log]`: the longest an fsync of log entries takes (each draws a delay up
+    /// to this); a crash before it completes loses the entries (see `replicated_log.rs`).
+    pub disk_delay: Duration,
+    /// With raft's `[log]`: a client writes through a random live node this often; `None`
+    /// writes nothing.
+    pub client_interval: Option<Duration>,
 }
 
 /// What stands between the simulated network and a node's membership and election.
@@ -121,7 +133,14 @@ impl SimConfig {
             record_trace: false,
             admission: AdmissionModel::Full,
             mailbox_delay: Some(DEFAULT_MAILBOX_DELAY),
+            disk_delay: Duration::from_millis(5),
+            client_interval: None,
         }
+    }
+
+    /// Whether the nodes carry raft's replicated log.
+    pub fn log_enabled(&self) -> bool {
+        matches!(&self.election, ElectionConfig::Raft(raft) if raft.log.is_some())
     }
 
     /// The same in `connected` mode.
@@ -278,6 +297,13 @@ pub enum Observation {
         /// The leader published.
         leader: Option<PeerId>,
     },
+    /// A node applied a committed log entry (LOG-3).
+    Applied {
+        /// The node's index.
+        node: usize,
+        /// The entry's index.
+        index: u64,
+    },
     /// A node's hard state became durable.
     Persisted {
         /// The node.
@@ -371,6 +397,8 @@ struct SimNode {
     replay_guard: Option<ReplayGuard>,
     /// The node each peer id is reached at, learned from admitted frames.
     routes: BTreeMap<PeerId, usize>,
+    /// Its replicated log's storage and pending fsyncs.
+    log: NodeLog,
 }
 
 impl SimNode {
@@ -391,6 +419,7 @@ impl SimNode {
             admission: None,
             replay_guard: None,
             routes: BTreeMap::new(),
+            log: NodeLog::default(),
         }
     }
 }
@@ -439,6 +468,8 @@ pub struct Simulation {
     drops: BTreeMap<(usize, usize, DropReason), u64>,
     /// Live leaders when a scenario stopped its faults ([`Simulation::note_leaders_at_heal`]).
     leaders_at_heal: usize,
+    /// What the replicated log's properties remember.
+    log_book: LogBook,
 }
 
 impl std::fmt::Debug for Simulation {
@@ -488,6 +519,7 @@ impl Simulation {
             replay_hint: None,
             drops: BTreeMap::new(),
             leaders_at_heal: 0,
+            log_book: LogBook::default(),
         };
         for index in 0..sim.nodes.len() {
             sim.boot(index);
@@ -518,6 +550,16 @@ impl Simulation {
             (Some(m), _) => (Some(m), None),
             (None, Some((t, node))) => (Some(t), Some(node)),
         };
+        // A log event (an fsync completing, a client write) due before anything else.
+        if let Some((due, node)) = self.next_log_event() {
+            if at.is_none_or(|at| due < at) && self.next_hop().is_none_or(|(hop, _)| due < hop) {
+                self.now = self.now.max(due);
+                self.log_event(node);
+                self.steps += 1;
+                self.check_invariants()?;
+                return Ok(true);
+            }
+        }
         // A mailbox hop due no later than anything else goes first: it was queued before.
         if let Some((due, node)) = self.next_hop() {
             if at.is_none_or(|at| due <= at) {
@@ -592,6 +634,7 @@ impl Simulation {
             self.network.next_arrival(),
             self.next_timer().map(|(at, _)| at),
             self.next_hop().map(|(at, _)| at),
+            self.next_log_event().map(|(at, _)| at),
         ]
         .into_iter()
         .flatten()
@@ -631,6 +674,9 @@ impl Simulation {
     }
 
     fn check_invariants(&mut self) -> Result<(), SimFailure> {
+        if let Some(detail) = self.take_log_violation() {
+            return Err(self.failure("replicated log (Figure 3)", detail));
+        }
         let observations = std::mem::take(&mut self.observations);
         let mut invariants = std::mem::take(&mut self.invariants);
         let mut result = Ok(());
@@ -667,8 +713,12 @@ impl Simulation {
         if let Some(enabled) = self.nodes[index].durable_auto_election {
             election_config.set_auto_election(enabled);
         }
+        let restored = DurableState {
+            hard: durable,
+            ..self.nodes[index].log.storage.durable().clone()
+        };
         // `new` validated the shared settings; only the id differs per node.
-        let mut election = Election::new(election_config, durable, node_rng, self.now)
+        let mut election = Election::restored(election_config, &restored, node_rng, self.now)
             .expect("settings validated when the simulation was created");
         if self.nodes[index].amnesic && self.abstain_after_wal_loss {
             election.begin_abstention(self.now);
@@ -850,7 +900,7 @@ impl Simulation {
                 progressed = true;
                 self.carry_out_election(index, action);
             }
-            if !progressed {
+            if !progressed && !self.drain_log(index) {
                 return;
             }
         }
@@ -901,6 +951,9 @@ impl Simulation {
                         term: *term,
                         leader: *leader,
                     });
+                    if *leader == Some(id) && self.has_log() {
+                        self.check_new_leader_log(index);
+                    }
                 }
                 let hash = event_hash(&event);
                 self.trace
@@ -1145,6 +1198,7 @@ impl Simulation {
         node.stopping = false;
         node.admission = None;
         node.routes.clear();
+        node.log.crash();
         let id = node.id;
         self.trace.record(self.now, id, || "crash".to_owned(), 2);
     }
@@ -1160,6 +1214,7 @@ impl Simulation {
         node.durable = HardState::default();
         node.durable_auto_election = None;
         node.amnesic = true;
+        node.log.wipe();
         let id = node.id;
         self.wal_losses += 1;
         self.network.drop_in_flight_to(index);

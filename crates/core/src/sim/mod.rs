@@ -21,12 +21,13 @@ pub mod scenario;
 mod trace;
 
 pub use cluster::{
-    AdmissionModel, DEFAULT_MAILBOX_DELAY, Observation, SIM_UNIX_EPOCH, SentKind, SimConfig,
-    SimFailure, Simulation, node_id,
+    AdmissionModel, DEFAULT_MAILBOX_DELAY, LogCounts, Observation, SIM_UNIX_EPOCH, SentKind,
+    SimConfig, SimFailure, Simulation, node_id,
 };
 pub use network::NetworkConfig;
 pub use scenario::{
     Scenario, SeedReport, SeedRun, failover_bound, gossip_tightened, heal_bound,
-    priority_tightened, run_seed, run_seed_without_abstention, run_seeds, seed_count,
+    priority_tightened, run_log_seed_reporting_before_fsync, run_seed, run_seed_without_abstention,
+    run_seeds, seed_count,
 };
 pub use trace::TraceEntry;

@@ -27,8 +27,9 @@ use std::time::Duration;
 use crate::election::{Command, ElectionConfig, ModeStatus};
 use crate::gossip::GossipConfig;
 use crate::priority::PriorityConfig;
+use crate::raft::LogConfig;
 use crate::rng::SeededRng;
-use crate::sim::cluster::{SimConfig, SimFailure, Simulation, node_id};
+use crate::sim::cluster::{LogCounts, SimConfig, SimFailure, Simulation, node_id};
 use crate::sim::invariants::liveness::{await_agreed_leader, check_still_agreed, describe};
 use crate::sim::invariants::partition_convergence::check_partitions_converged;
 use crate::sim::trace::TraceEntry;
@@ -70,6 +71,12 @@ pub enum Scenario {
     GossipRestart,
     /// The same in priority mode.
     PriorityRestart,
+    /// Raft's replicated log (LOG-1..3), `voters` quorum, 1–5 nodes: a client writes through
+    /// random nodes throughout the chaos (crashes that lose unsynced entries, partial
+    /// crashes, partitions, loss, duplication, reordering) with fsyncs that take time; the
+    /// Figure 3 properties are checked as it runs, and once faults stop every live node must
+    /// hold and apply every acknowledged write.
+    ReplicatedLog,
 }
 
 impl Scenario {
@@ -87,6 +94,7 @@ impl Scenario {
             Scenario::PriorityDefaults => "priority-defaults",
             Scenario::GossipRestart => "gossip-restart",
             Scenario::PriorityRestart => "priority-restart",
+            Scenario::ReplicatedLog => "log",
         }
     }
 
@@ -103,6 +111,7 @@ impl Scenario {
         Scenario::PriorityDefaults,
         Scenario::GossipRestart,
         Scenario::PriorityRestart,
+        Scenario::ReplicatedLog,
     ];
 
     /// The test file (`crates/core/tests/<name>.rs`) that runs this scenario.
@@ -116,6 +125,7 @@ impl Scenario {
             | Scenario::PriorityDefaults
             | Scenario::GossipRestart
             | Scenario::PriorityRestart => "simulation_modes",
+            Scenario::ReplicatedLog => "replicated_log",
         }
     }
 
@@ -165,6 +175,8 @@ pub struct SeedReport {
     /// Live leaders at the moment faults stopped (gossip and priority: several when a partition
     /// healed with a leader on each side).
     pub leaders_at_heal: usize,
+    /// What the client wrote ([`Scenario::ReplicatedLog`]).
+    pub log: LogCounts,
 }
 
 /// A finished run: its result and, when recording was asked for, its trace.
@@ -178,7 +190,7 @@ pub struct SeedRun {
 
 /// Runs one seed of `scenario`.
 pub fn run_seed(scenario: Scenario, seed: u64, record_trace: bool) -> SeedRun {
-    run_seed_with(scenario, seed, record_trace, true)
+    run_seed_with(scenario, seed, record_trace, true, false)
 }
 
 /// Runs seeds `0..seeds` of `scenario` and returns their reports; the first seed that fails
@@ -196,10 +208,23 @@ pub fn run_seeds(scenario: Scenario, seeds: u64) -> Vec<SeedReport> {
 /// Runs one seed of [`Scenario::WalLoss`] with a node that lost its WAL voting at once, as it
 /// did before abstention existed (WAL-2): the control run that shows the invariant can fail.
 pub fn run_seed_without_abstention(seed: u64) -> SeedRun {
-    run_seed_with(Scenario::WalLoss, seed, false, false)
+    run_seed_with(Scenario::WalLoss, seed, false, false, false)
 }
 
-fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, abstain: bool) -> SeedRun {
+/// Runs one seed of [`Scenario::ReplicatedLog`] with a driver that reports log writes durable
+/// before their fsync completes: the control run that shows a lost acknowledged write is
+/// found when the core is told a write is durable too early.
+pub fn run_log_seed_reporting_before_fsync(seed: u64) -> SeedRun {
+    run_seed_with(Scenario::ReplicatedLog, seed, false, true, true)
+}
+
+fn run_seed_with(
+    scenario: Scenario,
+    seed: u64,
+    record_trace: bool,
+    abstain: bool,
+    report_before_fsync: bool,
+) -> SeedRun {
     let mut plan = SeededRng::new(seed ^ 0x5ced_5ced_5ced_5ced);
     let sizes: &[usize] = match scenario {
         Scenario::Voters => &[1, 2, 3, 3, 4, 5, 5, 5],
@@ -212,6 +237,7 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, abstain: boo
         | Scenario::Priority
         | Scenario::PriorityDefaults => &[1, 2, 3, 3, 4, 5, 5],
         Scenario::GossipRestart | Scenario::PriorityRestart => &[3, 3, 4, 5],
+        Scenario::ReplicatedLog => &[1, 2, 3, 3, 3, 4, 5, 5],
     };
     let nodes = sizes[plan.below(sizes.len() as u64) as usize];
     let heartbeat = Duration::from_millis(50);
@@ -219,6 +245,21 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, abstain: boo
     let mut config = match scenario {
         Scenario::Voters | Scenario::WalLoss | Scenario::WalLossVoterDown => {
             SimConfig::voters(nodes, heartbeat, min, max)
+        }
+        Scenario::ReplicatedLog => {
+            let mut config = SimConfig::voters(nodes, heartbeat, min, max);
+            if let Some(raft) = config.raft_mut() {
+                // Small batches and windows too, so that backing off, pipelining and lost
+                // messages in a window all happen.
+                raft.log = Some(LogConfig {
+                    max_append_bytes: [40, 120, 1024][plan.below(3) as usize],
+                    max_append_entries: 1 + plan.below(16) as usize,
+                    max_inflight: 1 + plan.below(8) as usize,
+                });
+            }
+            config.disk_delay = Duration::from_millis(plan.between(0, 20));
+            config.client_interval = Some(Duration::from_millis(plan.between(5, 40)));
+            config
         }
         Scenario::Connected => SimConfig::connected(nodes, heartbeat, min, max),
         Scenario::Static => {
@@ -273,6 +314,7 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, abstain: boo
     };
     sim.set_replay_hint(scenario.replay_command(seed));
     sim.set_abstain_after_wal_loss(abstain);
+    sim.set_report_before_fsync(report_before_fsync);
     let result = script(scenario, &mut sim, &mut plan).map(|convergence| SeedReport {
         seed,
         nodes,
@@ -282,6 +324,7 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, abstain: boo
         digest: sim.digest(),
         wal_losses: sim.wal_losses(),
         leaders_at_heal: sim.leaders_at_heal(),
+        log: sim.log_counts(),
     });
     SeedRun {
         result,
@@ -303,6 +346,7 @@ fn script(
             return restart_script(sim, plan);
         }
         Scenario::WalLossVoterDown => return voter_down_script(sim, plan),
+        Scenario::ReplicatedLog => return log_script(sim, plan),
         Scenario::Voters | Scenario::Connected | Scenario::WalLoss | Scenario::Static => {}
     }
     if scenario == Scenario::WalLoss {
@@ -320,6 +364,20 @@ fn script(
     }
     calm(sim)?;
     let convergence = await_agreed_leader(sim, CONVERGENCE_BOUND)?;
+    check_still_agreed(sim, SETTLE)?;
+    Ok(convergence)
+}
+
+/// [`Scenario::ReplicatedLog`]: writes throughout the chaos and for a while after it, then
+/// every acknowledged write held and applied everywhere, and the leader kept.
+fn log_script(sim: &mut Simulation, plan: &mut SeededRng) -> Result<Duration, SimFailure> {
+    sim.set_client_writes(true);
+    chaos(sim, plan, CHAOS)?;
+    calm(sim)?;
+    let convergence = await_agreed_leader(sim, CONVERGENCE_BOUND)?;
+    sim.run_for(Duration::from_millis(plan.between(0, 300)))?;
+    sim.set_client_writes(false);
+    sim.await_log_converged(CONVERGENCE_BOUND)?;
     check_still_agreed(sim, SETTLE)?;
     Ok(convergence)
 }

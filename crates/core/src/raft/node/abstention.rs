@@ -112,8 +112,8 @@ impl Raft {
             let probe = RequestVote {
                 term: 0,
                 candidate: self.config.id,
-                last_log_index: self.last_log.index,
-                last_log_term: self.last_log.term,
+                last_log_index: self.log.last().index,
+                last_log_term: self.log.last().term,
                 pre_vote: true,
                 leadership_transfer: false,
                 priority: self.priority,

@@ -165,7 +165,7 @@ impl Raft {
         self.order_transfer_if_caught_up(target);
         if self.transfer().is_some_and(|transfer| !transfer.ordered) {
             // Ask the target where its log ends; its answer releases `TimeoutNow`.
-            self.send_heartbeat(target);
+            self.send_heartbeat(now, target);
         }
     }
 
@@ -173,7 +173,7 @@ impl Raft {
         let Some(transfer) = self.transfer() else {
             return;
         };
-        let caught_up = self.match_index_of(peer) >= self.last_log.index;
+        let caught_up = self.match_index_of(peer) >= self.log.last().index;
         if transfer.target != peer || transfer.ordered || !caught_up {
             return;
         }

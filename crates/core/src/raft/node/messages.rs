@@ -20,7 +20,17 @@ impl Raft {
                         return;
                     }
                     if !request.pre_vote {
+                        // Raft §5.2: only a leader heard or a vote granted restarts a
+                        // follower's election timer, not a higher term alone. A candidate
+                        // whose log is behind is refused, and if its term reset every timer
+                        // it would time out first again and again (ranked timeouts put the
+                        // same node first every round) while nobody else ever campaigns.
+                        let running =
+                            (self.phase == Phase::Follower).then_some(self.election_deadline);
                         self.become_follower(now, term, None, LeaderChangeCause::HigherTerm);
+                        if let Some(deadline) = running {
+                            self.election_deadline = deadline;
+                        }
                     }
                 }
                 // A granted pre-vote echoes the term this node would campaign in.
@@ -107,7 +117,7 @@ impl Raft {
             && self.is_voter(from)
             && free_to_vote
             && !forgotten
-            && candidate_log >= self.last_log;
+            && candidate_log >= self.log.last();
         if granted && !request.pre_vote {
             self.hard.vote = Some(from);
             self.reset_election_timer(now);
@@ -164,8 +174,8 @@ impl Raft {
         candidate_log: LogPosition,
     ) -> bool {
         // RAFT-10: with equal logs, priority first, as the ranked timeouts order them.
-        let outranked = candidate_log > self.last_log
-            || (candidate_log == self.last_log
+        let outranked = candidate_log > self.log.last()
+            || (candidate_log == self.log.last()
                 && (candidate_priority, candidate) > (self.priority, self.config.id));
         let recently = self.stood_aside_for.is_some_and(|(peer, at)| {
             peer == candidate
@@ -230,7 +240,6 @@ impl Raft {
             },
         }
         self.reset_election_timer(now);
-        self.commit = self.commit.max(append.commit.min(self.last_log.index));
         // RAFT-8: every follower mirrors the leader's pin, so all of them report the same
         // override, even one that missed the assignment or the pin's removal.
         if append.pinned {
@@ -238,11 +247,15 @@ impl Raft {
         } else if self.hard.manual_override == Some(from) {
             self.hard.manual_override = None;
         }
+        if self.config.log.is_some() {
+            self.follow_append(from, append);
+            return;
+        }
 
-        // The replicated log (LOG-2) extends this check to entries; for heartbeats it tells
-        // the leader whether this follower's log ends where the leader's does.
+        // Without a log, a heartbeat only tells the leader whether this follower's log ends
+        // where the leader's does.
         let matches = append.prev_index == 0
-            || LogPosition::new(append.prev_term, append.prev_index) == self.last_log;
+            || LogPosition::new(append.prev_term, append.prev_index) == self.log.last();
         let response = if matches {
             AppendResp {
                 term,
@@ -257,9 +270,9 @@ impl Raft {
                 success: false,
                 match_index: 0,
                 hint: Some(ConflictHint {
-                    index: append.prev_index.min(self.last_log.index + 1),
-                    term: if self.last_log.index >= append.prev_index {
-                        self.last_log.term
+                    index: append.prev_index.min(self.log.last().index + 1),
+                    term: if self.log.last().index >= append.prev_index {
+                        self.log.last().term
                     } else {
                         0
                     },
@@ -276,9 +289,11 @@ impl Raft {
         };
         leading.recent_active.insert(from);
         leading.last_heard.insert(from, now);
-        if response.success {
-            let matched = leading.match_index.entry(from).or_insert(0);
-            *matched = (*matched).max(response.match_index);
+        if self.config.log.is_some() {
+            self.replication_answered(now, from, response);
+        } else if response.success {
+            let progress = leading.progress.entry(from).or_default();
+            progress.matched = progress.matched.max(response.match_index);
         }
         self.order_transfer_if_caught_up(from);
         self.consider_preemption(now);

@@ -20,7 +20,9 @@
 //! - `messages.rs`: what each Raft message does (RAFT-2..7);
 //! - `commands.rs`: the operator's commands (RAFT-8) and the graceful stop (CB-2);
 //! - `priority.rs`: priorities and preemption (RAFT-10);
-//! - `abstention.rs`: the abstention of a node that lost its WAL (WAL-2, WAL-5).
+//! - `abstention.rs`: the abstention of a node that lost its WAL (WAL-2, WAL-5);
+//! - `replication.rs`: the replicated log (LOG-1..3): proposals, AppendEntries with entries,
+//!   durable acknowledgements, commit, and the [`ReplicatedLog`] seam its driver uses.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,15 +36,21 @@ use crate::election::{
     HardState, HealthReading, LeaderChangeCause, Outbox, PeerSignal, Published, Role,
 };
 use crate::raft::config::{QuorumMode, RaftConfig, majority_threshold};
+use crate::raft::log::RaftLog;
 use crate::raft::message::RaftMessage;
 use crate::raft::state::{LogPosition, RaftStatus};
 use crate::rng::SeededRng;
+use crate::storage::DurableState;
 use crate::time::Instant;
 
 mod abstention;
 mod commands;
 mod messages;
 mod priority;
+mod replication;
+
+pub use replication::{LogStatus, LogWrite, ProposeError, ReplicatedLog};
+use replication::{PendingAck, Progress};
 
 /// Where a node stands in Raft (RAFT-1): [`Role`] with the pre-vote round of RAFT-7 told
 /// apart. It is the mode's phase label of [`Event::RoleChanged`].
@@ -121,8 +129,9 @@ struct Leadership {
     quorum_check_deadline: Instant,
     /// Peers heard from since the last check-quorum.
     recent_active: BTreeSet<PeerId>,
-    /// Highest log index known to match on each follower.
-    match_index: BTreeMap<PeerId, u64>,
+    /// Each follower's replication: how far its log is known to match, and what to send it
+    /// next (LOG-2).
+    progress: BTreeMap<PeerId, Progress>,
     /// A leadership transfer under way (RAFT-8).
     transfer: Option<Transfer>,
     /// RAFT-10: when each peer last answered this leader.
@@ -178,8 +187,10 @@ pub struct Raft {
     /// Where it stands; [`Phase::role`] is the role every mode shares.
     phase: Phase,
     leader: Option<PeerId>,
-    last_log: LogPosition,
-    commit: u64,
+    /// The replicated log; without `[log]`, only the position votes compare (RAFT-5).
+    log: RaftLog,
+    /// A follower's acknowledgement that waits for its entries to be durable (LOG-3).
+    pending_ack: Option<PendingAck>,
     /// Peers membership reports connected (never this node).
     connected: BTreeSet<PeerId>,
     auto_election: bool,
@@ -243,8 +254,20 @@ impl Raft {
         Self::with_last_log(config, restored, LogPosition::default(), rng, now)
     }
 
+    /// A node restarting from what its storage recovered: hard state, snapshot and entries.
+    pub fn restored(
+        config: RaftConfig,
+        durable: &DurableState,
+        rng: SeededRng,
+        now: Instant,
+    ) -> Result<Self, ElectionError> {
+        let mut raft = Self::with_last_log(config, durable.hard, LogPosition::default(), rng, now)?;
+        raft.log = RaftLog::restored(durable);
+        Ok(raft)
+    }
+
     /// A node starting (or restarting) as a follower with the hard state it persisted and the
-    /// position of its last log entry.
+    /// position of its last log entry, as if a snapshot covered everything up to it.
     pub fn with_last_log(
         config: RaftConfig,
         restored: HardState,
@@ -261,8 +284,8 @@ impl Raft {
             hard: restored,
             phase: Phase::Follower,
             leader: None,
-            last_log,
-            commit: 0,
+            log: RaftLog::starting_after(last_log),
+            pending_ack: None,
             connected: BTreeSet::new(),
             auto_election,
             quarantined: false,
@@ -401,7 +424,7 @@ impl Raft {
                 Phase::PreCandidate | Phase::Candidate => self.evaluate_campaign(now),
                 Phase::Leader if connected => {
                     // Tell a newcomer who leads without waiting for the next heartbeat.
-                    self.send_heartbeat(peer);
+                    self.send_heartbeat(now, peer);
                 }
                 _ => {}
             }
@@ -633,6 +656,21 @@ impl Raft {
         self.hard.manual_override
     }
 
+    /// The term of its log entry at `index`, when it holds it (the simulator's log checks).
+    pub(crate) fn log_term_at(&self, index: u64) -> Option<u64> {
+        self.log.term_at(index)
+    }
+
+    /// Its last log entry's position.
+    pub(crate) fn log_last(&self) -> LogPosition {
+        self.log.last()
+    }
+
+    /// The first index whose term it knows: the snapshot's last (0 without one).
+    pub(crate) fn log_first_index(&self) -> u64 {
+        self.log.snapshot().index
+    }
+
     /// The state it must persist.
     pub fn hard_state(&self) -> HardState {
         self.hard
@@ -667,7 +705,8 @@ impl Raft {
             quorum_mode: self.config.quorum.label(),
             quorum_size: self.quorum_size(),
             electorate: self.electorate_size(),
-            last_log: self.last_log,
+            last_log: self.log.last(),
+            log: self.log_status(),
             abstaining_until_heard: self.abstention_waiting_for(),
             priority: self.priority,
         }
@@ -805,8 +844,8 @@ impl Raft {
         let request = RequestVote {
             term,
             candidate: self.config.id,
-            last_log_index: self.last_log.index,
-            last_log_term: self.last_log.term,
+            last_log_index: self.log.last().index,
+            last_log_term: self.log.last().term,
             pre_vote,
             leadership_transfer: kind == Campaign::Transfer,
             priority: self.priority,
@@ -848,7 +887,7 @@ impl Raft {
             heartbeat_deadline: now,
             quorum_check_deadline: now + self.config.election_timeout_min,
             recent_active,
-            match_index: BTreeMap::new(),
+            progress: BTreeMap::new(),
             transfer: None,
             last_heard: BTreeMap::new(),
             outranked_since: None,
@@ -857,7 +896,15 @@ impl Raft {
         if std::mem::take(&mut self.pin_on_win) {
             self.hard.manual_override = Some(self.config.id);
         }
+        self.pending_ack = None;
+        if self.config.log.is_some() {
+            self.start_replication();
+        }
         self.broadcast_heartbeat(now);
+        if self.config.log.is_some() {
+            // A single voter's no-op commits once its own write is durable.
+            self.advance_commit(now);
+        }
     }
 
     fn become_follower(
@@ -1023,27 +1070,40 @@ impl Raft {
     fn match_index_of(&self, peer: PeerId) -> u64 {
         self.leading
             .as_ref()
-            .and_then(|leading| leading.match_index.get(&peer).copied())
+            .and_then(|leading| leading.progress.get(&peer))
+            .map(|progress| progress.matched)
             .unwrap_or(0)
     }
 
     fn broadcast_heartbeat(&mut self, now: Instant) {
         for peer in self.replication_peers() {
-            self.send_heartbeat(peer);
+            if self.config.log.is_some() {
+                self.heartbeat_with_log(now, peer);
+            } else {
+                self.send_heartbeat(now, peer);
+            }
         }
         if let Some(leading) = self.leading.as_mut() {
             leading.heartbeat_deadline = now + self.config.heartbeat_interval;
         }
     }
 
-    fn send_heartbeat(&mut self, peer: PeerId) {
+    /// A heartbeat without the log: it says where this leader's log ends, and the answer
+    /// whether the follower's ends there too (a leadership transfer's "caught up").
+    fn send_heartbeat(&mut self, now: Instant, peer: PeerId) {
+        if self.config.log.is_some() {
+            self.send_append(now, peer);
+            return;
+        }
+        let last_log = self.log.last();
         let heartbeat = AppendEntries {
             term: self.hard.term,
             leader: self.config.id,
-            prev_index: self.last_log.index,
-            prev_term: self.last_log.term,
+            prev_index: last_log.index,
+            prev_term: last_log.term,
             entries: Vec::new(),
-            commit: self.commit,
+            // Without a log nothing is ever committed.
+            commit: 0,
             pinned: self.hard.manual_override == Some(self.config.id),
         };
         self.send(peer, RaftMessage::AppendEntries(heartbeat));

@@ -79,7 +79,7 @@ impl Raft {
             .into_iter()
             .filter_map(|peer| {
                 let priority = self.peer_priorities.get(&peer).copied()?;
-                let caught_up = self.match_index_of(peer) >= self.last_log.index;
+                let caught_up = self.match_index_of(peer) >= self.log.last().index;
                 let connected = leading.last_heard.get(&peer).is_some_and(|heard| {
                     now.saturating_duration_since(*heard) < self.config.election_timeout_min
                 });

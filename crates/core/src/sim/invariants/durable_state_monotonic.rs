@@ -33,6 +33,7 @@ impl Invariant for DurableStateMonotonic {
                 Observation::Sent { .. }
                 | Observation::Declared { .. }
                 | Observation::LeaderPublished { .. }
+                | Observation::Applied { .. }
                 | Observation::Dropped { .. }
                 | Observation::ReachabilityOvertaken { .. } => continue,
             };

@@ -1,0 +1,417 @@
+//! The replicated log as one node holds it in memory (LOG-2..4): the entries since the last
+//! snapshot, how far they are durable, committed and handed out for applying.
+//!
+//! [`RaftLog`] is pure bookkeeping; the rules of who may append what live in the raft node
+//! (`node/replication.rs`). Its indices keep one order at all times:
+//!
+//! ```text
+//! snapshot.index ≤ applied ≤ commit          applied ≤ persisted < unstable_from ≤ last + 1
+//! ```
+//!
+//! - `persisted`: the last index the driver reported durable (its fsync returned). A leader
+//!   counts itself towards a commit only up to it; a follower acknowledges only up to it (LOG-3:
+//!   an entry counted by a majority is on a majority's disks).
+//! - `unstable_from`: the first entry not yet handed to the driver to write. A follower that
+//!   replaces a conflicting suffix moves it (and `persisted`) back to where the suffix began.
+//! - `applied`: the last index handed out to the state machine; it never passes what is both
+//!   committed and durable here, so an entry is applied at most once per process, in order.
+
+use std::collections::VecDeque;
+
+use conclave_protocol::{ConflictHint, EntryKind, LogEntry};
+
+use crate::raft::state::LogPosition;
+use crate::storage::DurableState;
+
+/// One node's log in memory. See the [module docs](self).
+#[derive(Debug, Clone)]
+pub(crate) struct RaftLog {
+    /// The last entry the snapshot covers (or the restored position of a node started without
+    /// entries): everything up to it is committed and gone from memory.
+    snapshot: LogPosition,
+    /// `snapshot.index + 1 ..= last`, contiguous.
+    entries: VecDeque<LogEntry>,
+    persisted: u64,
+    unstable_from: u64,
+    commit: u64,
+    applied: u64,
+}
+
+/// Why a follower could not append: the answer's hint (LOG-2).
+pub(crate) type Conflict = ConflictHint;
+
+impl RaftLog {
+    /// A log that starts after `base`: a restart from a snapshot at `base`, or an empty log
+    /// at `LogPosition::default()`. What it holds is durable.
+    pub(crate) fn starting_after(base: LogPosition) -> Self {
+        Self {
+            snapshot: base,
+            entries: VecDeque::new(),
+            persisted: base.index,
+            unstable_from: base.index + 1,
+            commit: base.index,
+            applied: base.index,
+        }
+    }
+
+    /// The log a restart recovers from `state`: durable, nothing known committed beyond the
+    /// snapshot (the leader says how far the rest is).
+    pub(crate) fn restored(state: &DurableState) -> Self {
+        let base = state
+            .snapshot
+            .as_ref()
+            .map_or_else(LogPosition::default, |s| s.last);
+        let mut log = Self::starting_after(base);
+        for (expected, entry) in (base.index + 1..).zip(&state.entries) {
+            if entry.index != expected {
+                // Storage hands over a contiguous run; anything else would be a gap in the
+                // log, and the entries before it are all that can be trusted.
+                break;
+            }
+            log.entries.push_back(entry.clone());
+        }
+        log.persisted = log.last().index;
+        log.unstable_from = log.persisted + 1;
+        log
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // positions
+
+    /// The last entry (the snapshot's position when no entry follows it).
+    pub(crate) fn last(&self) -> LogPosition {
+        self.entries.back().map_or(self.snapshot, |entry| {
+            LogPosition::new(entry.term, entry.index)
+        })
+    }
+
+    /// The term of the entry at `index`: known for the snapshot's last entry and every entry
+    /// after it, `Some(0)` at index 0.
+    pub(crate) fn term_at(&self, index: u64) -> Option<u64> {
+        if index == self.snapshot.index {
+            return Some(self.snapshot.term);
+        }
+        self.entry(index).map(|entry| entry.term)
+    }
+
+    fn entry(&self, index: u64) -> Option<&LogEntry> {
+        let offset = index.checked_sub(self.snapshot.index + 1)?;
+        self.entries.get(usize::try_from(offset).ok()?)
+    }
+
+    /// The snapshot's position.
+    pub(crate) fn snapshot(&self) -> LogPosition {
+        self.snapshot
+    }
+
+    /// The last durable index.
+    pub(crate) fn persisted(&self) -> u64 {
+        self.persisted
+    }
+
+    /// The commit index.
+    pub(crate) fn commit(&self) -> u64 {
+        self.commit
+    }
+
+    /// The last index handed out for applying.
+    pub(crate) fn applied(&self) -> u64 {
+        self.applied
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // changes
+
+    /// A leader's new entry at the end, of `term`.
+    pub(crate) fn append_new(&mut self, term: u64, kind: EntryKind, data: Vec<u8>) -> u64 {
+        let index = self.last().index + 1;
+        self.entries.push_back(LogEntry {
+            index,
+            term,
+            kind,
+            data,
+        });
+        index
+    }
+
+    /// A follower's append (LOG-2): `entries` follow the leader's entry at `(prev_term,
+    /// prev_index)`. When this log holds that entry, conflicting entries are replaced and new
+    /// ones appended, and the answer is the last index now known to match the leader's log.
+    /// Otherwise nothing changes and the answer says where the leader should try next.
+    pub(crate) fn append_from_leader(
+        &mut self,
+        prev: LogPosition,
+        entries: &[LogEntry],
+    ) -> Result<u64, Conflict> {
+        let last_sent = prev.index + entries.len() as u64;
+        if prev.index < self.snapshot.index {
+            // Entries the snapshot covers are committed, so they match the leader's: skip them.
+            let skip = (self.snapshot.index - prev.index) as usize;
+            if skip >= entries.len() {
+                return Ok(last_sent.min(self.snapshot.index).max(prev.index));
+            }
+            let rest = &entries[skip..];
+            let first = &rest[0];
+            if first.index != self.snapshot.index + 1 {
+                return Err(self.conflict_at(self.snapshot.index + 1));
+            }
+            let prev = LogPosition::new(self.snapshot.term, self.snapshot.index);
+            return self.append_from_leader(prev, rest);
+        }
+        match self.term_at(prev.index) {
+            Some(term) if term == prev.term => {}
+            _ => return Err(self.conflict_at(prev.index)),
+        }
+        for (offset, entry) in entries.iter().enumerate() {
+            if entry.index != prev.index + 1 + offset as u64 {
+                // A malformed batch: keep what matched so far.
+                return Ok(prev.index + offset as u64);
+            }
+            match self.term_at(entry.index) {
+                Some(term) if term == entry.term => continue,
+                Some(_) => {
+                    // LOG-2: a conflicting suffix is replaced. It was never committed: the
+                    // leader holds every committed entry (leader completeness).
+                    if entry.index <= self.commit {
+                        return Err(self.conflict_at(entry.index));
+                    }
+                    self.truncate_from(entry.index);
+                    self.entries.extend(entries[offset..].iter().cloned());
+                    return Ok(last_sent);
+                }
+                None => {
+                    self.entries.extend(entries[offset..].iter().cloned());
+                    return Ok(last_sent);
+                }
+            }
+        }
+        Ok(last_sent)
+    }
+
+    /// The hint of a refusal at `index`: past the end, where the log ends; otherwise the first
+    /// index of the conflicting term, so that the leader backs off one term per round trip.
+    fn conflict_at(&self, index: u64) -> Conflict {
+        let last = self.last();
+        if index > last.index {
+            return ConflictHint {
+                index: last.index + 1,
+                term: 0,
+            };
+        }
+        let term = self.term_at(index).unwrap_or(0);
+        let floor = self.snapshot.index.max(self.commit) + 1;
+        let mut first = index;
+        while first > floor && self.term_at(first - 1) == Some(term) {
+            first -= 1;
+        }
+        ConflictHint { index: first, term }
+    }
+
+    /// Drops `index` and everything after it.
+    fn truncate_from(&mut self, index: u64) {
+        let keep = index.saturating_sub(self.snapshot.index + 1) as usize;
+        self.entries.truncate(keep);
+        self.unstable_from = self.unstable_from.min(index);
+        self.persisted = self.persisted.min(index - 1);
+    }
+
+    /// The entries not yet handed to the driver to write, in order; they are handed out now.
+    pub(crate) fn take_unstable(&mut self) -> Vec<LogEntry> {
+        let from = self.unstable_from;
+        let taken: Vec<LogEntry> = self.entries_from(from, usize::MAX);
+        self.unstable_from = self.last().index + 1;
+        taken
+    }
+
+    /// The driver made the write that ended at `last` durable. Ignored when that entry has
+    /// since been replaced (a later truncation); earlier writes are durable with it.
+    pub(crate) fn persisted_to(&mut self, last: LogPosition) -> bool {
+        if last.index <= self.persisted || last.index >= self.unstable_from {
+            return false;
+        }
+        if self.term_at(last.index) != Some(last.term) {
+            return false;
+        }
+        self.persisted = last.index;
+        true
+    }
+
+    /// Raises the commit index to `index` (never lowers it, never past the last entry).
+    pub(crate) fn commit_to(&mut self, index: u64) -> bool {
+        let index = index.min(self.last().index);
+        if index > self.commit {
+            self.commit = index;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The committed, durable entries not yet applied, at most `max`; they count as applied
+    /// from now on.
+    pub(crate) fn take_committed(&mut self, max: usize) -> Vec<LogEntry> {
+        let upto = self.commit.min(self.persisted);
+        if upto <= self.applied {
+            return Vec::new();
+        }
+        let taken = self.entries_from(self.applied + 1, max);
+        let taken: Vec<LogEntry> = taken.into_iter().take_while(|e| e.index <= upto).collect();
+        if let Some(last) = taken.last() {
+            self.applied = last.index;
+        }
+        taken
+    }
+
+    /// Up to `max` entries from `index` on.
+    fn entries_from(&self, index: u64, max: usize) -> Vec<LogEntry> {
+        let Some(offset) = index.checked_sub(self.snapshot.index + 1) else {
+            return Vec::new();
+        };
+        self.entries
+            .iter()
+            .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+            .take(max)
+            .cloned()
+            .collect()
+    }
+
+    /// Entries from `index` on whose encoded data fits `budget` bytes (at least one when any
+    /// exists, so an entry larger than the budget still travels alone), at most `max`.
+    pub(crate) fn batch_from(&self, index: u64, budget: usize, max: usize) -> Vec<LogEntry> {
+        let Some(offset) = index.checked_sub(self.snapshot.index + 1) else {
+            return Vec::new();
+        };
+        let mut used = 0;
+        let mut batch = Vec::new();
+        for entry in self
+            .entries
+            .iter()
+            .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+            .take(max)
+        {
+            let size = entry_wire_size(entry);
+            if !batch.is_empty() && used + size > budget {
+                break;
+            }
+            used += size;
+            batch.push(entry.clone());
+        }
+        batch
+    }
+}
+
+/// What an entry adds to an AppendEntries frame, an upper bound: MessagePack's array header,
+/// index and term as u64s, the kind byte, and the data with its `bin` header.
+pub(crate) fn entry_wire_size(entry: &LogEntry) -> usize {
+    1 + 9 + 9 + 1 + 5 + entry.data.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(index: u64, term: u64) -> LogEntry {
+        LogEntry {
+            index,
+            term,
+            kind: EntryKind::Command,
+            data: vec![index as u8],
+        }
+    }
+
+    fn log_of(terms: &[u64]) -> RaftLog {
+        let mut log = RaftLog::starting_after(LogPosition::default());
+        for &term in terms {
+            log.append_new(term, EntryKind::Command, Vec::new());
+        }
+        log
+    }
+
+    /// LOG-2: a follower replaces a conflicting suffix and reports the last matching index.
+    #[test]
+    fn a_conflicting_suffix_is_replaced() {
+        let mut log = log_of(&[1, 1, 2, 2]);
+        log.take_unstable();
+        log.persisted_to(LogPosition::new(2, 4));
+        let matched = log
+            .append_from_leader(LogPosition::new(1, 2), &[entry(3, 3)])
+            .unwrap();
+        assert_eq!(matched, 3);
+        assert_eq!(log.last(), LogPosition::new(3, 3));
+        // The replaced entries were durable; the new one is not yet.
+        assert_eq!(log.persisted(), 2);
+        assert_eq!(log.take_unstable(), vec![entry(3, 3)]);
+    }
+
+    /// LOG-2: the refusal's hint points at the first entry of the conflicting term, or past
+    /// the end of a short log.
+    #[test]
+    fn a_refusal_hints_a_term_at_a_time() {
+        let mut log = log_of(&[1, 2, 2, 2]);
+        let hint = log
+            .append_from_leader(LogPosition::new(3, 4), &[])
+            .unwrap_err();
+        assert_eq!(hint, ConflictHint { index: 2, term: 2 });
+        let hint = log
+            .append_from_leader(LogPosition::new(3, 9), &[])
+            .unwrap_err();
+        assert_eq!(hint, ConflictHint { index: 5, term: 0 });
+    }
+
+    /// Entries already held are not rewritten, and a late batch never cuts a longer log.
+    #[test]
+    fn a_repeated_batch_changes_nothing() {
+        let mut log = log_of(&[1, 1, 1]);
+        log.take_unstable();
+        let matched = log
+            .append_from_leader(LogPosition::new(1, 1), &[entry(2, 1)])
+            .unwrap();
+        assert_eq!(matched, 2);
+        assert_eq!(log.last().index, 3);
+        assert!(log.take_unstable().is_empty());
+    }
+
+    /// A durable report for an entry replaced since does not count.
+    #[test]
+    fn a_durable_report_for_a_replaced_entry_is_ignored() {
+        let mut log = log_of(&[1, 1, 1]);
+        log.take_unstable();
+        log.append_from_leader(LogPosition::new(1, 1), &[entry(2, 2)])
+            .unwrap();
+        assert!(!log.persisted_to(LogPosition::new(1, 3)));
+        assert_eq!(log.persisted(), 0);
+        log.take_unstable();
+        assert!(log.persisted_to(LogPosition::new(2, 2)));
+    }
+
+    /// Only what is both committed and durable is applied, once, in order.
+    #[test]
+    fn applying_waits_for_commit_and_durability() {
+        let mut log = log_of(&[1, 1, 1]);
+        log.commit_to(3);
+        assert!(log.take_committed(10).is_empty());
+        log.take_unstable();
+        log.persisted_to(LogPosition::new(1, 2));
+        let applied: Vec<u64> = log.take_committed(10).iter().map(|e| e.index).collect();
+        assert_eq!(applied, vec![1, 2]);
+        log.persisted_to(LogPosition::new(1, 3));
+        let applied: Vec<u64> = log.take_committed(10).iter().map(|e| e.index).collect();
+        assert_eq!(applied, vec![3]);
+        assert!(log.take_committed(10).is_empty());
+    }
+
+    /// A batch fits its byte budget, but one oversized entry still travels alone.
+    #[test]
+    fn batches_fit_the_budget() {
+        let mut log = RaftLog::starting_after(LogPosition::default());
+        for _ in 0..4 {
+            log.append_new(1, EntryKind::Command, vec![0; 100]);
+        }
+        assert_eq!(log.batch_from(1, 200, 64).len(), 1);
+        assert_eq!(log.batch_from(1, 250, 64).len(), 2);
+        assert_eq!(log.batch_from(1, 1000, 64).len(), 4);
+        assert_eq!(log.batch_from(1, 1000, 2).len(), 2);
+        assert_eq!(log.batch_from(1, 10, 64).len(), 1);
+        assert!(log.batch_from(5, 1000, 64).is_empty());
+    }
+}

@@ -1,0 +1,513 @@
+//! The replicated log (LOG-1..3): a leader's proposals and its AppendEntries with entries, a
+//! follower's appends and durable acknowledgements, commit, and [`ReplicatedLog`], the seam a
+//! driver reaches the log through.
+//!
+//! # What may leave before an fsync, and what may not
+//!
+//! Entries are written apart from the hard state: the driver takes them with
+//! [`ReplicatedLog::take_write`], writes them, and reports the last one durable with
+//! [`ReplicatedLog::handle_persisted`]. Meanwhile the node goes on:
+//!
+//! - a **leader** sends its new entries to the followers at once, while its own write is being
+//!   fsynced, and counts itself towards a commit only up to what it reported durable;
+//! - a **follower** answers an AppendEntries only once the entries it acknowledges are
+//!   durable: an acknowledgement waiting for a write is kept ([`PendingAck`]) and sent from
+//!   `handle_persisted`. A refusal, and an acknowledgement of what is already durable, leave
+//!   at once;
+//! - a vote or a new term still leaves only after its [`Action::Persist`], as before.
+//!
+//! So an entry counted towards a commit is on the disks of a majority (LOG-3), and an
+//! acknowledged write survives any crash of a minority.
+//!
+//! # Replication to one follower
+//!
+//! The leader keeps a [`Progress`] per follower: the last index known to match (`matched`) and
+//! the next to send. A follower starts *probing*: one AppendEntries at a time, resent every
+//! heartbeat, until one is accepted; a refusal carries a hint (the first index of the
+//! follower's conflicting term, or where its log ends), so the leader backs off a term per
+//! round trip, not an entry (LOG-2). Once accepted, the follower is *replicating*: batches that
+//! fit `max_append_bytes` are pipelined up to `max_inflight` unanswered messages; one still
+//! unanswered a heartbeat interval later is taken as lost, and the follower is probed again
+//! from `matched`. A heartbeat to a follower with nothing to send is an AppendEntries at
+//! `matched`, which always matches and carries the commit index.
+//!
+//! # Commit and apply
+//!
+//! The leader commits the highest index that a majority of the voters hold durably, when that
+//! entry is of its own term (LOG-3, Raft §5.4.2); a new leader appends an empty entry first so
+//! that it can commit what earlier leaders left. Followers learn the commit index from every
+//! AppendEntries, up to what they verified matches. Every node hands out committed, durable
+//! entries in order, once ([`ReplicatedLog::take_committed`]); effects happen on apply only.
+
+use std::collections::VecDeque;
+
+use conclave_protocol::{EntryKind, LogEntry};
+
+use super::*;
+
+/// A follower's acknowledgement waiting for its write to become durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct PendingAck {
+    leader: PeerId,
+    term: u64,
+    /// The last index the acknowledged AppendEntries showed to match the leader's log.
+    index: u64,
+}
+
+/// How a leader replicates to one follower. See the [module docs](self).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Progress {
+    /// The last index known to match on the follower (durably: it acknowledged it).
+    pub(super) matched: u64,
+    /// The next index to send.
+    next: u64,
+    /// Probing: one message at a time until one is accepted.
+    probing: bool,
+    /// A probe went out and is not answered yet.
+    probe_sent: bool,
+    /// Unanswered pipelined messages: the last index of each and when it left.
+    inflight: VecDeque<(u64, Instant)>,
+}
+
+/// Why a proposal was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ProposeError {
+    /// Only the leader takes writes; the leader known, if any (LOG-1's redirect).
+    #[error("not the leader")]
+    NotLeader {
+        /// The leader this node knows in its term.
+        leader: Option<PeerId>,
+    },
+    /// The leader is handing over; the successor takes the write.
+    #[error("leadership is being transferred")]
+    Transferring,
+    /// The node is stopping.
+    #[error("the node is shutting down")]
+    ShuttingDown,
+}
+
+/// Entries the driver writes to its storage, then reports with
+/// [`ReplicatedLog::handle_persisted`]. Writing them replaces every stored entry at and after
+/// the first one's index ([`Storage::append_entries`](crate::storage::Storage::append_entries)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogWrite {
+    /// The entries, contiguous and ascending; never empty.
+    pub entries: Vec<LogEntry>,
+}
+
+impl LogWrite {
+    /// The last entry's position: what to report once the write is durable.
+    pub fn last(&self) -> LogPosition {
+        self.entries
+            .last()
+            .map_or_else(LogPosition::default, |entry| {
+                LogPosition::new(entry.term, entry.index)
+            })
+    }
+}
+
+/// Where the log stands on one node, for the status answer and metrics.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LogStatus {
+    /// The highest index known committed.
+    pub commit: u64,
+    /// The highest index handed out for applying.
+    pub applied: u64,
+    /// The highest index durable here.
+    pub persisted: u64,
+    /// The snapshot's position (everything up to it is compacted).
+    pub snapshot: LogPosition,
+    /// On a leader: each follower's last matching index.
+    pub followers: Vec<(PeerId, u64)>,
+}
+
+/// The log's API for the driver of a raft node with `[log]` (see the [module docs](self)).
+/// After every call that takes `now`, drain the node's actions: messages may be queued.
+#[derive(Debug)]
+pub struct ReplicatedLog<'a> {
+    raft: &'a mut Raft,
+}
+
+impl ReplicatedLog<'_> {
+    /// A write from a client (LOG-1): appended to this leader's log and sent to the
+    /// followers; the answer is its position. It is committed when
+    /// [`ReplicatedLog::take_committed`] hands out an entry at that position; an entry of
+    /// another term at that index means it was lost with this leader's term.
+    pub fn propose(&mut self, now: Instant, data: Vec<u8>) -> Result<LogPosition, ProposeError> {
+        let raft = &mut *self.raft;
+        if raft.shutdown.is_some() {
+            return Err(ProposeError::ShuttingDown);
+        }
+        if raft.phase != Phase::Leader {
+            return Err(ProposeError::NotLeader {
+                leader: raft.leader,
+            });
+        }
+        if raft.transfer().is_some() {
+            return Err(ProposeError::Transferring);
+        }
+        let term = raft.hard.term;
+        let index = raft.log.append_new(term, EntryKind::Command, data);
+        raft.replicate_to_all(now);
+        raft.finish();
+        Ok(LogPosition::new(term, index))
+    }
+
+    /// The entries to write now, if any; each is handed out once.
+    pub fn take_write(&mut self) -> Option<LogWrite> {
+        let entries = self.raft.log.take_unstable();
+        (!entries.is_empty()).then_some(LogWrite { entries })
+    }
+
+    /// The write that ended at `last` is durable (and every write before it).
+    pub fn handle_persisted(&mut self, now: Instant, last: LogPosition) {
+        let raft = &mut *self.raft;
+        if raft.log.persisted_to(last) {
+            if raft.phase == Phase::Leader {
+                raft.advance_commit(now);
+            } else {
+                raft.send_pending_ack();
+            }
+        }
+        raft.finish();
+    }
+
+    /// Committed, durable entries not yet applied, in order, at most `max`; each is handed
+    /// out once.
+    pub fn take_committed(&mut self, max: usize) -> Vec<LogEntry> {
+        self.raft.log.take_committed(max)
+    }
+
+    /// Where the log stands.
+    pub fn status(&self) -> LogStatus {
+        self.raft.log_status().unwrap_or_default()
+    }
+
+    /// The last entry's position.
+    pub fn last(&self) -> LogPosition {
+        self.raft.log.last()
+    }
+}
+
+impl Raft {
+    /// The replicated log's API, when this node carries one.
+    pub fn replicated_log(&mut self) -> Option<ReplicatedLog<'_>> {
+        self.config.log?;
+        Some(ReplicatedLog { raft: self })
+    }
+
+    /// Where the log stands, when this node carries one.
+    pub(crate) fn log_status(&self) -> Option<LogStatus> {
+        self.config.log?;
+        let followers = self
+            .leading
+            .as_ref()
+            .map(|leading| {
+                leading
+                    .progress
+                    .iter()
+                    .map(|(peer, progress)| (*peer, progress.matched))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(LogStatus {
+            commit: self.log.commit(),
+            applied: self.log.applied(),
+            persisted: self.log.persisted(),
+            snapshot: self.log.snapshot(),
+            followers,
+        })
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // leader
+
+    /// A new leader's first act on the log: an empty entry of its term, so that it can commit
+    /// what earlier leaders left (Raft §5.4.2), and every follower probed from the end.
+    pub(super) fn start_replication(&mut self) {
+        let term = self.hard.term;
+        self.log.append_new(term, EntryKind::Noop, Vec::new());
+        let next = self.log.last().index;
+        let peers = self.replication_peers();
+        if let Some(leading) = self.leading.as_mut() {
+            for peer in peers {
+                leading.progress.insert(
+                    peer,
+                    Progress {
+                        matched: 0,
+                        next,
+                        probing: true,
+                        probe_sent: false,
+                        inflight: VecDeque::new(),
+                    },
+                );
+            }
+        }
+    }
+
+    /// Sends every follower what it can take now.
+    pub(super) fn replicate_to_all(&mut self, now: Instant) {
+        for peer in self.replication_peers() {
+            self.send_append(now, peer);
+        }
+    }
+
+    /// The heartbeat to one follower: a lost probe or pipeline is sent again, and a follower
+    /// with nothing to take gets an AppendEntries at its match, carrying the commit index.
+    pub(super) fn heartbeat_with_log(&mut self, now: Instant, peer: PeerId) {
+        let interval = self.config.heartbeat_interval;
+        let Some(progress) = self.progress_of(peer) else {
+            return;
+        };
+        if progress.probing {
+            progress.probe_sent = false;
+        } else if progress
+            .inflight
+            .front()
+            .is_some_and(|&(_, sent)| now.saturating_duration_since(sent) >= interval)
+        {
+            // Unanswered for a heartbeat interval: lost, or its answer was. Start again from
+            // what is known to match.
+            debug!(%peer, matched = progress.matched, "replication stalled; probing again");
+            progress.probing = true;
+            progress.probe_sent = false;
+            progress.inflight.clear();
+            progress.next = progress.matched + 1;
+        }
+        if !self.send_append(now, peer) {
+            self.send_commit_heartbeat(peer);
+        }
+    }
+
+    /// Sends `peer` the entries it can take now; whether anything went.
+    pub(super) fn send_append(&mut self, now: Instant, peer: PeerId) -> bool {
+        let Some(log_config) = self.config.log else {
+            return false;
+        };
+        let last = self.log.last().index;
+        let Some(progress) = self.progress_of(peer) else {
+            return false;
+        };
+        if progress.probing && progress.probe_sent {
+            return false;
+        }
+        if !progress.probing
+            && (progress.inflight.len() >= log_config.max_inflight || progress.next > last)
+        {
+            return false;
+        }
+        let next = progress.next;
+        let probing = progress.probing;
+        let prev_index = next - 1;
+        let Some(prev_term) = self.log.term_at(prev_index) else {
+            // Behind the snapshot: it needs InstallSnapshot (LOG-4), which arrives with
+            // compaction; until then the leader keeps it probing at the snapshot.
+            let snapshot = self.log.snapshot();
+            if let Some(progress) = self.progress_of(peer) {
+                progress.next = snapshot.index + 1;
+            }
+            return false;
+        };
+        let entries = self.log.batch_from(
+            next,
+            log_config.max_append_bytes,
+            log_config.max_append_entries,
+        );
+        if !probing && entries.is_empty() {
+            return false;
+        }
+        let sent_last = prev_index + entries.len() as u64;
+        let commit = self.log.commit();
+        if let Some(progress) = self.progress_of(peer) {
+            if probing {
+                progress.probe_sent = true;
+            } else {
+                progress.next = sent_last + 1;
+                progress.inflight.push_back((sent_last, now));
+            }
+        }
+        let append = AppendEntries {
+            term: self.hard.term,
+            leader: self.config.id,
+            prev_index,
+            prev_term,
+            entries,
+            commit,
+            pinned: self.hard.manual_override == Some(self.config.id),
+        };
+        self.send(peer, RaftMessage::AppendEntries(append));
+        true
+    }
+
+    /// An AppendEntries at `peer`'s match with no entries: it always matches, and tells the
+    /// follower the commit index (never beyond what it holds).
+    fn send_commit_heartbeat(&mut self, peer: PeerId) {
+        let matched = self.match_index_of(peer);
+        let Some(prev_term) = self.log.term_at(matched) else {
+            return;
+        };
+        let append = AppendEntries {
+            term: self.hard.term,
+            leader: self.config.id,
+            prev_index: matched,
+            prev_term,
+            entries: Vec::new(),
+            commit: self.log.commit().min(matched),
+            pinned: self.hard.manual_override == Some(self.config.id),
+        };
+        self.send(peer, RaftMessage::AppendEntries(append));
+    }
+
+    /// A follower answered an AppendEntries (LOG-2).
+    pub(super) fn replication_answered(
+        &mut self,
+        now: Instant,
+        from: PeerId,
+        response: AppendResp,
+    ) {
+        let Some(progress) = self.progress_of(from) else {
+            return;
+        };
+        if response.success {
+            progress.matched = progress.matched.max(response.match_index);
+            progress.next = progress.next.max(progress.matched + 1);
+            let matched = progress.matched;
+            while progress
+                .inflight
+                .front()
+                .is_some_and(|&(last, _)| last <= matched)
+            {
+                progress.inflight.pop_front();
+            }
+            if progress.probing {
+                progress.probing = false;
+                progress.probe_sent = false;
+                progress.inflight.clear();
+                progress.next = matched + 1;
+            }
+            self.advance_commit(now);
+        } else if let Some(hint) = response.hint {
+            // Back off to where the follower's conflicting term starts (or its log ends),
+            // never below what is known to match, never forward.
+            progress.next = hint.index.max(progress.matched + 1).min(progress.next);
+            progress.probing = true;
+            progress.probe_sent = false;
+            progress.inflight.clear();
+        }
+        self.send_append(now, from);
+    }
+
+    /// LOG-3: commits the highest index a majority of the voters hold durably, if it is of
+    /// this leader's term.
+    pub(super) fn advance_commit(&mut self, _now: Instant) {
+        if self.phase != Phase::Leader || self.config.log.is_none() {
+            return;
+        }
+        let QuorumMode::Voters(voters) = &self.config.quorum else {
+            return;
+        };
+        let mut held: Vec<u64> = voters
+            .iter()
+            .map(|voter| {
+                if *voter == self.config.id {
+                    self.log.persisted()
+                } else {
+                    self.match_index_of(*voter)
+                }
+            })
+            .collect();
+        held.sort_unstable_by(|a, b| b.cmp(a));
+        let quorum = voters.len() / 2 + 1;
+        let Some(&candidate) = held.get(quorum - 1) else {
+            return;
+        };
+        if candidate > self.log.commit() && self.log.term_at(candidate) == Some(self.hard.term) {
+            self.log.commit_to(candidate);
+        }
+    }
+
+    /// `peer`'s progress while leading; a peer first met now (a follower that connected
+    /// after the win) is probed from the end of the log.
+    fn progress_of(&mut self, peer: PeerId) -> Option<&mut Progress> {
+        if peer == self.config.id {
+            return None;
+        }
+        let next = self.log.last().index + 1;
+        self.leading.as_mut().map(|leading| {
+            leading.progress.entry(peer).or_insert_with(|| Progress {
+                matched: 0,
+                next,
+                probing: true,
+                probe_sent: false,
+                inflight: VecDeque::new(),
+            })
+        })
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // follower
+
+    /// An AppendEntries from the leader of this term (LOG-2): entries appended, the commit
+    /// index learned, and the answer sent now or once the entries are durable.
+    pub(super) fn follow_append(&mut self, from: PeerId, append: &AppendEntries) {
+        let term = self.hard.term;
+        let prev = LogPosition::new(append.prev_term, append.prev_index);
+        match self.log.append_from_leader(prev, &append.entries) {
+            Ok(matched) => {
+                self.log.commit_to(append.commit.min(matched));
+                if self.log.persisted() >= matched {
+                    self.send_append_ack(from, term, matched);
+                } else {
+                    let index = match self.pending_ack {
+                        Some(pending) if pending.leader == from && pending.term == term => {
+                            pending.index.max(matched)
+                        }
+                        _ => matched,
+                    };
+                    self.pending_ack = Some(PendingAck {
+                        leader: from,
+                        term,
+                        index,
+                    });
+                }
+            }
+            Err(hint) => {
+                let response = AppendResp {
+                    term,
+                    success: false,
+                    match_index: 0,
+                    hint: Some(hint),
+                    priority: self.priority,
+                };
+                self.send(from, RaftMessage::AppendResp(response));
+            }
+        }
+    }
+
+    /// Sends the acknowledgement that waited for a write, as far as the log is durable now.
+    fn send_pending_ack(&mut self) {
+        let Some(pending) = self.pending_ack else {
+            return;
+        };
+        if pending.term != self.hard.term || self.leader != Some(pending.leader) {
+            self.pending_ack = None;
+            return;
+        }
+        let durable = self.log.persisted().min(pending.index);
+        if durable >= pending.index {
+            self.pending_ack = None;
+        }
+        self.send_append_ack(pending.leader, pending.term, durable);
+    }
+
+    fn send_append_ack(&mut self, leader: PeerId, term: u64, matched: u64) {
+        let response = AppendResp {
+            term,
+            success: true,
+            match_index: matched,
+            hint: None,
+            priority: self.priority,
+        };
+        self.send(leader, RaftMessage::AppendResp(response));
+    }
+}

@@ -1,0 +1,406 @@
+//! The replicated log in the simulator (LOG-1..3): each node's storage, fsyncs that take
+//! time, a client that writes to whoever leads, and the Raft paper's Figure 3 properties
+//! checked as the run goes.
+//!
+//! - **Storage.** A node's entries go to a [`MemStorage`] the moment the core hands them out;
+//!   the fsync completes a random delay later (up to [`SimConfig::disk_delay`]), and only then
+//!   is the core told they are durable. A crash in between loses them, as a power cut loses
+//!   what the page cache held: every place where the core counts on a write before its fsync
+//!   shows up as a lost acknowledged write or a broken property. (The hard state keeps its
+//!   own model: `Action::Persist` is durable when carried out, as the WalActor's barrier.)
+//! - **Client.** Every [`SimConfig::client_interval`] a client writes a unique value through
+//!   a random live node; a node that does not lead refuses it, as the admin API redirects.
+//!   A write is *acknowledged* when the node that took it applies the entry at the position
+//!   it was given, with its value — what the admin API answers 200 on.
+//! - **Properties.** State machine safety: no two nodes apply different entries at one index,
+//!   across restarts too (checked at every apply). Leader completeness: a node that becomes
+//!   leader of a term holds every write acknowledged by a leader of an earlier term (checked
+//!   when it takes office). Log matching and the durability of every acknowledged write:
+//!   checked once faults stop, over the logs of the live nodes ([`Simulation::await_log_converged`]).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use conclave_protocol::LogEntry;
+
+use super::{Observation, SimFailure, Simulation};
+use crate::election::{Election, Role};
+use crate::raft::LogPosition;
+use crate::storage::{MemStorage, Storage};
+use crate::time::Instant;
+
+/// One node's log as the simulator keeps it: what survives a crash, and what does not.
+#[derive(Debug, Default)]
+pub(super) struct NodeLog {
+    /// Entries written, durable only up to the last sync.
+    pub(super) storage: MemStorage,
+    /// Writes whose fsync has not completed: when it does, and the last entry it covers.
+    syncs: VecDeque<(Instant, LogPosition)>,
+    /// Writes the client made through this node while it led: position and value.
+    proposals: BTreeMap<u64, (u64, Vec<u8>)>,
+}
+
+impl NodeLog {
+    /// The process died: unsynced writes are lost, and so is what the process knew.
+    pub(super) fn crash(&mut self) {
+        self.storage.crash();
+        self.syncs.clear();
+        self.proposals.clear();
+    }
+
+    /// The disk was lost.
+    pub(super) fn wipe(&mut self) {
+        self.crash();
+        self.storage.wipe();
+    }
+}
+
+/// What the log's properties remember across the whole run.
+#[derive(Debug, Default)]
+pub(super) struct LogBook {
+    /// The entry applied at each index by the first node that applied it.
+    applied: BTreeMap<u64, (u64, Vec<u8>)>,
+    /// Acknowledged writes: the position, the value, and the term of the leader that
+    /// acknowledged it.
+    acknowledged: Vec<(LogPosition, Vec<u8>, u64)>,
+    /// When the client writes next.
+    next_write: Option<Instant>,
+    /// The next value written (unique).
+    next_value: u64,
+    /// Writes refused because the node did not lead.
+    refused: u64,
+    /// A broken property, reported at the end of the step.
+    violation: Option<String>,
+    /// The control run's driver: it tells the core a write is durable as soon as it is
+    /// written, before its fsync (see [`Simulation::set_report_before_fsync`]).
+    report_before_fsync: bool,
+}
+
+/// Counts of what the client did, for reports and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LogCounts {
+    /// Writes a node took.
+    pub proposed: u64,
+    /// Writes acknowledged.
+    pub acknowledged: u64,
+    /// Writes refused by a node that did not lead.
+    pub refused: u64,
+    /// Distinct indices applied anywhere.
+    pub applied: u64,
+}
+
+impl Simulation {
+    /// Whether the nodes carry a replicated log.
+    pub(super) fn has_log(&self) -> bool {
+        self.config.log_enabled()
+    }
+
+    /// The next log event: an fsync completing or the client's next write.
+    pub(super) fn next_log_event(&self) -> Option<(Instant, Option<usize>)> {
+        if !self.has_log() {
+            return None;
+        }
+        let mut best: Option<(Instant, Option<usize>)> =
+            self.log_book.next_write.map(|at| (at, None));
+        for (index, node) in self.nodes.iter().enumerate() {
+            if node.election.is_none() {
+                continue;
+            }
+            if let Some(&(due, _)) = node.log.syncs.front() {
+                if best.is_none_or(|(at, _)| due < at) {
+                    best = Some((due, Some(index)));
+                }
+            }
+        }
+        best
+    }
+
+    /// Carries out the log event chosen by [`Simulation::next_log_event`].
+    pub(super) fn log_event(&mut self, node: Option<usize>) {
+        match node {
+            Some(index) => self.complete_sync(index),
+            None => self.client_write(),
+        }
+    }
+
+    /// Node `index`'s oldest pending fsync completes: everything written so far is durable,
+    /// and the core learns that the write it was for is.
+    fn complete_sync(&mut self, index: usize) {
+        let now = self.now;
+        let Some((_, last)) = self.nodes[index].log.syncs.pop_front() else {
+            return;
+        };
+        if self.log_book.report_before_fsync {
+            // The control's driver told the core at write time already.
+            let _ = self.nodes[index].log.storage.sync();
+            return;
+        }
+        // A sync covers every write before it; later writes become durable too, which only
+        // makes the model kinder than a disk that loses them. The core is told of `last` only.
+        let _ = self.nodes[index].log.storage.sync();
+        if let Some(mut log) = self.nodes[index]
+            .election
+            .as_mut()
+            .and_then(Election::replicated_log)
+        {
+            log.handle_persisted(now, last);
+        }
+        self.pump(index, None);
+    }
+
+    /// The client writes a unique value through a random live node.
+    fn client_write(&mut self) {
+        let Some(interval) = self.config.client_interval else {
+            self.log_book.next_write = None;
+            return;
+        };
+        self.log_book.next_write = Some(self.now + interval);
+        let alive = self.alive();
+        if alive.is_empty() {
+            return;
+        }
+        let index = alive[self.rng.below(alive.len() as u64) as usize];
+        self.log_book.next_value += 1;
+        let value = self.log_book.next_value.to_be_bytes().to_vec();
+        let now = self.now;
+        let Some(mut log) = self.nodes[index]
+            .election
+            .as_mut()
+            .and_then(Election::replicated_log)
+        else {
+            return;
+        };
+        match log.propose(now, value.clone()) {
+            Ok(position) => {
+                self.nodes[index]
+                    .log
+                    .proposals
+                    .insert(position.index, (position.term, value));
+            }
+            Err(_) => self.log_book.refused += 1,
+        }
+        self.pump(index, None);
+    }
+
+    /// After a node's actions: its new entries go to storage (their fsync completes later),
+    /// and what it may apply now is applied and checked. Whether the node may have new
+    /// actions (only the control's early report makes some).
+    pub(super) fn drain_log(&mut self, index: usize) -> bool {
+        if !self.has_log() {
+            return false;
+        }
+        let now = self.now;
+        let max_delay = self.config.disk_delay;
+        let node = &mut self.nodes[index];
+        let Some(election) = node.election.as_mut() else {
+            return false;
+        };
+        let term = election.term();
+        let is_leader = election.role() == Role::Leader;
+        let Some(mut log) = election.replicated_log() else {
+            return false;
+        };
+        let mut reported = false;
+        let write = log.take_write();
+        let applied = log.take_committed(usize::MAX);
+        if let Some(write) = write {
+            let _ = node.log.storage.append_entries(&write.entries);
+            let drawn = now + self.rng.duration_between(Duration::ZERO, max_delay);
+            // fsyncs complete in the order they were asked for.
+            let due = node
+                .log
+                .syncs
+                .back()
+                .map_or(drawn, |&(last, _)| last.max(drawn));
+            node.log.syncs.push_back((due, write.last()));
+            if self.log_book.report_before_fsync {
+                log.handle_persisted(now, write.last());
+                reported = true;
+            }
+        }
+        for entry in applied {
+            self.note_applied(index, &entry, term, is_leader);
+        }
+        reported
+    }
+
+    /// State machine safety at every apply, and the client's acknowledgements.
+    fn note_applied(&mut self, index: usize, entry: &LogEntry, term: u64, is_leader: bool) {
+        let id = self.nodes[index].id;
+        match self.log_book.applied.get(&entry.index) {
+            Some((first_term, first_data)) => {
+                if (*first_term, first_data) != (entry.term, &entry.data) {
+                    self.log_book.violation.get_or_insert(format!(
+                        "{id} applied term {} at index {}, where term {first_term} was applied \
+                         before",
+                        entry.term, entry.index
+                    ));
+                }
+            }
+            None => {
+                self.log_book
+                    .applied
+                    .insert(entry.index, (entry.term, entry.data.clone()));
+            }
+        }
+        if let Some((proposed_term, value)) = self.nodes[index].log.proposals.remove(&entry.index) {
+            if proposed_term == entry.term && value == entry.data {
+                // The node that took the write answers the client now; it led when it took
+                // it, and acknowledges in the term it holds now.
+                let _ = is_leader;
+                self.log_book.acknowledged.push((
+                    LogPosition::new(entry.term, entry.index),
+                    value,
+                    term,
+                ));
+            }
+        }
+        self.observations.push(Observation::Applied {
+            node: index,
+            index: entry.index,
+        });
+    }
+
+    /// Leader completeness, checked when a node takes office: it holds every write a leader
+    /// of an earlier term acknowledged.
+    pub(super) fn check_new_leader_log(&mut self, index: usize) {
+        let Some(raft) = self.raft(index) else {
+            return;
+        };
+        let term = raft.term();
+        let id = raft.id();
+        for (position, _, acked_in) in &self.log_book.acknowledged {
+            if *acked_in >= term {
+                continue;
+            }
+            if raft.log_term_at(position.index) != Some(position.term) {
+                self.log_book.violation.get_or_insert(format!(
+                    "{id} became leader of term {term} without the write acknowledged at index \
+                     {} (term {}) in term {acked_in}",
+                    position.index, position.term
+                ));
+                return;
+            }
+        }
+    }
+
+    /// A broken log property found in the last step.
+    pub(super) fn take_log_violation(&mut self) -> Option<String> {
+        self.log_book.violation.take()
+    }
+
+    /// What the client did so far.
+    pub fn log_counts(&self) -> LogCounts {
+        LogCounts {
+            proposed: self.log_book.next_value - self.log_book.refused,
+            acknowledged: self.log_book.acknowledged.len() as u64,
+            refused: self.log_book.refused,
+            applied: self.log_book.applied.len() as u64,
+        }
+    }
+
+    /// The control run: a driver that reports each write durable when it is written, before
+    /// its fsync completes, so a crash can take back what the core counted. The checks must
+    /// then find a lost acknowledged write; without this switch they never may.
+    pub fn set_report_before_fsync(&mut self, on: bool) {
+        self.log_book.report_before_fsync = on;
+    }
+
+    /// Starts the client's writes (with [`SimConfig::client_interval`]) or stops them.
+    pub fn set_client_writes(&mut self, on: bool) {
+        self.log_book.next_write =
+            (on && self.config.client_interval.is_some()).then_some(self.now);
+    }
+
+    /// Once faults have stopped: waits (up to `bound`) until every live node has committed
+    /// and applied every acknowledged write, then checks log matching over the live nodes'
+    /// logs and that each holds every acknowledged write where it was acknowledged.
+    pub fn await_log_converged(&mut self, bound: Duration) -> Result<(), SimFailure> {
+        // Writes taken before the client stopped are still being acknowledged meanwhile.
+        let highest = |sim: &Simulation| {
+            sim.log_book
+                .acknowledged
+                .iter()
+                .map(|(position, _, _)| position.index)
+                .max()
+                .unwrap_or(0)
+        };
+        let deadline = self.now + bound;
+        let caught_up = self.run_until_condition(deadline, |sim| {
+            let highest = highest(sim);
+            sim.alive().iter().all(|&index| {
+                sim.raft(index)
+                    .and_then(|raft| raft.log_status())
+                    .is_some_and(|status| status.applied >= highest)
+            })
+        })?;
+        let highest = highest(self);
+        if caught_up.is_none() {
+            let behind: Vec<String> = self
+                .alive()
+                .iter()
+                .map(|&index| {
+                    let applied = self
+                        .raft(index)
+                        .and_then(|raft| raft.log_status())
+                        .map_or(0, |status| status.applied);
+                    format!("{} applied {applied}", self.id(index))
+                })
+                .collect();
+            return Err(self.failure(
+                "log converges",
+                format!(
+                    "within {bound:?} of healing, not every live node applied index {highest}: {}",
+                    behind.join(", ")
+                ),
+            ));
+        }
+        let alive = self.alive();
+        for &index in &alive {
+            let raft = self.raft(index).expect("alive");
+            for (position, _, _) in &self.log_book.acknowledged {
+                if raft.log_term_at(position.index) != Some(position.term) {
+                    return Err(self.failure(
+                        "acknowledged writes are durable",
+                        format!(
+                            "{} does not hold the write acknowledged at index {} (term {}): it \
+                             holds term {:?} there, its log ends at {:?}, {:?}",
+                            raft.id(),
+                            position.index,
+                            position.term,
+                            raft.log_term_at(position.index),
+                            raft.log_last(),
+                            raft.log_status()
+                        ),
+                    ));
+                }
+            }
+        }
+        // Log matching (Figure 3): where two logs hold an entry of the same index and term,
+        // they hold the same entries up to it.
+        for (a_pos, &a) in alive.iter().enumerate() {
+            for &b in &alive[a_pos + 1..] {
+                let (ra, rb) = (self.raft(a).expect("alive"), self.raft(b).expect("alive"));
+                let top = ra.log_last().index.min(rb.log_last().index);
+                let from = ra.log_first_index().max(rb.log_first_index());
+                let mut matched_above = false;
+                for i in (from..=top).rev() {
+                    let same = ra.log_term_at(i) == rb.log_term_at(i);
+                    if same {
+                        matched_above = true;
+                    } else if matched_above {
+                        return Err(self.failure(
+                            "log matching",
+                            format!(
+                                "{} and {} agree on a later entry but differ at index {i}",
+                                ra.id(),
+                                rb.id()
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
