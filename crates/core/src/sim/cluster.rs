@@ -1215,6 +1215,7 @@ impl Simulation {
         node.durable_auto_election = None;
         node.amnesic = true;
         node.log.wipe();
+        node.log.lost = self.config.log_enabled();
         let id = node.id;
         self.wal_losses += 1;
         self.network.drop_in_flight_to(index);
@@ -1224,10 +1225,18 @@ impl Simulation {
 
     /// Whether node `index` is without its memory of votes: it lost its WAL (or its WAL is
     /// still amnesic) and it is down or abstaining. Once its abstention is over it knows a term
-    /// at least as high as any it voted in, even while its WAL stays amnesic.
+    /// at least as high as any it voted in, even while its WAL stays amnesic. With a log, it
+    /// also lost its entries, and stays without them until its log has caught up with a
+    /// leader's.
     pub fn is_amnesic(&self, index: usize) -> bool {
         let node = &self.nodes[index];
-        node.amnesic && node.election.as_ref().is_none_or(Election::is_abstaining)
+        let wal_amnesic = if self.config.log_enabled() {
+            // With a log the WAL stays amnesic until the log caught up (see `Raft`).
+            node.amnesic
+        } else {
+            node.amnesic && node.election.as_ref().is_none_or(Election::is_abstaining)
+        };
+        wal_amnesic || node.log.lost
     }
 
     /// Whether a node that lost its WAL abstains at its restart (on by default, as in a real

@@ -372,7 +372,12 @@ fn script(
 /// every acknowledged write held and applied everywhere, and the leader kept.
 fn log_script(sim: &mut Simulation, plan: &mut SeededRng) -> Result<Duration, SimFailure> {
     sim.set_client_writes(true);
-    chaos(sim, plan, CHAOS)?;
+    if sim.len() >= 3 && plan.chance(0.5) {
+        // WAL-2: a wiped voter lost its entries too; it must not vote them away.
+        chaos_with_wal_loss(sim, plan, CHAOS, None)?;
+    } else {
+        chaos(sim, plan, CHAOS)?;
+    }
     calm(sim)?;
     let convergence = await_agreed_leader(sim, CONVERGENCE_BOUND)?;
     sim.run_for(Duration::from_millis(plan.between(0, 300)))?;

@@ -117,6 +117,7 @@ impl Raft {
             && self.is_voter(from)
             && free_to_vote
             && !forgotten
+            && !self.log_catch_up
             && candidate_log >= self.log.last();
         if granted && !request.pre_vote {
             self.hard.vote = Some(from);

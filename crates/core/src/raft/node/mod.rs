@@ -191,6 +191,14 @@ pub struct Raft {
     log: RaftLog,
     /// A follower's acknowledgement that waits for its entries to be durable (LOG-3).
     pending_ack: Option<PendingAck>,
+    /// WAL-2 with a log: after a lost WAL the node may also have lost entries it had
+    /// acknowledged, so a vote from it could elect a leader without a committed entry. It
+    /// grants no vote and does not campaign until its log matches a leader's through an entry
+    /// that leader committed in its own term (`replication.rs`).
+    log_catch_up: bool,
+    /// The leader's commit index its log was seen to match through, during a catch-up: the
+    /// catch-up is over once the log is durable up to it.
+    catch_up_target: Option<u64>,
     /// Peers membership reports connected (never this node).
     connected: BTreeSet<PeerId>,
     auto_election: bool,
@@ -286,6 +294,8 @@ impl Raft {
             leader: None,
             log: RaftLog::starting_after(last_log),
             pending_ack: None,
+            log_catch_up: false,
+            catch_up_target: None,
             connected: BTreeSet::new(),
             auto_election,
             quarantined: false,
@@ -344,6 +354,11 @@ impl Raft {
         self.leader = None;
         self.leader_contact = None;
         self.votes.clear();
+        // Its log may have been lost with the WAL, or be what was rebuilt of it before a crash
+        // cut the catch-up short: the WAL stays amnesic until the log caught up, so every
+        // restart in between catches up again.
+        self.log_catch_up = self.config.log.is_some();
+        self.catch_up_target = None;
         let waiting: Vec<String> = self
             .abstention_waiting_for()
             .iter()
@@ -661,6 +676,11 @@ impl Raft {
         self.log.term_at(index)
     }
 
+    /// Whether it waits, after a lost WAL, for its log to match a leader's before it votes.
+    pub(crate) fn is_catching_up(&self) -> bool {
+        self.log_catch_up
+    }
+
     /// Its last log entry's position.
     pub(crate) fn log_last(&self) -> LogPosition {
         self.log.last()
@@ -794,6 +814,7 @@ impl Raft {
     fn can_campaign(&self, now: Instant) -> bool {
         self.auto_election
             && !self.quarantined
+            && !self.log_catch_up
             && self.is_voter(self.config.id)
             && self.yielded_until.is_none_or(|until| now >= until)
     }
@@ -1167,11 +1188,14 @@ impl Raft {
         if self.abstention.is_some() {
             return;
         }
-        let kind = if self.vote_floor.is_some_and(|floor| self.hard.term <= floor) {
-            Action::PersistAmnesic
-        } else {
-            Action::Persist
-        };
+        // While its log catches up after a lost WAL the WAL stays amnesic, so that a restart
+        // abstains and catches up again.
+        let kind =
+            if self.vote_floor.is_some_and(|floor| self.hard.term <= floor) || self.log_catch_up {
+                Action::PersistAmnesic
+            } else {
+                Action::Persist
+            };
         self.outbox.persist_as(self.hard, kind);
     }
 

@@ -167,6 +167,7 @@ impl ReplicatedLog<'_> {
                 raft.advance_commit(now);
             } else {
                 raft.send_pending_ack();
+                raft.end_catch_up_if_durable();
             }
         }
         raft.finish();
@@ -387,6 +388,12 @@ impl Raft {
             }
             self.advance_commit(now);
         } else if let Some(hint) = response.hint {
+            if hint.index <= progress.matched {
+                // The follower no longer holds what it acknowledged: it lost its WAL (WAL-2)
+                // and came back empty. (Or this refusal is older than its acknowledgements;
+                // then the entries are only sent again.) Commit never goes back.
+                progress.matched = hint.index.saturating_sub(1);
+            }
             // Back off to where the follower's conflicting term starts (or its log ends),
             // never below what is known to match, never forward.
             progress.next = hint.index.max(progress.matched + 1).min(progress.next);
@@ -455,6 +462,16 @@ impl Raft {
         match self.log.append_from_leader(prev, &append.entries) {
             Ok(matched) => {
                 self.log.commit_to(append.commit.min(matched));
+                if self.log_catch_up
+                    && append.commit > 0
+                    && append.commit <= matched
+                    && self.log.term_at(append.commit) == Some(term)
+                {
+                    // The leader committed an entry of its own term, so its log through that
+                    // entry holds every entry committed before; this log matches it there.
+                    self.catch_up_target = Some(append.commit);
+                }
+                self.end_catch_up_if_durable();
                 if self.log.persisted() >= matched {
                     self.send_append_ack(from, term, matched);
                 } else {
@@ -481,6 +498,23 @@ impl Raft {
                 };
                 self.send(from, RaftMessage::AppendResp(response));
             }
+        }
+    }
+
+    /// Ends a catch-up after a lost WAL once the log is durable through the leader's commit
+    /// it matched: it holds every entry ever committed before, on disk, and may vote again.
+    fn end_catch_up_if_durable(&mut self) {
+        let Some(target) = self.catch_up_target else {
+            return;
+        };
+        if self.log_catch_up && self.log.persisted() >= target {
+            self.log_catch_up = false;
+            self.catch_up_target = None;
+            info!(
+                term = self.hard.term,
+                commit = target,
+                "log caught up with the leader after a lost WAL; voting again"
+            );
         }
     }
 

@@ -38,6 +38,8 @@ pub(super) struct NodeLog {
     syncs: VecDeque<(Instant, LogPosition)>,
     /// Writes the client made through this node while it led: position and value.
     proposals: BTreeMap<u64, (u64, Vec<u8>)>,
+    /// Its entries were lost with its WAL, and its log has not caught up with a leader's since.
+    pub(super) lost: bool,
 }
 
 impl NodeLog {
@@ -197,6 +199,11 @@ impl Simulation {
         };
         let term = election.term();
         let is_leader = election.role() == Role::Leader;
+        if node.log.lost {
+            if let Election::Raft(raft) = &*election {
+                node.log.lost = raft.is_catching_up() || raft.is_abstaining();
+            }
+        }
         let Some(mut log) = election.replicated_log() else {
             return false;
         };
@@ -350,8 +357,10 @@ impl Simulation {
             return Err(self.failure(
                 "log converges",
                 format!(
-                    "within {bound:?} of healing, not every live node applied index {highest}: {}",
-                    behind.join(", ")
+                    "within {bound:?} of healing, not every live node applied index {highest}: \
+                     {}; {}",
+                    behind.join(", "),
+                    crate::sim::invariants::liveness::describe(self)
                 ),
             ));
         }

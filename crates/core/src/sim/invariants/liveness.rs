@@ -48,14 +48,29 @@ pub fn check_still_agreed(sim: &mut Simulation, settle: Duration) -> Result<usiz
 pub fn describe(sim: &Simulation) -> String {
     (0..sim.len())
         .map(|i| match sim.election(i) {
-            Some(election) => format!(
-                "{}: {} ({}) term {} leader {}",
-                sim.id(i),
-                election.role(),
-                election.phase(),
-                election.term(),
-                election.leader().map_or("-".to_owned(), |l| l.to_string())
-            ),
+            Some(election) => {
+                let mut line = format!(
+                    "{}: {} ({}) term {} leader {}",
+                    sim.id(i),
+                    election.role(),
+                    election.phase(),
+                    election.term(),
+                    election.leader().map_or("-".to_owned(), |l| l.to_string())
+                );
+                if election.is_abstaining() {
+                    line.push_str(" abstaining");
+                }
+                if let Some(raft) = sim.raft(i) {
+                    if raft.config().log.is_some() {
+                        let last = raft.log_last();
+                        line.push_str(&format!(" log {}:{}", last.term, last.index));
+                        if raft.is_catching_up() {
+                            line.push_str(" catching up");
+                        }
+                    }
+                }
+                line
+            }
             None => format!("{}: crashed", sim.id(i)),
         })
         .collect::<Vec<_>>()
