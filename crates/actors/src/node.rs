@@ -1,11 +1,14 @@
 //! Starting, wiring, querying and stopping one node's actors.
 //!
-//! [`NodeBuilder::start`] opens the WAL (which locks the data directory and advances the
-//! node's incarnation), restores the operator's automatic-election switch from it, makes the
-//! election abstain when the WAL held no term or vote (WAL-2), binds
-//! the links, starts the TransportActor, WalActor, ElectionActor, MembershipActor and
-//! CallbackActor, connects them through recipients, and starts the admin and metrics HTTP
-//! servers when configured. The [`NodeHandle`] it returns is the in-process API: status,
+//! [`NodeBuilder::start`] runs in phases, each a method of the builder that hands the next
+//! what it made: reserve the admin and metrics listeners (a port in use fails before the
+//! data directory is touched); open the storage (lock the data directory, open and recover
+//! the WAL, advance the node's incarnation); bind the links; restore the election from what
+//! the storage held (the operator's automatic-election switch, RAFT-8, and an abstention when
+//! the WAL held no term or vote, WAL-2); spawn the TransportActor, WalActor, ElectionActor,
+//! MembershipActor, CallbackActor and HealthActor, connected through recipients; and serve
+//! the admin API and metrics endpoint when configured. Everything that can fail comes before
+//! the first actor starts. The [`NodeHandle`] it returns is the in-process API: status,
 //! peers, history, operator commands, event subscriptions (CB-1), and stopping — gracefully
 //! (peers are told goodbye) or abruptly, as a crash would.
 
@@ -37,7 +40,8 @@ use crate::transport::{
     TransportActor,
 };
 use crate::wal::{
-    CloseWal, HistoryRecord, InlineWalActor, Persist, WalActor, WalError, WalFile, WalOptions,
+    CloseWal, HistoryRecord, InlineWalActor, Persist, Recovered, WalActor, WalError, WalFile,
+    WalOptions,
 };
 
 /// Why a node could not start or answer.
@@ -150,11 +154,24 @@ impl NodeBuilder {
         self
     }
 
-    /// Starts the node inside the running actix system.
-    pub async fn start(self) -> Result<Node, NodeError> {
-        let config = self.config;
+    /// Starts the node inside the running actix system, phase by phase.
+    pub async fn start(mut self) -> Result<Node, NodeError> {
         // Everything that can fail comes before the first actor starts: an actor spawned and
         // then abandoned by a failed start would panic when the runtime drops it.
+        let endpoints = self.reserve_endpoints()?;
+        let storage = self.open_storage().await?;
+        let instruments = Instruments::new();
+        let links = self.bind_links(&instruments.metrics)?;
+        let election = self.restore(&storage.recovered, instruments.clock)?;
+        let handle = self.spawn_actors(storage, links.links, election, instruments);
+        self.serve(handle, endpoints, links.virtual_port)
+    }
+
+    /// Binds the admin and metrics listeners first, so that a port in use fails the start
+    /// before the data directory is locked and a new incarnation is recorded; refuses an
+    /// admin API on a non-loopback address without a token.
+    fn reserve_endpoints(&self) -> Result<Endpoints, NodeError> {
+        let config = &self.config;
         if let (Some(addr), None) = (config.admin.listen, &config.admin.token) {
             if !addr.ip().to_canonical().is_loopback() {
                 return Err(NodeError::Bind {
@@ -167,8 +184,16 @@ impl NodeBuilder {
                 });
             }
         }
-        let admin_listener = listener("admin.listen", config.admin.listen)?;
-        let metrics_listener = listener("metrics.listen", config.metrics.listen)?;
+        Ok(Endpoints {
+            admin: listener("admin.listen", config.admin.listen)?,
+            metrics: listener("metrics.listen", config.metrics.listen)?,
+        })
+    }
+
+    /// Opens the storage: locks the data directory and opens the WAL, recovering what it
+    /// holds and advancing the incarnation (WAL-1..5), off the event loop.
+    async fn open_storage(&self) -> Result<OpenStorage, NodeError> {
+        let config = &self.config;
         let data_dir = config.data_dir.clone();
         let options = WalOptions {
             mode: Some(config.election.mode()),
@@ -187,11 +212,13 @@ impl NodeBuilder {
             authenticated = config.auth_key.is_some(),
             "starting"
         );
+        Ok(OpenStorage { wal, recovered })
+    }
 
-        let metrics = NodeMetrics::new();
-        let events = EventBus::new(metrics.clone());
-        let clock = NodeClock::start();
-
+    /// Binds the links: the UDP socket, the in-process memory hub (tests, demo) and the
+    /// ESP-NOW dongle (TR-1).
+    fn bind_links(&mut self, metrics: &NodeMetrics) -> Result<BoundLinks, NodeError> {
+        let config = &self.config;
         let mut links = Links::default();
         if let Some(udp) = &config.udp {
             let socket =
@@ -202,15 +229,25 @@ impl NodeBuilder {
                 })?;
             links.udp = Some((Arc::new(socket), udp.peers.clone()));
         }
-        links.memory = self.memory;
+        links.memory = self.memory.take();
         let mut virtual_port = None;
         if let Some(espnow) = &config.espnow {
-            let (link, port) = espnow_link(espnow, &config)?;
+            let (link, port) = espnow_link(espnow, config)?;
             metrics.preregister_dongle();
             links.espnow = Some(link);
             virtual_port = port;
         }
+        Ok(BoundLinks {
+            links,
+            virtual_port,
+        })
+    }
 
+    /// Builds the election from what the storage recovered: the operator's automatic-election
+    /// switch over the configuration's (RAFT-8), the durable hard state, and an abstention
+    /// when the WAL held no term or vote (WAL-2, WAL-5).
+    fn restore(&self, recovered: &Recovered, clock: NodeClock) -> Result<Election, NodeError> {
+        let config = &self.config;
         let mut election_config = config.election.clone();
         if let Some(enabled) = recovered.auto_election {
             // RAFT-8: the operator's last `auto-election on|off` outlives restarts.
@@ -249,7 +286,25 @@ impl NodeBuilder {
                 );
             }
         }
+        Ok(election)
+    }
 
+    /// Starts the actors and connects them through recipients: TransportActor, WalActor,
+    /// ElectionActor, MembershipActor, CallbackActor and HealthActor. Nothing here fails.
+    fn spawn_actors(
+        &self,
+        storage: OpenStorage,
+        links: Links,
+        election: Election,
+        instruments: Instruments,
+    ) -> NodeHandle {
+        let config = &self.config;
+        let OpenStorage { wal, recovered } = storage;
+        let Instruments {
+            metrics,
+            events,
+            clock,
+        } = instruments;
         let codec = FrameCodec::new(config.cluster_id, config.auth_key.clone());
         let admission = Admission::new(
             AdmissionConfig {
@@ -329,7 +384,7 @@ impl NodeBuilder {
         )
         .start();
 
-        let handle = NodeHandle {
+        NodeHandle {
             inner: Arc::new(HandleInner {
                 node_id: config.node_id,
                 cluster_id: config.cluster_id,
@@ -346,7 +401,23 @@ impl NodeBuilder {
                 events,
                 metrics,
             }),
-        };
+        }
+    }
+
+    /// Serves the admin API and the metrics endpoint on the listeners reserved first, and
+    /// folds the metrics' histograms from now on. A server that cannot start stops the
+    /// actors again.
+    fn serve(
+        self,
+        handle: NodeHandle,
+        endpoints: Endpoints,
+        virtual_port: Option<conclave_espnow::VirtualSerialPort>,
+    ) -> Result<Node, NodeError> {
+        let config = &self.config;
+        let Endpoints {
+            admin: admin_listener,
+            metrics: metrics_listener,
+        } = endpoints;
         let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
         let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
         let mut servers = Vec::new();
@@ -379,6 +450,51 @@ impl NodeBuilder {
             _virtual_port: virtual_port,
         })
     }
+}
+
+/// The HTTP listeners, bound before anything else ([`NodeBuilder::start`]'s first phase) and
+/// served in its last.
+#[derive(Debug)]
+struct Endpoints {
+    /// `admin.listen`, when configured.
+    admin: Option<std::net::TcpListener>,
+    /// `metrics.listen`, when configured.
+    metrics: Option<std::net::TcpListener>,
+}
+
+/// What opening the storage hands on: the WAL, open and locked, and what it held.
+#[derive(Debug)]
+struct OpenStorage {
+    wal: WalFile,
+    recovered: Recovered,
+}
+
+/// The instruments every actor of the node shares: its metrics, its event bus and its clock,
+/// started once the storage is open.
+struct Instruments {
+    metrics: NodeMetrics,
+    events: EventBus,
+    clock: NodeClock,
+}
+
+impl Instruments {
+    fn new() -> Self {
+        let metrics = NodeMetrics::new();
+        let events = EventBus::new(metrics.clone());
+        let clock = NodeClock::start();
+        Self {
+            metrics,
+            events,
+            clock,
+        }
+    }
+}
+
+/// The links, bound, and the virtual dongle's pseudo-terminal behind `port = "virtual"`, which
+/// the node keeps open for its lifetime.
+struct BoundLinks {
+    links: Links,
+    virtual_port: Option<conclave_espnow::VirtualSerialPort>,
 }
 
 /// The listening socket of an HTTP endpoint (`what` is its key), when it has an address.

@@ -24,6 +24,9 @@
 //! - [`storage`]: what raft keeps durable, behind the [`storage::Storage`] trait, with the
 //!   simulator's in-memory twin where a crash loses every write not yet synced (WAL-1..3).
 //!
+//! The tests' shared harness, `testing`, is compiled only for the crate's own tests and with the
+//! `test-support` feature; it is no part of the surface.
+//!
 //! # Driving them
 //!
 //! Each machine is driven the same way (the shape of quinn-proto's `Connection` and raft-rs's
@@ -91,6 +94,8 @@ mod rng;
 pub mod sim;
 pub mod static_leader;
 pub mod storage;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;
 mod time;
 
 pub use admission::{

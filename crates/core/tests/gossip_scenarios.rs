@@ -21,10 +21,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use conclave_core::election::{
-    Action, Command, CommandOutcome, ElectionError, ElectionMessage, Event, FencingToken,
-    GossipMessage, HardState, LeaderChangeCause, Role,
+    Command, CommandOutcome, ElectionError, ElectionMessage, Event, FencingToken, GossipMessage,
+    HardState, LeaderChangeCause, Role,
 };
 use conclave_core::gossip::{Gossip, GossipConfig};
+use conclave_core::testing::{Carried, carry, id};
 use conclave_core::{Instant, SeededRng};
 use conclave_protocol::{Declaration, PeerId};
 
@@ -43,10 +44,6 @@ fn log_to_test_output() -> tracing::subscriber::DefaultGuard {
             .with_test_writer()
             .finish(),
     )
-}
-
-fn id(name: &str) -> PeerId {
-    PeerId::new(name).unwrap()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -314,8 +311,11 @@ impl Cluster {
                 return;
             };
             let node = &mut self.nodes[i];
-            match action {
-                Action::Persist(state) => {
+            match carry(action) {
+                Carried::Durable {
+                    hard: state,
+                    amnesic: false,
+                } => {
                     assert!(
                         state.term >= node.persisted.term,
                         "{}: persisted epoch went back from {} to {}",
@@ -325,16 +325,21 @@ impl Cluster {
                     );
                     node.persisted = state;
                 }
-                Action::PersistAutoElection(_) => {}
-                Action::PersistAmnesic(_) => panic!("{}: gossip persisted amnesic state", node.id),
+                Carried::Local(_) => {}
+                Carried::Durable { amnesic: true, .. } => {
+                    panic!("{}: gossip persisted amnesic state", node.id)
+                }
                 // The harness keeps a stopped machine to ask it about itself; it ignores inputs.
-                Action::Stopped => {}
-                Action::Send { to, message } => {
+                Carried::Stopped => {}
+                Carried::Message {
+                    to: Some(to),
+                    message,
+                } => {
                     let message = self.checked_gossip(i, message);
                     let to = self.nodes.iter().position(|n| n.id == to).unwrap();
                     self.transmit(i, to, message);
                 }
-                Action::Broadcast { message } => {
+                Carried::Message { to: None, message } => {
                     let message = self.checked_gossip(i, message);
                     for to in 0..self.nodes.len() {
                         if to != i {
@@ -342,7 +347,7 @@ impl Cluster {
                         }
                     }
                 }
-                Action::Publish(event) => {
+                Carried::Event(event) => {
                     if let Event::LeaderChanged {
                         term, leader, role, ..
                     } = &event

@@ -13,10 +13,11 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use conclave_core::Instant;
 use conclave_core::election::{Action, ElectionMessage, Event, HardState, LeaderChangeCause, Role};
 use conclave_core::raft::{LogPosition, Raft, RaftConfig, RaftMessage};
 use conclave_core::sim::{AdmissionModel, SimConfig, Simulation};
-use conclave_core::{Instant, SeededRng};
+use conclave_core::testing::{self, drain};
 use conclave_protocol::{
     AppendEntries, AppendResp, LeaderAssign, PeerId, RequestVote, TimeoutNow, Vote,
 };
@@ -41,7 +42,7 @@ fn log_to_test_output() -> tracing::subscriber::DefaultGuard {
 
 /// Node `n` (1-based): `n1`, `n2`, ...
 fn id(n: usize) -> PeerId {
-    PeerId::new(&format!("n{n}")).unwrap()
+    testing::id(&format!("n{n}"))
 }
 
 /// The settings of node `me` among voters `n1..=n{size}`: the paper's algorithm (no pre-vote,
@@ -60,7 +61,7 @@ fn paper_config(me: usize, size: usize) -> RaftConfig {
 /// A node started at time zero from `hard` with its last log entry at `log`.
 fn node_with(config: RaftConfig, hard: HardState, log: LogPosition) -> Raft {
     let seed = 0x5eed ^ u64::from(config.id.as_bytes()[1]);
-    Raft::with_last_log(config, hard, log, SeededRng::new(seed), Instant::ZERO).unwrap()
+    testing::raft_node(config, hard, log, seed)
 }
 
 /// A fresh paper node `me` of a `size`-voter cluster, empty log, term 0.
@@ -78,11 +79,6 @@ fn hard(term: u64, vote: Option<PeerId>) -> HardState {
         vote,
         manual_override: None,
     }
-}
-
-/// Everything the node has queued, in order.
-fn drain(raft: &mut Raft) -> Vec<Action> {
-    std::iter::from_fn(|| raft.poll_action()).collect()
 }
 
 /// One microsecond before `at`.

@@ -1,4 +1,4 @@
-//! RAFT-10 scenarios: three `Raft` machines on a small lossless network with a fixed latency,
+//! RAFT-10 scenarios: three `Raft` machines on the harness's lossless network with a fixed latency,
 //! driven on virtual time the way the ElectionActor drives one (inputs in, actions drained,
 //! `poll_timeout` for the next wake-up). Each scenario checks where leadership ends up and
 //! when it moved: the highest priority leads after start, a lower priority campaigns later,
@@ -15,11 +15,10 @@
 
 use std::time::Duration;
 
-use conclave_core::election::{
-    Action, Command, ElectionMessage, Event, HardState, HealthReading, LeaderChangeCause,
-};
-use conclave_core::raft::{LogPosition, Raft, RaftConfig, RaftMessage};
-use conclave_core::{Instant, SeededRng};
+use conclave_core::Instant;
+use conclave_core::election::{Command, Event, HardState, HealthReading, LeaderChangeCause};
+use conclave_core::raft::{LogPosition, RaftConfig};
+use conclave_core::testing::{RaftNetwork, id, raft_node};
 use conclave_protocol::PeerId;
 
 const HEARTBEAT: Duration = Duration::from_millis(50);
@@ -39,14 +38,6 @@ fn log_to_test_output() -> tracing::subscriber::DefaultGuard {
     )
 }
 
-fn id(name: &str) -> PeerId {
-    PeerId::new(name).unwrap()
-}
-
-fn at(millis: u64) -> Instant {
-    Instant::from_millis(millis)
-}
-
 /// How one node starts.
 #[derive(Clone, Copy, Default)]
 struct NodeSetup {
@@ -62,28 +53,9 @@ fn prio(priority: u8) -> NodeSetup {
     }
 }
 
-/// Something a node published, and when.
-#[derive(Debug, Clone)]
-struct Published {
-    at: Instant,
-    node: usize,
-    event: Event,
-}
-
-struct InFlight {
-    deliver_at: Instant,
-    seq: u64,
-    from: usize,
-    to: usize,
-    message: RaftMessage,
-}
-
+/// The three nodes on the shared harness's network, with what these scenarios ask of it.
 struct Cluster {
-    nodes: Vec<Option<Raft>>,
-    now: Instant,
-    in_flight: Vec<InFlight>,
-    seq: u64,
-    published: Vec<Published>,
+    network: RaftNetwork,
 }
 
 impl Cluster {
@@ -98,146 +70,51 @@ impl Cluster {
                 config.priority = setup.priority;
                 config.nopreempt = setup.nopreempt;
                 config.preempt_delay = PREEMPT_DELAY;
-                Some(
-                    Raft::with_last_log(
-                        config,
-                        HardState::default(),
-                        setup.last_log,
-                        SeededRng::new(n as u64 + 1),
-                        at(0),
-                    )
-                    .unwrap(),
-                )
+                raft_node(config, HardState::default(), setup.last_log, n as u64 + 1)
             })
             .collect();
         Self {
-            nodes,
-            now: at(0),
-            in_flight: Vec::new(),
-            seq: 0,
-            published: Vec::new(),
+            network: RaftNetwork::new(nodes, LATENCY),
         }
     }
 
-    fn index(name: PeerId) -> usize {
-        NAMES.iter().position(|n| id(n) == name).unwrap()
+    fn now(&self) -> Instant {
+        self.network.now()
     }
 
-    /// Carries out what node `n` asked for: messages leave with the latency, events are kept.
-    fn drain(&mut self, n: usize) {
-        let Some(raft) = self.nodes[n].as_mut() else {
-            return;
-        };
-        let actions: Vec<Action> = std::iter::from_fn(|| raft.poll_action()).collect();
-        for action in actions {
-            match action {
-                Action::Send {
-                    to,
-                    message: ElectionMessage::Raft(message),
-                } => {
-                    self.seq += 1;
-                    self.in_flight.push(InFlight {
-                        deliver_at: self.now + LATENCY,
-                        seq: self.seq,
-                        from: n,
-                        to: Self::index(to),
-                        message,
-                    });
-                }
-                Action::Publish(event) => self.published.push(Published {
-                    at: self.now,
-                    node: n,
-                    event,
-                }),
-                Action::Send { .. } | Action::Broadcast { .. } => {
-                    panic!("raft sent a message of another mode: {action:?}")
-                }
-                Action::Persist(_)
-                | Action::PersistAmnesic(_)
-                | Action::PersistAutoElection(_)
-                | Action::Stopped => {}
-            }
-        }
-    }
-
-    /// Runs every input due up to `until`, in time order, and leaves the clock at `until`.
     fn run_until(&mut self, until: Instant) {
-        loop {
-            let next_message = self.in_flight.iter().map(|m| (m.deliver_at, m.seq)).min();
-            let next_timer = self
-                .nodes
-                .iter()
-                .enumerate()
-                .filter_map(|(n, raft)| Some((raft.as_ref()?.poll_timeout()?, n)))
-                .min();
-            match (next_message, next_timer) {
-                (Some((deliver_at, seq)), timer)
-                    if deliver_at <= until && timer.is_none_or(|(t, _)| deliver_at <= t) =>
-                {
-                    self.now = deliver_at;
-                    let position = self.in_flight.iter().position(|m| m.seq == seq).unwrap();
-                    let message = self.in_flight.swap_remove(position);
-                    let from = id(NAMES[message.from]);
-                    if let Some(raft) = self.nodes[message.to].as_mut() {
-                        raft.handle_message(self.now, from, message.message);
-                        self.drain(message.to);
-                    }
-                }
-                (_, Some((t, n))) if t <= until => {
-                    self.now = self.now.max(t);
-                    let now = self.now;
-                    if let Some(raft) = self.nodes[n].as_mut() {
-                        raft.handle_timeout(now);
-                    }
-                    self.drain(n);
-                }
-                _ => break,
-            }
-        }
-        self.now = until;
+        self.network.run_until(until);
     }
 
     fn run_for(&mut self, duration: Duration) {
-        self.run_until(self.now + duration);
+        self.network.run_for(duration);
     }
 
     fn crash(&mut self, n: usize) {
-        self.nodes[n] = None;
-        self.in_flight.retain(|m| m.to != n);
+        self.network.crash(n);
     }
 
     fn health(&mut self, n: usize, priority: Option<u8>) {
-        let now = self.now;
-        self.nodes[n].as_mut().unwrap().handle_health(
-            now,
-            HealthReading {
-                battery_percent: 100,
-                priority,
-            },
-        );
-        self.drain(n);
+        self.network.input(n, |raft, now| {
+            raft.handle_health(
+                now,
+                HealthReading {
+                    battery_percent: 100,
+                    priority,
+                },
+            );
+        });
     }
 
     fn command(&mut self, n: usize, command: Command) {
-        let now = self.now;
-        self.nodes[n]
-            .as_mut()
-            .unwrap()
-            .handle_command(now, command)
+        self.network
+            .input(n, |raft, now| raft.handle_command(now, command))
             .unwrap();
-        self.drain(n);
     }
 
     /// The single leader every live node agrees on, if there is one.
     fn agreed_leader(&self) -> Option<&'static str> {
-        let live: Vec<&Raft> = self.nodes.iter().flatten().collect();
-        let leaders: Vec<&Raft> = live.iter().copied().filter(|r| r.is_leader()).collect();
-        let [leader] = leaders.as_slice() else {
-            return None;
-        };
-        live.iter()
-            .all(|r| r.leader() == Some(leader.id()) && r.term() == leader.term())
-            .then(|| NAMES[Self::index(leader.id())])
+        self.network.agreed_leader().map(|n| NAMES[n])
     }
 
     /// Leader changes node `n` published at or after `since`: (time, leader, cause).
@@ -246,19 +123,13 @@ impl Cluster {
         n: usize,
         since: Instant,
     ) -> Vec<(Instant, Option<PeerId>, LeaderChangeCause)> {
-        self.published
-            .iter()
-            .filter(|p| p.node == n && p.at >= since)
-            .filter_map(|p| match p.event {
-                Event::LeaderChanged { leader, cause, .. } => Some((p.at, leader, cause)),
-                _ => None,
-            })
-            .collect()
+        self.network.leader_changes(n, since)
     }
 
     /// When node `n` first started a campaign (pre-vote or election) at or after `since`.
     fn first_campaign(&self, n: usize, since: Instant) -> Option<Instant> {
-        self.published
+        self.network
+            .published()
             .iter()
             .find(|p| {
                 p.node == n && p.at >= since && matches!(p.event, Event::ElectionStarted { .. })
@@ -298,7 +169,7 @@ fn raft10_highest_priority_leads_after_start() {
     for (priorities, expected) in [([200, 100, 50], "a"), ([10, 250, 30], "b")] {
         let mut cluster = settled(priorities.map(prio));
         assert_eq!(cluster.agreed_leader(), Some(expected), "{priorities:?}");
-        let now = cluster.now;
+        let now = cluster.now();
         cluster.run_for(PREEMPT_DELAY * 4);
         assert_eq!(cluster.agreed_leader(), Some(expected), "{priorities:?}");
         assert!(
@@ -316,7 +187,7 @@ fn raft10_lower_priority_campaigns_later() {
     let _log = log_to_test_output();
     let mut cluster = settled([prio(200), prio(100), prio(50)]);
     assert_eq!(cluster.agreed_leader(), Some("a"));
-    let lost = cluster.now;
+    let lost = cluster.now();
     cluster.crash(0);
     cluster.run_for(PREEMPT_DELAY * 3);
     let b = cluster.first_campaign(1, lost).expect("b campaigns");
@@ -337,7 +208,7 @@ fn raft10_preempts_after_the_delay_not_before() {
     let _log = log_to_test_output();
     let mut cluster = settled([prio(10), prio(20), prio(30)]);
     assert_eq!(cluster.agreed_leader(), Some("c"));
-    let raised = cluster.now;
+    let raised = cluster.now();
     cluster.health(0, Some(250));
     // Until a whole delay after the raise, nothing moves.
     cluster.run_until(raised + PREEMPT_DELAY);
@@ -355,7 +226,7 @@ fn raft10_preempts_after_the_delay_not_before() {
     assert!(changes[0].0 >= raised + PREEMPT_DELAY);
     assert_eq!(changes.last().unwrap().1, Some(id("a")));
     // And it stays there.
-    let now = cluster.now;
+    let now = cluster.now();
     cluster.run_for(PREEMPT_DELAY * 3);
     assert!(!cluster.any_leader_change(now));
 }
@@ -371,7 +242,7 @@ fn raft10_nopreempt_keeps_the_leader() {
     };
     let mut cluster = settled([prio(10), prio(20), keeper]);
     assert_eq!(cluster.agreed_leader(), Some("c"));
-    let raised = cluster.now;
+    let raised = cluster.now();
     cluster.health(0, Some(250));
     cluster.run_for(PREEMPT_DELAY * 4);
     assert_eq!(cluster.agreed_leader(), Some("c"));
@@ -386,13 +257,13 @@ fn raft10_pin_blocks_preemption() {
     let mut cluster = settled([prio(10), prio(20), prio(30)]);
     assert_eq!(cluster.agreed_leader(), Some("c"));
     cluster.command(2, Command::SetLeader(id("c")));
-    let raised = cluster.now;
+    let raised = cluster.now();
     cluster.health(0, Some(250));
     cluster.run_for(PREEMPT_DELAY * 4);
     assert_eq!(cluster.agreed_leader(), Some("c"));
     assert!(!cluster.any_leader_change(raised));
     assert_eq!(
-        cluster.nodes[0].as_ref().unwrap().manual_override(),
+        cluster.network.node(0).unwrap().manual_override(),
         Some(id("c"))
     );
 }
@@ -404,7 +275,7 @@ fn raft10_health_reading_lowering_the_leader_moves_leadership() {
     let _log = log_to_test_output();
     let mut cluster = settled([prio(200), prio(100), prio(50)]);
     assert_eq!(cluster.agreed_leader(), Some("a"));
-    let lowered = cluster.now;
+    let lowered = cluster.now();
     cluster.health(0, Some(5));
     cluster.run_for(PREEMPT_DELAY + HEARTBEAT + TIMEOUT_MIN);
     assert_eq!(cluster.agreed_leader(), Some("b"));
@@ -412,7 +283,7 @@ fn raft10_health_reading_lowering_the_leader_moves_leadership() {
     assert_eq!(changes[0].2, LeaderChangeCause::Priority);
     assert!(changes[0].0 >= lowered + PREEMPT_DELAY);
     // The track script recovers: `a` is back at 200 and takes leadership back.
-    let recovered = cluster.now;
+    let recovered = cluster.now();
     cluster.health(0, None);
     cluster.run_for(PREEMPT_DELAY + HEARTBEAT + TIMEOUT_MIN);
     assert_eq!(cluster.agreed_leader(), Some("a"));
@@ -434,13 +305,14 @@ fn raft10_lagging_voter_is_not_handed_leadership() {
     };
     let mut cluster = settled([with_log(20), prio(250), with_log(10)]);
     assert_eq!(cluster.agreed_leader(), Some("a"));
-    let now = cluster.now;
+    let now = cluster.now();
     cluster.run_for(PREEMPT_DELAY * 4);
     assert_eq!(cluster.agreed_leader(), Some("a"));
     assert!(!cluster.any_leader_change(now));
     assert!(
         !cluster
-            .published
+            .network
+            .published()
             .iter()
             .any(|p| matches!(p.event, Event::TransferAborted { .. })),
         "a transfer to the lagging voter was tried"

@@ -11,22 +11,15 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use conclave_core::election::{Action, Command, Event, HardState, LeaderChangeCause, Role};
-use conclave_core::raft::{LogPosition, Raft, RaftConfig, RaftMessage, majority_threshold};
+use conclave_core::election::{Command, Event, HardState, LeaderChangeCause, Role};
+use conclave_core::raft::{LogPosition, RaftConfig, RaftMessage, majority_threshold};
 use conclave_core::sim::{SimConfig, Simulation};
+use conclave_core::testing::{drain, drain as drain_membership, id, ms, published, raft_node};
 use conclave_core::{
     DrainOutcome, Instant, LinkAddr, Membership, MembershipAction, MembershipConfig,
-    MembershipEvent, PeerStatus, SeededRng, SubscriberQueue,
+    MembershipEvent, PeerStatus, SubscriberQueue,
 };
-use conclave_protocol::{Body, Hello, PeerId, Pong, Vote};
-
-fn id(name: &str) -> PeerId {
-    PeerId::new(name).unwrap()
-}
-
-fn ms(millis: u64) -> Instant {
-    Instant::from_millis(millis)
-}
+use conclave_protocol::{Body, Hello, Pong, Vote};
 
 /// Heartbeat 50 ms, election timeout 150–300 ms: the seed's 500 / 1500–3000 ms scaled down
 /// ten times so the simulated runs stay short; the ratios are the seed's.
@@ -57,20 +50,6 @@ fn settle(sim: &mut Simulation, within: Duration) -> usize {
     sim.agreed_leader(&sim.alive()).unwrap()
 }
 
-fn drain(raft: &mut Raft) -> Vec<Action> {
-    std::iter::from_fn(|| raft.poll_action()).collect()
-}
-
-fn published(actions: &[Action]) -> Vec<Event> {
-    actions
-        .iter()
-        .filter_map(|action| match action {
-            Action::Publish(event) => Some(event.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 /// Seed 000 verification 1, RAFT-1..4: Follower → Candidate → Leader, with the role and
 /// leader changes published in order.
 #[test]
@@ -78,14 +57,7 @@ fn seed000_election_state_machine_follower_candidate_leader() {
     let (a, b, c) = (id("a"), id("b"), id("c"));
     let mut config = RaftConfig::new(a, [a, b, c]);
     config.pre_vote = false;
-    let mut raft = Raft::with_last_log(
-        config,
-        HardState::default(),
-        LogPosition::default(),
-        SeededRng::new(1),
-        ms(0),
-    )
-    .unwrap();
+    let mut raft = raft_node(config, HardState::default(), LogPosition::default(), 1);
     assert_eq!(raft.role(), Role::Follower);
 
     let deadline = raft.poll_timeout().unwrap();
@@ -311,10 +283,6 @@ fn seed000_partition_heal_equal_term_larger_id_wins() {
     assert_eq!(sim.id(winner), id("n2"), "n2 > n1 byte-wise");
     assert_eq!(sim.raft(0).unwrap().term(), 1, "no new election was needed");
     assert_eq!(sim.raft(1).unwrap().term(), 1);
-}
-
-fn drain_membership(node: &mut Membership) -> Vec<MembershipAction> {
-    std::iter::from_fn(|| node.poll_action()).collect()
 }
 
 /// Seed 000 verification 7, MEM-4 and RAFT-4: pings are answered, a silent peer becomes

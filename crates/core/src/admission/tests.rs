@@ -8,21 +8,14 @@ use conclave_protocol::{
 };
 
 use super::*;
+use crate::testing::{drain, id, ms};
 
 const SEED: u64 = 7;
 /// This node's start, in Unix seconds, and its incarnation.
 const START: u64 = 1_700_000_000;
 
-fn id(text: &str) -> PeerId {
-    PeerId::new(text).unwrap()
-}
-
 fn addr(text: &str) -> LinkAddr {
     LinkAddr::new(text)
-}
-
-fn ms(millis: u64) -> Instant {
-    Instant::from_millis(millis)
 }
 
 /// The nonce the machine draws first: the first output of its RNG.
@@ -79,10 +72,6 @@ fn challenge(nonce: u64) -> Body {
 
 fn ack(nonce: u64) -> Body {
     Body::ChallengeAck(ChallengeAck { nonce })
-}
-
-fn drain(admission: &mut Admission) -> Vec<AdmissionAction> {
-    std::iter::from_fn(|| admission.poll_action()).collect()
 }
 
 fn reply(to: &str, origin: &str, body: Body) -> AdmissionAction {

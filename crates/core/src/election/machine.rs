@@ -413,10 +413,7 @@ mod tests {
 
     use super::*;
     use crate::election::{GossipMessage, LeaderChangeCause};
-
-    fn id(name: &str) -> PeerId {
-        PeerId::new(name).unwrap()
-    }
+    use crate::testing::{drain, id};
 
     /// The seam drives raft as raft drives itself: a single voter elects itself at its first
     /// timeout, and the status reports mode `raft`, the common fields and raft's detail.
@@ -433,7 +430,7 @@ mod tests {
         assert_eq!(election.mode(), Mode::Raft);
         let deadline = election.poll_timeout().unwrap();
         election.handle_timeout(deadline);
-        let actions: Vec<Action> = std::iter::from_fn(|| election.poll_action()).collect();
+        let actions = drain(&mut election);
         assert_eq!(
             actions.last(),
             Some(&Action::Publish(crate::election::Event::LeaderChanged {

@@ -143,10 +143,7 @@ pub(crate) struct Published {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn id(name: &str) -> PeerId {
-        PeerId::new(name).unwrap()
-    }
+    use crate::testing::{drain, id};
 
     fn standing(term: u64, role: Role, leader: Option<PeerId>) -> Published {
         Published {
@@ -156,10 +153,6 @@ mod tests {
             leader,
             cause: LeaderChangeCause::VoteWon,
         }
-    }
-
-    fn drain(outbox: &mut Outbox) -> Vec<Action> {
-        std::iter::from_fn(|| outbox.poll()).collect()
     }
 
     /// RAFT-1: a message that follows a change of the hard state leaves after its persist; an

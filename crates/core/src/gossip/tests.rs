@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use conclave_protocol::{Declaration, PeerId, Proposal};
+use conclave_protocol::{Declaration, Proposal};
 
 use crate::election::{
     Action, Command, CommandOutcome, ElectionError, ElectionMessage, Event, FencingToken,
@@ -15,11 +15,8 @@ use crate::election::{
 };
 use crate::gossip::{Gossip, GossipConfig};
 use crate::rng::SeededRng;
+use crate::testing::{drain, id};
 use crate::time::Instant;
-
-fn id(name: &str) -> PeerId {
-    PeerId::new(name).unwrap()
-}
 
 fn secs(s: u64) -> Instant {
     Instant::from_millis(s * 1000)
@@ -31,10 +28,6 @@ fn start(me: &str) -> Gossip {
 
 fn start_with(config: GossipConfig, restored: HardState) -> Gossip {
     Gossip::new(config, restored, SeededRng::new(1), secs(0)).unwrap()
-}
-
-fn drain(gossip: &mut Gossip) -> Vec<Action> {
-    std::iter::from_fn(|| gossip.poll_action()).collect()
 }
 
 /// Connects `peers` at time 0 and drains.

@@ -251,14 +251,7 @@ impl PeerTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn id(text: &str) -> PeerId {
-        PeerId::new(text).unwrap()
-    }
-
-    fn at_ms(ms: u64) -> Instant {
-        Instant::from_millis(ms)
-    }
+    use crate::testing::{id, ms as at_ms};
 
     fn table_with(peers: &[&str]) -> PeerTable {
         let mut table = PeerTable::new(id("self"));

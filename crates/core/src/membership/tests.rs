@@ -3,26 +3,17 @@
 
 use std::time::Duration;
 
-use conclave_protocol::{
-    Body, DUPLICATE_PEER_ID, Goodbye, Hello, HelloAck, PeerId, Ping, Pong, Vote,
-};
+use conclave_protocol::{Body, DUPLICATE_PEER_ID, Goodbye, Hello, HelloAck, Ping, Pong, Vote};
 
 use super::*;
 use crate::fanout::tests::{CapturedLog, capturing_subscriber};
+use crate::testing::{drain as drain_actions, id, ms};
 
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-fn id(text: &str) -> PeerId {
-    PeerId::new(text).unwrap()
-}
-
 fn addr(text: &str) -> LinkAddr {
     LinkAddr::new(text)
-}
-
-fn ms(millis: u64) -> Instant {
-    Instant::from_millis(millis)
 }
 
 /// Shows the node's log when a test fails, as CONVENTIONS.md asks.
@@ -36,10 +27,6 @@ fn log_to_test_output() -> tracing::subscriber::DefaultGuard {
 }
 
 /// Everything the machine has queued, in order.
-fn drain_actions(membership: &mut Membership) -> Vec<MembershipAction> {
-    std::iter::from_fn(|| membership.poll_action()).collect()
-}
-
 fn hello() -> Body {
     Body::Hello(Hello {})
 }

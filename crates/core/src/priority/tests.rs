@@ -5,8 +5,7 @@
 use std::time::Duration;
 
 use conclave_protocol::{
-    Candidate, Discover, DiscoverAck, MasterAnnounce, MasterResign, PeerId, PriorityVote,
-    ResignReason,
+    Candidate, Discover, DiscoverAck, MasterAnnounce, MasterResign, PriorityVote, ResignReason,
 };
 
 use super::*;
@@ -16,15 +15,8 @@ use crate::election::{
     HardState, HealthReading, LeaderChangeCause, PeerSignal, PriorityMessage, PrioritySetting,
     Role, Setting,
 };
+use crate::testing::{drain, id, ms as at};
 use crate::time::Instant;
-
-fn id(name: &str) -> PeerId {
-    PeerId::new(name).unwrap()
-}
-
-fn at(millis: u64) -> Instant {
-    Instant::from_millis(millis)
-}
 
 fn config(name: &str) -> PriorityConfig {
     PriorityConfig {
@@ -39,10 +31,6 @@ fn start(config: PriorityConfig, restored: HardState) -> Priority {
 
 fn node(name: &str) -> Priority {
     start(config(name), HardState::default())
-}
-
-fn drain(node: &mut Priority) -> Vec<Action> {
-    std::iter::from_fn(|| node.poll_action()).collect()
 }
 
 fn round(term: u64) -> HardState {

@@ -8,74 +8,23 @@ use std::time::Duration;
 
 use conclave_protocol::{AppendResp, PeerId, RequestVote, TimeoutNow, Vote};
 
-use crate::election::{
-    Action, Command, ElectionMessage, Event, HardState, HealthReading, LeaderChangeCause,
-};
+use crate::election::{Action, Command, HardState, HealthReading, LeaderChangeCause};
 use crate::raft::{LogPosition, Raft, RaftConfig, RaftMessage};
-use crate::rng::SeededRng;
+use crate::testing::{drain, id, leader_changes, ms, raft_config, raft_node, sent as sends};
 use crate::time::Instant;
 
 const DELAY: Duration = Duration::from_millis(1000);
 
-fn id(name: &str) -> PeerId {
-    PeerId::new(name).unwrap()
-}
-
-fn ms(millis: u64) -> Instant {
-    Instant::from_millis(millis)
-}
-
 /// Heartbeat 50 ms, election timeout 150–300 ms, preempt_delay 1 s.
 fn config(me: &str, voters: &[&str], priority: Option<u8>) -> RaftConfig {
-    let mut config = RaftConfig::new(id(me), voters.iter().map(|v| id(v)))
-        .with_heartbeat(Duration::from_millis(50))
-        .with_election_timeout(Duration::from_millis(150), Duration::from_millis(300));
+    let mut config = raft_config(me, voters);
     config.priority = priority;
     config.preempt_delay = DELAY;
     config
 }
 
 fn start(config: RaftConfig, last_log: LogPosition) -> Raft {
-    Raft::with_last_log(
-        config,
-        HardState::default(),
-        last_log,
-        SeededRng::new(7),
-        ms(0),
-    )
-    .unwrap()
-}
-
-fn drain(raft: &mut Raft) -> Vec<Action> {
-    std::iter::from_fn(|| raft.poll_action()).collect()
-}
-
-fn sends(actions: &[Action]) -> Vec<(PeerId, RaftMessage)> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Send {
-                to,
-                message: ElectionMessage::Raft(message),
-            } => Some((*to, message.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
-fn leader_changes(actions: &[Action]) -> Vec<(u64, Option<PeerId>, LeaderChangeCause)> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Publish(Event::LeaderChanged {
-                term,
-                leader,
-                cause,
-                ..
-            }) => Some((*term, *leader, *cause)),
-            _ => None,
-        })
-        .collect()
+    raft_node(config, HardState::default(), last_log, 7)
 }
 
 fn request(term: u64, candidate: &str, pre_vote: bool, priority: Option<u8>) -> RaftMessage {

@@ -15,78 +15,18 @@ use crate::election::{
     LeaderChangeCause, Role,
 };
 use crate::raft::{LogPosition, Raft, RaftConfig, RaftMessage};
-use crate::rng::SeededRng;
+use crate::testing::{
+    drain, id, leader_changes, ms, published as events, raft_config as config, raft_node,
+    sent as sends,
+};
 use crate::time::Instant;
-
-fn id(name: &str) -> PeerId {
-    PeerId::new(name).unwrap()
-}
-
-fn ms(millis: u64) -> Instant {
-    Instant::from_millis(millis)
-}
-
-fn config(me: &str, voters: &[&str]) -> RaftConfig {
-    RaftConfig::new(id(me), voters.iter().map(|v| id(v)))
-        .with_heartbeat(Duration::from_millis(50))
-        .with_election_timeout(Duration::from_millis(150), Duration::from_millis(300))
-}
 
 fn start(config: RaftConfig) -> Raft {
     start_from(config, HardState::default())
 }
 
 fn start_from(config: RaftConfig, state: HardState) -> Raft {
-    Raft::with_last_log(
-        config,
-        state,
-        LogPosition::default(),
-        SeededRng::new(7),
-        ms(0),
-    )
-    .unwrap()
-}
-
-fn drain(raft: &mut Raft) -> Vec<Action> {
-    std::iter::from_fn(|| raft.poll_action()).collect()
-}
-
-fn sends(actions: &[Action]) -> Vec<(PeerId, RaftMessage)> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Send {
-                to,
-                message: ElectionMessage::Raft(message),
-            } => Some((*to, message.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
-fn events(actions: &[Action]) -> Vec<Event> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Publish(e) => Some(e.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn leader_changes(actions: &[Action]) -> Vec<(u64, Option<PeerId>, LeaderChangeCause)> {
-    events(actions)
-        .into_iter()
-        .filter_map(|e| match e {
-            Event::LeaderChanged {
-                term,
-                leader,
-                cause,
-                ..
-            } => Some((term, leader, cause)),
-            _ => None,
-        })
-        .collect()
+    raft_node(config, state, LogPosition::default(), 7)
 }
 
 fn heartbeat(term: u64, leader: &str) -> RaftMessage {
@@ -270,7 +210,7 @@ fn raft7_pre_vote_lost() {
 
 /// Starts a pre-vote round on `me` (a voter of a, b, c) with the given log position.
 fn pre_candidate(me: &str, log: LogPosition) -> (Raft, Instant) {
-    let mut raft = Raft::with_last_log(
+    let mut raft = raft_node(
         config(me, &["a", "b", "c"]),
         HardState {
             term: 4,
@@ -278,10 +218,8 @@ fn pre_candidate(me: &str, log: LogPosition) -> (Raft, Instant) {
             manual_override: None,
         },
         log,
-        SeededRng::new(7),
-        ms(0),
-    )
-    .unwrap();
+        7,
+    );
     let at = raft.poll_timeout().unwrap();
     raft.handle_timeout(at);
     assert_eq!(raft.phase(), "pre_candidate");
@@ -721,14 +659,12 @@ fn raft8_transfer_waits_for_the_target_to_catch_up() {
         vote: None,
         manual_override: None,
     };
-    let mut raft = Raft::with_last_log(
+    let mut raft = raft_node(
         config("a", &["a", "b", "c"]),
         state,
         LogPosition::new(1, 5),
-        SeededRng::new(7),
-        ms(0),
-    )
-    .unwrap();
+        7,
+    );
     let at = elect(&mut raft);
     assert_eq!(raft.term(), 2);
     raft.handle_command(at, Command::SetLeader(id("c")))
@@ -997,14 +933,7 @@ fn resign_hands_over_or_steps_down() {
         manual_override: None,
     };
     let log = LogPosition::new(1, 5);
-    let mut ahead = Raft::with_last_log(
-        config("a", &["a", "b", "c"]),
-        state,
-        log,
-        SeededRng::new(7),
-        ms(0),
-    )
-    .unwrap();
+    let mut ahead = raft_node(config("a", &["a", "b", "c"]), state, log, 7);
     let at = elect(&mut ahead);
     let caught_up = RaftMessage::AppendResp(AppendResp {
         term: 2,

@@ -1,21 +1,14 @@
 //! Unit tests of static leadership (STA-1): each fires one input and compares the drained
 //! actions exactly.
 
-use conclave_protocol::{PeerId, Vote};
+use conclave_protocol::Vote;
 
 use super::*;
 use crate::election::{
     Election, ElectionConfig, ElectionMessage, ElectionStatus, Event, Mode, ModeStatus,
 };
 use crate::raft::RaftMessage;
-
-fn id(name: &str) -> PeerId {
-    PeerId::new(name).unwrap()
-}
-
-fn ms(millis: u64) -> Instant {
-    Instant::from_millis(millis)
-}
+use crate::testing::{drain, id, ms};
 
 /// Node `me` of the cluster a, b, c, led by `a`.
 fn config(me: &str) -> StaticConfig {
@@ -27,10 +20,6 @@ fn config(me: &str) -> StaticConfig {
 
 fn start(me: &str, restored: HardState) -> StaticLeader {
     StaticLeader::new(config(me), restored, SeededRng::new(1), ms(0)).unwrap()
-}
-
-fn drain(node: &mut StaticLeader) -> Vec<Action> {
-    std::iter::from_fn(|| node.poll_action()).collect()
 }
 
 fn epoch(term: u64, assigned: Option<&str>) -> HardState {
@@ -397,7 +386,7 @@ fn seam_static_mode_refuses_raft_messages_and_reports_its_status() {
     )
     .unwrap();
     assert_eq!(election.mode(), Mode::Static);
-    let _ = std::iter::from_fn(|| election.poll_action()).count();
+    drain(&mut election);
     let vote = ElectionMessage::Raft(RaftMessage::Vote(Vote {
         term: 9,
         granted: true,

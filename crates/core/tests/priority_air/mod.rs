@@ -20,10 +20,11 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use conclave_core::election::{
-    Action, Command, CommandOutcome, ElectionError, ElectionMessage, Event, HardState,
-    HealthReading, PeerSignal, PriorityMessage,
+    Command, CommandOutcome, ElectionError, ElectionMessage, Event, HardState, HealthReading,
+    PeerSignal, PriorityMessage,
 };
 use conclave_core::priority::{Priority, PriorityConfig, PriorityState};
+use conclave_core::testing::{Carried, carry};
 use conclave_core::{Instant, SeededRng};
 use conclave_protocol::PeerId;
 
@@ -491,8 +492,8 @@ impl Air {
             else {
                 return;
             };
-            match action {
-                Action::Persist(hard) | Action::PersistAmnesic(hard) => {
+            match carry(action) {
+                Carried::Durable { hard, .. } => {
                     let durable = self.pods[index].durable;
                     assert!(
                         hard.term >= durable.term,
@@ -503,8 +504,11 @@ impl Air {
                     );
                     self.pods[index].durable = hard;
                 }
-                Action::PersistAutoElection(_) => {}
-                Action::Send { to, message } => {
+                Carried::Local(_) => {}
+                Carried::Message {
+                    to: Some(to),
+                    message,
+                } => {
                     let ElectionMessage::Priority(message) = message else {
                         panic!("pod-{index} sent a non-priority message");
                     };
@@ -512,7 +516,7 @@ impl Air {
                     let to = self.index_of(to);
                     self.transmit(index, to, message);
                 }
-                Action::Broadcast { message } => {
+                Carried::Message { to: None, message } => {
                     let ElectionMessage::Priority(message) = message else {
                         panic!("pod-{index} broadcast a non-priority message");
                     };
@@ -523,8 +527,8 @@ impl Air {
                         }
                     }
                 }
-                Action::Publish(event) => self.publish(index, event),
-                Action::Stopped => {
+                Carried::Event(event) => self.publish(index, event),
+                Carried::Stopped => {
                     self.pods[index].machine = None;
                     return;
                 }
