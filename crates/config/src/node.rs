@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use conclave_core::MembershipConfig;
 use conclave_core::election::ElectionConfig;
-use conclave_core::raft::{QuorumMode, RaftConfig};
+use conclave_core::raft::{LogConfig, QuorumMode, RaftConfig};
 use conclave_protocol::{AuthKey, ClusterId, PeerId};
 
 use crate::settings::RaftSection;
@@ -92,6 +92,7 @@ pub fn raft_config(
     section: &RaftSection,
     priority: Option<u8>,
     auto_election: bool,
+    log: Option<LogConfig>,
 ) -> ElectionConfig {
     ElectionConfig::Raft(RaftConfig {
         id,
@@ -109,8 +110,7 @@ pub fn raft_config(
         priority,
         preempt_delay: Duration::from_millis(section.preempt_delay_ms),
         nopreempt: section.nopreempt,
-        // The replicated log (issue 16) is not wired into the node yet.
-        log: None,
+        log,
     })
 }
 

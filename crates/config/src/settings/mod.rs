@@ -71,6 +71,7 @@ use std::time::Duration;
 use conclave_core::MembershipConfig;
 use conclave_core::gossip::GossipConfig;
 use conclave_core::priority::PriorityConfig;
+use conclave_core::raft::LogConfig;
 use conclave_protocol::{DEFAULT_TAG_LEN, PeerId};
 use config::{Config, ConfigError, File, FileFormat, Source};
 use serde::{Deserialize, Serialize};
@@ -593,6 +594,18 @@ pub struct LogSection {
     /// Append the log to this file instead of standard output (journald collects standard
     /// output under systemd). SIGHUP reopens it, so logrotate can move it away first.
     pub file: PathBuf,
+    /// The replicated log (LOG-1..8), not the diagnostic log above: the leader replicates an
+    /// ordered log of writes (a key-value store and a job queue) to the voters, committed once a
+    /// majority has it on disk. Raft mode with quorum = "voters" only. Every voter sets the same.
+    pub enabled: bool = false,
+    /// Bytes of log entries in one AppendEntries frame at most, 64-60000: what fits one UDP
+    /// datagram beside the envelope. A larger entry still travels, alone.
+    pub max_append_bytes: u64 = LogConfig::default().max_append_bytes as u64,
+    /// Log entries in one AppendEntries frame at most, 1-4096.
+    pub max_append_entries: u64 = LogConfig::default().max_append_entries as u64,
+    /// AppendEntries frames sent to one follower and not yet answered, at most (the pipeline's
+    /// window), 1-256.
+    pub max_inflight: u64 = LogConfig::default().max_inflight as u64,
 }
 }
 

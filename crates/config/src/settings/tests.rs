@@ -2441,3 +2441,46 @@ listen = "0.0.0.0:7946"
     assert_problem(&problems, "election.raft.quorum", "sometimes");
     assert_problem(&problems, "cluster.psk_file", "required");
 }
+
+/// LOG-1..3: `[log] enabled` turns the replicated log on in raft mode with the `voters`
+/// quorum, with the batch settings given; off by default, where raft elects as before.
+#[test]
+fn the_replicated_log_is_configured_in_raft_mode_with_voters() {
+    let config = node_config("[node]\nid = \"a\"\n[cluster]\nvoters = [\"a\", \"b\", \"c\"]\n");
+    let ModeConfig::Raft(raft) = &config.election else {
+        panic!("raft by default");
+    };
+    assert_eq!(raft.log, None);
+    let config = node_config(
+        "[node]\nid = \"a\"\n[cluster]\nvoters = [\"a\", \"b\", \"c\"]\n\
+         [log]\nenabled = true\nmax_append_bytes = 200\nmax_inflight = 2\n",
+    );
+    let ModeConfig::Raft(raft) = &config.election else {
+        panic!("raft by default");
+    };
+    assert_eq!(
+        raft.log,
+        Some(conclave_core::raft::LogConfig {
+            max_append_bytes: 200,
+            max_append_entries: 64,
+            max_inflight: 2,
+        })
+    );
+}
+
+/// LOG-1: the replicated log is refused with the `connected` quorum and outside raft mode,
+/// naming `log.enabled` and the key it conflicts with; its numbers are refused out of range.
+#[test]
+fn the_replicated_log_is_refused_where_it_cannot_keep_a_commit() {
+    let problems = refused("[election.raft]\nquorum = \"connected\"\n[log]\nenabled = true\n");
+    assert_problem(
+        &problems,
+        "log.enabled",
+        "election.raft.quorum = \"voters\"",
+    );
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    let problems = refused("[election]\nmode = \"gossip\"\n[log]\nenabled = true\n");
+    assert_problem(&problems, "log.enabled", "election.mode is \"gossip\"");
+    let problems = refused("[log]\nmax_append_bytes = 10\nmax_inflight = 0\n");
+    assert_keys(&problems, &["log.max_append_bytes", "log.max_inflight"]);
+}

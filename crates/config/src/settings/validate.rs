@@ -26,6 +26,7 @@ use conclave_core::election::{
 };
 use conclave_core::gossip::GossipConfig;
 use conclave_core::priority::PriorityConfig;
+use conclave_core::raft::LogConfig;
 use conclave_core::static_leader::StaticConfig;
 use conclave_protocol::{AuthKey, ClusterId, IdError, MAX_TAG_LEN, MIN_TAG_LEN, PeerId};
 
@@ -348,6 +349,7 @@ impl Settings {
             }
         }
         let preempt_delay = f.millis("election.raft.preempt_delay_ms", raft.preempt_delay_ms);
+        let log = self.replicated_log(f, quorum);
         let priority = match raft.priority.map(u8::try_from) {
             None => Some(None),
             Some(Ok(priority)) => Some(Some(priority)),
@@ -379,6 +381,7 @@ impl Settings {
         min?;
         max?;
         preempt_delay?;
+        let log = log?;
         let alone = [id];
         let electorate = voters.filter(|voters| !voters.is_empty()).unwrap_or(&alone);
         // A refused quorum or priority is reported already; raft's rules on the timings still
@@ -392,11 +395,78 @@ impl Settings {
             raft,
             priority.unwrap_or(None),
             self.election.auto,
+            log,
         );
         f.core_problems(config.validate())?;
         quorum?;
         priority?;
         Some(config)
+    }
+
+    /// `[log]`'s replicated-log keys (LOG-1..3): each number in its range, and `enabled` only
+    /// in raft mode with the `voters` quorum, the one that keeps a committed entry. `Some(None)`
+    /// when the log is off (or raft is not the mode: that is reported once, here).
+    fn replicated_log(
+        &self,
+        f: &mut Findings<'_>,
+        quorum: Option<Quorum>,
+    ) -> Option<Option<LogConfig>> {
+        let section = &self.log;
+        let range = |f: &mut Findings<'_>, key: &str, value: u64, min: u64, max: u64| {
+            if (min..=max).contains(&value) {
+                usize::try_from(value).ok()
+            } else {
+                f.problem(
+                    key,
+                    format!("must be between {min} and {max}, found {value}"),
+                );
+                None
+            }
+        };
+        let bytes = range(
+            f,
+            "log.max_append_bytes",
+            section.max_append_bytes,
+            64,
+            60_000,
+        );
+        let entries = range(
+            f,
+            "log.max_append_entries",
+            section.max_append_entries,
+            1,
+            4096,
+        );
+        let inflight = range(f, "log.max_inflight", section.max_inflight, 1, 256);
+        if !section.enabled {
+            return Some(None);
+        }
+        let mode = self.election.mode.as_str();
+        if mode != Mode::Raft.label() {
+            f.problem(
+                "log.enabled",
+                format!("the replicated log runs in raft mode only; election.mode is {mode:?}"),
+            );
+            return Some(None);
+        }
+        match quorum {
+            Some(Quorum::Connected) => {
+                f.problem(
+                    "log.enabled",
+                    "needs election.raft.quorum = \"voters\" (it is \"connected\"): a \
+                     majority of whichever nodes are connected does not keep a committed entry",
+                );
+                return None;
+            }
+            // A refused quorum is reported already.
+            None => return None,
+            Some(Quorum::Voters) => {}
+        }
+        Some(Some(LogConfig {
+            max_append_bytes: bytes?,
+            max_append_entries: entries?,
+            max_inflight: inflight?,
+        }))
     }
 
     /// Issue 9, item 8: a key of another mode's section, set by the operator, is refused
@@ -1160,8 +1230,7 @@ fn key_of(setting: Setting) -> &'static str {
             RaftSetting::Quorum => "cluster.voters",
             RaftSetting::HeartbeatInterval => "election.raft.heartbeat_ms",
             RaftSetting::ElectionTimeoutMax => "election.raft.election_timeout_max_ms",
-            // The log is not configurable from a file yet; what it conflicts with is the quorum.
-            RaftSetting::ReplicatedLog => "election.raft.quorum",
+            RaftSetting::ReplicatedLog => "log.enabled",
         },
         Setting::Gossip(setting) => match setting {
             GossipSetting::StartupGracePeriod => "election.gossip.startup_grace_period_ms",
