@@ -10,8 +10,8 @@
 
 use std::path::{Path, PathBuf};
 
-use conclave_actors::wal::{LOCK_FILE_NAME, Verdict, WAL_FILE_NAME, WalError, inspect};
 use conclave_core::election::Mode;
+use conclave_storage::{LOCK_FILE_NAME, Verdict, WAL_FILE_NAME, WalError, inspect};
 use rustix::fs::{Access, access};
 
 /// Every reason `conclave run` would refuse the data directory `dir` for a node of election

@@ -355,8 +355,8 @@ fn start_failure_code(err: &NodeError) -> u8 {
 
 /// The exit code of a WAL that could not be opened or created, by [`start_failure_code`]'s
 /// rules; `conclave init` uses them too.
-pub(crate) fn wal_failure_code(err: &conclave_actors::wal::WalError) -> u8 {
-    use conclave_actors::wal::WalError;
+pub(crate) fn wal_failure_code(err: &conclave_storage::WalError) -> u8 {
+    use conclave_storage::WalError;
     match err {
         WalError::OtherMode { .. } => EXIT_USAGE,
         WalError::Corrupt { .. } | WalError::BadRecord { .. } | WalError::ForeignFile { .. } => {

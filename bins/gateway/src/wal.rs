@@ -1,6 +1,6 @@
 //! `conclave wal inspect DIR` and `conclave wal repair DIR --confirm` (WAL-2): what an operator
 //! does with a WAL the node refuses. `docs/wal.md` describes the procedure; the work is done by
-//! `conclave_actors::wal::{inspect, repair}`, this renders it.
+//! `conclave_storage::{inspect, repair}`, this renders it.
 //!
 //! Exit codes: `inspect` 0 when a node can start from the file (clean, or a torn tail it cuts
 //! off itself), 1 when it is corrupt or cannot be read; `repair` 0 when it repaired the file or
@@ -12,12 +12,12 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-use conclave_actors::wal::{
+use conclave_core::election::HardState;
+use conclave_protocol::PeerId;
+use conclave_storage::{
     DamagedSpan, ExaminedRecord, Inspection, RecordContent, RepairOutcome, RepairReport,
     StartState, Verdict, WalRecord, inspect, repair,
 };
-use conclave_core::election::HardState;
-use conclave_protocol::PeerId;
 use serde::Serialize;
 
 use crate::EXIT_USAGE;

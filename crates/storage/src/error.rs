@@ -54,7 +54,7 @@ pub enum WalError {
     #[error(
         "data directory {}: cannot write its lock file {}: {source}",
         dir.display(),
-        super::lock::LOCK_FILE_NAME
+        crate::lock::LOCK_FILE_NAME
     )]
     LockFile {
         /// The data directory.

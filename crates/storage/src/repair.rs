@@ -16,14 +16,14 @@ use std::path::{Path, PathBuf};
 
 use conclave_core::election::{HardState, Mode};
 
-use super::error::WalError;
-use super::examine::{DamagedSpan, Examination, RecordContent, Verdict, examine};
-use super::file::{
+use crate::error::WalError;
+use crate::examine::{DamagedSpan, Examination, RecordContent, Verdict, examine};
+use crate::file::{
     DEFAULT_HISTORY_LIMIT, REPAIR_FILE_NAME, State, WAL_FILE_NAME, has_magic, io_error,
     replace_file, sync_dir,
 };
-use super::lock::DataDirLock;
-use super::record::{HistoryRecord, MAGIC, WalRecord, encode_seal};
+use crate::lock::DataDirLock;
+use crate::record::{HistoryRecord, MAGIC, WalRecord, encode_seal};
 
 /// The state a node would start from: what the trusted records add up to.
 #[derive(Debug, Clone, PartialEq, Eq)]

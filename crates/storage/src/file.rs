@@ -2,10 +2,10 @@
 //! appends and compaction (WAL-1, WAL-2, WAL-3), the incarnation bump of every start
 //! (PROTO-2) and the in-memory leadership history (CB-6).
 //!
-//! Every call here blocks on the disk; [`WalActor`](super::WalActor) runs them on a thread of
-//! their own (WAL-4).
+//! Every call here blocks on the disk; the WalActor (`conclave-actors`) runs them on a thread
+//! of its own (WAL-4).
 //!
-//! Recovery (WAL-2) reads the whole file and lets [`examine`](super::examine) judge it: bad
+//! Recovery (WAL-2) reads the whole file and lets [`examine`](crate::examine) judge it: bad
 //! bytes with nothing valid after them are a torn tail, the remains of an interrupted write
 //! that was never acknowledged, and are cut off so the next append is not hidden behind
 //! garbage; a damaged record with valid records after it is corruption, and the file is
@@ -27,14 +27,13 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use actix::clock::Instant;
 use conclave_core::election::{HardState, Mode};
 use tracing::{info, warn};
 
-use super::error::WalError;
-use super::examine::{Examination, RecordContent, Verdict, examine};
-use super::lock::DataDirLock;
-use super::record::{
+use crate::error::WalError;
+use crate::examine::{Examination, RecordContent, Verdict, examine};
+use crate::lock::DataDirLock;
+use crate::record::{
     HistoryRecord, KIND_LOG_ENTRIES, KIND_SNAPSHOT_MARKER, MAGIC, WalRecord, encode_seal,
 };
 
@@ -43,7 +42,7 @@ pub const WAL_FILE_NAME: &str = "conclave.wal";
 /// Where compaction writes the new file before renaming it over the old one.
 const COMPACTION_FILE_NAME: &str = "conclave.wal.tmp";
 /// Where `repair` writes the new file before renaming it over the old one.
-pub(super) const REPAIR_FILE_NAME: &str = "conclave.wal.repair.tmp";
+pub(crate) const REPAIR_FILE_NAME: &str = "conclave.wal.repair.tmp";
 
 /// Default size above which an append compacts the file (WAL-3).
 pub const DEFAULT_COMPACT_THRESHOLD: u64 = 1 << 20;
@@ -121,7 +120,7 @@ pub struct Recovered {
 /// and trims in one go, so that a push is amortised O(1) while [`Self::as_slice`] stays a
 /// plain slice.
 #[derive(Debug)]
-pub(super) struct BoundedHistory {
+pub(crate) struct BoundedHistory {
     records: Vec<HistoryRecord>,
     limit: usize,
 }
@@ -142,32 +141,32 @@ impl BoundedHistory {
         }
     }
 
-    pub(super) fn as_slice(&self) -> &[HistoryRecord] {
+    pub(crate) fn as_slice(&self) -> &[HistoryRecord] {
         &self.records[self.records.len().saturating_sub(self.limit)..]
     }
 }
 
 /// The state the records add up to.
 #[derive(Debug)]
-pub(super) struct State {
-    pub(super) hard_state: HardState,
+pub(crate) struct State {
+    pub(crate) hard_state: HardState,
     /// A hard state record was seen.
     has_hard_state: bool,
     /// No hard state since the start of the file or the last amnesia marker.
-    pub(super) amnesic: bool,
-    pub(super) incarnation: u64,
-    pub(super) auto_election: Option<bool>,
+    pub(crate) amnesic: bool,
+    pub(crate) incarnation: u64,
+    pub(crate) auto_election: Option<bool>,
     /// The mode record, if any.
-    pub(super) mode: Option<Mode>,
+    pub(crate) mode: Option<Mode>,
     /// When the last amnesia marker was written.
     amnesia_at_unix_ms: u64,
     /// When the genesis record was written, if the file has one (WAL-5).
-    pub(super) genesis_at_unix_ms: Option<u64>,
-    pub(super) history: BoundedHistory,
+    pub(crate) genesis_at_unix_ms: Option<u64>,
+    pub(crate) history: BoundedHistory,
 }
 
 impl State {
-    pub(super) fn new(history_limit: usize) -> Self {
+    pub(crate) fn new(history_limit: usize) -> Self {
         Self {
             hard_state: HardState::default(),
             has_hard_state: false,
@@ -181,7 +180,7 @@ impl State {
         }
     }
 
-    pub(super) fn apply(&mut self, record: &WalRecord) {
+    pub(crate) fn apply(&mut self, record: &WalRecord) {
         match record {
             WalRecord::HardState(state) => {
                 self.hard_state = *state;
@@ -207,7 +206,7 @@ impl State {
     /// The mode the election state belongs to: the recorded one; raft for election state
     /// written before modes were recorded (every file of earlier versions is raft's); `None`
     /// when there is no election state at all.
-    pub(super) fn mode(&self) -> Option<Mode> {
+    pub(crate) fn mode(&self) -> Option<Mode> {
         let holds_election_state = self.has_hard_state
             || self.auto_election.is_some()
             || !self.history.as_slice().is_empty();
@@ -460,7 +459,7 @@ impl WalFile {
         let write_genesis = wal.options.genesis && created && fresh_directory;
         if write_genesis {
             first_records.push(WalRecord::Genesis {
-                at_unix_ms: crate::events::unix_millis(std::time::SystemTime::now()),
+                at_unix_ms: crate::clock::unix_millis(std::time::SystemTime::now()),
             });
         }
         let next =
@@ -476,7 +475,7 @@ impl WalFile {
         // time in seconds keeps a wiped node newer than its old self, as long as the clock did
         // not go back; the stored value plus one still guarantees growth when it did.
         let incarnation = if wal.options.incarnation_from_clock {
-            next.max(crate::events::unix_millis(std::time::SystemTime::now()) / 1000)
+            next.max(crate::clock::unix_millis(std::time::SystemTime::now()) / 1000)
         } else {
             next
         };
@@ -543,9 +542,13 @@ impl WalFile {
         // The seal ends the batch, so damage to any record of it is followed by something
         // valid and is recognised as corruption, not cut off as a torn tail (WAL-2).
         encode_seal(&mut bytes);
-        // tokio's clock: outside a runtime (this runs on a SyncArbiter thread) it reads the
-        // OS monotonic clock, even while a test has paused the runtime's clock.
-        let started = Instant::now();
+        // The OS monotonic clock: this runs on the WAL's own thread, outside any runtime whose
+        // clock a test could pause, and the fsync it times is real.
+        #[expect(
+            clippy::disallowed_types,
+            reason = "synchronous storage times a real fsync; no test controls this clock"
+        )]
+        let started = std::time::Instant::now();
         self.write_durably(&bytes)?;
         let elapsed = started.elapsed();
         self.len += bytes.len() as u64;
@@ -635,8 +638,8 @@ impl WalFile {
 
     /// Puts the WAL in the state a failed write or fsync leaves it in, which a test cannot
     /// otherwise provoke on a healthy disk.
-    #[cfg(test)]
-    pub(super) fn fail_for_test(&mut self) {
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn fail_for_test(&mut self) {
         self.failed = true;
     }
 
@@ -692,7 +695,7 @@ pub fn read_records(dir: &Path) -> Result<Vec<WalRecord>, WalError> {
 
 /// Whether `bytes` start with the magic. A file shorter than the magic that is a prefix of it
 /// is our own creation cut short (`Ok(false)`); anything else is not ours.
-pub(super) fn has_magic(path: &Path, bytes: &[u8]) -> Result<bool, WalError> {
+pub(crate) fn has_magic(path: &Path, bytes: &[u8]) -> Result<bool, WalError> {
     if bytes.starts_with(&MAGIC) {
         return Ok(true);
     }
@@ -706,7 +709,7 @@ pub(super) fn has_magic(path: &Path, bytes: &[u8]) -> Result<bool, WalError> {
 }
 
 /// The error for a verdict a node must not start from.
-pub(super) fn refuse_damage(path: &Path, examination: &Examination) -> Result<(), WalError> {
+pub(crate) fn refuse_damage(path: &Path, examination: &Examination) -> Result<(), WalError> {
     match examination.verdict {
         Verdict::Clean | Verdict::TornTail { .. } => Ok(()),
         Verdict::Corrupt {
@@ -779,7 +782,7 @@ fn warn_about_skipped(path: &Path, examination: &Examination) {
 /// Writes `bytes` to `temp`, fsyncs it, renames it over `path` and returns the new file open
 /// for appending; the directory is not synced here. On failure the old file is intact and the
 /// temp file removed.
-pub(super) fn replace_file(temp: &Path, path: &Path, bytes: &[u8]) -> Result<File, WalError> {
+pub(crate) fn replace_file(temp: &Path, path: &Path, bytes: &[u8]) -> Result<File, WalError> {
     remove_if_present(temp)?;
     let written = OpenOptions::new()
         .read(true)
@@ -814,7 +817,7 @@ fn remove_leftover(dir: &Path, name: &str, what: &str) -> Result<(), WalError> {
     Ok(())
 }
 
-pub(super) fn remove_if_present(path: &Path) -> Result<(), WalError> {
+pub(crate) fn remove_if_present(path: &Path) -> Result<(), WalError> {
     match fs::remove_file(path) {
         Err(error) if error.kind() != io::ErrorKind::NotFound => Err(io_error(path)(error)),
         _ => Ok(()),
@@ -822,7 +825,7 @@ pub(super) fn remove_if_present(path: &Path) -> Result<(), WalError> {
 }
 
 /// Makes the directory's entries (a new or renamed file) durable.
-pub(super) fn sync_dir(dir: &Path) -> Result<(), WalError> {
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), WalError> {
     #[cfg(unix)]
     {
         File::open(dir)
@@ -837,7 +840,7 @@ pub(super) fn sync_dir(dir: &Path) -> Result<(), WalError> {
     }
 }
 
-pub(super) fn io_error(path: &Path) -> impl FnOnce(io::Error) -> WalError + '_ {
+pub(crate) fn io_error(path: &Path) -> impl FnOnce(io::Error) -> WalError + '_ {
     move |source| WalError::Io {
         path: path.to_path_buf(),
         source,
@@ -859,7 +862,7 @@ fn earlier_node(dir: &Path) -> Result<Option<String>, WalError> {
         let name = name.to_string_lossy();
         let reason = if name == WAL_FILE_NAME {
             format!("it holds a WAL ({WAL_FILE_NAME})")
-        } else if name == super::lock::LOCK_FILE_NAME {
+        } else if name == crate::lock::LOCK_FILE_NAME {
             format!("a node ran here ({name} is there) but its WAL ({WAL_FILE_NAME}) is gone")
         } else if name.starts_with(WAL_FILE_NAME) {
             format!("it holds {name}, left by an earlier node, but no {WAL_FILE_NAME}")

@@ -11,7 +11,7 @@
 //! ```
 //!
 //! A file whose first bytes are not the magic is not ours: opening it is an error
-//! ([`WalError::ForeignFile`](super::WalError::ForeignFile)) and the file is left untouched.
+//! ([`WalError::ForeignFile`](crate::WalError::ForeignFile)) and the file is left untouched.
 //!
 //! # Record
 //!
@@ -50,7 +50,7 @@
 //! Every group commit ends with a seal, and so do a compacted and a repaired file. A record
 //! damaged in place is therefore always followed by a valid record (at least its batch's seal),
 //! which is how recovery tells corruption (refuse to start) from a torn tail (cut it off);
-//! see [`super::examine`]. Files written before seals existed still open.
+//! see [`crate::examine`]. Files written before seals existed still open.
 //!
 //! `cause` is the position of the cause in [`LeaderChangeCause::ALL`], which only ever grows
 //! at the end, so an index written by any version means the same cause forever.
@@ -68,26 +68,26 @@ use conclave_core::election::{HardState, LeaderChangeCause, Mode};
 use conclave_protocol::PeerId;
 
 /// The first four bytes of every WAL file.
-pub(super) const MAGIC: [u8; 4] = *b"CWL1";
+pub(crate) const MAGIC: [u8; 4] = *b"CWL1";
 /// Bytes before a record's payload: length, kind, crc.
-pub(super) const RECORD_HEADER_LEN: usize = 9;
+pub(crate) const RECORD_HEADER_LEN: usize = 9;
 /// The largest payload a reader accepts; anything longer is a corrupt length field. Real
 /// records are under a hundred bytes; the headroom is for the reserved log-entry kind.
-pub(super) const MAX_PAYLOAD_LEN: u32 = 1 << 20;
+pub(crate) const MAX_PAYLOAD_LEN: u32 = 1 << 20;
 
 const KIND_HARD_STATE: u8 = 1;
 const KIND_INCARNATION: u8 = 2;
 const KIND_LEADER_CHANGE: u8 = 3;
 /// Ends every group commit, the compacted file and the repaired file (see `docs/wal.md`).
-pub(super) const KIND_SEAL: u8 = 4;
+pub(crate) const KIND_SEAL: u8 = 4;
 const KIND_AMNESIA: u8 = 5;
 const KIND_AUTO_ELECTION: u8 = 6;
 const KIND_MODE: u8 = 7;
 const KIND_GENESIS: u8 = 8;
 /// Reserved for the replicated log's entries (LOG-*); skipped by this version.
-pub(super) const KIND_LOG_ENTRIES: u8 = 10;
+pub(crate) const KIND_LOG_ENTRIES: u8 = 10;
 /// Reserved for the replicated log's snapshot marker (LOG-4); skipped by this version.
-pub(super) const KIND_SNAPSHOT_MARKER: u8 = 11;
+pub(crate) const KIND_SNAPSHOT_MARKER: u8 = 11;
 
 /// One entry of the leadership history (CB-6): who led from when, and why the leader changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,7 +150,7 @@ impl WalRecord {
     }
 
     /// Appends the record, header included, to `out`.
-    pub(super) fn encode_into(&self, out: &mut Vec<u8>) {
+    pub(crate) fn encode_into(&self, out: &mut Vec<u8>) {
         let start = out.len();
         // Header placeholder; length and crc are known once the payload is written.
         out.extend_from_slice(&[0; RECORD_HEADER_LEN]);
@@ -177,7 +177,7 @@ impl WalRecord {
 
     /// The record with its header, as it is written to the file.
     #[cfg(test)]
-    pub(super) fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         self.encode_into(&mut out);
         out
@@ -186,7 +186,7 @@ impl WalRecord {
 
 /// Appends a seal record (kind 4, empty payload): the end of one group commit. A damaged record
 /// is then always followed by a valid seal, which tells corruption apart from a torn tail.
-pub(super) fn encode_seal(out: &mut Vec<u8>) {
+pub(crate) fn encode_seal(out: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(&[0; RECORD_HEADER_LEN]);
     finish_header(out, start, KIND_SEAL);
@@ -205,17 +205,17 @@ fn finish_header(out: &mut [u8], start: usize, kind: u8) {
 
 /// The header of one record, as read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct RecordHeader {
+pub(crate) struct RecordHeader {
     /// Payload bytes that follow the header.
-    pub(super) length: u32,
+    pub(crate) length: u32,
     /// The record kind.
-    pub(super) kind: u8,
+    pub(crate) kind: u8,
     /// The stored checksum.
-    pub(super) crc: u32,
+    pub(crate) crc: u32,
 }
 
 impl RecordHeader {
-    pub(super) fn parse(bytes: &[u8; RECORD_HEADER_LEN]) -> Self {
+    pub(crate) fn parse(bytes: &[u8; RECORD_HEADER_LEN]) -> Self {
         let [l0, l1, l2, l3, kind, c0, c1, c2, c3] = *bytes;
         Self {
             length: u32::from_le_bytes([l0, l1, l2, l3]),
@@ -227,7 +227,7 @@ impl RecordHeader {
 
 /// CRC-32 over the kind byte then the payload: covering the kind means a flipped kind cannot
 /// make a record be read as another kind.
-pub(super) fn checksum(kind: u8, payload: &[u8]) -> u32 {
+pub(crate) fn checksum(kind: u8, payload: &[u8]) -> u32 {
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(&[kind]);
     hasher.update(payload);
@@ -236,7 +236,7 @@ pub(super) fn checksum(kind: u8, payload: &[u8]) -> u32 {
 
 /// The meaning of one record whose checksum matched.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Decoded {
+pub(crate) enum Decoded {
     /// A record this version understands.
     Record(WalRecord),
     /// The seal that ends a group commit.
@@ -251,7 +251,7 @@ pub(super) enum Decoded {
 /// Decodes the payload of a record whose checksum matched. An error means the bytes were
 /// written whole but do not follow the layout of their kind: a bug or a foreign writer, not a
 /// torn write, so the caller must not silently drop it.
-pub(super) fn decode(kind: u8, payload: &[u8]) -> Result<Decoded, &'static str> {
+pub(crate) fn decode(kind: u8, payload: &[u8]) -> Result<Decoded, &'static str> {
     let mut input = Cursor { rest: payload };
     let decoded = match kind {
         KIND_HARD_STATE => Decoded::Record(WalRecord::HardState(HardState {

@@ -25,7 +25,7 @@
 //! After damage the reader carries on from the next valid record, so that `inspect` can show
 //! everything that is still readable and `repair` can keep it.
 
-use super::record::{
+use crate::record::{
     Decoded, MAGIC, MAX_PAYLOAD_LEN, RECORD_HEADER_LEN, RecordHeader, WalRecord, checksum, decode,
 };
 
@@ -165,7 +165,7 @@ impl Examination {
 }
 
 /// Examines `bytes`, a whole WAL file that starts with the magic (the caller checks it).
-pub(super) fn examine(bytes: &[u8]) -> Examination {
+pub(crate) fn examine(bytes: &[u8]) -> Examination {
     let len = bytes.len();
     let mut records = Vec::new();
     let mut damage = Vec::new();
@@ -265,8 +265,8 @@ mod tests {
     use conclave_core::election::HardState;
     use conclave_protocol::PeerId;
 
-    use super::super::record::encode_seal;
     use super::*;
+    use crate::record::encode_seal;
 
     fn file(records: &[&[WalRecord]]) -> Vec<u8> {
         let mut bytes = MAGIC.to_vec();
