@@ -28,11 +28,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use conclave_core::election::{HardState, Mode};
+use conclave_core::storage::{DurableState, Snapshot, Storage};
+use conclave_protocol::LogEntry;
 use tracing::{info, warn};
 
 use crate::error::WalError;
 use crate::examine::{Examination, RecordContent, Verdict, examine};
 use crate::lock::DataDirLock;
+use crate::log::{DEFAULT_SEGMENT_SIZE, LOG_DIR_NAME, SegmentedLog};
 use crate::record::{
     HistoryRecord, KIND_LOG_ENTRIES, KIND_SNAPSHOT_MARKER, MAGIC, WalRecord, encode_seal,
 };
@@ -68,6 +71,9 @@ pub struct WalOptions {
     /// takes part at once. A directory that shows an earlier node (its lock file, a repair's
     /// backup) gets none: its WAL was lost, and the node abstains.
     pub genesis: bool,
+    /// Bytes past which the next sync of log entries starts a new segment file (LOG-4: a
+    /// compaction deletes whole segments, so smaller segments free space sooner).
+    pub segment_size: u64,
 }
 
 impl Default for WalOptions {
@@ -78,6 +84,7 @@ impl Default for WalOptions {
             incarnation_from_clock: true,
             mode: None,
             genesis: false,
+            segment_size: DEFAULT_SEGMENT_SIZE,
         }
     }
 }
@@ -114,6 +121,12 @@ pub struct Recovered {
     /// [`Recovered::amnesic`] it means the node was started without `conclave init` or
     /// `cluster.initial_state = "new"`: the start says how a new cluster is created.
     pub fresh_directory: bool,
+    /// The latest snapshot of the replicated log (LOG-4), if one was saved.
+    pub snapshot: Option<Snapshot>,
+    /// The replicated log's entries after the snapshot, in order and contiguous (LOG-2).
+    pub entries: Vec<LogEntry>,
+    /// Bytes of a torn tail cut off the newest log segment (WAL-2).
+    pub log_truncated_bytes: u64,
 }
 
 /// The leadership history, newest last, bounded to a limit. It holds up to twice the limit
@@ -268,6 +281,11 @@ pub struct WalFile {
     /// A write or fsync failed; see [`WalError::Failed`].
     failed: bool,
     /// Held as long as the file is open (WAL-2: one process per data directory).
+    /// The replicated log's segments and snapshot (LOG-2, LOG-4), in `log/`.
+    log: SegmentedLog,
+    /// The hard state saved through [`Storage::save_hard_state`], written at the next sync.
+    pending_hard_state: Option<HardState>,
+    /// Held as long as the file is open (WAL-2: one process per data directory).
     _lock: DataDirLock,
 }
 
@@ -414,6 +432,10 @@ impl WalFile {
             file.sync_all().map_err(io_error(&path))?;
         }
 
+        // The log is judged before anything is written, so a damaged segment refuses the start
+        // with every file as it was.
+        let (log, recovered_log) = SegmentedLog::open(dir, options.segment_size)?;
+
         let mut wal = WalFile {
             dir: dir.to_path_buf(),
             path,
@@ -424,6 +446,8 @@ impl WalFile {
             state,
             holds_unknown_kinds,
             failed: false,
+            log,
+            pending_hard_state: None,
             _lock: lock,
         };
         if wal.len == 0 {
@@ -521,6 +545,9 @@ impl WalFile {
             mode: wal.state.mode(),
             genesis_at_unix_ms: wal.state.genesis_at_unix_ms,
             fresh_directory: created && fresh_directory,
+            snapshot: wal.log.snapshot().cloned(),
+            entries: wal.log.entries().to_vec(),
+            log_truncated_bytes: recovered_log.truncated_bytes,
         };
         Ok((wal, recovered))
     }
@@ -641,6 +668,21 @@ impl WalFile {
     #[cfg(any(test, feature = "test-support"))]
     pub fn fail_for_test(&mut self) {
         self.failed = true;
+        self.log.fail_for_test();
+    }
+
+    /// Whether writes wait for a [`Storage::sync`].
+    pub fn has_unsynced_writes(&self) -> bool {
+        self.pending_hard_state.is_some() || self.log.has_pending()
+    }
+
+    fn refuse_if_failed(&self) -> Result<(), WalError> {
+        if self.failed {
+            return Err(WalError::Failed {
+                path: self.path.clone(),
+            });
+        }
+        Ok(())
     }
 
     fn should_compact(&self) -> bool {
@@ -668,6 +710,52 @@ impl WalFile {
                 path: self.path.clone(),
                 source,
             }
+        })
+    }
+}
+
+/// The node's durable state behind raft's storage trait (WAL-1, LOG-2, LOG-4): the hard state
+/// in `conclave.wal`, the entries in log segments, the snapshot in its own file.
+///
+/// Group commit: [`Storage::save_hard_state`] and [`Storage::append_entries`] only hold their
+/// writes; [`Storage::sync`] writes them all and fsyncs once per file, the segment first and
+/// `conclave.wal` last, so that when the hard state a node restarts from is durable, so is
+/// every entry saved with it. Whatever order a crash cuts them in, nothing that depends on
+/// either was released, since that waits for `sync` to return.
+impl Storage for WalFile {
+    type Error = WalError;
+
+    fn save_hard_state(&mut self, hard: HardState) -> Result<(), WalError> {
+        self.refuse_if_failed()?;
+        // Only the last one matters once the batch is durable.
+        self.pending_hard_state = Some(hard);
+        Ok(())
+    }
+
+    fn append_entries(&mut self, entries: &[LogEntry]) -> Result<(), WalError> {
+        self.refuse_if_failed()?;
+        self.log.append(entries)
+    }
+
+    fn sync(&mut self) -> Result<(), WalError> {
+        self.refuse_if_failed()?;
+        self.log.sync()?;
+        if let Some(hard) = self.pending_hard_state.take() {
+            self.append(&[WalRecord::HardState(hard)])?;
+        }
+        Ok(())
+    }
+
+    fn save_snapshot(&mut self, snapshot: Snapshot) -> Result<(), WalError> {
+        self.refuse_if_failed()?;
+        self.log.save_snapshot(snapshot)
+    }
+
+    fn durable_state(&self) -> Result<DurableState, WalError> {
+        Ok(DurableState {
+            hard: self.state.hard_state,
+            snapshot: self.log.snapshot().cloned(),
+            entries: self.log.entries().to_vec(),
         })
     }
 }
@@ -759,7 +847,7 @@ fn warn_about_skipped(path: &Path, examination: &Examination) {
     }
     for (kind, count) in &skipped_kinds {
         let what = match *kind {
-            KIND_LOG_ENTRIES => "reserved for replicated log entries",
+            KIND_LOG_ENTRIES => "log entries, which belong in log segments",
             KIND_SNAPSHOT_MARKER => "reserved for snapshot markers",
             _ => "unknown",
         };
@@ -862,6 +950,8 @@ fn earlier_node(dir: &Path) -> Result<Option<String>, WalError> {
         let name = name.to_string_lossy();
         let reason = if name == WAL_FILE_NAME {
             format!("it holds a WAL ({WAL_FILE_NAME})")
+        } else if name == LOG_DIR_NAME {
+            format!("it holds a replicated log ({LOG_DIR_NAME}/)")
         } else if name == crate::lock::LOCK_FILE_NAME {
             format!("a node ran here ({name} is there) but its WAL ({WAL_FILE_NAME}) is gone")
         } else if name.starts_with(WAL_FILE_NAME) {

@@ -25,11 +25,14 @@ mod error;
 mod examine;
 mod file;
 mod lock;
+mod log;
 mod record;
 mod repair;
+mod snapshot;
 #[cfg(test)]
 mod tests;
 
+pub use error::LogDamage;
 pub use error::WalError;
 pub use examine::{DamagedSpan, Examination, ExaminedRecord, RecordContent, Verdict};
 pub use file::{
@@ -37,5 +40,6 @@ pub use file::{
     WalOptions, read_records,
 };
 pub use lock::{DataDirLock, LOCK_FILE_NAME};
-pub use record::{HistoryRecord, WalRecord};
+pub use log::{DEFAULT_SEGMENT_SIZE, LOG_DIR_NAME};
+pub use record::{HistoryRecord, SegmentContent, WalRecord};
 pub use repair::{Inspection, RepairOutcome, RepairReport, StartState, inspect, repair};

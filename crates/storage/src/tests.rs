@@ -895,6 +895,7 @@ fn wal1_unknown_kinds_are_skipped_and_kept() {
         incarnation_from_clock: false,
         mode: None,
         genesis: false,
+        ..WalOptions::default()
     };
     drop(WalFile::open_with(dir.path(), options).unwrap());
     let entries = raw_record(10, b"a future log entry");
@@ -916,7 +917,7 @@ fn wal1_unknown_kinds_are_skipped_and_kept() {
     assert_eq!(recovered.truncated_bytes, 0);
     let text = log.text();
     assert!(
-        text.contains("reserved for replicated log entries"),
+        text.contains("log entries, which belong in log segments"),
         "{text}"
     );
     assert!(text.contains("reserved for snapshot markers"), "{text}");
@@ -949,6 +950,7 @@ fn wal3_compaction_keeps_state_incarnation_and_newest_history() {
         incarnation_from_clock: false,
         mode: None,
         genesis: false,
+        ..WalOptions::default()
     };
     let (mut wal, _) = WalFile::open_with(dir.path(), options).unwrap();
     let mut written = Vec::new();
