@@ -30,6 +30,8 @@ mod record;
 mod repair;
 mod snapshot;
 #[cfg(test)]
+mod storage_tests;
+#[cfg(test)]
 mod tests;
 
 pub use error::LogDamage;
