@@ -44,4 +44,8 @@ pub use file::{
 pub use lock::{DataDirLock, LOCK_FILE_NAME};
 pub use log::{DEFAULT_SEGMENT_SIZE, LOG_DIR_NAME};
 pub use record::{HistoryRecord, SegmentContent, WalRecord};
-pub use repair::{Inspection, RepairOutcome, RepairReport, StartState, inspect, repair};
+pub use repair::{
+    Inspection, LogInspection, LogVerdict, RepairOutcome, RepairReport, SegmentInspection,
+    StartState, inspect, repair,
+};
+pub use snapshot::SnapshotFile;

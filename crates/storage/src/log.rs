@@ -207,125 +207,20 @@ impl SegmentedLog {
         if !dir.is_dir() {
             return Ok((log, recovered));
         }
-        let read = read_segments(&dir)?;
-        // Judge every segment before changing any file, so a refusal leaves all untouched.
-        let mut cut: Option<(PathBuf, u64, u64)> = None;
-        let mut torn_creation: Option<PathBuf> = None;
-        let count = read.len();
-        for (position, segment) in read.iter().enumerate() {
-            let newest = position + 1 == count;
-            if let Some(earlier) = read[..position]
-                .iter()
-                .find(|earlier| earlier.sequence == segment.sequence)
-            {
-                return Err(damaged(
-                    &earlier.path,
-                    LogDamage::DuplicateSequence(segment.sequence),
-                ));
-            }
-            let header = match segment.header {
-                Ok(first) => first,
-                // A newest segment whose header is bad and in which nothing valid can be
-                // found was being created when the node stopped: nothing in it was synced.
-                Err(_)
-                    if newest
-                        && examine_from::<SegmentContent>(&segment.bytes, 0)
-                            .records
-                            .is_empty() =>
-                {
-                    torn_creation = Some(segment.path.clone());
-                    continue;
-                }
-                Err(reason) => return Err(damaged(&segment.path, LogDamage::BadHeader(reason))),
-            };
-            if header != segment.named_first {
-                return Err(damaged(
-                    &segment.path,
-                    LogDamage::WrongStart {
-                        found: header,
-                        by: "file name",
-                        expected: segment.named_first,
-                    },
-                ));
-            }
-            check_segment(&segment.path, &segment.examination, newest)?;
-            let first_entries =
-                segment
-                    .examination
-                    .trusted()
-                    .find_map(|record| match &record.content {
-                        SegmentContent::Entries(entries) => {
-                            entries.first().map(|entry| entry.index)
-                        }
-                        _ => None,
-                    });
-            match first_entries {
-                Some(found) if found != header => {
-                    return Err(damaged(
-                        &segment.path,
-                        LogDamage::WrongStart {
-                            found,
-                            by: "header",
-                            expected: header,
-                        },
-                    ));
-                }
-                Some(_) => {}
-                None if newest => torn_creation = Some(segment.path.clone()),
-                // An older segment always holds entries: it was started by a sync of some.
-                None => {
-                    return Err(damaged(
-                        &segment.path,
-                        LogDamage::TornBeforeNewer {
-                            offset: SEGMENT_HEADER_LEN as u64,
-                            reason: "a segment without entries",
-                        },
-                    ));
-                }
-            }
-            if torn_creation.is_none()
-                && segment.examination.trusted_end() < segment.bytes.len() as u64
-            {
-                cut = Some((
-                    segment.path.clone(),
-                    segment.examination.trusted_end(),
-                    segment.bytes.len() as u64,
-                ));
-            }
-        }
-
-        let (snapshot, snapshot_leftovers) = snapshot::recover(&dir)?;
+        let Judgement {
+            segments,
+            snapshot,
+            entries,
+            entry_segments,
+            leftovers,
+            torn_creation,
+            cut,
+        } = judge(&dir)?;
         let covered = snapshot.as_ref().map_or(0, |snapshot| snapshot.last.index);
-        let mut kept = Vec::new();
-        let mut kept_segments = Vec::new();
-        for segment in &read {
-            if torn_creation.as_ref() == Some(&segment.path) {
-                continue;
-            }
-            for record in segment.examination.trusted() {
-                if let SegmentContent::Entries(entries) = &record.content {
-                    splice(&mut kept, &mut kept_segments, entries, segment.sequence);
-                }
-            }
-            log.segments.push(Segment {
-                sequence: segment.sequence,
-                path: segment.path.clone(),
-                len: segment.examination.trusted_end(),
-            });
-        }
-        drop_covered(&mut kept, &mut kept_segments, covered);
-        for (expected, entry) in (covered + 1..).zip(&kept) {
-            if entry.index != expected {
-                return Err(WalError::LogGap {
-                    dir,
-                    missing_from: expected,
-                    missing_to: entry.index.saturating_sub(1),
-                });
-            }
-        }
+        log.segments = segments;
 
         // The log is sound: now the files may change.
-        snapshot::remove_leftovers(&snapshot_leftovers)?;
+        snapshot::remove_leftovers(&leftovers)?;
         if let Some(path) = torn_creation {
             warn!(
                 path = %path.display(),
@@ -350,10 +245,10 @@ impl SegmentedLog {
                 .map_err(io_error(&path))?;
             recovered.truncated_bytes = len - keep;
         }
-        log.next_index = kept.last().map_or(covered, |entry| entry.index) + 1;
+        log.next_index = entries.last().map_or(covered, |entry| entry.index) + 1;
         log.snapshot = snapshot;
-        log.entries = kept;
-        log.entry_segments = kept_segments;
+        log.entries = entries;
+        log.entry_segments = entry_segments;
         if !log.entries.is_empty() || log.snapshot.is_some() {
             info!(
                 dir = %log.dir.display(),
@@ -629,6 +524,160 @@ impl SegmentedLog {
     pub(crate) fn fail_for_test(&mut self) {
         self.failed = true;
     }
+}
+
+/// What recovery finds in a log directory and would change: see [`judge`].
+#[derive(Debug)]
+pub(crate) struct Judgement {
+    /// The segments kept, oldest first.
+    segments: Vec<Segment>,
+    /// The newest snapshot.
+    pub(crate) snapshot: Option<Snapshot>,
+    /// The entries after it, contiguous.
+    pub(crate) entries: Vec<LogEntry>,
+    /// The sequence number of the segment holding each entry.
+    entry_segments: Vec<u64>,
+    /// Interrupted or superseded snapshot files, to remove.
+    leftovers: Vec<PathBuf>,
+    /// The newest segment, when its creation was interrupted before any entry was in it.
+    pub(crate) torn_creation: Option<PathBuf>,
+    /// The newest segment's torn tail: the file, where its last complete record ends and
+    /// its length.
+    pub(crate) cut: Option<(PathBuf, u64, u64)>,
+}
+
+/// Judges the log in `dir` as recovery does (WAL-2, LOG-2, LOG-4), changing nothing: every
+/// segment in order, with a torn tail allowed only at the end of the newest, and the newest
+/// snapshot; then replays the entries records and checks that what remains after the
+/// snapshot has no hole.
+///
+/// Errors: a damaged segment or snapshot ([`WalError::LogDamaged`]), a hole
+/// ([`WalError::LogGap`]); I/O.
+pub(crate) fn judge(dir: &Path) -> Result<Judgement, WalError> {
+    let read = read_segments(dir)?;
+    // Judge every segment before changing any file, so a refusal leaves all untouched.
+    let mut cut: Option<(PathBuf, u64, u64)> = None;
+    let mut torn_creation: Option<PathBuf> = None;
+    let count = read.len();
+    for (position, segment) in read.iter().enumerate() {
+        let newest = position + 1 == count;
+        if let Some(earlier) = read[..position]
+            .iter()
+            .find(|earlier| earlier.sequence == segment.sequence)
+        {
+            return Err(damaged(
+                &earlier.path,
+                LogDamage::DuplicateSequence(segment.sequence),
+            ));
+        }
+        let header = match segment.header {
+            Ok(first) => first,
+            // A newest segment whose header is bad and in which nothing valid can be
+            // found was being created when the node stopped: nothing in it was synced.
+            Err(_)
+                if newest
+                    && examine_from::<SegmentContent>(&segment.bytes, 0)
+                        .records
+                        .is_empty() =>
+            {
+                torn_creation = Some(segment.path.clone());
+                continue;
+            }
+            Err(reason) => return Err(damaged(&segment.path, LogDamage::BadHeader(reason))),
+        };
+        if header != segment.named_first {
+            return Err(damaged(
+                &segment.path,
+                LogDamage::WrongStart {
+                    found: header,
+                    by: "file name",
+                    expected: segment.named_first,
+                },
+            ));
+        }
+        check_segment(&segment.path, &segment.examination, newest)?;
+        let first_entries =
+            segment
+                .examination
+                .trusted()
+                .find_map(|record| match &record.content {
+                    SegmentContent::Entries(entries) => entries.first().map(|entry| entry.index),
+                    _ => None,
+                });
+        match first_entries {
+            Some(found) if found != header => {
+                return Err(damaged(
+                    &segment.path,
+                    LogDamage::WrongStart {
+                        found,
+                        by: "header",
+                        expected: header,
+                    },
+                ));
+            }
+            Some(_) => {}
+            None if newest => torn_creation = Some(segment.path.clone()),
+            // An older segment always holds entries: it was started by a sync of some.
+            None => {
+                return Err(damaged(
+                    &segment.path,
+                    LogDamage::TornBeforeNewer {
+                        offset: SEGMENT_HEADER_LEN as u64,
+                        reason: "a segment without entries",
+                    },
+                ));
+            }
+        }
+        if torn_creation.is_none() && segment.examination.trusted_end() < segment.bytes.len() as u64
+        {
+            cut = Some((
+                segment.path.clone(),
+                segment.examination.trusted_end(),
+                segment.bytes.len() as u64,
+            ));
+        }
+    }
+
+    let (snapshot, leftovers) = snapshot::recover(dir)?;
+    let covered = snapshot.as_ref().map_or(0, |snapshot| snapshot.last.index);
+    let mut kept = Vec::new();
+    let mut kept_segments = Vec::new();
+    let mut segments = Vec::new();
+    for segment in &read {
+        if torn_creation.as_ref() == Some(&segment.path) {
+            continue;
+        }
+        for record in segment.examination.trusted() {
+            if let SegmentContent::Entries(entries) = &record.content {
+                splice(&mut kept, &mut kept_segments, entries, segment.sequence);
+            }
+        }
+        segments.push(Segment {
+            sequence: segment.sequence,
+            path: segment.path.clone(),
+            len: segment.examination.trusted_end(),
+        });
+    }
+    drop_covered(&mut kept, &mut kept_segments, covered);
+    for (expected, entry) in (covered + 1..).zip(&kept) {
+        if entry.index != expected {
+            return Err(WalError::LogGap {
+                dir: dir.to_path_buf(),
+                missing_from: expected,
+                missing_to: entry.index.saturating_sub(1),
+            });
+        }
+    }
+
+    Ok(Judgement {
+        segments,
+        snapshot,
+        entries: kept,
+        entry_segments: kept_segments,
+        leftovers,
+        torn_creation,
+        cut,
+    })
 }
 
 /// The error for a damaged segment or snapshot file.

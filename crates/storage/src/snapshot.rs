@@ -175,6 +175,43 @@ pub(crate) fn recover(dir: &Path) -> Result<(Option<Snapshot>, Vec<PathBuf>), Wa
     Ok((Some(snapshot), leftovers))
 }
 
+/// Every snapshot file in `dir` with its size and the position it holds, or why it is not a
+/// whole snapshot: what `conclave wal inspect` shows. Temporary files are left out.
+pub(crate) fn list(dir: &Path) -> Result<Vec<SnapshotFile>, WalError> {
+    let mut files = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io_error(dir))? {
+        let entry = entry.map_err(io_error(dir))?;
+        let Some(named) = parse_snapshot_name(&entry.file_name().to_string_lossy()) else {
+            continue;
+        };
+        let path = entry.path();
+        let bytes = fs::read(&path).map_err(io_error(&path))?;
+        let content = match decode(&bytes) {
+            Ok(snapshot) if snapshot.last == named => Ok(snapshot.last),
+            Ok(_) => Err("its header names another position than its file name"),
+            Err(reason) => Err(reason),
+        };
+        files.push(SnapshotFile {
+            path,
+            size_bytes: bytes.len() as u64,
+            content,
+        });
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(files)
+}
+
+/// One snapshot file as `conclave wal inspect` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotFile {
+    /// The file.
+    pub path: PathBuf,
+    /// Its size.
+    pub size_bytes: u64,
+    /// The last log position it covers, or why it is not a whole snapshot.
+    pub content: Result<LogPosition, &'static str>,
+}
+
 /// Removes what [`recover`] found left over.
 pub(crate) fn remove_leftovers(leftovers: &[PathBuf]) -> Result<(), WalError> {
     for path in leftovers {

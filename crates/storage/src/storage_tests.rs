@@ -834,3 +834,46 @@ fn wal2_segment_garbage_never_panics() {
         }
     }
 }
+
+/// WAL-2, LOG-2: `inspect` shows a log with a torn tail as one a node starts from, with the
+/// bytes it would cut, and changes nothing; a refused log is named in its verdict.
+#[test]
+fn wal2_inspect_judges_the_log_without_changing_it() {
+    let _log = log_to_test_output();
+    let dir = memory_backed_tempdir();
+    write_appends(dir.path(), 120, &sample_appends());
+    let newest = segments(dir.path()).pop().unwrap();
+    let mut bytes = fs::read(&newest).unwrap();
+    bytes.extend_from_slice(&[0; 40]);
+    fs::write(&newest, &bytes).unwrap();
+    let before = snapshot_of_files(dir.path());
+
+    let inspection = crate::inspect(dir.path()).unwrap();
+    assert!(inspection.node_can_start());
+    let log = inspection.log.unwrap();
+    assert_eq!(log.segments.len(), segments(dir.path()).len());
+    let expected = replayed(&sample_appends());
+    match log.verdict {
+        crate::LogVerdict::Starts {
+            snapshot: None,
+            entries: Some((first, last)),
+            count,
+            torn_tail_bytes: 40,
+            removes_newest: false,
+        } => {
+            assert_eq!(first.index, 1);
+            assert_eq!(last.index, expected.last().unwrap().index);
+            assert_eq!(count, expected.len() as u64);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(snapshot_of_files(dir.path()), before);
+
+    let oldest = segments(dir.path()).remove(0);
+    fs::remove_file(&oldest).unwrap();
+    let inspection = crate::inspect(dir.path()).unwrap();
+    assert!(!inspection.node_can_start());
+    assert!(
+        matches!(&inspection.log.unwrap().verdict, crate::LogVerdict::Refused(reason) if reason.contains("missing")),
+    );
+}
