@@ -147,7 +147,8 @@ pub enum WalError {
     /// it is refused and left untouched: the entries it holds may have been acknowledged.
     #[error(
         "log file {}: {damage}; refusing to start and leaving the file untouched. `conclave wal \
-         inspect {}` shows the log's segments and records (docs/wal.md, \"Log segments\")",
+         inspect {}` shows the log's segments and records (docs/wal.md, \"Recovery of the \
+         log\")",
         path.display(),
         data_dir_of_log_file(path).display()
     )]

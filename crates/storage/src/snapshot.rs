@@ -54,7 +54,7 @@ fn parse_snapshot_name(name: &str) -> Option<LogPosition> {
 }
 
 /// The bytes of a snapshot file.
-fn encode(snapshot: &Snapshot) -> Vec<u8> {
+pub(crate) fn encode(snapshot: &Snapshot) -> Vec<u8> {
     let mut bytes =
         Vec::with_capacity(SNAPSHOT_HEADER_LEN + snapshot.data.len() + SNAPSHOT_TRAILER_LEN);
     bytes.extend_from_slice(&SNAPSHOT_MAGIC);
