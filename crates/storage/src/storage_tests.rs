@@ -308,7 +308,7 @@ fn random_steps(rng: &mut SeededRng, count: usize) -> Vec<Step> {
 #[test]
 fn wal1_disk_conforms_to_mem_storage_on_random_runs() {
     let _log = log_to_test_output();
-    for seed in 1..=12u64 {
+    for seed in 1..=24u64 {
         let dir = memory_backed_tempdir();
         let steps = random_steps(&mut SeededRng::new(seed), 150);
         let outcome = std::panic::catch_unwind(|| conform(dir.path(), 160, &steps));
@@ -951,4 +951,64 @@ fn log2_docs_segment_and_snapshot_examples_match_the_encoder() {
     assert_eq!(hex(snapshot_text), crate::snapshot::encode(&snapshot));
     assert!(doc.contains("magic \"CLS1\" (43 4c 53 31)"));
     assert!(doc.contains("magic \"CSN1\" (43 53 4e 31)"));
+}
+
+/// WAL-3, LOG-4: a crash between a new snapshot's rename and the removal of the old one leaves
+/// both; the next start uses the newer and removes the older.
+#[test]
+fn wal3_an_older_snapshot_left_by_a_crash_is_superseded() {
+    let _log = log_to_test_output();
+    let dir = memory_backed_tempdir();
+    let (mut wal, _) = open(dir.path(), 100).unwrap();
+    wal.append_entries(&run(1, 8, 1)).unwrap();
+    wal.sync().unwrap();
+    let older = Snapshot {
+        last: LogPosition::new(1, 3),
+        data: b"at 3".to_vec(),
+    };
+    wal.save_snapshot(older.clone()).unwrap();
+    let older_path = log_dir(dir.path()).join(crate::snapshot::snapshot_file_name(older.last));
+    let older_bytes = fs::read(&older_path).unwrap();
+    let newer = Snapshot {
+        last: LogPosition::new(1, 6),
+        data: b"at 6".to_vec(),
+    };
+    wal.save_snapshot(newer.clone()).unwrap();
+    assert!(!older_path.exists());
+    drop(wal);
+    fs::write(&older_path, older_bytes).unwrap();
+
+    let (_, recovered) = open(dir.path(), 100).unwrap();
+    assert_eq!(recovered.snapshot, Some(newer));
+    assert_eq!(recovered.entries, run(7, 8, 1));
+    assert!(!older_path.exists());
+}
+
+/// WAL-1, LOG-2: an append larger than one record is written as several records in one group
+/// commit and reads back whole; an empty sync writes nothing.
+#[test]
+fn wal1_an_append_larger_than_a_record_spans_several_records() {
+    let _log = log_to_test_output();
+    let dir = memory_backed_tempdir();
+    let (mut wal, _) = open(dir.path(), 1 << 30).unwrap();
+    let large: Vec<LogEntry> = (1..=3)
+        .map(|index| LogEntry {
+            data: vec![index as u8; 400 << 10],
+            ..entry(index, 1)
+        })
+        .collect();
+    wal.append_entries(&large).unwrap();
+    wal.sync().unwrap();
+    let newest = segments(dir.path()).pop().unwrap();
+    let len = fs::metadata(&newest).unwrap().len();
+    wal.sync().unwrap();
+    assert_eq!(fs::metadata(&newest).unwrap().len(), len);
+    let records = segment_records(&fs::read(&newest).unwrap());
+    assert_eq!(
+        records.iter().map(|(_, kind)| *kind).collect::<Vec<_>>(),
+        vec![10, 10, 4]
+    );
+    drop(wal);
+    let (_, recovered) = open(dir.path(), 1 << 30).unwrap();
+    assert_eq!(recovered.entries, large);
 }
