@@ -245,7 +245,10 @@ impl SegmentedLog {
                 .map_err(io_error(&path))?;
             recovered.truncated_bytes = len - keep;
         }
-        log.next_index = entries.last().map_or(covered, |entry| entry.index) + 1;
+        log.next_index = entries
+            .last()
+            .map_or(covered, |entry| entry.index)
+            .saturating_add(1);
         log.snapshot = snapshot;
         log.entries = entries;
         log.entry_segments = entry_segments;
@@ -382,10 +385,16 @@ impl SegmentedLog {
     /// fsynced, then the directory, so its name survives a crash too.
     fn start_segment(&mut self, first_index: u64, bytes: &[u8]) -> Result<(), WalError> {
         self.create_dir()?;
-        let sequence = self
-            .segments
-            .last()
-            .map_or(1, |segment| segment.sequence + 1);
+        let sequence = match self.segments.last() {
+            None => 1,
+            Some(segment) => segment
+                .sequence
+                .checked_add(1)
+                .ok_or_else(|| WalError::Io {
+                    path: segment.path.clone(),
+                    source: io::Error::other("segment sequence numbers are exhausted"),
+                })?,
+        };
         let path = self.dir.join(segment_file_name(sequence, first_index));
         let file = OpenOptions::new()
             .append(true)
@@ -659,14 +668,23 @@ pub(crate) fn judge(dir: &Path) -> Result<Judgement, WalError> {
         });
     }
     drop_covered(&mut kept, &mut kept_segments, covered);
-    for (expected, entry) in (covered + 1..).zip(&kept) {
-        if entry.index != expected {
-            return Err(WalError::LogGap {
-                dir: dir.to_path_buf(),
-                missing_from: expected,
-                missing_to: entry.index.saturating_sub(1),
-            });
+    // `kept` is sorted, so a hole is between the snapshot and the first entry or between two
+    // neighbours.
+    let gap = |missing_from: u64, next: u64| WalError::LogGap {
+        dir: dir.to_path_buf(),
+        missing_from,
+        missing_to: next.saturating_sub(1),
+    };
+    if let Some(first) = kept.first() {
+        if first.index != covered.saturating_add(1) {
+            return Err(gap(covered.saturating_add(1), first.index));
         }
+    }
+    if let Some(pair) = kept
+        .windows(2)
+        .find(|pair| pair[0].index.saturating_add(1) != pair[1].index)
+    {
+        return Err(gap(pair[0].index.saturating_add(1), pair[1].index));
     }
 
     Ok(Judgement {
