@@ -106,7 +106,13 @@ pub(crate) fn read_segments(log_dir: &Path) -> Result<Vec<ReadSegment>, WalError
     named.sort_by_key(|(sequence, _, _)| *sequence);
     let mut segments = Vec::with_capacity(named.len());
     for (sequence, named_first, path) in named {
-        let bytes = fs::read(&path).map_err(io_error(&path))?;
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            // Compacted away since the listing: `inspect` reads a running node's log without
+            // its lock. Recovery holds the lock, so nothing vanishes under it.
+            Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
+            Err(error) => return Err(io_error(&path)(error)),
+        };
         let header = parse_segment_header(&bytes);
         let examination = if header.is_ok() {
             examine_from(&bytes, SEGMENT_HEADER_LEN)

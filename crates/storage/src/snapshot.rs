@@ -185,7 +185,12 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<SnapshotFile>, WalError> {
             continue;
         };
         let path = entry.path();
-        let bytes = fs::read(&path).map_err(io_error(&path))?;
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            // Superseded since the listing (a running node's directory).
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(error) => return Err(io_error(&path)(error)),
+        };
         let content = match decode(&bytes) {
             Ok(snapshot) if snapshot.last == named => Ok(snapshot.last),
             Ok(_) => Err("its header names another position than its file name"),
