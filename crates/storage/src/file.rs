@@ -280,7 +280,6 @@ pub struct WalFile {
     holds_unknown_kinds: bool,
     /// A write or fsync failed; see [`WalError::Failed`].
     failed: bool,
-    /// Held as long as the file is open (WAL-2: one process per data directory).
     /// The replicated log's segments and snapshot (LOG-2, LOG-4), in `log/`.
     log: SegmentedLog,
     /// The hard state saved through [`Storage::save_hard_state`], written at the next sync.
@@ -418,6 +417,10 @@ impl WalFile {
             (0, 0, false)
         };
 
+        // The log is judged once the WAL is, and before either is changed: a damaged segment
+        // refuses the start with every file as it was, the WAL's torn tail included.
+        let (log, recovered_log) = SegmentedLog::open(dir, options.segment_size)?;
+
         // Saturating: the file could only be shorter than what was read if something else cut it
         // meanwhile, and that must not become a panic.
         let truncated_bytes = file_len.saturating_sub(good_end);
@@ -431,10 +434,6 @@ impl WalFile {
             file.set_len(good_end).map_err(io_error(&path))?;
             file.sync_all().map_err(io_error(&path))?;
         }
-
-        // The log is judged before anything is written, so a damaged segment refuses the start
-        // with every file as it was.
-        let (log, recovered_log) = SegmentedLog::open(dir, options.segment_size)?;
 
         let mut wal = WalFile {
             dir: dir.to_path_buf(),

@@ -1012,3 +1012,24 @@ fn wal1_an_append_larger_than_a_record_spans_several_records() {
     let (_, recovered) = open(dir.path(), 1 << 30).unwrap();
     assert_eq!(recovered.entries, large);
 }
+
+/// WAL-2: a damaged log refuses the start before `conclave.wal` is changed, even where the WAL
+/// has a torn tail the start would otherwise cut.
+#[test]
+fn wal2_a_damaged_log_leaves_a_torn_wal_untouched() {
+    let _log = log_to_test_output();
+    let dir = memory_backed_tempdir();
+    write_appends(dir.path(), 1 << 20, &sample_appends());
+    let wal_path = dir.path().join(crate::WAL_FILE_NAME);
+    let mut wal_bytes = fs::read(&wal_path).unwrap();
+    wal_bytes.extend_from_slice(&[0; 7]);
+    fs::write(&wal_path, &wal_bytes).unwrap();
+    let segment = segments(dir.path()).remove(0);
+    let mut bytes = fs::read(&segment).unwrap();
+    bytes[SEGMENT_HEADER_LEN + 12] ^= 0x01;
+    fs::write(&segment, &bytes).unwrap();
+    let before = snapshot_of_files(dir.path());
+    let error = open(dir.path(), 1 << 20).unwrap_err();
+    assert!(matches!(error, WalError::LogDamaged { .. }), "{error:?}");
+    assert_eq!(snapshot_of_files(dir.path()), before);
+}
