@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use conclave_actors::memory::MemoryHub;
 use conclave_actors::node::{Node, NodeBuilder, NodeError};
-use conclave_actors::wal::{WAL_FILE_NAME, WalError, WalRecord, read_records};
 use conclave_config::Quorum;
 use conclave_core::election::{Command, CommandOutcome, ModeStatus, Role};
+use conclave_storage::{WAL_FILE_NAME, WalError, WalRecord, read_records};
 use conclave_tests::{ClusterOptions, MemoryCluster, id, node_config, test_log};
 
 const SETTLE: Duration = Duration::from_secs(10);

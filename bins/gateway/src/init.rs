@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use conclave_actors::wal::{WalError, WalFile};
+use conclave_storage::{WalError, WalFile};
 
 use crate::output::{errln, outln};
 use crate::run::{Loaded, load};

@@ -58,9 +58,10 @@ pub(crate) const EXIT_STATUSES: &[(&str, &str)] = &[
     ),
     (
         "65",
-        "EX_DATAERR: run: the WAL is damaged (a bad record followed by valid ones) or is not a \
-         conclave WAL. The node does not start until an operator inspects and repairs it \
-         (conclave wal inspect, conclave wal repair); a service manager must not restart it.",
+        "EX_DATAERR: run: the WAL or the replicated log is damaged (a bad record followed by \
+         valid ones, a damaged snapshot, a missing segment) or is not conclave's. The node does \
+         not start until an operator inspects and repairs it (conclave wal inspect, conclave \
+         wal repair); a service manager must not restart it.",
     ),
     (
         "69",
@@ -96,7 +97,8 @@ pub(crate) const EXIT_USAGE: u8 = 64;
 pub(crate) const EXIT_UNAVAILABLE: u8 = 69;
 /// sysexits' EX_SOFTWARE: the node stopped on an internal error.
 pub(crate) const EXIT_SOFTWARE: u8 = 70;
-/// sysexits' EX_DATAERR: the WAL is damaged (or not a WAL); restarting cannot help.
+/// sysexits' EX_DATAERR: the WAL or the replicated log is damaged (or not conclave's);
+/// restarting cannot help.
 pub(crate) const EXIT_DATAERR: u8 = 65;
 /// sysexits' EX_CANTCREAT: the data directory or a file in it cannot be created or written.
 pub(crate) const EXIT_CANTCREAT: u8 = 73;

@@ -1,8 +1,8 @@
 //! What `conclave check-config` checks of `node.data_dir` beyond the file's values, so that it
 //! does not say `ok` where `conclave run` then refuses to start (WAL-1, WAL-2, issue 15 item 4):
 //! the directory (or the ancestor it would be created in), and its lock file and WAL when they
-//! exist, must be writable by this user, and the WAL must be one a node can start from, of the
-//! configured `election.mode`.
+//! exist, must be writable by this user, and the WAL and the replicated log must be ones a
+//! node can start from, the WAL of the configured `election.mode`.
 //!
 //! Nothing is created or changed: the WAL is read as `conclave wal inspect` reads it (without
 //! the lock, so a running node's directory can be checked), and writability is asked of the
@@ -10,8 +10,8 @@
 
 use std::path::{Path, PathBuf};
 
-use conclave_actors::wal::{LOCK_FILE_NAME, Verdict, WAL_FILE_NAME, WalError, inspect};
 use conclave_core::election::Mode;
+use conclave_storage::{LOCK_FILE_NAME, LogVerdict, Verdict, WAL_FILE_NAME, WalError, inspect};
 use rustix::fs::{Access, access};
 
 /// Every reason `conclave run` would refuse the data directory `dir` for a node of election
@@ -93,6 +93,11 @@ pub(crate) fn data_dir_problems(dir: &Path, mode: Option<Mode>) -> Vec<String> {
             dir = dir.display()
         ));
     }
+    if let Some(LogVerdict::Refused(reason)) = inspection.log.as_ref().map(|log| &log.verdict) {
+        problems.push(format!(
+            "the replicated log is damaged, and the node refuses to start from it: {reason}"
+        ));
+    }
     let recorded = inspection.start.mode;
     if let (Some(recorded), Some(configured)) =
         (recorded, mode.filter(|&mode| Some(mode) != recorded))
@@ -144,4 +149,52 @@ fn nearest_existing(dir: &Path) -> Option<PathBuf> {
         })
         .find(|ancestor| ancestor.exists())
         .map(Path::to_path_buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use conclave_core::storage::Storage;
+    use conclave_protocol::{EntryKind, LogEntry};
+
+    use super::*;
+
+    /// WAL-2, LOG-2: `check-config` reports a damaged replicated log, as `run` would refuse it,
+    /// and reports nothing for a sound one.
+    #[test]
+    fn a_damaged_log_is_a_data_directory_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut wal, _) = conclave_storage::WalFile::open(dir.path()).unwrap();
+        for index in 1..=2 {
+            wal.append_entries(&[LogEntry {
+                index,
+                term: 1,
+                kind: EntryKind::Command,
+                data: b"command".to_vec(),
+            }])
+            .unwrap();
+            wal.sync().unwrap();
+        }
+        drop(wal);
+        assert_eq!(data_dir_problems(dir.path(), None), Vec::<String>::new());
+
+        let log = dir.path().join(conclave_storage::LOG_DIR_NAME);
+        let segment = std::fs::read_dir(&log)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .find(|path| path.extension().is_some_and(|ext| ext == "seg"))
+            .unwrap();
+        let mut bytes = std::fs::read(&segment).unwrap();
+        bytes[20] ^= 0x04;
+        std::fs::write(&segment, &bytes).unwrap();
+        let problems = data_dir_problems(dir.path(), None);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].starts_with("the replicated log is damaged"),
+            "{problems:?}"
+        );
+        assert!(
+            problems[0].contains(&segment.display().to_string()),
+            "{problems:?}"
+        );
+    }
 }

@@ -336,9 +336,9 @@ pub(crate) fn run(file: Option<&Path>, log: Option<&str>) -> ExitCode {
 ///
 /// - 64 (EX_USAGE): the configuration contradicts the data directory (a WAL of another
 ///   election mode);
-/// - 65 (EX_DATAERR): the WAL is damaged, or not a conclave WAL. Restarting cannot help, so
-///   the systemd unit lists it in `RestartPreventExitStatus=`; an operator inspects and
-///   repairs it (`docs/wal.md`);
+/// - 65 (EX_DATAERR): the WAL or the replicated log is damaged, or not conclave's. Restarting
+///   cannot help, so the systemd unit lists it in `RestartPreventExitStatus=`; an operator
+///   inspects and repairs it (`docs/wal.md`);
 /// - 69 (EX_UNAVAILABLE): something it needs is taken (a port another process holds, a data
 ///   directory another process has locked);
 /// - 73 (EX_CANTCREAT): the data directory or a file in it cannot be created or written (a
@@ -355,13 +355,15 @@ fn start_failure_code(err: &NodeError) -> u8 {
 
 /// The exit code of a WAL that could not be opened or created, by [`start_failure_code`]'s
 /// rules; `conclave init` uses them too.
-pub(crate) fn wal_failure_code(err: &conclave_actors::wal::WalError) -> u8 {
-    use conclave_actors::wal::WalError;
+pub(crate) fn wal_failure_code(err: &conclave_storage::WalError) -> u8 {
+    use conclave_storage::WalError;
     match err {
         WalError::OtherMode { .. } => EXIT_USAGE,
-        WalError::Corrupt { .. } | WalError::BadRecord { .. } | WalError::ForeignFile { .. } => {
-            EXIT_DATAERR
-        }
+        WalError::Corrupt { .. }
+        | WalError::BadRecord { .. }
+        | WalError::ForeignFile { .. }
+        | WalError::LogDamaged { .. }
+        | WalError::LogGap { .. } => EXIT_DATAERR,
         WalError::Locked { .. } => EXIT_UNAVAILABLE,
         WalError::Io { source, .. } | WalError::LockFile { source, .. } => {
             if source.kind() == std::io::ErrorKind::PermissionDenied {

@@ -1,6 +1,6 @@
 //! `conclave wal inspect DIR` and `conclave wal repair DIR --confirm` (WAL-2): what an operator
 //! does with a WAL the node refuses. `docs/wal.md` describes the procedure; the work is done by
-//! `conclave_actors::wal::{inspect, repair}`, this renders it.
+//! `conclave_storage::{inspect, repair}`, this renders it.
 //!
 //! Exit codes: `inspect` 0 when a node can start from the file (clean, or a torn tail it cuts
 //! off itself), 1 when it is corrupt or cannot be read; `repair` 0 when it repaired the file or
@@ -12,12 +12,13 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-use conclave_actors::wal::{
-    DamagedSpan, ExaminedRecord, Inspection, RecordContent, RepairOutcome, RepairReport,
-    StartState, Verdict, WalRecord, inspect, repair,
-};
 use conclave_core::election::HardState;
-use conclave_protocol::PeerId;
+use conclave_protocol::{EntryKind, PeerId};
+use conclave_storage::{
+    DamagedSpan, ExaminedRecord, Inspection, LogInspection, LogVerdict, RecordContent,
+    RepairOutcome, RepairReport, SegmentContent, SegmentInspection, SnapshotFile, StartState,
+    Verdict, WalRecord, inspect, repair,
+};
 use serde::Serialize;
 
 use crate::EXIT_USAGE;
@@ -37,7 +38,7 @@ pub(crate) fn inspect_command(target: &Path, json: bool) -> ExitCode {
     } else {
         print_text(&render_inspection(&inspection));
     }
-    if inspection.examination.verdict.allows_start() {
+    if inspection.node_can_start() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -85,6 +86,13 @@ fn repair_plan(dir: &Path) -> ExitCode {
             inspection.path.display(),
             verdict_text(&examination.verdict)
         ));
+        if let Some(LogVerdict::Refused(reason)) = inspection.log.as_ref().map(|log| &log.verdict) {
+            errln!(
+                "but the replicated log is damaged, and `conclave wal repair` does not rewrite \
+                 log segments or snapshots: {reason}"
+            );
+            return ExitCode::from(1);
+        }
         return ExitCode::SUCCESS;
     }
     let kept = examination
@@ -211,7 +219,178 @@ fn render_inspection(inspection: &Inspection) -> String {
              other voters show which terms are over (docs/wal.md)"
         );
     }
+    if let Some(log) = &inspection.log {
+        out.push_str(&render_log(log));
+    }
     out
+}
+
+/// The replicated log's part of `conclave wal inspect`: each segment with a summary line and
+/// its records, the snapshot files, and what a starting node makes of them.
+fn render_log(log: &LogInspection) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nlog {}, {} segment(s), {} snapshot file(s)",
+        log.dir.display(),
+        log.segments.len(),
+        log.snapshots.len()
+    );
+    for segment in &log.segments {
+        let name = segment
+            .path
+            .file_name()
+            .map_or_else(String::new, |name| name.to_string_lossy().into_owned());
+        let _ = writeln!(
+            out,
+            "\nsegment {name}, {} bytes: {}",
+            segment.size_bytes,
+            segment_summary(segment)
+        );
+        if let Err(reason) = segment.header {
+            let _ = writeln!(out, "  BAD HEADER: {reason}");
+            continue;
+        }
+        let _ = writeln!(out, "{:>8}  {:>5}  {:<16} CONTENT", "OFFSET", "#", "KIND");
+        let examination = &segment.examination;
+        let mut damage = examination.damage.iter().peekable();
+        for record in &examination.records {
+            while let Some(span) = damage.next_if(|span| span.offset < record.offset) {
+                out.push_str(&damage_line(span));
+            }
+            let (kind, content) = describe_segment_record(&record.content, record.kind);
+            let after = if record.after_damage {
+                " (after damage)"
+            } else {
+                ""
+            };
+            let body = if content.is_empty() {
+                kind.to_owned()
+            } else {
+                format!("{kind:<16} {content}")
+            };
+            let _ = writeln!(
+                out,
+                "{:>8}  {:>5}  {body}{after}",
+                record.offset, record.number
+            );
+        }
+        for span in damage {
+            out.push_str(&damage_line(span));
+        }
+        let _ = writeln!(out, "verdict     {}", verdict_text(&examination.verdict));
+    }
+    for snapshot in &log.snapshots {
+        let _ = writeln!(
+            out,
+            "\nsnapshot {}, {} bytes: {}",
+            snapshot.path.display(),
+            snapshot.size_bytes,
+            match snapshot.content {
+                Ok(last) => format!(
+                    "covers the log up to index {}, term {}",
+                    last.index, last.term
+                ),
+                Err(reason) => format!("DAMAGED: {reason}"),
+            }
+        );
+    }
+    let _ = writeln!(out, "\nlog verdict {}", log_verdict_text(&log.verdict));
+    out
+}
+
+/// First and last entry written in a segment, and how many: what it holds at a glance.
+fn segment_summary(segment: &SegmentInspection) -> String {
+    let written = segment
+        .examination
+        .records
+        .iter()
+        .filter_map(|record| match &record.content {
+            SegmentContent::Entries(entries) => Some(entries),
+            _ => None,
+        });
+    let mut count = 0usize;
+    let mut first = None;
+    let mut last = None;
+    for entries in written {
+        count += entries.len();
+        first = first.or_else(|| entries.first());
+        last = entries.last().or(last);
+    }
+    match (first, last) {
+        (Some(first), Some(last)) => format!(
+            "sequence {}, entries written {count}: first {} (term {}), last {} (term {})",
+            segment.sequence, first.index, first.term, last.index, last.term
+        ),
+        _ => format!("sequence {}, no entries", segment.sequence),
+    }
+}
+
+fn describe_segment_record(content: &SegmentContent, kind: u8) -> (&'static str, String) {
+    match content {
+        SegmentContent::Entries(entries) => match (entries.first(), entries.last()) {
+            (Some(first), Some(last)) => (
+                "entries",
+                format!(
+                    "{}..={} (terms {}..={}), {} bytes of data; replaces every entry from {} on",
+                    first.index,
+                    last.index,
+                    first.term,
+                    last.term,
+                    entries.iter().map(|entry| entry.data.len()).sum::<usize>(),
+                    first.index
+                ),
+            ),
+            _ => ("entries", "none".to_owned()),
+        },
+        SegmentContent::Seal => ("seal", String::new()),
+        SegmentContent::Unreadable(reason) => (
+            "UNREADABLE",
+            format!("kind {kind}: {reason} (the checksum matches)"),
+        ),
+    }
+}
+
+fn log_verdict_text(verdict: &LogVerdict) -> String {
+    match verdict {
+        LogVerdict::Starts {
+            snapshot,
+            entries,
+            count,
+            torn_tail_bytes,
+            removes_newest,
+        } => {
+            let mut text = match snapshot {
+                Some(last) => format!("snapshot at index {}, term {}; ", last.index, last.term),
+                None => "no snapshot; ".to_owned(),
+            };
+            match entries {
+                Some((first, last)) => {
+                    let _ = write!(
+                        text,
+                        "entries {} (term {}) to {} (term {}), {count} in all",
+                        first.index, first.term, last.index, last.term
+                    );
+                }
+                None => text.push_str("no entries after it"),
+            }
+            if *torn_tail_bytes > 0 {
+                let _ = write!(
+                    text,
+                    "; a starting node cuts a torn tail of {torn_tail_bytes} bytes off the \
+                     newest segment"
+                );
+            }
+            if *removes_newest {
+                text.push_str(
+                    "; a starting node removes the newest segment, whose creation was \
+                     interrupted before it held an entry",
+                );
+            }
+            text
+        }
+        LogVerdict::Refused(reason) => format!("REFUSED: {reason}"),
+    }
 }
 
 fn damage_line(span: &DamagedSpan) -> String {
@@ -419,6 +598,8 @@ struct InspectJson {
     verdict: VerdictJson,
     node_can_start: bool,
     start: StartJson,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    log: Option<LogJson>,
 }
 
 impl From<&Inspection> for InspectJson {
@@ -430,8 +611,182 @@ impl From<&Inspection> for InspectJson {
             records: examination.records.iter().map(RecordJson::from).collect(),
             damage: examination.damage.iter().map(DamageJson::from).collect(),
             verdict: VerdictJson::from(examination.verdict),
-            node_can_start: examination.verdict.allows_start(),
+            node_can_start: inspection.node_can_start(),
             start: StartJson::from(&inspection.start),
+            log: inspection.log.as_ref().map(LogJson::from),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct LogJson {
+    dir: String,
+    segments: Vec<SegmentJson>,
+    snapshots: Vec<SnapshotJson>,
+    verdict: LogVerdictJson,
+}
+
+impl From<&LogInspection> for LogJson {
+    fn from(log: &LogInspection) -> Self {
+        Self {
+            dir: log.dir.display().to_string(),
+            segments: log.segments.iter().map(SegmentJson::from).collect(),
+            snapshots: log.snapshots.iter().map(SnapshotJson::from).collect(),
+            verdict: LogVerdictJson::from(&log.verdict),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct SegmentJson {
+    path: String,
+    sequence: u64,
+    first_index: u64,
+    size_bytes: u64,
+    bad_header: Option<&'static str>,
+    records: Vec<SegmentRecordJson>,
+    damage: Vec<DamageJson>,
+    verdict: VerdictJson,
+}
+
+impl From<&SegmentInspection> for SegmentJson {
+    fn from(segment: &SegmentInspection) -> Self {
+        let examination = &segment.examination;
+        Self {
+            path: segment.path.display().to_string(),
+            sequence: segment.sequence,
+            first_index: segment.first_index,
+            size_bytes: segment.size_bytes,
+            bad_header: segment.header.err(),
+            records: examination
+                .records
+                .iter()
+                .map(|record| SegmentRecordJson {
+                    offset: record.offset,
+                    number: record.number,
+                    kind: record.kind,
+                    length: record.length,
+                    after_damage: record.after_damage,
+                    content: SegmentContentJson::from(&record.content),
+                })
+                .collect(),
+            damage: examination.damage.iter().map(DamageJson::from).collect(),
+            verdict: VerdictJson::from(examination.verdict),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct SegmentRecordJson {
+    offset: u64,
+    number: u64,
+    kind: u8,
+    length: u32,
+    after_damage: bool,
+    content: SegmentContentJson,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum SegmentContentJson {
+    Entries { entries: Vec<EntryJson> },
+    Seal,
+    Unreadable { reason: &'static str },
+}
+
+#[derive(Debug, Serialize)]
+struct EntryJson {
+    index: u64,
+    term: u64,
+    kind: &'static str,
+    data_bytes: usize,
+}
+
+impl From<&SegmentContent> for SegmentContentJson {
+    fn from(content: &SegmentContent) -> Self {
+        match content {
+            SegmentContent::Entries(entries) => SegmentContentJson::Entries {
+                entries: entries
+                    .iter()
+                    .map(|entry| EntryJson {
+                        index: entry.index,
+                        term: entry.term,
+                        kind: match entry.kind {
+                            EntryKind::Noop => "noop",
+                            EntryKind::Command => "command",
+                        },
+                        data_bytes: entry.data.len(),
+                    })
+                    .collect(),
+            },
+            SegmentContent::Seal => SegmentContentJson::Seal,
+            SegmentContent::Unreadable(reason) => SegmentContentJson::Unreadable { reason },
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct SnapshotJson {
+    path: String,
+    size_bytes: u64,
+    last_index: Option<u64>,
+    last_term: Option<u64>,
+    damaged: Option<&'static str>,
+}
+
+impl From<&SnapshotFile> for SnapshotJson {
+    fn from(snapshot: &SnapshotFile) -> Self {
+        let last = snapshot.content.ok();
+        Self {
+            path: snapshot.path.display().to_string(),
+            size_bytes: snapshot.size_bytes,
+            last_index: last.map(|last| last.index),
+            last_term: last.map(|last| last.term),
+            damaged: snapshot.content.err(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+enum LogVerdictJson {
+    Starts {
+        snapshot_index: Option<u64>,
+        snapshot_term: Option<u64>,
+        first_index: Option<u64>,
+        last_index: Option<u64>,
+        last_term: Option<u64>,
+        entries: u64,
+        torn_tail_bytes: u64,
+        removes_newest_segment: bool,
+    },
+    Refused {
+        reason: String,
+    },
+}
+
+impl From<&LogVerdict> for LogVerdictJson {
+    fn from(verdict: &LogVerdict) -> Self {
+        match verdict {
+            LogVerdict::Starts {
+                snapshot,
+                entries,
+                count,
+                torn_tail_bytes,
+                removes_newest,
+            } => LogVerdictJson::Starts {
+                snapshot_index: snapshot.map(|last| last.index),
+                snapshot_term: snapshot.map(|last| last.term),
+                first_index: entries.map(|(first, _)| first.index),
+                last_index: entries.map(|(_, last)| last.index),
+                last_term: entries.map(|(_, last)| last.term),
+                entries: *count,
+                torn_tail_bytes: *torn_tail_bytes,
+                removes_newest_segment: *removes_newest,
+            },
+            LogVerdict::Refused(reason) => LogVerdictJson::Refused {
+                reason: reason.clone(),
+            },
         }
     }
 }
@@ -688,6 +1043,81 @@ impl From<&RepairOutcome> for RepairJson {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn entries(first: u64, last: u64, term: u64) -> Vec<conclave_protocol::LogEntry> {
+        (first..=last)
+            .map(|index| conclave_protocol::LogEntry {
+                index,
+                term,
+                kind: EntryKind::Command,
+                data: vec![7; 3],
+            })
+            .collect()
+    }
+
+    /// LOG-2, LOG-4: `conclave wal inspect` shows each segment with its first and last entry,
+    /// its entries records, the snapshot and what a node starts from; a damaged segment makes
+    /// the log's verdict a refusal, named, and the exit code 1.
+    #[test]
+    fn inspect_shows_the_log_segments_entries_and_snapshot() {
+        use conclave_core::raft::LogPosition;
+        use conclave_core::storage::{Snapshot, Storage};
+
+        let dir = tempfile::tempdir().unwrap();
+        let options = conclave_storage::WalOptions {
+            segment_size: 64,
+            ..conclave_storage::WalOptions::default()
+        };
+        let (mut wal, _) = conclave_storage::WalFile::open_with(dir.path(), options).unwrap();
+        for (first, last) in [(1, 3), (4, 6), (7, 9)] {
+            wal.append_entries(&entries(first, last, 2)).unwrap();
+            wal.sync().unwrap();
+        }
+        wal.append_entries(&entries(8, 8, 3)).unwrap();
+        wal.sync().unwrap();
+        wal.save_snapshot(Snapshot {
+            last: LogPosition::new(2, 5),
+            data: b"image".to_vec(),
+        })
+        .unwrap();
+        drop(wal);
+
+        let inspection = inspect(dir.path()).unwrap();
+        assert!(inspection.node_can_start());
+        let text = render_inspection(&inspection);
+        assert!(text.contains("log "), "{text}");
+        assert!(
+            text.contains("entries written 1: first 8 (term 3), last 8 (term 3)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("8..=8 (terms 3..=3), 3 bytes of data; replaces every entry from 8 on"),
+            "{text}"
+        );
+        assert!(
+            text.contains("covers the log up to index 5, term 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "log verdict snapshot at index 5, term 2; entries 6 (term 2) to 8 (term 3), 3 in all"
+            ),
+            "{text}"
+        );
+        let json = serde_json::to_value(InspectJson::from(&inspection)).unwrap();
+        assert_eq!(json["log"]["verdict"]["last_index"], 8);
+
+        let log = inspection.log.unwrap();
+        let newest = &log.segments.last().unwrap().path;
+        let mut bytes = std::fs::read(newest).unwrap();
+        bytes[20] ^= 1;
+        std::fs::write(newest, &bytes).unwrap();
+        let inspection = inspect(dir.path()).unwrap();
+        assert!(!inspection.node_can_start());
+        let text = render_inspection(&inspection);
+        assert!(text.contains("log verdict REFUSED: log file"), "{text}");
+        assert!(text.contains(&newest.display().to_string()), "{text}");
+    }
 
     #[test]
     fn utc_text_is_iso_8601() {

@@ -18,7 +18,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use conclave_actors::wal::{RecordContent, WAL_FILE_NAME, WalRecord, inspect};
+use conclave_storage::{RecordContent, WAL_FILE_NAME, WalRecord, inspect};
 
 use support::{ProcessCluster, assert_one_vote_per_term, conclave, text, votes};
 

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, SystemTime};
 
-use conclave_actors::wal::{RecordContent, WAL_FILE_NAME, WalFile, WalRecord, inspect};
 use conclave_core::election::Mode;
+use conclave_storage::{RecordContent, WAL_FILE_NAME, WalFile, WalRecord, inspect};
 
 /// Bound on every wait: generous against a loaded machine.
 const BOUND: Duration = Duration::from_secs(30);

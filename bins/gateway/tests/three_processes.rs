@@ -15,8 +15,8 @@ mod support;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use conclave_actors::wal::{WalRecord, read_records};
 use conclave_protocol::PeerId;
+use conclave_storage::{WalRecord, read_records};
 
 use support::ProcessCluster;
 

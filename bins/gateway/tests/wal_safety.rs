@@ -16,7 +16,7 @@
 
 mod support;
 
-use conclave_actors::wal::{LOCK_FILE_NAME, RecordContent, WAL_FILE_NAME, WalRecord, inspect};
+use conclave_storage::{LOCK_FILE_NAME, RecordContent, WAL_FILE_NAME, WalRecord, inspect};
 use serde_json::Value;
 
 use support::{ProcessCluster, assert_one_vote_per_term, conclave, text, votes};

@@ -33,6 +33,7 @@ use conclave_core::election::{
     Action, Command, CommandOutcome, Election, ElectionError, ElectionStatus, Event, Role,
 };
 use conclave_protocol::{DropReason, PeerId};
+use conclave_storage::{HistoryRecord, WalRecord};
 use tracing::{debug, error, info, warn};
 
 use crate::clock::{CoreTimer, NodeClock};
@@ -42,7 +43,7 @@ use crate::messages::{
     Transmit,
 };
 use crate::metrics::NodeMetrics;
-use crate::wal::{HistoryRecord, Persist, WalRecord};
+use crate::wal::Persist;
 
 /// How long a node leaving the election waits for its core to say it stopped before it cuts
 /// the hand-over short: a backstop only, far beyond any mode's own bound (raft's is its

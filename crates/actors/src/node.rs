@@ -23,6 +23,7 @@ use conclave_config::{DonglePort, EspNowLinkConfig, InitialState, NodeConfig};
 use conclave_core::election::{Command, CommandOutcome, Election, ElectionError, ElectionStatus};
 use conclave_core::{Admission, AdmissionConfig, Membership, PeerInfo, SeededRng};
 use conclave_protocol::{ClusterId, FrameCodec, PeerId};
+use conclave_storage::{HistoryRecord, Recovered, WalError, WalFile, WalOptions};
 use tracing::{info, warn};
 
 use crate::callbacks::{CallbackActor, ReplaceHooks, SettleHooks};
@@ -39,10 +40,7 @@ use crate::transport::{
     ConnectReceivers, DongleReport, Drain, EspNowLink, GetDongle, GetRoutes, GetUnanswered, Links,
     TransportActor,
 };
-use crate::wal::{
-    CloseWal, HistoryRecord, InlineWalActor, Persist, Recovered, WalActor, WalError, WalFile,
-    WalOptions,
-};
+use crate::wal::{CloseWal, InlineWalActor, Persist, WalActor};
 
 /// Why a node could not start or answer.
 #[derive(Debug, thiserror::Error)]

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, SystemTime};
 
-use conclave_actors::wal::{WalRecord, read_records};
+use conclave_storage::{WalRecord, read_records};
 use serde_json::Value;
 
 /// Bound on every wait: generous against a loaded CI machine, far above what a failover

@@ -87,6 +87,7 @@ use conclave_config::AdminConfig;
 use conclave_core::PeerInfo;
 use conclave_core::election::{Command, CommandOutcome, ElectionError, ElectionStatus, ModeStatus};
 use conclave_protocol::PeerId;
+use conclave_storage::HistoryRecord;
 use tracing::{info, warn};
 
 use self::api::{
@@ -102,7 +103,6 @@ use self::limits::{OpenCount, Refusal, Slot};
 use crate::events::{Received, unix_millis};
 use crate::metrics::NodeMetrics;
 use crate::node::{NodeError, NodeHandle, NodeStatus};
-use crate::wal::HistoryRecord;
 
 /// How often the event stream sends a comment line so proxies keep it open, and so a stream
 /// whose reader has gone is noticed.

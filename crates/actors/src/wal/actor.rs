@@ -8,11 +8,9 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use actix::{Actor, Addr, Context, Handler, Message, SyncArbiter, SyncContext};
+use conclave_storage::{HistoryRecord, WalError, WalFile, WalRecord};
 use tracing::error;
 
-use super::error::WalError;
-use super::file::WalFile;
-use super::record::{HistoryRecord, WalRecord};
 use crate::metrics::NodeMetrics;
 
 /// Appends the records with one write and one fsync; answers `Ok` once they are durable.
@@ -244,7 +242,7 @@ mod tests {
         // Once it answered, the records are on disk: a reader sees them while the actor still
         // holds the file, and a restart (after the actor closed it) recovers them.
         assert_eq!(
-            crate::wal::read_records(dir.path()).unwrap()[1..],
+            conclave_storage::read_records(dir.path()).unwrap()[1..],
             [WalRecord::HardState(state), WalRecord::LeaderChange(change)]
         );
         assert!(matches!(

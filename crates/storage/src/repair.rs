@@ -15,15 +15,20 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use conclave_core::election::{HardState, Mode};
+use conclave_core::raft::LogPosition;
+use conclave_protocol::LogEntry;
 
-use super::error::WalError;
-use super::examine::{DamagedSpan, Examination, RecordContent, Verdict, examine};
-use super::file::{
+use crate::error::WalError;
+use crate::examine::{DamagedSpan, Examination, RecordContent, Verdict, examine};
+use crate::file::{
     DEFAULT_HISTORY_LIMIT, REPAIR_FILE_NAME, State, WAL_FILE_NAME, has_magic, io_error,
     replace_file, sync_dir,
 };
-use super::lock::DataDirLock;
-use super::record::{HistoryRecord, MAGIC, WalRecord, encode_seal};
+use crate::lock::DataDirLock;
+use crate::log::{LOG_DIR_NAME, judge, read_segments};
+use crate::record::SegmentContent;
+use crate::record::{HistoryRecord, MAGIC, WalRecord, encode_seal};
+use crate::snapshot::{self, SnapshotFile};
 
 /// The state a node would start from: what the trusted records add up to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +57,117 @@ pub struct Inspection {
     pub examination: Examination,
     /// The state the trusted records add up to.
     pub start: StartState,
+    /// The replicated log beside it (LOG-2, LOG-4), when the data directory has one.
+    pub log: Option<LogInspection>,
+}
+
+impl Inspection {
+    /// Whether a node can start from the data directory: `conclave.wal` is clean or ends in a
+    /// torn tail, and so does the log.
+    pub fn node_can_start(&self) -> bool {
+        self.examination.verdict.allows_start()
+            && self
+                .log
+                .as_ref()
+                .is_none_or(|log| matches!(log.verdict, LogVerdict::Starts { .. }))
+    }
+}
+
+/// The replicated log as `conclave wal inspect` shows it: every segment with its records
+/// (those after damage too), every snapshot file, and what a starting node would make of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogInspection {
+    /// The log directory.
+    pub dir: PathBuf,
+    /// The segments, oldest first.
+    pub segments: Vec<SegmentInspection>,
+    /// The snapshot files.
+    pub snapshots: Vec<SnapshotFile>,
+    /// What recovery would do.
+    pub verdict: LogVerdict,
+}
+
+/// One segment file as `conclave wal inspect` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentInspection {
+    /// The file.
+    pub path: PathBuf,
+    /// Its sequence number (from its name).
+    pub sequence: u64,
+    /// The first index its name says.
+    pub first_index: u64,
+    /// Its size.
+    pub size_bytes: u64,
+    /// The first index its header says, or why the header is not one.
+    pub header: Result<u64, &'static str>,
+    /// Its records, damaged spans and verdict (nothing when the header is bad).
+    pub examination: Examination<SegmentContent>,
+}
+
+/// What a starting node would make of the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogVerdict {
+    /// It starts from it.
+    Starts {
+        /// The snapshot's position, if there is one.
+        snapshot: Option<LogPosition>,
+        /// The first and last entry after it, if any.
+        entries: Option<(LogPosition, LogPosition)>,
+        /// How many entries follow the snapshot.
+        count: u64,
+        /// Bytes of a torn tail the node cuts off the newest segment.
+        torn_tail_bytes: u64,
+        /// The newest segment holds no entry (an interrupted creation): the node removes it.
+        removes_newest: bool,
+    },
+    /// It refuses to start; the message is the one the node would print.
+    Refused(String),
+}
+
+/// Reads the log in `dir` as `conclave wal inspect` shows it, changing nothing; `None` when
+/// there is no log directory.
+fn inspect_log(data_dir: &Path) -> Result<Option<LogInspection>, WalError> {
+    let dir = data_dir.join(LOG_DIR_NAME);
+    if !dir.is_dir() {
+        return Ok(None);
+    }
+    let segments = read_segments(&dir)?
+        .into_iter()
+        .map(|segment| SegmentInspection {
+            size_bytes: segment.bytes.len() as u64,
+            path: segment.path,
+            sequence: segment.sequence,
+            first_index: segment.named_first,
+            header: segment.header,
+            examination: segment.examination,
+        })
+        .collect();
+    let verdict = match judge(&dir) {
+        Ok(judgement) => {
+            let position = |entry: &LogEntry| LogPosition::new(entry.term, entry.index);
+            LogVerdict::Starts {
+                snapshot: judgement.snapshot.as_ref().map(|snapshot| snapshot.last),
+                entries: judgement
+                    .entries
+                    .first()
+                    .zip(judgement.entries.last())
+                    .map(|(first, last)| (position(first), position(last))),
+                count: judgement.entries.len() as u64,
+                torn_tail_bytes: judgement
+                    .cut
+                    .as_ref()
+                    .map_or(0, |(_, keep, len)| len.saturating_sub(*keep)),
+                removes_newest: judgement.torn_creation.is_some(),
+            }
+        }
+        Err(error) => LogVerdict::Refused(error.to_string()),
+    };
+    Ok(Some(LogInspection {
+        snapshots: snapshot::list(&dir)?,
+        dir,
+        segments,
+        verdict,
+    }))
 }
 
 /// Reads the WAL at `target` — a data directory, or the file itself — without locking or
@@ -71,10 +187,18 @@ pub fn inspect(target: &Path) -> Result<Inspection, WalError> {
         examine(&[])
     };
     let start = start_state(&examination);
+    // The log beside the WAL, not beside a backup copy the operator passed.
+    let log = match path.parent() {
+        Some(dir) if target.is_dir() || path.file_name() == Some(WAL_FILE_NAME.as_ref()) => {
+            inspect_log(dir)?
+        }
+        _ => None,
+    };
     Ok(Inspection {
         path,
         examination,
         start,
+        log,
     })
 }
 

@@ -11,7 +11,7 @@
 //! ```
 //!
 //! A file whose first bytes are not the magic is not ours: opening it is an error
-//! ([`WalError::ForeignFile`](super::WalError::ForeignFile)) and the file is left untouched.
+//! ([`WalError::ForeignFile`](crate::WalError::ForeignFile)) and the file is left untouched.
 //!
 //! # Record
 //!
@@ -44,13 +44,13 @@
 //! | 5 | amnesia marker (WAL-2): votes may be missing before it; abstain until a hard state follows | `at_unix_ms u64` |
 //! | 6 | automatic election switch (RAFT-8) | `enabled u8` (0 or 1) |
 //! | 7 | election mode (issue 9): the mode the file's election state belongs to | `mode u8`: 0 raft, 1 gossip, 2 priority, 3 static |
-//! | 10 | *reserved*: replicated log entries (LOG-*) | not written by this version |
-//! | 11 | *reserved*: snapshot marker (LOG-4) | not written by this version |
+//! | 10 | log entries (LOG-2), in log segments only | see below |
+//! | 11 | *reserved*: snapshot marker (LOG-4) | not written: a snapshot is a file of its own |
 //!
 //! Every group commit ends with a seal, and so do a compacted and a repaired file. A record
 //! damaged in place is therefore always followed by a valid record (at least its batch's seal),
 //! which is how recovery tells corruption (refuse to start) from a torn tail (cut it off);
-//! see [`super::examine`]. Files written before seals existed still open.
+//! see [`crate::examine`]. Files written before seals existed still open.
 //!
 //! `cause` is the position of the cause in [`LeaderChangeCause::ALL`], which only ever grows
 //! at the end, so an index written by any version means the same cause forever.
@@ -59,35 +59,70 @@
 //! kind, and a version that does not know a kind skips its records with a warning (their
 //! checksum still proves they were written whole), so an older binary can read a newer file.
 //!
+//! # Log segments
+//!
+//! The replicated log's entries live in segment files of their own (`log/<first index>.seg`),
+//! framed exactly like the records above, after a 16-byte header:
+//!
+//! ```text
+//! offset 0   4 bytes   magic b"CLS1" ("conclave log segment, layout 1")
+//! offset 4   u64 LE    the index of the first entry the segment was started with
+//! offset 12  u32 LE    CRC-32 of the 12 bytes before it
+//! offset 16  records: kind 10 (entries) and kind 4 (seal) only
+//! ```
+//!
+//! A kind-10 payload is one contiguous run of entries, and replaces every entry kept at or
+//! after its first index (LOG-2: a follower's conflicting suffix is dropped by the very record
+//! that brings its replacement, so the two are durable, or lost, together):
+//!
+//! ```text
+//! first_index u64      index of the first entry (every kept entry from here on is dropped)
+//! count       u32      entries that follow, at least 1
+//! count times: term u64, kind u8 (0 noop, 1 command), len u32, then `len` bytes of data
+//! ```
+//!
+//! A segment's records of any other kind are refused, not skipped: a skipped entry would leave
+//! a hole in the log.
+//!
 //! # Worked example
 //!
 //! `Incarnation(1)` is the 17 bytes
 //! `08 00 00 00 | 02 | crc32(02 01 00 00 00 00 00 00 00) as u32 LE | 01 00 00 00 00 00 00 00`.
 
 use conclave_core::election::{HardState, LeaderChangeCause, Mode};
-use conclave_protocol::PeerId;
+use conclave_protocol::{EntryKind, LogEntry, PeerId};
 
 /// The first four bytes of every WAL file.
-pub(super) const MAGIC: [u8; 4] = *b"CWL1";
+pub(crate) const MAGIC: [u8; 4] = *b"CWL1";
 /// Bytes before a record's payload: length, kind, crc.
-pub(super) const RECORD_HEADER_LEN: usize = 9;
+pub(crate) const RECORD_HEADER_LEN: usize = 9;
 /// The largest payload a reader accepts; anything longer is a corrupt length field. Real
 /// records are under a hundred bytes; the headroom is for the reserved log-entry kind.
-pub(super) const MAX_PAYLOAD_LEN: u32 = 1 << 20;
+pub(crate) const MAX_PAYLOAD_LEN: u32 = 1 << 20;
 
 const KIND_HARD_STATE: u8 = 1;
 const KIND_INCARNATION: u8 = 2;
 const KIND_LEADER_CHANGE: u8 = 3;
 /// Ends every group commit, the compacted file and the repaired file (see `docs/wal.md`).
-pub(super) const KIND_SEAL: u8 = 4;
+pub(crate) const KIND_SEAL: u8 = 4;
 const KIND_AMNESIA: u8 = 5;
 const KIND_AUTO_ELECTION: u8 = 6;
 const KIND_MODE: u8 = 7;
 const KIND_GENESIS: u8 = 8;
-/// Reserved for the replicated log's entries (LOG-*); skipped by this version.
-pub(super) const KIND_LOG_ENTRIES: u8 = 10;
-/// Reserved for the replicated log's snapshot marker (LOG-4); skipped by this version.
-pub(super) const KIND_SNAPSHOT_MARKER: u8 = 11;
+/// The replicated log's entries (LOG-2), in log segments only; skipped in `conclave.wal`.
+pub(crate) const KIND_LOG_ENTRIES: u8 = 10;
+/// Reserved for a snapshot marker (LOG-4); not written, since a snapshot is a file of its own
+/// whose header carries its position. Skipped by this version.
+pub(crate) const KIND_SNAPSHOT_MARKER: u8 = 11;
+
+/// The first four bytes of every log segment.
+pub(crate) const SEGMENT_MAGIC: [u8; 4] = *b"CLS1";
+/// A segment's header: magic, first index, checksum.
+pub(crate) const SEGMENT_HEADER_LEN: usize = 16;
+/// Bytes of an entries payload before its first entry: first index and count.
+const ENTRIES_PREFIX_LEN: usize = 12;
+/// Bytes of one entry before its data: term, kind, data length.
+const ENTRY_OVERHEAD: usize = 13;
 
 /// One entry of the leadership history (CB-6): who led from when, and why the leader changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,7 +185,7 @@ impl WalRecord {
     }
 
     /// Appends the record, header included, to `out`.
-    pub(super) fn encode_into(&self, out: &mut Vec<u8>) {
+    pub(crate) fn encode_into(&self, out: &mut Vec<u8>) {
         let start = out.len();
         // Header placeholder; length and crc are known once the payload is written.
         out.extend_from_slice(&[0; RECORD_HEADER_LEN]);
@@ -177,7 +212,7 @@ impl WalRecord {
 
     /// The record with its header, as it is written to the file.
     #[cfg(test)]
-    pub(super) fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         self.encode_into(&mut out);
         out
@@ -186,16 +221,141 @@ impl WalRecord {
 
 /// Appends a seal record (kind 4, empty payload): the end of one group commit. A damaged record
 /// is then always followed by a valid seal, which tells corruption apart from a torn tail.
-pub(super) fn encode_seal(out: &mut Vec<u8>) {
+pub(crate) fn encode_seal(out: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(&[0; RECORD_HEADER_LEN]);
     finish_header(out, start, KIND_SEAL);
 }
 
+/// A log segment's header for a segment whose first entry is `first_index`.
+pub(crate) fn segment_header(first_index: u64) -> [u8; SEGMENT_HEADER_LEN] {
+    let mut header = [0; SEGMENT_HEADER_LEN];
+    header[..4].copy_from_slice(&SEGMENT_MAGIC);
+    header[4..12].copy_from_slice(&first_index.to_le_bytes());
+    let crc = crc32fast::hash(&header[..12]);
+    header[12..].copy_from_slice(&crc.to_le_bytes());
+    header
+}
+
+/// The first index a segment header names, or why the bytes are not one.
+pub(crate) fn parse_segment_header(bytes: &[u8]) -> Result<u64, &'static str> {
+    let Some(header) = bytes.first_chunk::<SEGMENT_HEADER_LEN>() else {
+        return Err("shorter than a segment header");
+    };
+    if header[..4] != SEGMENT_MAGIC {
+        return Err("not a conclave log segment (bad magic)");
+    }
+    let mut crc = [0; 4];
+    crc.copy_from_slice(&header[12..]);
+    if crc32fast::hash(&header[..12]) != u32::from_le_bytes(crc) {
+        return Err("segment header checksum mismatch");
+    }
+    let mut index = [0; 8];
+    index.copy_from_slice(&header[4..12]);
+    Ok(u64::from_le_bytes(index))
+}
+
+/// Bytes `entry` takes in an entries payload.
+pub(crate) fn encoded_entry_len(entry: &LogEntry) -> usize {
+    ENTRY_OVERHEAD + entry.data.len()
+}
+
+/// The largest run of `entries`, from the first, that fits one entries record. Zero only when
+/// the first entry alone is too large for a record.
+pub(crate) fn entries_fitting_one_record(entries: &[LogEntry]) -> usize {
+    let mut size = ENTRIES_PREFIX_LEN;
+    entries
+        .iter()
+        .take_while(|entry| {
+            size += encoded_entry_len(entry);
+            size <= MAX_PAYLOAD_LEN as usize
+        })
+        .count()
+}
+
+/// Appends one entries record (kind 10) holding `entries`, which are contiguous, at least one,
+/// and fit one record ([`entries_fitting_one_record`]).
+pub(crate) fn encode_entries(out: &mut Vec<u8>, entries: &[LogEntry]) {
+    let start = out.len();
+    out.extend_from_slice(&[0; RECORD_HEADER_LEN]);
+    put_u64(out, entries.first().map_or(0, |entry| entry.index));
+    // Cannot truncate: a record of at most 1 MiB holds fewer than 2^32 entries.
+    out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    for entry in entries {
+        put_u64(out, entry.term);
+        out.push(u8::from(entry.kind));
+        // Cannot truncate: the record fits 1 MiB.
+        out.extend_from_slice(&(entry.data.len() as u32).to_le_bytes());
+        out.extend_from_slice(&entry.data);
+    }
+    finish_header(out, start, KIND_LOG_ENTRIES);
+}
+
+/// What a valid record of a log segment holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SegmentContent {
+    /// Contiguous entries; every entry kept at or after the first one's index is dropped
+    /// before they are added (LOG-2).
+    Entries(Vec<LogEntry>),
+    /// The seal that ends a group commit.
+    Seal,
+    /// The checksum matches but the payload does not follow the kind's layout, or the kind is
+    /// not one a segment holds.
+    Unreadable(&'static str),
+}
+
+impl crate::examine::RecordMeaning for SegmentContent {
+    fn decode(kind: u8, payload: &[u8]) -> Result<Self, &'static str> {
+        match kind {
+            KIND_SEAL if payload.is_empty() => Ok(SegmentContent::Seal),
+            KIND_SEAL => Err("trailing bytes after the payload"),
+            KIND_LOG_ENTRIES => decode_entries(payload).map(SegmentContent::Entries),
+            _ => Err("record kind that a log segment does not hold"),
+        }
+    }
+
+    fn unreadable(reason: &'static str) -> Self {
+        SegmentContent::Unreadable(reason)
+    }
+}
+
+fn decode_entries(payload: &[u8]) -> Result<Vec<LogEntry>, &'static str> {
+    let mut input = Cursor { rest: payload };
+    let first_index = input.u64()?;
+    let count = input.u32()?;
+    if first_index == 0 {
+        return Err("log entry index 0");
+    }
+    if count == 0 {
+        return Err("entries record without entries");
+    }
+    if first_index.checked_add(u64::from(count) - 1).is_none() {
+        return Err("log entry index overflows");
+    }
+    // Each entry takes at least ENTRY_OVERHEAD bytes, which bounds the allocation by the
+    // payload's size whatever the count claims.
+    let mut entries = Vec::with_capacity((count as usize).min(payload.len() / ENTRY_OVERHEAD));
+    for index in (first_index..).take(count as usize) {
+        let term = input.u64()?;
+        let kind = EntryKind::try_from(input.u8()?).map_err(|_| "log entry kind unknown")?;
+        let len = input.u32()?;
+        let data = input.take(len as usize)?.to_vec();
+        entries.push(LogEntry {
+            index,
+            term,
+            kind,
+            data,
+        });
+    }
+    input.finish()?;
+    Ok(entries)
+}
+
 /// Fills in the header of the record that starts at `start` and runs to the end of `out`.
 fn finish_header(out: &mut [u8], start: usize, kind: u8) {
     let payload = &out[start + RECORD_HEADER_LEN..];
-    // Cannot truncate: the largest payload is 8 + 2 * 33 + 1 + 8 bytes.
+    // Cannot truncate: every payload is at most MAX_PAYLOAD_LEN bytes (entries records are cut
+    // to fit; the others are under a hundred bytes).
     let length = payload.len() as u32;
     let crc = checksum(kind, payload);
     out[start..start + 4].copy_from_slice(&length.to_le_bytes());
@@ -205,17 +365,17 @@ fn finish_header(out: &mut [u8], start: usize, kind: u8) {
 
 /// The header of one record, as read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct RecordHeader {
+pub(crate) struct RecordHeader {
     /// Payload bytes that follow the header.
-    pub(super) length: u32,
+    pub(crate) length: u32,
     /// The record kind.
-    pub(super) kind: u8,
+    pub(crate) kind: u8,
     /// The stored checksum.
-    pub(super) crc: u32,
+    pub(crate) crc: u32,
 }
 
 impl RecordHeader {
-    pub(super) fn parse(bytes: &[u8; RECORD_HEADER_LEN]) -> Self {
+    pub(crate) fn parse(bytes: &[u8; RECORD_HEADER_LEN]) -> Self {
         let [l0, l1, l2, l3, kind, c0, c1, c2, c3] = *bytes;
         Self {
             length: u32::from_le_bytes([l0, l1, l2, l3]),
@@ -227,7 +387,7 @@ impl RecordHeader {
 
 /// CRC-32 over the kind byte then the payload: covering the kind means a flipped kind cannot
 /// make a record be read as another kind.
-pub(super) fn checksum(kind: u8, payload: &[u8]) -> u32 {
+pub(crate) fn checksum(kind: u8, payload: &[u8]) -> u32 {
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(&[kind]);
     hasher.update(payload);
@@ -236,7 +396,7 @@ pub(super) fn checksum(kind: u8, payload: &[u8]) -> u32 {
 
 /// The meaning of one record whose checksum matched.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Decoded {
+pub(crate) enum Decoded {
     /// A record this version understands.
     Record(WalRecord),
     /// The seal that ends a group commit.
@@ -251,7 +411,7 @@ pub(super) enum Decoded {
 /// Decodes the payload of a record whose checksum matched. An error means the bytes were
 /// written whole but do not follow the layout of their kind: a bug or a foreign writer, not a
 /// torn write, so the caller must not silently drop it.
-pub(super) fn decode(kind: u8, payload: &[u8]) -> Result<Decoded, &'static str> {
+pub(crate) fn decode(kind: u8, payload: &[u8]) -> Result<Decoded, &'static str> {
     let mut input = Cursor { rest: payload };
     let decoded = match kind {
         KIND_HARD_STATE => Decoded::Record(WalRecord::HardState(HardState {
@@ -348,6 +508,13 @@ impl<'a> Cursor<'a> {
     fn u8(&mut self) -> Result<u8, &'static str> {
         let bytes = self.take(1)?;
         Ok(bytes[0])
+    }
+
+    fn u32(&mut self) -> Result<u32, &'static str> {
+        let bytes = self.take(4)?;
+        let mut array = [0; 4];
+        array.copy_from_slice(bytes);
+        Ok(u32::from_le_bytes(array))
     }
 
     fn u64(&mut self) -> Result<u64, &'static str> {

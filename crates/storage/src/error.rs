@@ -54,7 +54,7 @@ pub enum WalError {
     #[error(
         "data directory {}: cannot write its lock file {}: {source}",
         dir.display(),
-        super::lock::LOCK_FILE_NAME
+        crate::lock::LOCK_FILE_NAME
     )]
     LockFile {
         /// The data directory.
@@ -143,6 +143,78 @@ pub enum WalError {
         /// The file.
         path: PathBuf,
     },
+    /// A log segment or snapshot file is damaged (LOG-2, LOG-4, WAL-2). Like a corrupt WAL,
+    /// it is refused and left untouched: the entries it holds may have been acknowledged.
+    #[error(
+        "log file {}: {damage}; refusing to start and leaving the file untouched. `conclave wal \
+         inspect {}` shows the log's segments and records (docs/wal.md, \"Recovery of the \
+         log\")",
+        path.display(),
+        data_dir_of_log_file(path).display()
+    )]
+    LogDamaged {
+        /// The segment or snapshot file.
+        path: PathBuf,
+        /// What is wrong with it.
+        damage: LogDamage,
+    },
+    /// The log read back has a hole: entries after the snapshot are missing (a segment file
+    /// deleted by hand, or a snapshot older than the compaction that followed it).
+    #[error(
+        "log {}: entries {missing_from}..={missing_to} are missing (neither a snapshot nor a \
+         segment holds them); refusing to start",
+        dir.display()
+    )]
+    LogGap {
+        /// The log directory.
+        dir: PathBuf,
+        /// The first missing index.
+        missing_from: u64,
+        /// The last missing index.
+        missing_to: u64,
+    },
+    /// An append that would leave a hole in the log or is not one contiguous run: a bug in the
+    /// caller, refused before anything is written.
+    #[error(
+        "log {}: refused an append of entries {first}..={last}: {reason} (the next index is \
+         {next_index})",
+        dir.display()
+    )]
+    BadAppend {
+        /// The log directory.
+        dir: PathBuf,
+        /// The first entry's index.
+        first: u64,
+        /// The last entry's index.
+        last: u64,
+        /// The index an append may start at, at most.
+        next_index: u64,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// One entry does not fit a record (1 MiB).
+    #[error("log {}: entry {index} holds {bytes} bytes, more than a record holds", dir.display())]
+    EntryTooLarge {
+        /// The log directory.
+        dir: PathBuf,
+        /// The entry's index.
+        index: u64,
+        /// Its data's size.
+        bytes: usize,
+    },
+    /// A snapshot older than the one kept: its entries were already compacted away.
+    #[error(
+        "log {}: refused a snapshot at index {index}, older than the kept one at {kept}",
+        dir.display()
+    )]
+    SnapshotBehind {
+        /// The log directory.
+        dir: PathBuf,
+        /// The refused snapshot's last index.
+        index: u64,
+        /// The kept snapshot's last index.
+        kept: u64,
+    },
     /// An earlier write or fsync failed. After a failed fsync the kernel may have dropped the
     /// dirty pages and a retry can "succeed" without the data being on disk, and a half
     /// written record would hide every later one from recovery, so the WAL takes no more
@@ -157,7 +229,80 @@ pub enum WalError {
     },
 }
 
+/// What is wrong with a log segment or a snapshot file (LOG-2, LOG-4, WAL-2): the file is
+/// refused as it is, never cut or rewritten, except a torn tail of the newest segment.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LogDamage {
+    /// A damaged record with a valid record after it: damage in place, not a torn write.
+    #[error(
+        "corrupt: record {record} at byte {offset} is damaged ({reason}) and a valid record \
+         follows at byte {next_valid}, so this is not a torn tail"
+    )]
+    Corrupt {
+        /// Where the damaged record starts.
+        offset: u64,
+        /// Its number in the segment, counting from 1.
+        record: u64,
+        /// What is wrong with it.
+        reason: &'static str,
+        /// Where the next valid record starts.
+        next_valid: u64,
+    },
+    /// Bad bytes at the end of a segment that is not the newest. A segment is complete and
+    /// fsynced before the next one is started, so this is damage, not an interrupted write.
+    #[error(
+        "damaged end at byte {offset} ({reason}), but a newer segment follows, so this is not \
+         a torn tail"
+    )]
+    TornBeforeNewer {
+        /// Where the bad bytes start.
+        offset: u64,
+        /// What is wrong with the record expected there.
+        reason: &'static str,
+    },
+    /// A record whose checksum matches but which cannot be read as a segment's record.
+    #[error(
+        "record of kind {kind} at byte {offset} has a valid checksum but cannot be read: {reason}"
+    )]
+    Unreadable {
+        /// Where it starts.
+        offset: u64,
+        /// Its kind.
+        kind: u8,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The segment's header is not one.
+    #[error("bad segment header: {0}")]
+    BadHeader(&'static str),
+    /// The header, the file name and the first record disagree on where the segment starts:
+    /// a file renamed or copied in from elsewhere.
+    #[error("the segment starts at index {found}, but its {by} says {expected}")]
+    WrongStart {
+        /// Where the segment really starts (its header, or its first record).
+        found: u64,
+        /// What said otherwise: "file name" or "header".
+        by: &'static str,
+        /// What that said.
+        expected: u64,
+    },
+    /// Two segments carry the same sequence number.
+    #[error("another segment has the same sequence number {0}")]
+    DuplicateSequence(u64),
+    /// A snapshot file that is not whole: snapshots are renamed into place only once complete
+    /// and fsynced (WAL-3), so this is damage.
+    #[error("bad snapshot: {0}")]
+    BadSnapshot(&'static str),
+}
+
 /// The data directory a WAL file lives in, for the commands an error suggests.
 fn dir_of(path: &std::path::Path) -> &std::path::Path {
     path.parent().unwrap_or(path)
+}
+
+/// The data directory of a file in its `log` directory, for the command an error suggests.
+fn data_dir_of_log_file(path: &std::path::Path) -> &std::path::Path {
+    path.parent()
+        .and_then(std::path::Path::parent)
+        .unwrap_or(path)
 }

@@ -1,6 +1,6 @@
 //! One process per data directory (WAL-2): an advisory `flock` on `conclave.lock` in
 //! `node.data_dir`, taken before any byte of the WAL is read or written and held as long as
-//! the [`WalFile`](super::WalFile) (or a repair) lives. A second process — or a second open
+//! the [`WalFile`](crate::WalFile) (or a repair) lives. A second process — or a second open
 //! in the same process — on the same directory is refused with an error that names the
 //! directory and the pid of the holder, which writes its pid into the lock file once it holds
 //! the lock. The kernel drops the lock when the holder exits, however it exits, so a crashed
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{FlockOperation, flock};
 
-use super::error::WalError;
+use crate::error::WalError;
 
 /// The lock file's name inside `node.data_dir`.
 pub const LOCK_FILE_NAME: &str = "conclave.lock";

@@ -24,12 +24,25 @@
 //!
 //! After damage the reader carries on from the next valid record, so that `inspect` can show
 //! everything that is still readable and `repair` can keep it.
+//!
+//! The same judgement applies to `conclave.wal` and to every log segment (LOG-2): only what a
+//! record means differs, which [`RecordMeaning`] says for each kind of file.
 
-use super::record::{
+use crate::record::{
     Decoded, MAGIC, MAX_PAYLOAD_LEN, RECORD_HEADER_LEN, RecordHeader, WalRecord, checksum, decode,
 };
 
-/// What a valid record holds.
+/// How the records of one kind of file are read once their checksum matched: the meaning of a
+/// payload, or why it has none.
+pub(crate) trait RecordMeaning: Sized {
+    /// Decodes a record whose checksum matched. An error means the bytes were written whole
+    /// but do not follow their kind's layout.
+    fn decode(kind: u8, payload: &[u8]) -> Result<Self, &'static str>;
+    /// What an undecodable record is listed as.
+    fn unreadable(reason: &'static str) -> Self;
+}
+
+/// What a valid record of `conclave.wal` holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecordContent {
     /// A record this version reads.
@@ -44,9 +57,25 @@ pub enum RecordContent {
     Unreadable(&'static str),
 }
 
-/// One valid record (its checksum matches), where it is and what it holds.
+impl RecordMeaning for RecordContent {
+    fn decode(kind: u8, payload: &[u8]) -> Result<Self, &'static str> {
+        Ok(match decode(kind, payload)? {
+            Decoded::Record(record) => RecordContent::Record(record),
+            Decoded::Seal => RecordContent::Seal,
+            Decoded::UnknownKind(_) => RecordContent::UnknownKind,
+            Decoded::UnknownCause(index) => RecordContent::UnknownCause(index),
+        })
+    }
+
+    fn unreadable(reason: &'static str) -> Self {
+        RecordContent::Unreadable(reason)
+    }
+}
+
+/// One valid record (its checksum matches), where it is and what it holds: a record of
+/// `conclave.wal` ([`RecordContent`]) or of a log segment ([`SegmentContent`](crate::SegmentContent)).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExaminedRecord {
+pub struct ExaminedRecord<C = RecordContent> {
     /// Byte offset of its header in the file.
     pub offset: u64,
     /// Its number in the file, counting from 1, seals included.
@@ -56,12 +85,12 @@ pub struct ExaminedRecord {
     /// Its kind byte.
     pub kind: u8,
     /// What it holds.
-    pub content: RecordContent,
+    pub content: C,
     /// Whether it lies after damage (found by looking past it). Recovery never uses those.
     pub after_damage: bool,
 }
 
-impl ExaminedRecord {
+impl<C> ExaminedRecord<C> {
     /// Bytes the record takes in the file, header included.
     pub fn size(&self) -> u64 {
         RECORD_HEADER_LEN as u64 + u64::from(self.length)
@@ -128,22 +157,22 @@ impl Verdict {
     }
 }
 
-/// Everything found in a WAL file's bytes.
+/// Everything found in a WAL file's (or a log segment's) bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Examination {
+pub struct Examination<C = RecordContent> {
     /// The file's size in bytes.
     pub len: u64,
     /// Every valid record, in file order, including those after damage.
-    pub records: Vec<ExaminedRecord>,
+    pub records: Vec<ExaminedRecord<C>>,
     /// Every span that is not a valid record, in file order.
     pub damage: Vec<DamagedSpan>,
     /// The first problem in file order decides.
     pub verdict: Verdict,
 }
 
-impl Examination {
+impl<C> Examination<C> {
     /// The records recovery uses: those before the first problem.
-    pub fn trusted(&self) -> impl Iterator<Item = &ExaminedRecord> {
+    pub fn trusted(&self) -> impl Iterator<Item = &ExaminedRecord<C>> {
         let limit = match self.verdict {
             Verdict::Clean => u64::MAX,
             Verdict::TornTail { offset, .. } | Verdict::Corrupt { offset, .. } => offset,
@@ -165,23 +194,26 @@ impl Examination {
 }
 
 /// Examines `bytes`, a whole WAL file that starts with the magic (the caller checks it).
-pub(super) fn examine(bytes: &[u8]) -> Examination {
+pub(crate) fn examine(bytes: &[u8]) -> Examination {
+    examine_from(bytes, MAGIC.len())
+}
+
+/// Examines the records of `bytes` from `start` on, the file's header before it being the
+/// caller's to check.
+pub(crate) fn examine_from<C: RecordMeaning>(bytes: &[u8], start: usize) -> Examination<C> {
     let len = bytes.len();
     let mut records = Vec::new();
     let mut damage = Vec::new();
     let mut verdict = None;
     let mut number = 0u64;
-    let mut position = MAGIC.len().min(len);
+    let mut position = start.min(len);
     let mut after_damage = false;
     while position < len {
         match frame_at(bytes, position) {
             Ok((header, payload)) => {
                 number += 1;
-                let content = match decode(header.kind, payload) {
-                    Ok(Decoded::Record(record)) => RecordContent::Record(record),
-                    Ok(Decoded::Seal) => RecordContent::Seal,
-                    Ok(Decoded::UnknownKind(_)) => RecordContent::UnknownKind,
-                    Ok(Decoded::UnknownCause(index)) => RecordContent::UnknownCause(index),
+                let content = match C::decode(header.kind, payload) {
+                    Ok(content) => content,
                     Err(reason) => {
                         verdict.get_or_insert(Verdict::Unreadable {
                             offset: position as u64,
@@ -189,7 +221,7 @@ pub(super) fn examine(bytes: &[u8]) -> Examination {
                             kind: header.kind,
                             reason,
                         });
-                        RecordContent::Unreadable(reason)
+                        C::unreadable(reason)
                     }
                 };
                 records.push(ExaminedRecord {
@@ -265,8 +297,8 @@ mod tests {
     use conclave_core::election::HardState;
     use conclave_protocol::PeerId;
 
-    use super::super::record::encode_seal;
     use super::*;
+    use crate::record::encode_seal;
 
     fn file(records: &[&[WalRecord]]) -> Vec<u8> {
         let mut bytes = MAGIC.to_vec();

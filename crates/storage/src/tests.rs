@@ -16,8 +16,8 @@ use conclave_core::{Instant, SeededRng};
 use conclave_protocol::{Body, PeerId, RequestVote};
 use tracing_subscriber::fmt::MakeWriter;
 
-use super::record::{MAGIC, RECORD_HEADER_LEN, checksum, encode_seal};
 use super::*;
+use crate::record::{MAGIC, RECORD_HEADER_LEN, checksum, encode_seal};
 
 /// Opens with incarnations counted 1, 2, 3 rather than floored at the clock, so tests can
 /// state exact values.
@@ -371,7 +371,7 @@ fn proto2_incarnation_grows_at_every_open() {
 fn proto2_incarnation_never_starts_below_the_clock() {
     let _log = CapturedLog::default().install();
     let dir = tempfile::tempdir().unwrap();
-    let now = crate::events::unix_millis(std::time::SystemTime::now()) / 1000;
+    let now = crate::clock::unix_millis(std::time::SystemTime::now()) / 1000;
     let (wal, first) = WalFile::open(dir.path()).unwrap();
     assert!(first.incarnation >= now, "{} < {now}", first.incarnation);
     drop(wal);
@@ -895,6 +895,7 @@ fn wal1_unknown_kinds_are_skipped_and_kept() {
         incarnation_from_clock: false,
         mode: None,
         genesis: false,
+        ..WalOptions::default()
     };
     drop(WalFile::open_with(dir.path(), options).unwrap());
     let entries = raw_record(10, b"a future log entry");
@@ -916,7 +917,7 @@ fn wal1_unknown_kinds_are_skipped_and_kept() {
     assert_eq!(recovered.truncated_bytes, 0);
     let text = log.text();
     assert!(
-        text.contains("reserved for replicated log entries"),
+        text.contains("log entries, which belong in log segments"),
         "{text}"
     );
     assert!(text.contains("reserved for snapshot markers"), "{text}");
@@ -949,6 +950,7 @@ fn wal3_compaction_keeps_state_incarnation_and_newest_history() {
         incarnation_from_clock: false,
         mode: None,
         genesis: false,
+        ..WalOptions::default()
     };
     let (mut wal, _) = WalFile::open_with(dir.path(), options).unwrap();
     let mut written = Vec::new();

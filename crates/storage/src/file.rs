@@ -2,10 +2,10 @@
 //! appends and compaction (WAL-1, WAL-2, WAL-3), the incarnation bump of every start
 //! (PROTO-2) and the in-memory leadership history (CB-6).
 //!
-//! Every call here blocks on the disk; [`WalActor`](super::WalActor) runs them on a thread of
-//! their own (WAL-4).
+//! Every call here blocks on the disk; the WalActor (`conclave-actors`) runs them on a thread
+//! of its own (WAL-4).
 //!
-//! Recovery (WAL-2) reads the whole file and lets [`examine`](super::examine) judge it: bad
+//! Recovery (WAL-2) reads the whole file and lets [`examine`](crate::examine) judge it: bad
 //! bytes with nothing valid after them are a torn tail, the remains of an interrupted write
 //! that was never acknowledged, and are cut off so the next append is not hidden behind
 //! garbage; a damaged record with valid records after it is corruption, and the file is
@@ -27,14 +27,16 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use actix::clock::Instant;
 use conclave_core::election::{HardState, Mode};
+use conclave_core::storage::{DurableState, Snapshot, Storage};
+use conclave_protocol::LogEntry;
 use tracing::{info, warn};
 
-use super::error::WalError;
-use super::examine::{Examination, RecordContent, Verdict, examine};
-use super::lock::DataDirLock;
-use super::record::{
+use crate::error::WalError;
+use crate::examine::{Examination, RecordContent, Verdict, examine};
+use crate::lock::DataDirLock;
+use crate::log::{DEFAULT_SEGMENT_SIZE, LOG_DIR_NAME, SegmentedLog};
+use crate::record::{
     HistoryRecord, KIND_LOG_ENTRIES, KIND_SNAPSHOT_MARKER, MAGIC, WalRecord, encode_seal,
 };
 
@@ -43,7 +45,7 @@ pub const WAL_FILE_NAME: &str = "conclave.wal";
 /// Where compaction writes the new file before renaming it over the old one.
 const COMPACTION_FILE_NAME: &str = "conclave.wal.tmp";
 /// Where `repair` writes the new file before renaming it over the old one.
-pub(super) const REPAIR_FILE_NAME: &str = "conclave.wal.repair.tmp";
+pub(crate) const REPAIR_FILE_NAME: &str = "conclave.wal.repair.tmp";
 
 /// Default size above which an append compacts the file (WAL-3).
 pub const DEFAULT_COMPACT_THRESHOLD: u64 = 1 << 20;
@@ -69,6 +71,9 @@ pub struct WalOptions {
     /// takes part at once. A directory that shows an earlier node (its lock file, a repair's
     /// backup) gets none: its WAL was lost, and the node abstains.
     pub genesis: bool,
+    /// Bytes past which the next sync of log entries starts a new segment file (LOG-4: a
+    /// compaction deletes whole segments, so smaller segments free space sooner).
+    pub segment_size: u64,
 }
 
 impl Default for WalOptions {
@@ -79,6 +84,7 @@ impl Default for WalOptions {
             incarnation_from_clock: true,
             mode: None,
             genesis: false,
+            segment_size: DEFAULT_SEGMENT_SIZE,
         }
     }
 }
@@ -115,13 +121,19 @@ pub struct Recovered {
     /// [`Recovered::amnesic`] it means the node was started without `conclave init` or
     /// `cluster.initial_state = "new"`: the start says how a new cluster is created.
     pub fresh_directory: bool,
+    /// The latest snapshot of the replicated log (LOG-4), if one was saved.
+    pub snapshot: Option<Snapshot>,
+    /// The replicated log's entries after the snapshot, in order and contiguous (LOG-2).
+    pub entries: Vec<LogEntry>,
+    /// Bytes of a torn tail cut off the newest log segment (WAL-2).
+    pub log_truncated_bytes: u64,
 }
 
 /// The leadership history, newest last, bounded to a limit. It holds up to twice the limit
 /// and trims in one go, so that a push is amortised O(1) while [`Self::as_slice`] stays a
 /// plain slice.
 #[derive(Debug)]
-pub(super) struct BoundedHistory {
+pub(crate) struct BoundedHistory {
     records: Vec<HistoryRecord>,
     limit: usize,
 }
@@ -142,32 +154,32 @@ impl BoundedHistory {
         }
     }
 
-    pub(super) fn as_slice(&self) -> &[HistoryRecord] {
+    pub(crate) fn as_slice(&self) -> &[HistoryRecord] {
         &self.records[self.records.len().saturating_sub(self.limit)..]
     }
 }
 
 /// The state the records add up to.
 #[derive(Debug)]
-pub(super) struct State {
-    pub(super) hard_state: HardState,
+pub(crate) struct State {
+    pub(crate) hard_state: HardState,
     /// A hard state record was seen.
     has_hard_state: bool,
     /// No hard state since the start of the file or the last amnesia marker.
-    pub(super) amnesic: bool,
-    pub(super) incarnation: u64,
-    pub(super) auto_election: Option<bool>,
+    pub(crate) amnesic: bool,
+    pub(crate) incarnation: u64,
+    pub(crate) auto_election: Option<bool>,
     /// The mode record, if any.
-    pub(super) mode: Option<Mode>,
+    pub(crate) mode: Option<Mode>,
     /// When the last amnesia marker was written.
     amnesia_at_unix_ms: u64,
     /// When the genesis record was written, if the file has one (WAL-5).
-    pub(super) genesis_at_unix_ms: Option<u64>,
-    pub(super) history: BoundedHistory,
+    pub(crate) genesis_at_unix_ms: Option<u64>,
+    pub(crate) history: BoundedHistory,
 }
 
 impl State {
-    pub(super) fn new(history_limit: usize) -> Self {
+    pub(crate) fn new(history_limit: usize) -> Self {
         Self {
             hard_state: HardState::default(),
             has_hard_state: false,
@@ -181,7 +193,7 @@ impl State {
         }
     }
 
-    pub(super) fn apply(&mut self, record: &WalRecord) {
+    pub(crate) fn apply(&mut self, record: &WalRecord) {
         match record {
             WalRecord::HardState(state) => {
                 self.hard_state = *state;
@@ -207,7 +219,7 @@ impl State {
     /// The mode the election state belongs to: the recorded one; raft for election state
     /// written before modes were recorded (every file of earlier versions is raft's); `None`
     /// when there is no election state at all.
-    pub(super) fn mode(&self) -> Option<Mode> {
+    pub(crate) fn mode(&self) -> Option<Mode> {
         let holds_election_state = self.has_hard_state
             || self.auto_election.is_some()
             || !self.history.as_slice().is_empty();
@@ -268,6 +280,10 @@ pub struct WalFile {
     holds_unknown_kinds: bool,
     /// A write or fsync failed; see [`WalError::Failed`].
     failed: bool,
+    /// The replicated log's segments and snapshot (LOG-2, LOG-4), in `log/`.
+    log: SegmentedLog,
+    /// The hard state saved through [`Storage::save_hard_state`], written at the next sync.
+    pending_hard_state: Option<HardState>,
     /// Held as long as the file is open (WAL-2: one process per data directory).
     _lock: DataDirLock,
 }
@@ -401,6 +417,10 @@ impl WalFile {
             (0, 0, false)
         };
 
+        // The log is judged once the WAL is, and before either is changed: a damaged segment
+        // refuses the start with every file as it was, the WAL's torn tail included.
+        let (log, recovered_log) = SegmentedLog::open(dir, options.segment_size)?;
+
         // Saturating: the file could only be shorter than what was read if something else cut it
         // meanwhile, and that must not become a panic.
         let truncated_bytes = file_len.saturating_sub(good_end);
@@ -425,6 +445,8 @@ impl WalFile {
             state,
             holds_unknown_kinds,
             failed: false,
+            log,
+            pending_hard_state: None,
             _lock: lock,
         };
         if wal.len == 0 {
@@ -460,7 +482,7 @@ impl WalFile {
         let write_genesis = wal.options.genesis && created && fresh_directory;
         if write_genesis {
             first_records.push(WalRecord::Genesis {
-                at_unix_ms: crate::events::unix_millis(std::time::SystemTime::now()),
+                at_unix_ms: crate::clock::unix_millis(std::time::SystemTime::now()),
             });
         }
         let next =
@@ -476,7 +498,7 @@ impl WalFile {
         // time in seconds keeps a wiped node newer than its old self, as long as the clock did
         // not go back; the stored value plus one still guarantees growth when it did.
         let incarnation = if wal.options.incarnation_from_clock {
-            next.max(crate::events::unix_millis(std::time::SystemTime::now()) / 1000)
+            next.max(crate::clock::unix_millis(std::time::SystemTime::now()) / 1000)
         } else {
             next
         };
@@ -522,6 +544,9 @@ impl WalFile {
             mode: wal.state.mode(),
             genesis_at_unix_ms: wal.state.genesis_at_unix_ms,
             fresh_directory: created && fresh_directory,
+            snapshot: wal.log.snapshot().cloned(),
+            entries: wal.log.entries().to_vec(),
+            log_truncated_bytes: recovered_log.truncated_bytes,
         };
         Ok((wal, recovered))
     }
@@ -543,9 +568,13 @@ impl WalFile {
         // The seal ends the batch, so damage to any record of it is followed by something
         // valid and is recognised as corruption, not cut off as a torn tail (WAL-2).
         encode_seal(&mut bytes);
-        // tokio's clock: outside a runtime (this runs on a SyncArbiter thread) it reads the
-        // OS monotonic clock, even while a test has paused the runtime's clock.
-        let started = Instant::now();
+        // The OS monotonic clock: this runs on the WAL's own thread, outside any runtime whose
+        // clock a test could pause, and the fsync it times is real.
+        #[expect(
+            clippy::disallowed_types,
+            reason = "synchronous storage times a real fsync; no test controls this clock"
+        )]
+        let started = std::time::Instant::now();
         self.write_durably(&bytes)?;
         let elapsed = started.elapsed();
         self.len += bytes.len() as u64;
@@ -635,9 +664,24 @@ impl WalFile {
 
     /// Puts the WAL in the state a failed write or fsync leaves it in, which a test cannot
     /// otherwise provoke on a healthy disk.
-    #[cfg(test)]
-    pub(super) fn fail_for_test(&mut self) {
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn fail_for_test(&mut self) {
         self.failed = true;
+        self.log.fail_for_test();
+    }
+
+    /// Whether writes wait for a [`Storage::sync`].
+    pub fn has_unsynced_writes(&self) -> bool {
+        self.pending_hard_state.is_some() || self.log.has_pending()
+    }
+
+    fn refuse_if_failed(&self) -> Result<(), WalError> {
+        if self.failed {
+            return Err(WalError::Failed {
+                path: self.path.clone(),
+            });
+        }
+        Ok(())
     }
 
     fn should_compact(&self) -> bool {
@@ -669,6 +713,52 @@ impl WalFile {
     }
 }
 
+/// The node's durable state behind raft's storage trait (WAL-1, LOG-2, LOG-4): the hard state
+/// in `conclave.wal`, the entries in log segments, the snapshot in its own file.
+///
+/// Group commit: [`Storage::save_hard_state`] and [`Storage::append_entries`] only hold their
+/// writes; [`Storage::sync`] writes them all and fsyncs once per file, the segment first and
+/// `conclave.wal` last, so that when the hard state a node restarts from is durable, so is
+/// every entry saved with it. Whatever order a crash cuts them in, nothing that depends on
+/// either was released, since that waits for `sync` to return.
+impl Storage for WalFile {
+    type Error = WalError;
+
+    fn save_hard_state(&mut self, hard: HardState) -> Result<(), WalError> {
+        self.refuse_if_failed()?;
+        // Only the last one matters once the batch is durable.
+        self.pending_hard_state = Some(hard);
+        Ok(())
+    }
+
+    fn append_entries(&mut self, entries: &[LogEntry]) -> Result<(), WalError> {
+        self.refuse_if_failed()?;
+        self.log.append(entries)
+    }
+
+    fn sync(&mut self) -> Result<(), WalError> {
+        self.refuse_if_failed()?;
+        self.log.sync()?;
+        if let Some(hard) = self.pending_hard_state.take() {
+            self.append(&[WalRecord::HardState(hard)])?;
+        }
+        Ok(())
+    }
+
+    fn save_snapshot(&mut self, snapshot: Snapshot) -> Result<(), WalError> {
+        self.refuse_if_failed()?;
+        self.log.save_snapshot(snapshot)
+    }
+
+    fn durable_state(&self) -> Result<DurableState, WalError> {
+        Ok(DurableState {
+            hard: self.state.hard_state,
+            snapshot: self.log.snapshot().cloned(),
+            entries: self.log.entries().to_vec(),
+        })
+    }
+}
+
 /// Every record of `dir/conclave.wal` that recovery would use, in order (seals left out),
 /// read without the lock and without changing the file: for diagnostics and tests (for
 /// example, checking that no term ever held two different votes). A torn tail ends the list,
@@ -692,7 +782,7 @@ pub fn read_records(dir: &Path) -> Result<Vec<WalRecord>, WalError> {
 
 /// Whether `bytes` start with the magic. A file shorter than the magic that is a prefix of it
 /// is our own creation cut short (`Ok(false)`); anything else is not ours.
-pub(super) fn has_magic(path: &Path, bytes: &[u8]) -> Result<bool, WalError> {
+pub(crate) fn has_magic(path: &Path, bytes: &[u8]) -> Result<bool, WalError> {
     if bytes.starts_with(&MAGIC) {
         return Ok(true);
     }
@@ -706,7 +796,7 @@ pub(super) fn has_magic(path: &Path, bytes: &[u8]) -> Result<bool, WalError> {
 }
 
 /// The error for a verdict a node must not start from.
-pub(super) fn refuse_damage(path: &Path, examination: &Examination) -> Result<(), WalError> {
+pub(crate) fn refuse_damage(path: &Path, examination: &Examination) -> Result<(), WalError> {
     match examination.verdict {
         Verdict::Clean | Verdict::TornTail { .. } => Ok(()),
         Verdict::Corrupt {
@@ -756,7 +846,7 @@ fn warn_about_skipped(path: &Path, examination: &Examination) {
     }
     for (kind, count) in &skipped_kinds {
         let what = match *kind {
-            KIND_LOG_ENTRIES => "reserved for replicated log entries",
+            KIND_LOG_ENTRIES => "log entries, which belong in log segments",
             KIND_SNAPSHOT_MARKER => "reserved for snapshot markers",
             _ => "unknown",
         };
@@ -779,7 +869,7 @@ fn warn_about_skipped(path: &Path, examination: &Examination) {
 /// Writes `bytes` to `temp`, fsyncs it, renames it over `path` and returns the new file open
 /// for appending; the directory is not synced here. On failure the old file is intact and the
 /// temp file removed.
-pub(super) fn replace_file(temp: &Path, path: &Path, bytes: &[u8]) -> Result<File, WalError> {
+pub(crate) fn replace_file(temp: &Path, path: &Path, bytes: &[u8]) -> Result<File, WalError> {
     remove_if_present(temp)?;
     let written = OpenOptions::new()
         .read(true)
@@ -814,7 +904,7 @@ fn remove_leftover(dir: &Path, name: &str, what: &str) -> Result<(), WalError> {
     Ok(())
 }
 
-pub(super) fn remove_if_present(path: &Path) -> Result<(), WalError> {
+pub(crate) fn remove_if_present(path: &Path) -> Result<(), WalError> {
     match fs::remove_file(path) {
         Err(error) if error.kind() != io::ErrorKind::NotFound => Err(io_error(path)(error)),
         _ => Ok(()),
@@ -822,7 +912,7 @@ pub(super) fn remove_if_present(path: &Path) -> Result<(), WalError> {
 }
 
 /// Makes the directory's entries (a new or renamed file) durable.
-pub(super) fn sync_dir(dir: &Path) -> Result<(), WalError> {
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), WalError> {
     #[cfg(unix)]
     {
         File::open(dir)
@@ -837,7 +927,7 @@ pub(super) fn sync_dir(dir: &Path) -> Result<(), WalError> {
     }
 }
 
-pub(super) fn io_error(path: &Path) -> impl FnOnce(io::Error) -> WalError + '_ {
+pub(crate) fn io_error(path: &Path) -> impl FnOnce(io::Error) -> WalError + '_ {
     move |source| WalError::Io {
         path: path.to_path_buf(),
         source,
@@ -859,7 +949,9 @@ fn earlier_node(dir: &Path) -> Result<Option<String>, WalError> {
         let name = name.to_string_lossy();
         let reason = if name == WAL_FILE_NAME {
             format!("it holds a WAL ({WAL_FILE_NAME})")
-        } else if name == super::lock::LOCK_FILE_NAME {
+        } else if name == LOG_DIR_NAME {
+            format!("it holds a replicated log ({LOG_DIR_NAME}/)")
+        } else if name == crate::lock::LOCK_FILE_NAME {
             format!("a node ran here ({name} is there) but its WAL ({WAL_FILE_NAME}) is gone")
         } else if name.starts_with(WAL_FILE_NAME) {
             format!("it holds {name}, left by an earlier node, but no {WAL_FILE_NAME}")
