@@ -369,13 +369,3 @@ mod tests {
         assert!(no_attempts.validate().is_err());
     }
 }
-#[cfg(test)]
-mod peek {
-    #[test]
-    fn peek() {
-        use super::*;
-        let c = Command::new(Write::Jobs(JobCommand::ExpireLeases { now_unix_ms: 5 })).with_request_id("r");
-        let d = c.encode().unwrap();
-        println!("{:02x?} {}", d, String::from_utf8_lossy(&d));
-    }
-}

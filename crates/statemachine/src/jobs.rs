@@ -427,3 +427,325 @@ impl JobQueue {
         Ok(self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEASE_MS: u64 = 500;
+
+    fn enqueue(queue: &mut JobQueue, payload: &str, max_attempts: u32) -> JobId {
+        match queue.apply(&JobCommand::Enqueue {
+            queue: "default".into(),
+            payload: payload.into(),
+            max_attempts,
+        }) {
+            JobOutcome::Enqueued { job } => job,
+            other => panic!("enqueue answered {other:?}"),
+        }
+    }
+
+    fn claim(queue: &mut JobQueue, worker: &str, now_unix_ms: u64) -> JobOutcome {
+        queue.apply(&JobCommand::Claim {
+            queue: "default".into(),
+            worker: worker.into(),
+            lease_ms: LEASE_MS,
+            now_unix_ms,
+        })
+    }
+
+    fn claimed_id(outcome: JobOutcome) -> JobId {
+        match outcome {
+            JobOutcome::Claimed(job) => job.id,
+            other => panic!("claim answered {other:?}"),
+        }
+    }
+
+    fn ack(queue: &mut JobQueue, job: JobId, worker: &str) -> JobOutcome {
+        queue.apply(&JobCommand::Ack {
+            job,
+            worker: worker.into(),
+        })
+    }
+
+    fn nack(queue: &mut JobQueue, job: JobId, worker: &str, reason: &str) -> JobOutcome {
+        queue.apply(&JobCommand::Nack {
+            job,
+            worker: worker.into(),
+            reason: Some(reason.into()),
+        })
+    }
+
+    fn expire(queue: &mut JobQueue, now_unix_ms: u64) -> JobOutcome {
+        queue.apply(&JobCommand::ExpireLeases { now_unix_ms })
+    }
+
+    fn ids(jobs: Vec<&Job>) -> Vec<JobId> {
+        jobs.into_iter().map(|job| job.id).collect()
+    }
+
+    /// LOG-5: enqueue → claim (a lease from the leader's clock, one attempt) → ack; a done
+    /// job is listed as done and no claim returns it.
+    #[test]
+    fn a_job_is_enqueued_claimed_and_acked() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let id = enqueue(&mut queue, "resize image 7", 3);
+        assert_eq!(id, JobId(1));
+        assert_eq!(ids(queue.list(JobStateKind::Ready)), [id]);
+
+        let JobOutcome::Claimed(job) = claim(&mut queue, "worker-1", 10_000) else {
+            panic!("nothing claimed");
+        };
+        assert_eq!(
+            job,
+            Job {
+                id,
+                queue: "default".into(),
+                payload: "resize image 7".into(),
+                max_attempts: 3,
+                attempts: 1,
+                state: JobState::Claimed {
+                    worker: "worker-1".into(),
+                    lease_until_unix_ms: 10_000 + LEASE_MS,
+                },
+                last_failure: None,
+            }
+        );
+        assert_eq!(claim(&mut queue, "worker-2", 10_001), JobOutcome::NoneReady);
+        assert_eq!(ack(&mut queue, id, "worker-1"), JobOutcome::Acked { job: id });
+        assert_eq!(queue.get(id).map(|job| &job.state), Some(&JobState::Done));
+        assert_eq!(ids(queue.list(JobStateKind::Done)), [id]);
+        assert_eq!(claim(&mut queue, "worker-2", 10_002), JobOutcome::NoneReady);
+    }
+
+    /// LOG-5: a lease ends only by the leader's ExpireLeases; one that ends at `now` is taken
+    /// back, one that ends a millisecond later is not (both sides of the edge).
+    #[test]
+    fn expire_leases_requeues_at_the_lease_end_not_before() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let id = enqueue(&mut queue, "p", 3);
+        claimed_id(claim(&mut queue, "w1", 1_000));
+        assert_eq!(
+            expire(&mut queue, 1_000 + LEASE_MS - 1),
+            JobOutcome::LeasesExpired {
+                requeued: vec![],
+                dead_lettered: vec![]
+            }
+        );
+        assert_eq!(ids(queue.list(JobStateKind::Claimed)), [id]);
+        assert_eq!(
+            expire(&mut queue, 1_000 + LEASE_MS),
+            JobOutcome::LeasesExpired {
+                requeued: vec![id],
+                dead_lettered: vec![]
+            }
+        );
+        let job = queue.get(id).unwrap();
+        assert_eq!(job.state, JobState::Ready);
+        assert_eq!(
+            job.last_failure,
+            Some(AttemptFailure::LeaseExpired { worker: "w1".into() })
+        );
+        // The worker that lost the lease can no longer ack; the next claim counts attempt 2.
+        assert_eq!(
+            ack(&mut queue, id, "w1"),
+            JobOutcome::NotHeld {
+                job: id,
+                state: JobState::Ready
+            }
+        );
+        let JobOutcome::Claimed(again) = claim(&mut queue, "w2", 2_000) else {
+            panic!("not claimed again");
+        };
+        assert_eq!(again.attempts, 2);
+    }
+
+    /// LOG-5: until the expiry is applied, the holder of a lease that has run out on some
+    /// clock may still ack: no node decides expiry on its own clock.
+    #[test]
+    fn a_late_ack_before_the_expiry_entry_is_accepted() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let id = enqueue(&mut queue, "p", 3);
+        claimed_id(claim(&mut queue, "w1", 1_000));
+        assert_eq!(ack(&mut queue, id, "w1"), JobOutcome::Acked { job: id });
+        assert_eq!(
+            expire(&mut queue, u64::MAX),
+            JobOutcome::LeasesExpired {
+                requeued: vec![],
+                dead_lettered: vec![]
+            }
+        );
+    }
+
+    /// LOG-5: a job whose attempts are used up is dead-lettered when its last lease expires,
+    /// listed as dead, and never claimed again.
+    #[test]
+    fn dead_letter_after_max_attempts() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let id = enqueue(&mut queue, "poison", 2);
+        claimed_id(claim(&mut queue, "w1", 0));
+        assert!(matches!(
+            expire(&mut queue, LEASE_MS),
+            JobOutcome::LeasesExpired { ref requeued, .. } if requeued == &[id]
+        ));
+        claimed_id(claim(&mut queue, "w2", 1_000));
+        assert_eq!(
+            expire(&mut queue, 1_000 + LEASE_MS),
+            JobOutcome::LeasesExpired {
+                requeued: vec![],
+                dead_lettered: vec![id]
+            }
+        );
+        assert_eq!(ids(queue.list(JobStateKind::Dead)), [id]);
+        assert_eq!(queue.get(id).unwrap().attempts, 2);
+        assert_eq!(claim(&mut queue, "w3", 2_000), JobOutcome::NoneReady);
+    }
+
+    /// LOG-5: a nack gives the job back with its reason, ready again, or dead on its last
+    /// attempt.
+    #[test]
+    fn nack_requeues_then_dead_letters() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let id = enqueue(&mut queue, "p", 2);
+        claimed_id(claim(&mut queue, "w1", 0));
+        assert_eq!(
+            nack(&mut queue, id, "w1", "disk full"),
+            JobOutcome::Requeued { job: id, attempts: 1 }
+        );
+        assert_eq!(
+            queue.get(id).unwrap().last_failure,
+            Some(AttemptFailure::Nacked {
+                worker: "w1".into(),
+                reason: Some("disk full".into())
+            })
+        );
+        claimed_id(claim(&mut queue, "w1", 10));
+        assert_eq!(
+            nack(&mut queue, id, "w1", "still full"),
+            JobOutcome::DeadLettered { job: id, attempts: 2 }
+        );
+        // Its lease is gone with the claim: a later expiry does not touch it.
+        assert_eq!(
+            expire(&mut queue, u64::MAX),
+            JobOutcome::LeasesExpired {
+                requeued: vec![],
+                dead_lettered: vec![]
+            }
+        );
+        assert_eq!(ids(queue.list(JobStateKind::Dead)), [id]);
+    }
+
+    /// LOG-5: an ack or nack from a worker that does not hold the job, of a done job, or of
+    /// an unknown job is refused with the job's state and changes nothing.
+    #[test]
+    fn acks_from_the_wrong_worker_or_twice_are_refused() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let id = enqueue(&mut queue, "p", 3);
+        assert_eq!(
+            ack(&mut queue, id, "w1"),
+            JobOutcome::NotHeld {
+                job: id,
+                state: JobState::Ready
+            }
+        );
+        claimed_id(claim(&mut queue, "w1", 0));
+        let held = JobState::Claimed {
+            worker: "w1".into(),
+            lease_until_unix_ms: LEASE_MS,
+        };
+        assert_eq!(
+            ack(&mut queue, id, "w2"),
+            JobOutcome::NotHeld {
+                job: id,
+                state: held.clone()
+            }
+        );
+        assert_eq!(
+            nack(&mut queue, id, "w2", "not mine"),
+            JobOutcome::NotHeld {
+                job: id,
+                state: held
+            }
+        );
+        assert_eq!(ack(&mut queue, id, "w1"), JobOutcome::Acked { job: id });
+        assert_eq!(
+            ack(&mut queue, id, "w1"),
+            JobOutcome::NotHeld {
+                job: id,
+                state: JobState::Done
+            }
+        );
+        assert_eq!(
+            nack(&mut queue, id, "w1", "oops"),
+            JobOutcome::NotHeld {
+                job: id,
+                state: JobState::Done
+            }
+        );
+        assert_eq!(
+            ack(&mut queue, JobId(99), "w1"),
+            JobOutcome::UnknownJob { job: JobId(99) }
+        );
+    }
+
+    /// LOG-5: whatever leases expire, an acked job never runs again: claims return only the
+    /// jobs not done, oldest first, then nothing.
+    #[test]
+    fn a_claim_never_returns_an_acked_job() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let first = enqueue(&mut queue, "1", 5);
+        let second = enqueue(&mut queue, "2", 5);
+        let third = enqueue(&mut queue, "3", 5);
+        assert_eq!(claimed_id(claim(&mut queue, "w", 0)), first);
+        assert_eq!(claimed_id(claim(&mut queue, "w", 0)), second);
+        assert_eq!(claimed_id(claim(&mut queue, "w", 0)), third);
+        ack(&mut queue, second, "w");
+        assert!(matches!(
+            expire(&mut queue, 10 * LEASE_MS),
+            JobOutcome::LeasesExpired { ref requeued, .. } if requeued == &[first, third]
+        ));
+        assert_eq!(claimed_id(claim(&mut queue, "v", 20 * LEASE_MS)), first);
+        assert_eq!(claimed_id(claim(&mut queue, "v", 20 * LEASE_MS)), third);
+        assert_eq!(claim(&mut queue, "v", 20 * LEASE_MS), JobOutcome::NoneReady);
+    }
+
+    /// LOG-5: queues are apart: a claim takes from its own queue only.
+    #[test]
+    fn claims_take_from_their_own_queue() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let mail = queue.apply(&JobCommand::Enqueue {
+            queue: "mail".into(),
+            payload: "send".into(),
+            max_attempts: 1,
+        });
+        assert_eq!(claim(&mut queue, "w", 0), JobOutcome::NoneReady);
+        let claimed = queue.apply(&JobCommand::Claim {
+            queue: "mail".into(),
+            worker: "w".into(),
+            lease_ms: 1,
+            now_unix_ms: 0,
+        });
+        assert!(
+            matches!((mail, claimed), (JobOutcome::Enqueued { job }, JobOutcome::Claimed(got)) if got.id == job)
+        );
+    }
+
+    /// LOG-5: done jobs are kept up to the retention, then forgotten oldest first; a late ack
+    /// of a forgotten job is unknown, and it still never runs again.
+    #[test]
+    fn done_jobs_are_forgotten_beyond_the_retention() {
+        let mut queue = JobQueue::new(2);
+        let jobs: Vec<JobId> = (0..3).map(|n| enqueue(&mut queue, &n.to_string(), 1)).collect();
+        for &job in &jobs {
+            claimed_id(claim(&mut queue, "w", 0));
+            ack(&mut queue, job, "w");
+        }
+        assert_eq!(ids(queue.list(JobStateKind::Done)), jobs[1..]);
+        assert_eq!(queue.get(jobs[0]), None);
+        assert_eq!(
+            ack(&mut queue, jobs[0], "w"),
+            JobOutcome::UnknownJob { job: jobs[0] }
+        );
+        assert_eq!(claim(&mut queue, "w", 0), JobOutcome::NoneReady);
+    }
+}

@@ -332,3 +332,258 @@ fn key_value(key: &str, stored: &StoredValue) -> KeyValue {
         version: stored.version,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(store: &mut KvStore, key: &str, value: &str) -> KvOutcome {
+        store.apply(&KvCommand::Put {
+            key: key.into(),
+            value: value.into(),
+            if_revision: None,
+            if_value: None,
+        })
+    }
+
+    fn put_if(
+        store: &mut KvStore,
+        key: &str,
+        value: &str,
+        if_revision: Option<u64>,
+        if_value: Option<&str>,
+    ) -> KvOutcome {
+        store.apply(&KvCommand::Put {
+            key: key.into(),
+            value: value.into(),
+            if_revision,
+            if_value: if_value.map(str::to_owned),
+        })
+    }
+
+    fn delete(store: &mut KvStore, key: &str, if_revision: Option<u64>) -> KvOutcome {
+        store.apply(&KvCommand::Delete {
+            key: key.into(),
+            if_revision,
+        })
+    }
+
+    fn kv(key: &str, value: &str, create: u64, modified: u64, version: u64) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            value: value.into(),
+            create_revision: create,
+            mod_revision: modified,
+            version,
+        }
+    }
+
+    /// LOG-5: one revision for the whole store; each key keeps its create and mod revisions
+    /// and its version, as etcd's; a delete ends the key's life and a new put starts another.
+    #[test]
+    fn every_change_takes_the_next_store_wide_revision() {
+        let mut store = KvStore::new(100);
+        assert_eq!(store.revision(), 0);
+        assert_eq!(
+            put(&mut store, "a", "1"),
+            KvOutcome::Applied {
+                revision: 1,
+                previous: None
+            }
+        );
+        assert_eq!(
+            put(&mut store, "b", "1"),
+            KvOutcome::Applied {
+                revision: 2,
+                previous: None
+            }
+        );
+        assert_eq!(
+            put(&mut store, "a", "2"),
+            KvOutcome::Applied {
+                revision: 3,
+                previous: Some(kv("a", "1", 1, 1, 1))
+            }
+        );
+        assert_eq!(store.get("a"), Some(kv("a", "2", 1, 3, 2)));
+        assert_eq!(store.get("b"), Some(kv("b", "1", 2, 2, 1)));
+        assert_eq!(
+            delete(&mut store, "a", None),
+            KvOutcome::Applied {
+                revision: 4,
+                previous: Some(kv("a", "2", 1, 3, 2))
+            }
+        );
+        assert_eq!(store.get("a"), None);
+        put(&mut store, "a", "3");
+        assert_eq!(store.get("a"), Some(kv("a", "3", 5, 5, 1)));
+        assert_eq!(store.revision(), 5);
+    }
+
+    /// LOG-5: compare-and-set on a key's revision; `Some(0)` means "must not exist"; a failed
+    /// compare answers the key as it is and takes no revision.
+    #[test]
+    fn compare_and_set_on_revision() {
+        let mut store = KvStore::new(100);
+        assert!(matches!(
+            put_if(&mut store, "lock", "node-a", Some(0), None),
+            KvOutcome::Applied { revision: 1, .. }
+        ));
+        assert_eq!(
+            put_if(&mut store, "lock", "node-b", Some(0), None),
+            KvOutcome::CompareFailed {
+                current: Some(kv("lock", "node-a", 1, 1, 1))
+            }
+        );
+        assert_eq!(
+            put_if(&mut store, "lock", "node-b", Some(7), None),
+            KvOutcome::CompareFailed {
+                current: Some(kv("lock", "node-a", 1, 1, 1))
+            }
+        );
+        assert_eq!(store.revision(), 1);
+        assert!(matches!(
+            put_if(&mut store, "lock", "node-b", Some(1), None),
+            KvOutcome::Applied { revision: 2, .. }
+        ));
+        // A revision asked of a key that does not exist fails.
+        assert_eq!(
+            put_if(&mut store, "other", "x", Some(2), None),
+            KvOutcome::CompareFailed { current: None }
+        );
+    }
+
+    /// LOG-5: compare-and-set on a key's value, alone and with a revision (both must hold).
+    #[test]
+    fn compare_and_set_on_value() {
+        let mut store = KvStore::new(100);
+        assert_eq!(
+            put_if(&mut store, "mode", "on", None, Some("off")),
+            KvOutcome::CompareFailed { current: None }
+        );
+        put(&mut store, "mode", "off");
+        assert_eq!(
+            put_if(&mut store, "mode", "on", None, Some("on")),
+            KvOutcome::CompareFailed {
+                current: Some(kv("mode", "off", 1, 1, 1))
+            }
+        );
+        assert!(matches!(
+            put_if(&mut store, "mode", "on", None, Some("off")),
+            KvOutcome::Applied { revision: 2, .. }
+        ));
+        // The value holds but the revision does not.
+        assert!(matches!(
+            put_if(&mut store, "mode", "off", Some(1), Some("on")),
+            KvOutcome::CompareFailed { .. }
+        ));
+        assert!(matches!(
+            put_if(&mut store, "mode", "off", Some(2), Some("on")),
+            KvOutcome::Applied { revision: 3, .. }
+        ));
+    }
+
+    /// LOG-5: a delete of an absent key is not found and takes no revision; a conditional
+    /// delete checks the revision.
+    #[test]
+    fn delete_answers_not_found_or_compare_failed() {
+        let mut store = KvStore::new(100);
+        assert_eq!(delete(&mut store, "gone", None), KvOutcome::NotFound);
+        assert_eq!(store.revision(), 0);
+        put(&mut store, "k", "v");
+        assert_eq!(
+            delete(&mut store, "k", Some(9)),
+            KvOutcome::CompareFailed {
+                current: Some(kv("k", "v", 1, 1, 1))
+            }
+        );
+        assert!(matches!(
+            delete(&mut store, "k", Some(1)),
+            KvOutcome::Applied { revision: 2, .. }
+        ));
+        assert_eq!(delete(&mut store, "k", None), KvOutcome::NotFound);
+        assert_eq!(store.revision(), 2);
+    }
+
+    /// LOG-5: listing by prefix returns exactly the keys that start with it, in key order.
+    #[test]
+    fn list_by_prefix() {
+        let mut store = KvStore::new(100);
+        for key in ["b", "a/2", "ab", "a/1", "a", "a/"] {
+            put(&mut store, key, "v");
+        }
+        let keys = |prefix: &str| -> Vec<String> {
+            store.list(prefix).into_iter().map(|kv| kv.key).collect()
+        };
+        assert_eq!(keys("a/"), ["a/", "a/1", "a/2"]);
+        assert_eq!(keys("a"), ["a", "a/", "a/1", "a/2", "ab"]);
+        assert_eq!(keys(""), ["a", "a/", "a/1", "a/2", "ab", "b"]);
+        assert!(keys("c").is_empty());
+    }
+
+    /// LOG-5: a watch from a revision sees every later change of its key or prefix, in order,
+    /// starting at that revision (inclusive); a revision in the future answers nothing yet.
+    #[test]
+    fn watch_from_a_revision() {
+        let mut store = KvStore::new(100);
+        put(&mut store, "nodes/a", "up"); // 1
+        put(&mut store, "config", "x"); // 2
+        put(&mut store, "nodes/b", "up"); // 3
+        delete(&mut store, "nodes/a", None); // 4
+        let revisions = |from, filter| -> Vec<u64> {
+            store
+                .changes_from(from, filter)
+                .unwrap()
+                .iter()
+                .map(Change::revision)
+                .collect()
+        };
+        assert_eq!(revisions(0, KeyFilter::Prefix("")), [1, 2, 3, 4]);
+        assert_eq!(revisions(1, KeyFilter::Prefix("nodes/")), [1, 3, 4]);
+        assert_eq!(revisions(3, KeyFilter::Prefix("nodes/")), [3, 4]);
+        assert_eq!(revisions(1, KeyFilter::Exact("nodes/a")), [1, 4]);
+        assert_eq!(revisions(5, KeyFilter::Prefix("")), Vec::<u64>::new());
+        assert_eq!(
+            store.changes_from(4, KeyFilter::Exact("nodes/a")).unwrap(),
+            [Change::Delete {
+                key: "nodes/a".into(),
+                revision: 4
+            }]
+        );
+        assert_eq!(
+            store.changes_from(3, KeyFilter::Exact("nodes/b")).unwrap(),
+            [Change::Put(kv("nodes/b", "up", 3, 3, 1))]
+        );
+    }
+
+    /// LOG-5: the history keeps the last changes only; a watch from before them is told the
+    /// oldest revision it may start from, and one from there succeeds.
+    #[test]
+    fn a_watch_older_than_the_history_is_compacted() {
+        let mut store = KvStore::new(3);
+        for value in ["1", "2", "3", "4", "5"] {
+            put(&mut store, "k", value);
+        }
+        assert!(matches!(
+            store.changes_from(2, KeyFilter::Prefix("")),
+            Err(Error::Compacted { oldest: 3 })
+        ));
+        assert!(matches!(
+            store.changes_from(0, KeyFilter::Prefix("")),
+            Err(Error::Compacted { oldest: 3 })
+        ));
+        assert_eq!(
+            store.changes_from(3, KeyFilter::Prefix("")).unwrap().len(),
+            3
+        );
+
+        // Without any history, only the future can be watched.
+        let mut forgetful = KvStore::new(0);
+        put(&mut forgetful, "k", "v");
+        assert!(matches!(
+            forgetful.changes_from(1, KeyFilter::Prefix("")),
+            Err(Error::Compacted { oldest: 2 })
+        ));
+        assert!(forgetful.changes_from(2, KeyFilter::Prefix("")).unwrap().is_empty());
+    }
+}
