@@ -151,7 +151,10 @@ impl Command {
     /// A command without a request id.
     #[must_use]
     pub fn new(write: Write) -> Self {
-        Self { request_id: None, write }
+        Self {
+            request_id: None,
+            write,
+        }
     }
 
     /// The same command carrying the client's request id.
@@ -299,7 +302,10 @@ mod tests {
         let command = put("leader/eu", "node-a").with_request_id("req-1");
         let data = command.encode().unwrap();
         assert_eq!(data[0], COMMAND_FORMAT);
-        assert!(data.windows(b"request_id".len()).any(|w| w == b"request_id"));
+        assert!(
+            data.windows(b"request_id".len())
+                .any(|w| w == b"request_id")
+        );
         assert!(data.windows(b"Put".len()).any(|w| w == b"Put"));
         assert_eq!(Command::decode(&data).unwrap(), command);
     }

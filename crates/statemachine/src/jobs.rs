@@ -38,9 +38,7 @@ use crate::error::{Error, Result};
 pub const DONE_JOB_RETENTION: usize = 10_000;
 
 /// A job's id, from 1, in the order jobs were enqueued.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct JobId(pub u64);
 
@@ -512,7 +510,10 @@ mod tests {
             }
         );
         assert_eq!(claim(&mut queue, "worker-2", 10_001), JobOutcome::NoneReady);
-        assert_eq!(ack(&mut queue, id, "worker-1"), JobOutcome::Acked { job: id });
+        assert_eq!(
+            ack(&mut queue, id, "worker-1"),
+            JobOutcome::Acked { job: id }
+        );
         assert_eq!(queue.get(id).map(|job| &job.state), Some(&JobState::Done));
         assert_eq!(ids(queue.list(JobStateKind::Done)), [id]);
         assert_eq!(claim(&mut queue, "worker-2", 10_002), JobOutcome::NoneReady);
@@ -544,7 +545,9 @@ mod tests {
         assert_eq!(job.state, JobState::Ready);
         assert_eq!(
             job.last_failure,
-            Some(AttemptFailure::LeaseExpired { worker: "w1".into() })
+            Some(AttemptFailure::LeaseExpired {
+                worker: "w1".into()
+            })
         );
         // The worker that lost the lease can no longer ack; the next claim counts attempt 2.
         assert_eq!(
@@ -610,7 +613,10 @@ mod tests {
         claimed_id(claim(&mut queue, "w1", 0));
         assert_eq!(
             nack(&mut queue, id, "w1", "disk full"),
-            JobOutcome::Requeued { job: id, attempts: 1 }
+            JobOutcome::Requeued {
+                job: id,
+                attempts: 1
+            }
         );
         assert_eq!(
             queue.get(id).unwrap().last_failure,
@@ -622,7 +628,10 @@ mod tests {
         claimed_id(claim(&mut queue, "w1", 10));
         assert_eq!(
             nack(&mut queue, id, "w1", "still full"),
-            JobOutcome::DeadLettered { job: id, attempts: 2 }
+            JobOutcome::DeadLettered {
+                job: id,
+                attempts: 2
+            }
         );
         // Its lease is gone with the claim: a later expiry does not touch it.
         assert_eq!(
@@ -735,7 +744,9 @@ mod tests {
     #[test]
     fn done_jobs_are_forgotten_beyond_the_retention() {
         let mut queue = JobQueue::new(2);
-        let jobs: Vec<JobId> = (0..3).map(|n| enqueue(&mut queue, &n.to_string(), 1)).collect();
+        let jobs: Vec<JobId> = (0..3)
+            .map(|n| enqueue(&mut queue, &n.to_string(), 1))
+            .collect();
         for &job in &jobs {
             claimed_id(claim(&mut queue, "w", 0));
             ack(&mut queue, job, "w");
@@ -747,5 +758,38 @@ mod tests {
             JobOutcome::UnknownJob { job: jobs[0] }
         );
         assert_eq!(claim(&mut queue, "w", 0), JobOutcome::NoneReady);
+    }
+
+    /// LOG-5: a restored queue whose done jobs disagree with their order, or whose job sits
+    /// under another id, is refused; a good one gets its ready and lease indexes back.
+    #[test]
+    fn restoring_checks_the_queue_and_rebuilds_its_indexes() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let done = enqueue(&mut queue, "done", 1);
+        let held = enqueue(&mut queue, "held", 1);
+        enqueue(&mut queue, "ready", 1);
+        claimed_id(claim(&mut queue, "w", 0));
+        ack(&mut queue, done, "w");
+        claimed_id(claim(&mut queue, "w", 0));
+
+        let mut bare = queue.clone();
+        bare.ready.clear();
+        bare.leases.clear();
+        assert_eq!(bare.restored(DONE_JOB_RETENTION).unwrap(), queue);
+
+        let mut unordered = queue.clone();
+        unordered.done_order.clear();
+        assert!(matches!(
+            unordered.restored(DONE_JOB_RETENTION),
+            Err(Error::InconsistentSnapshot(_))
+        ));
+        let mut misplaced = queue.clone();
+        if let Some(job) = misplaced.jobs.get_mut(&held) {
+            job.id = JobId(77);
+        }
+        assert!(matches!(
+            misplaced.restored(DONE_JOB_RETENTION),
+            Err(Error::InconsistentSnapshot(_))
+        ));
     }
 }

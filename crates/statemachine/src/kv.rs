@@ -154,7 +154,10 @@ impl KvStore {
     #[must_use]
     pub fn list(&self, prefix: &str) -> Vec<KeyValue> {
         self.entries
-            .range::<str, _>((std::ops::Bound::Included(prefix), std::ops::Bound::Unbounded))
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
             .take_while(|(key, _)| key.starts_with(prefix))
             .map(|(key, stored)| key_value(key, stored))
             .collect()
@@ -308,7 +311,11 @@ impl KvStore {
 
 /// Whether a write's comparisons hold for the key as it is. `if_revision: Some(0)` asks that
 /// the key does not exist; `if_value` asks that it exists with that value.
-fn compare(current: Option<&StoredValue>, if_revision: Option<u64>, if_value: Option<&str>) -> bool {
+fn compare(
+    current: Option<&StoredValue>,
+    if_revision: Option<u64>,
+    if_value: Option<&str>,
+) -> bool {
     let revision_holds = match (if_revision, current) {
         (None, _) => true,
         (Some(0), current) => current.is_none(),
@@ -584,6 +591,37 @@ mod tests {
             forgetful.changes_from(1, KeyFilter::Prefix("")),
             Err(Error::Compacted { oldest: 2 })
         ));
-        assert!(forgetful.changes_from(2, KeyFilter::Prefix("")).unwrap().is_empty());
+        assert!(
+            forgetful
+                .changes_from(2, KeyFilter::Prefix(""))
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    /// LOG-5: a restored store whose history has a hole, or whose key claims a revision from
+    /// the future, is refused; a good one adopts this node's history length.
+    #[test]
+    fn restoring_checks_the_store() {
+        let mut store = KvStore::new(10);
+        for value in ["1", "2", "3"] {
+            put(&mut store, "k", value);
+        }
+        assert_eq!(store.clone().restored(2).unwrap().history.len(), 2);
+
+        let mut holed = store.clone();
+        holed.history.remove(1);
+        assert!(matches!(
+            holed.restored(10),
+            Err(Error::InconsistentSnapshot(_))
+        ));
+        let mut future = store.clone();
+        if let Some(stored) = future.entries.get_mut("k") {
+            stored.mod_revision = 9;
+        }
+        assert!(matches!(
+            future.restored(10),
+            Err(Error::InconsistentSnapshot(_))
+        ));
     }
 }

@@ -142,3 +142,43 @@ impl RequestLedger {
         Ok(self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobs::JobOutcome;
+
+    fn outcome() -> Outcome {
+        Outcome::Jobs(JobOutcome::NoneReady)
+    }
+
+    /// LOG-6: ids are forgotten oldest first, and a restored table finds the ids it kept.
+    #[test]
+    fn the_oldest_ids_are_forgotten_first() {
+        let mut ledger = RequestLedger::new(2);
+        for id in ["a", "b", "c"] {
+            ledger.record(id.into(), RequestScope::ExpireLeases, outcome());
+        }
+        assert!(ledger.get("a").is_none());
+        assert!(ledger.get("b").is_some() && ledger.get("c").is_some());
+        let restored = ledger.clone().restored(1).unwrap();
+        assert!(restored.get("b").is_none());
+        assert_eq!(
+            restored.get("c").map(|seen| &seen.outcome),
+            Some(&outcome())
+        );
+    }
+
+    /// LOG-6: a snapshot that remembers an id twice is refused.
+    #[test]
+    fn an_id_remembered_twice_is_refused() {
+        let mut ledger = RequestLedger::new(4);
+        ledger.record("a".into(), RequestScope::ExpireLeases, outcome());
+        let mut doubled = ledger.clone();
+        doubled.seen.push_back(ledger.seen[0].clone());
+        assert!(matches!(
+            doubled.restored(4),
+            Err(Error::InconsistentSnapshot(_))
+        ));
+    }
+}

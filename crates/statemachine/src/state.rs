@@ -513,8 +513,14 @@ mod tests {
         }
         assert_eq!(snapshot(&restored), snapshot(&original));
         assert_eq!(
-            restored.kv().changes_from(1, KeyFilter::Prefix("")).unwrap(),
-            original.kv().changes_from(1, KeyFilter::Prefix("")).unwrap()
+            restored
+                .kv()
+                .changes_from(1, KeyFilter::Prefix(""))
+                .unwrap(),
+            original
+                .kv()
+                .changes_from(1, KeyFilter::Prefix(""))
+                .unwrap()
         );
     }
 
@@ -548,7 +554,17 @@ mod tests {
             &[],
             &[0xff, 0x00],
             &[COMMAND_FORMAT, 0x93, 0x01],
-            &[COMMAND_FORMAT, 0x81, 0xa5, b'w', b'r', b'i', b't', b'e', 0xc0],
+            &[
+                COMMAND_FORMAT,
+                0x81,
+                0xa5,
+                b'w',
+                b'r',
+                b'i',
+                b't',
+                b'e',
+                0xc0,
+            ],
         ];
         for (n, data) in (1..).zip(garbage) {
             assert!(matches!(state.apply(n, data), Applied::Rejected(_)));
@@ -777,20 +793,61 @@ mod tests {
             let mut straight = ClusterState::with_capacities(config, capacities);
             let mut interrupted = ClusterState::with_capacities(config, capacities);
             for entry in &entries[..cut] {
-                let one = format!("{:?}", straight.apply_entry(entry));
-                let other = format!("{:?}", interrupted.apply_entry(entry));
-                assert_eq!(one, other, "seed {seed}, entry {}", entry.index);
+                let one = straight.apply_entry(entry);
+                let other = interrupted.apply_entry(entry);
+                assert_eq!(
+                    format!("{one:?}"),
+                    format!("{other:?}"),
+                    "seed {seed}, entry {}",
+                    entry.index
+                );
             }
             let mut resumed = ClusterState::with_capacities(config, capacities);
             resumed.restore(&snapshot(&interrupted)).unwrap();
             assert_eq!(resumed, interrupted, "seed {seed}: restore at {cut}");
             for entry in &entries[cut..] {
-                let one = format!("{:?}", straight.apply_entry(entry));
-                let other = format!("{:?}", resumed.apply_entry(entry));
-                assert_eq!(one, other, "seed {seed}, entry {}", entry.index);
+                let one = straight.apply_entry(entry);
+                let other = resumed.apply_entry(entry);
+                assert_eq!(
+                    format!("{one:?}"),
+                    format!("{other:?}"),
+                    "seed {seed}, entry {}",
+                    entry.index
+                );
             }
             assert_eq!(resumed, straight, "seed {seed}");
             assert_eq!(snapshot(&resumed), snapshot(&straight), "seed {seed}");
+        }
+    }
+
+    /// LOG-5, LOG-6: over random histories with retries, no claim hands out a job that was
+    /// acked before, and no job is acked twice.
+    #[test]
+    fn random_histories_never_run_an_acked_job_again() {
+        for seed in 1..=200u64 {
+            let mut log = RandomLog {
+                rng: seed.wrapping_mul(0xd1b5_4a32_d192_ed03) | 1,
+                clock: 0,
+                with_ids: Vec::new(),
+                next_id: 0,
+            };
+            let mut state = ClusterState::default();
+            let mut acked = std::collections::BTreeSet::new();
+            for index in 1..=300 {
+                match state.apply_entry(&log.entry(index)) {
+                    Applied::Answered(Outcome::Jobs(JobOutcome::Acked { job })) => {
+                        assert!(acked.insert(job), "seed {seed}: {job} acked twice");
+                    }
+                    Applied::Answered(Outcome::Jobs(JobOutcome::Claimed(job))) => {
+                        assert!(
+                            !acked.contains(&job.id),
+                            "seed {seed}: acked {} claimed",
+                            job.id
+                        );
+                    }
+                    _ => {}
+                }
+            }
         }
     }
 }
