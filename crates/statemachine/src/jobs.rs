@@ -1,0 +1,795 @@
+//! The job queue of seed 004 (LOG-5): jobs are enqueued, claimed by a worker with a lease,
+//! acknowledged, given back (nack), taken back when their lease expires, and dead-lettered
+//! once their attempts are used up.
+//!
+//! ```text
+//!            Enqueue          Claim (attempts += 1)          Ack
+//!   (new) ──────────▶ Ready ─────────────────────▶ Claimed ──────▶ Done
+//!                       ▲                            │
+//!                       └── Nack / ExpireLeases ─────┤ attempts < max_attempts
+//!                                                    └──────────────────────▶ Dead
+//!                                                      attempts = max_attempts
+//! ```
+//!
+//! Time never comes from this node's clock: a claim carries the leader's `now_unix_ms`, and a
+//! lease ends only when the leader writes [`JobCommand::ExpireLeases`] into the log. A worker
+//! whose lease has run out may still ack until that entry is applied, everywhere at the same
+//! point of the log. The consequence of a leader whose clock runs ahead is that leases end
+//! early and a job may run twice concurrently (delivery is at least once); what never happens
+//! is a job running again once it is acked: a done job is never ready again, and an ack or a
+//! nack from a worker that no longer holds the job is refused.
+//!
+//! Job ids come from a counter in the state, so every replica numbers jobs alike. A claim
+//! takes the ready job with the lowest id in its queue: a job given back keeps its place at
+//! the front. Done jobs are kept for [`DONE_JOB_RETENTION`] acks so that `list` can show them
+//! and a late ack is told the job is done; older ones are forgotten (a late ack of one is
+//! answered [`JobOutcome::UnknownJob`], and it still cannot run again). Dead jobs are kept
+//! until a later command removes them; none exists yet.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use crate::command::JobCommand;
+use crate::error::{Error, Result};
+
+/// Done jobs kept, the oldest forgotten first. A constant of the state machine, not a
+/// setting: replicas that kept different numbers would answer a late ack differently.
+pub const DONE_JOB_RETENTION: usize = 10_000;
+
+/// A job's id, from 1, in the order jobs were enqueued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobId(pub u64);
+
+impl std::fmt::Display for JobId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JobState {
+    /// Waiting for a worker.
+    Ready,
+    /// Held by `worker` until the leader expires the lease at or after `lease_until_unix_ms`.
+    Claimed {
+        /// The worker holding it.
+        worker: String,
+        /// When the lease ends, on the clock of the leader that granted it.
+        lease_until_unix_ms: u64,
+    },
+    /// Acknowledged; it never runs again.
+    Done,
+    /// Its attempts are used up (the dead-letter queue).
+    Dead,
+}
+
+impl JobState {
+    /// The state without its details, as `list` takes it.
+    #[must_use]
+    pub fn kind(&self) -> JobStateKind {
+        match self {
+            Self::Ready => JobStateKind::Ready,
+            Self::Claimed { .. } => JobStateKind::Claimed,
+            Self::Done => JobStateKind::Done,
+            Self::Dead => JobStateKind::Dead,
+        }
+    }
+}
+
+/// A [`JobState`] without its details.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum JobStateKind {
+    /// Waiting for a worker.
+    Ready,
+    /// Held by a worker.
+    Claimed,
+    /// Acknowledged.
+    Done,
+    /// Dead-lettered.
+    Dead,
+}
+
+/// Why a job's last attempt did not finish.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AttemptFailure {
+    /// The worker's lease ended before it acked.
+    LeaseExpired {
+        /// The worker that held it.
+        worker: String,
+    },
+    /// The worker gave it back.
+    Nacked {
+        /// The worker.
+        worker: String,
+        /// What it said.
+        reason: Option<String>,
+    },
+}
+
+/// A job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    /// Its id.
+    pub id: JobId,
+    /// Its queue.
+    pub queue: String,
+    /// What it is; opaque to the queue.
+    pub payload: String,
+    /// Claims it may get before it is dead-lettered.
+    pub max_attempts: u32,
+    /// Claims it got.
+    pub attempts: u32,
+    /// Where it is.
+    pub state: JobState,
+    /// Why its last attempt failed, if one did.
+    pub last_failure: Option<AttemptFailure>,
+}
+
+/// What a write to the job queue answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JobOutcome {
+    /// The job was added, ready.
+    Enqueued {
+        /// Its id.
+        job: JobId,
+    },
+    /// The job given to the worker, with its lease.
+    Claimed(Job),
+    /// No job of the queue is ready; nothing changed.
+    NoneReady,
+    /// The job is done.
+    Acked {
+        /// The job.
+        job: JobId,
+    },
+    /// The job was given back and is ready again.
+    Requeued {
+        /// The job.
+        job: JobId,
+        /// Claims it got so far.
+        attempts: u32,
+    },
+    /// The job was given back with its attempts used up: it is dead.
+    DeadLettered {
+        /// The job.
+        job: JobId,
+        /// Claims it got.
+        attempts: u32,
+    },
+    /// The leases that ended were taken back.
+    LeasesExpired {
+        /// Jobs ready again, by lease end then id.
+        requeued: Vec<JobId>,
+        /// Jobs whose attempts are used up, by lease end then id.
+        dead_lettered: Vec<JobId>,
+    },
+    /// No such job (never enqueued, or done and forgotten); nothing changed.
+    UnknownJob {
+        /// The job asked for.
+        job: JobId,
+    },
+    /// An ack or nack from a worker that does not hold the job (another does, its lease was
+    /// taken back, or the job is done or dead); nothing changed.
+    NotHeld {
+        /// The job.
+        job: JobId,
+        /// Where the job is.
+        state: JobState,
+    },
+}
+
+/// The job queue. See the [module docs](self).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobQueue {
+    /// The id the next enqueued job gets.
+    next_id: u64,
+    jobs: BTreeMap<JobId, Job>,
+    /// Done jobs, in the order they were acked: the first is forgotten first.
+    done_order: VecDeque<JobId>,
+    /// Ready jobs per queue; derived from `jobs`, rebuilt on restore.
+    #[serde(skip)]
+    ready: BTreeMap<String, BTreeSet<JobId>>,
+    /// Claimed jobs by lease end; derived from `jobs`, rebuilt on restore.
+    #[serde(skip)]
+    leases: BTreeSet<(u64, JobId)>,
+    #[serde(skip)]
+    done_retention: usize,
+}
+
+impl JobQueue {
+    pub(crate) fn new(done_retention: usize) -> Self {
+        Self {
+            next_id: 1,
+            jobs: BTreeMap::new(),
+            done_order: VecDeque::new(),
+            ready: BTreeMap::new(),
+            leases: BTreeSet::new(),
+            done_retention,
+        }
+    }
+
+    /// The job, if it is known.
+    #[must_use]
+    pub fn get(&self, job: JobId) -> Option<&Job> {
+        self.jobs.get(&job)
+    }
+
+    /// The jobs in `state`, by id.
+    #[must_use]
+    pub fn list(&self, state: JobStateKind) -> Vec<&Job> {
+        self.jobs
+            .values()
+            .filter(|job| job.state.kind() == state)
+            .collect()
+    }
+
+    pub(crate) fn apply(&mut self, command: &JobCommand) -> JobOutcome {
+        match command {
+            JobCommand::Enqueue {
+                queue,
+                payload,
+                max_attempts,
+            } => self.enqueue(queue, payload, *max_attempts),
+            JobCommand::Claim {
+                queue,
+                worker,
+                lease_ms,
+                now_unix_ms,
+            } => self.claim(queue, worker, now_unix_ms.saturating_add(*lease_ms)),
+            JobCommand::Ack { job, worker } => self.ack(*job, worker),
+            JobCommand::Nack {
+                job,
+                worker,
+                reason,
+            } => self.nack(*job, worker, reason.clone()),
+            JobCommand::ExpireLeases { now_unix_ms } => self.expire_leases(*now_unix_ms),
+        }
+    }
+
+    fn enqueue(&mut self, queue: &str, payload: &str, max_attempts: u32) -> JobOutcome {
+        let id = JobId(self.next_id);
+        self.next_id = self.next_id.saturating_add(1);
+        self.jobs.insert(
+            id,
+            Job {
+                id,
+                queue: queue.to_owned(),
+                payload: payload.to_owned(),
+                max_attempts,
+                attempts: 0,
+                state: JobState::Ready,
+                last_failure: None,
+            },
+        );
+        self.ready.entry(queue.to_owned()).or_default().insert(id);
+        JobOutcome::Enqueued { job: id }
+    }
+
+    fn claim(&mut self, queue: &str, worker: &str, lease_until_unix_ms: u64) -> JobOutcome {
+        let Some(ready) = self.ready.get_mut(queue) else {
+            return JobOutcome::NoneReady;
+        };
+        let next = ready.pop_first();
+        if ready.is_empty() {
+            self.ready.remove(queue);
+        }
+        let Some(job) = next.and_then(|id| self.jobs.get_mut(&id)) else {
+            return JobOutcome::NoneReady;
+        };
+        job.attempts = job.attempts.saturating_add(1);
+        job.state = JobState::Claimed {
+            worker: worker.to_owned(),
+            lease_until_unix_ms,
+        };
+        self.leases.insert((lease_until_unix_ms, job.id));
+        JobOutcome::Claimed(job.clone())
+    }
+
+    fn ack(&mut self, id: JobId, worker: &str) -> JobOutcome {
+        if let Err(refusal) = self.release_claim(id, worker) {
+            return refusal;
+        }
+        if let Some(job) = self.jobs.get_mut(&id) {
+            job.state = JobState::Done;
+        }
+        self.done_order.push_back(id);
+        while self.done_order.len() > self.done_retention {
+            if let Some(forgotten) = self.done_order.pop_front() {
+                self.jobs.remove(&forgotten);
+            }
+        }
+        JobOutcome::Acked { job: id }
+    }
+
+    fn nack(&mut self, id: JobId, worker: &str, reason: Option<String>) -> JobOutcome {
+        if let Err(refusal) = self.release_claim(id, worker) {
+            return refusal;
+        }
+        let failure = AttemptFailure::Nacked {
+            worker: worker.to_owned(),
+            reason,
+        };
+        match self.give_back(id, failure) {
+            Some((attempts, true)) => JobOutcome::DeadLettered { job: id, attempts },
+            Some((attempts, false)) => JobOutcome::Requeued { job: id, attempts },
+            None => JobOutcome::UnknownJob { job: id },
+        }
+    }
+
+    fn expire_leases(&mut self, now_unix_ms: u64) -> JobOutcome {
+        let ended: Vec<(u64, JobId)> = self
+            .leases
+            .range(..=(now_unix_ms, JobId(u64::MAX)))
+            .copied()
+            .collect();
+        let mut requeued = Vec::new();
+        let mut dead_lettered = Vec::new();
+        for lease in ended {
+            self.leases.remove(&lease);
+            let (_, id) = lease;
+            let worker = match self.jobs.get(&id).map(|job| &job.state) {
+                Some(JobState::Claimed { worker, .. }) => worker.clone(),
+                _ => continue,
+            };
+            match self.give_back(id, AttemptFailure::LeaseExpired { worker }) {
+                Some((_, true)) => dead_lettered.push(id),
+                Some((_, false)) => requeued.push(id),
+                None => {}
+            }
+        }
+        JobOutcome::LeasesExpired {
+            requeued,
+            dead_lettered,
+        }
+    }
+
+    /// Ends `worker`'s claim on the job, or says why it holds none.
+    fn release_claim(&mut self, id: JobId, worker: &str) -> Result<(), JobOutcome> {
+        let Some(job) = self.jobs.get(&id) else {
+            return Err(JobOutcome::UnknownJob { job: id });
+        };
+        match &job.state {
+            JobState::Claimed {
+                worker: holder,
+                lease_until_unix_ms,
+            } if holder == worker => {
+                self.leases.remove(&(*lease_until_unix_ms, id));
+                Ok(())
+            }
+            state => Err(JobOutcome::NotHeld {
+                job: id,
+                state: state.clone(),
+            }),
+        }
+    }
+
+    /// Makes a job whose claim ended ready again, or dead when its attempts are used up.
+    /// Returns its attempts and whether it died.
+    fn give_back(&mut self, id: JobId, failure: AttemptFailure) -> Option<(u32, bool)> {
+        let job = self.jobs.get_mut(&id)?;
+        job.last_failure = Some(failure);
+        let dead = job.attempts >= job.max_attempts;
+        if dead {
+            job.state = JobState::Dead;
+        } else {
+            job.state = JobState::Ready;
+            self.ready.entry(job.queue.clone()).or_default().insert(id);
+        }
+        Some((job.attempts, dead))
+    }
+
+    /// Checks a queue decoded from a snapshot, rebuilds its indexes and adopts this build's
+    /// retention.
+    pub(crate) fn restored(mut self, done_retention: usize) -> Result<Self> {
+        self.ready.clear();
+        self.leases.clear();
+        let mut done = 0;
+        for (id, job) in &self.jobs {
+            if job.id != *id || id.0 == 0 || id.0 >= self.next_id {
+                return Err(Error::InconsistentSnapshot("a job's id is out of place"));
+            }
+            match &job.state {
+                JobState::Ready => {
+                    self.ready.entry(job.queue.clone()).or_default().insert(*id);
+                }
+                JobState::Claimed {
+                    lease_until_unix_ms,
+                    ..
+                } => {
+                    self.leases.insert((*lease_until_unix_ms, *id));
+                }
+                JobState::Done => done += 1,
+                JobState::Dead => {}
+            }
+        }
+        let listed: BTreeSet<JobId> = self.done_order.iter().copied().collect();
+        let all_done = listed.len() == self.done_order.len()
+            && listed.len() == done
+            && listed
+                .iter()
+                .all(|id| self.jobs.get(id).map(|job| &job.state) == Some(&JobState::Done));
+        if !all_done {
+            return Err(Error::InconsistentSnapshot(
+                "the done jobs and their order disagree",
+            ));
+        }
+        self.done_retention = done_retention;
+        while self.done_order.len() > self.done_retention {
+            if let Some(forgotten) = self.done_order.pop_front() {
+                self.jobs.remove(&forgotten);
+            }
+        }
+        Ok(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEASE_MS: u64 = 500;
+
+    fn enqueue(queue: &mut JobQueue, payload: &str, max_attempts: u32) -> JobId {
+        match queue.apply(&JobCommand::Enqueue {
+            queue: "default".into(),
+            payload: payload.into(),
+            max_attempts,
+        }) {
+            JobOutcome::Enqueued { job } => job,
+            other => panic!("enqueue answered {other:?}"),
+        }
+    }
+
+    fn claim(queue: &mut JobQueue, worker: &str, now_unix_ms: u64) -> JobOutcome {
+        queue.apply(&JobCommand::Claim {
+            queue: "default".into(),
+            worker: worker.into(),
+            lease_ms: LEASE_MS,
+            now_unix_ms,
+        })
+    }
+
+    fn claimed_id(outcome: JobOutcome) -> JobId {
+        match outcome {
+            JobOutcome::Claimed(job) => job.id,
+            other => panic!("claim answered {other:?}"),
+        }
+    }
+
+    fn ack(queue: &mut JobQueue, job: JobId, worker: &str) -> JobOutcome {
+        queue.apply(&JobCommand::Ack {
+            job,
+            worker: worker.into(),
+        })
+    }
+
+    fn nack(queue: &mut JobQueue, job: JobId, worker: &str, reason: &str) -> JobOutcome {
+        queue.apply(&JobCommand::Nack {
+            job,
+            worker: worker.into(),
+            reason: Some(reason.into()),
+        })
+    }
+
+    fn expire(queue: &mut JobQueue, now_unix_ms: u64) -> JobOutcome {
+        queue.apply(&JobCommand::ExpireLeases { now_unix_ms })
+    }
+
+    fn ids(jobs: Vec<&Job>) -> Vec<JobId> {
+        jobs.into_iter().map(|job| job.id).collect()
+    }
+
+    /// LOG-5: enqueue → claim (a lease from the leader's clock, one attempt) → ack; a done
+    /// job is listed as done and no claim returns it.
+    #[test]
+    fn a_job_is_enqueued_claimed_and_acked() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let id = enqueue(&mut queue, "resize image 7", 3);
+        assert_eq!(id, JobId(1));
+        assert_eq!(ids(queue.list(JobStateKind::Ready)), [id]);
+
+        let JobOutcome::Claimed(job) = claim(&mut queue, "worker-1", 10_000) else {
+            panic!("nothing claimed");
+        };
+        assert_eq!(
+            job,
+            Job {
+                id,
+                queue: "default".into(),
+                payload: "resize image 7".into(),
+                max_attempts: 3,
+                attempts: 1,
+                state: JobState::Claimed {
+                    worker: "worker-1".into(),
+                    lease_until_unix_ms: 10_000 + LEASE_MS,
+                },
+                last_failure: None,
+            }
+        );
+        assert_eq!(claim(&mut queue, "worker-2", 10_001), JobOutcome::NoneReady);
+        assert_eq!(
+            ack(&mut queue, id, "worker-1"),
+            JobOutcome::Acked { job: id }
+        );
+        assert_eq!(queue.get(id).map(|job| &job.state), Some(&JobState::Done));
+        assert_eq!(ids(queue.list(JobStateKind::Done)), [id]);
+        assert_eq!(claim(&mut queue, "worker-2", 10_002), JobOutcome::NoneReady);
+    }
+
+    /// LOG-5: a lease ends only by the leader's ExpireLeases; one that ends at `now` is taken
+    /// back, one that ends a millisecond later is not (both sides of the edge).
+    #[test]
+    fn expire_leases_requeues_at_the_lease_end_not_before() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let id = enqueue(&mut queue, "p", 3);
+        claimed_id(claim(&mut queue, "w1", 1_000));
+        assert_eq!(
+            expire(&mut queue, 1_000 + LEASE_MS - 1),
+            JobOutcome::LeasesExpired {
+                requeued: vec![],
+                dead_lettered: vec![]
+            }
+        );
+        assert_eq!(ids(queue.list(JobStateKind::Claimed)), [id]);
+        assert_eq!(
+            expire(&mut queue, 1_000 + LEASE_MS),
+            JobOutcome::LeasesExpired {
+                requeued: vec![id],
+                dead_lettered: vec![]
+            }
+        );
+        let job = queue.get(id).unwrap();
+        assert_eq!(job.state, JobState::Ready);
+        assert_eq!(
+            job.last_failure,
+            Some(AttemptFailure::LeaseExpired {
+                worker: "w1".into()
+            })
+        );
+        // The worker that lost the lease can no longer ack; the next claim counts attempt 2.
+        assert_eq!(
+            ack(&mut queue, id, "w1"),
+            JobOutcome::NotHeld {
+                job: id,
+                state: JobState::Ready
+            }
+        );
+        let JobOutcome::Claimed(again) = claim(&mut queue, "w2", 2_000) else {
+            panic!("not claimed again");
+        };
+        assert_eq!(again.attempts, 2);
+    }
+
+    /// LOG-5: until the expiry is applied, the holder of a lease that has run out on some
+    /// clock may still ack: no node decides expiry on its own clock.
+    #[test]
+    fn a_late_ack_before_the_expiry_entry_is_accepted() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let id = enqueue(&mut queue, "p", 3);
+        claimed_id(claim(&mut queue, "w1", 1_000));
+        assert_eq!(ack(&mut queue, id, "w1"), JobOutcome::Acked { job: id });
+        assert_eq!(
+            expire(&mut queue, u64::MAX),
+            JobOutcome::LeasesExpired {
+                requeued: vec![],
+                dead_lettered: vec![]
+            }
+        );
+    }
+
+    /// LOG-5: a job whose attempts are used up is dead-lettered when its last lease expires,
+    /// listed as dead, and never claimed again.
+    #[test]
+    fn dead_letter_after_max_attempts() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let id = enqueue(&mut queue, "poison", 2);
+        claimed_id(claim(&mut queue, "w1", 0));
+        assert!(matches!(
+            expire(&mut queue, LEASE_MS),
+            JobOutcome::LeasesExpired { ref requeued, .. } if requeued == &[id]
+        ));
+        claimed_id(claim(&mut queue, "w2", 1_000));
+        assert_eq!(
+            expire(&mut queue, 1_000 + LEASE_MS),
+            JobOutcome::LeasesExpired {
+                requeued: vec![],
+                dead_lettered: vec![id]
+            }
+        );
+        assert_eq!(ids(queue.list(JobStateKind::Dead)), [id]);
+        assert_eq!(queue.get(id).unwrap().attempts, 2);
+        assert_eq!(claim(&mut queue, "w3", 2_000), JobOutcome::NoneReady);
+    }
+
+    /// LOG-5: a nack gives the job back with its reason, ready again, or dead on its last
+    /// attempt.
+    #[test]
+    fn nack_requeues_then_dead_letters() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let id = enqueue(&mut queue, "p", 2);
+        claimed_id(claim(&mut queue, "w1", 0));
+        assert_eq!(
+            nack(&mut queue, id, "w1", "disk full"),
+            JobOutcome::Requeued {
+                job: id,
+                attempts: 1
+            }
+        );
+        assert_eq!(
+            queue.get(id).unwrap().last_failure,
+            Some(AttemptFailure::Nacked {
+                worker: "w1".into(),
+                reason: Some("disk full".into())
+            })
+        );
+        claimed_id(claim(&mut queue, "w1", 10));
+        assert_eq!(
+            nack(&mut queue, id, "w1", "still full"),
+            JobOutcome::DeadLettered {
+                job: id,
+                attempts: 2
+            }
+        );
+        // Its lease is gone with the claim: a later expiry does not touch it.
+        assert_eq!(
+            expire(&mut queue, u64::MAX),
+            JobOutcome::LeasesExpired {
+                requeued: vec![],
+                dead_lettered: vec![]
+            }
+        );
+        assert_eq!(ids(queue.list(JobStateKind::Dead)), [id]);
+    }
+
+    /// LOG-5: an ack or nack from a worker that does not hold the job, of a done job, or of
+    /// an unknown job is refused with the job's state and changes nothing.
+    #[test]
+    fn acks_from_the_wrong_worker_or_twice_are_refused() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let id = enqueue(&mut queue, "p", 3);
+        assert_eq!(
+            ack(&mut queue, id, "w1"),
+            JobOutcome::NotHeld {
+                job: id,
+                state: JobState::Ready
+            }
+        );
+        claimed_id(claim(&mut queue, "w1", 0));
+        let held = JobState::Claimed {
+            worker: "w1".into(),
+            lease_until_unix_ms: LEASE_MS,
+        };
+        assert_eq!(
+            ack(&mut queue, id, "w2"),
+            JobOutcome::NotHeld {
+                job: id,
+                state: held.clone()
+            }
+        );
+        assert_eq!(
+            nack(&mut queue, id, "w2", "not mine"),
+            JobOutcome::NotHeld {
+                job: id,
+                state: held
+            }
+        );
+        assert_eq!(ack(&mut queue, id, "w1"), JobOutcome::Acked { job: id });
+        assert_eq!(
+            ack(&mut queue, id, "w1"),
+            JobOutcome::NotHeld {
+                job: id,
+                state: JobState::Done
+            }
+        );
+        assert_eq!(
+            nack(&mut queue, id, "w1", "oops"),
+            JobOutcome::NotHeld {
+                job: id,
+                state: JobState::Done
+            }
+        );
+        assert_eq!(
+            ack(&mut queue, JobId(99), "w1"),
+            JobOutcome::UnknownJob { job: JobId(99) }
+        );
+    }
+
+    /// LOG-5: whatever leases expire, an acked job never runs again: claims return only the
+    /// jobs not done, oldest first, then nothing.
+    #[test]
+    fn a_claim_never_returns_an_acked_job() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let first = enqueue(&mut queue, "1", 5);
+        let second = enqueue(&mut queue, "2", 5);
+        let third = enqueue(&mut queue, "3", 5);
+        assert_eq!(claimed_id(claim(&mut queue, "w", 0)), first);
+        assert_eq!(claimed_id(claim(&mut queue, "w", 0)), second);
+        assert_eq!(claimed_id(claim(&mut queue, "w", 0)), third);
+        ack(&mut queue, second, "w");
+        assert!(matches!(
+            expire(&mut queue, 10 * LEASE_MS),
+            JobOutcome::LeasesExpired { ref requeued, .. } if requeued == &[first, third]
+        ));
+        assert_eq!(claimed_id(claim(&mut queue, "v", 20 * LEASE_MS)), first);
+        assert_eq!(claimed_id(claim(&mut queue, "v", 20 * LEASE_MS)), third);
+        assert_eq!(claim(&mut queue, "v", 20 * LEASE_MS), JobOutcome::NoneReady);
+    }
+
+    /// LOG-5: queues are apart: a claim takes from its own queue only.
+    #[test]
+    fn claims_take_from_their_own_queue() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let mail = queue.apply(&JobCommand::Enqueue {
+            queue: "mail".into(),
+            payload: "send".into(),
+            max_attempts: 1,
+        });
+        assert_eq!(claim(&mut queue, "w", 0), JobOutcome::NoneReady);
+        let claimed = queue.apply(&JobCommand::Claim {
+            queue: "mail".into(),
+            worker: "w".into(),
+            lease_ms: 1,
+            now_unix_ms: 0,
+        });
+        assert!(
+            matches!((mail, claimed), (JobOutcome::Enqueued { job }, JobOutcome::Claimed(got)) if got.id == job)
+        );
+    }
+
+    /// LOG-5: done jobs are kept up to the retention, then forgotten oldest first; a late ack
+    /// of a forgotten job is unknown, and it still never runs again.
+    #[test]
+    fn done_jobs_are_forgotten_beyond_the_retention() {
+        let mut queue = JobQueue::new(2);
+        let jobs: Vec<JobId> = (0..3)
+            .map(|n| enqueue(&mut queue, &n.to_string(), 1))
+            .collect();
+        for &job in &jobs {
+            claimed_id(claim(&mut queue, "w", 0));
+            ack(&mut queue, job, "w");
+        }
+        assert_eq!(ids(queue.list(JobStateKind::Done)), jobs[1..]);
+        assert_eq!(queue.get(jobs[0]), None);
+        assert_eq!(
+            ack(&mut queue, jobs[0], "w"),
+            JobOutcome::UnknownJob { job: jobs[0] }
+        );
+        assert_eq!(claim(&mut queue, "w", 0), JobOutcome::NoneReady);
+    }
+
+    /// LOG-5: a restored queue whose done jobs disagree with their order, or whose job sits
+    /// under another id, is refused; a good one gets its ready and lease indexes back.
+    #[test]
+    fn restoring_checks_the_queue_and_rebuilds_its_indexes() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let done = enqueue(&mut queue, "done", 1);
+        let held = enqueue(&mut queue, "held", 1);
+        enqueue(&mut queue, "ready", 1);
+        claimed_id(claim(&mut queue, "w", 0));
+        ack(&mut queue, done, "w");
+        claimed_id(claim(&mut queue, "w", 0));
+
+        let mut bare = queue.clone();
+        bare.ready.clear();
+        bare.leases.clear();
+        assert_eq!(bare.restored(DONE_JOB_RETENTION).unwrap(), queue);
+
+        let mut unordered = queue.clone();
+        unordered.done_order.clear();
+        assert!(matches!(
+            unordered.restored(DONE_JOB_RETENTION),
+            Err(Error::InconsistentSnapshot(_))
+        ));
+        let mut misplaced = queue.clone();
+        if let Some(job) = misplaced.jobs.get_mut(&held) {
+            job.id = JobId(77);
+        }
+        assert!(matches!(
+            misplaced.restored(DONE_JOB_RETENTION),
+            Err(Error::InconsistentSnapshot(_))
+        ));
+    }
+}
