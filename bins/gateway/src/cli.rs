@@ -188,6 +188,28 @@ pub(crate) enum Commands {
         #[command(subcommand)]
         command: WalCommand,
     },
+    /// The replicated log's key-value store of cluster facts (needs log.enabled = true).
+    ///
+    /// Any node may be named with --admin: a node that does not lead redirects to the leader
+    /// (421), which this follows. Reads are linearizable unless --stale reads the node's own
+    /// copy. A write carries a request id (made up unless --request-id gives one), so running
+    /// it again after an unanswered attempt applies it at most once. Exits 0 when done, 1 when
+    /// the node said no (absent key, failed compare), 69 when no node answered, 75 when the
+    /// cluster could not answer in time (run it again).
+    Kv {
+        #[command(subcommand)]
+        command: KvCommand,
+    },
+    /// The replicated log's job queue (seed 004; needs log.enabled = true).
+    ///
+    /// add puts a job in a queue; claim gives the oldest ready one to a worker with a lease;
+    /// ack finishes it (it never runs again); nack gives it back. A lease that ends before the
+    /// ack is taken back by the leader, and a job that used up its attempts is dead-lettered.
+    /// Redirects, request ids and exit codes as for `kv`.
+    Jobs {
+        #[command(subcommand)]
+        command: JobsCommand,
+    },
     /// The whole cluster at a glance.
     Cluster {
         #[command(subcommand)]
@@ -234,6 +256,111 @@ pub(crate) enum WalCommand {
         /// Do it.
         #[arg(long)]
         confirm: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum KvCommand {
+    /// Set KEY to VALUE; prints the store's new revision.
+    Put {
+        key: String,
+        value: String,
+        /// Only if the key's revision is N (0: only if the key does not exist); else exit 1.
+        #[arg(long, value_name = "N")]
+        if_revision: Option<u64>,
+        /// Only if the key's value is this; else exit 1.
+        #[arg(long, value_name = "VALUE")]
+        if_value: Option<String>,
+        /// The write's request id (applied at most once); made up when absent.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+    },
+    /// Print KEY's value; exit 1 when it is absent.
+    Get {
+        key: String,
+        /// Read this node's copy as it is, without asking the leader.
+        #[arg(long)]
+        stale: bool,
+    },
+    /// Remove KEY; exit 1 when it is absent.
+    Del {
+        key: String,
+        /// Only if the key's revision is N; else exit 1.
+        #[arg(long, value_name = "N")]
+        if_revision: Option<u64>,
+        /// The write's request id (applied at most once); made up when absent.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+    },
+    /// Every key starting with PREFIX (all without one), as `key = value` lines.
+    List {
+        prefix: Option<String>,
+        /// Read this node's copy as it is, without asking the leader.
+        #[arg(long)]
+        stale: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum JobsCommand {
+    /// Put a job (PAYLOAD, any text) in a queue; prints its id.
+    Add {
+        payload: String,
+        /// The queue ("default" when absent).
+        #[arg(long)]
+        queue: Option<String>,
+        /// Claims it gets before it is dead-lettered (5 when absent).
+        #[arg(long, value_name = "N")]
+        max_attempts: Option<u32>,
+        /// The write's request id (applied at most once); made up when absent.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+    },
+    /// Give the oldest ready job of a queue to WORKER; prints its id and payload, exit 1 when
+    /// none is ready.
+    Claim {
+        /// Who takes the job.
+        #[arg(long)]
+        worker: String,
+        /// The queue ("default" when absent).
+        #[arg(long)]
+        queue: Option<String>,
+        /// How long the worker may hold it before the leader takes it back (30000 when absent).
+        #[arg(long, value_name = "MS")]
+        lease_ms: Option<u64>,
+        /// The write's request id (applied at most once); made up when absent.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+    },
+    /// WORKER finished job ID: it never runs again. Exit 1 when the worker does not hold it.
+    Ack {
+        job: u64,
+        #[arg(long)]
+        worker: String,
+        /// The write's request id (applied at most once); made up when absent.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+    },
+    /// WORKER gives job ID back: ready again, or dead once its attempts are used up.
+    Nack {
+        job: u64,
+        #[arg(long)]
+        worker: String,
+        /// Why, kept on the job.
+        #[arg(long)]
+        reason: Option<String>,
+        /// The write's request id (applied at most once); made up when absent.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+    },
+    /// The jobs, one per line: id, state, queue, payload.
+    List {
+        /// Only jobs in this state: ready, claimed, done or dead.
+        #[arg(long)]
+        state: Option<String>,
+        /// Read this node's copy as it is, without asking the leader.
+        #[arg(long)]
+        stale: bool,
     },
 }
 

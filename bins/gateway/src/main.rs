@@ -22,6 +22,7 @@ mod demo;
 mod dongle;
 mod generated;
 mod init;
+mod log_client;
 mod logging;
 mod notify;
 mod output;
@@ -122,6 +123,8 @@ fn command(cli: Cli) -> ExitCode {
             output::out!("{}", conclave_config::settings::defaults_toml());
             ExitCode::SUCCESS
         }
+        Commands::Kv { ref command } => log_client::kv(&cli, command),
+        Commands::Jobs { ref command } => log_client::jobs(&cli, command),
         Commands::Wal {
             command: WalCommand::Inspect { dir },
         } => wal::inspect_command(&dir, cli.json),

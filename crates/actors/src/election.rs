@@ -43,7 +43,14 @@ use crate::messages::{
     Transmit,
 };
 use crate::metrics::NodeMetrics;
-use crate::wal::Persist;
+use crate::wal::{AppendLog, Persist};
+
+mod replication;
+
+use replication::LogDriver;
+pub use replication::{
+    LogMachine, LogRefusal, MachineRead, ProposeWrite, ReadLinearizable, ReadLocal,
+};
 
 /// How long a node leaving the election waits for its core to say it stopped before it cuts
 /// the hand-over short: a backstop only, far beyond any mode's own bound (raft's is its
@@ -52,6 +59,10 @@ const LEAVE_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Senders of another mode's election messages logged once each, at most this many.
 const WARNED_PEERS_BOUND: usize = 256;
+
+/// How often a leader asks its state machine whether it needs a write of its own (the job
+/// queue's lease expiry): a lease ends at most this much late.
+const LOG_UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Entries of the leadership history kept in memory for the admin API.
 const HISTORY_IN_MEMORY: usize = 1000;
@@ -115,6 +126,8 @@ pub struct ElectionOutputs {
     pub transport: Recipient<Transmit>,
     /// Durable writes.
     pub wal: Recipient<Persist>,
+    /// The replicated log's entries (LOG-2), written and fsynced in batches.
+    pub wal_log: Recipient<AppendLog>,
 }
 
 /// The ElectionActor. See the [module docs](self).
@@ -140,6 +153,8 @@ pub struct ElectionActor {
     /// Peers whose election messages of another mode were already logged (once each; every
     /// one is counted in `conclave_frames_dropped_total{reason="other_mode"}`).
     warned_other_mode: BTreeSet<PeerId>,
+    /// The replicated log's writes, state machine and waiting clients (raft with `[log]`).
+    log: Option<LogDriver>,
 }
 
 impl ElectionActor {
@@ -151,7 +166,12 @@ impl ElectionActor {
         events: EventBus,
         metrics: NodeMetrics,
         history: Vec<HistoryRecord>,
+        machine: Option<Box<dyn LogMachine>>,
     ) -> Self {
+        let mut election = election;
+        let log = machine
+            .filter(|_| election.replicated_log().is_some())
+            .map(LogDriver::new);
         metrics.set_mode(election.mode().label());
         metrics.set_term(election.term());
         metrics.set_role(election.role());
@@ -174,6 +194,7 @@ impl ElectionActor {
             last_known_leader,
             leaving: None,
             warned_other_mode: BTreeSet::new(),
+            log,
         }
     }
 
@@ -237,6 +258,7 @@ impl ElectionActor {
             }
         }
         self.metrics.set_abstaining(self.election.is_abstaining());
+        self.drive_log(ctx);
         self.arm_timer(ctx);
     }
 
@@ -287,6 +309,7 @@ impl ElectionActor {
         if let Some(left) = self.leaving.take() {
             let _ = left.send(());
         }
+        self.abandon_waiters();
         ctx.stop();
     }
 
@@ -311,6 +334,7 @@ impl ElectionActor {
             }
         }
         self.leaving = None;
+        self.abandon_waiters();
         ctx.stop();
     }
 
@@ -418,6 +442,12 @@ impl Actor for ElectionActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         self.arm_timer(ctx);
+        if self.log.is_some() {
+            ctx.run_interval(LOG_UPKEEP_INTERVAL, |actor, ctx| {
+                let _span = actor.span.clone().entered();
+                actor.log_upkeep(ctx);
+            });
+        }
     }
 }
 

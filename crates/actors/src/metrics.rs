@@ -23,7 +23,7 @@ use std::time::Duration;
 use actix::clock::Instant;
 
 use conclave_core::election::Role;
-use conclave_protocol::DropReason;
+use conclave_protocol::{DropReason, PeerId};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Label, Level, Metadata, Recorder, Unit};
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
@@ -107,6 +107,26 @@ pub const METRIC_NAMES: &[(&str, &str)] = &[
         "conclave_wal_fsync_seconds",
         "Time to make a WAL append durable",
     ),
+    (
+        "conclave_log_entries_per_fsync",
+        "Replicated log entries made durable by one fsync (group commit)",
+    ),
+    (
+        "conclave_log_commit_index",
+        "Highest replicated log index known committed",
+    ),
+    (
+        "conclave_log_applied_index",
+        "Highest replicated log index applied to the state machine",
+    ),
+    (
+        "conclave_replication_lag_entries",
+        "On the leader: entries each follower is behind its log",
+    ),
+    (
+        "conclave_log_proposals_total",
+        "Client writes offered to the replicated log, by result",
+    ),
     ("conclave_callbacks_total", "Hook runs, by hook and result"),
     (
         "conclave_events_lagged_total",
@@ -158,6 +178,9 @@ pub const METRIC_NAMES: &[(&str, &str)] = &[
 /// Buckets for election durations: a fast LAN election is tens of milliseconds, a slow one
 /// several election timeouts.
 const ELECTION_BUCKETS: &[f64] = &[0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+/// Buckets for fsync: SSDs answer in tens of microseconds, SD cards in tens of milliseconds.
+/// Buckets for entries per fsync: one alone up to a busy batch.
+const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
 /// Buckets for fsync: SSDs answer in tens of microseconds, SD cards in tens of milliseconds.
 const FSYNC_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
@@ -226,6 +249,12 @@ impl NodeMetrics {
                 b.set_buckets_for_metric(
                     Matcher::Full("conclave_wal_fsync_seconds".to_owned()),
                     FSYNC_BUCKETS,
+                )
+            })
+            .and_then(|b| {
+                b.set_buckets_for_metric(
+                    Matcher::Full("conclave_log_entries_per_fsync".to_owned()),
+                    BATCH_BUCKETS,
                 )
             })
             // Only fails on empty bucket lists, and these are constants.
@@ -574,6 +603,41 @@ impl NodeMetrics {
     pub fn wal_fsync(&self, duration: Duration) {
         self.histogram("conclave_wal_fsync_seconds")
             .record(duration.as_secs_f64());
+    }
+
+    /// `conclave_log_commit_index` and `conclave_log_applied_index` (LOG-3).
+    pub fn set_log_indices(&self, commit: u64, applied: u64) {
+        self.gauge("conclave_log_commit_index", &[])
+            .set(commit as f64);
+        self.gauge("conclave_log_applied_index", &[])
+            .set(applied as f64);
+    }
+
+    /// `conclave_replication_lag_entries{peer}`: on the leader, how far each follower's log is
+    /// known to be behind its own.
+    pub fn set_replication_lag(&self, peer: PeerId, lag: u64) {
+        self.gauge(
+            "conclave_replication_lag_entries",
+            &[("peer", peer.to_string())],
+        )
+        .set(lag as f64);
+    }
+
+    /// `conclave_log_proposals_total{result}`: `committed`, `not_leader`, `lost` (the entry
+    /// was replaced: its leader lost its term) or `timeout`.
+    pub fn proposal(&self, result: &'static str) {
+        self.counter(
+            "conclave_log_proposals_total",
+            &[("result", result.to_owned())],
+        )
+        .increment(1);
+    }
+
+    /// `conclave_log_entries_per_fsync`: how many log entries one fsync made durable (group
+    /// commit, LOG-3).
+    pub fn log_entries_synced(&self, entries: usize) {
+        self.histogram("conclave_log_entries_per_fsync")
+            .record(entries as f64);
     }
 
     /// `conclave_callbacks_total{hook,result}`; result is `ok`, `failed`, `timeout` or

@@ -20,7 +20,10 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use conclave_config::{DonglePort, EspNowLinkConfig, InitialState, NodeConfig};
-use conclave_core::election::{Command, CommandOutcome, Election, ElectionError, ElectionStatus};
+use conclave_core::election::{
+    Command, CommandOutcome, Election, ElectionConfig, ElectionError, ElectionStatus,
+};
+use conclave_core::storage::DurableState;
 use conclave_core::{Admission, AdmissionConfig, Membership, PeerInfo, SeededRng};
 use conclave_protocol::{ClusterId, FrameCodec, PeerId};
 use conclave_storage::{HistoryRecord, Recovered, WalError, WalFile, WalOptions};
@@ -30,9 +33,11 @@ use crate::callbacks::{CallbackActor, ReplaceHooks, SettleHooks};
 use crate::clock::NodeClock;
 use crate::election::{
     ElectionActor, ElectionCommand, ElectionOutputs, GetElectionStatus, GetHistory, LeaveElection,
+    LogMachine, LogRefusal, MachineRead, ProposeWrite, ReadLinearizable, ReadLocal,
 };
 use crate::events::{EventBus, EventSubscription};
 use crate::health::{HealthActor, ReplaceHealth};
+use crate::machine::ClusterMachine;
 use crate::membership::{GetPeers, MembershipActor, MembershipOutputs, SayGoodbye};
 use crate::memory::MemoryHub;
 use crate::metrics::NodeMetrics;
@@ -40,7 +45,7 @@ use crate::transport::{
     ConnectReceivers, DongleReport, Drain, EspNowLink, GetDongle, GetRoutes, GetUnanswered, Links,
     TransportActor,
 };
-use crate::wal::{CloseWal, InlineWalActor, Persist, WalActor};
+use crate::wal::{AppendLog, CloseWal, InlineWalActor, Persist, WalActor};
 
 /// Why a node could not start or answer.
 #[derive(Debug, thiserror::Error)]
@@ -188,6 +193,16 @@ impl NodeBuilder {
         })
     }
 
+    /// The state machine the replicated log runs (LOG-5), when the configuration turns it on.
+    fn log_machine(&self) -> Option<Box<dyn LogMachine>> {
+        match &self.config.election {
+            ElectionConfig::Raft(raft) if raft.log.is_some() => {
+                Some(Box::new(ClusterMachine::new()))
+            }
+            _ => None,
+        }
+    }
+
     /// Opens the storage: locks the data directory and opens the WAL, recovering what it
     /// holds and advancing the incarnation (WAL-1..5), off the event loop.
     async fn open_storage(&self) -> Result<OpenStorage, NodeError> {
@@ -263,9 +278,16 @@ impl NodeBuilder {
             }
             election_config.set_auto_election(enabled);
         }
-        let mut election = Election::new(
+        // The replicated log's entries and snapshot come back with the hard state (raft with
+        // `[log]`; every other mode takes the hard state alone).
+        let durable = DurableState {
+            hard: recovered.hard_state,
+            snapshot: recovered.snapshot.clone(),
+            entries: recovered.entries.clone(),
+        };
+        let mut election = Election::restored(
             election_config,
-            recovered.hard_state,
+            &durable,
             SeededRng::new(self.seed.unwrap_or_else(entropy_seed)),
             clock.now(),
         )?;
@@ -323,13 +345,24 @@ impl NodeBuilder {
             metrics.clone(),
         )
         .start();
-        let (wal, wal_close): (Recipient<Persist>, Recipient<CloseWal>) = if self.wal_on_event_loop
-        {
+        let (wal, wal_log, wal_close): (
+            Recipient<Persist>,
+            Recipient<AppendLog>,
+            Recipient<CloseWal>,
+        ) = if self.wal_on_event_loop {
             let actor = InlineWalActor::start(wal, metrics.clone());
-            (actor.clone().recipient(), actor.recipient())
+            (
+                actor.clone().recipient(),
+                actor.clone().recipient(),
+                actor.recipient(),
+            )
         } else {
             let actor = WalActor::start(wal, metrics.clone());
-            (actor.clone().recipient(), actor.recipient())
+            (
+                actor.clone().recipient(),
+                actor.clone().recipient(),
+                actor.recipient(),
+            )
         };
 
         let election = ElectionActor::new(
@@ -338,10 +371,12 @@ impl NodeBuilder {
             ElectionOutputs {
                 transport: transport.clone().recipient(),
                 wal,
+                wal_log,
             },
             events.clone(),
             metrics.clone(),
             recovered.history,
+            self.log_machine(),
         )
         .start();
         let mut membership_config = config.membership;
@@ -853,6 +888,35 @@ impl NodeHandle {
             .send(ElectionCommand(command))
             .await
             .map_err(|_| NodeError::Stopped)
+    }
+
+    /// A client's write to the replicated log (LOG-1): answered once applied, with the state
+    /// machine's answer; refused at once by a node that does not lead.
+    pub async fn propose(
+        &self,
+        data: Vec<u8>,
+    ) -> Result<Result<serde_json::Value, LogRefusal>, NodeError> {
+        self.inner
+            .election
+            .send(ProposeWrite { data })
+            .await
+            .map_err(|_| NodeError::Stopped)
+    }
+
+    /// A read of the replicated state machine: linearizable (through the leader's log, LOG-7)
+    /// or of this node's copy as it is (`stale`).
+    pub async fn read(
+        &self,
+        stale: bool,
+        read: MachineRead,
+    ) -> Result<Result<serde_json::Value, LogRefusal>, NodeError> {
+        let election = &self.inner.election;
+        let answer = if stale {
+            election.send(ReadLocal(read)).await
+        } else {
+            election.send(ReadLinearizable(read)).await
+        };
+        answer.map_err(|_| NodeError::Stopped)
     }
 
     /// Replaces the hook commands and their timeout from the next run on (a reload).

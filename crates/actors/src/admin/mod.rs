@@ -12,6 +12,8 @@
 //! | POST | `/v1/leader/resign` | the leader hands over (Yield) |
 //! | POST | `/v1/auto-election` | `{"enabled": false}`, on this node |
 //!
+//! With `[log] enabled`, the replicated log's key-value store and job queue are served here
+//! too (`/v1/kv`, `/v1/jobs`; see `log_api.rs`).
 //! Requests and answers are the types of [`api`], which the CLI reads back. Every answer but
 //! `/health` and a refused authentication carries the fencing token `(term, leader)`. Errors
 //! are [`api::ErrorAnswer`] (`{"error": "..."}` and more) with a status that says whose fault
@@ -73,6 +75,7 @@
 
 pub mod api;
 mod limits;
+mod log_api;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -306,6 +309,7 @@ pub fn admin_routes(
             .route("/v1/leader", web::post().to(set_leader))
             .route("/v1/leader/resign", web::post().to(resign))
             .route("/v1/auto-election", web::post().to(auto_election))
+            .configure(log_api::routes)
             .default_service(web::to(not_found));
     }
 }

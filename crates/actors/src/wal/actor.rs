@@ -4,10 +4,13 @@
 //!
 //! The arbiter has exactly one thread: the WAL has one writer, and messages are handled one at
 //! a time in the order they were sent, so a sender's `Persist`s reach the disk in its order.
+//! [`AppendLog`] writes the replicated log's entries the same way, one fsync per batch.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use actix::{Actor, Addr, Context, Handler, Message, SyncArbiter, SyncContext};
+use conclave_core::storage::Storage;
+use conclave_protocol::LogEntry;
 use conclave_storage::{HistoryRecord, WalError, WalFile, WalRecord};
 use tracing::error;
 
@@ -23,6 +26,15 @@ use crate::metrics::NodeMetrics;
 #[derive(Debug, Message)]
 #[rtype(result = "Result<(), WalError>")]
 pub struct Persist(pub Vec<WalRecord>);
+
+/// Writes log entries (replacing every stored entry from the first one's index on, LOG-2) and
+/// fsyncs them: one fsync for the whole batch, the group commit of everything the core handed
+/// out since the previous write. Answers `Ok` once they are durable; the sender then tells the
+/// core ([`ReplicatedLog::handle_persisted`](conclave_core::raft::ReplicatedLog::handle_persisted)).
+/// On `Err` nothing of the batch may be counted durable and the WAL takes no more writes.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), WalError>")]
+pub struct AppendLog(pub Vec<LogEntry>);
 
 /// Closes the WAL: the file and the data-directory lock are released once this is answered,
 /// so the directory can be opened again (a node restarted in the same process). Later
@@ -90,6 +102,50 @@ fn persist(
             error!(error = %failure, records = records.len(), "WAL append failed");
             Err(failure)
         }
+    }
+}
+
+/// Appends, syncs and times one [`AppendLog`]; shared by both WAL actors.
+fn append_log(
+    wal: Option<&mut WalFile>,
+    path: &std::path::Path,
+    metrics: &NodeMetrics,
+    entries: &[LogEntry],
+) -> Result<(), WalError> {
+    let Some(wal) = wal else {
+        return Err(WalError::Closed {
+            path: path.to_path_buf(),
+        });
+    };
+    let started = actix::clock::Instant::now();
+    let result = wal.append_entries(entries).and_then(|()| wal.sync());
+    match result {
+        Ok(()) => {
+            metrics.wal_fsync(started.elapsed());
+            metrics.log_entries_synced(entries.len());
+            Ok(())
+        }
+        Err(failure) => {
+            error!(error = %failure, entries = entries.len(), "log append failed");
+            Err(failure)
+        }
+    }
+}
+
+impl Handler<AppendLog> for WalActor {
+    type Result = Result<(), WalError>;
+
+    fn handle(&mut self, AppendLog(entries): AppendLog, _: &mut SyncContext<Self>) -> Self::Result {
+        let mut wal = self.wal.lock().unwrap_or_else(PoisonError::into_inner);
+        append_log(wal.as_mut(), &self.path, &self.metrics, &entries)
+    }
+}
+
+impl Handler<AppendLog> for InlineWalActor {
+    type Result = Result<(), WalError>;
+
+    fn handle(&mut self, AppendLog(entries): AppendLog, _: &mut Context<Self>) -> Self::Result {
+        append_log(self.wal.as_mut(), &self.path, &self.metrics, &entries)
     }
 }
 

@@ -1,0 +1,405 @@
+//! `conclave kv` and `conclave jobs`: the replicated log's key-value store and job queue
+//! through a node's admin API (LOG-1, LOG-8).
+//!
+//! Any node may be named with `--admin`: a write, or a linearizable read, that reaches a node
+//! that does not lead is answered 421 with the leader's admin URL, and the request is sent
+//! there instead (up to [`MAX_REDIRECTS`] hops, as the leader may change meanwhile). A write
+//! carries a request id — the one given with `--request-id`, or one made up here — so that
+//! sending it again after an answer that did not arrive applies it at most once (LOG-6).
+//!
+//! Exit codes: 0 when the node did it; 1 when it answered no (absent key, failed compare, no
+//! job ready, a job the worker does not hold); 69 when no node answered; 75 when the cluster
+//! could not say in time (no leader, the write's outcome unknown: run it again).
+
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use conclave_actors::admin::api::DEADLINE_HEADER;
+use conclave_actors::events::unix_millis;
+use conclave_config::settings::admin_url;
+use serde_json::{Value, json};
+
+use crate::cli::{Cli, JobsCommand, KvCommand};
+use crate::output::{errln, outln};
+
+/// Redirects followed at most.
+const MAX_REDIRECTS: usize = 3;
+
+/// Exit code: the cluster could not answer now; try again (EX_TEMPFAIL).
+const EXIT_TEMPFAIL: u8 = 75;
+
+/// What a node answered.
+struct Answer {
+    status: u16,
+    body: Value,
+    url: String,
+}
+
+/// Why no answer came.
+enum Failure {
+    /// Nothing answered at `url`.
+    Unreachable { url: String, reason: String },
+    /// `--admin` is not an address.
+    BadAddress(String),
+}
+
+impl Failure {
+    fn report(&self) -> ExitCode {
+        match self {
+            Failure::Unreachable { url, reason } => {
+                errln!(
+                    "error: cannot reach the admin API at {url}: {reason} (is `conclave run` \
+                     running there? point --admin or CONCLAVE_ADMIN at its admin.listen address)"
+                );
+                ExitCode::from(crate::EXIT_UNAVAILABLE)
+            }
+            Failure::BadAddress(reason) => {
+                errln!("error: {reason} (check --admin and CONCLAVE_ADMIN)");
+                ExitCode::from(crate::EXIT_USAGE)
+            }
+        }
+    }
+}
+
+/// One HTTP client bound to `--admin`, `--token` and `--timeout`.
+struct LogClient {
+    base: String,
+    token: Option<String>,
+    timeout: Duration,
+}
+
+impl LogClient {
+    fn new(cli: &Cli) -> Result<Self, Failure> {
+        Ok(Self {
+            base: admin_url(cli.admin.trim()).map_err(Failure::BadAddress)?,
+            token: cli.token.clone(),
+            // A write waits for its entry to be applied; the node answers within 10 s.
+            timeout: Duration::from_secs(cli.timeout).max(Duration::from_secs(12)),
+        })
+    }
+
+    /// Sends `method path` (with `body` as JSON), following the not-leader redirect.
+    fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Answer, Failure> {
+        let mut base = self.base.clone();
+        for _ in 0..=MAX_REDIRECTS {
+            let answer = self.once(&base, method, path, body)?;
+            if answer.status != 421 {
+                return Ok(answer);
+            }
+            match answer
+                .body
+                .get("leader_admin_url")
+                .and_then(Value::as_str)
+                .map(admin_url)
+            {
+                Some(Ok(leader)) if leader != base => base = leader,
+                // No leader known, or no URL for it: the caller reports the 421.
+                _ => return Ok(answer),
+            }
+        }
+        self.once(&base, method, path, body)
+    }
+
+    fn once(
+        &self,
+        base: &str,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Answer, Failure> {
+        let url = format!("{base}{path}");
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(self.timeout))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let deadline = unix_millis(SystemTime::now() + self.timeout).to_string();
+        let bearer = self.token.as_ref().map(|token| format!("Bearer {token}"));
+        let unreachable = |err: ureq::Error| Failure::Unreachable {
+            url: url.clone(),
+            reason: err.to_string(),
+        };
+        let response = match (method, body) {
+            ("GET", _) => {
+                let mut request = agent.get(&url);
+                if let Some(bearer) = &bearer {
+                    request = request.header("Authorization", bearer);
+                }
+                request.call()
+            }
+            ("DELETE", _) => {
+                let mut request = agent.delete(&url).header(DEADLINE_HEADER, &deadline);
+                if let Some(bearer) = &bearer {
+                    request = request.header("Authorization", bearer);
+                }
+                request.call()
+            }
+            (method, body) => {
+                let mut request = if method == "PUT" {
+                    agent.put(&url)
+                } else {
+                    agent.post(&url)
+                }
+                .header(DEADLINE_HEADER, &deadline);
+                if let Some(bearer) = &bearer {
+                    request = request.header("Authorization", bearer);
+                }
+                request.send_json(body.cloned().unwrap_or(Value::Null))
+            }
+        }
+        .map_err(unreachable)?;
+        let status = response.status().as_u16();
+        let mut response = response;
+        let text = response.body_mut().read_to_string().unwrap_or_default();
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        Ok(Answer { status, body, url })
+    }
+}
+
+/// A request id for a write the user gave none for: unique enough across clients and retries.
+fn made_up_request_id() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_nanos());
+    format!("cli-{}-{nanos:x}", std::process::id())
+}
+
+/// Percent-encodes a key for a URL path (every byte but unreserved ones and `/`).
+fn encode_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    for byte in key.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                out.push(char::from(byte));
+            }
+            other => out.push_str(&format!("%{other:02X}")),
+        }
+    }
+    out
+}
+
+/// Runs `conclave kv ...`.
+pub(crate) fn kv(cli: &Cli, command: &KvCommand) -> ExitCode {
+    let client = match LogClient::new(cli) {
+        Ok(client) => client,
+        Err(failure) => return failure.report(),
+    };
+    let result = match command {
+        KvCommand::Put {
+            key,
+            value,
+            if_revision,
+            if_value,
+            request_id,
+        } => {
+            let mut body = json!({
+                "value": value,
+                "request_id": request_id.clone().unwrap_or_else(made_up_request_id),
+            });
+            if let Some(revision) = if_revision {
+                body["if_revision"] = json!(revision);
+            }
+            if let Some(expected) = if_value {
+                body["if_value"] = json!(expected);
+            }
+            client.send("PUT", &format!("/v1/kv/{}", encode_key(key)), Some(&body))
+        }
+        KvCommand::Get { key, stale } => {
+            let query = if *stale { "?stale=true" } else { "" };
+            client.send("GET", &format!("/v1/kv/{}{query}", encode_key(key)), None)
+        }
+        KvCommand::Del {
+            key,
+            if_revision,
+            request_id,
+        } => {
+            let id = request_id.clone().unwrap_or_else(made_up_request_id);
+            let mut query = format!("?request_id={}", encode_key(&id));
+            if let Some(revision) = if_revision {
+                query.push_str(&format!("&if_revision={revision}"));
+            }
+            client.send(
+                "DELETE",
+                &format!("/v1/kv/{}{query}", encode_key(key)),
+                None,
+            )
+        }
+        KvCommand::List { prefix, stale } => {
+            let mut query = format!("?prefix={}", encode_key(prefix.as_deref().unwrap_or("")));
+            if *stale {
+                query.push_str("&stale=true");
+            }
+            client.send("GET", &format!("/v1/kv{query}"), None)
+        }
+    };
+    finish(cli, result, |answer| match command {
+        KvCommand::Get { .. } => {
+            outln!(
+                "{}",
+                answer
+                    .body
+                    .get("value")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+            );
+        }
+        KvCommand::List { .. } => {
+            let items = answer.body.get("items").and_then(Value::as_array);
+            for item in items.into_iter().flatten() {
+                outln!(
+                    "{} = {}",
+                    item.get("key").and_then(Value::as_str).unwrap_or(""),
+                    item.get("value").and_then(Value::as_str).unwrap_or("")
+                );
+            }
+        }
+        KvCommand::Put { key, .. } | KvCommand::Del { key, .. } => {
+            outln!(
+                "{key}: revision {}",
+                answer.body.get("revision").cloned().unwrap_or(Value::Null)
+            );
+        }
+    })
+}
+
+/// Runs `conclave jobs ...`.
+pub(crate) fn jobs(cli: &Cli, command: &JobsCommand) -> ExitCode {
+    let client = match LogClient::new(cli) {
+        Ok(client) => client,
+        Err(failure) => return failure.report(),
+    };
+    let id = |given: &Option<String>| given.clone().unwrap_or_else(made_up_request_id);
+    let result = match command {
+        JobsCommand::Add {
+            payload,
+            queue,
+            max_attempts,
+            request_id,
+        } => {
+            let mut body = json!({ "payload": payload, "request_id": id(request_id) });
+            if let Some(queue) = queue {
+                body["queue"] = json!(queue);
+            }
+            if let Some(attempts) = max_attempts {
+                body["max_attempts"] = json!(attempts);
+            }
+            client.send("POST", "/v1/jobs", Some(&body))
+        }
+        JobsCommand::Claim {
+            worker,
+            queue,
+            lease_ms,
+            request_id,
+        } => {
+            let mut body = json!({ "worker": worker, "request_id": id(request_id) });
+            if let Some(queue) = queue {
+                body["queue"] = json!(queue);
+            }
+            if let Some(lease) = lease_ms {
+                body["lease_ms"] = json!(lease);
+            }
+            client.send("POST", "/v1/jobs/claim", Some(&body))
+        }
+        JobsCommand::Ack {
+            job,
+            worker,
+            request_id,
+        } => {
+            let body = json!({ "worker": worker, "request_id": id(request_id) });
+            client.send("POST", &format!("/v1/jobs/{job}/ack"), Some(&body))
+        }
+        JobsCommand::Nack {
+            job,
+            worker,
+            reason,
+            request_id,
+        } => {
+            let mut body = json!({ "worker": worker, "request_id": id(request_id) });
+            if let Some(reason) = reason {
+                body["reason"] = json!(reason);
+            }
+            client.send("POST", &format!("/v1/jobs/{job}/nack"), Some(&body))
+        }
+        JobsCommand::List { state, stale } => {
+            let mut query = String::new();
+            if let Some(state) = state {
+                query = format!("?state={state}");
+            }
+            if *stale {
+                query.push_str(if query.is_empty() { "?" } else { "&" });
+                query.push_str("stale=true");
+            }
+            client.send("GET", &format!("/v1/jobs{query}"), None)
+        }
+    };
+    finish(cli, result, |answer| match command {
+        JobsCommand::List { .. } => {
+            let jobs = answer.body.get("jobs").and_then(Value::as_array);
+            for job in jobs.into_iter().flatten() {
+                let state = match job.get("state") {
+                    Some(Value::String(state)) => state.to_lowercase(),
+                    Some(Value::Object(map)) => map
+                        .keys()
+                        .next()
+                        .map_or_else(String::new, |k| k.to_lowercase()),
+                    _ => String::new(),
+                };
+                outln!(
+                    "{}\t{state}\t{}\t{}",
+                    job.get("id").cloned().unwrap_or(Value::Null),
+                    job.get("queue").and_then(Value::as_str).unwrap_or(""),
+                    job.get("payload").and_then(Value::as_str).unwrap_or("")
+                );
+            }
+        }
+        JobsCommand::Claim { .. } => {
+            let job = answer.body.get("claimed").cloned().unwrap_or(Value::Null);
+            outln!(
+                "{}\t{}",
+                job.get("id").cloned().unwrap_or(Value::Null),
+                job.get("payload").and_then(Value::as_str).unwrap_or("")
+            );
+        }
+        _ => outln!(
+            "job {}",
+            answer.body.get("job").cloned().unwrap_or(Value::Null)
+        ),
+    })
+}
+
+/// Prints an answer (its JSON with `--json`, else `human`) and picks the exit code.
+fn finish(cli: &Cli, result: Result<Answer, Failure>, human: impl FnOnce(&Answer)) -> ExitCode {
+    let answer = match result {
+        Ok(answer) => answer,
+        Err(failure) => return failure.report(),
+    };
+    if (200..300).contains(&answer.status) {
+        if cli.json {
+            outln!("{}", answer.body);
+        } else {
+            human(&answer);
+        }
+        return ExitCode::SUCCESS;
+    }
+    if cli.json {
+        outln!("{}", answer.body);
+    }
+    let error = answer
+        .body
+        .get("message")
+        .or_else(|| answer.body.get("error"))
+        .map_or_else(
+            || answer.body.to_string(),
+            |value| match value {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            },
+        );
+    errln!("error: {} answered {}: {error}", answer.url, answer.status);
+    match answer.status {
+        404 | 409 | 412 => ExitCode::from(1),
+        421 | 503 | 504 => ExitCode::from(EXIT_TEMPFAIL),
+        400 => ExitCode::from(crate::EXIT_USAGE),
+        _ => ExitCode::from(1),
+    }
+}

@@ -1,0 +1,219 @@
+//! The replicated log through three real `conclave run` processes (LOG-1..8), from the
+//! README's `config/examples/three-udp` files (which turn the log on) with this test's own
+//! addresses, timings and data directories laid over them.
+//!
+//! - `conclave kv put` sent to a follower is redirected to the leader and succeeds; 200 writes
+//!   spread over the three nodes, with a `kill -9` of the leader half-way, are all readable
+//!   afterwards on every node, the restarted one included — every write the CLI reported done
+//!   (a write whose answer was lost is sent again with its request id, applied at most once).
+//! - `conclave jobs` enqueues, claims and acks across a failover of the leader: no job lost,
+//!   none enqueued twice by a retried request id, none claimed again after its ack.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use support::{ProcessCluster, conclave, text};
+
+const NODES: [&str; 3] = ["gw-a", "gw-b", "gw-c"];
+
+fn example_config(id: &str) -> PathBuf {
+    let file = id.replace("gw-", "node-");
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../../config/examples/three-udp/{file}.toml"))
+}
+
+fn start(cluster: &mut ProcessCluster, id: &str) {
+    cluster.start_from_file(id, &example_config(id));
+}
+
+/// `conclave --admin <node> ARGS --json`: exit code and the JSON answer.
+fn cli(cluster: &ProcessCluster, node: &str, args: &[&str]) -> (i32, Value) {
+    let admin = cluster.admin_url(node);
+    let mut all = vec!["--admin", admin.as_str(), "--json"];
+    all.extend_from_slice(args);
+    let output = conclave(&all);
+    let code = output.status.code().unwrap_or(-1);
+    let answer = serde_json::from_str(text(&output.stdout).trim()).unwrap_or(Value::Null);
+    (code, answer)
+}
+
+/// Writes `key = value` through `node` until the CLI reports it done, sending it again with
+/// the same request id while the cluster has no leader (exit 75) or the node is down (69).
+fn put_until_done(cluster: &ProcessCluster, nodes: &[&str], key: &str, value: &str) {
+    let request_id = format!("put-{key}");
+    cluster.wait_for(&format!("the write of {key} acknowledged"), |c| {
+        // Whichever node answers: they redirect to the leader.
+        nodes.iter().find_map(|node| {
+            let (code, _) = cli(
+                c,
+                node,
+                &["kv", "put", key, value, "--request-id", &request_id],
+            );
+            (code == 0).then_some(())
+        })
+    });
+}
+
+/// LOG-1, LOG-3, WAL-1: redirected writes, a leader killed mid-way, every acknowledged write
+/// on every node afterwards.
+#[test]
+fn acknowledged_writes_survive_kill_of_the_leader() {
+    let mut cluster = ProcessCluster::new(&NODES);
+    for id in NODES {
+        start(&mut cluster, id);
+    }
+    let (leader, _) = cluster.wait_for("a first leader", ProcessCluster::agreed_leader);
+    let follower = NODES.iter().copied().find(|id| *id != leader).unwrap();
+
+    // A write sent to a follower is redirected and succeeds.
+    let (code, answer) = cli(&cluster, follower, &["kv", "put", "first", "one"]);
+    assert_eq!(code, 0, "kv put through a follower: {answer}");
+    assert!(answer["revision"].as_u64().is_some(), "{answer}");
+    // The follower itself answers 421 with the leader's admin URL.
+    let direct = cluster
+        .get(follower, "/v1/kv/first")
+        .expect("the follower answers");
+    assert_eq!(direct["error"], "not_leader", "{direct}");
+    assert_eq!(direct["leader"], leader.as_str(), "{direct}");
+
+    for i in 0..100 {
+        let node = NODES[i % 3];
+        let (code, answer) = cli(
+            &cluster,
+            node,
+            &["kv", "put", &format!("key-{i}"), &format!("value-{i}")],
+        );
+        assert_eq!(code, 0, "write {i} through {node}: {answer}");
+    }
+    cluster.kill(&leader);
+    let survivors: Vec<&str> = NODES.iter().copied().filter(|id| *id != leader).collect();
+    for i in 100..200 {
+        let node = survivors[i % 2];
+        put_until_done(
+            &cluster,
+            &[node, survivors[(i + 1) % 2]],
+            &format!("key-{i}"),
+            &format!("value-{i}"),
+        );
+    }
+    start(&mut cluster, &leader);
+
+    for id in NODES {
+        cluster.wait_for(&format!("every acknowledged write on {id}"), |c| {
+            let (code, answer) = cli(c, id, &["kv", "list", "key-", "--stale"]);
+            let items = answer["items"].as_array()?;
+            (code == 0 && items.len() == 200).then_some(())
+        });
+        for i in [0, 57, 99, 100, 150, 199] {
+            let (code, answer) = cli(&cluster, id, &["kv", "get", &format!("key-{i}"), "--stale"]);
+            assert_eq!(code, 0, "{id} key-{i}: {answer}");
+            assert_eq!(answer["value"], format!("value-{i}"), "{id} key-{i}");
+        }
+    }
+    // A linearizable read through any node sees the last write.
+    let (code, answer) = cli(&cluster, &leader, &["kv", "get", "key-199"]);
+    assert_eq!((code, answer["value"].clone()), (0, "value-199".into()));
+}
+
+/// LOG-5, LOG-6: the job queue across a failover of the leader.
+#[test]
+fn jobs_survive_a_failover_exactly_once() {
+    let mut cluster = ProcessCluster::new(&NODES);
+    for id in NODES {
+        start(&mut cluster, id);
+    }
+    let (leader, _) = cluster.wait_for("a first leader", ProcessCluster::agreed_leader);
+    let any = NODES[0];
+    let mut ids = Vec::new();
+    for n in 0..4 {
+        let (code, answer) = cli(
+            &cluster,
+            any,
+            &[
+                "jobs",
+                "add",
+                &format!("job-{n}"),
+                "--request-id",
+                &format!("add-{n}"),
+            ],
+        );
+        assert_eq!(code, 0, "{answer}");
+        ids.push(answer["job"].as_u64().unwrap());
+    }
+    // A retried enqueue (its answer lost, say) is applied once: the same job, not a new one.
+    let (code, answer) = cli(
+        &cluster,
+        any,
+        &["jobs", "add", "job-3", "--request-id", "add-3"],
+    );
+    assert_eq!(code, 0, "{answer}");
+    assert_eq!(answer["job"].as_u64(), Some(ids[3]), "{answer}");
+    assert_eq!(answer["replayed"], true, "{answer}");
+
+    let (code, claimed) = cli(&cluster, any, &["jobs", "claim", "--worker", "w1"]);
+    assert_eq!(code, 0, "{claimed}");
+    let first = claimed["job"].as_u64().unwrap();
+    let (code, answer) = cli(
+        &cluster,
+        any,
+        &["jobs", "ack", &first.to_string(), "--worker", "w1"],
+    );
+    assert_eq!(code, 0, "{answer}");
+    let (code, claimed) = cli(&cluster, any, &["jobs", "claim", "--worker", "w2"]);
+    assert_eq!(code, 0, "{claimed}");
+    let second = claimed["job"].as_u64().unwrap();
+
+    cluster.kill(&leader);
+    let survivor = NODES.iter().copied().find(|id| *id != leader).unwrap();
+    cluster.wait_for("a new leader", |c| {
+        c.agreed_leader().filter(|(new, _)| *new != leader)
+    });
+
+    // The worker that claimed before the failover acks on the new leader.
+    let (code, answer) = cli(
+        &cluster,
+        survivor,
+        &["jobs", "ack", &second.to_string(), "--worker", "w2"],
+    );
+    assert_eq!(code, 0, "{answer}");
+    // The jobs left are claimed; none of the acked ones comes back.
+    let mut later = Vec::new();
+    loop {
+        let (code, claimed) = cli(&cluster, survivor, &["jobs", "claim", "--worker", "w3"]);
+        if code != 0 {
+            assert_eq!(claimed["error"], "none_ready", "{claimed}");
+            break;
+        }
+        later.push(claimed["job"].as_u64().unwrap());
+    }
+    later.sort_unstable();
+    let mut expected: Vec<u64> = ids
+        .iter()
+        .copied()
+        .filter(|id| *id != first && *id != second)
+        .collect();
+    expected.sort_unstable();
+    assert_eq!(later, expected, "the jobs not acked, each once");
+    let (code, listed) = cli(&cluster, survivor, &["jobs", "list"]);
+    assert_eq!(code, 0, "{listed}");
+    assert_eq!(
+        listed["jobs"].as_array().unwrap().len(),
+        4,
+        "no job lost, none twice: {listed}"
+    );
+    let (code, done) = cli(&cluster, survivor, &["jobs", "list", "--state", "done"]);
+    assert_eq!(code, 0);
+    let done: Vec<u64> = done["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|job| job["id"].as_u64().unwrap())
+        .collect();
+    let mut acked = vec![first, second];
+    acked.sort_unstable();
+    assert_eq!(done, acked);
+}

@@ -1,0 +1,342 @@
+//! The replicated log's shell in the ElectionActor (LOG-1..3, WAL-1, WAL-4): entries the core
+//! hands out go to the WalActor, one batch per fsync; committed entries are applied to the
+//! node's state machine, in order, once; a client's write waits for its entry to be applied.
+//!
+//! - **Group commit.** One [`AppendLog`] is in flight at a time. While its fsync runs, the core
+//!   keeps appending (a leader sends the new entries to its followers at once), and the next
+//!   write takes everything that piled up: one fsync for all of it. When the write is durable
+//!   the core is told ([`ReplicatedLog::handle_persisted`]), and only then does a follower
+//!   acknowledge or a leader count itself towards a commit. Unlike a hard state, a log write
+//!   never stops the actor: timers, frames and status queries go on while the disk works.
+//! - **Apply.** After every input the committed, durable entries are applied to the
+//!   [`LogMachine`]; effects happen there only. An entry with no data is a read barrier (see
+//!   [`ReadLinearizable`]) and changes nothing.
+//! - **Clients.** [`ProposeWrite`] appends on the leader and answers when the entry at the
+//!   position it was given is applied: with the machine's answer when it is the client's entry,
+//!   `Lost` when another entry took that index (the leader lost its term before it committed).
+//!   A node that is not the leader refuses at once, naming the leader it knows (LOG-1).
+//!   [`ReadLinearizable`] appends a barrier and reads once it is applied: whatever was
+//!   acknowledged before the read started is applied by then (LOG-7, by a log round rather than
+//!   a read index for now). [`ReadLocal`] reads this node's copy as it is.
+//! - **Failure.** A log write that fails stops the node as a failed hard-state write does: the
+//!   entries it carried may not be on disk, so nothing may be acknowledged after it.
+
+use std::collections::BTreeMap;
+
+use actix::prelude::*;
+use conclave_core::raft::{LogPosition, ProposeError};
+use conclave_protocol::{LogEntry, PeerId};
+use tokio::sync::oneshot;
+use tracing::debug;
+
+use super::ElectionActor;
+use crate::wal::AppendLog;
+
+/// Applied entries handed out per pass at most, so that a long backlog after a restart does not
+/// keep the actor from its timers.
+const APPLY_BATCH: usize = 256;
+
+/// What a node runs on its committed log entries (LOG-5).
+pub trait LogMachine: Send + 'static {
+    /// Applies one committed entry, in log order, once — every entry, a leader's no-op and a
+    /// read barrier (an entry without data) included, so that the machine's applied index
+    /// follows the log's; the answer for the client that wrote it.
+    fn apply(&mut self, entry: &LogEntry) -> serde_json::Value;
+
+    /// On the leader, now and then: a command the leader must write for the machine's own
+    /// sake (the job queue's lease expiry, decided on the leader's clock and applied by all).
+    fn upkeep(&self, now_unix_ms: u64) -> Option<Vec<u8>>;
+
+    /// The machine itself, for reads of a known type.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// A read of the state machine, run in the ElectionActor.
+pub type MachineRead = Box<dyn FnOnce(&dyn LogMachine) -> serde_json::Value + Send>;
+
+/// Why a client's write or read was not carried out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LogRefusal {
+    /// This node does not lead; the leader it knows, if any (the 421 redirect).
+    #[error("this node is not the leader")]
+    NotLeader {
+        /// The leader this node knows.
+        leader: Option<PeerId>,
+    },
+    /// The node runs no replicated log (`log.enabled` is false, or the mode is not raft).
+    #[error("this node runs no replicated log (log.enabled = false)")]
+    Disabled,
+    /// The leader is handing over or stopping; ask again shortly.
+    #[error("the leader is handing over or stopping; retry")]
+    Busy,
+    /// Another entry took the write's place: its leader lost its term before it committed.
+    /// Nothing was applied; the write may be retried (with its request id).
+    #[error("the write was not committed: its leader lost its term; retry")]
+    Lost,
+    /// The node stopped before the outcome was known: the write may or may not have been
+    /// applied. Retry with the same request id.
+    #[error("the node stopped before the write's outcome was known; retry with its request id")]
+    Unknown,
+}
+
+/// A client's write (LOG-1): `data` is the state machine's encoded command. Answered once its
+/// entry is applied.
+#[derive(Message)]
+#[rtype(result = "Result<serde_json::Value, LogRefusal>")]
+pub struct ProposeWrite {
+    /// The encoded command.
+    pub data: Vec<u8>,
+}
+
+/// A linearizable read (LOG-7): carried out on the leader once every entry committed before it
+/// started is applied.
+#[derive(Message)]
+#[rtype(result = "Result<serde_json::Value, LogRefusal>")]
+pub struct ReadLinearizable(pub MachineRead);
+
+/// A read of this node's own copy, as it is (`?stale=true`).
+#[derive(Message)]
+#[rtype(result = "Result<serde_json::Value, LogRefusal>")]
+pub struct ReadLocal(pub MachineRead);
+
+/// Someone waiting for the entry at an index.
+enum Waiter {
+    /// A write, answered with the machine's answer.
+    Write(oneshot::Sender<Result<serde_json::Value, LogRefusal>>),
+    /// A linearizable read, run once its barrier is applied.
+    Read(
+        MachineRead,
+        oneshot::Sender<Result<serde_json::Value, LogRefusal>>,
+    ),
+}
+
+/// The log's side of the ElectionActor. See the [module docs](self).
+pub(super) struct LogDriver {
+    machine: Box<dyn LogMachine>,
+    /// An `AppendLog` is on its way to the disk.
+    writing: bool,
+    /// Clients waiting, by the position their entry was given.
+    waiting: BTreeMap<u64, (u64, Waiter)>,
+}
+
+impl LogDriver {
+    pub(super) fn new(machine: Box<dyn LogMachine>) -> Self {
+        Self {
+            machine,
+            writing: false,
+            waiting: BTreeMap::new(),
+        }
+    }
+}
+
+impl ElectionActor {
+    /// After an input: the next log write if none is in flight, then what may be applied.
+    pub(super) fn drive_log(&mut self, ctx: &mut Context<Self>) {
+        let Some(driver) = self.log.as_mut() else {
+            return;
+        };
+        let Some(mut log) = self.election.replicated_log() else {
+            return;
+        };
+        if !driver.writing {
+            if let Some(write) = log.take_write() {
+                driver.writing = true;
+                let last = write.last();
+                let request = self.outputs.wal_log.send(AppendLog(write.entries));
+                // Not `ctx.wait`: the actor goes on serving while the disk works.
+                ctx.spawn(request.into_actor(self).map(move |result, actor, ctx| {
+                    let _span = actor.span.clone().entered();
+                    match result {
+                        Ok(Ok(())) => {
+                            if let Some(driver) = actor.log.as_mut() {
+                                driver.writing = false;
+                            }
+                            let now = actor.clock.now();
+                            if let Some(mut log) = actor.election.replicated_log() {
+                                log.handle_persisted(now, last);
+                            }
+                            actor.pump(ctx);
+                        }
+                        Ok(Err(err)) => actor.halt(&err.to_string(), ctx),
+                        Err(err) => actor.halt(&format!("WAL actor unreachable: {err}"), ctx),
+                    }
+                }));
+            }
+        }
+        loop {
+            let Some(mut log) = self.election.replicated_log() else {
+                return;
+            };
+            let entries = log.take_committed(APPLY_BATCH);
+            let status = log.status();
+            if entries.is_empty() {
+                self.metrics.set_log_indices(status.commit, status.applied);
+                let last = log.last().index;
+                for (peer, matched) in status.followers {
+                    self.metrics
+                        .set_replication_lag(peer, last.saturating_sub(matched));
+                }
+                return;
+            }
+            for entry in entries {
+                self.apply_entry(&entry);
+            }
+        }
+    }
+
+    /// Applies one committed entry and answers whoever waited for its index.
+    fn apply_entry(&mut self, entry: &LogEntry) {
+        let Some(driver) = self.log.as_mut() else {
+            return;
+        };
+        let answer = driver.machine.apply(entry);
+        // Anyone waiting for an earlier index missed it: its entry was replaced and a shorter
+        // log committed past it.
+        while let Some((&index, _)) = driver.waiting.first_key_value() {
+            if index >= entry.index {
+                break;
+            }
+            if let Some((_, (_, waiter))) = driver.waiting.pop_first() {
+                answer_waiter(waiter, Err(LogRefusal::Lost), &*driver.machine);
+                self.metrics.proposal("lost");
+            }
+        }
+        let Some((term, waiter)) = driver.waiting.remove(&entry.index) else {
+            return;
+        };
+        if term != entry.term {
+            debug!(index = entry.index, term, "a client's entry was replaced");
+            self.metrics.proposal("lost");
+            answer_waiter(waiter, Err(LogRefusal::Lost), &*driver.machine);
+            return;
+        }
+        self.metrics.proposal("committed");
+        answer_waiter(waiter, Ok(answer), &*driver.machine);
+    }
+
+    /// Appends `data` on the leader and registers who waits for it.
+    fn propose(&mut self, data: Vec<u8>, waiter: Waiter) {
+        let now = self.clock.now();
+        let leader = self.election.leader();
+        let Some(mut log) = self.election.replicated_log() else {
+            answer_waiter_now(waiter, LogRefusal::Disabled);
+            return;
+        };
+        match log.propose(now, data) {
+            Ok(LogPosition { term, index }) => {
+                if let Some(driver) = self.log.as_mut() {
+                    driver.waiting.insert(index, (term, waiter));
+                }
+            }
+            Err(ProposeError::NotLeader { leader: known }) => {
+                self.metrics.proposal("not_leader");
+                answer_waiter_now(
+                    waiter,
+                    LogRefusal::NotLeader {
+                        leader: known.or(leader),
+                    },
+                );
+            }
+            Err(ProposeError::Transferring | ProposeError::ShuttingDown) => {
+                self.metrics.proposal("busy");
+                answer_waiter_now(waiter, LogRefusal::Busy);
+            }
+        }
+    }
+
+    /// On the leader, every second: what the machine needs written (lease expiry, LOG-5).
+    pub(super) fn log_upkeep(&mut self, ctx: &mut Context<Self>) {
+        if !self.election.is_leader() {
+            return;
+        }
+        let now_unix_ms = crate::events::unix_millis(std::time::SystemTime::now());
+        let Some(data) = self
+            .log
+            .as_ref()
+            .and_then(|driver| driver.machine.upkeep(now_unix_ms))
+        else {
+            return;
+        };
+        let now = self.clock.now();
+        if let Some(mut log) = self.election.replicated_log() {
+            // Refused while handing over: the next leader's upkeep writes it.
+            let _ = log.propose(now, data);
+        }
+        self.pump(ctx);
+    }
+
+    /// The node halts or stops: whoever still waits cannot be told the outcome.
+    pub(super) fn abandon_waiters(&mut self) {
+        if let Some(driver) = self.log.as_mut() {
+            for (_, (_, waiter)) in std::mem::take(&mut driver.waiting) {
+                answer_waiter_now(waiter, LogRefusal::Unknown);
+            }
+        }
+    }
+}
+
+/// Answers a waiter with `result`, running a read against the machine first.
+fn answer_waiter(
+    waiter: Waiter,
+    result: Result<serde_json::Value, LogRefusal>,
+    machine: &dyn LogMachine,
+) {
+    match waiter {
+        Waiter::Write(reply) => {
+            let _ = reply.send(result);
+        }
+        Waiter::Read(read, reply) => {
+            let _ = reply.send(result.map(|_| read(machine)));
+        }
+    }
+}
+
+/// Refuses a waiter without touching the machine.
+fn answer_waiter_now(waiter: Waiter, refusal: LogRefusal) {
+    match waiter {
+        Waiter::Write(reply) | Waiter::Read(_, reply) => {
+            let _ = reply.send(Err(refusal));
+        }
+    }
+}
+
+impl Handler<ProposeWrite> for ElectionActor {
+    type Result = ResponseFuture<Result<serde_json::Value, LogRefusal>>;
+
+    fn handle(&mut self, write: ProposeWrite, ctx: &mut Self::Context) -> Self::Result {
+        let _span = self.span.clone().entered();
+        let (reply, answer) = oneshot::channel();
+        if write.data.is_empty() {
+            // An empty entry is a read barrier; a write always carries a command.
+            let _ = reply.send(Err(LogRefusal::Busy));
+        } else {
+            self.propose(write.data, Waiter::Write(reply));
+            self.pump(ctx);
+        }
+        Box::pin(async move { answer.await.unwrap_or(Err(LogRefusal::Unknown)) })
+    }
+}
+
+impl Handler<ReadLinearizable> for ElectionActor {
+    type Result = ResponseFuture<Result<serde_json::Value, LogRefusal>>;
+
+    fn handle(&mut self, read: ReadLinearizable, ctx: &mut Self::Context) -> Self::Result {
+        let _span = self.span.clone().entered();
+        let (reply, answer) = oneshot::channel();
+        self.propose(Vec::new(), Waiter::Read(read.0, reply));
+        self.pump(ctx);
+        Box::pin(async move { answer.await.unwrap_or(Err(LogRefusal::Unknown)) })
+    }
+}
+
+impl Handler<ReadLocal> for ElectionActor {
+    type Result = Result<serde_json::Value, LogRefusal>;
+
+    fn handle(&mut self, read: ReadLocal, _: &mut Self::Context) -> Self::Result {
+        let _span = self.span.clone().entered();
+        match self.log.as_ref() {
+            Some(driver) => Ok((read.0)(&*driver.machine)),
+            None => Err(LogRefusal::Disabled),
+        }
+    }
+}
