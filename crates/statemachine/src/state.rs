@@ -306,11 +306,10 @@ impl StateMachine for ClusterState {
                 expected: SNAPSHOT_FORMAT,
             });
         };
-        let decoded: Self =
-            rmp_serde::from_slice(body).map_err(|source| Error::DecodeSnapshot {
-                len: snapshot.len(),
-                source,
-            })?;
+        let decoded: Self = crate::codec::decode(body).map_err(|source| Error::DecodeSnapshot {
+            len: snapshot.len(),
+            source,
+        })?;
         let restored = Self {
             applied_index: decoded.applied_index,
             kv: decoded.kv.restored(self.config.watch_history)?,
@@ -617,6 +616,9 @@ mod tests {
         for cut in 1..good.len() {
             assert!(state.restore(&good[..cut]).is_err(), "cut at {cut}");
         }
+        let mut deep = vec![SNAPSHOT_FORMAT];
+        deep.extend(std::iter::repeat_n(0x91, 100_000));
+        assert!(state.restore(&deep).is_err());
         let mut rng = 0x9e37_79b9_7f4a_7c15;
         for _ in 0..200 {
             let mut noise = vec![SNAPSHOT_FORMAT];
