@@ -182,7 +182,7 @@ impl Command {
                 expected: COMMAND_FORMAT,
             });
         };
-        let command: Self = rmp_serde::from_slice(body).map_err(|source| Error::DecodeCommand {
+        let command: Self = crate::codec::decode(body).map_err(|source| Error::DecodeCommand {
             len: data.len(),
             source,
         })?;
@@ -328,6 +328,19 @@ mod tests {
         // A map that claims billions of entries must not allocate them.
         assert!(Command::decode(&[COMMAND_FORMAT, 0xdf, 0xff, 0xff, 0xff, 0xff]).is_err());
         assert!(Command::decode(&[COMMAND_FORMAT, 0xc1]).is_err());
+        // An unknown field holding arrays nested a hundred thousand deep must not exhaust
+        // the stack while it is skipped.
+        let mut deep = vec![COMMAND_FORMAT, 0x81, 0xa1, b'x'];
+        deep.extend(std::iter::repeat_n(0x91, 100_000));
+        deep.push(0xc0);
+        assert!(Command::decode(&deep).is_err());
+        // Bytes after a whole command make it garbage, not a command and something else.
+        let mut trailing = put("k", "v").encode().unwrap();
+        trailing.push(0xc0);
+        assert!(matches!(
+            Command::decode(&trailing),
+            Err(Error::DecodeCommand { .. })
+        ));
     }
 
     /// LOG-6: an oversized request id is refused by the leader and by every decoder.

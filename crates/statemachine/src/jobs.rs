@@ -2,29 +2,7 @@
 //! acknowledged, given back (nack), taken back when their lease expires, and dead-lettered
 //! once their attempts are used up.
 //!
-//! ```text
-//!            Enqueue          Claim (attempts += 1)          Ack
-//!   (new) ──────────▶ Ready ─────────────────────▶ Claimed ──────▶ Done
-//!                       ▲                            │
-//!                       └── Nack / ExpireLeases ─────┤ attempts < max_attempts
-//!                                                    └──────────────────────▶ Dead
-//!                                                      attempts = max_attempts
-//! ```
-//!
-//! Time never comes from this node's clock: a claim carries the leader's `now_unix_ms`, and a
-//! lease ends only when the leader writes [`JobCommand::ExpireLeases`] into the log. A worker
-//! whose lease has run out may still ack until that entry is applied, everywhere at the same
-//! point of the log. The consequence of a leader whose clock runs ahead is that leases end
-//! early and a job may run twice concurrently (delivery is at least once); what never happens
-//! is a job running again once it is acked: a done job is never ready again, and an ack or a
-//! nack from a worker that no longer holds the job is refused.
-//!
-//! Job ids come from a counter in the state, so every replica numbers jobs alike. A claim
-//! takes the ready job with the lowest id in its queue: a job given back keeps its place at
-//! the front. Done jobs are kept for [`DONE_JOB_RETENTION`] acks so that `list` can show them
-//! and a late ack is told the job is done; older ones are forgotten (a late ack of one is
-//! answered [`JobOutcome::UnknownJob`], and it still cannot run again). Dead jobs are kept
-//! until a later command removes them; none exists yet.
+//! How it behaves is documented on [`JobQueue`].
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -136,8 +114,9 @@ pub enum JobOutcome {
         /// Its id.
         job: JobId,
     },
-    /// The job given to the worker, with its lease.
-    Claimed(Job),
+    /// The job given to the worker, with its lease (boxed: outcomes are remembered by the
+    /// request-id table, and most are small).
+    Claimed(Box<Job>),
     /// No job of the queue is ready; nothing changed.
     NoneReady,
     /// The job is done.
@@ -181,7 +160,31 @@ pub enum JobOutcome {
     },
 }
 
-/// The job queue. See the [module docs](self).
+/// The job queue of seed 004.
+///
+/// ```text
+///            Enqueue          Claim (attempts += 1)          Ack
+///   (new) ──────────▶ Ready ─────────────────────▶ Claimed ──────▶ Done
+///                       ▲                            │
+///                       └── Nack / ExpireLeases ─────┤ attempts < max_attempts
+///                                                    └──────────────────────▶ Dead
+///                                                      attempts = max_attempts
+/// ```
+///
+/// Time never comes from this node's clock: a claim carries the leader's `now_unix_ms`, and a
+/// lease ends only when the leader writes [`JobCommand::ExpireLeases`] into the log. A worker
+/// whose lease has run out may still ack until that entry is applied, everywhere at the same
+/// point of the log. The consequence of a leader whose clock runs ahead is that leases end
+/// early and a job may run twice concurrently (delivery is at least once); what never happens
+/// is a job running again once it is acked: a done job is never ready again, and an ack or a
+/// nack from a worker that no longer holds the job is refused.
+///
+/// Job ids come from a counter in the state, so every replica numbers jobs alike. A claim
+/// takes the ready job with the lowest id in its queue: a job given back keeps its place at
+/// the front. Done jobs are kept for [`DONE_JOB_RETENTION`] acks so that `list` can show them
+/// and a late ack is told the job is done; older ones are forgotten (a late ack of one is
+/// answered [`JobOutcome::UnknownJob`], and it still cannot run again). Dead jobs are kept
+/// until a later command removes them; none exists yet.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobQueue {
     /// The id the next enqueued job gets.
@@ -285,7 +288,7 @@ impl JobQueue {
             lease_until_unix_ms,
         };
         self.leases.insert((lease_until_unix_ms, job.id));
-        JobOutcome::Claimed(job.clone())
+        JobOutcome::Claimed(Box::new(job.clone()))
     }
 
     fn ack(&mut self, id: JobId, worker: &str) -> JobOutcome {
@@ -495,7 +498,7 @@ mod tests {
             panic!("nothing claimed");
         };
         assert_eq!(
-            job,
+            *job,
             Job {
                 id,
                 queue: "default".into(),

@@ -2,17 +2,7 @@
 //! compare-and-set on a key's revision or value, and a bounded history of changes that a watch
 //! reads from a revision.
 //!
-//! Every write that changes something takes the next store-wide revision; each key keeps the
-//! revision that created it (`create_revision`), the one that last changed it
-//! (`mod_revision`) and how many times it was put since it was created (`version`). A write
-//! whose comparison fails, and a delete of an absent key, change nothing and take no revision,
-//! so revisions count changes and each revision is exactly one [`Change`].
-//!
-//! Reads ([`KvStore::get`], [`KvStore::list`], [`KvStore::changes_from`]) are not log entries:
-//! the node serves them from its own copy once that copy has applied the read index (LOG-7).
-//! The history keeps the last changes only (its length is set by
-//! [`StateConfig::watch_history`](crate::StateConfig)); a watch from an older revision is told
-//! where the kept history starts, as etcd answers a watch below its compaction.
+//! How it behaves is documented on [`KvStore`].
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -116,7 +106,19 @@ struct StoredValue {
     version: u64,
 }
 
-/// The key-value store. See the [module docs](self).
+/// The key-value store of cluster facts.
+///
+/// Every write that changes something takes the next store-wide revision; each key keeps the
+/// revision that created it (`create_revision`), the one that last changed it
+/// (`mod_revision`) and how many times it was put since it was created (`version`). A write
+/// whose comparison fails, and a delete of an absent key, change nothing and take no revision,
+/// so revisions count changes and each revision is exactly one [`Change`].
+///
+/// Reads ([`KvStore::get`], [`KvStore::list`], [`KvStore::changes_from`]) are not log entries:
+/// the node serves them from its own copy once that copy has applied the read index (LOG-7).
+/// The history keeps the last changes only (its length is set by
+/// [`StateConfig::watch_history`](crate::StateConfig)); a watch from an older revision is told
+/// where the kept history starts, as etcd answers a watch below its compaction.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KvStore {
     revision: u64,

@@ -24,6 +24,7 @@
 
 #![deny(missing_docs)]
 
+mod codec;
 mod command;
 mod error;
 mod jobs;

@@ -1,31 +1,7 @@
 //! [`ClusterState`], the built-in state machine (LOG-5, LOG-6): the key-value store, the job
 //! queue and the table of applied request ids, applied entry by entry and snapshotted whole.
 //!
-//! # Applying an entry
-//!
-//! The node hands over every committed entry in log order ([`StateMachine::apply_entry`]):
-//!
-//! 1. an entry that is not the next one (at or below the applied index, or after a gap) is
-//!    answered [`Applied::NotNext`] and changes nothing;
-//! 2. a no-op entry advances the applied index only;
-//! 3. data that is not a valid [`Command`] advances the applied index, is counted
-//!    ([`ClusterState::rejected_entries`]) and answered [`Applied::Rejected`]: every node
-//!    refuses the same entry the same way, so the replicas stay equal and none panics;
-//! 4. a command whose request id was applied already answers the remembered outcome
-//!    ([`Applied::Replayed`]) and changes nothing (LOG-6), or, when the id came with another
-//!    kind of write, [`Applied::RequestIdInUse`];
-//! 5. otherwise the write is applied to its store and answered [`Applied::Answered`]; its
-//!    request id, if any, is remembered with the outcome.
-//!
-//! # Snapshots
-//!
-//! A snapshot is one format byte ([`SNAPSHOT_FORMAT`]) followed by the state as compact
-//! MessagePack (`rmp_serde::to_vec`): the applied index, the store with its kept history, the
-//! jobs, the remembered request ids and the count of rejected entries. Every collection is
-//! ordered (no hash maps), so two replicas that applied the same entries write byte-identical
-//! snapshots. Indexes derived from that state (ready jobs per queue, leases by end) are not
-//! written; restoring rebuilds them after checking that the snapshot is consistent, and
-//! refuses it with an error otherwise, leaving the state as it was.
+//! How it behaves is documented on [`ClusterState`].
 
 use conclave_protocol::{EntryKind, LogEntry};
 use serde::{Deserialize, Serialize};
@@ -159,7 +135,46 @@ impl Default for Capacities {
 }
 
 /// The built-in state machine: the key-value store of cluster facts, the job queue and the
-/// table of applied request ids. See the [module docs](self).
+/// table of applied request ids.
+///
+/// # Applying an entry
+///
+/// The node hands over every committed entry in log order ([`StateMachine::apply_entry`]):
+///
+/// 1. an entry that is not the next one (at or below the applied index, or after a gap) is
+///    answered [`Applied::NotNext`] and changes nothing;
+/// 2. a no-op entry advances the applied index only;
+/// 3. data that is not a valid [`Command`] advances the applied index, is counted
+///    ([`ClusterState::rejected_entries`]) and answered [`Applied::Rejected`]: every node
+///    refuses the same entry the same way, so the replicas stay equal and none panics;
+/// 4. a command whose request id was applied already answers the remembered outcome
+///    ([`Applied::Replayed`]) and changes nothing (LOG-6), or, when the id came with another
+///    kind of write, [`Applied::RequestIdInUse`];
+/// 5. otherwise the write is applied to its store and answered [`Applied::Answered`]; its
+///    request id, if any, is remembered with the outcome.
+///
+/// # Request ids (LOG-6)
+///
+/// A client that retries a write after an ambiguous failure (its leader died before
+/// answering) gives the same request id, and the retry answers what the first apply answered
+/// instead of applying again: an enqueue retried makes one job, a claim retried returns the
+/// same job and lease, an ack retried answers "acked". The table of ids is replicated state
+/// (in snapshots, equal on every node) and bounded: it keeps the last
+/// [`REQUEST_ID_CAPACITY`] ids, the oldest forgotten first, so at most once holds for retries
+/// that come before that many newer writes with ids. An id is remembered with what it was
+/// used for (the key, the queue and worker, the job); a write that reuses it for something
+/// else is a client's mistake, refused as [`Applied::RequestIdInUse`]. Ids are global, not
+/// per client: clients should draw them at random (a UUID) or prefix them with their name.
+///
+/// # Snapshots
+///
+/// A snapshot is one format byte ([`SNAPSHOT_FORMAT`]) followed by the state as compact
+/// MessagePack (`rmp_serde::to_vec`): the applied index, the store with its kept history, the
+/// jobs, the remembered request ids and the count of rejected entries. Every collection is
+/// ordered (no hash maps), so two replicas that applied the same entries write byte-identical
+/// snapshots. Indexes derived from that state (ready jobs per queue, leases by end) are not
+/// written; restoring rebuilds them after checking that the snapshot is consistent, and
+/// refuses it with an error otherwise, leaving the state as it was.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterState {
     applied_index: u64,
@@ -245,16 +260,16 @@ impl ClusterState {
         Applied::Answered(outcome)
     }
 
-    /// Moves the applied index to `index` if it is the next one.
-    fn advance(&mut self, index: u64) -> Result<(), Applied> {
+    /// Moves the applied index to `index` if it is the next one; otherwise says why not.
+    fn advance(&mut self, index: u64) -> Option<Applied> {
         if Some(index) != self.applied_index.checked_add(1) {
-            return Err(Applied::NotNext {
+            return Some(Applied::NotNext {
                 index,
                 applied: self.applied_index,
             });
         }
         self.applied_index = index;
-        Ok(())
+        None
     }
 }
 
@@ -262,7 +277,7 @@ impl StateMachine for ClusterState {
     type Output = Applied;
 
     fn apply(&mut self, index: u64, data: &[u8]) -> Applied {
-        if let Err(not_next) = self.advance(index) {
+        if let Some(not_next) = self.advance(index) {
             return not_next;
         }
         match Command::decode(data) {
@@ -275,10 +290,7 @@ impl StateMachine for ClusterState {
     }
 
     fn apply_noop(&mut self, index: u64) -> Applied {
-        match self.advance(index) {
-            Ok(()) => Applied::Noop,
-            Err(not_next) => not_next,
-        }
+        self.advance(index).unwrap_or(Applied::Noop)
     }
 
     fn snapshot(&self) -> Result<Vec<u8>> {
@@ -294,11 +306,10 @@ impl StateMachine for ClusterState {
                 expected: SNAPSHOT_FORMAT,
             });
         };
-        let decoded: Self =
-            rmp_serde::from_slice(body).map_err(|source| Error::DecodeSnapshot {
-                len: snapshot.len(),
-                source,
-            })?;
+        let decoded: Self = crate::codec::decode(body).map_err(|source| Error::DecodeSnapshot {
+            len: snapshot.len(),
+            source,
+        })?;
         let restored = Self {
             applied_index: decoded.applied_index,
             kv: decoded.kv.restored(self.config.watch_history)?,
@@ -605,6 +616,9 @@ mod tests {
         for cut in 1..good.len() {
             assert!(state.restore(&good[..cut]).is_err(), "cut at {cut}");
         }
+        let mut deep = vec![SNAPSHOT_FORMAT];
+        deep.extend(std::iter::repeat_n(0x91, 100_000));
+        assert!(state.restore(&deep).is_err());
         let mut rng = 0x9e37_79b9_7f4a_7c15;
         for _ in 0..200 {
             let mut noise = vec![SNAPSHOT_FORMAT];
@@ -732,8 +746,9 @@ mod tests {
             match self.pick(6) {
                 // A retry of a recent write with an id.
                 0 if !self.with_ids.is_empty() => {
-                    let recent = self.with_ids.len().saturating_sub(6)..self.with_ids.len();
-                    self.one_of(&self.with_ids[recent].to_vec())
+                    let recent = self.with_ids.len().min(6) as u64;
+                    let back = 1 + self.pick(recent) as usize;
+                    self.with_ids[self.with_ids.len() - back].clone()
                 }
                 // A new write with a new id, or (rarely) a reused one.
                 1 | 2 => {
