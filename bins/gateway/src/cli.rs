@@ -292,6 +292,15 @@ pub(crate) enum KvCommand {
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
     },
+    /// Print KEY's changes as they happen, one line each (`put VALUE @REVISION` or
+    /// `delete @REVISION`), until interrupted. Served by the node at --admin from its own copy.
+    Watch {
+        key: String,
+        /// Start at this store revision (earlier changes still in the history are printed
+        /// first); by default, from now on.
+        #[arg(long, value_name = "REV")]
+        from: Option<u64>,
+    },
     /// Every key starting with PREFIX (all without one), as `key = value` lines.
     List {
         prefix: Option<String>,

@@ -695,6 +695,7 @@ mod tests {
                 reachable_voters: 3,
                 ready: leader.is_some(),
                 peer_admin_urls: BTreeMap::new(),
+                log: None,
                 priority: None,
                 gossip: None,
                 static_leader: None,

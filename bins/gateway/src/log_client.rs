@@ -224,6 +224,7 @@ pub(crate) fn kv(cli: &Cli, command: &KvCommand) -> ExitCode {
                 None,
             )
         }
+        KvCommand::Watch { key, from } => return watch(cli, &client, key, *from),
         KvCommand::List { prefix, stale } => {
             let mut query = format!("?prefix={}", encode_key(prefix.as_deref().unwrap_or("")));
             if *stale {
@@ -253,6 +254,7 @@ pub(crate) fn kv(cli: &Cli, command: &KvCommand) -> ExitCode {
                 );
             }
         }
+        KvCommand::Watch { .. } => {}
         KvCommand::Put { key, .. } | KvCommand::Del { key, .. } => {
             outln!(
                 "{key}: revision {}",
@@ -260,6 +262,81 @@ pub(crate) fn kv(cli: &Cli, command: &KvCommand) -> ExitCode {
             );
         }
     })
+}
+
+/// `conclave kv watch KEY`: prints each change of the key as the node's stream brings it.
+fn watch(cli: &Cli, client: &LogClient, key: &str, from: Option<u64>) -> ExitCode {
+    let from = match from {
+        Some(from) => from,
+        None => {
+            // From now on: the store's revision after the latest change.
+            let path = format!("/v1/kv?prefix={}&stale=true", encode_key(key));
+            match client.send("GET", &path, None) {
+                Ok(answer) if answer.status == 200 => {
+                    answer.body["revision"].as_u64().unwrap_or(0) + 1
+                }
+                Ok(answer) => return finish(cli, Ok(answer), |_| {}),
+                Err(failure) => return failure.report(),
+            }
+        }
+    };
+    let url = format!("{}/v1/kv/{}?watch={from}", client.base, encode_key(key));
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut request = agent.get(&url);
+    if let Some(token) = &client.token {
+        request = request.header("Authorization", &format!("Bearer {token}"));
+    }
+    let response = match request.call() {
+        Ok(response) => response,
+        Err(err) => {
+            return Failure::Unreachable {
+                url,
+                reason: err.to_string(),
+            }
+            .report();
+        }
+    };
+    if response.status().as_u16() != 200 {
+        let status = response.status().as_u16();
+        let mut response = response;
+        let text = response.body_mut().read_to_string().unwrap_or_default();
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        return finish(cli, Ok(Answer { status, body, url }), |_| {});
+    }
+    let reader = std::io::BufReader::new(response.into_body().into_reader());
+    let mut event = String::new();
+    for line in std::io::BufRead::lines(reader) {
+        let Ok(line) = line else { break };
+        if let Some(name) = line.strip_prefix("event: ") {
+            event = name.to_owned();
+        } else if let Some(data) = line.strip_prefix("data: ") {
+            let data: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+            if cli.json {
+                outln!("{}", json!({ "event": event, "data": data }));
+                continue;
+            }
+            match event.as_str() {
+                "put" => outln!(
+                    "put {} @{}",
+                    data["value"].as_str().unwrap_or(""),
+                    data["mod_revision"]
+                ),
+                "delete" => outln!("delete @{}", data["revision"]),
+                "compacted" => {
+                    errln!(
+                        "error: revision {from} is older than the history the node keeps;                          watch again from {} or later",
+                        data["oldest"]
+                    );
+                    return ExitCode::from(1);
+                }
+                _ => {}
+            }
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 /// Runs `conclave jobs ...`.

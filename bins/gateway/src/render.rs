@@ -80,6 +80,28 @@ pub(crate) fn status(status: &StatusAnswer) -> String {
             .as_ref()
             .map_or_else(|| "none".to_owned(), |pinned| format!("pins {pinned}"))
     );
+    if let Some(log) = &status.log {
+        let _ = writeln!(
+            out,
+            "log         last {}, commit {}, applied {}, durable {}{}",
+            log.last_index,
+            log.commit_index,
+            log.applied_index,
+            log.persisted_index,
+            if log.snapshot_index > 0 {
+                format!(", snapshot at {}", log.snapshot_index)
+            } else {
+                String::new()
+            }
+        );
+        for follower in &log.followers {
+            let _ = writeln!(
+                out,
+                "            {} matches {} ({} behind)",
+                follower.peer_id, follower.match_index, follower.lag
+            );
+        }
+    }
     if let Some(priority) = &status.priority {
         let _ = writeln!(
             out,
@@ -362,6 +384,7 @@ mod tests {
             reachable_voters: 2,
             ready: true,
             peer_admin_urls: Default::default(),
+            log: None,
             priority: None,
             gossip: None,
             static_leader: None,

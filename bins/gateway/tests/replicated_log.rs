@@ -217,3 +217,73 @@ fn jobs_survive_a_failover_exactly_once() {
     acked.sort_unstable();
     assert_eq!(done, acked);
 }
+
+/// LOG-8: a watch streams a key's changes as they are applied, `/v1/log` reads the committed
+/// entries back decoded, and the status answer shows the log's positions and each follower's
+/// lag on the leader.
+#[test]
+fn watch_log_and_status_follow_the_writes() {
+    use std::io::BufRead;
+
+    let mut cluster = ProcessCluster::new(&NODES);
+    for id in NODES {
+        start(&mut cluster, id);
+    }
+    let (leader, _) = cluster.wait_for("a first leader", ProcessCluster::agreed_leader);
+    let follower = NODES.iter().copied().find(|id| *id != leader).unwrap();
+    let mut watcher = std::process::Command::new(env!("CARGO_BIN_EXE_conclave"))
+        .args([
+            "--admin",
+            &cluster.admin_url(follower),
+            "kv",
+            "watch",
+            "color",
+            "--from",
+            "1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let writes: [&[&str]; 3] = [
+        &["kv", "put", "color", "red"],
+        &["kv", "put", "color", "blue"],
+        &["kv", "del", "color"],
+    ];
+    for args in writes {
+        let (code, answer) = cli(&cluster, follower, args);
+        assert_eq!(code, 0, "{args:?}: {answer}");
+    }
+    let mut lines = std::io::BufReader::new(watcher.stdout.take().unwrap()).lines();
+    let seen: Vec<String> = (0..3).map(|_| lines.next().unwrap().unwrap()).collect();
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+    assert_eq!(seen, ["put red @1", "put blue @2", "delete @3"]);
+
+    let log = cluster.get(&leader, "/v1/log?from=1").unwrap();
+    let entries = log["entries"].as_array().unwrap();
+    let kinds: Vec<&str> = entries
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["noop", "command", "command", "command"], "{log}");
+    assert_eq!(
+        entries[1]["command"]["write"]["Kv"]["Put"]["value"], "red",
+        "{log}"
+    );
+    assert_eq!(log["commit_index"], 4, "{log}");
+
+    let status = cluster.wait_for("the followers caught up", |c| {
+        let status = c.status(&leader)?;
+        let followers = status["log"]["followers"].as_array()?.clone();
+        (followers.len() == 2 && followers.iter().all(|f| f["lag"] == 0)).then_some(status)
+    });
+    assert_eq!(status["log"]["commit_index"], 4, "{status}");
+    let follower_status = cluster.status(follower).unwrap();
+    assert!(
+        follower_status["log"]["followers"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}

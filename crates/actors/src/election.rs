@@ -49,7 +49,7 @@ mod replication;
 
 use replication::LogDriver;
 pub use replication::{
-    LogMachine, LogRefusal, MachineRead, ProposeWrite, ReadLinearizable, ReadLocal,
+    LogMachine, LogRefusal, MachineRead, ProposeWrite, ReadCommitted, ReadLinearizable, ReadLocal,
 };
 
 /// How long a node leaving the election waits for its core to say it stopped before it cuts

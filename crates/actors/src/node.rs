@@ -33,7 +33,7 @@ use crate::callbacks::{CallbackActor, ReplaceHooks, SettleHooks};
 use crate::clock::NodeClock;
 use crate::election::{
     ElectionActor, ElectionCommand, ElectionOutputs, GetElectionStatus, GetHistory, LeaveElection,
-    LogMachine, LogRefusal, MachineRead, ProposeWrite, ReadLinearizable, ReadLocal,
+    LogMachine, LogRefusal, MachineRead, ProposeWrite, ReadCommitted, ReadLinearizable, ReadLocal,
 };
 use crate::events::{EventBus, EventSubscription};
 use crate::health::{HealthActor, ReplaceHealth};
@@ -917,6 +917,19 @@ impl NodeHandle {
             election.send(ReadLinearizable(read)).await
         };
         answer.map_err(|_| NodeError::Stopped)
+    }
+
+    /// Committed log entries from `from` on, at most `max` (LOG-8's `GET /v1/log`).
+    pub async fn committed_entries(
+        &self,
+        from: u64,
+        max: usize,
+    ) -> Result<Result<Vec<conclave_protocol::LogEntry>, LogRefusal>, NodeError> {
+        self.inner
+            .election
+            .send(ReadCommitted { from, max })
+            .await
+            .map_err(|_| NodeError::Stopped)
     }
 
     /// Replaces the hook commands and their timeout from the next run on (a reload).

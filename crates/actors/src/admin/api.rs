@@ -165,6 +165,9 @@ pub struct StatusAnswer {
     /// `admin.peer_urls`: the admin API of the other nodes, by id.
     #[serde(default)]
     pub peer_admin_urls: BTreeMap<String, String>,
+    /// The replicated log's positions (LOG-1..3), with `log.enabled`; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogAnswer>,
     /// What only priority mode reports (PRI-1..6); absent in other modes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<PriorityAnswer>,
@@ -174,6 +177,35 @@ pub struct StatusAnswer {
     /// What only static mode reports (STA-1); absent in other modes.
     #[serde(default, rename = "static", skip_serializing_if = "Option::is_none")]
     pub static_leader: Option<StaticAnswer>,
+}
+
+/// The replicated log's part of the status answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogAnswer {
+    /// The last entry's index.
+    pub last_index: u64,
+    /// The highest index known committed.
+    pub commit_index: u64,
+    /// The highest index applied to the state machine.
+    pub applied_index: u64,
+    /// The highest index durable on this node's disk.
+    pub persisted_index: u64,
+    /// The last index the snapshot covers (0 without one).
+    pub snapshot_index: u64,
+    /// On the leader: each follower's last matching index and how far behind it is.
+    #[serde(default)]
+    pub followers: Vec<FollowerAnswer>,
+}
+
+/// One follower as the leader sees its replication.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FollowerAnswer {
+    /// The follower.
+    pub peer_id: String,
+    /// The last index known to match the leader's log.
+    pub match_index: u64,
+    /// Entries it is behind the leader's last.
+    pub lag: u64,
 }
 
 /// Priority mode's part of the status answer: the state and the score with its parts (PRI-1).

@@ -12,6 +12,8 @@
 //! | POST | `/v1/jobs/{id}/ack` | `{"worker", "request_id"?}` → 200; 409 when the worker does not hold it |
 //! | POST | `/v1/jobs/{id}/nack` | `{"worker", "reason"?, "request_id"?}` → 200 requeued or dead-lettered; 409 not held |
 //! | GET | `/v1/jobs?state=S` | 200 `{"jobs": [...]}` (ready, claimed, done or dead; all without `state`) |
+//! | GET | `/v1/kv/{key}?watch=REV` | server-sent events: `put` (the key as it is) and `delete` (`{"key", "revision"}`) from revision REV on, from this node's copy; `compacted` (`{"oldest"}`) and the end when REV is older than the history kept |
+//! | GET | `/v1/log?from=N&limit=M` | 200 `{"commit_index", "entries": [{"index", "term", "kind", "command"}]}`: committed entries from N (at most M, 100 by default), the command decoded |
 //!
 //! Writes go to the leader only. A node that does not lead answers **421** `{"error":
 //! "not_leader", "leader", "leader_admin_url"}` with a `Location` header on the leader's admin
@@ -74,6 +76,8 @@ pub(super) struct KvQuery {
     if_revision: Option<u64>,
     #[serde(default)]
     request_id: Option<String>,
+    #[serde(default)]
+    watch: Option<u64>,
 }
 
 /// `POST /v1/jobs`.
@@ -113,6 +117,15 @@ pub(super) struct SettleRequest {
     request_id: Option<String>,
 }
 
+/// The query of `GET /v1/log`.
+#[derive(Debug, Deserialize)]
+pub(super) struct LogQuery {
+    #[serde(default)]
+    from: u64,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
 /// The query of `GET /v1/jobs`.
 #[derive(Debug, Deserialize)]
 pub(super) struct JobsQuery {
@@ -133,7 +146,8 @@ pub(super) fn routes(config: &mut web::ServiceConfig) {
         .route("/v1/jobs", web::get().to(jobs_list))
         .route("/v1/jobs/claim", web::post().to(jobs_claim))
         .route("/v1/jobs/{id}/ack", web::post().to(jobs_ack))
-        .route("/v1/jobs/{id}/nack", web::post().to(jobs_nack));
+        .route("/v1/jobs/{id}/nack", web::post().to(jobs_nack))
+        .route("/v1/log", web::get().to(log_entries));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -204,6 +218,15 @@ fn kv_answer(key: &str, answer: &Value) -> HttpResponse {
         Some(KvOutcome::CompareFailed { current }) => {
             HttpResponse::PreconditionFailed().json(json!({
                 "error": "compare_failed",
+                "message": match &current {
+                    Some(kv) => format!(
+                        "the comparison did not hold: {key} is at revision {}; nothing changed",
+                        kv.mod_revision
+                    ),
+                    None => format!(
+                        "the comparison did not hold: {key} does not exist; nothing changed"
+                    ),
+                },
                 "key": key,
                 "current": current,
                 "value": current.as_ref().map(|kv| kv.value.clone()),
@@ -212,6 +235,7 @@ fn kv_answer(key: &str, answer: &Value) -> HttpResponse {
         }
         Some(KvOutcome::NotFound) => HttpResponse::NotFound().json(json!({
             "error": "not_found",
+            "message": format!("no key {key}"),
             "key": key,
         })),
         None => refused_entry(answer),
@@ -228,12 +252,16 @@ async fn kv_get(
         return refusal;
     }
     let key = key.into_inner();
+    if let Some(from) = query.watch {
+        return watch(&state, key, from);
+    }
     let lookup = key.clone();
     let read: MachineRead =
         Box::new(move |machine| read_cluster(machine, |cluster| json!(cluster.kv().get(&lookup))));
     match read_through(&state, &request, query.stale, read).await {
         Ok(Value::Null) => HttpResponse::NotFound().json(json!({
             "error": "not_found",
+            "message": format!("no key {key}"),
             "key": key,
         })),
         Ok(found) => {
@@ -264,6 +292,174 @@ async fn kv_list(
         Ok(body) => HttpResponse::Ok().json(body),
         Err(response) => response,
     }
+}
+
+/// How often a watch looks for new changes in this node's copy.
+const WATCH_POLL: Duration = Duration::from_millis(50);
+
+/// What a watch carries from one step to the next.
+struct Watching {
+    node: crate::node::NodeHandle,
+    key: String,
+    /// The next revision to look for.
+    next: u64,
+    /// Events not yet sent.
+    queue: std::collections::VecDeque<String>,
+    /// The history no longer holds `next`: the stream ends once the queue is sent.
+    finished: bool,
+    /// When something was last sent (for the keep-alive comment).
+    last_sent: tokio::time::Instant,
+    /// Holds the stream's place among `admin.max_event_streams`.
+    _permit: super::limits::Slot,
+}
+
+/// `GET /v1/kv/{key}?watch=REV`: the key's changes from revision `from` on, as server-sent
+/// events, from this node's copy (any node serves it, as etcd's watch does).
+fn watch(state: &AdminState, key: String, from: u64) -> HttpResponse {
+    let permit = state.streams.open(state.options.max_event_streams);
+    if permit.over() {
+        return state.busy(
+            super::Refusal::EventStreams,
+            "admin.max_event_streams",
+            state.options.max_event_streams,
+            "event streams",
+        );
+    }
+    let watching = Watching {
+        node: state.node.clone(),
+        key,
+        next: from,
+        queue: std::collections::VecDeque::new(),
+        finished: false,
+        last_sent: tokio::time::Instant::now(),
+        _permit: permit,
+    };
+    let stream = futures_util::stream::unfold(watching, |mut watching| async move {
+        loop {
+            if let Some(chunk) = watching.queue.pop_front() {
+                watching.last_sent = tokio::time::Instant::now();
+                return Some((
+                    Ok::<_, std::convert::Infallible>(web::Bytes::from(chunk)),
+                    watching,
+                ));
+            }
+            if watching.finished {
+                return None;
+            }
+            let wanted = watching.key.clone();
+            let next = watching.next;
+            let read: MachineRead = Box::new(move |machine| {
+                read_cluster(machine, |cluster| {
+                    match cluster
+                        .kv()
+                        .changes_from(next, conclave_statemachine::KeyFilter::Exact(&wanted))
+                    {
+                        Ok(changes) => json!({ "changes": changes }),
+                        Err(conclave_statemachine::Error::Compacted { oldest }) => {
+                            json!({ "compacted": oldest })
+                        }
+                        Err(other) => json!({ "error": other.to_string() }),
+                    }
+                })
+            });
+            let Ok(Ok(answer)) = watching.node.read(true, read).await else {
+                // The node stopped, or runs no log: the stream ends.
+                return None;
+            };
+            if let Some(oldest) = answer.get("compacted") {
+                watching.queue.push_back(format!(
+                    "event: compacted\ndata: {}\n\n",
+                    json!({ "oldest": oldest })
+                ));
+                watching.finished = true;
+                continue;
+            }
+            for change in answer["changes"].as_array().into_iter().flatten() {
+                if let Some(kv) = change.get("Put") {
+                    let revision = kv["mod_revision"].as_u64().unwrap_or(0);
+                    watching.next = watching.next.max(revision + 1);
+                    watching
+                        .queue
+                        .push_back(format!("event: put\ndata: {kv}\n\n"));
+                } else if let Some(deleted) = change.get("Delete") {
+                    let revision = deleted["revision"].as_u64().unwrap_or(0);
+                    watching.next = watching.next.max(revision + 1);
+                    watching
+                        .queue
+                        .push_back(format!("event: delete\ndata: {deleted}\n\n"));
+                }
+            }
+            if !watching.queue.is_empty() {
+                continue;
+            }
+            if watching.last_sent.elapsed() >= super::KEEPALIVE {
+                watching.queue.push_back(": keepalive\n\n".to_owned());
+                continue;
+            }
+            tokio::time::sleep(WATCH_POLL).await;
+        }
+    });
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header((header::CACHE_CONTROL, "no-cache"))
+        .streaming(stream)
+}
+
+// ---------------------------------------------------------------------------------------------
+// the log
+
+/// Entries `GET /v1/log` returns when the client names no limit.
+const LOG_PAGE: usize = 100;
+/// Entries `GET /v1/log` returns at most.
+const LOG_PAGE_MAX: usize = 1000;
+
+async fn log_entries(
+    state: Data<AdminState>,
+    request: HttpRequest,
+    query: web::Query<LogQuery>,
+) -> HttpResponse {
+    if let Some(refusal) = state.refuse(&request, Access::Read) {
+        return refusal;
+    }
+    let limit = query.limit.unwrap_or(LOG_PAGE).clamp(1, LOG_PAGE_MAX);
+    let entries = match state.node.committed_entries(query.from, limit).await {
+        Ok(Ok(entries)) => entries,
+        Ok(Err(refusal)) => {
+            return match settle_answer(&state, &request, Ok(Ok(Err(refusal)))) {
+                Err(response) => response,
+                Ok(_) => HttpResponse::InternalServerError().finish(),
+            };
+        }
+        Err(err) => return unavailable(&err),
+    };
+    let commit = state
+        .node
+        .status()
+        .await
+        .ok()
+        .and_then(|status| match status.election.detail {
+            conclave_core::election::ModeStatus::Raft(raft) => raft.log.map(|log| log.commit),
+            _ => None,
+        });
+    let entries: Vec<Value> = entries
+        .iter()
+        .map(|entry| {
+            let command = conclave_statemachine::Command::decode(&entry.data)
+                .ok()
+                .map(|command| json!(command));
+            json!({
+                "index": entry.index,
+                "term": entry.term,
+                "kind": match entry.kind {
+                    conclave_protocol::EntryKind::Noop => "noop",
+                    conclave_protocol::EntryKind::Command if entry.data.is_empty() => "barrier",
+                    conclave_protocol::EntryKind::Command => "command",
+                },
+                "command": command,
+            })
+        })
+        .collect();
+    HttpResponse::Ok().json(json!({ "commit_index": commit, "entries": entries }))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -95,8 +95,9 @@ use tracing::{info, warn};
 
 use self::api::{
     AutoElectionRequest, CommandAnswer, DEADLINE_HEADER, DongleAnswer, ErrorAnswer, Fencing,
-    GossipAnswer, HealthAnswer, HistoryAnswer, HistoryEntry, Outcome, PeerAnswer, PeersAnswer,
-    PriorityAnswer, ReadyAnswer, SetLeaderRequest, StaticAnswer, StatusAnswer, UnansweredAnswer,
+    FollowerAnswer, GossipAnswer, HealthAnswer, HistoryAnswer, HistoryEntry, LogAnswer, Outcome,
+    PeerAnswer, PeersAnswer, PriorityAnswer, ReadyAnswer, SetLeaderRequest, StaticAnswer,
+    StatusAnswer, UnansweredAnswer,
 };
 pub use self::limits::{
     AdminBounds, LISTEN_BACKLOG, METRICS_MAX_CONNECTIONS, OVERFLOW_CONNECTIONS, OpenFilesLimit,
@@ -587,6 +588,25 @@ fn status_answer(
             .iter()
             .map(|(peer, url)| (peer.to_string(), url.clone()))
             .collect(),
+        log: match &election.detail {
+            ModeStatus::Raft(raft) => raft.log.as_ref().map(|log| LogAnswer {
+                last_index: raft.last_log.index,
+                commit_index: log.commit,
+                applied_index: log.applied,
+                persisted_index: log.persisted,
+                snapshot_index: log.snapshot.index,
+                followers: log
+                    .followers
+                    .iter()
+                    .map(|(peer, matched)| FollowerAnswer {
+                        peer_id: peer.to_string(),
+                        match_index: *matched,
+                        lag: raft.last_log.index.saturating_sub(*matched),
+                    })
+                    .collect(),
+            }),
+            _ => None,
+        },
         priority: match &election.detail {
             ModeStatus::Priority(priority) => Some(PriorityAnswer {
                 state: priority.state.label().to_owned(),

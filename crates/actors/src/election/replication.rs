@@ -99,6 +99,16 @@ pub struct ReadLinearizable(pub MachineRead);
 #[rtype(result = "Result<serde_json::Value, LogRefusal>")]
 pub struct ReadLocal(pub MachineRead);
 
+/// Committed entries from `from` on, at most `max` (`GET /v1/log`).
+#[derive(Message)]
+#[rtype(result = "Result<Vec<LogEntry>, LogRefusal>")]
+pub struct ReadCommitted {
+    /// The first index wanted.
+    pub from: u64,
+    /// How many at most.
+    pub max: usize,
+}
+
 /// Someone waiting for the entry at an index.
 enum Waiter {
     /// A write, answered with the machine's answer.
@@ -326,6 +336,18 @@ impl Handler<ReadLinearizable> for ElectionActor {
         self.propose(Vec::new(), Waiter::Read(read.0, reply));
         self.pump(ctx);
         Box::pin(async move { answer.await.unwrap_or(Err(LogRefusal::Unknown)) })
+    }
+}
+
+impl Handler<ReadCommitted> for ElectionActor {
+    type Result = Result<Vec<LogEntry>, LogRefusal>;
+
+    fn handle(&mut self, read: ReadCommitted, _: &mut Self::Context) -> Self::Result {
+        let _span = self.span.clone().entered();
+        match self.election.replicated_log() {
+            Some(log) => Ok(log.committed_from(read.from, read.max)),
+            None => Err(LogRefusal::Disabled),
+        }
     }
 }
 

@@ -275,6 +275,14 @@ impl RaftLog {
             .collect()
     }
 
+    /// Committed entries from `index` on (never before the snapshot), at most `max`.
+    pub(crate) fn committed_from(&self, index: u64, max: usize) -> Vec<LogEntry> {
+        let from = index.max(self.snapshot.index + 1);
+        let mut entries = self.entries_from(from, max);
+        entries.retain(|entry| entry.index <= self.commit);
+        entries
+    }
+
     /// Entries from `index` on whose encoded data fits `budget` bytes (at least one when any
     /// exists, so an entry larger than the budget still travels alone), at most `max`.
     pub(crate) fn batch_from(&self, index: u64, budget: usize, max: usize) -> Vec<LogEntry> {

@@ -179,6 +179,12 @@ impl ReplicatedLog<'_> {
         self.raft.log.take_committed(max)
     }
 
+    /// Committed entries from `index` on, at most `max` (fewer when the ones before the
+    /// snapshot are asked for: those are compacted; the first one returned says where it starts).
+    pub fn committed_from(&self, index: u64, max: usize) -> Vec<LogEntry> {
+        self.raft.log.committed_from(index, max)
+    }
+
     /// Where the log stands.
     pub fn status(&self) -> LogStatus {
         self.raft.log_status().unwrap_or_default()
