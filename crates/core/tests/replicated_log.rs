@@ -1,16 +1,21 @@
-//! LOG-1..3 in the simulator: a client writes through random nodes while nodes crash (losing
+//! LOG-1..3 and LOG-7 in the simulator: a client writes and reads three registers through
+//! random nodes (reads through the log, as linearizable reads are made) while nodes crash (losing
 //! every entry whose fsync had not completed), crash part-way through their actions,
 //! partition, lose, duplicate and reorder messages; fsyncs take time, batches and windows
 //! are small. After every step: one leader per term and one vote per term as before, and
 //! state machine safety (no two nodes apply different entries at one index); at every new
 //! leader, leader completeness (it holds every write acknowledged in an earlier term). Once
 //! faults stop: every live node holds and applies every acknowledged write, and the logs
-//! match (Figure 3). `CONCLAVE_SIM_SEEDS=N` runs more seeds; a failure prints the command that
-//! replays it.
+//! match (Figure 3), and the register history is linearizable (a Wing–Gong search). Each check
+//! has a control that must fail. `CONCLAVE_SIM_SEEDS=N` runs more seeds; a failure prints the
+//! command that replays it.
 
 use std::io::Write;
 
-use conclave_core::sim::{Scenario, run_log_seed_reporting_before_fsync, run_seed, seed_count};
+use conclave_core::sim::{
+    Scenario, run_log_seed_reporting_before_fsync, run_log_seed_with_stale_reads, run_seed,
+    seed_count,
+};
 
 /// Seeds in a plain `cargo test`.
 const DEFAULT_SEEDS: u64 = 2000;
@@ -34,9 +39,9 @@ fn log_simulated_acknowledged_writes_survive_every_fault() {
     }
     let _ = writeln!(
         std::io::stderr(),
-        "simulated {seeds} seeds (log): {acknowledged} writes acknowledged, {applied} \
-         indices applied, {refused} writes refused by followers; every property held after \
-         each of {steps} steps"
+        "simulated {seeds} seeds (log): {acknowledged} operations acknowledged, {applied} \
+         indices applied, {refused} operations refused by followers; every property held \
+         after each of {steps} steps, and every history was linearizable"
     );
     assert!(
         acknowledged > seeds * 20,
@@ -62,6 +67,22 @@ fn log_control_reporting_before_fsync_loses_an_acknowledged_write() {
         std::io::stderr(),
         "control reporting before fsync: {failure}"
     );
+}
+
+/// The control of LOG-7: the same scenario with reads answered from a random node's own
+/// copy instead of through the log; the linearizability check must find a stale read.
+#[test]
+fn log_control_stale_reads_are_not_linearizable() {
+    let found = (0..CONTROL_SEEDS).find_map(|seed| {
+        run_log_seed_with_stale_reads(seed)
+            .result
+            .err()
+            .filter(|failure| failure.invariant == "linearizability")
+    });
+    let failure = found.unwrap_or_else(|| {
+        panic!("no stale read found in {CONTROL_SEEDS} seeds: the linearizability check is blind")
+    });
+    let _ = writeln!(std::io::stderr(), "control with stale reads: {failure}");
 }
 
 /// Replays one seed with its trace: `CONCLAVE_SIM_REPLAY=log:SEED`.

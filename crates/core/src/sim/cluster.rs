@@ -55,6 +55,7 @@ use crate::static_leader::StaticConfig;
 use crate::storage::DurableState;
 use crate::time::Instant;
 
+mod linearizability;
 mod replicated_log;
 
 pub use replicated_log::LogCounts;

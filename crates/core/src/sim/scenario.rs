@@ -190,7 +190,7 @@ pub struct SeedRun {
 
 /// Runs one seed of `scenario`.
 pub fn run_seed(scenario: Scenario, seed: u64, record_trace: bool) -> SeedRun {
-    run_seed_with(scenario, seed, record_trace, true, false)
+    run_seed_with(scenario, seed, record_trace, Control::None)
 }
 
 /// Runs seeds `0..seeds` of `scenario` and returns their reports; the first seed that fails
@@ -208,23 +208,42 @@ pub fn run_seeds(scenario: Scenario, seeds: u64) -> Vec<SeedReport> {
 /// Runs one seed of [`Scenario::WalLoss`] with a node that lost its WAL voting at once, as it
 /// did before abstention existed (WAL-2): the control run that shows the invariant can fail.
 pub fn run_seed_without_abstention(seed: u64) -> SeedRun {
-    run_seed_with(Scenario::WalLoss, seed, false, false, false)
+    run_seed_with(Scenario::WalLoss, seed, false, Control::NoAbstention)
 }
 
 /// Runs one seed of [`Scenario::ReplicatedLog`] with a driver that reports log writes durable
 /// before their fsync completes: the control run that shows a lost acknowledged write is
 /// found when the core is told a write is durable too early.
 pub fn run_log_seed_reporting_before_fsync(seed: u64) -> SeedRun {
-    run_seed_with(Scenario::ReplicatedLog, seed, false, true, true)
+    run_seed_with(
+        Scenario::ReplicatedLog,
+        seed,
+        false,
+        Control::ReportBeforeFsync,
+    )
 }
 
-fn run_seed_with(
-    scenario: Scenario,
-    seed: u64,
-    record_trace: bool,
-    abstain: bool,
-    report_before_fsync: bool,
-) -> SeedRun {
+/// Runs one seed of [`Scenario::ReplicatedLog`] with the client's reads answered at once from
+/// a random node's own copy rather than through the log: the control run that shows the
+/// linearizability check finds a stale read.
+pub fn run_log_seed_with_stale_reads(seed: u64) -> SeedRun {
+    run_seed_with(Scenario::ReplicatedLog, seed, false, Control::StaleReads)
+}
+
+/// A control run: one safeguard switched off, so that a check is shown to fail without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Control {
+    /// Nothing switched off.
+    None,
+    /// A node that lost its WAL votes at once (WAL-2).
+    NoAbstention,
+    /// Log writes reported durable before their fsync (LOG-3).
+    ReportBeforeFsync,
+    /// Reads from a node's own copy (LOG-7).
+    StaleReads,
+}
+
+fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, control: Control) -> SeedRun {
     let mut plan = SeededRng::new(seed ^ 0x5ced_5ced_5ced_5ced);
     let sizes: &[usize] = match scenario {
         Scenario::Voters => &[1, 2, 3, 3, 4, 5, 5, 5],
@@ -313,8 +332,9 @@ fn run_seed_with(
         }
     };
     sim.set_replay_hint(scenario.replay_command(seed));
-    sim.set_abstain_after_wal_loss(abstain);
-    sim.set_report_before_fsync(report_before_fsync);
+    sim.set_abstain_after_wal_loss(control != Control::NoAbstention);
+    sim.set_report_before_fsync(control == Control::ReportBeforeFsync);
+    sim.set_stale_reads(control == Control::StaleReads);
     let result = script(scenario, &mut sim, &mut plan).map(|convergence| SeedReport {
         seed,
         nodes,
@@ -383,6 +403,7 @@ fn log_script(sim: &mut Simulation, plan: &mut SeededRng) -> Result<Duration, Si
     sim.run_for(Duration::from_millis(plan.between(0, 300)))?;
     sim.set_client_writes(false);
     sim.await_log_converged(CONVERGENCE_BOUND)?;
+    sim.check_linearizable()?;
     check_still_agreed(sim, SETTLE)?;
     Ok(convergence)
 }

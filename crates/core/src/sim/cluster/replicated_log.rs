@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use conclave_protocol::LogEntry;
 
+use super::linearizability::{Operation, OperationKind, check};
 use super::{Observation, SimFailure, Simulation};
 use crate::election::{Election, Role};
 use crate::raft::LogPosition;
@@ -36,8 +37,11 @@ pub(super) struct NodeLog {
     pub(super) storage: MemStorage,
     /// Writes whose fsync has not completed: when it does, and the last entry it covers.
     syncs: VecDeque<(Instant, LogPosition)>,
-    /// Writes the client made through this node while it led: position and value.
-    proposals: BTreeMap<u64, (u64, Vec<u8>)>,
+    /// Operations the client made through this node while it led: position, entry data and
+    /// the operation's place in the history.
+    proposals: BTreeMap<u64, (u64, Vec<u8>, usize)>,
+    /// The registers as this process applied them (lost with it; rebuilt by replaying).
+    registers: [u64; REGISTERS as usize],
     /// Its entries were lost with its WAL, and its log has not caught up with a leader's since.
     pub(super) lost: bool,
 }
@@ -48,6 +52,7 @@ impl NodeLog {
         self.storage.crash();
         self.syncs.clear();
         self.proposals.clear();
+        self.registers = [0; REGISTERS as usize];
     }
 
     /// The disk was lost.
@@ -76,7 +81,20 @@ pub(super) struct LogBook {
     /// The control run's driver: it tells the core a write is durable as soon as it is
     /// written, before its fsync (see [`Simulation::set_report_before_fsync`]).
     report_before_fsync: bool,
+    /// The client's operations on the registers, for the linearizability check.
+    history: Vec<Operation>,
+    /// The control run's reads: answered at once from a random node's own registers, not
+    /// through the log (see [`Simulation::set_stale_reads`]).
+    stale_reads: bool,
 }
+
+/// Registers the client writes and reads (`k0`, `k1`, `k2`): few, so that operations on one
+/// overlap.
+const REGISTERS: u8 = 3;
+
+/// The first byte of an entry's data: a write of a register, or a read barrier.
+const WRITE: u8 = b'W';
+const READ: u8 = b'R';
 
 /// Counts of what the client did, for reports and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -150,7 +168,8 @@ impl Simulation {
         self.pump(index, None);
     }
 
-    /// The client writes a unique value through a random live node.
+    /// The client writes a unique value to a register, or reads one (through the log, as a
+    /// linearizable read is made), through a random live node.
     fn client_write(&mut self) {
         let Some(interval) = self.config.client_interval else {
             self.log_book.next_write = None;
@@ -162,9 +181,24 @@ impl Simulation {
             return;
         }
         let index = alive[self.rng.below(alive.len() as u64) as usize];
+        let key = self.rng.below(u64::from(REGISTERS)) as u8;
+        let read = self.rng.chance(0.4);
         self.log_book.next_value += 1;
-        let value = self.log_book.next_value.to_be_bytes().to_vec();
+        let value = self.log_book.next_value;
         let now = self.now;
+        if read && self.log_book.stale_reads {
+            // The control: this node's own copy, however far behind it is.
+            let seen = self.nodes[index].log.registers[usize::from(key)];
+            self.log_book.history.push(Operation {
+                key,
+                kind: OperationKind::Read(Some(seen)),
+                invoked: now,
+                answered: Some(now),
+            });
+            return;
+        }
+        let mut data = vec![if read { READ } else { WRITE }, key];
+        data.extend_from_slice(&value.to_be_bytes());
         let Some(mut log) = self.nodes[index]
             .election
             .as_mut()
@@ -172,12 +206,23 @@ impl Simulation {
         else {
             return;
         };
-        match log.propose(now, value.clone()) {
+        match log.propose(now, data.clone()) {
             Ok(position) => {
+                let operation = self.log_book.history.len();
+                self.log_book.history.push(Operation {
+                    key,
+                    kind: if read {
+                        OperationKind::Read(None)
+                    } else {
+                        OperationKind::Write(value)
+                    },
+                    invoked: now,
+                    answered: None,
+                });
                 self.nodes[index]
                     .log
                     .proposals
-                    .insert(position.index, (position.term, value));
+                    .insert(position.index, (position.term, data, operation));
             }
             Err(_) => self.log_book.refused += 1,
         }
@@ -250,16 +295,35 @@ impl Simulation {
                     .insert(entry.index, (entry.term, entry.data.clone()));
             }
         }
-        if let Some((proposed_term, value)) = self.nodes[index].log.proposals.remove(&entry.index) {
-            if proposed_term == entry.term && value == entry.data {
-                // The node that took the write answers the client now; it led when it took
-                // it, and acknowledges in the term it holds now.
+        // This process's registers, as its state machine applies the entry.
+        if let [WRITE, key, value @ ..] = entry.data.as_slice() {
+            if let (Some(register), Ok(value)) = (
+                self.nodes[index].log.registers.get_mut(usize::from(*key)),
+                <[u8; 8]>::try_from(value),
+            ) {
+                *register = u64::from_be_bytes(value);
+            }
+        }
+        if let Some((proposed_term, data, operation)) =
+            self.nodes[index].log.proposals.remove(&entry.index)
+        {
+            if proposed_term == entry.term && data == entry.data {
+                // The node that took the operation answers the client now; it led when it
+                // took it, and acknowledges in the term it holds now.
                 let _ = is_leader;
                 self.log_book.acknowledged.push((
                     LogPosition::new(entry.term, entry.index),
-                    value,
+                    data,
                     term,
                 ));
+                let now = self.now;
+                let registers = self.nodes[index].log.registers;
+                if let Some(op) = self.log_book.history.get_mut(operation) {
+                    op.answered = Some(now);
+                    if let OperationKind::Read(seen) = &mut op.kind {
+                        *seen = Some(registers[usize::from(op.key)]);
+                    }
+                }
             }
         }
         self.observations.push(Observation::Applied {
@@ -311,6 +375,18 @@ impl Simulation {
     /// then find a lost acknowledged write; without this switch they never may.
     pub fn set_report_before_fsync(&mut self, on: bool) {
         self.log_book.report_before_fsync = on;
+    }
+
+    /// The control run for linearizability: reads answered at once from a random node's own
+    /// copy instead of through the log. A follower that lags behind then returns a value
+    /// older than one a finished write put, and the check must find it.
+    pub fn set_stale_reads(&mut self, on: bool) {
+        self.log_book.stale_reads = on;
+    }
+
+    /// LOG-7: whether the client's register history is linearizable.
+    pub fn check_linearizable(&self) -> Result<(), SimFailure> {
+        check(&self.log_book.history).map_err(|detail| self.failure("linearizability", detail))
     }
 
     /// Starts the client's writes (with [`SimConfig::client_interval`]) or stops them.
