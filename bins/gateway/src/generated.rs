@@ -185,6 +185,7 @@ mod tests {
             crate::EXIT_SOFTWARE,
             crate::EXIT_CANTCREAT,
             crate::output::EXIT_IO,
+            crate::EXIT_TEMPFAIL,
             crate::EXIT_NOPERM,
         ] {
             assert!(

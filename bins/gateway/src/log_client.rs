@@ -25,8 +25,6 @@ use crate::output::{errln, outln};
 /// Redirects followed at most.
 const MAX_REDIRECTS: usize = 3;
 
-/// Exit code: the cluster could not answer now; try again (EX_TEMPFAIL).
-const EXIT_TEMPFAIL: u8 = 75;
 
 /// What a node answered.
 struct Answer {
@@ -475,7 +473,7 @@ fn finish(cli: &Cli, result: Result<Answer, Failure>, human: impl FnOnce(&Answer
     errln!("error: {} answered {}: {error}", answer.url, answer.status);
     match answer.status {
         404 | 409 | 412 => ExitCode::from(1),
-        421 | 503 | 504 => ExitCode::from(EXIT_TEMPFAIL),
+        421 | 503 | 504 => ExitCode::from(crate::EXIT_TEMPFAIL),
         400 => ExitCode::from(crate::EXIT_USAGE),
         _ => ExitCode::from(1),
     }

@@ -81,6 +81,12 @@ pub(crate) const EXIT_STATUSES: &[(&str, &str)] = &[
     ),
     ("74", "EX_IOERR: standard output could not be written."),
     (
+        "75",
+        "EX_TEMPFAIL: kv, jobs: the cluster could not answer in time (no leader known, or the \
+         write's outcome is not known yet). Run the command again: a write carries its request \
+         id, so it is applied at most once.",
+    ),
+    (
         "77",
         "EX_NOPERM: run, init: this user has no permission to create or write the data \
          directory or its files.",
@@ -96,6 +102,8 @@ pub(crate) const EXIT_STATUSES: &[(&str, &str)] = &[
 pub(crate) const EXIT_USAGE: u8 = 64;
 /// sysexits' EX_UNAVAILABLE: the admin API does not answer.
 pub(crate) const EXIT_UNAVAILABLE: u8 = 69;
+/// sysexits' EX_TEMPFAIL: the cluster could not answer a `kv` or `jobs` command in time.
+pub(crate) const EXIT_TEMPFAIL: u8 = 75;
 /// sysexits' EX_SOFTWARE: the node stopped on an internal error.
 pub(crate) const EXIT_SOFTWARE: u8 = 70;
 /// sysexits' EX_DATAERR: the WAL or the replicated log is damaged (or not conclave's);
