@@ -279,6 +279,7 @@ class EtcdCluster(Cluster):
         peer = {n: free_port() for n in names}
         client = {n: free_port() for n in names}
         initial = ",".join(f"{n}=http://127.0.0.1:{peer[n]}" for n in names)
+        token = "kv-bench-" + secrets.token_hex(4)  # one per cluster: it makes the cluster id
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "ETCDCTL_"))}
         for name in names:
             argv = [
@@ -288,7 +289,7 @@ class EtcdCluster(Cluster):
                 "--listen-client-urls", f"http://127.0.0.1:{client[name]}",
                 "--advertise-client-urls", f"http://127.0.0.1:{client[name]}",
                 "--initial-cluster", initial, "--initial-cluster-state", "new",
-                "--initial-cluster-token", "kv-bench-" + secrets.token_hex(4),
+                "--initial-cluster-token", token,
                 "--logger", "zap", "--log-level", "error",
             ]
             # etcd serves /metrics on its client URL.
