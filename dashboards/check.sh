@@ -6,7 +6,8 @@
 #   3. the Grafana dashboard is valid JSON with a sound structure, and every query in it is
 #      valid PromQL;
 #   4. every conclave_* metric name the dashboard and the rules use is declared in
-#      METRIC_NAMES and shows up in a live scrape of a two-node cluster built from this tree;
+#      METRIC_NAMES and shows up in a live scrape of a two-node cluster built from this tree
+#      (with the replicated log on, so that the log's series exist);
 #   5. `promtool check metrics` finds nothing to say about either node's scrape.
 # Exits non-zero, naming what is wrong, when any of that fails.
 set -euo pipefail
@@ -201,6 +202,8 @@ data_dir = "$work/data-$1"
 [cluster]
 id = "dashboards-check"
 voters = ["gw-a", "gw-b"]
+# A cluster created here: each node's WAL starts with a genesis record (WAL-5).
+initial_state = "new"
 
 # Fast timers so the cluster forms within a second or two.
 [election.raft]
@@ -225,6 +228,10 @@ listen = "127.0.0.1:$4"
 # A hook, so that conclave_callbacks_total has a series.
 [hooks]
 on_leader_change = ["true"]
+
+# The replicated log, so that its series exist (the leader exports the lag of its follower).
+[log]
+enabled = true
 EOF
 }
 write_config gw-a "$udp_a" "$udp_b" "$metrics_a"

@@ -172,6 +172,9 @@ impl ElectionActor {
         let log = machine
             .filter(|_| election.replicated_log().is_some())
             .map(LogDriver::new);
+        if log.is_some() {
+            metrics.preregister_log();
+        }
         metrics.set_mode(election.mode().label());
         metrics.set_term(election.term());
         metrics.set_role(election.role());

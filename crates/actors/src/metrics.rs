@@ -178,13 +178,15 @@ pub const METRIC_NAMES: &[(&str, &str)] = &[
 /// Buckets for election durations: a fast LAN election is tens of milliseconds, a slow one
 /// several election timeouts.
 const ELECTION_BUCKETS: &[f64] = &[0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
-/// Buckets for fsync: SSDs answer in tens of microseconds, SD cards in tens of milliseconds.
 /// Buckets for entries per fsync: one alone up to a busy batch.
 const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
 /// Buckets for fsync: SSDs answer in tens of microseconds, SD cards in tens of milliseconds.
 const FSYNC_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 ];
+
+/// The values of `conclave_log_proposals_total{result}`.
+const PROPOSAL_RESULTS: &[&str] = &["committed", "not_leader", "lost", "busy"];
 
 /// `conclave_leaderless_seconds_total`, rendered by [`NodeMetrics::render`] itself.
 const LEADERLESS: &str = "conclave_leaderless_seconds_total";
@@ -623,8 +625,25 @@ impl NodeMetrics {
         .set(lag as f64);
     }
 
-    /// `conclave_log_proposals_total{result}`: `committed`, `not_leader`, `lost` (the entry
-    /// was replaced: its leader lost its term) or `timeout`.
+    /// Creates the replicated log's series at zero on a node that runs the log (LOG-3): the
+    /// indices, every proposal result and the batch histogram, so that the dashboard shows the
+    /// log before its first write and `increase()` sees the first proposal of each result.
+    /// `conclave_replication_lag_entries{peer}` is left to the leader, which alone knows it.
+    pub fn preregister_log(&self) {
+        self.set_log_indices(0, 0);
+        for result in PROPOSAL_RESULTS {
+            self.counter(
+                "conclave_log_proposals_total",
+                &[("result", (*result).to_owned())],
+            )
+            .absolute(0);
+        }
+        let _ = self.histogram("conclave_log_entries_per_fsync");
+    }
+
+    /// `conclave_log_proposals_total{result}`, one of [`PROPOSAL_RESULTS`]: `committed`,
+    /// `not_leader`, `lost` (the entry was replaced: its leader lost its term) or `busy` (the
+    /// leader is handing over or stopping).
     pub fn proposal(&self, result: &'static str) {
         self.counter(
             "conclave_log_proposals_total",
@@ -842,6 +861,28 @@ mod tests {
                 "conclave_events_lagged_total",
                 &[("subscriber", "hook:on_leader")]
             ),
+            Some(0.0)
+        );
+    }
+
+    /// LOG-3: a node running the log exports its indices, every proposal result and the
+    /// batch histogram at zero before its first write.
+    #[test]
+    fn log_series_exist_before_the_first_write() {
+        let metrics = NodeMetrics::new();
+        assert_eq!(metrics.value("conclave_log_commit_index", &[]), None);
+        metrics.preregister_log();
+        assert_eq!(metrics.value("conclave_log_commit_index", &[]), Some(0.0));
+        assert_eq!(metrics.value("conclave_log_applied_index", &[]), Some(0.0));
+        for result in PROPOSAL_RESULTS {
+            assert_eq!(
+                metrics.value("conclave_log_proposals_total", &[("result", result)]),
+                Some(0.0),
+                "{result}"
+            );
+        }
+        assert_eq!(
+            metrics.value("conclave_log_entries_per_fsync_count", &[]),
             Some(0.0)
         );
     }

@@ -1,0 +1,685 @@
+#!/usr/bin/env python3
+"""Commit throughput and latency of the replicated log: conclave against etcd, in one run.
+
+Issue 16, item 10: commits per second and commit latency (p50, p99) with 1, 8 and 32
+concurrent clients on three nodes over UDP loopback, against three etcd members on the same
+machine in the same run. Target: at least etcd's throughput at every client count and a p99 no
+higher than etcd's; an idle node under 8 MiB of resident memory.
+
+What the program does:
+
+1. installs etcd (Debian `etcd-server`) when `etcd` is missing, and builds conclave with
+   `cargo build --release -p conclave-gateway` when `--conclave-bin` does not exist;
+2. starts three conclave nodes (raft, `[log] enabled = true`, everything else at its default,
+   a pre-shared key, UDP on 127.0.0.1) and three etcd members (etcd's defaults), each with its
+   data directory in one temporary directory, waits until each cluster agrees on a leader and
+   reads every member's idle RSS;
+3. for `--runs` runs, for each client count, writes distinct keys for `--seconds` to each
+   system's leader, the order of the two systems alternating from run to run: conclave gets
+   `PUT /v1/kv/{key}` with `{"value": ...}` on its admin API, etcd `POST /v3/kv/put` with
+   base64 key and value on its JSON gateway (grpc-gateway). Each client is one kept-alive
+   HTTP/1.1 connection that sends its next write when the last one is answered; a write counts
+   once it is answered 200 (both systems answer after the entry is committed by a majority,
+   each having fsynced it, and applied). The first `--warmup` seconds are not counted;
+4. prints one line per run and client count with both systems' commits/s, p50 and p99 and the
+   conclave/etcd ratios; the same for every run, then the medians over runs and the target
+   check; what the leaders' metrics say about their disks during each measurement (fsyncs per
+   second, mean fsync time, entries per fsync); and each member's RSS, idle before the first
+   write and idle after the last one (the latter holds every key written).
+
+The load comes from `--client-procs` Python processes (asyncio, one connection per client),
+the same code for both systems. They share the machine's cores with the six servers; the
+program prints the CPU the load generator used, so a reader can tell whether it, rather than a
+server, set the pace.
+
+Standard library only (Python 3.11). Run from anywhere:
+    python3 bench/kv_commit.py --conclave-bin target/release/conclave
+Exit code: 0 when every target is met, 1 when one is missed, 2 on an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import ctypes
+import http.client
+import json
+import multiprocessing
+import os
+import platform
+import resource
+import secrets
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CLIENT_COUNTS = (1, 8, 32)
+IDLE_RSS_GOAL_MIB = 8.0
+
+
+class BenchError(Exception):
+    pass
+
+
+def log(text: str = "") -> None:
+    print(text, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# processes
+
+
+def die_with_parent() -> None:
+    # PR_SET_PDEATHSIG = 1: a member dies with this program even if it is killed -9.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Member:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    http_port: int
+    metrics_port: int
+    proc: subprocess.Popen | None = None
+    log_file: object = None
+
+    def start(self) -> None:
+        self.log_file = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            self.argv, stdin=subprocess.DEVNULL, stdout=self.log_file, stderr=subprocess.STDOUT,
+            env=self.env, start_new_session=True, preexec_fn=die_with_parent,
+        )
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 20) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return "(no log)"
+
+    def rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+        return float("nan")
+
+
+def request(port: int, method: str, path: str, body: bytes | None = None, timeout: float = 2.0):
+    """One HTTP request on a new connection: (status, body) or None when nothing answered."""
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        data = response.read()
+        conn.close()
+        return response.status, data
+    except OSError:
+        return None
+
+
+class Cluster:
+    system = ""
+
+    def __init__(self) -> None:
+        self.members: dict[str, Member] = {}
+
+    def start(self) -> None:
+        for member in self.members.values():
+            member.start()
+
+    def stop(self) -> None:
+        running = [m for m in self.members.values() if m.alive()]
+        for member in running:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(member.proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        for member in running:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                member.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        for member in self.members.values():
+            if member.proc is None:
+                continue
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(member.proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                member.proc.wait(timeout=5)
+            if member.log_file is not None:
+                member.log_file.close()
+
+    def require_alive(self) -> None:
+        for member in self.members.values():
+            if not member.alive():
+                raise BenchError(f"{self.system} {member.name} exited; its log:\n{member.log_tail()}")
+
+    def leader(self) -> str | None:
+        raise NotImplementedError
+
+    def wait_leader(self, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.require_alive()
+            leader = self.leader()
+            if leader is not None:
+                return leader
+            time.sleep(0.2)
+        first = next(iter(self.members.values()))
+        raise BenchError(f"{self.system}: no leader all members agree on within {timeout:.0f} s; "
+                         f"{first.name}'s log:\n{first.log_tail()}")
+
+    @staticmethod
+    def put_request(key: str, value: str) -> tuple[str, bytes]:
+        """The request line's start and the body of one write."""
+        raise NotImplementedError
+
+    def disk_counters(self, member: Member) -> dict[str, float]:
+        """Cumulative counters of the member's fsyncs, from its /metrics."""
+        raise NotImplementedError
+
+
+class ConclaveCluster(Cluster):
+    system = "conclave"
+
+    def __init__(self, root: Path, binary: Path) -> None:
+        super().__init__()
+        names = ["gw-a", "gw-b", "gw-c"]
+        udp = {n: free_port(socket.SOCK_DGRAM) for n in names}
+        admin = {n: free_port() for n in names}
+        metrics = {n: free_port() for n in names}
+        psk = root / "psk"
+        psk.write_text(secrets.token_hex(32) + "\n")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CONCLAVE", "RUST_LOG"))}
+        q = json.dumps  # a JSON string is a valid TOML basic string
+        for name in names:
+            peers = ", ".join(q(f"127.0.0.1:{udp[p]}") for p in names if p != name)
+            config = root / f"{name}.toml"
+            config.write_text(f"""# generated by bench/kv_commit.py
+[node]
+id = {q(name)}
+data_dir = {q(str(root / "data" / name))}
+
+[cluster]
+id = "kv-bench"
+voters = [{", ".join(q(n) for n in names)}]
+initial_state = "new"
+psk_file = {q(str(psk))}
+
+[link.udp]
+listen = {q(f"127.0.0.1:{udp[name]}")}
+peers = [{peers}]
+
+[admin]
+listen = {q(f"127.0.0.1:{admin[name]}")}
+
+[metrics]
+listen = {q(f"127.0.0.1:{metrics[name]}")}
+
+[log]
+enabled = true
+""")
+            check = subprocess.run([str(binary), "check-config", str(config)], capture_output=True,
+                                   text=True, env=env, timeout=30)
+            if check.returncode != 0:
+                raise BenchError(f"conclave check-config {config}:\n{check.stdout}{check.stderr}")
+            self.members[name] = Member(
+                name, [str(binary), "run", "--config", str(config), "--log", "warn"], env,
+                root / f"{name}.log", admin[name], metrics[name])
+
+    def leader(self) -> str | None:
+        views = set()
+        for member in self.members.values():
+            answer = request(member.http_port, "GET", "/v1/status")
+            if answer is None or answer[0] != 200:
+                return None
+            views.add(json.loads(answer[1]).get("leader"))
+        if len(views) != 1 or None in views:
+            return None
+        leader = views.pop()
+        return leader if leader in self.members else None
+
+    @staticmethod
+    def put_request(key: str, value: str) -> tuple[str, bytes]:
+        return f"PUT /v1/kv/{key}", json.dumps({"value": value}).encode()
+
+    def disk_counters(self, member: Member) -> dict[str, float]:
+        return scrape(member.metrics_port, {
+            "fsync_seconds": "conclave_wal_fsync_seconds_sum",
+            "fsyncs": "conclave_wal_fsync_seconds_count",
+            "entries": "conclave_log_entries_per_fsync_sum",
+            "batches": "conclave_log_entries_per_fsync_count",
+        })
+
+
+class EtcdCluster(Cluster):
+    system = "etcd"
+
+    def __init__(self, root: Path, etcd: str) -> None:
+        super().__init__()
+        names = ["etcd-a", "etcd-b", "etcd-c"]
+        peer = {n: free_port() for n in names}
+        client = {n: free_port() for n in names}
+        initial = ",".join(f"{n}=http://127.0.0.1:{peer[n]}" for n in names)
+        token = "kv-bench-" + secrets.token_hex(4)  # one per cluster: it makes the cluster id
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "ETCDCTL_"))}
+        for name in names:
+            argv = [
+                etcd, "--name", name, "--data-dir", str(root / "data" / name),
+                "--listen-peer-urls", f"http://127.0.0.1:{peer[name]}",
+                "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer[name]}",
+                "--listen-client-urls", f"http://127.0.0.1:{client[name]}",
+                "--advertise-client-urls", f"http://127.0.0.1:{client[name]}",
+                "--initial-cluster", initial, "--initial-cluster-state", "new",
+                "--initial-cluster-token", token,
+                "--logger", "zap", "--log-level", "error",
+            ]
+            # etcd serves /metrics on its client URL.
+            self.members[name] = Member(name, argv, env, root / f"{name}.log", client[name], client[name])
+        self.ids: dict[str, str] = {}
+
+    def leader(self) -> str | None:
+        # The v3 JSON gateway: each member's own id and its leader's, uint64 as JSON strings.
+        leaders = set()
+        for name, member in self.members.items():
+            answer = request(member.http_port, "POST", "/v3/maintenance/status", b"{}")
+            if answer is None or answer[0] != 200:
+                return None
+            status = json.loads(answer[1])
+            self.ids[status.get("header", {}).get("member_id", "")] = name
+            leaders.add(status.get("leader"))
+        if len(leaders) != 1 or None in leaders:
+            return None
+        return self.ids.get(leaders.pop())
+
+    @staticmethod
+    def put_request(key: str, value: str) -> tuple[str, bytes]:
+        body = {"key": base64.b64encode(key.encode()).decode(),
+                "value": base64.b64encode(value.encode()).decode()}
+        return "POST /v3/kv/put", json.dumps(body).encode()
+
+    def disk_counters(self, member: Member) -> dict[str, float]:
+        return scrape(member.metrics_port, {
+            "fsync_seconds": "etcd_disk_wal_fsync_duration_seconds_sum",
+            "fsyncs": "etcd_disk_wal_fsync_duration_seconds_count",
+        })
+
+
+def scrape(port: int, wanted: dict[str, str]) -> dict[str, float]:
+    answer = request(port, "GET", "/metrics", timeout=5)
+    if answer is None or answer[0] != 200:
+        return {}
+    values = {}
+    for line in answer[1].decode(errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            for key, series in wanted.items():
+                if parts[0] == series:
+                    values[key] = float(parts[1])
+    return values
+
+
+# ---------------------------------------------------------------------------------------------
+# load
+
+
+async def read_response(reader: asyncio.StreamReader) -> int:
+    """Reads one HTTP/1.1 response (Content-Length or chunked body) and returns its status."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    length, chunked = 0, False
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        name = name.strip().lower()
+        if name == "content-length":
+            length = int(value)
+        elif name == "transfer-encoding" and "chunked" in value.lower():
+            chunked = True
+    if chunked:
+        while True:
+            size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+            await reader.readexactly(size + 2)
+            if size == 0:
+                break
+    elif length:
+        await reader.readexactly(length)
+    return status
+
+
+async def one_client(port: int, requests_of, start: float, stop: float, out: dict) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    seq = 0
+    try:
+        while True:
+            sent = time.monotonic()
+            if sent >= stop:
+                break
+            line, body = requests_of(seq)
+            seq += 1
+            writer.write(f"{line} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            status = await read_response(reader)
+            done = time.monotonic()
+            if done < start or done > stop:
+                continue
+            if status == 200:
+                out["latencies"].append(done - sent)
+            else:
+                out["errors"][status] = out["errors"].get(status, 0) + 1
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+
+
+def load_process(system: str, port: int, client_ids: list[int], tag: str, value: str,
+                 start: float, stop: float, pipe) -> None:
+    """One load-generating process: its clients as coroutines on one event loop."""
+    cluster_class = ConclaveCluster if system == "conclave" else EtcdCluster
+    out = {"latencies": [], "errors": {}}
+
+    def requests_for(client: int):
+        return lambda seq: cluster_class.put_request(f"{tag}-{client}-{seq}", value)
+
+    async def main() -> None:
+        await asyncio.gather(*(one_client(port, requests_for(c), start, stop, out) for c in client_ids))
+
+    try:
+        asyncio.run(main())
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        out["cpu"] = usage.ru_utime + usage.ru_stime
+    except Exception as err:  # reported to the parent, which stops the run
+        out["failure"] = f"{type(err).__name__}: {err}"
+    pipe.send(out)
+    pipe.close()
+
+
+@dataclass
+class Measurement:
+    commits_per_s: float
+    p50_ms: float
+    p99_ms: float
+    errors: dict[int, int]
+    client_cpu_percent: float
+    disk: dict[str, float] = field(default_factory=dict)
+
+
+def percentile(sorted_values: list[float], p: float) -> float:
+    """Nearest rank."""
+    if not sorted_values:
+        return float("nan")
+    rank = max(1, -(-len(sorted_values) * p // 100))
+    return sorted_values[int(rank) - 1]
+
+
+def measure(cluster: Cluster, clients: int, args: argparse.Namespace, tag: str) -> Measurement:
+    leader_name = cluster.wait_leader()
+    leader = cluster.members[leader_name]
+    procs = min(args.client_procs, clients)
+    groups = [list(range(i, clients, procs)) for i in range(procs)]
+    value = "v" * args.value_bytes
+    begin = time.monotonic() + 0.3  # every process is up and connected by then
+    start = begin + args.warmup
+    stop = start + args.seconds
+    before = cluster.disk_counters(leader)
+    ctx = multiprocessing.get_context("fork")
+    workers = []
+    for group in groups:
+        parent, child = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=load_process,
+                           args=(cluster.system, leader.http_port, group, tag, value, start, stop, child))
+        proc.start()
+        child.close()
+        workers.append((proc, parent))
+    results = []
+    for proc, parent in workers:
+        if not parent.poll(args.warmup + args.seconds + 60):
+            proc.kill()
+            raise BenchError(f"{cluster.system}: a load process did not finish")
+        results.append(parent.recv())
+        proc.join()
+    after = cluster.disk_counters(leader)
+    cluster.require_alive()
+    for result in results:
+        if "failure" in result:
+            raise BenchError(f"{cluster.system}, {clients} clients: {result['failure']}")
+    latencies = sorted(x for r in results for x in r["latencies"])
+    errors: dict[int, int] = {}
+    for result in results:
+        for status, count in result["errors"].items():
+            errors[status] = errors.get(status, 0) + count
+    wall = stop - begin
+    disk = {k: after[k] - before[k] for k in after if k in before}
+    disk["seconds"] = args.seconds + args.warmup
+    return Measurement(
+        commits_per_s=len(latencies) / args.seconds,
+        p50_ms=1000 * percentile(latencies, 50),
+        p99_ms=1000 * percentile(latencies, 99),
+        errors=errors,
+        client_cpu_percent=100 * sum(r["cpu"] for r in results) / wall,
+        disk=disk,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# setup
+
+
+def ensure_etcd() -> str:
+    etcd = shutil.which("etcd")
+    if etcd:
+        return etcd
+    if os.geteuid() != 0:
+        raise BenchError("etcd is missing and this is not root: install Debian's etcd-server")
+    log("etcd missing: apt-get update && apt-get install -y --no-install-recommends etcd-server")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for argv in (["apt-get", "update", "-qq"],
+                 ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "etcd-server"]):
+        done = subprocess.run(argv, capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            raise BenchError(f"{' '.join(argv)} failed:\n{done.stdout}{done.stderr}")
+    etcd = shutil.which("etcd")
+    if not etcd:
+        raise BenchError("etcd-server installed but `etcd` is not on PATH")
+    return etcd
+
+
+def ensure_conclave(binary: Path) -> Path:
+    if binary.exists():
+        return binary
+    log("building conclave: cargo build --release -p conclave-gateway")
+    done = subprocess.run(["cargo", "build", "--release", "-p", "conclave-gateway"], cwd=REPO)
+    if done.returncode != 0 or not binary.exists():
+        raise BenchError(f"cargo build failed or produced no {binary}")
+    return binary
+
+
+def machine() -> list[str]:
+    cpu = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    commit = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
+                            capture_output=True, text=True).stdout.strip() or "unknown"
+    return [f"machine: {os.cpu_count()} cores ({cpu}), {mem_gib:.0f} GiB, Linux {platform.release()}, "
+            f"load average {Path('/proc/loadavg').read_text().split()[0]} at start",
+            f"conclave tree: {commit}; python {platform.python_version()}"]
+
+
+def version_of(argv: list[str]) -> str:
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=15).stdout
+        return " ".join(out.split("\n")[0].split())
+    return "unknown"
+
+
+def filesystem_of(path: Path) -> str:
+    best, kind = "", "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/mounts").read_text().splitlines():
+            _, point, fstype, *_ = line.split()
+            if str(path).startswith(point) and len(point) > len(best):
+                best, kind = point, fstype
+    return f"{kind} at {best or '?'}"
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+
+
+def fmt(value: float, digits: int = 1) -> str:
+    return "-" if value != value else f"{value:.{digits}f}"
+
+
+def ratio(a: float, b: float) -> str:
+    return "-" if not b or a != a or b != b else f"{a / b:.2f}"
+
+
+def disk_line(system: str, clients: int, run: int, m: Measurement) -> str:
+    d = m.disk
+    fsyncs = d.get("fsyncs", 0.0)
+    text = (f"  run {run} {clients:>2} clients {system:8} fsyncs/s {fmt(fsyncs / d['seconds'], 0):>6}"
+            f"  mean fsync {fmt(1000 * d.get('fsync_seconds', 0.0) / fsyncs, 2) if fsyncs else '-':>6} ms")
+    if d.get("batches"):
+        text += f"  log entries per fsync {fmt(d['entries'] / d['batches'], 1)}"
+    return text
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conclave-bin", type=Path, default=REPO / "target" / "release" / "conclave")
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured time per system and client count")
+    parser.add_argument("--warmup", type=float, default=1.0, help="uncounted time before each measurement")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--value-bytes", type=int, default=64)
+    parser.add_argument("--client-procs", type=int, default=2, help="load-generating processes")
+    parser.add_argument("--clients", default=",".join(map(str, CLIENT_COUNTS)))
+    parser.add_argument("--idle-seconds", type=float, default=10.0, help="settle before each RSS reading")
+    parser.add_argument("--dir", type=Path, default=None, help="where the data directories go (a new temporary one inside)")
+    args = parser.parse_args()
+    client_counts = [int(c) for c in args.clients.split(",")]
+
+    def stop_on_signal(signum, _frame):
+        raise BenchError(f"stopped by signal {signum}")
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, stop_on_signal)
+
+    clusters: list[Cluster] = []
+    tmp = None
+    try:
+        etcd = ensure_etcd()
+        binary = ensure_conclave(args.conclave_bin.resolve())
+        tmp = tempfile.TemporaryDirectory(prefix="conclave-kv-bench-", dir=args.dir)
+        root = Path(tmp.name)
+        for line in machine():
+            log(line)
+        log(f"conclave: {binary} ({version_of([str(binary), '--version'])}); etcd: {version_of([etcd, '--version'])}")
+        log(f"data directories: {root} ({filesystem_of(root)})")
+        log(f"{args.runs} runs x clients {client_counts} x {args.seconds:.0f} s per system "
+            f"(+{args.warmup:.0f} s warm-up), {args.value_bytes}-byte values, distinct keys, "
+            f"{args.client_procs} load processes")
+        (root / "conclave").mkdir()
+        (root / "etcd").mkdir()
+        conclave = ConclaveCluster(root / "conclave", binary)
+        etcd_cluster = EtcdCluster(root / "etcd", etcd)
+        clusters = [conclave, etcd_cluster]
+        for cluster in clusters:
+            cluster.start()
+        for cluster in clusters:
+            log(f"{cluster.system}: leader {cluster.wait_leader()}")
+
+        time.sleep(args.idle_seconds)
+        idle_before = {c.system: {n: m.rss_mib() for n, m in c.members.items()} for c in clusters}
+
+        results: dict[tuple[int, int, str], Measurement] = {}
+        log()
+        log("run clients | conclave commits/s  p50 ms  p99 ms | etcd commits/s  p50 ms  p99 ms "
+            "| ratio commits/s  p99 | load CPU % c/e")
+        for run in range(1, args.runs + 1):
+            for clients in client_counts:
+                # Alternate which system goes first, so that drift of the machine's load
+                # falls on both alike.
+                order = clusters if run % 2 else list(reversed(clusters))
+                for cluster in order:
+                    tag = f"r{run}c{clients}-{secrets.token_hex(3)}"
+                    results[(run, clients, cluster.system)] = measure(cluster, clients, args, tag)
+                c, e = results[(run, clients, "conclave")], results[(run, clients, "etcd")]
+                log(f"{run:>3} {clients:>7} | {c.commits_per_s:>18.0f} {fmt(c.p50_ms, 2):>7} {fmt(c.p99_ms, 2):>7} "
+                    f"| {e.commits_per_s:>14.0f} {fmt(e.p50_ms, 2):>7} {fmt(e.p99_ms, 2):>7} "
+                    f"| {ratio(c.commits_per_s, e.commits_per_s):>15} {ratio(c.p99_ms, e.p99_ms):>4} "
+                    f"| {c.client_cpu_percent:.0f}/{e.client_cpu_percent:.0f}")
+                for m, system in ((c, "conclave"), (e, "etcd")):
+                    if m.errors:
+                        log(f"    {system}: answers other than 200 (not counted): {m.errors}")
+
+        log()
+        log(f"median over {args.runs} runs (ratio = conclave / etcd; target: commits/s ratio >= 1, p99 ratio <= 1)")
+        passed = True
+        for clients in client_counts:
+            c_rate = statistics.median(results[(r, clients, "conclave")].commits_per_s for r in range(1, args.runs + 1))
+            e_rate = statistics.median(results[(r, clients, "etcd")].commits_per_s for r in range(1, args.runs + 1))
+            c_p99 = statistics.median(results[(r, clients, "conclave")].p99_ms for r in range(1, args.runs + 1))
+            e_p99 = statistics.median(results[(r, clients, "etcd")].p99_ms for r in range(1, args.runs + 1))
+            ok_rate, ok_p99 = c_rate >= e_rate, c_p99 <= e_p99
+            passed &= ok_rate and ok_p99
+            log(f"  {clients:>2} clients: conclave {c_rate:.0f}/s p99 {c_p99:.2f} ms, etcd {e_rate:.0f}/s "
+                f"p99 {e_p99:.2f} ms: throughput {ratio(c_rate, e_rate)} {'PASS' if ok_rate else 'FAIL'}, "
+                f"p99 {ratio(c_p99, e_p99)} {'PASS' if ok_p99 else 'FAIL'}")
+
+        log()
+        log("the leaders' disks during each measurement (from their /metrics, warm-up included)")
+        for run in range(1, args.runs + 1):
+            for clients in client_counts:
+                for system in ("conclave", "etcd"):
+                    log(disk_line(system, clients, run, results[(run, clients, system)]))
+
+        time.sleep(args.idle_seconds)
+        log()
+        log(f"resident memory (VmRSS, MiB), idle {args.idle_seconds:.0f} s after start (empty store) "
+            f"and {args.idle_seconds:.0f} s after the last write (every key written held in memory)")
+        for cluster in clusters:
+            cluster.require_alive()
+            for name, member in cluster.members.items():
+                log(f"  {cluster.system:8} {name}: {idle_before[cluster.system][name]:5.1f} before, "
+                    f"{member.rss_mib():5.1f} after")
+        idle = max(idle_before["conclave"].values())
+        ok_idle = idle < IDLE_RSS_GOAL_MIB
+        passed &= ok_idle
+        log(f"  idle conclave node at most {idle:.1f} MiB: {'PASS' if ok_idle else 'FAIL'} "
+            f"(goal under {IDLE_RSS_GOAL_MIB:.0f} MiB)")
+        return 0 if passed else 1
+    except (BenchError, OSError, subprocess.SubprocessError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    finally:
+        for cluster in clusters:
+            cluster.stop()
+        if tmp is not None:
+            tmp.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
