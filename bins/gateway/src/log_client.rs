@@ -25,7 +25,6 @@ use crate::output::{errln, outln};
 /// Redirects followed at most.
 const MAX_REDIRECTS: usize = 3;
 
-
 /// What a node answered.
 struct Answer {
     status: u16,

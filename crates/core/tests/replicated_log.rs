@@ -11,10 +11,13 @@
 //! command that replays it.
 
 use std::io::Write;
+use std::time::Duration;
+
+use conclave_core::raft::LogConfig;
 
 use conclave_core::sim::{
-    Scenario, run_log_seed_reporting_before_fsync, run_log_seed_with_stale_reads, run_seed,
-    seed_count,
+    Scenario, SimConfig, Simulation, run_log_seed_reporting_before_fsync,
+    run_log_seed_with_stale_reads, run_seed, seed_count,
 };
 
 /// Seeds in a plain `cargo test`.
@@ -83,6 +86,45 @@ fn log_control_stale_reads_are_not_linearizable() {
         panic!("no stale read found in {CONTROL_SEEDS} seeds: the linearizability check is blind")
     });
     let _ = writeln!(std::io::stderr(), "control with stale reads: {failure}");
+}
+
+/// WAL-2, WAL-5 with the log: a new cluster whose every node started without a WAL (no
+/// genesis record) abstains and then, its logs all empty, elects and commits: the catch-up
+/// that keeps a wiped voter from voting away a committed entry ends at once when there was
+/// never an entry to lose. Before that rule, every node waited for a leader to catch up with,
+/// and none could ever be elected.
+#[test]
+fn log_a_cluster_of_nodes_without_a_wal_elects_and_commits() {
+    for seed in 0..50 {
+        let mut config = SimConfig::voters(
+            3,
+            Duration::from_millis(50),
+            Duration::from_millis(150),
+            Duration::from_millis(300),
+        );
+        if let Some(raft) = config.raft_mut() {
+            raft.log = Some(LogConfig::default());
+        }
+        config.client_interval = Some(Duration::from_millis(20));
+        let mut sim = Simulation::new(seed, config).expect("valid simulation");
+        for index in 0..3 {
+            sim.crash_losing_wal(index);
+            sim.restart(index);
+        }
+        sim.set_client_writes(true);
+        sim.run_for(Duration::from_secs(5))
+            .unwrap_or_else(|failure| panic!("{failure}"));
+        let alive = sim.alive();
+        assert!(
+            sim.agreed_leader(&alive).is_some(),
+            "seed {seed}: no leader among nodes that all started without a WAL"
+        );
+        assert!(
+            sim.log_counts().acknowledged > 0,
+            "seed {seed}: nothing committed: {:?}",
+            sim.log_counts()
+        );
+    }
 }
 
 /// Replays one seed with its trace: `CONCLAVE_SIM_REPLAY=log:SEED`.

@@ -199,6 +199,10 @@ pub struct Raft {
     /// The leader's commit index its log was seen to match through, during a catch-up: the
     /// catch-up is over once the log is durable up to it.
     catch_up_target: Option<u64>,
+    /// During a catch-up: the other voters whose requests showed an empty log. When every one
+    /// of them did and this log is empty too, nothing was ever committed that could be lost
+    /// (a cluster whose every node started without a WAL), and the catch-up ends.
+    catch_up_empty_peers: BTreeSet<PeerId>,
     /// Peers membership reports connected (never this node).
     connected: BTreeSet<PeerId>,
     auto_election: bool,
@@ -296,6 +300,7 @@ impl Raft {
             pending_ack: None,
             log_catch_up: false,
             catch_up_target: None,
+            catch_up_empty_peers: BTreeSet::new(),
             connected: BTreeSet::new(),
             auto_election,
             quarantined: false,
@@ -359,6 +364,7 @@ impl Raft {
         // restart in between catches up again.
         self.log_catch_up = self.config.log.is_some();
         self.catch_up_target = None;
+        self.catch_up_empty_peers.clear();
         let waiting: Vec<String> = self
             .abstention_waiting_for()
             .iter()
@@ -383,6 +389,9 @@ impl Raft {
             return;
         }
         self.note_peer_priority(from, &message);
+        if self.log_catch_up {
+            self.note_catch_up_evidence(from, &message);
+        }
         if self.abstention.is_some() {
             self.abstaining_step(now, from, message);
         } else {

@@ -507,6 +507,39 @@ impl Raft {
         }
     }
 
+    /// A message during a catch-up: a voter's request shows its log. When every other voter
+    /// has shown an empty log and this one is empty, no entry was ever committed (a committed
+    /// entry is on a majority), so there is nothing to catch up with: the catch-up ends. This is
+    /// what lets a cluster whose nodes all started without a WAL elect at all.
+    pub(super) fn note_catch_up_evidence(&mut self, from: PeerId, message: &RaftMessage) {
+        let RaftMessage::RequestVote(request) = message else {
+            return;
+        };
+        if !self.is_voter(from) || request.candidate != from {
+            return;
+        }
+        if request.last_log_index == 0 {
+            self.catch_up_empty_peers.insert(from);
+        } else {
+            self.catch_up_empty_peers.remove(&from);
+        }
+        let QuorumMode::Voters(voters) = &self.config.quorum else {
+            return;
+        };
+        let everyone_empty = voters
+            .iter()
+            .filter(|voter| **voter != self.config.id)
+            .all(|voter| self.catch_up_empty_peers.contains(voter));
+        if everyone_empty && self.log.last() == LogPosition::default() {
+            self.log_catch_up = false;
+            self.catch_up_target = None;
+            info!(
+                "every other voter's log is empty as well: nothing was ever committed, so \
+                 there is nothing to catch up with; voting again"
+            );
+        }
+    }
+
     /// Ends a catch-up after a lost WAL once the log is durable through the leader's commit
     /// it matched: it holds every entry ever committed before, on disk, and may vote again.
     fn end_catch_up_if_durable(&mut self) {
