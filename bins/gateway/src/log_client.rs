@@ -471,7 +471,7 @@ fn finish(cli: &Cli, result: Result<Answer, Failure>, human: impl FnOnce(&Answer
         );
     errln!("error: {} answered {}: {error}", answer.url, answer.status);
     match answer.status {
-        404 | 409 | 412 => ExitCode::from(1),
+        404 | 409 | 412 | 413 => ExitCode::from(1),
         421 | 503 | 504 => ExitCode::from(crate::EXIT_TEMPFAIL),
         400 => ExitCode::from(crate::EXIT_USAGE),
         _ => ExitCode::from(1),

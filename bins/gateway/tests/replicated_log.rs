@@ -260,6 +260,12 @@ fn watch_log_and_status_follow_the_writes() {
     let _ = watcher.wait();
     assert_eq!(seen, ["put red @1", "put blue @2", "delete @3"]);
 
+    // A write that cannot fit one frame of the link is refused whole, and nothing changes.
+    let big = "v".repeat(2000);
+    let (code, answer) = cli(&cluster, follower, &["kv", "put", "big", &big]);
+    assert_eq!(code, 1, "{answer}");
+    assert_eq!(answer["error"], "too_large", "{answer}");
+
     let log = cluster.get(&leader, "/v1/log?from=1").unwrap();
     let entries = log["entries"].as_array().unwrap();
     let kinds: Vec<&str> = entries

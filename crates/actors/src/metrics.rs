@@ -186,7 +186,7 @@ const FSYNC_BUCKETS: &[f64] = &[
 ];
 
 /// The values of `conclave_log_proposals_total{result}`.
-const PROPOSAL_RESULTS: &[&str] = &["committed", "not_leader", "lost", "busy"];
+const PROPOSAL_RESULTS: &[&str] = &["committed", "not_leader", "lost", "busy", "too_large"];
 
 /// `conclave_leaderless_seconds_total`, rendered by [`NodeMetrics::render`] itself.
 const LEADERLESS: &str = "conclave_leaderless_seconds_total";
@@ -642,8 +642,8 @@ impl NodeMetrics {
     }
 
     /// `conclave_log_proposals_total{result}`, one of [`PROPOSAL_RESULTS`]: `committed`,
-    /// `not_leader`, `lost` (the entry was replaced: its leader lost its term) or `busy` (the
-    /// leader is handing over or stopping).
+    /// `not_leader`, `lost` (the entry was replaced: its leader lost its term), `busy` (the
+    /// leader is handing over or stopping) or `too_large` (it would not fit a frame).
     pub fn proposal(&self, result: &'static str) {
         self.counter(
             "conclave_log_proposals_total",

@@ -725,6 +725,13 @@ fn settle_answer(
                  (raft mode, quorum = \"voters\")",
             ),
         ),
+        LogRefusal::TooLarge(reason) => HttpResponse::PayloadTooLarge().json(json!({
+            "error": "too_large",
+            "message": format!(
+                "{reason}: every write must fit one frame of the smallest link; shorten the \
+                 value or raise log.max_append_bytes (UDP fits up to about 1300)"
+            ),
+        })),
         LogRefusal::Busy | LogRefusal::Lost | LogRefusal::Unknown => {
             let code = match refusal {
                 LogRefusal::Lost => "lost",

@@ -73,6 +73,9 @@ pub enum LogRefusal {
     /// Nothing was applied; the write may be retried (with its request id).
     #[error("the write was not committed: its leader lost its term; retry")]
     Lost,
+    /// The write does not fit one replication frame (`log.max_append_bytes`).
+    #[error("{0}")]
+    TooLarge(String),
     /// The node stopped before the outcome was known: the write may or may not have been
     /// applied. Retry with the same request id.
     #[error("the node stopped before the write's outcome was known; retry with its request id")]
@@ -246,6 +249,10 @@ impl ElectionActor {
                         leader: known.or(leader),
                     },
                 );
+            }
+            Err(too_large @ ProposeError::TooLarge { .. }) => {
+                self.metrics.proposal("too_large");
+                answer_waiter_now(waiter, LogRefusal::TooLarge(too_large.to_string()));
             }
             Err(ProposeError::Transferring | ProposeError::ShuttingDown) => {
                 self.metrics.proposal("busy");

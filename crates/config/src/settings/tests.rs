@@ -2468,6 +2468,28 @@ fn the_replicated_log_is_configured_in_raft_mode_with_voters() {
     );
 }
 
+/// PROTO-4, LOG-2: with an ESP-NOW link the batches are cut to what a 250-byte radio frame
+/// holds beside the envelope with these ids and tag; with ids too long for any room, the log
+/// is refused, naming the reason.
+#[test]
+fn log_batches_are_cut_to_an_espnow_frame() {
+    let config = node_config(
+        "[node]\nid = \"gw-a\"\n[cluster]\nvoters = [\"gw-a\", \"gw-b\", \"gw-c\"]\n\
+         [link.espnow]\nport = \"virtual\"\n[log]\nenabled = true\n",
+    );
+    let ModeConfig::Raft(raft) = &config.election else {
+        panic!("raft");
+    };
+    let budget = raft.log.unwrap().max_append_bytes;
+    assert!((64..250).contains(&budget), "{budget}");
+    let long = "x".repeat(32);
+    let problems = refused(&format!(
+        "[node]\nid = \"{long}\"\n[cluster]\nid = \"{long}\"\nvoters = [\"{long}\"]\n\
+         [link.espnow]\nport = \"virtual\"\n[log]\nenabled = true\n"
+    ));
+    assert_problem(&problems, "log.enabled", "room for only");
+}
+
 /// LOG-1: the replicated log is refused with the `connected` quorum and outside raft mode,
 /// naming `log.enabled` and the key it conflicts with; its numbers are refused out of range.
 #[test]

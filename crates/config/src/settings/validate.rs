@@ -28,13 +28,20 @@ use conclave_core::gossip::GossipConfig;
 use conclave_core::priority::PriorityConfig;
 use conclave_core::raft::LogConfig;
 use conclave_core::static_leader::StaticConfig;
-use conclave_protocol::{AuthKey, ClusterId, IdError, MAX_TAG_LEN, MIN_TAG_LEN, PeerId};
+use conclave_protocol::{
+    AppendEntries, AuthKey, Body, ClusterId, ESPNOW_V1_MTU, Envelope, FrameCodec, IdError,
+    MAX_TAG_LEN, MIN_TAG_LEN, PeerId,
+};
 
 use super::{ConfigProblem, ConfigWarning, HookEntry, Settings};
 use crate::{
     AdminConfig, DonglePort, EspNowLinkConfig, HealthConfig, HealthSource, HookCommand,
     HooksConfig, InitialState, MetricsConfig, NodeConfig, Quorum, UdpLinkConfig,
 };
+
+/// The fewest bytes of log entries an ESP-NOW frame must hold for the log to run over the
+/// radio: a short key-value write.
+const MIN_RADIO_ENTRY_BYTES: usize = 64;
 
 /// Longest duration any `*_ms` key accepts: one day. Anything longer is a slip of the keyboard,
 /// and deadlines computed from it could overflow.
@@ -423,13 +430,36 @@ impl Settings {
                 None
             }
         };
-        let bytes = range(
+        let mut bytes = range(
             f,
             "log.max_append_bytes",
             section.max_append_bytes,
             64,
             60_000,
         );
+        // PROTO-4: every frame must fit the smallest link, and an ESP-NOW frame is 250 bytes;
+        // a larger batch would be refused by the transport and never arrive. What is left for
+        // entries depends on the ids and the tag every frame carries.
+        let radio_budget = self
+            .link
+            .espnow
+            .as_ref()
+            .and_then(|_| self.espnow_entry_budget());
+        if let (Some(budget), Some(configured)) = (radio_budget, bytes) {
+            if configured > budget {
+                if section.enabled && self.operator_keys.contains("log.max_append_bytes") {
+                    f.warn(
+                        "log.max_append_bytes",
+                        format!(
+                            "lowered to {budget} with an ESP-NOW link: a 250-byte radio frame \
+                             has room for no more entries beside its envelope; a write larger \
+                             than that is refused"
+                        ),
+                    );
+                }
+                bytes = Some(budget);
+            }
+        }
         let entries = range(
             f,
             "log.max_append_entries",
@@ -440,6 +470,19 @@ impl Settings {
         let inflight = range(f, "log.max_inflight", section.max_inflight, 1, 256);
         if !section.enabled {
             return Some(None);
+        }
+        if radio_budget.is_some_and(|budget| budget < MIN_RADIO_ENTRY_BYTES) {
+            f.problem(
+                "log.enabled",
+                format!(
+                    "with an ESP-NOW link and ids this long (cluster.id, node.id, \
+                     cluster.voters) and cluster.tag_bytes = {}, a 250-byte radio frame has \
+                     room for only {} bytes of log entries; use shorter ids or tag",
+                    self.cluster.tag_bytes,
+                    radio_budget.unwrap_or(0)
+                ),
+            );
+            return None;
         }
         let mode = self.election.mode.as_str();
         if mode != Mode::Raft.label() {
@@ -467,6 +510,44 @@ impl Settings {
             max_append_entries: entries?,
             max_inflight: inflight?,
         }))
+    }
+
+    /// Bytes of log entries one ESP-NOW frame holds beside an AppendEntries' envelope and
+    /// fields, with this configuration's ids (the longest one in every place an id goes) and
+    /// tag, and the largest numbers; `None` when an id is not valid (reported elsewhere).
+    fn espnow_entry_budget(&self) -> Option<usize> {
+        let longest = std::iter::once(&self.node.id)
+            .chain(self.cluster.voters.iter())
+            .max_by_key(|id| id.len())?;
+        let id = PeerId::new(longest).ok()?;
+        let cluster = ClusterId::new(&self.cluster.id).ok()?;
+        let key = if self.cluster.psk_file.as_os_str().is_empty() {
+            None
+        } else {
+            let tag_len = usize::try_from(self.cluster.tag_bytes).ok()?;
+            Some(AuthKey::new(&[0; 32], tag_len).ok()?)
+        };
+        let codec = FrameCodec::new(cluster, key);
+        let append = AppendEntries {
+            term: u64::MAX,
+            leader: id,
+            prev_index: u64::MAX,
+            prev_term: u64::MAX,
+            entries: Vec::new(),
+            commit: u64::MAX,
+            pinned: true,
+        };
+        let envelope = Envelope::new(
+            cluster,
+            id,
+            u64::MAX,
+            u64::MAX,
+            Some(id),
+            Body::AppendEntries(append),
+        );
+        let frame = codec.encode(&envelope, usize::MAX).ok()?;
+        // The entries' array header grows by two bytes past 15 entries.
+        Some(ESPNOW_V1_MTU.saturating_sub(frame.len() + 2))
     }
 
     /// Issue 9, item 8: a key of another mode's section, set by the operator, is refused

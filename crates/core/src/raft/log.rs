@@ -311,7 +311,12 @@ impl RaftLog {
 /// What an entry adds to an AppendEntries frame, an upper bound: MessagePack's array header,
 /// index and term as u64s, the kind byte, and the data with its `bin` header.
 pub(crate) fn entry_wire_size(entry: &LogEntry) -> usize {
-    1 + 9 + 9 + 1 + 5 + entry.data.len()
+    wire_size_of(entry.data.len())
+}
+
+/// [`entry_wire_size`] of an entry carrying `data` bytes.
+pub(crate) fn wire_size_of(data: usize) -> usize {
+    1 + 9 + 9 + 1 + 5 + data
 }
 
 #[cfg(test)]

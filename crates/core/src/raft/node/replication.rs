@@ -84,6 +84,15 @@ pub enum ProposeError {
     /// The node is stopping.
     #[error("the node is shutting down")]
     ShuttingDown,
+    /// The entry would not fit one AppendEntries frame (`max_append_bytes`), so it could
+    /// never reach a follower: every frame must fit the smallest link (PROTO-4).
+    #[error("the entry takes {size} bytes in a frame; at most {max} fit (log.max_append_bytes)")]
+    TooLarge {
+        /// Its size in a frame.
+        size: usize,
+        /// What fits.
+        max: usize,
+    },
 }
 
 /// Entries the driver writes to its storage, then reports with
@@ -145,6 +154,14 @@ impl ReplicatedLog<'_> {
         }
         if raft.transfer().is_some() {
             return Err(ProposeError::Transferring);
+        }
+        let max = raft
+            .config
+            .log
+            .map_or(usize::MAX, |log| log.max_append_bytes);
+        let size = crate::raft::log::wire_size_of(data.len());
+        if size > max {
+            return Err(ProposeError::TooLarge { size, max });
         }
         let term = raft.hard.term;
         let index = raft.log.append_new(term, EntryKind::Command, data);
