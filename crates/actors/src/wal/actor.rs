@@ -374,4 +374,47 @@ mod tests {
         assert!(matches!(answer, Err(WalError::Failed { .. })), "{answer:?}");
         assert_eq!(fsyncs(&metrics), Some(0.0));
     }
+
+    /// LOG-3, WAL-1: log entries are durable once `AppendLog` answers (one fsync for the
+    /// batch), and a WAL that failed (a full disk, an I/O error) refuses them, so the node
+    /// acknowledges nothing it did not write.
+    #[actix_rt::test]
+    async fn log_entries_are_durable_on_answer_and_refused_by_a_failed_wal() {
+        use conclave_protocol::{EntryKind, LogEntry};
+
+        let _log = log_to_test_output();
+        let dir = tempfile::tempdir().unwrap();
+        let (wal, _) = WalFile::open(dir.path()).unwrap();
+        let metrics = NodeMetrics::new();
+        let wal_actor = WalActor::start(wal, metrics.clone());
+        let entries: Vec<LogEntry> = (1..=3)
+            .map(|index| LogEntry {
+                index,
+                term: 1,
+                kind: EntryKind::Command,
+                data: vec![index as u8],
+            })
+            .collect();
+        let answer = wal_actor.send(AppendLog(entries)).await.unwrap();
+        assert!(answer.is_ok(), "{answer:?}");
+        assert_eq!(fsyncs(&metrics), Some(1.0));
+        wal_actor.send(CloseWal).await.unwrap();
+        let (mut wal, recovered) = WalFile::open(dir.path()).unwrap();
+        let indices: Vec<u64> = recovered.entries.iter().map(|entry| entry.index).collect();
+        assert_eq!(indices, [1, 2, 3]);
+
+        wal.fail_for_test();
+        let wal_actor = WalActor::start(wal, metrics.clone());
+        let more = vec![LogEntry {
+            index: 4,
+            term: 1,
+            kind: EntryKind::Command,
+            data: vec![4],
+        }];
+        let answer = wal_actor.send(AppendLog(more)).await.unwrap();
+        assert!(matches!(answer, Err(WalError::Failed { .. })), "{answer:?}");
+        wal_actor.send(CloseWal).await.unwrap();
+        let (_, recovered) = WalFile::open(dir.path()).unwrap();
+        assert_eq!(recovered.entries.len(), 3, "the refused entry was not written");
+    }
 }
