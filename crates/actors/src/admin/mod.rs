@@ -301,6 +301,22 @@ pub fn admin_routes(
                 });
                 actix_web::error::InternalError::from_response(err, response).into()
             }))
+            // A path or query that does not parse is a bad request, said in JSON like every
+            // other error of this API.
+            .app_data(web::PathConfig::default().error_handler(|err, _| {
+                let response = error_response(
+                    StatusCode::BAD_REQUEST,
+                    ErrorAnswer::new(format!("bad path: {err}")),
+                );
+                actix_web::error::InternalError::from_response(err, response).into()
+            }))
+            .app_data(web::QueryConfig::default().error_handler(|err, _| {
+                let response = error_response(
+                    StatusCode::BAD_REQUEST,
+                    ErrorAnswer::new(format!("bad query: {err}")),
+                );
+                actix_web::error::InternalError::from_response(err, response).into()
+            }))
             .route("/health", web::get().to(health))
             .route("/ready", web::get().to(ready))
             .route("/v1/status", web::get().to(status))
