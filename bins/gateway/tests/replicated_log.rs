@@ -247,8 +247,7 @@ fn snapshot_files(cluster: &ProcessCluster, id: &str) -> Vec<String> {
 /// key locally. The leader, restarted, restores its machine from its own snapshot.
 #[test]
 fn a_follower_behind_the_compaction_point_catches_up_through_a_snapshot() {
-    let mut cluster =
-        ProcessCluster::new(&NODES).with_env("CONCLAVE__LOG__SNAPSHOT_ENTRIES", "20");
+    let mut cluster = ProcessCluster::new(&NODES).with_env("CONCLAVE__LOG__SNAPSHOT_ENTRIES", "20");
     for id in NODES {
         start(&mut cluster, id);
     }
@@ -280,7 +279,11 @@ fn a_follower_behind_the_compaction_point_catches_up_through_a_snapshot() {
         (code == 0 && items.len() == 100).then_some(())
     });
     for i in [0, 19, 57, 99] {
-        let (code, answer) = cli(&cluster, follower, &["kv", "get", &format!("key-{i}"), "--stale"]);
+        let (code, answer) = cli(
+            &cluster,
+            follower,
+            &["kv", "get", &format!("key-{i}"), "--stale"],
+        );
         assert_eq!(code, 0, "{follower} key-{i}: {answer}");
         assert_eq!(answer["value"], format!("value-{i}"), "{follower} key-{i}");
     }

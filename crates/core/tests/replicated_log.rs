@@ -54,7 +54,10 @@ fn log_simulated_acknowledged_writes_survive_every_fault() {
         "the client's writes are acknowledged: {acknowledged} in {seeds} seeds"
     );
     // LOG-4: the family exercises every path of snapshots, not only taking them.
-    assert!(taken > seeds * 2, "snapshots taken: {taken} in {seeds} seeds");
+    assert!(
+        taken > seeds * 2,
+        "snapshots taken: {taken} in {seeds} seeds"
+    );
     assert!(
         seeds_installing > seeds / 10,
         "followers behind the compaction point get the snapshot: {seeds_installing} of \

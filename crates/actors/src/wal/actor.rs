@@ -189,7 +189,11 @@ fn save_snapshot(
 impl Handler<SaveSnapshot> for WalActor {
     type Result = Result<(), WalError>;
 
-    fn handle(&mut self, SaveSnapshot(snapshot): SaveSnapshot, _: &mut SyncContext<Self>) -> Self::Result {
+    fn handle(
+        &mut self,
+        SaveSnapshot(snapshot): SaveSnapshot,
+        _: &mut SyncContext<Self>,
+    ) -> Self::Result {
         let mut wal = self.wal.lock().unwrap_or_else(PoisonError::into_inner);
         save_snapshot(wal.as_mut(), &self.path, &self.metrics, snapshot)
     }
@@ -198,7 +202,11 @@ impl Handler<SaveSnapshot> for WalActor {
 impl Handler<SaveSnapshot> for InlineWalActor {
     type Result = Result<(), WalError>;
 
-    fn handle(&mut self, SaveSnapshot(snapshot): SaveSnapshot, _: &mut Context<Self>) -> Self::Result {
+    fn handle(
+        &mut self,
+        SaveSnapshot(snapshot): SaveSnapshot,
+        _: &mut Context<Self>,
+    ) -> Self::Result {
         save_snapshot(self.wal.as_mut(), &self.path, &self.metrics, snapshot)
     }
 }

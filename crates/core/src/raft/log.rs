@@ -549,7 +549,10 @@ mod tests {
         log.take_unstable();
         log.persisted_to(LogPosition::new(2, 4));
         log.commit_to(2);
-        assert!(!log.install(image(1, 2)), "at the commit index: nothing to install");
+        assert!(
+            !log.install(image(1, 2)),
+            "at the commit index: nothing to install"
+        );
         assert!(log.install(image(3, 6)));
         assert_eq!(log.last(), LogPosition::new(3, 6));
         assert_eq!((log.persisted(), log.commit(), log.applied()), (2, 6, 6));

@@ -169,7 +169,10 @@ fn log4_a_follower_far_behind_gets_the_snapshot_in_chunks_then_entries() {
     };
     raft.handle_message(at, id("c"), resp(64, true));
     let second = chunk_to_c(&drain(&mut raft)).expect("the second chunk");
-    assert_eq!((second.offset, second.data.len(), second.done), (64, 64, false));
+    assert_eq!(
+        (second.offset, second.data.len(), second.done),
+        (64, 64, false)
+    );
     // The second chunk is lost: nothing more goes out until the heartbeat sends it again.
     raft.handle_message(at, id("c"), resp(64, true));
     assert_eq!(chunk_to_c(&drain(&mut raft)), None);
@@ -187,7 +190,10 @@ fn log4_a_follower_far_behind_gets_the_snapshot_in_chunks_then_entries() {
     raft.handle_message(beat, id("c"), refusal(term, 1));
     assert_eq!(chunk_to_c(&drain(&mut raft)), None);
     // c installed it durably: entries from the snapshot on.
-    raft.replicated_log().unwrap().propose(beat, vec![9]).unwrap();
+    raft.replicated_log()
+        .unwrap()
+        .propose(beat, vec![9])
+        .unwrap();
     drain(&mut raft);
     raft.handle_message(beat, id("c"), ack(term, 6));
     let to_c: Vec<RaftMessage> = sent(&drain(&mut raft))
@@ -249,9 +255,18 @@ fn log4_a_follower_installs_a_snapshot_and_acknowledges_it_once_durable() {
     assert_eq!(answers(&mut raft), vec![resp(64, true)]);
     raft.handle_message(at, id("a"), chunk(80, 100, true));
     assert_eq!(answers(&mut raft), vec![resp(64, false)]);
-    assert!(raft.replicated_log().unwrap().take_snapshot_to_install().is_none());
+    assert!(
+        raft.replicated_log()
+            .unwrap()
+            .take_snapshot_to_install()
+            .is_none()
+    );
     raft.handle_message(at, id("a"), chunk(64, 100, true));
-    assert_eq!(answers(&mut raft), vec![], "no acknowledgement before it is durable");
+    assert_eq!(
+        answers(&mut raft),
+        vec![],
+        "no acknowledgement before it is durable"
+    );
     let mut log = raft.replicated_log().unwrap();
     let installed = log.take_snapshot_to_install().expect("the driver gets it");
     assert_eq!(
@@ -267,7 +282,10 @@ fn log4_a_follower_installs_a_snapshot_and_acknowledges_it_once_durable() {
         (LogPosition::new(2, 40), 40, 40)
     );
     assert!(log.take_committed(usize::MAX).is_empty());
-    assert!(log.take_write().is_none(), "the snapshot is the driver's to save");
+    assert!(
+        log.take_write().is_none(),
+        "the snapshot is the driver's to save"
+    );
     // The last chunk again while it is being saved: still no acknowledgement.
     raft.handle_message(at, id("a"), chunk(64, 100, true));
     assert_eq!(answers(&mut raft), vec![]);
@@ -298,7 +316,10 @@ fn log4_a_follower_installs_a_snapshot_and_acknowledges_it_once_durable() {
     persist(&mut raft, at);
     assert_eq!(answers(&mut raft), vec![ack(2, 41)]);
     let applied = raft.replicated_log().unwrap().take_committed(usize::MAX);
-    assert_eq!(applied.iter().map(|e| e.index).collect::<Vec<_>>(), vec![41]);
+    assert_eq!(
+        applied.iter().map(|e| e.index).collect::<Vec<_>>(),
+        vec![41]
+    );
 }
 
 /// LOG-4: a chunk of a snapshot the follower already holds committed (a late chunk, or the

@@ -91,7 +91,11 @@ impl ReplicatedLog<'_> {
         let last = snapshot.last;
         let taken = raft.log.compact(snapshot);
         if taken {
-            debug!(index = last.index, term = last.term, "log compacted behind a snapshot");
+            debug!(
+                index = last.index,
+                term = last.term,
+                "log compacted behind a snapshot"
+            );
             // Followers whose next entry is gone now get the snapshot instead.
             if raft.phase == Phase::Leader {
                 raft.replicate_to_all(now);

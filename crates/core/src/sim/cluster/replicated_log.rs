@@ -68,7 +68,9 @@ impl SimMachine {
             .into_iter()
             .chain(entry.data.iter().map(|&byte| u64::from(byte)))
         {
-            digest = (digest ^ word).wrapping_mul(0x0100_0000_01b3).rotate_left(17);
+            digest = (digest ^ word)
+                .wrapping_mul(0x0100_0000_01b3)
+                .rotate_left(17);
         }
         self.digest = digest;
         if let Ok(bytes) = <[u8; 8]>::try_from(entry.data.as_slice()) {
@@ -394,11 +396,7 @@ impl Simulation {
         let now = self.now;
         let max_delay = self.config.disk_delay;
         let node = &mut self.nodes[index];
-        let Some(mut log) = node
-            .election
-            .as_mut()
-            .and_then(Election::replicated_log)
-        else {
+        let Some(mut log) = node.election.as_mut().and_then(Election::replicated_log) else {
             return false;
         };
         let Some(last) = log.snapshot_due() else {
@@ -421,7 +419,9 @@ impl Simulation {
         }
         self.log_book.snapshots_taken += 1;
         let due = node.log.next_sync_due(now, &mut self.rng, max_delay);
-        node.log.syncs.push_back((due, PendingSync::Snapshot(snapshot)));
+        node.log
+            .syncs
+            .push_back((due, PendingSync::Snapshot(snapshot)));
         true
     }
 
