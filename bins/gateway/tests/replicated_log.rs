@@ -8,6 +8,9 @@
 //!   (a write whose answer was lost is sent again with its request id, applied at most once).
 //! - `conclave jobs` enqueues, claims and acks across a failover of the leader: no job lost,
 //!   none enqueued twice by a retried request id, none claimed again after its ack.
+//! - With a snapshot every 20 entries (LOG-4), a follower stopped while 100 keys are written
+//!   catches up through the leader's snapshot, and a restarted leader restores its state
+//!   machine from its own snapshot file.
 
 #![allow(clippy::unwrap_used)]
 
@@ -291,5 +294,104 @@ fn watch_log_and_status_follow_the_writes() {
             .as_array()
             .unwrap()
             .is_empty()
+    );
+}
+
+/// The value of the sample `series` (name and labels, as exposed) in a metrics text.
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics.lines().find_map(|line| {
+        let value = line.strip_prefix(series)?.trim();
+        value.parse().ok()
+    })
+}
+
+/// The snapshot files in node `id`'s log directory (docs/wal.md).
+fn snapshot_files(cluster: &ProcessCluster, id: &str) -> Vec<String> {
+    std::fs::read_dir(cluster.data_dir(id).join("log"))
+        .map(|entries| {
+            entries
+                .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+                .filter(|name| name.starts_with("snap-") && name.ends_with(".snap"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// LOG-4: a follower stopped while the leader wrote 100 keys and snapshotted every 20 entries
+/// is behind the compaction point when it comes back: it gets the leader's snapshot
+/// (installed, saved in its own data directory) and then the entries after it, and reads every
+/// key locally. The leader, restarted, restores its machine from its own snapshot.
+#[test]
+fn a_follower_behind_the_compaction_point_catches_up_through_a_snapshot() {
+    let mut cluster = ProcessCluster::new(&NODES).with_env("CONCLAVE__LOG__SNAPSHOT_ENTRIES", "20");
+    for id in NODES {
+        start(&mut cluster, id);
+    }
+    let (leader, _) = cluster.wait_for("a first leader", ProcessCluster::agreed_leader);
+    let follower = NODES.iter().copied().find(|id| *id != leader).unwrap();
+    cluster.stop(follower);
+    for i in 0..100 {
+        let (code, answer) = cli(
+            &cluster,
+            &leader,
+            &["kv", "put", &format!("key-{i}"), &format!("value-{i}")],
+        );
+        assert_eq!(code, 0, "write {i}: {answer}");
+    }
+    cluster.wait_for("the leader's snapshots saved", |c| {
+        let metrics = c.metrics(&leader)?;
+        let taken = sample(&metrics, "conclave_log_snapshots_total{origin=\"taken\"}")?;
+        (taken >= 4.0).then_some(())
+    });
+    assert!(
+        !snapshot_files(&cluster, &leader).is_empty(),
+        "the leader keeps a snapshot file"
+    );
+
+    start(&mut cluster, follower);
+    cluster.wait_for(&format!("every key on {follower}"), |c| {
+        let (code, answer) = cli(c, follower, &["kv", "list", "key-", "--stale"]);
+        let items = answer["items"].as_array()?;
+        (code == 0 && items.len() == 100).then_some(())
+    });
+    for i in [0, 19, 57, 99] {
+        let (code, answer) = cli(
+            &cluster,
+            follower,
+            &["kv", "get", &format!("key-{i}"), "--stale"],
+        );
+        assert_eq!(code, 0, "{follower} key-{i}: {answer}");
+        assert_eq!(answer["value"], format!("value-{i}"), "{follower} key-{i}");
+    }
+    let metrics = cluster.metrics(follower).unwrap_or_default();
+    let installed = sample(
+        &metrics,
+        "conclave_log_snapshots_total{origin=\"installed\"}",
+    );
+    assert!(
+        installed.is_some_and(|count| count >= 1.0),
+        "{follower} caught up through the leader's snapshot: {installed:?}"
+    );
+    assert!(
+        sample(&metrics, "conclave_log_snapshot_bytes").is_some_and(|bytes| bytes > 0.0),
+        "the snapshot's size is exposed"
+    );
+    assert!(
+        !snapshot_files(&cluster, follower).is_empty(),
+        "{follower} saved the installed snapshot"
+    );
+
+    // The leader, restarted, starts from its own snapshot and the entries after it.
+    cluster.stop(&leader);
+    start(&mut cluster, &leader);
+    cluster.wait_for(&format!("every key on the restarted {leader}"), |c| {
+        let (code, answer) = cli(c, &leader, &["kv", "list", "key-", "--stale"]);
+        let items = answer["items"].as_array()?;
+        (code == 0 && items.len() == 100).then_some(())
+    });
+    let log = std::fs::read_to_string(cluster.log_path(&leader)).unwrap_or_default();
+    assert!(
+        log.contains("state machine restored from the snapshot"),
+        "{leader} restored its machine from its snapshot at the restart"
     );
 }

@@ -43,13 +43,14 @@ use crate::messages::{
     Transmit,
 };
 use crate::metrics::NodeMetrics;
-use crate::wal::{AppendLog, Persist};
+use crate::wal::{AppendLog, Persist, SaveSnapshot};
 
 mod replication;
 
 use replication::LogDriver;
 pub use replication::{
-    LogMachine, LogRefusal, MachineRead, ProposeWrite, ReadCommitted, ReadLinearizable, ReadLocal,
+    LogMachine, LogRefusal, MachineError, MachineRead, ProposeWrite, ReadCommitted,
+    ReadLinearizable, ReadLocal,
 };
 
 /// How long a node leaving the election waits for its core to say it stopped before it cuts
@@ -128,6 +129,8 @@ pub struct ElectionOutputs {
     pub wal: Recipient<Persist>,
     /// The replicated log's entries (LOG-2), written and fsynced in batches.
     pub wal_log: Recipient<AppendLog>,
+    /// The replicated log's snapshots (LOG-4), through the same mailbox as the entries.
+    pub wal_snapshot: Recipient<SaveSnapshot>,
 }
 
 /// The ElectionActor. See the [module docs](self).

@@ -1,4 +1,4 @@
-//! The state machine a node runs on its replicated log (LOG-5, LOG-6): conclave-statemachine's
+//! The state machine a node runs on its replicated log (LOG-4, LOG-5, LOG-6): conclave-statemachine's
 //! [`ClusterState`] — the key-value store of cluster facts and seed 004's job queue — as the
 //! ElectionActor's [`LogMachine`], and the JSON its writes answer with.
 //!
@@ -16,7 +16,7 @@ use conclave_statemachine::{
 use serde_json::{Value, json};
 use tracing::warn;
 
-use crate::election::LogMachine;
+use crate::election::{LogMachine, MachineError};
 
 /// The built-in state machine of a node with `[log] enabled`.
 #[derive(Debug, Default)]
@@ -28,6 +28,14 @@ impl ClusterMachine {
     /// An empty state: a node that replays its log from the start.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The state a snapshot holds (LOG-4): a node that starts from its durable snapshot and
+    /// replays the entries after it.
+    pub fn restored(snapshot: &[u8]) -> Result<Self, MachineError> {
+        let mut machine = Self::new();
+        machine.restore(snapshot)?;
+        Ok(machine)
     }
 
     /// The state, for reads.
@@ -69,6 +77,18 @@ impl LogMachine for ClusterMachine {
 
     fn as_any(&self) -> &dyn std::any::Any {
         self
+    }
+
+    fn snapshot(&self) -> Result<Vec<u8>, MachineError> {
+        Ok(self.state.snapshot()?)
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), MachineError> {
+        Ok(self.state.restore(snapshot)?)
+    }
+
+    fn applied_index(&self) -> u64 {
+        self.state.applied_index()
     }
 }
 

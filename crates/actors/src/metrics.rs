@@ -127,6 +127,14 @@ pub const METRIC_NAMES: &[(&str, &str)] = &[
         "conclave_log_proposals_total",
         "Client writes offered to the replicated log, by result",
     ),
+    (
+        "conclave_log_snapshots_total",
+        "Snapshots of the state machine saved, by origin: taken here, or installed from the leader",
+    ),
+    (
+        "conclave_log_snapshot_bytes",
+        "Size of the latest snapshot of the state machine",
+    ),
     ("conclave_callbacks_total", "Hook runs, by hook and result"),
     (
         "conclave_events_lagged_total",
@@ -650,6 +658,18 @@ impl NodeMetrics {
             &[("result", result.to_owned())],
         )
         .increment(1);
+    }
+
+    /// `conclave_log_snapshots_total{origin}` and `conclave_log_snapshot_bytes` (LOG-4): a
+    /// snapshot was saved, `taken` by this node or `installed` from the leader.
+    pub fn snapshot_saved(&self, origin: &'static str, bytes: usize) {
+        self.counter(
+            "conclave_log_snapshots_total",
+            &[("origin", origin.to_owned())],
+        )
+        .increment(1);
+        self.gauge("conclave_log_snapshot_bytes", &[])
+            .set(bytes as f64);
     }
 
     /// `conclave_log_entries_per_fsync`: how many log entries one fsync made durable (group

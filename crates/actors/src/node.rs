@@ -45,7 +45,7 @@ use crate::transport::{
     ConnectReceivers, DongleReport, Drain, EspNowLink, GetDongle, GetRoutes, GetUnanswered, Links,
     TransportActor,
 };
-use crate::wal::{AppendLog, CloseWal, InlineWalActor, Persist, WalActor};
+use crate::wal::{AppendLog, CloseWal, InlineWalActor, Persist, SaveSnapshot, WalActor};
 
 /// Why a node could not start or answer.
 #[derive(Debug, thiserror::Error)]
@@ -166,7 +166,8 @@ impl NodeBuilder {
         let instruments = Instruments::new();
         let links = self.bind_links(&instruments.metrics)?;
         let election = self.restore(&storage.recovered, instruments.clock)?;
-        let handle = self.spawn_actors(storage, links.links, election, instruments);
+        let machine = self.log_machine(&storage.recovered)?;
+        let handle = self.spawn_actors(storage, links.links, election, machine, instruments);
         self.serve(handle, endpoints, links.virtual_port)
     }
 
@@ -193,13 +194,30 @@ impl NodeBuilder {
         })
     }
 
-    /// The state machine the replicated log runs (LOG-5), when the configuration turns it on.
-    fn log_machine(&self) -> Option<Box<dyn LogMachine>> {
+    /// The state machine the replicated log runs (LOG-5), when the configuration turns it on:
+    /// restored from the durable snapshot, if there is one (LOG-4), so that it stands where the
+    /// core's log starts and the entries after the snapshot replay onto it.
+    fn log_machine(&self, recovered: &Recovered) -> Result<Option<Box<dyn LogMachine>>, NodeError> {
         match &self.config.election {
             ElectionConfig::Raft(raft) if raft.log.is_some() => {
-                Some(Box::new(ClusterMachine::new()))
+                let Some(snapshot) = &recovered.snapshot else {
+                    return Ok(Some(Box::new(ClusterMachine::new())));
+                };
+                let machine = ClusterMachine::restored(&snapshot.data).map_err(|err| {
+                    NodeError::Recovery(format!(
+                        "the snapshot at log index {} in {} does not decode: {err}",
+                        snapshot.last.index,
+                        self.config.data_dir.display()
+                    ))
+                })?;
+                info!(
+                    index = snapshot.last.index,
+                    bytes = snapshot.data.len(),
+                    "state machine restored from the snapshot"
+                );
+                Ok(Some(Box::new(machine)))
             }
-            _ => None,
+            _ => Ok(None),
         }
     }
 
@@ -316,6 +334,7 @@ impl NodeBuilder {
         storage: OpenStorage,
         links: Links,
         election: Election,
+        machine: Option<Box<dyn LogMachine>>,
         instruments: Instruments,
     ) -> NodeHandle {
         let config = &self.config;
@@ -345,13 +364,15 @@ impl NodeBuilder {
             metrics.clone(),
         )
         .start();
-        let (wal, wal_log, wal_close): (
+        let (wal, wal_log, wal_snapshot, wal_close): (
             Recipient<Persist>,
             Recipient<AppendLog>,
+            Recipient<SaveSnapshot>,
             Recipient<CloseWal>,
         ) = if self.wal_on_event_loop {
             let actor = InlineWalActor::start(wal, metrics.clone());
             (
+                actor.clone().recipient(),
                 actor.clone().recipient(),
                 actor.clone().recipient(),
                 actor.recipient(),
@@ -359,6 +380,7 @@ impl NodeBuilder {
         } else {
             let actor = WalActor::start(wal, metrics.clone());
             (
+                actor.clone().recipient(),
                 actor.clone().recipient(),
                 actor.clone().recipient(),
                 actor.recipient(),
@@ -372,11 +394,12 @@ impl NodeBuilder {
                 transport: transport.clone().recipient(),
                 wal,
                 wal_log,
+                wal_snapshot,
             },
             events.clone(),
             metrics.clone(),
             recovered.history,
-            self.log_machine(),
+            machine,
         )
         .start();
         let mut membership_config = config.membership;

@@ -1,8 +1,9 @@
-//! LOG-1..3 and LOG-7 in the simulator: a client writes and reads three registers through
+//! LOG-1..4 and LOG-7 in the simulator: a client writes and reads three registers through
 //! random nodes (reads through the log, as linearizable reads are made) while nodes crash (losing
 //! every entry whose fsync had not completed), crash part-way through their actions,
 //! partition, lose, duplicate and reorder messages; fsyncs take time, batches and windows
-//! are small. After every step: one leader per term and one vote per term as before, and
+//! are small, and snapshots are taken every 5 to 50 entries, so that a follower that was away
+//! gets `InstallSnapshot` in chunks and a restart restores its machine from a snapshot. After every step: one leader per term and one vote per term as before, and
 //! state machine safety (no two nodes apply different entries at one index); at every new
 //! leader, leader completeness (it holds every write acknowledged in an earlier term). Once
 //! faults stop: every live node holds and applies every acknowledged write, and the logs
@@ -23,12 +24,14 @@ use conclave_core::sim::{
 /// Seeds in a plain `cargo test`.
 const DEFAULT_SEEDS: u64 = 2000;
 
-/// LOG-2, LOG-3: no acknowledged write is lost or applied differently anywhere, whatever
-/// the faults.
+/// LOG-2, LOG-3, LOG-4: no acknowledged write is lost or applied differently anywhere,
+/// whatever the faults, and a snapshot carries exactly the state its entries made.
 #[test]
 fn log_simulated_acknowledged_writes_survive_every_fault() {
     let seeds = seed_count(DEFAULT_SEEDS);
     let (mut acknowledged, mut applied, mut refused, mut steps) = (0, 0, 0, 0);
+    let (mut taken, mut installed, mut restored, mut chunks, mut resumes) = (0, 0, 0, 0, 0);
+    let mut seeds_installing = 0;
     for seed in 0..seeds {
         match run_seed(Scenario::ReplicatedLog, seed, false).result {
             Ok(report) => {
@@ -36,6 +39,12 @@ fn log_simulated_acknowledged_writes_survive_every_fault() {
                 applied += report.log.applied;
                 refused += report.log.refused;
                 steps += report.steps;
+                taken += report.log.snapshots_taken;
+                installed += report.log.snapshots_installed;
+                restored += report.log.snapshots_restored;
+                chunks += report.log.snapshot_chunks;
+                resumes += report.log.snapshot_resumes;
+                seeds_installing += u64::from(report.log.snapshots_installed > 0);
             }
             Err(failure) => panic!("simulation seed failed: {failure}"),
         }
@@ -43,12 +52,28 @@ fn log_simulated_acknowledged_writes_survive_every_fault() {
     let _ = writeln!(
         std::io::stderr(),
         "simulated {seeds} seeds (log): {acknowledged} operations acknowledged, {applied} \
-         indices applied, {refused} operations refused by followers; every property held \
-         after each of {steps} steps, and every history was linearizable"
+         indices applied, {refused} operations refused by followers; every property held after \
+         each of {steps} steps, and every history was linearizable; snapshots: {taken} taken, \
+         {installed} installed from a leader (in {seeds_installing} seeds) over {chunks} chunks \
+         with {resumes} resumed, {restored} restored at a restart"
     );
     assert!(
         acknowledged > seeds * 20,
         "the client's writes are acknowledged: {acknowledged} in {seeds} seeds"
+    );
+    // LOG-4: the family exercises every path of snapshots, not only taking them.
+    assert!(
+        taken > seeds * 2,
+        "snapshots taken: {taken} in {seeds} seeds"
+    );
+    assert!(
+        seeds_installing > seeds / 10,
+        "followers behind the compaction point get the snapshot: {seeds_installing} of \
+         {seeds} seeds installed one"
+    );
+    assert!(
+        resumes > 0 && restored > seeds / 10,
+        "lost chunks are resumed ({resumes}) and restarts restore snapshots ({restored})"
     );
 }
 

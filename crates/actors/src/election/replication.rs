@@ -1,4 +1,4 @@
-//! The replicated log's shell in the ElectionActor (LOG-1..3, WAL-1, WAL-4): entries the core
+//! The replicated log's shell in the ElectionActor (LOG-1..4, WAL-1, WAL-4): entries the core
 //! hands out go to the WalActor, one batch per fsync; committed entries are applied to the
 //! node's state machine, in order, once; a client's write waits for its entry to be applied.
 //!
@@ -11,6 +11,15 @@
 //! - **Apply.** After every input the committed, durable entries are applied to the
 //!   [`LogMachine`]; effects happen there only. An entry with no data is a read barrier (see
 //!   [`ReadLinearizable`]) and changes nothing.
+//! - **Snapshots (LOG-4).** After applying, when the core says a snapshot is due, the machine's
+//!   bytes at the applied index go to the core (which compacts its log behind them and keeps
+//!   them for followers) and to the WalActor ([`SaveSnapshot`]), which writes the snapshot
+//!   file and deletes the log segments it covers. A snapshot the core received from the leader
+//!   is taken before anything else: the machine is restored from it, and it is saved through
+//!   the same mailbox as the log writes, so it reaches the disk before the entries that follow
+//!   it; once saved, the core is told, and only then does the follower acknowledge it. A
+//!   snapshot that does not decode, or cannot be saved, stops the node as a failed write does:
+//!   its machine would no longer be the log's.
 //! - **Clients.** [`ProposeWrite`] appends on the leader and answers when the entry at the
 //!   position it was given is applied: with the machine's answer when it is the client's entry,
 //!   `Lost` when another entry took that index (the leader lost its term before it committed).
@@ -25,16 +34,20 @@ use std::collections::BTreeMap;
 
 use actix::prelude::*;
 use conclave_core::raft::{LogPosition, ProposeError};
+use conclave_core::storage::Snapshot;
 use conclave_protocol::{LogEntry, PeerId};
 use tokio::sync::oneshot;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::ElectionActor;
-use crate::wal::AppendLog;
+use crate::wal::{AppendLog, SaveSnapshot};
 
 /// Applied entries handed out per pass at most, so that a long backlog after a restart does not
 /// keep the actor from its timers.
 const APPLY_BATCH: usize = 256;
+
+/// Why a machine could not make or read a snapshot (LOG-4), with its source kept.
+pub type MachineError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What a node runs on its committed log entries (LOG-5).
 pub trait LogMachine: Send + 'static {
@@ -49,6 +62,16 @@ pub trait LogMachine: Send + 'static {
 
     /// The machine itself, for reads of a known type.
     fn as_any(&self) -> &dyn std::any::Any;
+
+    /// LOG-4: the whole state, as [`LogMachine::restore`] reads it back.
+    fn snapshot(&self) -> Result<Vec<u8>, MachineError>;
+
+    /// LOG-4: replaces the state with a snapshot's. One that cannot be read is an error, and
+    /// the state is left as it was.
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), MachineError>;
+
+    /// The index of the last entry applied (or restored from a snapshot); 0 before any.
+    fn applied_index(&self) -> u64;
 }
 
 /// A read of the state machine, run in the ElectionActor.
@@ -133,6 +156,8 @@ pub(super) struct LogDriver {
 }
 
 impl LogDriver {
+    /// A driver around `machine`, which holds the state up to the core's applied index (the
+    /// durable snapshot's, restored at start).
     pub(super) fn new(machine: Box<dyn LogMachine>) -> Self {
         Self {
             machine,
@@ -145,6 +170,30 @@ impl LogDriver {
 impl ElectionActor {
     /// After an input: the next log write if none is in flight, then what may be applied.
     pub(super) fn drive_log(&mut self, ctx: &mut Context<Self>) {
+        let Some(driver) = self.log.as_mut() else {
+            return;
+        };
+        let Some(mut log) = self.election.replicated_log() else {
+            return;
+        };
+        // LOG-4: an installed snapshot before any write or apply that follows it.
+        if let Some(snapshot) = log.take_snapshot_to_install() {
+            if let Err(err) = driver.machine.restore(&snapshot.data) {
+                let reason = format!(
+                    "the leader's snapshot at index {} does not decode: {err}",
+                    snapshot.last.index
+                );
+                self.halt(&reason, ctx);
+                return;
+            }
+            debug!(
+                index = snapshot.last.index,
+                bytes = snapshot.data.len(),
+                "state machine restored from the leader's snapshot"
+            );
+            self.answer_covered_waiters(snapshot.last.index);
+            self.save_snapshot(snapshot, "installed", ctx);
+        }
         let Some(driver) = self.log.as_mut() else {
             return;
         };
@@ -189,10 +238,88 @@ impl ElectionActor {
                     self.metrics
                         .set_replication_lag(peer, last.saturating_sub(matched));
                 }
+                self.take_due_snapshot(ctx);
                 return;
             }
             for entry in entries {
                 self.apply_entry(&entry);
+            }
+        }
+    }
+
+    /// LOG-4: snapshots the machine if the core says one is due; the core compacts its log at
+    /// once, the WalActor saves the file and deletes the segments behind it.
+    fn take_due_snapshot(&mut self, ctx: &mut Context<Self>) {
+        let now = self.clock.now();
+        let (Some(driver), Some(mut log)) = (self.log.as_mut(), self.election.replicated_log())
+        else {
+            return;
+        };
+        let Some(last) = log.snapshot_due() else {
+            return;
+        };
+        if driver.machine.applied_index() != last.index {
+            // The core hands out every entry it counts as applied; a machine elsewhere would
+            // be a bug in this driver. The snapshot waits for the next pass.
+            warn!(
+                index = last.index,
+                machine = driver.machine.applied_index(),
+                "a snapshot is due at an index the state machine is not at; not taken"
+            );
+            return;
+        }
+        let data = match driver.machine.snapshot() {
+            Ok(data) => data,
+            Err(err) => {
+                warn!(%err, index = last.index, "the state machine could not be snapshotted");
+                return;
+            }
+        };
+        let snapshot = Snapshot { last, data };
+        if log.snapshot_taken(now, snapshot.clone()) {
+            debug!(
+                index = last.index,
+                bytes = snapshot.data.len(),
+                "snapshot taken"
+            );
+            self.save_snapshot(snapshot, "taken", ctx);
+        }
+    }
+
+    /// Sends `snapshot` to the WalActor and tells the core once it is durable.
+    fn save_snapshot(&mut self, snapshot: Snapshot, origin: &'static str, ctx: &mut Context<Self>) {
+        let last = snapshot.last;
+        let bytes = snapshot.data.len();
+        let request = self.outputs.wal_snapshot.send(SaveSnapshot(snapshot));
+        ctx.spawn(request.into_actor(self).map(move |result, actor, ctx| {
+            let _span = actor.span.clone().entered();
+            match result {
+                Ok(Ok(())) => {
+                    actor.metrics.snapshot_saved(origin, bytes);
+                    let now = actor.clock.now();
+                    if let Some(mut log) = actor.election.replicated_log() {
+                        log.handle_snapshot_persisted(now, last);
+                    }
+                    actor.pump(ctx);
+                }
+                Ok(Err(err)) => actor.halt(&format!("saving a snapshot failed: {err}"), ctx),
+                Err(err) => actor.halt(&format!("WAL actor unreachable: {err}"), ctx),
+            }
+        }));
+    }
+
+    /// Clients waiting for an entry a leader's snapshot now covers: this node never saw it
+    /// applied, so the outcome is unknown here.
+    fn answer_covered_waiters(&mut self, covered: u64) {
+        let Some(driver) = self.log.as_mut() else {
+            return;
+        };
+        while let Some((&index, _)) = driver.waiting.first_key_value() {
+            if index > covered {
+                break;
+            }
+            if let Some((_, (_, waiter))) = driver.waiting.pop_first() {
+                answer_waiter_now(waiter, LogRefusal::Unknown);
             }
         }
     }

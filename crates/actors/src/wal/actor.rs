@@ -4,12 +4,13 @@
 //!
 //! The arbiter has exactly one thread: the WAL has one writer, and messages are handled one at
 //! a time in the order they were sent, so a sender's `Persist`s reach the disk in its order.
-//! [`AppendLog`] writes the replicated log's entries the same way, one fsync per batch.
+//! [`AppendLog`] writes the replicated log's entries the same way, one fsync per batch, and
+//! [`SaveSnapshot`] its snapshots (LOG-4, WAL-3).
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use actix::{Actor, Addr, Context, Handler, Message, SyncArbiter, SyncContext};
-use conclave_core::storage::Storage;
+use conclave_core::storage::{Snapshot, Storage};
 use conclave_protocol::LogEntry;
 use conclave_storage::{HistoryRecord, WalError, WalFile, WalRecord};
 use tracing::error;
@@ -35,6 +36,16 @@ pub struct Persist(pub Vec<WalRecord>);
 #[derive(Debug, Message)]
 #[rtype(result = "Result<(), WalError>")]
 pub struct AppendLog(pub Vec<LogEntry>);
+
+/// Saves a snapshot of the state machine (LOG-4): temp file, fsync, rename, directory fsync
+/// (WAL-3), then the log segments it covers are deleted. Answers `Ok` once it is durable; the
+/// sender then tells the core
+/// ([`ReplicatedLog::handle_snapshot_persisted`](conclave_core::raft::ReplicatedLog::handle_snapshot_persisted)).
+/// Sent through the same mailbox as [`AppendLog`], so it reaches the disk in order with the
+/// entries around it.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), WalError>")]
+pub struct SaveSnapshot(pub Snapshot);
 
 /// Closes the WAL: the file and the data-directory lock are released once this is answered,
 /// so the directory can be opened again (a node restarted in the same process). Later
@@ -146,6 +157,57 @@ impl Handler<AppendLog> for InlineWalActor {
 
     fn handle(&mut self, AppendLog(entries): AppendLog, _: &mut Context<Self>) -> Self::Result {
         append_log(self.wal.as_mut(), &self.path, &self.metrics, &entries)
+    }
+}
+
+/// Saves and times one [`SaveSnapshot`]; shared by both WAL actors.
+fn save_snapshot(
+    wal: Option<&mut WalFile>,
+    path: &std::path::Path,
+    metrics: &NodeMetrics,
+    snapshot: Snapshot,
+) -> Result<(), WalError> {
+    let Some(wal) = wal else {
+        return Err(WalError::Closed {
+            path: path.to_path_buf(),
+        });
+    };
+    let started = actix::clock::Instant::now();
+    let index = snapshot.last.index;
+    match wal.save_snapshot(snapshot) {
+        Ok(()) => {
+            metrics.wal_fsync(started.elapsed());
+            Ok(())
+        }
+        Err(failure) => {
+            error!(error = %failure, index, "saving a snapshot failed");
+            Err(failure)
+        }
+    }
+}
+
+impl Handler<SaveSnapshot> for WalActor {
+    type Result = Result<(), WalError>;
+
+    fn handle(
+        &mut self,
+        SaveSnapshot(snapshot): SaveSnapshot,
+        _: &mut SyncContext<Self>,
+    ) -> Self::Result {
+        let mut wal = self.wal.lock().unwrap_or_else(PoisonError::into_inner);
+        save_snapshot(wal.as_mut(), &self.path, &self.metrics, snapshot)
+    }
+}
+
+impl Handler<SaveSnapshot> for InlineWalActor {
+    type Result = Result<(), WalError>;
+
+    fn handle(
+        &mut self,
+        SaveSnapshot(snapshot): SaveSnapshot,
+        _: &mut Context<Self>,
+    ) -> Self::Result {
+        save_snapshot(self.wal.as_mut(), &self.path, &self.metrics, snapshot)
     }
 }
 
@@ -415,6 +477,10 @@ mod tests {
         assert!(matches!(answer, Err(WalError::Failed { .. })), "{answer:?}");
         wal_actor.send(CloseWal).await.unwrap();
         let (_, recovered) = WalFile::open(dir.path()).unwrap();
-        assert_eq!(recovered.entries.len(), 3, "the refused entry was not written");
+        assert_eq!(
+            recovered.entries.len(),
+            3,
+            "the refused entry was not written"
+        );
     }
 }

@@ -10,4 +10,4 @@
 
 mod actor;
 
-pub use actor::{AppendLog, CloseWal, History, InlineWalActor, Persist, WalActor};
+pub use actor::{AppendLog, CloseWal, History, InlineWalActor, Persist, SaveSnapshot, WalActor};

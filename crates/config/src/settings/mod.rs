@@ -606,6 +606,10 @@ pub struct LogSection {
     /// AppendEntries frames sent to one follower and not yet answered, at most (the pipeline's
     /// window), 1-256.
     pub max_inflight: u64 = LogConfig::default().max_inflight as u64,
+    /// Take a snapshot of the state machine once this many entries were applied since the
+    /// last one, and drop the log behind it from memory and disk; a follower too far behind
+    /// then gets the snapshot instead of the entries. 0, or 10-1000000000; 0 never snapshots.
+    pub snapshot_entries: u64 = LogConfig::default().snapshot_entries,
 }
 }
 

@@ -2464,6 +2464,7 @@ fn the_replicated_log_is_configured_in_raft_mode_with_voters() {
             max_append_bytes: 200,
             max_append_entries: 64,
             max_inflight: 2,
+            snapshot_entries: 10_000,
         })
     );
 }
@@ -2505,4 +2506,7 @@ fn the_replicated_log_is_refused_where_it_cannot_keep_a_commit() {
     assert_problem(&problems, "log.enabled", "election.mode is \"gossip\"");
     let problems = refused("[log]\nmax_append_bytes = 10\nmax_inflight = 0\n");
     assert_keys(&problems, &["log.max_append_bytes", "log.max_inflight"]);
+    // LOG-4: 0 turns snapshots off; a handful of entries is refused.
+    let problems = refused("[log]\nsnapshot_entries = 3\n");
+    assert_keys(&problems, &["log.snapshot_entries"]);
 }

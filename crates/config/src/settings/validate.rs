@@ -410,7 +410,7 @@ impl Settings {
         Some(config)
     }
 
-    /// `[log]`'s replicated-log keys (LOG-1..3): each number in its range, and `enabled` only
+    /// `[log]`'s replicated-log keys (LOG-1..4): each number in its range, and `enabled` only
     /// in raft mode with the `voters` quorum, the one that keeps a committed entry. `Some(None)`
     /// when the log is off (or raft is not the mode: that is reported once, here).
     fn replicated_log(
@@ -468,6 +468,19 @@ impl Settings {
             4096,
         );
         let inflight = range(f, "log.max_inflight", section.max_inflight, 1, 256);
+        // LOG-4: 0 never snapshots; a handful of entries would snapshot the machine on almost
+        // every write.
+        let snapshot_entries = if section.snapshot_entries == 0 {
+            Some(0)
+        } else {
+            range(
+                f,
+                "log.snapshot_entries",
+                section.snapshot_entries,
+                10,
+                1_000_000_000,
+            )
+        };
         if !section.enabled {
             return Some(None);
         }
@@ -509,6 +522,7 @@ impl Settings {
             max_append_bytes: bytes?,
             max_append_entries: entries?,
             max_inflight: inflight?,
+            snapshot_entries: snapshot_entries? as u64,
         }))
     }
 

@@ -107,15 +107,20 @@ pub struct LogConfig {
     /// AppendEntries sent to one follower and not yet answered, at most: the pipeline's
     /// window.
     pub max_inflight: usize,
+    /// LOG-4: a snapshot is due once this many entries were applied since the last one, and the
+    /// log is compacted behind it; 0 never snapshots (the log then grows without bound).
+    pub snapshot_entries: u64,
 }
 
 impl Default for LogConfig {
-    /// One UDP datagram well below a 1500-byte MTU, 64 entries, a window of 8.
+    /// One UDP datagram well below a 1500-byte MTU, 64 entries, a window of 8, a snapshot
+    /// every 10,000 entries.
     fn default() -> Self {
         Self {
             max_append_bytes: 1024,
             max_append_entries: 64,
             max_inflight: 8,
+            snapshot_entries: 10_000,
         }
     }
 }

@@ -15,13 +15,31 @@
 //!   replaces a conflicting suffix moves it (and `persisted`) back to where the suffix began.
 //! - `applied`: the last index handed out to the state machine; it never passes what is both
 //!   committed and durable here, so an entry is applied at most once per process, in order.
+//!
+//! # Snapshots (LOG-4)
+//!
+//! The log keeps the latest snapshot's image (`image`): the driver's state machine bytes at
+//! the snapshot's position, kept here because a leader sends them to a follower behind the
+//! compaction point, chunk by chunk, and every chunk of one transfer must come from the same
+//! image while the machine moves on. Two things move the snapshot forward:
+//!
+//! - [`RaftLog::compact`]: the driver snapshotted its machine at an applied index; the
+//!   entries up to it (applied, hence durable) leave memory.
+//! - [`RaftLog::install`]: a follower received a leader's snapshot past its commit index. When
+//!   its own entry at the snapshot's index has the snapshot's term, the entries after it are
+//!   kept (Raft §7: they follow the same log); otherwise the whole log is dropped. The image
+//!   is applied (the driver restores its machine from it) before it is durable, so for a while
+//!   `persisted` may be below the snapshot: it stays at what was durable *and* matched
+//!   (at most the old commit when the log was dropped), and moves to the snapshot's index once
+//!   the driver reports the snapshot saved ([`RaftLog::snapshot_persisted`]), so that an
+//!   acknowledgement still only counts what a crash keeps.
 
 use std::collections::VecDeque;
 
 use conclave_protocol::{ConflictHint, EntryKind, LogEntry};
 
 use crate::raft::state::LogPosition;
-use crate::storage::DurableState;
+use crate::storage::{DurableState, Snapshot};
 
 /// One node's log in memory. See the [module docs](self).
 #[derive(Debug, Clone)]
@@ -29,6 +47,9 @@ pub(crate) struct RaftLog {
     /// The last entry the snapshot covers (or the restored position of a node started without
     /// entries): everything up to it is committed and gone from memory.
     snapshot: LogPosition,
+    /// The snapshot's bytes, when this node has them (none before the first snapshot, or in a
+    /// log started at a bare position).
+    image: Option<Snapshot>,
     /// `snapshot.index + 1 ..= last`, contiguous.
     entries: VecDeque<LogEntry>,
     persisted: u64,
@@ -46,6 +67,7 @@ impl RaftLog {
     pub(crate) fn starting_after(base: LogPosition) -> Self {
         Self {
             snapshot: base,
+            image: None,
             entries: VecDeque::new(),
             persisted: base.index,
             unstable_from: base.index + 1,
@@ -62,6 +84,7 @@ impl RaftLog {
             .as_ref()
             .map_or_else(LogPosition::default, |s| s.last);
         let mut log = Self::starting_after(base);
+        log.image = state.snapshot.clone();
         for (expected, entry) in (base.index + 1..).zip(&state.entries) {
             if entry.index != expected {
                 // Storage hands over a contiguous run; anything else would be a gap in the
@@ -102,6 +125,11 @@ impl RaftLog {
     /// The snapshot's position.
     pub(crate) fn snapshot(&self) -> LogPosition {
         self.snapshot
+    }
+
+    /// The snapshot's bytes, when this node has them.
+    pub(crate) fn image(&self) -> Option<&Snapshot> {
+        self.image.as_ref()
     }
 
     /// The last durable index.
@@ -260,6 +288,65 @@ impl RaftLog {
             self.applied = last.index;
         }
         taken
+    }
+
+    /// The driver's machine image at `snapshot.last`, an applied index: it becomes the
+    /// snapshot and the entries up to it leave memory. Refused (`false`) unless it is past the
+    /// current snapshot, applied, and of the term this log holds there.
+    pub(crate) fn compact(&mut self, snapshot: Snapshot) -> bool {
+        let last = snapshot.last;
+        if last.index <= self.snapshot.index
+            || last.index > self.applied
+            || self.term_at(last.index) != Some(last.term)
+        {
+            return false;
+        }
+        self.drop_through(last.index);
+        self.snapshot = last;
+        self.image = Some(snapshot);
+        true
+    }
+
+    /// Drops the entries up to `index` from memory.
+    fn drop_through(&mut self, index: u64) {
+        let count = index.saturating_sub(self.snapshot.index) as usize;
+        self.entries.drain(..count.min(self.entries.len()));
+    }
+
+    /// A leader's snapshot, received whole by a follower whose commit index is below it: the
+    /// log restarts after it (keeping the entries that follow it when this log holds its last
+    /// entry, Raft §7), and it counts as committed and applied. Whether it was taken: a
+    /// snapshot at or below the commit index brings nothing and is refused.
+    pub(crate) fn install(&mut self, snapshot: Snapshot) -> bool {
+        let last = snapshot.last;
+        if last.index <= self.commit {
+            return false;
+        }
+        if self.term_at(last.index) == Some(last.term) {
+            self.drop_through(last.index);
+        } else {
+            self.entries.clear();
+            // What was durable and matched the leader's log: the committed prefix.
+            self.persisted = self.persisted.min(self.commit);
+        }
+        self.snapshot = last;
+        self.image = Some(snapshot);
+        self.unstable_from = self.unstable_from.max(last.index + 1);
+        self.commit = last.index.max(self.commit);
+        self.applied = last.index;
+        true
+    }
+
+    /// The driver saved a snapshot ending at `index`: everything up to it is durable. Whether
+    /// that moved `persisted`.
+    pub(crate) fn snapshot_persisted(&mut self, index: u64) -> bool {
+        // A snapshot covers committed entries only, so an older one saved while a newer one
+        // is held still says the same of the entries up to its index.
+        if index <= self.persisted || index > self.snapshot.index {
+            return false;
+        }
+        self.persisted = index;
+        true
     }
 
     /// Up to `max` entries from `index` on.
@@ -426,5 +513,66 @@ mod tests {
         assert_eq!(log.batch_from(1, 1000, 2).len(), 2);
         assert_eq!(log.batch_from(1, 10, 64).len(), 1);
         assert!(log.batch_from(5, 1000, 64).is_empty());
+    }
+
+    fn image(term: u64, index: u64) -> Snapshot {
+        Snapshot {
+            last: LogPosition::new(term, index),
+            data: vec![7; 3],
+        }
+    }
+
+    /// LOG-4: compaction keeps what it must: only applied entries go, the ones after the
+    /// snapshot stay with their terms, and nothing durable or unwritten is lost track of.
+    #[test]
+    fn compaction_drops_only_applied_entries() {
+        let mut log = log_of(&[1, 1, 2, 2, 2]);
+        log.take_unstable();
+        log.persisted_to(LogPosition::new(2, 5));
+        log.commit_to(4);
+        assert_eq!(log.take_committed(3).len(), 3);
+        assert!(!log.compact(image(2, 4)), "index 4 is not applied yet");
+        assert!(!log.compact(image(1, 3)), "index 3 is of term 2");
+        assert!(log.compact(image(2, 3)));
+        assert_eq!(log.snapshot(), LogPosition::new(2, 3));
+        assert_eq!(log.term_at(2), None);
+        assert_eq!(log.term_at(3), Some(2));
+        assert_eq!(log.last(), LogPosition::new(2, 5));
+        assert_eq!((log.persisted(), log.commit(), log.applied()), (5, 4, 3));
+        let next: Vec<u64> = log.take_committed(10).iter().map(|e| e.index).collect();
+        assert_eq!(next, vec![4]);
+        assert_eq!(log.batch_from(4, 1000, 10).len(), 2);
+        assert!(log.batch_from(3, 1000, 10).is_empty());
+    }
+
+    /// LOG-4, Raft §7: an installed snapshot whose last entry this log holds keeps the entries
+    /// after it; otherwise the log is dropped and only the committed prefix still counts as
+    /// durable until the snapshot is saved.
+    #[test]
+    fn an_install_keeps_a_matching_suffix_and_drops_a_conflicting_log() {
+        let mut log = log_of(&[1, 1, 1, 1]);
+        log.take_unstable();
+        log.persisted_to(LogPosition::new(1, 4));
+        log.commit_to(1);
+        assert!(log.install(image(1, 3)));
+        assert_eq!(log.last(), LogPosition::new(1, 4));
+        assert_eq!((log.persisted(), log.commit(), log.applied()), (4, 3, 3));
+
+        let mut log = log_of(&[1, 1, 2, 2]);
+        log.take_unstable();
+        log.persisted_to(LogPosition::new(2, 4));
+        log.commit_to(2);
+        assert!(
+            !log.install(image(1, 2)),
+            "at the commit index: nothing to install"
+        );
+        assert!(log.install(image(3, 6)));
+        assert_eq!(log.last(), LogPosition::new(3, 6));
+        assert_eq!((log.persisted(), log.commit(), log.applied()), (2, 6, 6));
+        assert!(log.take_committed(10).is_empty());
+        assert!(log.take_unstable().is_empty());
+        assert!(log.snapshot_persisted(6));
+        assert_eq!(log.persisted(), 6);
+        assert!(!log.snapshot_persisted(7), "past the snapshot");
     }
 }

@@ -1,7 +1,8 @@
 //! The election messages, a typed subset of the wire [`Body`](conclave_protocol::Body).
 
 use conclave_protocol::{
-    AppendEntries, AppendResp, Body, LeaderAssign, RequestVote, TimeoutNow, Vote,
+    AppendEntries, AppendResp, Body, InstallSnapshot, LeaderAssign, RequestVote, SnapshotResp,
+    TimeoutNow, Vote,
 };
 
 /// A message the election core sends or receives.
@@ -15,6 +16,10 @@ pub enum RaftMessage {
     AppendEntries(AppendEntries),
     /// Answer to `AppendEntries`.
     AppendResp(AppendResp),
+    /// One chunk of a snapshot, to a follower behind the compaction point (LOG-4).
+    InstallSnapshot(InstallSnapshot),
+    /// Answer to a chunk that was not the last: the offset the follower expects next.
+    SnapshotResp(SnapshotResp),
     /// Manual assignment or transfer request.
     LeaderAssign(LeaderAssign),
     /// Campaign at once.
@@ -29,6 +34,8 @@ impl RaftMessage {
             RaftMessage::Vote(m) => m.term,
             RaftMessage::AppendEntries(m) => m.term,
             RaftMessage::AppendResp(m) => m.term,
+            RaftMessage::InstallSnapshot(m) => m.term,
+            RaftMessage::SnapshotResp(m) => m.term,
             RaftMessage::LeaderAssign(m) => m.term,
             RaftMessage::TimeoutNow(m) => m.term,
         }
@@ -42,6 +49,8 @@ impl From<RaftMessage> for Body {
             RaftMessage::Vote(m) => Body::Vote(m),
             RaftMessage::AppendEntries(m) => Body::AppendEntries(m),
             RaftMessage::AppendResp(m) => Body::AppendResp(m),
+            RaftMessage::InstallSnapshot(m) => Body::InstallSnapshot(m),
+            RaftMessage::SnapshotResp(m) => Body::SnapshotResp(m),
             RaftMessage::LeaderAssign(m) => Body::LeaderAssign(m),
             RaftMessage::TimeoutNow(m) => Body::TimeoutNow(m),
         }
@@ -57,6 +66,8 @@ impl TryFrom<Body> for RaftMessage {
             Body::Vote(m) => Ok(RaftMessage::Vote(m)),
             Body::AppendEntries(m) => Ok(RaftMessage::AppendEntries(m)),
             Body::AppendResp(m) => Ok(RaftMessage::AppendResp(m)),
+            Body::InstallSnapshot(m) => Ok(RaftMessage::InstallSnapshot(m)),
+            Body::SnapshotResp(m) => Ok(RaftMessage::SnapshotResp(m)),
             Body::LeaderAssign(m) => Ok(RaftMessage::LeaderAssign(m)),
             Body::TimeoutNow(m) => Ok(RaftMessage::TimeoutNow(m)),
             other => Err(other),

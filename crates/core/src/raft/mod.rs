@@ -23,6 +23,8 @@ mod state;
 #[cfg(test)]
 mod priority_tests;
 #[cfg(test)]
+mod snapshot_tests;
+#[cfg(test)]
 mod tests;
 
 pub use config::{LogConfig, QuorumMode, RaftConfig, majority_threshold};

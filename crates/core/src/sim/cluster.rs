@@ -749,6 +749,7 @@ impl Simulation {
         let admission_rng = SeededRng::new(
             self.seed ^ ((index as u64) << 40) ^ (u64::from(restarts) << 20) ^ 0xad31_5510,
         );
+        self.restore_machine_at_boot(index);
         let node = &mut self.nodes[index];
         node.election = Some(election);
         node.membership = membership;
@@ -927,6 +928,9 @@ impl Simulation {
             }
             Action::Send { to, message } => {
                 self.observe_sent(index, to, &message);
+                if let ElectionMessage::Raft(raft_message) = &message {
+                    self.note_snapshot_message(raft_message);
+                }
                 self.raft_messages += 1;
                 if let Some(target) = self.route(index, to) {
                     self.transmit(index, target, Some(to), message.into());

@@ -274,6 +274,9 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, control: Con
                     max_append_bytes: [40, 120, 1024][plan.below(3) as usize],
                     max_append_entries: 1 + plan.below(16) as usize,
                     max_inflight: 1 + plan.below(8) as usize,
+                    // LOG-4: snapshots every few writes, so that compaction and
+                    // InstallSnapshot to a follower that was away happen in most seeds.
+                    snapshot_entries: plan.between(5, 50),
                 });
             }
             config.disk_delay = Duration::from_millis(plan.between(0, 20));

@@ -1,5 +1,6 @@
 //! What each Raft message does to a node (RAFT-2..7): the higher-term rule, votes and
-//! pre-votes, heartbeats and their answers, leadership assignment and `TimeoutNow`.
+//! pre-votes, heartbeats and their answers, leadership assignment and `TimeoutNow`; the
+//! log's messages go on to `replication.rs` and `snapshot.rs`.
 
 use super::*;
 
@@ -47,6 +48,10 @@ impl Raft {
             RaftMessage::Vote(vote) => self.handle_vote(now, from, vote),
             RaftMessage::AppendEntries(append) => self.handle_append(now, from, &append),
             RaftMessage::AppendResp(response) => self.handle_append_resp(now, from, response),
+            RaftMessage::InstallSnapshot(chunk) => self.handle_install_snapshot(now, from, chunk),
+            RaftMessage::SnapshotResp(response) => {
+                self.handle_snapshot_resp(now, from, response);
+            }
             RaftMessage::LeaderAssign(assign) => self.handle_leader_assign(now, from, assign),
             RaftMessage::TimeoutNow(order) => self.handle_timeout_now(now, from, order),
         }
@@ -83,6 +88,15 @@ impl Raft {
                     pre_vote: request.pre_vote,
                 });
             }
+            RaftMessage::InstallSnapshot(chunk) => self.send(
+                from,
+                RaftMessage::SnapshotResp(SnapshotResp {
+                    term: self.hard.term,
+                    last_index: chunk.last_index,
+                    next_offset: 0,
+                    success: false,
+                }),
+            ),
             _ => debug!(%from, term = message.term(), "stale message ignored"),
         }
     }
@@ -203,7 +217,10 @@ impl Raft {
         }
     }
 
-    pub(super) fn handle_append(&mut self, now: Instant, from: PeerId, append: &AppendEntries) {
+    /// A message from `from` as the leader of this term (AppendEntries, InstallSnapshot):
+    /// a candidate steps down, two leaders of one term resolve to the larger id, and the
+    /// election timer restarts. Whether the message is to be followed.
+    pub(super) fn hear_leader(&mut self, now: Instant, from: PeerId) -> bool {
         let term = self.hard.term;
         match self.phase {
             Phase::Leader => {
@@ -216,7 +233,7 @@ impl Raft {
                     other: from,
                 });
                 if from < self.config.id {
-                    return;
+                    return false;
                 }
                 self.become_follower(now, term, Some(from), LeaderChangeCause::TieBreak);
             }
@@ -232,7 +249,7 @@ impl Raft {
                         other: from,
                     });
                     if from < known {
-                        return;
+                        return false;
                     }
                     self.set_leader(now, from, LeaderChangeCause::TieBreak);
                 }
@@ -241,6 +258,14 @@ impl Raft {
             },
         }
         self.reset_election_timer(now);
+        true
+    }
+
+    pub(super) fn handle_append(&mut self, now: Instant, from: PeerId, append: &AppendEntries) {
+        let term = self.hard.term;
+        if !self.hear_leader(now, from) {
+            return;
+        }
         // RAFT-8: every follower mirrors the leader's pin, so all of them report the same
         // override, even one that missed the assignment or the pin's removal.
         if append.pinned {

@@ -22,12 +22,15 @@
 //! - `priority.rs`: priorities and preemption (RAFT-10);
 //! - `abstention.rs`: the abstention of a node that lost its WAL (WAL-2, WAL-5);
 //! - `replication.rs`: the replicated log (LOG-1..3): proposals, AppendEntries with entries,
-//!   durable acknowledgements, commit, and the [`ReplicatedLog`] seam its driver uses.
+//!   durable acknowledgements, commit, and the [`ReplicatedLog`] seam its driver uses;
+//! - `snapshot.rs`: snapshots and compaction (LOG-4): when one is due, `InstallSnapshot` in
+//!   chunks to a follower behind the compaction point, and the follower's install.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use conclave_protocol::{
-    AppendEntries, AppendResp, ConflictHint, LeaderAssign, PeerId, RequestVote, TimeoutNow, Vote,
+    AppendEntries, AppendResp, ConflictHint, LeaderAssign, PeerId, RequestVote, SnapshotResp,
+    TimeoutNow, Vote,
 };
 use tracing::{debug, info, warn};
 
@@ -48,9 +51,11 @@ mod commands;
 mod messages;
 mod priority;
 mod replication;
+mod snapshot;
 
 pub use replication::{LogStatus, LogWrite, ProposeError, ReplicatedLog};
 use replication::{PendingAck, Progress};
+use snapshot::IncomingSnapshot;
 
 /// Where a node stands in Raft (RAFT-1): [`Role`] with the pre-vote round of RAFT-7 told
 /// apart. It is the mode's phase label of [`Event::RoleChanged`].
@@ -191,6 +196,11 @@ pub struct Raft {
     log: RaftLog,
     /// A follower's acknowledgement that waits for its entries to be durable (LOG-3).
     pending_ack: Option<PendingAck>,
+    /// LOG-4: the chunks of a leader's snapshot received so far.
+    incoming_snapshot: Option<IncomingSnapshot>,
+    /// LOG-4: a snapshot installed in the log that the driver has not taken yet (to restore
+    /// its machine from and save).
+    snapshot_to_install: Option<crate::storage::Snapshot>,
     /// WAL-2 with a log: after a lost WAL the node may also have lost entries it had
     /// acknowledged, so a vote from it could elect a leader without a committed entry. It
     /// grants no vote and does not campaign until its log matches a leader's through an entry
@@ -298,6 +308,8 @@ impl Raft {
             leader: None,
             log: RaftLog::starting_after(last_log),
             pending_ack: None,
+            incoming_snapshot: None,
+            snapshot_to_install: None,
             log_catch_up: false,
             catch_up_target: None,
             catch_up_empty_peers: BTreeSet::new(),

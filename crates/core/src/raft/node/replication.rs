@@ -1,4 +1,4 @@
-//! The replicated log (LOG-1..3): a leader's proposals and its AppendEntries with entries, a
+//! The replicated log (LOG-1..4): a leader's proposals and its AppendEntries with entries, a
 //! follower's appends and durable acknowledgements, commit, and [`ReplicatedLog`], the seam a
 //! driver reaches the log through.
 //!
@@ -29,7 +29,9 @@
 //! fit `max_append_bytes` are pipelined up to `max_inflight` unanswered messages; one still
 //! unanswered a heartbeat interval later is taken as lost, and the follower is probed again
 //! from `matched`. A heartbeat to a follower with nothing to send is an AppendEntries at
-//! `matched`, which always matches and carries the commit index.
+//! `matched`, which always matches and carries the commit index. A follower whose next entry
+//! the leader compacted away gets the snapshot instead (`snapshot.rs`), and is probed again
+//! from the snapshot's index once it acknowledged the install.
 //!
 //! # Commit and apply
 //!
@@ -60,13 +62,16 @@ pub(super) struct Progress {
     /// The last index known to match on the follower (durably: it acknowledged it).
     pub(super) matched: u64,
     /// The next index to send.
-    next: u64,
+    pub(super) next: u64,
     /// Probing: one message at a time until one is accepted.
-    probing: bool,
+    pub(super) probing: bool,
     /// A probe went out and is not answered yet.
-    probe_sent: bool,
+    pub(super) probe_sent: bool,
     /// Unanswered pipelined messages: the last index of each and when it left.
-    inflight: VecDeque<(u64, Instant)>,
+    pub(super) inflight: VecDeque<(u64, Instant)>,
+    /// LOG-4: the snapshot being sent instead of entries, while the follower is behind the
+    /// compaction point.
+    pub(super) snapshot: Option<super::snapshot::SnapshotTransfer>,
 }
 
 /// Why a proposal was refused.
@@ -134,7 +139,7 @@ pub struct LogStatus {
 /// After every call that takes `now`, drain the node's actions: messages may be queued.
 #[derive(Debug)]
 pub struct ReplicatedLog<'a> {
-    raft: &'a mut Raft,
+    pub(super) raft: &'a mut Raft,
 }
 
 impl ReplicatedLog<'_> {
@@ -263,6 +268,7 @@ impl Raft {
                         probing: true,
                         probe_sent: false,
                         inflight: VecDeque::new(),
+                        snapshot: None,
                     },
                 );
             }
@@ -283,7 +289,10 @@ impl Raft {
         let Some(progress) = self.progress_of(peer) else {
             return;
         };
-        if progress.probing {
+        if let Some(transfer) = progress.snapshot.as_mut() {
+            // The chunk or its answer may be lost: send it again, like a probe.
+            transfer.sent = false;
+        } else if progress.probing {
             progress.probe_sent = false;
         } else if progress
             .inflight
@@ -309,9 +318,14 @@ impl Raft {
             return false;
         };
         let last = self.log.last().index;
+        let compacted = self.log.snapshot().index;
         let Some(progress) = self.progress_of(peer) else {
             return false;
         };
+        if progress.snapshot.is_some() || progress.next <= compacted {
+            // LOG-4: the entries it needs next are gone behind the snapshot.
+            return self.send_snapshot_chunk(peer, log_config.max_append_bytes);
+        }
         if progress.probing && progress.probe_sent {
             return false;
         }
@@ -324,8 +338,8 @@ impl Raft {
         let probing = progress.probing;
         let prev_index = next - 1;
         let Some(prev_term) = self.log.term_at(prev_index) else {
-            // Behind the snapshot: it needs InstallSnapshot (LOG-4), which arrives with
-            // compaction; until then the leader keeps it probing at the snapshot.
+            // Unreachable while `next` stays past the snapshot (checked above); kept as the
+            // safe answer: probe at the snapshot.
             let snapshot = self.log.snapshot();
             if let Some(progress) = self.progress_of(peer) {
                 progress.next = snapshot.index + 1;
@@ -403,6 +417,13 @@ impl Raft {
             {
                 progress.inflight.pop_front();
             }
+            if progress
+                .snapshot
+                .is_some_and(|transfer| matched >= transfer.last.index)
+            {
+                // LOG-4: the install is durable there; entries follow from the snapshot on.
+                progress.snapshot = None;
+            }
             if progress.probing {
                 progress.probing = false;
                 progress.probe_sent = false;
@@ -458,7 +479,7 @@ impl Raft {
 
     /// `peer`'s progress while leading; a peer first met now (a follower that connected
     /// after the win) is probed from the end of the log.
-    fn progress_of(&mut self, peer: PeerId) -> Option<&mut Progress> {
+    pub(super) fn progress_of(&mut self, peer: PeerId) -> Option<&mut Progress> {
         if peer == self.config.id {
             return None;
         }
@@ -470,6 +491,7 @@ impl Raft {
                 probing: true,
                 probe_sent: false,
                 inflight: VecDeque::new(),
+                snapshot: None,
             })
         })
     }
@@ -495,21 +517,7 @@ impl Raft {
                     self.catch_up_target = Some(append.commit);
                 }
                 self.end_catch_up_if_durable();
-                if self.log.persisted() >= matched {
-                    self.send_append_ack(from, term, matched);
-                } else {
-                    let index = match self.pending_ack {
-                        Some(pending) if pending.leader == from && pending.term == term => {
-                            pending.index.max(matched)
-                        }
-                        _ => matched,
-                    };
-                    self.pending_ack = Some(PendingAck {
-                        leader: from,
-                        term,
-                        index,
-                    });
-                }
+                self.ack_when_durable(from, matched);
             }
             Err(hint) => {
                 let response = AppendResp {
@@ -557,9 +565,31 @@ impl Raft {
         }
     }
 
+    /// Acknowledges to the leader `from` that this log matches its own through `matched`: now
+    /// when that is durable, otherwise once it is (LOG-3: a follower acknowledges only what a
+    /// crash keeps).
+    pub(super) fn ack_when_durable(&mut self, from: PeerId, matched: u64) {
+        let term = self.hard.term;
+        if self.log.persisted() >= matched {
+            self.send_append_ack(from, term, matched);
+        } else {
+            let index = match self.pending_ack {
+                Some(pending) if pending.leader == from && pending.term == term => {
+                    pending.index.max(matched)
+                }
+                _ => matched,
+            };
+            self.pending_ack = Some(PendingAck {
+                leader: from,
+                term,
+                index,
+            });
+        }
+    }
+
     /// Ends a catch-up after a lost WAL once the log is durable through the leader's commit
     /// it matched: it holds every entry ever committed before, on disk, and may vote again.
-    fn end_catch_up_if_durable(&mut self) {
+    pub(super) fn end_catch_up_if_durable(&mut self) {
         let Some(target) = self.catch_up_target else {
             return;
         };
@@ -575,7 +605,7 @@ impl Raft {
     }
 
     /// Sends the acknowledgement that waited for a write, as far as the log is durable now.
-    fn send_pending_ack(&mut self) {
+    pub(super) fn send_pending_ack(&mut self) {
         let Some(pending) = self.pending_ack else {
             return;
         };
