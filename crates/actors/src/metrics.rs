@@ -647,6 +647,14 @@ impl NodeMetrics {
             .absolute(0);
         }
         let _ = self.histogram("conclave_log_entries_per_fsync");
+        for origin in ["taken", "installed"] {
+            self.counter(
+                "conclave_log_snapshots_total",
+                &[("origin", origin.to_owned())],
+            )
+            .absolute(0);
+        }
+        self.gauge("conclave_log_snapshot_bytes", &[]).set(0.0);
     }
 
     /// `conclave_log_proposals_total{result}`, one of [`PROPOSAL_RESULTS`]: `committed`,
