@@ -16,18 +16,10 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-
 use serde_json::Value;
-use support::{ProcessCluster, conclave, text};
+use support::{ProcessCluster, conclave, example_config, text};
 
 const NODES: [&str; 3] = ["gw-a", "gw-b", "gw-c"];
-
-fn example_config(id: &str) -> PathBuf {
-    let file = id.replace("gw-", "node-");
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("../../config/examples/three-udp/{file}.toml"))
-}
 
 fn start(cluster: &mut ProcessCluster, id: &str) {
     cluster.start_from_file(id, &example_config(id));

@@ -13,20 +13,14 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use conclave_protocol::PeerId;
 use conclave_storage::{WalRecord, read_records};
 
-use support::ProcessCluster;
+use support::{ProcessCluster, example_config};
 
 const NODES: [&str; 3] = ["gw-a", "gw-b", "gw-c"];
-
-fn example_config(id: &str) -> PathBuf {
-    let file = id.replace("gw-", "node-");
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("../../config/examples/three-udp/{file}.toml"))
-}
 
 /// Every term in which the node's WAL recorded a vote maps to one candidate only.
 fn assert_one_vote_per_term(id: &str, data_dir: &Path) {

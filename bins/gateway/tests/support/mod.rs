@@ -498,6 +498,13 @@ pub(crate) fn assert_one_vote_per_term(id: &str, votes: &[(u64, String)]) {
     }
 }
 
+/// The README's example file of node `id` (`gw-a` → `config/examples/three-udp/node-a.toml`).
+pub(crate) fn example_config(id: &str) -> PathBuf {
+    let file = id.replace("gw-", "node-");
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../../config/examples/three-udp/{file}.toml"))
+}
+
 /// Runs `conclave ARGS` to its end (bounded) and returns what it printed and how it exited.
 pub(crate) fn conclave(args: &[&str]) -> std::process::Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_conclave"))

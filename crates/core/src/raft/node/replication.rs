@@ -74,6 +74,20 @@ pub(super) struct Progress {
     pub(super) snapshot: Option<super::snapshot::SnapshotTransfer>,
 }
 
+impl Progress {
+    /// A follower to probe from `next`, nothing known to match yet.
+    fn probing_from(next: u64) -> Self {
+        Self {
+            matched: 0,
+            next,
+            probing: true,
+            probe_sent: false,
+            inflight: VecDeque::new(),
+            snapshot: None,
+        }
+    }
+}
+
 /// Why a proposal was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ProposeError {
@@ -185,12 +199,7 @@ impl ReplicatedLog<'_> {
     pub fn handle_persisted(&mut self, now: Instant, last: LogPosition) {
         let raft = &mut *self.raft;
         if raft.log.persisted_to(last) {
-            if raft.phase == Phase::Leader {
-                raft.advance_commit(now);
-            } else {
-                raft.send_pending_ack();
-                raft.end_catch_up_if_durable();
-            }
+            raft.durable_moved(now);
         }
         raft.finish();
     }
@@ -260,17 +269,7 @@ impl Raft {
         let peers = self.replication_peers();
         if let Some(leading) = self.leading.as_mut() {
             for peer in peers {
-                leading.progress.insert(
-                    peer,
-                    Progress {
-                        matched: 0,
-                        next,
-                        probing: true,
-                        probe_sent: false,
-                        inflight: VecDeque::new(),
-                        snapshot: None,
-                    },
-                );
+                leading.progress.insert(peer, Progress::probing_from(next));
             }
         }
     }
@@ -396,6 +395,17 @@ impl Raft {
         self.send(peer, RaftMessage::AppendEntries(append));
     }
 
+    /// More of the log is durable here: a leader may commit further, a follower may send the
+    /// acknowledgement that waited, and a catch-up may end.
+    pub(super) fn durable_moved(&mut self, now: Instant) {
+        if self.phase == Phase::Leader {
+            self.advance_commit(now);
+        } else {
+            self.send_pending_ack();
+            self.end_catch_up_if_durable();
+        }
+    }
+
     /// A follower answered an AppendEntries (LOG-2).
     pub(super) fn replication_answered(
         &mut self,
@@ -485,14 +495,10 @@ impl Raft {
         }
         let next = self.log.last().index + 1;
         self.leading.as_mut().map(|leading| {
-            leading.progress.entry(peer).or_insert_with(|| Progress {
-                matched: 0,
-                next,
-                probing: true,
-                probe_sent: false,
-                inflight: VecDeque::new(),
-                snapshot: None,
-            })
+            leading
+                .progress
+                .entry(peer)
+                .or_insert_with(|| Progress::probing_from(next))
         })
     }
 

@@ -119,12 +119,7 @@ impl ReplicatedLog<'_> {
     pub fn handle_snapshot_persisted(&mut self, now: Instant, last: LogPosition) {
         let raft = &mut *self.raft;
         if raft.log.snapshot_persisted(last.index) {
-            if raft.phase == Phase::Leader {
-                raft.advance_commit(now);
-            } else {
-                raft.send_pending_ack();
-                raft.end_catch_up_if_durable();
-            }
+            raft.durable_moved(now);
         }
         raft.finish();
     }
