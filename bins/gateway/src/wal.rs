@@ -15,7 +15,7 @@ use std::time::SystemTime;
 use conclave_core::election::HardState;
 use conclave_protocol::{EntryKind, PeerId};
 use conclave_storage::{
-    DamagedSpan, ExaminedRecord, Inspection, LogInspection, LogVerdict, RecordContent,
+    DamagedSpan, Examination, ExaminedRecord, Inspection, LogInspection, LogVerdict, RecordContent,
     RepairOutcome, RepairReport, SegmentContent, SegmentInspection, SnapshotFile, StartState,
     Verdict, WalRecord, inspect, repair,
 };
@@ -170,31 +170,7 @@ fn render_inspection(inspection: &Inspection) -> String {
         examination.len
     );
     let _ = writeln!(out, "{:>8}  {:>5}  {:<16} CONTENT", "OFFSET", "#", "KIND");
-    let mut damage = examination.damage.iter().peekable();
-    for record in &examination.records {
-        while let Some(span) = damage.next_if(|span| span.offset < record.offset) {
-            out.push_str(&damage_line(span));
-        }
-        let (kind, content) = describe(record);
-        let after = if record.after_damage {
-            " (after damage)"
-        } else {
-            ""
-        };
-        let body = if content.is_empty() {
-            kind.to_owned()
-        } else {
-            format!("{kind:<16} {content}")
-        };
-        let _ = writeln!(
-            out,
-            "{:>8}  {:>5}  {body}{after}",
-            record.offset, record.number
-        );
-    }
-    for span in damage {
-        out.push_str(&damage_line(span));
-    }
+    record_lines(&mut out, examination, describe);
     let _ = writeln!(out, "\nverdict     {}", verdict_text(&examination.verdict));
     if examination.verdict.allows_start() {
         let _ = writeln!(out, "start state {}", start_text(&inspection.start));
@@ -253,31 +229,9 @@ fn render_log(log: &LogInspection) -> String {
         }
         let _ = writeln!(out, "{:>8}  {:>5}  {:<16} CONTENT", "OFFSET", "#", "KIND");
         let examination = &segment.examination;
-        let mut damage = examination.damage.iter().peekable();
-        for record in &examination.records {
-            while let Some(span) = damage.next_if(|span| span.offset < record.offset) {
-                out.push_str(&damage_line(span));
-            }
-            let (kind, content) = describe_segment_record(&record.content, record.kind);
-            let after = if record.after_damage {
-                " (after damage)"
-            } else {
-                ""
-            };
-            let body = if content.is_empty() {
-                kind.to_owned()
-            } else {
-                format!("{kind:<16} {content}")
-            };
-            let _ = writeln!(
-                out,
-                "{:>8}  {:>5}  {body}{after}",
-                record.offset, record.number
-            );
-        }
-        for span in damage {
-            out.push_str(&damage_line(span));
-        }
+        record_lines(&mut out, examination, |record| {
+            describe_segment_record(&record.content, record.kind)
+        });
         let _ = writeln!(out, "verdict     {}", verdict_text(&examination.verdict));
     }
     for snapshot in &log.snapshots {
@@ -390,6 +344,40 @@ fn log_verdict_text(verdict: &LogVerdict) -> String {
             text
         }
         LogVerdict::Refused(reason) => format!("REFUSED: {reason}"),
+    }
+}
+
+/// One line per record of a WAL file or a log segment, in file order, with the damaged spans
+/// between them where they lie: what `wal inspect` prints for each file.
+fn record_lines<C>(
+    out: &mut String,
+    examination: &Examination<C>,
+    describe: impl Fn(&ExaminedRecord<C>) -> (&'static str, String),
+) {
+    let mut damage = examination.damage.iter().peekable();
+    for record in &examination.records {
+        while let Some(span) = damage.next_if(|span| span.offset < record.offset) {
+            out.push_str(&damage_line(span));
+        }
+        let (kind, content) = describe(record);
+        let after = if record.after_damage {
+            " (after damage)"
+        } else {
+            ""
+        };
+        let body = if content.is_empty() {
+            kind.to_owned()
+        } else {
+            format!("{kind:<16} {content}")
+        };
+        let _ = writeln!(
+            out,
+            "{:>8}  {:>5}  {body}{after}",
+            record.offset, record.number
+        );
+    }
+    for span in damage {
+        out.push_str(&damage_line(span));
     }
 }
 
