@@ -86,9 +86,15 @@ pub struct SimConfig {
     /// events over within the step that produced them, as the simulator did before the hop
     /// was modelled (a control: it cannot find the races the hop exposes).
     pub mailbox_delay: Option<Duration>,
-    /// With raft's `[log]`: the longest an fsync of log entries takes (each draws a delay up
-    /// to this); a crash before it completes loses the entries (see `replicated_log.rs`).
+    /// With raft's `[log]`, or with [`SimConfig::hard_state_fsync`]: the longest an fsync
+    /// takes (each draws a delay up to this); a crash before it completes loses the write (see
+    /// `replicated_log.rs`).
     pub disk_delay: Duration,
+    /// Whether a hard-state write (any mode's `Persist`) is durable only when its fsync
+    /// completes, up to [`SimConfig::disk_delay`] later, the node's actions meanwhile held back
+    /// as the ElectionActor holds them. Always so with raft's `[log]`; without it, off by
+    /// default: a `Persist` is then durable when carried out.
+    pub hard_state_fsync: bool,
     /// With raft's `[log]`: a client writes through a random live node this often; `None`
     /// writes nothing.
     pub client_interval: Option<Duration>,
@@ -137,6 +143,7 @@ impl SimConfig {
             admission: AdmissionModel::Full,
             mailbox_delay: Some(DEFAULT_MAILBOX_DELAY),
             disk_delay: Duration::from_millis(5),
+            hard_state_fsync: false,
             client_interval: None,
         }
     }
@@ -984,13 +991,18 @@ impl Simulation {
     /// WalActor's fsync is not modelled there), after a disk delay with one — the node's
     /// actions meanwhile held back, and lost with a crash before the fsync completes.
     fn write_hard(&mut self, index: usize, write: HardWrite) {
-        if self.has_log() && !self.config.disk_delay.is_zero() {
+        if self.hard_state_takes_time() {
             self.sync_hard_later(index, write);
             // The control's driver lets what follows leave at once.
             self.nodes[index].persisting = !self.log_book.send_before_hard_sync;
         } else {
             self.make_durable(index, write);
         }
+    }
+
+    /// Whether a hard-state write waits for a simulated fsync.
+    pub(super) fn hard_state_takes_time(&self) -> bool {
+        (self.has_log() || self.config.hard_state_fsync) && !self.config.disk_delay.is_zero()
     }
 
     /// A hard-state record of node `index` is on disk.

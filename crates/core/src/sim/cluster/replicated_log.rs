@@ -286,7 +286,7 @@ impl Simulation {
 
     /// The next log event: an fsync completing or the client's next write.
     pub(super) fn next_log_event(&self) -> Option<(Instant, Option<usize>)> {
-        if !self.has_log() {
+        if !self.has_log() && !self.hard_state_takes_time() {
             return None;
         }
         let mut best: Option<(Instant, Option<usize>)> =
