@@ -4,9 +4,13 @@
 //! this actor only moves messages, time and bytes, and names no mode's own types.
 //!
 //! The durability contract (RAFT-1, WAL-1): actions are carried out in order, and when a
-//! `Persist` comes up the actor hands it to the WAL and stops processing anything else —
-//! messages, timers, the rest of the actions — until the WAL answers that it is on disk. Only
-//! then do the messages that depend on it leave. Leader changes are recorded in the WAL's
+//! `Persist` comes up the actor hands it to the WAL and holds back every action after it —
+//! the messages that may depend on it, and those of any input handled meanwhile — until the
+//! WAL answers that it is on disk; only then do they leave, in order. The actor itself does
+//! not wait: frames, timers, status queries and the log's clients are handled while the WAL
+//! thread syncs (issue 16, item 3), so a slow disk delays what a node says, never what it
+//! hears. The replicated log's own writes are held back the same way, so that on disk they
+//! follow the hard state they come after. Leader changes are recorded in the WAL's
 //! leadership history (CB-6) before they are published, in the same fsync when one is already
 //! due. A hard state the core marks amnesic (after an abstention, WAL-2) is followed by an
 //! amnesia marker, and the operator's automatic-election switch is persisted too (RAFT-8). If
@@ -158,6 +162,14 @@ pub struct ElectionActor {
     warned_other_mode: BTreeSet<PeerId>,
     /// The replicated log's writes, state machine and waiting clients (raft with `[log]`).
     log: Option<LogDriver>,
+    /// A hard-state write is with the WAL and not yet durable: what the core decided since
+    /// waits in `held`, to be carried out in order once it is.
+    persisting: bool,
+    /// The steps behind the write in flight, in the order the core emitted them.
+    held: VecDeque<Step>,
+    /// Status queries that came during a hard-state write, answered once nothing is held: a
+    /// status never names a term, vote or leader before it is durable and announced.
+    status_waiters: Vec<tokio::sync::oneshot::Sender<ElectionStatus>>,
 }
 
 impl ElectionActor {
@@ -201,17 +213,26 @@ impl ElectionActor {
             leaving: None,
             warned_other_mode: BTreeSet::new(),
             log,
+            persisting: false,
+            held: VecDeque::new(),
+            status_waiters: Vec::new(),
         }
     }
 
     fn pump(&mut self, ctx: &mut Context<Self>) {
-        let steps = std::iter::from_fn(|| self.election.poll_action())
-            .map(Step::Act)
-            .collect();
+        let steps = std::iter::from_fn(|| self.election.poll_action()).map(Step::Act);
+        if self.persisting {
+            // Behind the write in flight: they may depend on it, and leave after it.
+            self.held.extend(steps);
+            self.arm_timer(ctx);
+            return;
+        }
+        let steps = steps.collect();
         self.carry_out(steps, ctx);
     }
 
-    /// Carries out `steps` in order, pausing at each `Persist` until it is durable.
+    /// Carries out `steps` in order; at a `Persist`, hands it to the WAL and holds the rest
+    /// back until it is durable.
     fn carry_out(&mut self, mut steps: VecDeque<Step>, ctx: &mut Context<Self>) {
         while let Some(step) = steps.pop_front() {
             match step {
@@ -266,6 +287,20 @@ impl ElectionActor {
         self.metrics.set_abstaining(self.election.is_abstaining());
         self.drive_log(ctx);
         self.arm_timer(ctx);
+        if !self.persisting {
+            self.answer_status_waiters();
+        }
+    }
+
+    /// Answers the status queries that waited for a hard-state write.
+    fn answer_status_waiters(&mut self) {
+        if self.status_waiters.is_empty() {
+            return;
+        }
+        let status = self.election.status();
+        for waiter in self.status_waiters.drain(..) {
+            let _ = waiter.send(status.clone());
+        }
     }
 
     /// Persists a hard state's `records` with the leader changes among `rest`: group commit,
@@ -287,22 +322,29 @@ impl ElectionActor {
         self.persist_then(records, rest, ctx);
     }
 
-    /// Hands `records` to the WAL and carries out `rest` once they are durable; nothing else
-    /// runs in this actor meanwhile.
+    /// Hands `records` to the WAL and holds `rest` back until they are durable. The actor
+    /// goes on handling inputs meanwhile; what they make the core decide is held too, behind
+    /// `rest` (see [`ElectionActor::pump`]).
     fn persist_then(
         &mut self,
         records: Vec<WalRecord>,
         rest: VecDeque<Step>,
         ctx: &mut Context<Self>,
     ) {
+        debug_assert!(!self.persisting && self.held.is_empty());
+        self.persisting = true;
+        self.held = rest;
+        self.arm_timer(ctx);
         let request = self.outputs.wal.send(Persist(records));
-        ctx.wait(
+        ctx.spawn(
             request
                 .into_actor(self)
                 .map(move |result, actor, ctx| match result {
                     Ok(Ok(())) => {
                         let _span = actor.span.clone().entered();
-                        actor.carry_out(rest, ctx);
+                        actor.persisting = false;
+                        let held = std::mem::take(&mut actor.held);
+                        actor.carry_out(held, ctx);
                     }
                     Ok(Err(err)) => actor.halt(&err.to_string(), ctx),
                     Err(err) => actor.halt(&format!("WAL actor unreachable: {err}"), ctx),
@@ -315,6 +357,7 @@ impl ElectionActor {
         if let Some(left) = self.leaving.take() {
             let _ = left.send(());
         }
+        self.answer_status_waiters();
         self.abandon_waiters();
         ctx.stop();
     }
@@ -325,6 +368,8 @@ impl ElectionActor {
             "the WAL could not make the election state durable; this node stops taking part \
              rather than risk voting twice in a term"
         );
+        // What waited for the write that failed never leaves: it may depend on it.
+        self.held.clear();
         // A halting leader still says it no longer leads, so that its hooks stop what they
         // started; the history cannot record it, the WAL being what failed. There is no time
         // for a hand-over: the second call steps a leader down at once.
@@ -341,6 +386,7 @@ impl ElectionActor {
         }
         self.leaving = None;
         self.abandon_waiters();
+        self.answer_status_waiters();
         ctx.stop();
     }
 
@@ -565,10 +611,18 @@ impl Handler<LeaveElection> for ElectionActor {
 }
 
 impl Handler<GetElectionStatus> for ElectionActor {
-    type Result = MessageResult<GetElectionStatus>;
+    type Result = ResponseFuture<ElectionStatus>;
     fn handle(&mut self, _: GetElectionStatus, _: &mut Self::Context) -> Self::Result {
         let _span = self.span.clone().entered();
-        MessageResult(self.election.status())
+        if !self.persisting {
+            let status = self.election.status();
+            return Box::pin(async move { status });
+        }
+        // During a hard-state write the core is ahead of the disk: answer once it is durable.
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        self.status_waiters.push(answer);
+        let fallback = self.election.status();
+        Box::pin(async move { answered.await.unwrap_or(fallback) })
     }
 }
 
@@ -577,5 +631,177 @@ impl Handler<GetHistory> for ElectionActor {
     fn handle(&mut self, _: GetHistory, _: &mut Self::Context) -> Self::Result {
         let _span = self.span.clone().entered();
         MessageResult(self.history.iter().cloned().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The durability contract of the module docs, with a WAL whose fsync ends only when the
+    //! test says so.
+
+    use std::time::Duration;
+
+    use conclave_core::SeededRng;
+    use conclave_core::election::{ElectionConfig, ElectionMessage, HardState};
+    use conclave_core::raft::{RaftConfig, RaftMessage};
+    use conclave_protocol::{Body, RequestVote};
+    use conclave_storage::WalError;
+    use tokio::sync::{mpsc, oneshot};
+
+    use super::*;
+
+    /// A WAL thread whose writes become durable only when the test answers them.
+    struct HeldWal {
+        writes: mpsc::UnboundedSender<(Vec<WalRecord>, oneshot::Sender<()>)>,
+    }
+
+    impl Actor for HeldWal {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<Persist> for HeldWal {
+        type Result = ResponseFuture<Result<(), WalError>>;
+        fn handle(&mut self, Persist(records): Persist, _: &mut Context<Self>) -> Self::Result {
+            let (durable, synced) = oneshot::channel();
+            let _ = self.writes.send((records, durable));
+            Box::pin(async move {
+                let _ = synced.await;
+                Ok(())
+            })
+        }
+    }
+
+    impl Handler<AppendLog> for HeldWal {
+        type Result = Result<(), WalError>;
+        fn handle(&mut self, _: AppendLog, _: &mut Context<Self>) -> Self::Result {
+            Ok(())
+        }
+    }
+
+    impl Handler<SaveSnapshot> for HeldWal {
+        type Result = Result<(), WalError>;
+        fn handle(&mut self, _: SaveSnapshot, _: &mut Context<Self>) -> Self::Result {
+            Ok(())
+        }
+    }
+
+    /// A transport that hands every frame to the test.
+    struct SeenTransport {
+        sent: mpsc::UnboundedSender<Transmit>,
+    }
+
+    impl Actor for SeenTransport {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<Transmit> for SeenTransport {
+        type Result = ();
+        fn handle(&mut self, transmit: Transmit, _: &mut Context<Self>) {
+            let _ = self.sent.send(transmit);
+        }
+    }
+
+    fn peer(name: &str) -> PeerId {
+        PeerId::new(name).expect("a valid peer id")
+    }
+
+    fn vote_request(candidate: PeerId) -> ElectionArrived {
+        ElectionArrived {
+            from: candidate,
+            message: ElectionMessage::Raft(RaftMessage::RequestVote(RequestVote {
+                term: 1,
+                candidate,
+                last_log_index: 0,
+                last_log_term: 0,
+                pre_vote: false,
+                leadership_transfer: false,
+                priority: None,
+            })),
+        }
+    }
+
+    /// RAFT-1, WAL-1 and issue 16 item 3: a granted vote leaves only once the vote is on
+    /// disk — and so does the same answer to a request repeated meanwhile — while the actor
+    /// goes on handling frames during the fsync; a status query waits for it.
+    #[actix_rt::test]
+    async fn a_vote_leaves_after_its_fsync_while_the_actor_goes_on_serving() {
+        let (a, b) = (peer("a"), peer("b"));
+        let clock = NodeClock::start();
+        // Timeouts far beyond the test, so that b never campaigns on its own.
+        let config = RaftConfig::new(b, [a, b])
+            .with_election_timeout(Duration::from_secs(600), Duration::from_secs(1200));
+        let election = Election::new(
+            ElectionConfig::Raft(config),
+            HardState::default(),
+            SeededRng::new(7),
+            clock.now(),
+        )
+        .expect("a valid election config");
+        let (writes_tx, mut writes) = mpsc::unbounded_channel();
+        let wal = HeldWal { writes: writes_tx }.start();
+        let (sent_tx, mut sent) = mpsc::unbounded_channel();
+        let transport = SeenTransport { sent: sent_tx }.start();
+        let metrics = NodeMetrics::new();
+        let actor = ElectionActor::new(
+            election,
+            clock,
+            ElectionOutputs {
+                transport: transport.recipient(),
+                wal: wal.clone().recipient(),
+                wal_log: wal.clone().recipient(),
+                wal_snapshot: wal.recipient(),
+            },
+            EventBus::new(metrics.clone()),
+            metrics,
+            Vec::new(),
+            None,
+        )
+        .start();
+
+        actor.send(vote_request(a)).await.expect("the actor runs");
+        let (records, durable) = writes.recv().await.expect("the vote goes to the WAL");
+        assert!(
+            matches!(
+                records.as_slice(),
+                [WalRecord::HardState(HardState { term: 1, vote: Some(voted), .. })] if *voted == a
+            ),
+            "{records:?}"
+        );
+
+        // The fsync has not ended: the actor goes on handling frames (the same request once
+        // more: its answer depends on the vote too) ...
+        let mut status = std::pin::pin!(actor.send(GetElectionStatus));
+        tokio::time::timeout(Duration::from_secs(60), actor.send(vote_request(a)))
+            .await
+            .expect("the actor handles frames while the WAL syncs")
+            .expect("the actor runs");
+        assert!(
+            sent.try_recv().is_err(),
+            "nothing may leave before the vote is durable"
+        );
+        // ... and a status query, handled before that frame, is answered once the vote is
+        // durable: it never names a term or vote the disk does not hold yet.
+        assert!(
+            tokio::time::timeout(Duration::ZERO, status.as_mut())
+                .await
+                .is_err(),
+            "a status answered before the vote is durable"
+        );
+
+        durable.send(()).expect("the WAL waits for the test");
+        for _ in 0..2 {
+            let transmit = sent.recv().await.expect("the votes leave");
+            assert!(
+                matches!(transmit.to, Destination::Peer(to) if to == a),
+                "{transmit:?}"
+            );
+            assert!(
+                matches!(transmit.body, Body::Vote(vote) if vote.granted && vote.term == 1),
+                "{transmit:?}"
+            );
+        }
+        let status = status.await.expect("the actor runs");
+        assert_eq!(status.term, 1);
+        assert!(writes.try_recv().is_err(), "the vote was written once");
     }
 }

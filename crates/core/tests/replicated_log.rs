@@ -18,7 +18,7 @@ use conclave_core::raft::LogConfig;
 
 use conclave_core::sim::{
     Scenario, SimConfig, Simulation, run_log_seed_reporting_before_fsync,
-    run_log_seed_with_stale_reads, run_seed, seed_count,
+    run_log_seed_sending_before_hard_sync, run_log_seed_with_stale_reads, run_seed, seed_count,
 };
 
 /// Seeds in a plain `cargo test`.
@@ -94,6 +94,27 @@ fn log_control_reporting_before_fsync_loses_an_acknowledged_write() {
     let _ = writeln!(
         std::io::stderr(),
         "control reporting before fsync: {failure}"
+    );
+}
+
+/// The control of RAFT-1 with a disk that takes time (issue 16, item 3): the same scenario
+/// with the messages after a hard-state write leaving before its fsync completes, and without
+/// the invariant that compares each message with the sender's durable state. A crash in
+/// between must show up through its consequences: a vote granted twice in a term, two leaders
+/// of a term, or an acknowledged write lost.
+#[test]
+fn log_control_sending_before_the_hard_state_is_durable_is_found() {
+    let found = (0..CONTROL_SEEDS)
+        .find_map(|seed| run_log_seed_sending_before_hard_sync(seed).result.err());
+    let failure = found.unwrap_or_else(|| {
+        panic!(
+            "no consequence found in {CONTROL_SEEDS} seeds sending before the hard state is \
+             durable: the model of the hard state's fsync is blind"
+        )
+    });
+    let _ = writeln!(
+        std::io::stderr(),
+        "control sending before the hard state is durable: {failure}"
     );
 }
 

@@ -403,6 +403,39 @@ fn unranked_timeouts_spread_over_the_whole_range() {
     assert!(seen_late, "uniform over the range reaches its upper part");
 }
 
+/// RAFT-2: a node whose election was lost (a split vote) retries on the uniform spread, not
+/// on its ranked slot: two nodes that both rank first (in two voters, each with the other as
+/// its lost leader) and split the vote would otherwise meet again at every round, a ranked
+/// timeout carrying no jitter. Found by the simulator once a hard state's fsync took time.
+#[test]
+fn a_lost_election_retries_on_the_uniform_spread() {
+    let mut config = config("b", &["a", "b"]);
+    config.pre_vote = false;
+    let mut raft = start(config);
+    let mut retries = Vec::new();
+    for _ in 0..200 {
+        let at = raft.poll_timeout().unwrap();
+        raft.handle_timeout(at);
+        assert_eq!(raft.phase(), "candidate");
+        drain(&mut raft);
+        let refused = at + Duration::from_millis(1);
+        raft.handle_message(refused, id("a"), vote(raft.term(), false, false));
+        assert_eq!(raft.phase(), "follower");
+        drain(&mut raft);
+        retries.push(timeout_after(&raft, refused));
+    }
+    assert!(
+        retries
+            .iter()
+            .all(|t| *t >= Duration::from_millis(150) && *t < Duration::from_millis(300))
+    );
+    assert!(
+        retries.iter().any(|t| *t > Duration::from_millis(250)),
+        "retries spread over the whole range, not rank 0's slot: {:?}",
+        &retries[..10]
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // RAFT-7 check-quorum
 

@@ -4,8 +4,10 @@
 //! [`Simulation::step`] jumps to the earliest pending thing — a message arrival, a node's timer,
 //! or a message waiting in a node's mailbox between membership and the election — and hands it
 //! to the node, then carries out the node's actions in order exactly as the actor shell does:
-//! `Persist` becomes the node's durable state, `Send` goes on the network. Every invariant is
-//! checked after every step.
+//! `Persist` becomes the node's durable state, `Send` goes on the network. (With raft's log,
+//! a `Persist` becomes durable only when its fsync completes, a disk delay later, and the
+//! node's actions meanwhile are held back as the ElectionActor holds them: see
+//! `replicated_log.rs`.) Every invariant is checked after every step.
 //!
 //! # Mailbox hops
 //!
@@ -59,7 +61,7 @@ mod linearizability;
 mod replicated_log;
 
 pub use replicated_log::LogCounts;
-use replicated_log::{LogBook, NodeLog};
+use replicated_log::{HardWrite, LogBook, NodeLog};
 
 /// The shape of a simulated cluster.
 #[derive(Debug, Clone)]
@@ -84,9 +86,15 @@ pub struct SimConfig {
     /// events over within the step that produced them, as the simulator did before the hop
     /// was modelled (a control: it cannot find the races the hop exposes).
     pub mailbox_delay: Option<Duration>,
-    /// With raft's `[log]`: the longest an fsync of log entries takes (each draws a delay up
-    /// to this); a crash before it completes loses the entries (see `replicated_log.rs`).
+    /// With raft's `[log]`, or with [`SimConfig::hard_state_fsync`]: the longest an fsync
+    /// takes (each draws a delay up to this); a crash before it completes loses the write (see
+    /// `replicated_log.rs`).
     pub disk_delay: Duration,
+    /// Whether a hard-state write (any mode's `Persist`) is durable only when its fsync
+    /// completes, up to [`SimConfig::disk_delay`] later, the node's actions meanwhile held back
+    /// as the ElectionActor holds them. Always so with raft's `[log]`; without it, off by
+    /// default: a `Persist` is then durable when carried out.
+    pub hard_state_fsync: bool,
     /// With raft's `[log]`: a client writes through a random live node this often; `None`
     /// writes nothing.
     pub client_interval: Option<Duration>,
@@ -135,6 +143,7 @@ impl SimConfig {
             admission: AdmissionModel::Full,
             mailbox_delay: Some(DEFAULT_MAILBOX_DELAY),
             disk_delay: Duration::from_millis(5),
+            hard_state_fsync: false,
             client_interval: None,
         }
     }
@@ -400,6 +409,11 @@ struct SimNode {
     routes: BTreeMap<PeerId, usize>,
     /// Its replicated log's storage and pending fsyncs.
     log: NodeLog,
+    /// A hard-state write is on its way to the disk: the election's actions since wait in
+    /// `held`, as the ElectionActor holds them (with a log only; see `replicated_log.rs`).
+    persisting: bool,
+    /// The election's actions behind that write, in order.
+    held: VecDeque<Action>,
 }
 
 impl SimNode {
@@ -421,6 +435,8 @@ impl SimNode {
             replay_guard: None,
             routes: BTreeMap::new(),
             log: NodeLog::default(),
+            persisting: false,
+            held: VecDeque::new(),
         }
     }
 }
@@ -892,6 +908,11 @@ impl Simulation {
                 .as_mut()
                 .and_then(Election::poll_action)
             {
+                if self.nodes[index].persisting {
+                    // Behind a hard-state write not yet durable: it may depend on it.
+                    self.nodes[index].held.push_back(action);
+                    continue;
+                }
                 if let Some(remaining) = crash_after.as_mut() {
                     if *remaining == 0 {
                         self.crash(index);
@@ -902,7 +923,9 @@ impl Simulation {
                 progressed = true;
                 self.carry_out_election(index, action);
             }
-            if !progressed && !self.drain_log(index) {
+            // The log's writes wait behind a hard-state write too, as the ElectionActor
+            // drives its log only once nothing is held: on disk they follow it.
+            if !progressed && (self.nodes[index].persisting || !self.drain_log(index)) {
                 return;
             }
         }
@@ -911,20 +934,10 @@ impl Simulation {
     fn carry_out_election(&mut self, index: usize, action: Action) {
         let id = self.nodes[index].id;
         match action {
-            Action::Persist(state) => {
-                self.nodes[index].durable = state;
-                self.nodes[index].amnesic = false;
-                self.observations
-                    .push(Observation::Persisted { node: id, state });
-            }
-            Action::PersistAmnesic(state) => {
-                // The WAL keeps its amnesia marker after this state.
-                self.nodes[index].durable = state;
-                self.observations
-                    .push(Observation::Persisted { node: id, state });
-            }
+            Action::Persist(state) => self.write_hard(index, HardWrite::State(state)),
+            Action::PersistAmnesic(state) => self.write_hard(index, HardWrite::Amnesic(state)),
             Action::PersistAutoElection(enabled) => {
-                self.nodes[index].durable_auto_election = Some(enabled);
+                self.write_hard(index, HardWrite::AutoElection(enabled));
             }
             Action::Send { to, message } => {
                 self.observe_sent(index, to, &message);
@@ -972,6 +985,60 @@ impl Simulation {
                 self.crash(index);
             }
         }
+    }
+
+    /// Writes a hard-state record of node `index`: durable at once without a log (the
+    /// WalActor's fsync is not modelled there), after a disk delay with one — the node's
+    /// actions meanwhile held back, and lost with a crash before the fsync completes.
+    fn write_hard(&mut self, index: usize, write: HardWrite) {
+        if self.hard_state_takes_time() {
+            self.sync_hard_later(index, write);
+            // The control's driver lets what follows leave at once.
+            self.nodes[index].persisting = !self.log_book.send_before_hard_sync;
+        } else {
+            self.make_durable(index, write);
+        }
+    }
+
+    /// Whether a hard-state write waits for a simulated fsync.
+    pub(super) fn hard_state_takes_time(&self) -> bool {
+        (self.has_log() || self.config.hard_state_fsync) && !self.config.disk_delay.is_zero()
+    }
+
+    /// A hard-state record of node `index` is on disk.
+    fn make_durable(&mut self, index: usize, write: HardWrite) {
+        let id = self.nodes[index].id;
+        match write {
+            HardWrite::State(state) => {
+                self.nodes[index].durable = state;
+                self.nodes[index].amnesic = false;
+                self.observations
+                    .push(Observation::Persisted { node: id, state });
+            }
+            HardWrite::Amnesic(state) => {
+                // The WAL keeps its amnesia marker after this state.
+                self.nodes[index].durable = state;
+                self.observations
+                    .push(Observation::Persisted { node: id, state });
+            }
+            HardWrite::AutoElection(enabled) => {
+                self.nodes[index].durable_auto_election = Some(enabled);
+            }
+        }
+    }
+
+    /// Node `index`'s hard-state write completed: what waited behind it is carried out, in
+    /// order, up to the next hard-state write.
+    fn hard_state_synced(&mut self, index: usize, write: HardWrite) {
+        self.make_durable(index, write);
+        self.nodes[index].persisting = false;
+        while !self.nodes[index].persisting && self.nodes[index].election.is_some() {
+            let Some(action) = self.nodes[index].held.pop_front() else {
+                break;
+            };
+            self.carry_out_election(index, action);
+        }
+        self.pump(index, None);
     }
 
     /// Records an election message node `index` hands to the network for `to`, with the term
@@ -1204,6 +1271,9 @@ impl Simulation {
         node.admission = None;
         node.routes.clear();
         node.log.crash();
+        // A hard-state write not yet durable is lost, and what waited for it never left.
+        node.persisting = false;
+        node.held.clear();
         let id = node.id;
         self.trace.record(self.now, id, || "crash".to_owned(), 2);
     }

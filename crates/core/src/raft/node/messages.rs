@@ -204,7 +204,7 @@ impl Raft {
         match (self.phase, self.tally()) {
             (Phase::PreCandidate, Tally::Won) => self.campaign(now, Campaign::Election),
             (Phase::Candidate, Tally::Won) => self.become_leader(now, LeaderChangeCause::VoteWon),
-            (Phase::PreCandidate | Phase::Candidate, Tally::Lost) => {
+            (phase @ (Phase::PreCandidate | Phase::Candidate), Tally::Lost) => {
                 debug!(term = self.hard.term, "campaign lost");
                 self.become_follower(
                     now,
@@ -212,6 +212,19 @@ impl Raft {
                     None,
                     LeaderChangeCause::ElectionTimeout,
                 );
+                if phase == Phase::Candidate && self.config.ranked_timeouts {
+                    // A lost election retries on the paper's uniform spread, not on the ranked
+                    // timeout: two nodes that both rank first and split the vote lose at the
+                    // same moment, and a ranked timeout carries no jitter, so they would meet
+                    // again every round for as long as each one's RequestVote takes longer
+                    // than their offset to arrive — its fsync included (found by the log's
+                    // simulator once a hard state's fsync took time; seed 5024).
+                    let (min, max) = (
+                        self.config.election_timeout_min,
+                        self.config.election_timeout_max,
+                    );
+                    self.election_deadline = now + self.rng.duration_between(min, max);
+                }
             }
             _ => {}
         }

@@ -6,8 +6,11 @@
 //!   the fsync completes a random delay later (up to [`SimConfig::disk_delay`]), and only then
 //!   is the core told they are durable. A crash in between loses them, as a power cut loses
 //!   what the page cache held: every place where the core counts on a write before its fsync
-//!   shows up as a lost acknowledged write or a broken property. (The hard state keeps its
-//!   own model: `Action::Persist` is durable when carried out, as the WalActor's barrier.)
+//!   shows up as a lost acknowledged write or a broken property. The hard state goes the same
+//!   way (issue 16, item 3): a `Persist` is durable when its fsync completes, in order with the
+//!   log's writes; meanwhile the node goes on handling inputs, and every action it decides —
+//!   the messages that may depend on the write first of all — is held back until then, as
+//!   the ElectionActor holds them. A crash in between loses the write and what it held.
 //! - **Snapshots.** Each node runs a [`SimMachine`]: a digest chained over every applied entry
 //!   and a 16-slot register of the latest values, so that its image spans several chunks of
 //!   the smaller batch budgets. When the core says a snapshot is due, the driver encodes the
@@ -39,7 +42,7 @@ use conclave_protocol::LogEntry;
 
 use super::linearizability::{Operation, OperationKind, check};
 use super::{Observation, SimFailure, Simulation};
-use crate::election::{Election, Role};
+use crate::election::{Election, HardState, Role};
 use crate::raft::LogPosition;
 use crate::storage::{MemStorage, Snapshot, Storage};
 use crate::time::Instant;
@@ -140,6 +143,20 @@ enum PendingSync {
     Entries(LogPosition),
     /// A snapshot, saved when the sync completes.
     Snapshot(Snapshot),
+    /// A record of the election's hard state (the WAL's), durable when the sync completes.
+    Hard(HardWrite),
+}
+
+/// A hard-state record the election asked for (`Action::Persist`, `PersistAmnesic`,
+/// `PersistAutoElection`).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum HardWrite {
+    /// A term and vote.
+    State(HardState),
+    /// A term and vote, the WAL staying amnesic after it (WAL-2).
+    Amnesic(HardState),
+    /// The operator's automatic-election switch (RAFT-8).
+    AutoElection(bool),
 }
 
 /// One node's log as the simulator keeps it: what survives a crash, and what does not.
@@ -219,6 +236,9 @@ pub(super) struct LogBook {
     /// The control run's driver: it tells the core a write is durable as soon as it is
     /// written, before its fsync (see [`Simulation::set_report_before_fsync`]).
     report_before_fsync: bool,
+    /// The control run's driver: what follows a hard-state write leaves before its fsync
+    /// completes (see [`Simulation::set_send_before_hard_sync`]).
+    pub(super) send_before_hard_sync: bool,
     /// The client's operations on the registers, for the linearizability check.
     history: Vec<Operation>,
     /// The control run's reads: answered at once from a random node's own registers, not
@@ -266,7 +286,7 @@ impl Simulation {
 
     /// The next log event: an fsync completing or the client's next write.
     pub(super) fn next_log_event(&self) -> Option<(Instant, Option<usize>)> {
-        if !self.has_log() {
+        if !self.has_log() && !self.hard_state_takes_time() {
             return None;
         }
         let mut best: Option<(Instant, Option<usize>)> =
@@ -301,6 +321,10 @@ impl Simulation {
         };
         let last = match pending {
             PendingSync::Entries(last) => last,
+            PendingSync::Hard(write) => {
+                self.hard_state_synced(index, write);
+                return;
+            }
             PendingSync::Snapshot(snapshot) => {
                 // Saved whole when its sync completes (temp file, fsync, rename): a crash
                 // before loses it, never half of it.
@@ -333,6 +357,16 @@ impl Simulation {
             log.handle_persisted(now, last);
         }
         self.pump(index, None);
+    }
+
+    /// Node `index` writes a hard-state record: durable when its fsync completes, in order
+    /// with the log's writes (the WalActor's one thread does them in turn).
+    pub(super) fn sync_hard_later(&mut self, index: usize, write: HardWrite) {
+        let now = self.now;
+        let max_delay = self.config.disk_delay;
+        let node = &mut self.nodes[index];
+        let due = node.log.next_sync_due(now, &mut self.rng, max_delay);
+        node.log.syncs.push_back((due, PendingSync::Hard(write)));
     }
 
     /// The client writes a unique value through a random live node.
@@ -655,6 +689,13 @@ impl Simulation {
     /// then find a lost acknowledged write; without this switch they never may.
     pub fn set_report_before_fsync(&mut self, on: bool) {
         self.log_book.report_before_fsync = on;
+    }
+
+    /// The control run for RAFT-1 with a disk that takes time (issue 16, item 3): the
+    /// messages after a hard-state write leave at once, before its fsync completes; a crash
+    /// in between then forgets a vote that was granted, or a term that was acknowledged.
+    pub fn set_send_before_hard_sync(&mut self, on: bool) {
+        self.log_book.send_before_hard_sync = on;
     }
 
     /// The control run for linearizability: reads answered at once from a random node's own
