@@ -12,15 +12,25 @@
 //! made when a frame is sent, in the order frames are sent, so a seeded run replays; delays
 //! are `tokio::time` sleeps, so a test with a paused clock runs them instantly.
 //!
+//! Air time is not modelled by default: any number of frames may be in the air at once, so a
+//! test's timings depend on the latency alone. With [`AirConfig::bit_rate`] set, a frame
+//! occupies its channel for [`air_time`] of its payload, and frames on one channel that can
+//! hear each other take turns: a frame sent while the medium is busy waits until it is free,
+//! then lands after its own air time and the latency. That is what bounds a cluster's commits
+//! on real radios (about 107 full frames a second at ESP-NOW's ≈214 kbit/s), so a measurement
+//! over virtual dongles can be set against it.
+//!
 //! A node's settings (power, partition group, RSSI overrides, counters) are kept by MAC and
 //! outlive its attachment: a dongle that is unplugged and plugged again comes back at the
 //! same place of the air.
 
 use std::collections::{BTreeMap, HashMap};
+use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tracing::trace;
 
 use crate::message::Mac;
@@ -63,6 +73,23 @@ pub struct AirConfig {
     /// Frames a node's receive queue holds; more are dropped and counted in
     /// [`AirCounters::rx_overflow`], as the firmware's queue towards a slow host would.
     pub rx_queue: usize,
+    /// The medium's bit rate, bits a second, when air time is modelled (see the
+    /// [module docs](self)); `None`, the default, lets frames overlap freely.
+    pub bit_rate: Option<NonZeroU32>,
+}
+
+/// Bytes an ESP-NOW frame takes on the air beside its payload: the 802.11 MAC header (24),
+/// the action category (1), the Espressif OUI (3), the random value (4), the vendor-specific
+/// element's header (7) and the frame check sequence (4).
+pub const AIR_FRAME_OVERHEAD: usize = 43;
+
+/// How long a frame with `payload_bytes` of ESP-NOW payload occupies the medium at
+/// `bit_rate` bits a second: its payload and [`AIR_FRAME_OVERHEAD`], eight bits a byte.
+/// 250 bytes at 214 kbit/s take about 11 ms.
+pub fn air_time(payload_bytes: usize, bit_rate: NonZeroU32) -> Duration {
+    let bits = (payload_bytes as u128 + AIR_FRAME_OVERHEAD as u128) * 8;
+    let nanos = bits * 1_000_000_000 / u128::from(bit_rate.get());
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
 }
 
 impl Default for AirConfig {
@@ -74,6 +101,7 @@ impl Default for AirConfig {
             latency_max: Duration::from_millis(3),
             rssi_jitter_db: 2,
             rx_queue: 64,
+            bit_rate: None,
         }
     }
 }
@@ -157,6 +185,9 @@ struct AirState {
     rssi: HashMap<(Mac, Mac), i8>,
     next_attachment: u64,
     next_group: u32,
+    /// With air time modelled: when the medium of each (channel, partition group) is free
+    /// again. Nodes that cannot hear each other do not share a medium.
+    medium_free_at: HashMap<(u8, u32), Instant>,
 }
 
 struct Node {
@@ -212,6 +243,7 @@ impl Air {
                 rssi: HashMap::new(),
                 next_attachment: 1,
                 next_group: 1,
+                medium_free_at: HashMap::new(),
             })),
         }
     }
@@ -362,15 +394,17 @@ impl Air {
     }
 
     /// Decides the fate of each copy of a frame now, then delivers the copies that survive
-    /// and reports to the sender after the latency.
+    /// and reports to the sender after the latency (and, when air time is modelled, after
+    /// the frame's turn on the medium and its air time).
     fn transmit(&self, src: Mac, dst: Mac, payload: Vec<u8>, tag: u64) {
         let mut state = self.lock();
         let latency = state.draw_latency();
+        let on_air = state.occupy_medium(src, payload.len());
         let deliveries = state.plan(src, dst);
         drop(state);
         let air = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(latency).await;
+            tokio::time::sleep(on_air + latency).await;
             air.land(src, dst, payload, tag, deliveries);
         });
     }
@@ -462,6 +496,28 @@ impl AirState {
             && receiver.attachment.is_some()
             && sender.channel == receiver.channel
             && sender.group == receiver.group
+    }
+
+    /// With air time modelled: books the sender's medium for a frame of `payload_bytes` from
+    /// when it is free (now, if idle) and returns how long from now until the frame has been
+    /// sent. Zero without the model, or for a radio that is off (it sends nothing).
+    fn occupy_medium(&mut self, src: Mac, payload_bytes: usize) -> Duration {
+        let Some(bit_rate) = self.config.bit_rate else {
+            return Duration::ZERO;
+        };
+        let Some(sender) = self.nodes.get(&src).filter(|node| node.powered) else {
+            return Duration::ZERO;
+        };
+        let medium = (sender.channel, sender.group);
+        let now = Instant::now();
+        let start = self
+            .medium_free_at
+            .get(&medium)
+            .copied()
+            .map_or(now, |free| free.max(now));
+        let end = start + air_time(payload_bytes, bit_rate);
+        self.medium_free_at.insert(medium, end);
+        end - now
     }
 
     fn draw_latency(&mut self) -> Duration {
