@@ -115,7 +115,8 @@ pub(crate) enum Commands {
     /// (conclave-demo-PID.log in the temporary directory) is kept. With --duration it runs
     /// unattended, prints one line per event, kills the leader once halfway, and exits 0 only
     /// if every live node knows the same leader at the end (128 + N when signal N stopped it
-    /// first).
+    /// first). --log runs the replicated log (raft only): `conclave kv` and `conclave jobs`
+    /// work against any node's admin URL. --air-kbps models the radio's air time.
     Demo {
         /// How many nodes.
         #[arg(long, default_value_t = 5)]
@@ -131,6 +132,15 @@ pub(crate) enum Commands {
         /// drains one to force a resign).
         #[arg(long, value_enum, default_value_t = DemoMode::Raft)]
         mode: DemoMode,
+        /// Run the replicated log on every node (raft mode only): `conclave kv put KEY VALUE
+        /// --admin URL` and `conclave jobs` against any node's admin URL, a follower
+        /// redirecting to the leader.
+        #[arg(long)]
+        log: bool,
+        /// Model the air time of the simulated radio at this many kbit/s (ESP-NOW's is about
+        /// 214): frames on one channel take turns instead of overlapping. Off by default.
+        #[arg(long, value_name = "KBPS", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+        air_kbps: Option<u32>,
     },
     /// Talk to an ESP32 dongle directly, without a node (see firmware/micropython).
     Dongle {
