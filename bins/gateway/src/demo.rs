@@ -942,13 +942,7 @@ fn parse_groups(words: &[&str], count: usize) -> Result<Vec<Vec<usize>>, String>
 
 /// `conclave demo`.
 pub(crate) fn run(options: DemoOptions) -> ExitCode {
-    let log_file = match init_logging(options.duration.is_none()) {
-        Ok(path) => path,
-        Err(err) => {
-            errln!("error: {err}");
-            return ExitCode::from(1);
-        }
-    };
+    // Wrong options are refused before a log file is made for a demo that never runs.
     if options.nodes == 0 || options.nodes > 19 {
         errln!("error: --nodes must be 1 to 19 (an ESP-NOW radio holds 20 peers)");
         return ExitCode::from(crate::EXIT_USAGE);
@@ -961,6 +955,13 @@ pub(crate) fn run(options: DemoOptions) -> ExitCode {
         );
         return ExitCode::from(crate::EXIT_USAGE);
     }
+    let log_file = match init_logging(options.duration.is_none()) {
+        Ok(path) => path,
+        Err(err) => {
+            errln!("error: {err}");
+            return ExitCode::from(1);
+        }
+    };
     let seed = options.seed.unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
