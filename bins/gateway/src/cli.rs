@@ -109,8 +109,8 @@ pub(crate) enum Commands {
     /// node's admin API and metrics endpoint are printed at start. Without --duration, a live
     /// view shows every node and the recent events, and typed commands kill, revive and
     /// partition nodes (`kill 3`, `kill 1,2`, `kill leader`, `revive 3`, `partition 1,2 3,4,5`,
-    /// `heal`, `battery 2 10`, `quit`). --mode picks the election. Colour only on a terminal,
-    /// never with NO_COLOR set. `quit`, Ctrl-C, SIGTERM, SIGHUP and the end of standard input
+    /// `heal`, `battery 2 10`, `air`, `quit`). --mode picks the election. Colour only on a
+    /// terminal, never with NO_COLOR set. `quit`, Ctrl-C, SIGTERM, SIGHUP and the end of standard input
     /// stop every node gracefully and remove the demo's temporary directory; the nodes' log
     /// (conclave-demo-PID.log in the temporary directory) is kept. With --duration it runs
     /// unattended, prints one line per event, kills the leader once halfway, and exits 0 only

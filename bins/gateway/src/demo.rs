@@ -8,7 +8,8 @@
 //! Prometheus scrape work against the demo as against real nodes.
 //!
 //! Interactive (the default): commands typed on stdin kill, revive and partition nodes
-//! (`kill 3`, `kill 1,2`, `kill leader`, `revive 3`, `partition 1,2 3,4,5`, `heal`, `quit`).
+//! (`kill 3`, `kill 1,2`, `kill leader`, `revive 3`, `partition 1,2 3,4,5`, `heal`, `quit`;
+//! `air` tells what the simulated air carried).
 //! On a terminal a live view of every node — role, term, leader, dongle, peers' round-trip
 //! times, its admin and metrics URLs — and the recent events is redrawn twice a second above a
 //! prompt line that the redraw never touches, so what the user is typing stays on screen.
@@ -68,7 +69,7 @@ const RECENT_EVENTS: usize = 12;
 
 /// The commands, as the view and a wrong command show them.
 const COMMANDS: &str = "kill N[,M..] | kill leader | revive N[,M..] | partition 1,2 3,4,5 | \
-     heal | battery N PCT | view | quit";
+     heal | battery N PCT | air | view | quit";
 
 /// Where a table row's peers continue when the row wraps: under the ROLE column (the PEERS
 /// column itself starts past an 80-column terminal's half).
@@ -576,6 +577,23 @@ impl Demo {
             }
             Err(err) => format!("cannot write {}: {err}", file.display()),
         }
+    }
+
+    /// `air`: what the simulated air carried since the demo started, every node's frames
+    /// added up, in the bytes a real radio would have sent (payload and ESP-NOW's framing), so
+    /// that a client's measurement can be set against the bytes a second the air allows.
+    fn air_command(&self) -> String {
+        let total = self.air.total_counters();
+        format!(
+            "{} frames, {} bytes on the air (payload + {} each), {} lost, {} dropped by a full \
+             receive queue{}",
+            total.sent,
+            total.air_bytes,
+            conclave_espnow::AIR_FRAME_OVERHEAD,
+            total.lost,
+            total.rx_overflow,
+            self.air_time_note()
+        )
     }
 
     fn partition(&self, groups: &[Vec<usize>]) {
@@ -1300,6 +1318,7 @@ async fn interactive_loop(
                         "air healed".to_owned()
                     }
                     ["battery" | "b", node, percent] => demo.battery_command(node, percent),
+                    ["air" | "a"] => demo.air_command(),
                     ["view" | "v"] => {
                         if !screen.terminal {
                             for line in demo.table().await {

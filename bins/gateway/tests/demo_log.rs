@@ -1,7 +1,8 @@
 //! `conclave demo --log` (CB-7, LOG-1, issue 16 item 10): the demo's nodes run the replicated
 //! log over their virtual ESP-NOW dongles, so the client verbs work against the admin URLs it
 //! prints: a write sent to a follower is redirected to the leader, committed, and read back
-//! from another node. With `--air-kbps` the air time is modelled and a write still commits.
+//! from another node; `air` tells what the air carried. With `--air-kbps` the air time is
+//! modelled and a write still commits.
 //! `--log` outside raft mode is refused with a message naming both options.
 
 #![allow(clippy::unwrap_used)]
@@ -91,6 +92,21 @@ fn write_through_a_follower_and_read_back(extra: &[&str]) {
     assert!(put.contains("revision"), "{put}");
     let got = until_done(other, &["kv", "get", "greeting"]);
     assert_eq!(got.trim(), "hello");
+
+    // `air` says what the air carried: frames and their bytes on the air.
+    demo.send("air");
+    let air = demo.wait_line("the reply to air", |l| l.contains("> air: "));
+    let frames: u64 = air
+        .split("> air: ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        frames > 0 && air.contains("bytes on the air (payload + 43 each)"),
+        "{air}"
+    );
 
     demo.send("quit");
     demo.wait_line("the demo stopping", |l| l.contains("stopping the demo"));

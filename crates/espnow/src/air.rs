@@ -111,6 +111,10 @@ impl Default for AirConfig {
 pub struct AirCounters {
     /// Frames this node transmitted.
     pub sent: u64,
+    /// Bytes those frames took on the air: each one's payload and [`AIR_FRAME_OVERHEAD`],
+    /// counted whether air time is modelled or not, so that a run can be set against the
+    /// bytes a second a real radio carries.
+    pub air_bytes: u64,
     /// Copies of its frames that reached a receiver (a broadcast heard by three counts three).
     pub delivered: u64,
     /// Copies of its frames dropped by the loss model.
@@ -384,6 +388,27 @@ impl Air {
         self.lock().reachable(from, to)
     }
 
+    /// Every node's counters added up: what the whole air carried.
+    pub fn total_counters(&self) -> AirCounters {
+        let state = self.lock();
+        let mut total = AirCounters::default();
+        for counters in state.nodes.values().map(|node| &node.counters) {
+            total.sent += counters.sent;
+            total.air_bytes += counters.air_bytes;
+            total.delivered += counters.delivered;
+            total.lost += counters.lost;
+            total.unreachable += counters.unreachable;
+            total.received += counters.received;
+            total.rx_overflow += counters.rx_overflow;
+        }
+        total
+    }
+
+    /// The bit rate air time is modelled at, if it is.
+    pub fn bit_rate(&self) -> Option<NonZeroU32> {
+        self.lock().config.bit_rate
+    }
+
     /// A node's counters (zeros for a node the air never saw).
     pub fn counters(&self, mac: Mac) -> AirCounters {
         self.lock()
@@ -400,7 +425,7 @@ impl Air {
         let mut state = self.lock();
         let latency = state.draw_latency();
         let on_air = state.occupy_medium(src, payload.len());
-        let deliveries = state.plan(src, dst);
+        let deliveries = state.plan(src, dst, payload.len());
         drop(state);
         let air = self.clone();
         tokio::spawn(async move {
@@ -532,8 +557,10 @@ impl AirState {
         min + Duration::from_micros(extra)
     }
 
-    fn plan(&mut self, src: Mac, dst: Mac) -> Vec<Delivery> {
-        self.node_mut(src).counters.sent += 1;
+    fn plan(&mut self, src: Mac, dst: Mac, payload_bytes: usize) -> Vec<Delivery> {
+        let counters = &mut self.node_mut(src).counters;
+        counters.sent += 1;
+        counters.air_bytes += (payload_bytes + AIR_FRAME_OVERHEAD) as u64;
         let candidates: Vec<Mac> = if dst.is_broadcast() {
             self.nodes
                 .keys()

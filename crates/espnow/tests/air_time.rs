@@ -72,7 +72,8 @@ fn air_time_counts_payload_and_framing_at_the_bit_rate() {
 }
 
 /// ESP-7: three frames sent at once from two radios on one channel land one after the
-/// other, each after the previous one's air time and its own, in the order they were sent.
+/// other, each after the previous one's air time and its own, in the order they were sent;
+/// the counters say how many bytes each sender put on the air.
 #[tokio::test(start_paused = true)]
 async fn frames_on_one_channel_take_turns_at_the_bit_rate() {
     let air = air(Some(RATE));
@@ -97,6 +98,11 @@ async fn frames_on_one_channel_take_turns_at_the_bit_rate() {
     let (third, at) = heard(&mut receiver).await;
     assert_eq!((third.src, third.payload[0]), (mac(1), 3));
     assert_near("the third frame", at - start, full * 2 + small);
+    // What each sender put on the air, framing included; the air's total adds them up.
+    assert_eq!(air.counters(mac(1)).air_bytes, 293 + 102);
+    assert_eq!(air.counters(mac(2)).air_bytes, 293);
+    let total = air.total_counters();
+    assert_eq!((total.sent, total.air_bytes), (3, 293 * 2 + 102));
 
     // Once the medium is idle again, a frame goes at once.
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -140,6 +146,7 @@ async fn other_channels_and_partitions_do_not_wait() {
 async fn without_a_bit_rate_frames_overlap() {
     assert_eq!(AirConfig::default().bit_rate, None);
     let air = air(None);
+    assert_eq!(air.bit_rate(), None);
     let a = air.attach(mac(1), 1).unwrap();
     let b = air.attach(mac(2), 1).unwrap();
     let mut receiver = air.attach(mac(9), 1).unwrap();
