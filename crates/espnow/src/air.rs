@@ -16,7 +16,8 @@
 //! test's timings depend on the latency alone. With [`AirConfig::bit_rate`] set, a frame
 //! occupies its channel for [`air_time`] of its payload, and frames on one channel that can
 //! hear each other take turns: a frame sent while the medium is busy waits until it is free,
-//! then lands after its own air time and the latency. That is what bounds a cluster's commits
+//! then lands after its own air time and the latency, and never before the frame sent ahead
+//! of it (without the model, the latency drawn for each frame may reorder them). That is what bounds a cluster's commits
 //! on real radios (about 107 full frames a second at ESP-NOW's ≈214 kbit/s), so a measurement
 //! over virtual dongles can be set against it.
 //!
@@ -189,9 +190,10 @@ struct AirState {
     rssi: HashMap<(Mac, Mac), i8>,
     next_attachment: u64,
     next_group: u32,
-    /// With air time modelled: when the medium of each (channel, partition group) is free
-    /// again. Nodes that cannot hear each other do not share a medium.
-    medium_free_at: HashMap<(u8, u32), Instant>,
+    /// With air time modelled, for each medium (channel, partition group): when it is free
+    /// again and when the last frame sent on it lands. Nodes that cannot hear each other do
+    /// not share a medium.
+    medium: HashMap<(u8, u32), (Instant, Instant)>,
 }
 
 struct Node {
@@ -247,7 +249,7 @@ impl Air {
                 rssi: HashMap::new(),
                 next_attachment: 1,
                 next_group: 1,
-                medium_free_at: HashMap::new(),
+                medium: HashMap::new(),
             })),
         }
     }
@@ -424,12 +426,12 @@ impl Air {
     fn transmit(&self, src: Mac, dst: Mac, payload: Vec<u8>, tag: u64) {
         let mut state = self.lock();
         let latency = state.draw_latency();
-        let on_air = state.occupy_medium(src, payload.len());
+        let delay = state.occupy_medium(src, payload.len(), latency);
         let deliveries = state.plan(src, dst, payload.len());
         drop(state);
         let air = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(on_air + latency).await;
+            tokio::time::sleep(delay).await;
             air.land(src, dst, payload, tag, deliveries);
         });
     }
@@ -523,26 +525,25 @@ impl AirState {
             && sender.group == receiver.group
     }
 
-    /// With air time modelled: books the sender's medium for a frame of `payload_bytes` from
-    /// when it is free (now, if idle) and returns how long from now until the frame has been
-    /// sent. Zero without the model, or for a radio that is off (it sends nothing).
-    fn occupy_medium(&mut self, src: Mac, payload_bytes: usize) -> Duration {
+    /// How long from now a frame of `payload_bytes` sent by `src` lands: the `latency`
+    /// alone without the air-time model (or from a radio that is off: it sends nothing).
+    /// With it, the frame books the sender's medium from when that is free (now, if idle) for
+    /// its air time, and lands the latency after that, never before the frame ahead of it on
+    /// the medium: frames that took turns on one medium arrive in the order they were sent.
+    fn occupy_medium(&mut self, src: Mac, payload_bytes: usize, latency: Duration) -> Duration {
         let Some(bit_rate) = self.config.bit_rate else {
-            return Duration::ZERO;
+            return latency;
         };
         let Some(sender) = self.nodes.get(&src).filter(|node| node.powered) else {
-            return Duration::ZERO;
+            return latency;
         };
         let medium = (sender.channel, sender.group);
         let now = Instant::now();
-        let start = self
-            .medium_free_at
-            .get(&medium)
-            .copied()
-            .map_or(now, |free| free.max(now));
-        let end = start + air_time(payload_bytes, bit_rate);
-        self.medium_free_at.insert(medium, end);
-        end - now
+        let (free, last_landing) = self.medium.get(&medium).copied().unwrap_or((now, now));
+        let end = free.max(now) + air_time(payload_bytes, bit_rate);
+        let landing = (end + latency).max(last_landing);
+        self.medium.insert(medium, (end, landing));
+        landing - now
     }
 
     fn draw_latency(&mut self) -> Duration {

@@ -160,3 +160,27 @@ async fn without_a_bit_rate_frames_overlap() {
         assert_near(&format!("frame {n}"), at - start, Duration::ZERO);
     }
 }
+
+/// ESP-7: frames that took turns on one medium land in the order they were sent, whatever
+/// latency each one drew: 50 short frames, each on the air for less time than the latency
+/// varies, arrive in order.
+#[tokio::test(start_paused = true)]
+async fn frames_that_took_turns_land_in_order() {
+    let air = Air::with_config(AirConfig {
+        seed: 3,
+        latency_min: Duration::ZERO,
+        latency_max: Duration::from_millis(3),
+        bit_rate: NonZeroU32::new(RATE),
+        ..AirConfig::default()
+    });
+    let a = air.attach(mac(1), 1).unwrap();
+    let mut receiver = air.attach(mac(9), 1).unwrap();
+    for n in 0..50u8 {
+        a.transmit(mac(9), vec![n], u64::from(n));
+    }
+    let mut order = Vec::new();
+    for _ in 0..50 {
+        order.push(heard(&mut receiver).await.0.payload[0]);
+    }
+    assert_eq!(order, (0..50).collect::<Vec<u8>>());
+}
