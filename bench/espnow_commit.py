@@ -52,8 +52,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+# The helpers of the UDP benchmark, shared; no __pycache__ left in bench/ for importing them.
+sys.dont_write_bytecode = True
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kv_commit import (  # noqa: E402  (the helpers of the UDP benchmark, shared)
+from kv_commit import (  # noqa: E402
     REPO, BenchError, ensure_conclave, log, machine, percentile, request, version_of,
 )
 
