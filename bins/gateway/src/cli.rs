@@ -109,13 +109,14 @@ pub(crate) enum Commands {
     /// node's admin API and metrics endpoint are printed at start. Without --duration, a live
     /// view shows every node and the recent events, and typed commands kill, revive and
     /// partition nodes (`kill 3`, `kill 1,2`, `kill leader`, `revive 3`, `partition 1,2 3,4,5`,
-    /// `heal`, `battery 2 10`, `quit`). --mode picks the election. Colour only on a terminal,
-    /// never with NO_COLOR set. `quit`, Ctrl-C, SIGTERM, SIGHUP and the end of standard input
+    /// `heal`, `battery 2 10`, `air`, `quit`). --mode picks the election. Colour only on a
+    /// terminal, never with NO_COLOR set. `quit`, Ctrl-C, SIGTERM, SIGHUP and the end of standard input
     /// stop every node gracefully and remove the demo's temporary directory; the nodes' log
     /// (conclave-demo-PID.log in the temporary directory) is kept. With --duration it runs
     /// unattended, prints one line per event, kills the leader once halfway, and exits 0 only
     /// if every live node knows the same leader at the end (128 + N when signal N stopped it
-    /// first).
+    /// first). --log runs the replicated log (raft only): `conclave kv` and `conclave jobs`
+    /// work against any node's admin URL. --air-kbps models the radio's air time.
     Demo {
         /// How many nodes.
         #[arg(long, default_value_t = 5)]
@@ -131,6 +132,15 @@ pub(crate) enum Commands {
         /// drains one to force a resign).
         #[arg(long, value_enum, default_value_t = DemoMode::Raft)]
         mode: DemoMode,
+        /// Run the replicated log on every node (raft mode only): `conclave kv put KEY VALUE
+        /// --admin URL` and `conclave jobs` against any node's admin URL, a follower
+        /// redirecting to the leader.
+        #[arg(long)]
+        log: bool,
+        /// Model the air time of the simulated radio at this many kbit/s (ESP-NOW's is about
+        /// 214): frames on one channel take turns instead of overlapping. Off by default.
+        #[arg(long, value_name = "KBPS", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+        air_kbps: Option<u32>,
     },
     /// Talk to an ESP32 dongle directly, without a node (see firmware/micropython).
     Dongle {

@@ -8,7 +8,8 @@
 //! Prometheus scrape work against the demo as against real nodes.
 //!
 //! Interactive (the default): commands typed on stdin kill, revive and partition nodes
-//! (`kill 3`, `kill 1,2`, `kill leader`, `revive 3`, `partition 1,2 3,4,5`, `heal`, `quit`).
+//! (`kill 3`, `kill 1,2`, `kill leader`, `revive 3`, `partition 1,2 3,4,5`, `heal`, `quit`;
+//! `air` tells what the simulated air carried).
 //! On a terminal a live view of every node — role, term, leader, dongle, peers' round-trip
 //! times, its admin and metrics URLs — and the recent events is redrawn twice a second above a
 //! prompt line that the redraw never touches, so what the user is typing stays on screen.
@@ -28,12 +29,25 @@
 //! priority mode (PRI-1, PRI-5) the live view shows each node's state, score and battery, and a
 //! master drained to the low-battery level resigns to the best successor.
 //!
+//! `--log` (raft only) turns on the replicated log (LOG-1..5) on every node, with the same
+//! checks as `conclave run`'s, which cut `log.max_append_bytes` to what one 250-byte radio
+//! frame holds: `conclave kv` and `conclave jobs` then work against any node's admin URL, a
+//! follower redirecting to the leader's. For that redirect each node's configuration names
+//! the others' admin URLs (`admin.peer_urls`), so with `--log` the admin ports are reserved
+//! before the nodes start instead of being left to each node's bind.
+//!
+//! `--air-kbps RATE` models air time on the simulated air (off by default): frames on one
+//! channel take turns at that bit rate (ESP-NOW's is about 214 kbit/s), so that what a
+//! client measures against the demo, commits a second above all, reflects the radio.
+//!
 //! Colour (the leader's row in bold, the logs on stderr) only on a terminal, and never with
 //! `NO_COLOR` set.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
@@ -43,7 +57,7 @@ use conclave_actors::node::{Node, NodeBuilder, virtual_mac};
 use conclave_config::NodeConfig;
 use conclave_config::settings::{Settings, toml_string};
 use conclave_core::election::{Mode, ModeStatus, Role};
-use conclave_espnow::{Air, Mac, VirtualDongleConfig, VirtualSerialPort};
+use conclave_espnow::{Air, AirConfig, Mac, VirtualDongleConfig, VirtualSerialPort};
 use conclave_protocol::PeerId;
 use tokio::sync::mpsc;
 
@@ -55,7 +69,7 @@ const RECENT_EVENTS: usize = 12;
 
 /// The commands, as the view and a wrong command show them.
 const COMMANDS: &str = "kill N[,M..] | kill leader | revive N[,M..] | partition 1,2 3,4,5 | \
-     heal | battery N PCT | view | quit";
+     heal | battery N PCT | air | view | quit";
 
 /// Where a table row's peers continue when the row wraps: under the ROLE column (the PEERS
 /// column itself starts past an 80-column terminal's half).
@@ -72,6 +86,10 @@ pub(crate) struct DemoOptions {
     pub(crate) seed: Option<u64>,
     /// `--mode`: raft, gossip or priority.
     pub(crate) mode: Mode,
+    /// `--log`: the replicated log on every node (raft only).
+    pub(crate) log: bool,
+    /// `--air-kbps`, in bits a second: air time modelled at this rate; `None` leaves it out.
+    pub(crate) air_bit_rate: Option<NonZeroU32>,
 }
 
 /// One demo node: its configuration, its dongle's serial port, and the node while it runs.
@@ -91,7 +109,26 @@ struct Demo {
     log_file: Option<PathBuf>,
     /// The election mode every node runs.
     mode: Mode,
+    /// Whether the nodes run the replicated log.
+    log: bool,
+    /// The air's bit rate when air time is modelled.
+    air_bit_rate: Option<NonZeroU32>,
     _dir: tempfile::TempDir,
+}
+
+/// What the nodes of one demo share, from which each node's configuration is written.
+struct DemoPlan<'a> {
+    /// Every node's name, in order.
+    names: &'a [String],
+    /// The demo's temporary directory: data directories, dongle links, battery files.
+    dir: &'a Path,
+    mode: Mode,
+    /// `[log] enabled = true` on every node.
+    log: bool,
+    /// Each node's admin address, in the order of `names`, when reserved beforehand (with
+    /// the log, so that every node can name the others' in `admin.peer_urls`); empty: each
+    /// node binds port 0.
+    admin: &'a [SocketAddr],
 }
 
 fn peer_id(name: &str) -> PeerId {
@@ -169,16 +206,42 @@ fn toml_path(path: &Path) -> Result<String, String> {
         .ok_or_else(|| format!("{} is not UTF-8", path.display()))
 }
 
+/// The `[admin]` section of node `name`: port 0 (the system picks a free port when the node
+/// binds it, and the node's first start fixes it for the demo's lifetime: a port found free
+/// beforehand could be taken meanwhile), or the address reserved for it with every other
+/// node's URL, so that a follower names the leader's when it redirects a write (LOG-1).
+fn admin_toml(name: &str, plan: &DemoPlan<'_>) -> String {
+    let Some(index) = plan.names.iter().position(|n| n == name) else {
+        return "[admin]\nlisten = \"127.0.0.1:0\"\n".to_owned();
+    };
+    let Some(listen) = plan.admin.get(index) else {
+        return "[admin]\nlisten = \"127.0.0.1:0\"\n".to_owned();
+    };
+    let peer_urls: Vec<String> = plan
+        .names
+        .iter()
+        .zip(plan.admin)
+        .filter(|(peer, _)| *peer != name)
+        .map(|(peer, addr)| toml_string(&format!("{peer}=http://{addr}")))
+        .collect();
+    format!(
+        "[admin]\nlisten = {}\npeer_urls = [{}]\n",
+        toml_string(&listen.to_string()),
+        peer_urls.join(", ")
+    )
+}
+
 /// Node `name`'s configuration, written as an operator would write it (the keys of
 /// `config/default.toml`) and read through the same settings and checks as `conclave run`'s.
-fn demo_toml(
-    name: &str,
-    names: &[String],
-    dir: &Path,
-    port: &Path,
-    mode: Mode,
-) -> Result<String, String> {
-    let voters: Vec<String> = names.iter().map(|name| toml_string(name)).collect();
+fn demo_toml(name: &str, port: &Path, plan: &DemoPlan<'_>) -> Result<String, String> {
+    let voters: Vec<String> = plan.names.iter().map(|name| toml_string(name)).collect();
+    let dir = plan.dir;
+    // LOG-1: check-config lowers log.max_append_bytes to what one radio frame holds.
+    let log = if plan.log {
+        "\n# The replicated log: conclave kv and conclave jobs against any node.\n[log]\nenabled = true\n"
+    } else {
+        ""
+    };
     Ok(format!(
         r#"
 [node]
@@ -204,11 +267,7 @@ port = {port}
 baud = 921600
 channel = 1
 
-# Port 0: the system picks a free port when the node binds it, and the node's first start
-# fixes it for the demo's lifetime (a port found free beforehand could be taken meanwhile).
-[admin]
-listen = "127.0.0.1:0"
-
+{admin}
 [metrics]
 listen = "127.0.0.1:0"
 
@@ -219,11 +278,12 @@ file = {battery}
 battery_percent = 100
 interval_ms = {interval}
 timeout_ms = {interval}
-"#,
+{log}"#,
         id = toml_string(name),
         data_dir = toml_path(&dir.join(name))?,
         voters = voters.join(", "),
-        election = election_toml(mode),
+        election = election_toml(plan.mode),
+        admin = admin_toml(name, plan),
         port = toml_path(port)?,
         battery = toml_path(&battery_file(dir, name))?,
         interval = BATTERY_READ_INTERVAL.as_millis(),
@@ -233,14 +293,8 @@ timeout_ms = {interval}
 /// Node `name`'s validated configuration. The one warning expected is that frames are not
 /// authenticated over the "radio", which is this process's simulated air; any other problem or
 /// warning is a defect of [`demo_toml`], refused rather than run.
-fn demo_config(
-    name: &str,
-    names: &[String],
-    dir: &Path,
-    port: &Path,
-    mode: Mode,
-) -> Result<NodeConfig, String> {
-    let toml = demo_toml(name, names, dir, port, mode)?;
+fn demo_config(name: &str, port: &Path, plan: &DemoPlan<'_>) -> Result<NodeConfig, String> {
+    let toml = demo_toml(name, port, plan)?;
     let settings = Settings::from_toml_str(&toml)
         .map_err(|err| format!("the demo's configuration of {name}: {err}"))?;
     let (config, warnings) = settings.validate_with_warnings().map_err(|problems| {
@@ -258,26 +312,62 @@ fn demo_config(
     Ok(config)
 }
 
+/// A listener on a free loopback port for each of `count` nodes' admin API, held until that
+/// node starts so that nothing else takes the port meanwhile.
+fn reserve_admin_ports(count: usize) -> Result<Vec<TcpListener>, String> {
+    (0..count)
+        .map(|_| {
+            TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+                .map_err(|err| format!("cannot reserve a port for an admin API: {err}"))
+        })
+        .collect()
+}
+
 impl Demo {
     async fn start(
-        count: usize,
+        options: &DemoOptions,
         seed: u64,
-        mode: Mode,
         events_tx: mpsc::UnboundedSender<String>,
     ) -> Result<Self, String> {
+        let count = options.nodes;
         let dir = tempfile::Builder::new()
             .prefix("conclave-demo-")
             .tempdir()
             .map_err(|err| format!("cannot create the demo's directory: {err}"))?;
-        let air = Air::new(seed);
+        let air = Air::with_config(AirConfig {
+            seed,
+            bit_rate: options.air_bit_rate,
+            ..AirConfig::default()
+        });
         let names: Vec<String> = (1..=count).map(|i| format!("node-{i}")).collect();
+        let mut reserved: Vec<Option<TcpListener>> = if options.log {
+            reserve_admin_ports(count)?.into_iter().map(Some).collect()
+        } else {
+            Vec::new()
+        };
+        let admin = reserved
+            .iter()
+            .flatten()
+            .map(|listener| {
+                listener
+                    .local_addr()
+                    .map_err(|err| format!("cannot read a reserved admin port: {err}"))
+            })
+            .collect::<Result<Vec<SocketAddr>, String>>()?;
+        let plan = DemoPlan {
+            names: &names,
+            dir: dir.path(),
+            mode: options.mode,
+            log: options.log,
+            admin: &admin,
+        };
         let mut nodes = Vec::new();
         for name in &names {
             let mac = virtual_mac(peer_id(name));
             let link = dir.path().join(format!("tty-{name}"));
             let port = VirtualSerialPort::create(&link, &air, VirtualDongleConfig::new(mac))
                 .map_err(|err| format!("cannot create {name}'s virtual dongle: {err}"))?;
-            let config = demo_config(name, &names, dir.path(), port.path(), mode)?;
+            let config = demo_config(name, port.path(), &plan)?;
             let battery = battery_file(dir.path(), name);
             std::fs::write(&battery, "100\n").map_err(|err| {
                 format!(
@@ -297,10 +387,14 @@ impl Demo {
             nodes,
             events_tx,
             log_file: None,
-            mode,
+            mode: options.mode,
+            log: options.log,
+            air_bit_rate: options.air_bit_rate,
             _dir: dir,
         };
         for index in 0..count {
+            // The node binds its admin port itself: free it just before.
+            drop(reserved.get_mut(index).and_then(Option::take));
             if let Err(err) = demo.revive(index).await {
                 // The nodes already running must stop before the runtime goes.
                 demo.stop().await;
@@ -485,6 +579,23 @@ impl Demo {
         }
     }
 
+    /// `air`: what the simulated air carried since the demo started, every node's frames
+    /// added up, in the bytes a real radio would have sent (payload and ESP-NOW's framing), so
+    /// that a client's measurement can be set against the bytes a second the air allows.
+    fn air_command(&self) -> String {
+        let total = self.air.total_counters();
+        format!(
+            "{} frames, {} bytes on the air (payload + {} each), {} lost, {} dropped by a full \
+             receive queue{}",
+            total.sent,
+            total.air_bytes,
+            conclave_espnow::AIR_FRAME_OVERHEAD,
+            total.lost,
+            total.rx_overflow,
+            self.air_time_note()
+        )
+    }
+
     fn partition(&self, groups: &[Vec<usize>]) {
         let macs: Vec<Vec<Mac>> = groups
             .iter()
@@ -520,12 +631,33 @@ impl Demo {
 
     fn print_endpoints(&self) {
         outln!(
-            "conclave demo: {} nodes on virtual ESP-NOW dongles sharing one simulated air",
-            self.nodes.len()
+            "conclave demo: {} nodes on virtual ESP-NOW dongles sharing one simulated air{}",
+            self.nodes.len(),
+            self.air_time_note()
         );
         for line in self.endpoint_lines() {
             outln!("{line}");
         }
+        if self.log {
+            outln!("{}", self.log_note());
+        }
+    }
+
+    /// How the title names the air-time model, when it is on.
+    fn air_time_note(&self) -> String {
+        self.air_bit_rate.map_or_else(String::new, |rate| {
+            format!(" (air time at {} kbit/s)", rate.get() / 1000)
+        })
+    }
+
+    /// The line that says the log is on and how to use it.
+    fn log_note(&self) -> String {
+        let admin = self.nodes.first().and_then(|node| node.config.admin.listen);
+        format!(
+            "  replicated log on: conclave kv put KEY VALUE --admin {} (any node; a follower \
+             redirects to the leader), conclave kv get, conclave jobs",
+            admin.map_or("URL".to_owned(), |a| format!("http://{a}"))
+        )
     }
 
     /// The live view, line by line: the nodes' endpoints, one line per node, the recent
@@ -533,13 +665,17 @@ impl Demo {
     async fn view(&self, recent: &VecDeque<String>, events: usize) -> Vec<ViewLine> {
         let mut lines = vec![
             ViewLine::plain(format!(
-                "conclave demo: {} nodes on virtual ESP-NOW dongles, one simulated air",
-                self.nodes.len()
+                "conclave demo: {} nodes on virtual ESP-NOW dongles, one simulated air{}",
+                self.nodes.len(),
+                self.air_time_note()
             )),
             ViewLine::indented(format!("commands: {COMMANDS}"), "commands: ".len()),
             ViewLine::plain(String::new()),
         ];
         lines.extend(self.endpoint_lines().into_iter().map(ViewLine::plain));
+        if self.log {
+            lines.push(ViewLine::plain(self.log_note()));
+        }
         if let Some(path) = &self.log_file {
             lines.push(ViewLine::plain(format!("  logs in {}", path.display())));
         }
@@ -824,6 +960,19 @@ fn parse_groups(words: &[&str], count: usize) -> Result<Vec<Vec<usize>>, String>
 
 /// `conclave demo`.
 pub(crate) fn run(options: DemoOptions) -> ExitCode {
+    // Wrong options are refused before a log file is made for a demo that never runs.
+    if options.nodes == 0 || options.nodes > 19 {
+        errln!("error: --nodes must be 1 to 19 (an ESP-NOW radio holds 20 peers)");
+        return ExitCode::from(crate::EXIT_USAGE);
+    }
+    if options.log && options.mode != Mode::Raft {
+        errln!(
+            "error: --log needs --mode raft: the replicated log runs in raft mode only, and \
+             --mode is {}",
+            options.mode.label()
+        );
+        return ExitCode::from(crate::EXIT_USAGE);
+    }
     let log_file = match init_logging(options.duration.is_none()) {
         Ok(path) => path,
         Err(err) => {
@@ -831,10 +980,6 @@ pub(crate) fn run(options: DemoOptions) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    if options.nodes == 0 || options.nodes > 19 {
-        errln!("error: --nodes must be 1 to 19 (an ESP-NOW radio holds 20 peers)");
-        return ExitCode::from(crate::EXIT_USAGE);
-    }
     let seed = options.seed.unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -847,7 +992,7 @@ pub(crate) fn run(options: DemoOptions) -> ExitCode {
         // Before any node starts: a signal during the start-up must stop them too.
         let mut signals = StopSignals::watch();
         let (events_tx, events_rx) = mpsc::unbounded_channel();
-        let start = Demo::start(options.nodes, seed, options.mode, events_tx);
+        let start = Demo::start(&options, seed, events_tx);
         let mut demo = tokio::select! {
             started = start => match started {
                 Ok(demo) => demo,
@@ -1072,8 +1217,9 @@ struct Screen {
 
 impl Screen {
     /// Events kept in the view so that it and the prompt fit the terminal's height.
-    fn events_that_fit(&self, nodes: usize, has_log: bool) -> usize {
-        let fixed = 9 + 2 * nodes + usize::from(has_log);
+    /// `notes` is the lines under the endpoints (where the logs go, the log's usage).
+    fn events_that_fit(&self, nodes: usize, notes: usize) -> usize {
+        let fixed = 9 + 2 * nodes + notes;
         terminal_size().map_or(RECENT_EVENTS, |(_, rows)| {
             rows.saturating_sub(fixed + 1).clamp(2, RECENT_EVENTS)
         })
@@ -1081,7 +1227,8 @@ impl Screen {
 
     /// Redraws the view; moves the prompt when the view's height changed.
     async fn draw(&mut self, demo: &Demo, recent: &VecDeque<String>) {
-        let mut events = self.events_that_fit(demo.nodes.len(), demo.log_file.is_some());
+        let notes = usize::from(demo.log_file.is_some()) + usize::from(demo.log);
+        let mut events = self.events_that_fit(demo.nodes.len(), notes);
         let (width, height) = terminal_size().unwrap_or((200, usize::MAX));
         let mut rows = rows(&demo.view(recent, events).await, width);
         // Wrapped lines take more rows: fewer events then, so that the prompt stays on screen.
@@ -1171,6 +1318,7 @@ async fn interactive_loop(
                         "air healed".to_owned()
                     }
                     ["battery" | "b", node, percent] => demo.battery_command(node, percent),
+                    ["air" | "a"] => demo.air_command(),
                     ["view" | "v"] => {
                         if !screen.terminal {
                             for line in demo.table().await {
@@ -1232,7 +1380,16 @@ mod tests {
         let dir = dir.path().join("a \"quoted\" dir");
         let names: Vec<String> = (1..=3).map(|i| format!("node-{i}")).collect();
         let port = dir.join("tty-node-2");
-        let config = |mode| demo_config("node-2", &names, &dir, &port, mode).unwrap();
+        let config = |mode| {
+            let plan = DemoPlan {
+                names: &names,
+                dir: &dir,
+                mode,
+                log: false,
+                admin: &[],
+            };
+            demo_config("node-2", &port, &plan).unwrap()
+        };
         let me = peer_id("node-2");
 
         let raft = config(Mode::Raft);
@@ -1282,6 +1439,69 @@ mod tests {
                 master_timeout: Duration::from_millis(900),
                 ..PriorityConfig::new(me)
             })
+        );
+    }
+
+    /// LOG-1, PROTO-4, issue 16 item 10: `--log` turns the replicated log on through the
+    /// operators' keys, `log.max_append_bytes` cut by the same checks to what one 250-byte
+    /// radio frame holds, and every node names the others' reserved admin URLs so that a
+    /// follower can redirect a write to the leader; without `--log` the log is off and the
+    /// admin port left to the node's bind.
+    #[test]
+    fn demo_with_the_log_enables_it_and_names_every_admin_url() {
+        let dir = tempfile::tempdir().unwrap();
+        let names: Vec<String> = (1..=3).map(|i| format!("node-{i}")).collect();
+        let port = dir.path().join("tty-node-2");
+        let admin: Vec<SocketAddr> = (0..3)
+            .map(|i| SocketAddr::from((Ipv4Addr::LOCALHOST, 7070 + i)))
+            .collect();
+        let plan = DemoPlan {
+            names: &names,
+            dir: dir.path(),
+            mode: Mode::Raft,
+            log: true,
+            admin: &admin,
+        };
+        let config = demo_config("node-2", &port, &plan).unwrap();
+        let ElectionConfig::Raft(core) = &config.election else {
+            panic!("raft expected: {:?}", config.election);
+        };
+        let log = core.log.as_ref().expect("the log is on");
+        let defaults = demo_config(
+            "node-2",
+            &port,
+            &DemoPlan {
+                log: false,
+                admin: &[],
+                ..plan
+            },
+        )
+        .unwrap();
+        let ElectionConfig::Raft(without) = &defaults.election else {
+            panic!("raft expected");
+        };
+        assert_eq!(without.log, None);
+        assert_eq!(defaults.admin.listen.map(|a| a.port()), Some(0));
+        assert!(defaults.admin.peer_urls.is_empty());
+        // Cut from the 1024-byte default to what a radio frame holds beside its envelope.
+        assert!(
+            (64..250).contains(&log.max_append_bytes),
+            "{}",
+            log.max_append_bytes
+        );
+        assert_eq!(config.admin.listen, Some(admin[1]));
+        let urls: Vec<(String, String)> = config
+            .admin
+            .peer_urls
+            .iter()
+            .map(|(peer, url)| (peer.to_string(), url.clone()))
+            .collect();
+        assert_eq!(
+            urls,
+            [
+                ("node-1".to_owned(), "http://127.0.0.1:7070".to_owned()),
+                ("node-3".to_owned(), "http://127.0.0.1:7072".to_owned()),
+            ]
         );
     }
 

@@ -144,10 +144,15 @@ fn command(cli: Cli) -> ExitCode {
             duration,
             seed,
             mode,
+            log,
+            air_kbps,
         } => demo::run(demo::DemoOptions {
             nodes,
             duration: duration.map(std::time::Duration::from_secs),
             seed,
+            log,
+            air_bit_rate: air_kbps
+                .and_then(|kbps| std::num::NonZeroU32::new(kbps.saturating_mul(1000))),
             mode: match mode {
                 cli::DemoMode::Raft => conclave_core::election::Mode::Raft,
                 cli::DemoMode::Gossip => conclave_core::election::Mode::Gossip,

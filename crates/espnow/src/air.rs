@@ -12,15 +12,26 @@
 //! made when a frame is sent, in the order frames are sent, so a seeded run replays; delays
 //! are `tokio::time` sleeps, so a test with a paused clock runs them instantly.
 //!
+//! Air time is not modelled by default: any number of frames may be in the air at once, so a
+//! test's timings depend on the latency alone. With [`AirConfig::bit_rate`] set, a frame
+//! occupies its channel for [`air_time`] of its payload, and frames on one channel that can
+//! hear each other take turns: a frame sent while the medium is busy waits until it is free,
+//! then lands after its own air time and the latency, and never before the frame sent ahead
+//! of it (without the model, the latency drawn for each frame may reorder them). That is what bounds a cluster's commits
+//! on real radios (about 107 full frames a second at ESP-NOW's ≈214 kbit/s), so a measurement
+//! over virtual dongles can be set against it.
+//!
 //! A node's settings (power, partition group, RSSI overrides, counters) are kept by MAC and
 //! outlive its attachment: a dongle that is unplugged and plugged again comes back at the
 //! same place of the air.
 
 use std::collections::{BTreeMap, HashMap};
+use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tracing::trace;
 
 use crate::message::Mac;
@@ -63,6 +74,23 @@ pub struct AirConfig {
     /// Frames a node's receive queue holds; more are dropped and counted in
     /// [`AirCounters::rx_overflow`], as the firmware's queue towards a slow host would.
     pub rx_queue: usize,
+    /// The medium's bit rate, bits a second, when air time is modelled (see the
+    /// [module docs](self)); `None`, the default, lets frames overlap freely.
+    pub bit_rate: Option<NonZeroU32>,
+}
+
+/// Bytes an ESP-NOW frame takes on the air beside its payload: the 802.11 MAC header (24),
+/// the action category (1), the Espressif OUI (3), the random value (4), the vendor-specific
+/// element's header (7) and the frame check sequence (4).
+pub const AIR_FRAME_OVERHEAD: usize = 43;
+
+/// How long a frame with `payload_bytes` of ESP-NOW payload occupies the medium at
+/// `bit_rate` bits a second: its payload and [`AIR_FRAME_OVERHEAD`], eight bits a byte.
+/// 250 bytes at 214 kbit/s take about 11 ms.
+pub fn air_time(payload_bytes: usize, bit_rate: NonZeroU32) -> Duration {
+    let bits = (payload_bytes as u128 + AIR_FRAME_OVERHEAD as u128) * 8;
+    let nanos = bits * 1_000_000_000 / u128::from(bit_rate.get());
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
 }
 
 impl Default for AirConfig {
@@ -74,6 +102,7 @@ impl Default for AirConfig {
             latency_max: Duration::from_millis(3),
             rssi_jitter_db: 2,
             rx_queue: 64,
+            bit_rate: None,
         }
     }
 }
@@ -83,6 +112,10 @@ impl Default for AirConfig {
 pub struct AirCounters {
     /// Frames this node transmitted.
     pub sent: u64,
+    /// Bytes those frames took on the air: each one's payload and [`AIR_FRAME_OVERHEAD`],
+    /// counted whether air time is modelled or not, so that a run can be set against the
+    /// bytes a second a real radio carries.
+    pub air_bytes: u64,
     /// Copies of its frames that reached a receiver (a broadcast heard by three counts three).
     pub delivered: u64,
     /// Copies of its frames dropped by the loss model.
@@ -157,6 +190,10 @@ struct AirState {
     rssi: HashMap<(Mac, Mac), i8>,
     next_attachment: u64,
     next_group: u32,
+    /// With air time modelled, for each medium (channel, partition group): when it is free
+    /// again and when the last frame sent on it lands. Nodes that cannot hear each other do
+    /// not share a medium.
+    medium: HashMap<(u8, u32), (Instant, Instant)>,
 }
 
 struct Node {
@@ -212,6 +249,7 @@ impl Air {
                 rssi: HashMap::new(),
                 next_attachment: 1,
                 next_group: 1,
+                medium: HashMap::new(),
             })),
         }
     }
@@ -352,6 +390,27 @@ impl Air {
         self.lock().reachable(from, to)
     }
 
+    /// Every node's counters added up: what the whole air carried.
+    pub fn total_counters(&self) -> AirCounters {
+        let state = self.lock();
+        let mut total = AirCounters::default();
+        for counters in state.nodes.values().map(|node| &node.counters) {
+            total.sent += counters.sent;
+            total.air_bytes += counters.air_bytes;
+            total.delivered += counters.delivered;
+            total.lost += counters.lost;
+            total.unreachable += counters.unreachable;
+            total.received += counters.received;
+            total.rx_overflow += counters.rx_overflow;
+        }
+        total
+    }
+
+    /// The bit rate air time is modelled at, if it is.
+    pub fn bit_rate(&self) -> Option<NonZeroU32> {
+        self.lock().config.bit_rate
+    }
+
     /// A node's counters (zeros for a node the air never saw).
     pub fn counters(&self, mac: Mac) -> AirCounters {
         self.lock()
@@ -362,15 +421,17 @@ impl Air {
     }
 
     /// Decides the fate of each copy of a frame now, then delivers the copies that survive
-    /// and reports to the sender after the latency.
+    /// and reports to the sender after the latency (and, when air time is modelled, after
+    /// the frame's turn on the medium and its air time).
     fn transmit(&self, src: Mac, dst: Mac, payload: Vec<u8>, tag: u64) {
         let mut state = self.lock();
         let latency = state.draw_latency();
-        let deliveries = state.plan(src, dst);
+        let delay = state.occupy_medium(src, payload.len(), latency);
+        let deliveries = state.plan(src, dst, payload.len());
         drop(state);
         let air = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(latency).await;
+            tokio::time::sleep(delay).await;
             air.land(src, dst, payload, tag, deliveries);
         });
     }
@@ -464,6 +525,27 @@ impl AirState {
             && sender.group == receiver.group
     }
 
+    /// How long from now a frame of `payload_bytes` sent by `src` lands: the `latency`
+    /// alone without the air-time model (or from a radio that is off: it sends nothing).
+    /// With it, the frame books the sender's medium from when that is free (now, if idle) for
+    /// its air time, and lands the latency after that, never before the frame ahead of it on
+    /// the medium: frames that took turns on one medium arrive in the order they were sent.
+    fn occupy_medium(&mut self, src: Mac, payload_bytes: usize, latency: Duration) -> Duration {
+        let Some(bit_rate) = self.config.bit_rate else {
+            return latency;
+        };
+        let Some(sender) = self.nodes.get(&src).filter(|node| node.powered) else {
+            return latency;
+        };
+        let medium = (sender.channel, sender.group);
+        let now = Instant::now();
+        let (free, last_landing) = self.medium.get(&medium).copied().unwrap_or((now, now));
+        let end = free.max(now) + air_time(payload_bytes, bit_rate);
+        let landing = (end + latency).max(last_landing);
+        self.medium.insert(medium, (end, landing));
+        landing - now
+    }
+
     fn draw_latency(&mut self) -> Duration {
         let min = self.config.latency_min;
         let max = self.config.latency_max.max(min);
@@ -476,8 +558,10 @@ impl AirState {
         min + Duration::from_micros(extra)
     }
 
-    fn plan(&mut self, src: Mac, dst: Mac) -> Vec<Delivery> {
-        self.node_mut(src).counters.sent += 1;
+    fn plan(&mut self, src: Mac, dst: Mac, payload_bytes: usize) -> Vec<Delivery> {
+        let counters = &mut self.node_mut(src).counters;
+        counters.sent += 1;
+        counters.air_bytes += (payload_bytes + AIR_FRAME_OVERHEAD) as u64;
         let candidates: Vec<Mac> = if dst.is_broadcast() {
             self.nodes
                 .keys()

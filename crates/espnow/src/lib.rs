@@ -30,7 +30,10 @@ pub mod pty;
 pub mod serial;
 pub mod virtual_dongle;
 
-pub use air::{Air, AirConfig, AirCounters, AirEvent, AirFrame, AirPort, TxReport, VirtualError};
+pub use air::{
+    AIR_FRAME_OVERHEAD, Air, AirConfig, AirCounters, AirEvent, AirFrame, AirPort, TxReport,
+    VirtualError, air_time,
+};
 pub use codec::{CodecStats, DongleCodec, Inbound};
 pub use driver::{
     DongleConfig, DongleError, DongleEvent, DongleHandle, DongleStatus, Priority, spawn_dongle,
