@@ -21,6 +21,8 @@ mod node;
 mod state;
 
 #[cfg(test)]
+mod pipeline_tests;
+#[cfg(test)]
 mod priority_tests;
 #[cfg(test)]
 mod snapshot_tests;

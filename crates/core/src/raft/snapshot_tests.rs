@@ -350,3 +350,51 @@ fn log4_a_snapshot_already_held_is_acknowledged_not_installed() {
     assert!(log.take_snapshot_to_install().is_none());
     assert_eq!(log.status().snapshot, LogPosition::new(1, 6));
 }
+
+/// LOG-4: a leader does not compact away what a follower catching up by entries still lacks:
+/// the snapshot waits while `b`'s pipeline runs behind, falls due once `b` holds what was
+/// applied, and does not wait past twice `snapshot_entries` for a follower that stays behind.
+#[test]
+fn log4_a_leader_waits_for_a_follower_catching_up_by_entries() {
+    let mut raft = node("a");
+    let at = raft.poll_timeout().unwrap();
+    raft.handle_timeout(at);
+    if raft.phase() == "pre_candidate" {
+        raft.handle_message(at, id("b"), vote(raft.term() + 1, true));
+    }
+    let term = raft.term();
+    raft.handle_message(at, id("b"), vote(term, false));
+    assert_eq!(raft.role(), Role::Leader);
+    let propose = |raft: &mut Raft, writes: std::ops::Range<u8>| {
+        for n in writes {
+            raft.replicated_log().unwrap().propose(at, vec![n]).unwrap();
+        }
+        persist(raft, at);
+    };
+    // The no-op and 5 writes; c holds them all, b only the first 3.
+    propose(&mut raft, 0..5);
+    raft.handle_message(at, id("c"), ack(term, 6));
+    raft.handle_message(at, id("b"), ack(term, 3));
+    drain(&mut raft);
+    let mut log = raft.replicated_log().unwrap();
+    assert_eq!(log.take_committed(usize::MAX).len(), 6);
+    assert_eq!(
+        log.snapshot_due(),
+        None,
+        "b would need the snapshot for 3 entries"
+    );
+
+    raft.handle_message(at, id("b"), ack(term, 6));
+    drain(&mut raft);
+    let log = raft.replicated_log().unwrap();
+    assert_eq!(log.snapshot_due(), Some(LogPosition::new(term, 6)));
+
+    // b stays at 6 while 5 more are applied (11 since the last snapshot, none taken yet):
+    // past twice `snapshot_entries`, the snapshot no longer waits.
+    propose(&mut raft, 5..10);
+    raft.handle_message(at, id("c"), ack(term, 11));
+    drain(&mut raft);
+    let mut log = raft.replicated_log().unwrap();
+    assert_eq!(log.take_committed(usize::MAX).len(), 5);
+    assert_eq!(log.snapshot_due(), Some(LogPosition::new(term, 11)));
+}

@@ -27,8 +27,11 @@
 //! follower's conflicting term, or where its log ends), so the leader backs off a term per
 //! round trip, not an entry (LOG-2). Once accepted, the follower is *replicating*: batches that
 //! fit `max_append_bytes` are pipelined up to `max_inflight` unanswered messages; one still
-//! unanswered a heartbeat interval later is taken as lost, and the follower is probed again
-//! from `matched`. A heartbeat to a follower with nothing to send is an AppendEntries at
+//! unanswered when its retransmission timeout has passed is taken as lost, and the follower is
+//! probed again from `matched`. That timeout follows the follower's measured round trips
+//! (its smoothed round trip plus four deviations, as TCP's), never under a heartbeat interval
+//! and never over the maximum election timeout: on a slow radio where frames queue for the
+//! air, a message that is only waiting is not sent again, which would queue more still. A heartbeat to a follower with nothing to send is an AppendEntries at
 //! `matched`, which always matches and carries the commit index. A follower whose next entry
 //! the leader compacted away gets the snapshot instead (`snapshot.rs`), and is probed again
 //! from the snapshot's index once it acknowledged the install.
@@ -42,6 +45,7 @@
 //! entries in order, once ([`ReplicatedLog::take_committed`]); effects happen on apply only.
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use conclave_protocol::{EntryKind, LogEntry};
 
@@ -69,6 +73,8 @@ pub(super) struct Progress {
     pub(super) probe_sent: bool,
     /// Unanswered pipelined messages: the last index of each and when it left.
     pub(super) inflight: VecDeque<(u64, Instant)>,
+    /// The round trips of the pipelined messages it acknowledged.
+    pub(super) round_trip: RoundTrip,
     /// LOG-4: the snapshot being sent instead of entries, while the follower is behind the
     /// compaction point.
     pub(super) snapshot: Option<super::snapshot::SnapshotTransfer>,
@@ -83,8 +89,58 @@ impl Progress {
             probing: true,
             probe_sent: false,
             inflight: VecDeque::new(),
+            round_trip: RoundTrip::default(),
             snapshot: None,
         }
+    }
+}
+
+/// A follower's round trip as the leader measures it on acknowledged pipelined messages: a
+/// smoothed mean and mean deviation (RFC 6298's estimator), from which a message unanswered
+/// for longer is taken as lost. Probes and resent messages are not measured (Karn's rule:
+/// their answer may be to an earlier copy); instead each loss doubles the timeout until a
+/// message is answered in time to be measured, so a round trip longer than the first guess
+/// is learnt all the same.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct RoundTrip {
+    /// The smoothed round trip and its mean deviation, once one was measured.
+    estimate: Option<(Duration, Duration)>,
+    /// The timeout doubled after a loss, until the next measurement.
+    backoff: Option<Duration>,
+}
+
+impl RoundTrip {
+    /// Takes in one measured round trip.
+    pub(super) fn sample(&mut self, measured: Duration) {
+        self.backoff = None;
+        self.estimate = Some(match self.estimate {
+            None => (measured, measured / 2),
+            Some((smoothed, deviation)) => {
+                let error = smoothed.abs_diff(measured);
+                (
+                    smoothed * 7 / 8 + measured / 8,
+                    deviation * 3 / 4 + error / 4,
+                )
+            }
+        });
+    }
+
+    /// A message was taken as lost after [`RoundTrip::loss_timeout`]: wait twice as long next
+    /// time.
+    pub(super) fn lost(&mut self, floor: Duration, ceiling: Duration) {
+        self.backoff = Some(self.loss_timeout(floor, ceiling).saturating_mul(2));
+    }
+
+    /// How long a message may stay unanswered before it is taken as lost: the smoothed round
+    /// trip plus four deviations (a heartbeat interval before anything was measured), or the
+    /// backed-off timeout when longer, within `[floor, ceiling]`.
+    pub(super) fn loss_timeout(&self, floor: Duration, ceiling: Duration) -> Duration {
+        let measured = self
+            .estimate
+            .map_or(floor, |(smoothed, deviation)| smoothed + deviation * 4);
+        measured
+            .max(self.backoff.unwrap_or_default())
+            .clamp(floor, ceiling.max(floor))
     }
 }
 
@@ -285,6 +341,7 @@ impl Raft {
     /// with nothing to take gets an AppendEntries at its match, carrying the commit index.
     pub(super) fn heartbeat_with_log(&mut self, now: Instant, peer: PeerId) {
         let interval = self.config.heartbeat_interval;
+        let ceiling = self.config.election_timeout_max;
         let Some(progress) = self.progress_of(peer) else {
             return;
         };
@@ -293,14 +350,14 @@ impl Raft {
             transfer.sent = false;
         } else if progress.probing {
             progress.probe_sent = false;
-        } else if progress
-            .inflight
-            .front()
-            .is_some_and(|&(_, sent)| now.saturating_duration_since(sent) >= interval)
-        {
-            // Unanswered for a heartbeat interval: lost, or its answer was. Start again from
-            // what is known to match.
+        } else if progress.inflight.front().is_some_and(|&(_, sent)| {
+            now.saturating_duration_since(sent)
+                >= progress.round_trip.loss_timeout(interval, ceiling)
+        }) {
+            // Unanswered past its retransmission timeout: lost, or its answer was. Start again
+            // from what is known to match.
             debug!(%peer, matched = progress.matched, "replication stalled; probing again");
+            progress.round_trip.lost(interval, ceiling);
             progress.probing = true;
             progress.probe_sent = false;
             progress.inflight.clear();
@@ -420,12 +477,19 @@ impl Raft {
             progress.matched = progress.matched.max(response.match_index);
             progress.next = progress.next.max(progress.matched + 1);
             let matched = progress.matched;
+            let mut answered = None;
             while progress
                 .inflight
                 .front()
                 .is_some_and(|&(last, _)| last <= matched)
             {
-                progress.inflight.pop_front();
+                answered = progress.inflight.pop_front();
+            }
+            if let Some((_, sent)) = answered {
+                // The newest message this answer covers: its round trip.
+                progress
+                    .round_trip
+                    .sample(now.saturating_duration_since(sent));
             }
             if progress
                 .snapshot

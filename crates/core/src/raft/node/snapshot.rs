@@ -67,15 +67,31 @@ impl ReplicatedLog<'_> {
     /// LOG-4: the applied position the driver should snapshot its machine at now, if one is
     /// due (`snapshot_entries` applied since the last snapshot). The driver takes its machine's
     /// bytes there and calls [`ReplicatedLog::snapshot_taken`].
+    ///
+    /// A leader waits while a follower is catching up by entries — its pipeline runs, it holds
+    /// the current snapshot but not yet what was applied — up to `2 × snapshot_entries` since
+    /// the last snapshot: compacting now would make it take the whole machine image, in
+    /// chunks, instead of the few entries it lacks (on an ESP-NOW radio, hundreds of frames
+    /// instead of a few). A follower that stops answering is probed again and delays nothing;
+    /// one that answers but falls ever further behind delays compaction by that bound at most.
     #[must_use]
     pub fn snapshot_due(&self) -> Option<LogPosition> {
         let raft = &*self.raft;
         let every = raft.config.log?.snapshot_entries;
         let applied = raft.log.applied();
-        if every == 0
-            || raft.snapshot_to_install.is_some()
-            || applied.saturating_sub(raft.log.snapshot().index) < every
-        {
+        let since = applied.saturating_sub(raft.log.snapshot().index);
+        if every == 0 || raft.snapshot_to_install.is_some() || since < every {
+            return None;
+        }
+        let follower_catching_up = raft.leading.as_ref().is_some_and(|leading| {
+            leading.progress.values().any(|progress| {
+                !progress.probing
+                    && progress.snapshot.is_none()
+                    && progress.matched >= raft.log.snapshot().index
+                    && progress.matched < applied
+            })
+        });
+        if follower_catching_up && since < every.saturating_mul(2) {
             return None;
         }
         Some(LogPosition::new(raft.log.term_at(applied)?, applied))

@@ -1,0 +1,136 @@
+//! LOG-2 unit tests of the pipeline to one follower: a message still unanswered is taken as
+//! lost only once the follower's retransmission timeout has passed, and that timeout is learnt
+//! from the follower's round trips — so a slow link, where messages queue for the air, is not
+//! flooded with copies of messages that are only waiting.
+
+use std::time::Duration;
+
+use conclave_protocol::{AppendEntries, AppendResp, Vote};
+
+use crate::election::{HardState, Role};
+use crate::raft::{LogConfig, LogPosition, Raft, RaftMessage};
+use crate::testing::{drain, id, raft_config, raft_node, sent};
+use crate::time::Instant;
+
+/// Heartbeat 50 ms (the test configuration's), election timeout 150–300 ms.
+const ROUND_TRIP: Duration = Duration::from_millis(120);
+
+fn vote(term: u64, pre_vote: bool) -> RaftMessage {
+    RaftMessage::Vote(Vote {
+        term,
+        granted: true,
+        pre_vote,
+        priority: None,
+    })
+}
+
+fn ack(term: u64, match_index: u64) -> RaftMessage {
+    RaftMessage::AppendResp(AppendResp {
+        term,
+        success: true,
+        match_index,
+        hint: None,
+        priority: None,
+    })
+}
+
+/// Reports whatever the leader handed out as durable.
+fn persist(raft: &mut Raft, now: Instant) {
+    let mut log = raft.replicated_log().unwrap();
+    if let Some(write) = log.take_write() {
+        log.handle_persisted(now, write.last());
+    }
+}
+
+/// `a` leads term 1 with `b`'s vote, and `b` holds the no-op: it is replicating to `b`.
+/// Without check-quorum, so that the test answers only what it means to.
+fn leader() -> (Raft, Instant) {
+    let mut config = raft_config("a", &["a", "b", "c"]).with_log(LogConfig {
+        max_append_bytes: 1024,
+        max_append_entries: 64,
+        max_inflight: 8,
+        snapshot_entries: 10_000,
+    });
+    config.check_quorum = false;
+    let mut raft = raft_node(config, HardState::default(), LogPosition::default(), 7);
+    let at = raft.poll_timeout().unwrap();
+    raft.handle_timeout(at);
+    if raft.phase() == "pre_candidate" {
+        raft.handle_message(at, id("b"), vote(raft.term() + 1, true));
+    }
+    let term = raft.term();
+    raft.handle_message(at, id("b"), vote(term, false));
+    assert_eq!(raft.role(), Role::Leader);
+    persist(&mut raft, at);
+    raft.handle_message(at, id("b"), ack(term, 1));
+    drain(&mut raft);
+    (raft, at)
+}
+
+/// The AppendEntries carrying entries that went to `b` among what the leader did.
+fn entries_to_b(raft: &mut Raft) -> Vec<AppendEntries> {
+    sent(&drain(raft))
+        .into_iter()
+        .filter_map(|(to, message)| match message {
+            RaftMessage::AppendEntries(append) if to == id("b") && !append.entries.is_empty() => {
+                Some(append)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Runs the leader's timers up to `until`, collecting what went to `b` meanwhile.
+fn run_until(raft: &mut Raft, until: Instant) -> Vec<AppendEntries> {
+    let mut appends = Vec::new();
+    while let Some(at) = raft.poll_timeout().filter(|at| *at <= until) {
+        raft.handle_timeout(at);
+        persist(raft, at);
+        appends.extend(entries_to_b(raft));
+    }
+    appends
+}
+
+/// LOG-2: `b` answers every write 120 ms after it left — more than two heartbeat intervals.
+/// Once the leader has measured that, each write goes to `b` once; a message that `b` really
+/// never answers is still sent again, by the maximum election timeout at the latest.
+#[test]
+fn log2_a_slow_follower_is_not_sent_what_is_only_waiting() {
+    let (mut raft, mut now) = leader();
+    let term = raft.term();
+    let mut copies = Vec::new();
+    for write in 0..10u8 {
+        now += Duration::from_millis(7);
+        let position = raft
+            .replicated_log()
+            .unwrap()
+            .propose(now, vec![write])
+            .unwrap();
+        persist(&mut raft, now);
+        let mut appends = entries_to_b(&mut raft);
+        appends.extend(run_until(&mut raft, now + ROUND_TRIP));
+        copies.push(appends.len());
+        now += ROUND_TRIP;
+        raft.handle_message(now, id("b"), ack(term, position.index));
+        let _ = entries_to_b(&mut raft);
+    }
+    // The first writes may be sent again while the round trip is learnt; none after.
+    assert!(
+        copies[5..].iter().all(|&n| n == 1),
+        "copies per write: {copies:?}"
+    );
+    assert!(
+        copies[0] > 1,
+        "the first write is sent again before anything is measured"
+    );
+
+    now += Duration::from_millis(7);
+    raft.replicated_log()
+        .unwrap()
+        .propose(now, vec![0xff])
+        .unwrap();
+    persist(&mut raft, now);
+    assert_eq!(entries_to_b(&mut raft).len(), 1);
+    let resent = run_until(&mut raft, now + Duration::from_millis(300 + 50));
+    assert!(!resent.is_empty(), "an unanswered message is sent again");
+}
