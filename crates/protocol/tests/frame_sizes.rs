@@ -104,13 +104,11 @@ impl Scenario {
             self.a,
             to,
             AppendEntries {
-                term: self.term,
-                leader: self.a,
                 prev_index: self.index,
                 prev_term: self.term,
                 entries,
                 commit: self.index,
-                pinned: false,
+                ..AppendEntries::new(self.term, self.a)
             }
             .into(),
         )

@@ -35,8 +35,7 @@ fn ack(term: u64, match_index: u64) -> RaftMessage {
         term,
         success: true,
         match_index,
-        hint: None,
-        priority: None,
+        ..AppendResp::default()
     })
 }
 
@@ -46,7 +45,7 @@ fn refusal(term: u64, index: u64) -> RaftMessage {
         success: false,
         match_index: 0,
         hint: Some(ConflictHint { index, term: 0 }),
-        priority: None,
+        ..AppendResp::default()
     })
 }
 
@@ -304,13 +303,11 @@ fn log4_a_follower_installs_a_snapshot_and_acknowledges_it_once_durable() {
         at,
         id("a"),
         RaftMessage::AppendEntries(AppendEntries {
-            term: 2,
-            leader: id("a"),
             prev_index: 40,
             prev_term: 2,
             entries: vec![entry],
             commit: 41,
-            pinned: false,
+            ..AppendEntries::new(2, id("a"))
         }),
     );
     persist(&mut raft, at);

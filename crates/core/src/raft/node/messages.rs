@@ -69,6 +69,7 @@ impl Raft {
                     match_index: 0,
                     hint: None,
                     priority: self.priority,
+                    read_round: None,
                 }),
             ),
             RaftMessage::RequestVote(request) => {
@@ -289,6 +290,7 @@ impl Raft {
                 match_index: append.prev_index,
                 hint: None,
                 priority: self.priority,
+                read_round: None,
             }
         } else {
             AppendResp {
@@ -304,6 +306,7 @@ impl Raft {
                     },
                 }),
                 priority: self.priority,
+                read_round: None,
             }
         };
         self.send(from, RaftMessage::AppendResp(response));
