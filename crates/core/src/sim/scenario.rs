@@ -230,6 +230,18 @@ pub fn run_log_seed_with_stale_reads(seed: u64) -> SeedRun {
     run_seed_with(Scenario::ReplicatedLog, seed, false, Control::StaleReads)
 }
 
+/// Runs one seed of [`Scenario::ReplicatedLog`] with reads answered by whichever node believes
+/// it leads, at its commit index, without the heartbeat round of the read index: the control
+/// run that shows the linearizability check finds a deposed leader's read.
+pub fn run_log_seed_with_unconfirmed_reads(seed: u64) -> SeedRun {
+    run_seed_with(
+        Scenario::ReplicatedLog,
+        seed,
+        false,
+        Control::UnconfirmedReads,
+    )
+}
+
 /// A control run: one safeguard switched off, so that a check is shown to fail without it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Control {
@@ -241,6 +253,8 @@ enum Control {
     ReportBeforeFsync,
     /// Reads from a node's own copy (LOG-7).
     StaleReads,
+    /// Reads at a leader's commit index without a heartbeat round (LOG-7).
+    UnconfirmedReads,
 }
 
 fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, control: Control) -> SeedRun {
@@ -338,6 +352,7 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, control: Con
     sim.set_abstain_after_wal_loss(control != Control::NoAbstention);
     sim.set_report_before_fsync(control == Control::ReportBeforeFsync);
     sim.set_stale_reads(control == Control::StaleReads);
+    sim.set_unconfirmed_reads(control == Control::UnconfirmedReads);
     let result = script(scenario, &mut sim, &mut plan).map(|convergence| SeedReport {
         seed,
         nodes,
