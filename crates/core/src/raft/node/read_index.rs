@@ -89,7 +89,8 @@ pub(super) struct ReadQueue {
     confirmed: u64,
     /// The highest round each peer echoed in `term`.
     echoed: BTreeMap<PeerId, u64>,
-    /// Reads waiting, oldest first (their rounds ascend).
+    /// Reads waiting, oldest first. Their rounds never descend: each is the round after the
+    /// last one started when the read was taken, and `last_round` only grows.
     pending: VecDeque<PendingRead>,
     /// Outcomes the driver has not taken yet: the read index, or why the read failed.
     results: Vec<(ReadId, Result<u64, ReadError>)>,
@@ -99,9 +100,10 @@ impl ReadQueue {
     /// The round an AppendEntries carries now: the last one started, while reads wait for a
     /// confirmation; `None` otherwise, so a quiet leader's heartbeats stay as small as before.
     pub(super) fn round_to_carry(&self) -> Option<u64> {
+        // Rounds ascend along the queue: the newest read waits longest.
         self.pending
-            .iter()
-            .any(|read| read.round > self.confirmed)
+            .back()
+            .is_some_and(|read| read.round > self.confirmed)
             .then_some(self.last_round)
     }
 
