@@ -303,3 +303,55 @@ fn log7_a_follower_echoes_the_round_and_refuses_reads() {
         })
     );
 }
+
+/// LOG-7: a follower whose acknowledgement waits for an fsync still echoes the round at once,
+/// acknowledging only what is durable already; the full acknowledgement follows the fsync.
+#[test]
+fn log7_a_follower_echoes_the_round_before_its_fsync() {
+    let mut raft = node("b", &["a", "b", "c"]);
+    let entry = conclave_protocol::LogEntry {
+        index: 1,
+        term: 1,
+        kind: conclave_protocol::EntryKind::Noop,
+        data: Vec::new(),
+    };
+    let append = AppendEntries {
+        entries: vec![entry],
+        read_round: Some(2),
+        ..AppendEntries::new(1, id("a"))
+    };
+    raft.handle_message(ms(1), id("a"), RaftMessage::AppendEntries(append));
+    let answers = sent(&drain(&mut raft));
+    assert!(
+        matches!(
+            answers.as_slice(),
+            [(
+                _,
+                RaftMessage::AppendResp(AppendResp {
+                    success: true,
+                    match_index: 0,
+                    read_round: Some(2),
+                    ..
+                })
+            )]
+        ),
+        "{answers:?}"
+    );
+    persist(&mut raft, ms(2));
+    let answers = sent(&drain(&mut raft));
+    assert!(
+        matches!(
+            answers.as_slice(),
+            [(
+                _,
+                RaftMessage::AppendResp(AppendResp {
+                    success: true,
+                    match_index: 1,
+                    read_round: Some(2),
+                    ..
+                })
+            )]
+        ),
+        "{answers:?}"
+    );
+}

@@ -601,6 +601,13 @@ impl Raft {
                 index,
                 read_round,
             });
+            if read_round.is_some() {
+                // LOG-7: the leader's reads need the echo, not the new entries: it goes now,
+                // with the part of the match that is durable already (what a pending ack sends
+                // part-way too), rather than after the fsync.
+                let durable = self.log.persisted().min(matched);
+                self.send_append_ack(from, term, durable, read_round);
+            }
         }
     }
 
