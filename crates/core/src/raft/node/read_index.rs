@@ -100,7 +100,7 @@ impl ReadQueue {
     /// The round an AppendEntries carries now: the last one started, while reads wait for a
     /// confirmation; `None` otherwise, so a quiet leader's heartbeats stay as small as before.
     pub(super) fn round_to_carry(&self) -> Option<u64> {
-        // Rounds ascend along the queue: the newest read waits longest.
+        // Rounds never descend along the queue: the newest read waits for the latest round.
         self.pending
             .back()
             .is_some_and(|read| read.round > self.confirmed)
