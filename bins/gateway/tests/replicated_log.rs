@@ -8,6 +8,8 @@
 //!   (a write whose answer was lost is sent again with its request id, applied at most once).
 //! - `conclave jobs` enqueues, claims and acks across a failover of the leader: no job lost,
 //!   none enqueued twice by a retried request id, none claimed again after its ack.
+//! - Linearizable reads (LOG-7) after an acknowledged write return it and append no entry to
+//!   the log (the read index is confirmed by a heartbeat round).
 //! - With a snapshot every 20 entries (LOG-4), a follower stopped while 100 keys are written
 //!   catches up through the leader's snapshot, and a restarted leader restores its state
 //!   machine from its own snapshot file.
@@ -215,7 +217,8 @@ fn jobs_survive_a_failover_exactly_once() {
 
 /// LOG-8: a watch streams a key's changes as they are applied, `/v1/log` reads the committed
 /// entries back decoded, and the status answer shows the log's positions and each follower's
-/// lag on the leader.
+/// lag on the leader. LOG-7: linearizable reads see the last acknowledged write and append
+/// nothing to the log.
 #[test]
 fn watch_log_and_status_follow_the_writes() {
     use std::io::BufRead;
@@ -240,10 +243,11 @@ fn watch_log_and_status_follow_the_writes() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let writes: [&[&str]; 3] = [
+    let writes: [&[&str]; 4] = [
         &["kv", "put", "color", "red"],
         &["kv", "put", "color", "blue"],
         &["kv", "del", "color"],
+        &["kv", "put", "shape", "round"],
     ];
     for args in writes {
         let (code, answer) = cli(&cluster, follower, args);
@@ -254,6 +258,23 @@ fn watch_log_and_status_follow_the_writes() {
     let _ = watcher.kill();
     let _ = watcher.wait();
     assert_eq!(seen, ["put red @1", "put blue @2", "delete @3"]);
+
+    // LOG-7: linearizable reads right after the acknowledged write see it, through the
+    // follower (redirected) and the leader alike, and write nothing to the log: the read index
+    // is confirmed by a heartbeat round, not by an entry.
+    for node in [follower, leader.as_str(), follower] {
+        let (code, answer) = cli(&cluster, node, &["kv", "get", "shape"]);
+        assert_eq!(
+            (code, &answer["value"]),
+            (0, &Value::from("round")),
+            "{answer}"
+        );
+    }
+    let served = sample(
+        &cluster.metrics(&leader).unwrap_or_default(),
+        "conclave_log_reads_total{result=\"served\"}",
+    );
+    assert_eq!(served, Some(3.0));
 
     // A write that cannot fit one frame of the link is refused whole, and nothing changes.
     let big = "v".repeat(2000);
@@ -267,19 +288,23 @@ fn watch_log_and_status_follow_the_writes() {
         .iter()
         .map(|e| e["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, ["noop", "command", "command", "command"], "{log}");
+    assert_eq!(
+        kinds,
+        ["noop", "command", "command", "command", "command"],
+        "{log}"
+    );
     assert_eq!(
         entries[1]["command"]["write"]["Kv"]["Put"]["value"], "red",
         "{log}"
     );
-    assert_eq!(log["commit_index"], 4, "{log}");
+    assert_eq!(log["commit_index"], 5, "{log}");
 
     let status = cluster.wait_for("the followers caught up", |c| {
         let status = c.status(&leader)?;
         let followers = status["log"]["followers"].as_array()?.clone();
         (followers.len() == 2 && followers.iter().all(|f| f["lag"] == 0)).then_some(status)
     });
-    assert_eq!(status["log"]["commit_index"], 4, "{status}");
+    assert_eq!(status["log"]["commit_index"], 5, "{status}");
     let follower_status = cluster.status(follower).unwrap();
     assert!(
         follower_status["log"]["followers"]

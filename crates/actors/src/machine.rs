@@ -3,7 +3,8 @@
 //! ElectionActor's [`LogMachine`], and the JSON its writes answer with.
 //!
 //! Every committed entry is applied, in order: a client's command, a leader's no-op and a
-//! read barrier (an entry without data) alike, so that the state's applied index is the log's.
+//! read barrier (an entry without data, which older versions wrote for linearizable reads)
+//! alike, so that the state's applied index is the log's.
 //! A write's answer is `{"kv": <outcome>}` or `{"jobs": <outcome>}`, with `"replayed": true`
 //! when its request id was applied before (LOG-6: the first answer, nothing changed), or
 //! `{"error": ...}` for an entry the state refused; the admin API turns it into its HTTP

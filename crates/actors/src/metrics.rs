@@ -128,6 +128,10 @@ pub const METRIC_NAMES: &[(&str, &str)] = &[
         "Client writes offered to the replicated log, by result",
     ),
     (
+        "conclave_log_reads_total",
+        "Linearizable reads of the replicated log (by read index), by result",
+    ),
+    (
         "conclave_log_snapshots_total",
         "Snapshots of the state machine saved, by origin: taken here, or installed from the leader",
     ),
@@ -195,6 +199,9 @@ const FSYNC_BUCKETS: &[f64] = &[
 
 /// The values of `conclave_log_proposals_total{result}`.
 const PROPOSAL_RESULTS: &[&str] = &["committed", "not_leader", "lost", "busy", "too_large"];
+
+/// The values of `conclave_log_reads_total{result}`.
+const READ_RESULTS: &[&str] = &["served", "not_leader", "busy"];
 
 /// `conclave_leaderless_seconds_total`, rendered by [`NodeMetrics::render`] itself.
 const LEADERLESS: &str = "conclave_leaderless_seconds_total";
@@ -646,6 +653,13 @@ impl NodeMetrics {
             )
             .absolute(0);
         }
+        for result in READ_RESULTS {
+            self.counter(
+                "conclave_log_reads_total",
+                &[("result", (*result).to_owned())],
+            )
+            .absolute(0);
+        }
         let _ = self.histogram("conclave_log_entries_per_fsync");
         for origin in ["taken", "installed"] {
             self.counter(
@@ -666,6 +680,15 @@ impl NodeMetrics {
             &[("result", result.to_owned())],
         )
         .increment(1);
+    }
+
+    /// `conclave_log_reads_total{result}`, one of [`READ_RESULTS`] (LOG-7): a linearizable read
+    /// `served` at its read index, refused or failed as `not_leader` (this node does not lead,
+    /// or stepped down before a heartbeat round confirmed the read), or `busy` (stopping, or
+    /// too many reads waiting).
+    pub fn read(&self, result: &'static str) {
+        self.counter("conclave_log_reads_total", &[("result", result.to_owned())])
+            .increment(1);
     }
 
     /// `conclave_log_snapshots_total{origin}` and `conclave_log_snapshot_bytes` (LOG-4): a
@@ -905,6 +928,13 @@ mod tests {
         for result in PROPOSAL_RESULTS {
             assert_eq!(
                 metrics.value("conclave_log_proposals_total", &[("result", result)]),
+                Some(0.0),
+                "{result}"
+            );
+        }
+        for result in READ_RESULTS {
+            assert_eq!(
+                metrics.value("conclave_log_reads_total", &[("result", result)]),
                 Some(0.0),
                 "{result}"
             );

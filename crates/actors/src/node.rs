@@ -926,8 +926,8 @@ impl NodeHandle {
             .map_err(|_| NodeError::Stopped)
     }
 
-    /// A read of the replicated state machine: linearizable (through the leader's log, LOG-7)
-    /// or of this node's copy as it is (`stale`).
+    /// A read of the replicated state machine: linearizable (on the leader, at a read index a
+    /// heartbeat round confirmed, LOG-7) or of this node's copy as it is (`stale`).
     pub async fn read(
         &self,
         stale: bool,

@@ -1328,21 +1328,7 @@ mod tests {
                 )
                 .unwrap()
         };
-        let heartbeat = |seq| {
-            frame(
-                seq,
-                AppendEntries {
-                    term: 1,
-                    leader: peer,
-                    prev_index: 0,
-                    prev_term: 0,
-                    entries: Vec::new(),
-                    commit: 0,
-                    pinned: false,
-                }
-                .into(),
-            )
-        };
+        let heartbeat = |seq| frame(seq, AppendEntries::new(1, peer).into());
         let from = LinkAddress::Memory(1);
         let extra = 10;
         for seq in 0..(INBOUND_QUEUE as u64 + extra) {

@@ -151,13 +151,9 @@ fn pre_vote(term: u64, granted: bool) -> RaftMessage {
 /// An empty `AppendEntries` of `leader` whose log ends at `log`.
 fn heartbeat_at(term: u64, leader: PeerId, log: LogPosition) -> RaftMessage {
     RaftMessage::AppendEntries(AppendEntries {
-        term,
-        leader,
         prev_index: log.index,
         prev_term: log.term,
-        entries: Vec::new(),
-        commit: 0,
-        pinned: false,
+        ..AppendEntries::new(term, leader)
     })
 }
 
@@ -171,8 +167,7 @@ fn append_resp(term: u64, success: bool) -> RaftMessage {
         term,
         success,
         match_index: 0,
-        hint: None,
-        priority: None,
+        ..AppendResp::default()
     })
 }
 

@@ -78,13 +78,11 @@ fn envelope(to: Option<PeerId>, body: Body) -> Envelope {
 
 fn heartbeat(entries: Vec<LogEntry>) -> Body {
     Body::AppendEntries(AppendEntries {
-        term: 7,
-        leader: peer("gw-a"),
         prev_index: 1234,
         prev_term: 7,
         entries,
         commit: 1234,
-        pinned: false,
+        ..AppendEntries::new(7, peer("gw-a"))
     })
 }
 

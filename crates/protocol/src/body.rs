@@ -178,6 +178,29 @@ pub struct AppendEntries {
     /// The leader is pinned by a manual override (RAFT-8). Carried on every heartbeat so that
     /// every follower reports the same override, even one that missed the assignment.
     pub pinned: bool,
+    /// LOG-7: the leader's latest read round while linearizable reads wait for it, echoed in
+    /// the [`AppendResp`]: a majority echoing a round confirms the leader still led after the
+    /// reads were taken. The last field, and left out when `None`, as `priority` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_round: Option<u64>,
+}
+
+impl AppendEntries {
+    /// A heartbeat of `leader` in `term` at the start of the log: nothing to append, nothing
+    /// committed, no pin, no read round. Set the rest with struct update syntax, so that a
+    /// field added later does not change every place that builds one.
+    pub fn new(term: u64, leader: PeerId) -> Self {
+        Self {
+            term,
+            leader,
+            prev_index: 0,
+            prev_term: 0,
+            entries: Vec::new(),
+            commit: 0,
+            pinned: false,
+            read_round: None,
+        }
+    }
 }
 
 /// Where a follower's log diverges, so the leader can skip back a whole term at once (LOG-2).
@@ -189,8 +212,9 @@ pub struct ConflictHint {
     pub term: u64,
 }
 
-/// A follower's answer to [`AppendEntries`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A follower's answer to [`AppendEntries`]. `AppendResp::default()` is a refusal in term 0
+/// with nothing else set, the base of struct update syntax.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 pub struct AppendResp {
     /// The follower's term.
     pub term: u64,
@@ -200,11 +224,44 @@ pub struct AppendResp {
     pub match_index: u64,
     /// On a refusal, where to retry from.
     pub hint: Option<ConflictHint>,
-    /// RAFT-10: the sender's election priority (higher is preferred), when it has one. The
-    /// last field, and left out entirely when `None`: a node without a priority sends the same
-    /// bytes as before the field existed, and a frame without it decodes as `None`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// RAFT-10: the sender's election priority (higher is preferred), when it has one. Left
+    /// out when it and every field after it are `None`: a node without a priority sends the
+    /// same bytes as before the field existed, and a frame without it decodes as `None`.
+    #[serde(default)]
     pub priority: Option<u8>,
+    /// LOG-7: the read round of the AppendEntries answered, echoed; only a follower that took
+    /// its sender as the leader of this term echoes one. The last field, left out when `None`.
+    #[serde(default)]
+    pub read_round: Option<u64>,
+}
+
+impl Serialize for AppendResp {
+    /// Optional trailing fields are left out from the last `None` backwards; one before a
+    /// present field is written as nil, so every field stays at its place in the array.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let trailing = if self.read_round.is_some() {
+            2
+        } else {
+            usize::from(self.priority.is_some())
+        };
+        let mut fields = serializer.serialize_struct("AppendResp", 4 + trailing)?;
+        fields.serialize_field("term", &self.term)?;
+        fields.serialize_field("success", &self.success)?;
+        fields.serialize_field("match_index", &self.match_index)?;
+        fields.serialize_field("hint", &self.hint)?;
+        if trailing >= 1 {
+            fields.serialize_field("priority", &self.priority)?;
+        } else {
+            fields.skip_field("priority")?;
+        }
+        if trailing == 2 {
+            fields.serialize_field("read_round", &self.read_round)?;
+        } else {
+            fields.skip_field("read_round")?;
+        }
+        fields.end()
+    }
 }
 
 /// One chunk of a snapshot sent to a follower behind the compaction point (LOG-4).
@@ -725,8 +782,8 @@ mod tests {
             term: 3,
             success: true,
             match_index: 0,
-            hint: None,
             priority: Some(5),
+            ..AppendResp::default()
         };
         let bytes = rmp_serde::to_vec(&Body::AppendResp(resp)).unwrap();
         assert_eq!(bytes, vec![0x92, 0x13, 0x95, 0x03, 0xc3, 0x00, 0xc0, 0x05]);
@@ -746,6 +803,75 @@ mod tests {
         // A priority past 255 is refused, not truncated.
         let wide = [0x92, 0x13, 0x95, 0x03, 0xc3, 0x00, 0xc0, 0xcd, 0x01, 0x00];
         assert!(rmp_serde::from_slice::<Body>(&wide).is_err());
+    }
+
+    /// LOG-7: `read_round` is a trailing field of `AppendEntries` and `AppendResp`, written only
+    /// when present; behind a `priority` of `None` that priority is written as nil, so the round
+    /// keeps its place, and frames without a round are the bytes sent before it existed.
+    #[test]
+    fn log7_read_round_is_an_optional_trailing_field() {
+        let leader = PeerId::new("a").unwrap();
+        let beat = AppendEntries {
+            prev_index: 4,
+            prev_term: 2,
+            commit: 4,
+            ..AppendEntries::new(2, leader)
+        };
+        let bytes = rmp_serde::to_vec(&Body::AppendEntries(beat.clone())).unwrap();
+        // [18, [2, "a", 4, 2, [], 4, false]]: seven fields, as before the round.
+        assert_eq!(
+            bytes,
+            vec![
+                0x92, 0x12, 0x97, 0x02, 0xa1, b'a', 0x04, 0x02, 0x90, 0x04, 0xc2
+            ]
+        );
+        let with = AppendEntries {
+            read_round: Some(9),
+            ..beat
+        };
+        let bytes = rmp_serde::to_vec(&Body::AppendEntries(with.clone())).unwrap();
+        assert_eq!(bytes[2], 0x98);
+        assert_eq!(bytes.last(), Some(&0x09));
+        assert_eq!(
+            rmp_serde::from_slice::<Body>(&bytes).unwrap(),
+            Body::AppendEntries(with)
+        );
+
+        let plain = AppendResp {
+            term: 3,
+            success: true,
+            match_index: 1,
+            ..AppendResp::default()
+        };
+        let bytes = rmp_serde::to_vec(&Body::AppendResp(plain)).unwrap();
+        assert_eq!(bytes, vec![0x92, 0x13, 0x94, 0x03, 0xc3, 0x01, 0xc0]);
+        let echo = AppendResp {
+            read_round: Some(9),
+            ..plain
+        };
+        let bytes = rmp_serde::to_vec(&Body::AppendResp(echo)).unwrap();
+        // No priority: nil in its place, then the round.
+        assert_eq!(
+            bytes,
+            vec![0x92, 0x13, 0x96, 0x03, 0xc3, 0x01, 0xc0, 0xc0, 0x09]
+        );
+        assert_eq!(
+            rmp_serde::from_slice::<Body>(&bytes).unwrap(),
+            Body::AppendResp(echo)
+        );
+        let both = AppendResp {
+            priority: Some(5),
+            ..echo
+        };
+        let bytes = rmp_serde::to_vec(&Body::AppendResp(both)).unwrap();
+        assert_eq!(
+            bytes,
+            vec![0x92, 0x13, 0x96, 0x03, 0xc3, 0x01, 0xc0, 0x05, 0x09]
+        );
+        assert_eq!(
+            rmp_serde::from_slice::<Body>(&bytes).unwrap(),
+            Body::AppendResp(both)
+        );
     }
 
     /// PROTO-6: an unknown kind is a decode error.

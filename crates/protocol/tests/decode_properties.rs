@@ -223,9 +223,10 @@ fn body_of_kind(kind: BodyKind) -> BoxedStrategy<Body> {
             vec(log_entry(), 0..=18),
             wide_u64(),
             any::<bool>(),
+            option::of(wide_u64()),
         )
             .prop_map(
-                |(term, leader, prev_index, prev_term, entries, commit, pinned)| {
+                |(term, leader, prev_index, prev_term, entries, commit, pinned, read_round)| {
                     AppendEntries {
                         term,
                         leader,
@@ -234,6 +235,7 @@ fn body_of_kind(kind: BodyKind) -> BoxedStrategy<Body> {
                         entries,
                         commit,
                         pinned,
+                        read_round,
                     }
                     .into()
                 },
@@ -247,14 +249,16 @@ fn body_of_kind(kind: BodyKind) -> BoxedStrategy<Body> {
                 (wide_u64(), wide_u64()).prop_map(|(index, term)| ConflictHint { index, term }),
             ),
             option::of(any::<u8>()),
+            option::of(wide_u64()),
         )
-            .prop_map(|(term, success, match_index, hint, priority)| {
+            .prop_map(|(term, success, match_index, hint, priority, read_round)| {
                 AppendResp {
                     term,
                     success,
                     match_index,
                     hint,
                     priority,
+                    read_round,
                 }
                 .into()
             })

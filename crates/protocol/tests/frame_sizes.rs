@@ -104,13 +104,11 @@ impl Scenario {
             self.a,
             to,
             AppendEntries {
-                term: self.term,
-                leader: self.a,
                 prev_index: self.index,
                 prev_term: self.term,
                 entries,
                 commit: self.index,
-                pinned: false,
+                ..AppendEntries::new(self.term, self.a)
             }
             .into(),
         )
@@ -436,6 +434,27 @@ fn worst_case_frames_fit_espnow_and_match_the_doc() {
             "{label}: worst case in docs/wire-protocol.md"
         );
     }
+}
+
+/// PROTO-4, LOG-7: a worst-case unicast heartbeat that also carries the widest read round is
+/// 9 bytes longer and, with a full 32-byte tag, still fits ESP-NOW v1: the size the document
+/// states.
+#[test]
+fn worst_case_heartbeat_with_a_read_round_fits_espnow() {
+    let scenario = Scenario::worst_case();
+    let full_tag = codec(scenario.cluster, MAX_TAG_LEN);
+    let plain = scenario.heartbeat(Some(scenario.b));
+    let mut with_round = plain.clone();
+    if let conclave_protocol::Body::AppendEntries(append) = &mut with_round.body {
+        append.read_round = Some(u64::MAX);
+    }
+    let len = encoded_len(&full_tag, &with_round);
+    assert_eq!(len, encoded_len(&full_tag, &plain) + 9);
+    assert!(len <= ESPNOW_V1_MTU, "{len} bytes");
+    assert!(
+        WIRE_DOC.contains(&format!("{len} bytes unicast with a 32-byte tag")),
+        "docs/wire-protocol.md states {len} bytes"
+    );
 }
 
 /// PROTO-2, PROTO-5: the document's annotated hex dump is the exact heartbeat frame, tag

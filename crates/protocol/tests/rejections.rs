@@ -37,13 +37,10 @@ fn heartbeat(seq: u64) -> Envelope {
         seq,
         None,
         AppendEntries {
-            term: 7,
-            leader: peer("gw-a"),
             prev_index: 1234,
             prev_term: 7,
-            entries: Vec::new(),
             commit: 1234,
-            pinned: false,
+            ..AppendEntries::new(7, peer("gw-a"))
         },
     )
 }

@@ -18,8 +18,9 @@
 //! Writes go to the leader only. A node that does not lead answers **421** `{"error":
 //! "not_leader", "leader", "leader_admin_url"}` with a `Location` header on the leader's admin
 //! API (when `admin.peer_urls` names it) and changes nothing; the CLI follows it. Reads are
-//! linearizable by default: they go through the leader's log and see every write acknowledged
-//! before they started; `?stale=true` reads this node's copy as it is, on any node.
+//! linearizable by default (LOG-7): the leader serves them at a read index a heartbeat round
+//! confirmed, so they see every write acknowledged before they started, and write nothing to
+//! the log; `?stale=true` reads this node's copy as it is, on any node.
 //!
 //! A write that was not answered in time (504) or whose node stopped (503 `unknown`) may still
 //! be applied: retry it with the same `request_id`, which is applied at most once (LOG-6). A
@@ -45,8 +46,9 @@ use crate::election::{LogRefusal, MachineRead};
 use crate::events::unix_millis;
 use crate::machine::read_cluster;
 
-/// How long a write or a linearizable read waits for its entry to be applied before the
-/// client is told the outcome is not known yet (504).
+/// How long a write waits for its entry to be applied, or a linearizable read for its read
+/// index to be confirmed and applied, before the client is told the outcome is not known yet
+/// (504).
 const APPLY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A claim's lease when the worker asks for none.
@@ -452,6 +454,8 @@ async fn log_entries(
                 "term": entry.term,
                 "kind": match entry.kind {
                     conclave_protocol::EntryKind::Noop => "noop",
+                    // Read barriers: older versions wrote one per linearizable read, and logs
+                    // and snapshots written then still hold them.
                     conclave_protocol::EntryKind::Command if entry.data.is_empty() => "barrier",
                     conclave_protocol::EntryKind::Command => "command",
                 },
@@ -680,7 +684,7 @@ async fn write_through(
     settle_answer(state, request, answer)
 }
 
-/// Reads through the leader's log, or this node's copy when `stale`.
+/// Reads on the leader at a confirmed read index, or this node's copy when `stale`.
 async fn read_through(
     state: &AdminState,
     request: &HttpRequest,

@@ -9,8 +9,8 @@
 //!   acknowledge or a leader count itself towards a commit. Unlike a hard state, a log write
 //!   never stops the actor: timers, frames and status queries go on while the disk works.
 //! - **Apply.** After every input the committed, durable entries are applied to the
-//!   [`LogMachine`]; effects happen there only. An entry with no data is a read barrier (see
-//!   [`ReadLinearizable`]) and changes nothing.
+//!   [`LogMachine`]; effects happen there only. An entry with no data (a read barrier, written
+//!   by earlier versions for linearizable reads and still found in their logs) changes nothing.
 //! - **Snapshots (LOG-4).** After applying, when the core says a snapshot is due, the machine's
 //!   bytes at the applied index go to the core (which compacts its log behind them and keeps
 //!   them for followers) and to the WalActor ([`SaveSnapshot`]), which writes the snapshot
@@ -24,16 +24,19 @@
 //!   position it was given is applied: with the machine's answer when it is the client's entry,
 //!   `Lost` when another entry took that index (the leader lost its term before it committed).
 //!   A node that is not the leader refuses at once, naming the leader it knows (LOG-1).
-//!   [`ReadLinearizable`] appends a barrier and reads once it is applied: whatever was
-//!   acknowledged before the read started is applied by then (LOG-7, by a log round rather than
-//!   a read index for now). [`ReadLocal`] reads this node's copy as it is.
+//!   [`ReadLinearizable`] goes by the core's read index (LOG-7): the read is registered with
+//!   the core, which gives its read index once a heartbeat round confirmed this node still
+//!   leads; it is served when the machine has applied that index, so whatever was acknowledged
+//!   before the read started is in what it reads, and nothing is written to the log for it. A
+//!   read still waiting when the node steps down is refused with the redirect, as a refused
+//!   write is. [`ReadLocal`] reads this node's copy as it is.
 //! - **Failure.** A log write that fails stops the node as a failed hard-state write does: the
 //!   entries it carried may not be on disk, so nothing may be acknowledged after it.
 
 use std::collections::BTreeMap;
 
 use actix::prelude::*;
-use conclave_core::raft::{LogPosition, ProposeError};
+use conclave_core::raft::{LogPosition, ProposeError, ReadError, ReadId};
 use conclave_core::storage::Snapshot;
 use conclave_protocol::{LogEntry, PeerId};
 use tokio::sync::oneshot;
@@ -51,9 +54,9 @@ pub type MachineError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What a node runs on its committed log entries (LOG-5).
 pub trait LogMachine: Send + 'static {
-    /// Applies one committed entry, in log order, once — every entry, a leader's no-op and a
-    /// read barrier (an entry without data) included, so that the machine's applied index
-    /// follows the log's; the answer for the client that wrote it.
+    /// Applies one committed entry, in log order, once — every entry, a leader's no-op and an
+    /// older version's read barrier (an entry without data) included, so that the machine's
+    /// applied index follows the log's; the answer for the client that wrote it.
     fn apply(&mut self, entry: &LogEntry) -> serde_json::Value;
 
     /// On the leader, now and then: a command the leader must write for the machine's own
@@ -114,8 +117,8 @@ pub struct ProposeWrite {
     pub data: Vec<u8>,
 }
 
-/// A linearizable read (LOG-7): carried out on the leader once every entry committed before it
-/// started is applied.
+/// A linearizable read (LOG-7): carried out on the leader at the read index a heartbeat round
+/// confirmed, once the machine has applied it.
 #[derive(Message)]
 #[rtype(result = "Result<serde_json::Value, LogRefusal>")]
 pub struct ReadLinearizable(pub MachineRead);
@@ -135,15 +138,16 @@ pub struct ReadCommitted {
     pub max: usize,
 }
 
-/// Someone waiting for the entry at an index.
-enum Waiter {
-    /// A write, answered with the machine's answer.
-    Write(oneshot::Sender<Result<serde_json::Value, LogRefusal>>),
-    /// A linearizable read, run once its barrier is applied.
-    Read(
-        MachineRead,
-        oneshot::Sender<Result<serde_json::Value, LogRefusal>>,
-    ),
+/// Where a client's answer goes.
+type Reply = oneshot::Sender<Result<serde_json::Value, LogRefusal>>;
+
+/// A client's write waiting for the entry at an index, answered with the machine's answer.
+struct Waiter(Reply);
+
+/// A linearizable read waiting for its read index, or for the machine to apply it.
+struct PendingRead {
+    read: MachineRead,
+    reply: Reply,
 }
 
 /// The log's side of the ElectionActor. See the [module docs](self).
@@ -153,6 +157,12 @@ pub(super) struct LogDriver {
     writing: bool,
     /// Clients waiting, by the position their entry was given.
     waiting: BTreeMap<u64, (u64, Waiter)>,
+    /// The id of the last read registered with the core.
+    last_read: u64,
+    /// LOG-7: reads the core took and has not answered yet.
+    reads: BTreeMap<ReadId, PendingRead>,
+    /// LOG-7: reads whose read index is known, by that index, until the machine applies it.
+    reads_ready: BTreeMap<u64, Vec<PendingRead>>,
 }
 
 impl LogDriver {
@@ -163,6 +173,9 @@ impl LogDriver {
             machine,
             writing: false,
             waiting: BTreeMap::new(),
+            last_read: 0,
+            reads: BTreeMap::new(),
+            reads_ready: BTreeMap::new(),
         }
     }
 }
@@ -238,11 +251,68 @@ impl ElectionActor {
                     self.metrics
                         .set_replication_lag(peer, last.saturating_sub(matched));
                 }
+                self.serve_reads();
                 self.take_due_snapshot(ctx);
                 return;
             }
             for entry in entries {
                 self.apply_entry(&entry);
+            }
+        }
+    }
+
+    /// LOG-7: takes the core's read outcomes, and serves every read whose read index the
+    /// machine has applied.
+    fn serve_reads(&mut self) {
+        let (Some(driver), Some(mut log)) = (self.log.as_mut(), self.election.replicated_log())
+        else {
+            return;
+        };
+        for (id, outcome) in log.take_read_results() {
+            let Some(pending) = driver.reads.remove(&id) else {
+                continue;
+            };
+            match outcome {
+                Ok(index) => driver.reads_ready.entry(index).or_default().push(pending),
+                Err(err) => {
+                    let (result, refusal) = read_refusal(err, None);
+                    self.metrics.read(result);
+                    let _ = pending.reply.send(Err(refusal));
+                }
+            }
+        }
+        let applied = driver.machine.applied_index();
+        while let Some(entry) = driver.reads_ready.first_entry() {
+            if *entry.key() > applied {
+                break;
+            }
+            for pending in entry.remove() {
+                self.metrics.read("served");
+                let _ = pending.reply.send(Ok((pending.read)(&*driver.machine)));
+            }
+        }
+    }
+
+    /// LOG-7: registers a linearizable read with the core; it is answered from
+    /// [`ElectionActor::serve_reads`].
+    fn request_read(&mut self, read: MachineRead, reply: Reply) {
+        let now = self.clock.now();
+        let leader = self.election.leader();
+        let (Some(driver), Some(mut log)) = (self.log.as_mut(), self.election.replicated_log())
+        else {
+            let _ = reply.send(Err(LogRefusal::Disabled));
+            return;
+        };
+        driver.last_read += 1;
+        let id = ReadId(driver.last_read);
+        match log.request_read(now, id) {
+            Ok(()) => {
+                driver.reads.insert(id, PendingRead { read, reply });
+            }
+            Err(err) => {
+                let (result, refusal) = read_refusal(err, leader);
+                self.metrics.read(result);
+                let _ = reply.send(Err(refusal));
             }
         }
     }
@@ -318,8 +388,8 @@ impl ElectionActor {
             if index > covered {
                 break;
             }
-            if let Some((_, (_, waiter))) = driver.waiting.pop_first() {
-                answer_waiter_now(waiter, LogRefusal::Unknown);
+            if let Some((_, (_, Waiter(reply)))) = driver.waiting.pop_first() {
+                let _ = reply.send(Err(LogRefusal::Unknown));
             }
         }
     }
@@ -336,22 +406,22 @@ impl ElectionActor {
             if index >= entry.index {
                 break;
             }
-            if let Some((_, (_, waiter))) = driver.waiting.pop_first() {
-                answer_waiter(waiter, Err(LogRefusal::Lost), &*driver.machine);
+            if let Some((_, (_, Waiter(reply)))) = driver.waiting.pop_first() {
+                let _ = reply.send(Err(LogRefusal::Lost));
                 self.metrics.proposal("lost");
             }
         }
-        let Some((term, waiter)) = driver.waiting.remove(&entry.index) else {
+        let Some((term, Waiter(reply))) = driver.waiting.remove(&entry.index) else {
             return;
         };
         if term != entry.term {
             debug!(index = entry.index, term, "a client's entry was replaced");
             self.metrics.proposal("lost");
-            answer_waiter(waiter, Err(LogRefusal::Lost), &*driver.machine);
+            let _ = reply.send(Err(LogRefusal::Lost));
             return;
         }
         self.metrics.proposal("committed");
-        answer_waiter(waiter, Ok(answer), &*driver.machine);
+        let _ = reply.send(Ok(answer));
     }
 
     /// Appends `data` on the leader and registers who waits for it.
@@ -359,7 +429,7 @@ impl ElectionActor {
         let now = self.clock.now();
         let leader = self.election.leader();
         let Some(mut log) = self.election.replicated_log() else {
-            answer_waiter_now(waiter, LogRefusal::Disabled);
+            let _ = waiter.0.send(Err(LogRefusal::Disabled));
             return;
         };
         match log.propose(now, data) {
@@ -370,20 +440,19 @@ impl ElectionActor {
             }
             Err(ProposeError::NotLeader { leader: known }) => {
                 self.metrics.proposal("not_leader");
-                answer_waiter_now(
-                    waiter,
-                    LogRefusal::NotLeader {
-                        leader: known.or(leader),
-                    },
-                );
+                let _ = waiter.0.send(Err(LogRefusal::NotLeader {
+                    leader: known.or(leader),
+                }));
             }
             Err(too_large @ ProposeError::TooLarge { .. }) => {
                 self.metrics.proposal("too_large");
-                answer_waiter_now(waiter, LogRefusal::TooLarge(too_large.to_string()));
+                let _ = waiter
+                    .0
+                    .send(Err(LogRefusal::TooLarge(too_large.to_string())));
             }
             Err(ProposeError::Transferring | ProposeError::ShuttingDown) => {
                 self.metrics.proposal("busy");
-                answer_waiter_now(waiter, LogRefusal::Busy);
+                let _ = waiter.0.send(Err(LogRefusal::Busy));
             }
         }
     }
@@ -409,38 +478,34 @@ impl ElectionActor {
         self.pump(ctx);
     }
 
-    /// The node halts or stops: whoever still waits cannot be told the outcome.
+    /// The node halts or stops: whoever still waits cannot be told the outcome. A read
+    /// changed nothing, so it is only to be asked again (of the next leader).
     pub(super) fn abandon_waiters(&mut self) {
         if let Some(driver) = self.log.as_mut() {
-            for (_, (_, waiter)) in std::mem::take(&mut driver.waiting) {
-                answer_waiter_now(waiter, LogRefusal::Unknown);
+            for (_, (_, Waiter(reply))) in std::mem::take(&mut driver.waiting) {
+                let _ = reply.send(Err(LogRefusal::Unknown));
+            }
+            let ready = std::mem::take(&mut driver.reads_ready)
+                .into_values()
+                .flatten();
+            for pending in std::mem::take(&mut driver.reads).into_values().chain(ready) {
+                let _ = pending.reply.send(Err(LogRefusal::Busy));
             }
         }
     }
 }
 
-/// Answers a waiter with `result`, running a read against the machine first.
-fn answer_waiter(
-    waiter: Waiter,
-    result: Result<serde_json::Value, LogRefusal>,
-    machine: &dyn LogMachine,
-) {
-    match waiter {
-        Waiter::Write(reply) => {
-            let _ = reply.send(result);
-        }
-        Waiter::Read(read, reply) => {
-            let _ = reply.send(result.map(|_| read(machine)));
-        }
-    }
-}
-
-/// Refuses a waiter without touching the machine.
-fn answer_waiter_now(waiter: Waiter, refusal: LogRefusal) {
-    match waiter {
-        Waiter::Write(reply) | Waiter::Read(_, reply) => {
-            let _ = reply.send(Err(refusal));
-        }
+/// What a read the core refused or failed is answered with: the metric's `result` label and
+/// the client's refusal. `leader` is the leader the node knows, when the core names none.
+fn read_refusal(err: ReadError, leader: Option<PeerId>) -> (&'static str, LogRefusal) {
+    match err {
+        ReadError::NotLeader { leader: known } => (
+            "not_leader",
+            LogRefusal::NotLeader {
+                leader: known.or(leader),
+            },
+        ),
+        ReadError::ShuttingDown | ReadError::TooMany { .. } => ("busy", LogRefusal::Busy),
     }
 }
 
@@ -451,10 +516,11 @@ impl Handler<ProposeWrite> for ElectionActor {
         let _span = self.span.clone().entered();
         let (reply, answer) = oneshot::channel();
         if write.data.is_empty() {
-            // An empty entry is a read barrier; a write always carries a command.
+            // A write always carries a command; an empty entry would read as an old read
+            // barrier in `/v1/log`.
             let _ = reply.send(Err(LogRefusal::Busy));
         } else {
-            self.propose(write.data, Waiter::Write(reply));
+            self.propose(write.data, Waiter(reply));
             self.pump(ctx);
         }
         Box::pin(async move { answer.await.unwrap_or(Err(LogRefusal::Unknown)) })
@@ -467,7 +533,7 @@ impl Handler<ReadLinearizable> for ElectionActor {
     fn handle(&mut self, read: ReadLinearizable, ctx: &mut Self::Context) -> Self::Result {
         let _span = self.span.clone().entered();
         let (reply, answer) = oneshot::channel();
-        self.propose(Vec::new(), Waiter::Read(read.0, reply));
+        self.request_read(read.0, reply);
         self.pump(ctx);
         Box::pin(async move { answer.await.unwrap_or(Err(LogRefusal::Unknown)) })
     }

@@ -550,6 +550,8 @@ impl Settings {
             entries: Vec::new(),
             commit: u64::MAX,
             pinned: true,
+            // LOG-7: a heartbeat may carry a read round while linearizable reads wait.
+            read_round: Some(u64::MAX),
         };
         let envelope = Envelope::new(
             cluster,

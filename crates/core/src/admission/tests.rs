@@ -55,15 +55,7 @@ fn ping() -> Body {
 }
 
 fn heartbeat() -> Body {
-    Body::AppendEntries(AppendEntries {
-        term: 3,
-        leader: id("gw-b"),
-        prev_index: 0,
-        prev_term: 0,
-        entries: Vec::new(),
-        commit: 0,
-        pinned: false,
-    })
+    Body::AppendEntries(AppendEntries::new(3, id("gw-b")))
 }
 
 fn challenge(nonce: u64) -> Body {

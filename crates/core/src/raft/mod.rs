@@ -4,8 +4,8 @@
 //! injected [`SeededRng`](crate::SeededRng), pre-vote and check-quorum, the two quorum modes,
 //! manual `SetLeader`, `EnableAutoLeaderElection`, leader-change events, and RAFT-10's
 //! priorities with preemption by leadership transfer (see [`Raft`]'s module docs), and, with
-//! `[log]`, the replicated log of LOG-1..3 reached through [`ReplicatedLog`]
-//! ([`Raft::replicated_log`]).
+//! `[log]`, the replicated log of LOG-1..4 and its read index (LOG-7) reached through
+//! [`ReplicatedLog`] ([`Raft::replicated_log`]).
 //!
 //! It speaks the vocabulary of [`crate::election`]: its outputs are
 //! [`election::Action`](crate::election::Action)s carrying
@@ -25,11 +25,13 @@ mod pipeline_tests;
 #[cfg(test)]
 mod priority_tests;
 #[cfg(test)]
+mod read_index_tests;
+#[cfg(test)]
 mod snapshot_tests;
 #[cfg(test)]
 mod tests;
 
 pub use config::{LogConfig, QuorumMode, RaftConfig, majority_threshold};
 pub use message::RaftMessage;
-pub use node::{LogStatus, LogWrite, ProposeError, Raft, ReplicatedLog};
+pub use node::{LogStatus, LogWrite, ProposeError, Raft, ReadError, ReadId, ReplicatedLog};
 pub use state::{LogPosition, RaftStatus};

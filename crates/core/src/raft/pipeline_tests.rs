@@ -5,42 +5,17 @@
 
 use std::time::Duration;
 
-use conclave_protocol::{AppendEntries, AppendResp, Vote};
+use conclave_protocol::AppendEntries;
 
-use crate::election::{HardState, Role};
+use crate::election::HardState;
 use crate::raft::{LogConfig, LogPosition, Raft, RaftMessage};
-use crate::testing::{drain, id, raft_config, raft_node, sent};
+use crate::testing::{
+    append_ack, drain, id, persist_log, raft_config, raft_node, sent, win_election,
+};
 use crate::time::Instant;
 
 /// Heartbeat 50 ms (the test configuration's), election timeout 150–300 ms.
 const ROUND_TRIP: Duration = Duration::from_millis(120);
-
-fn vote(term: u64, pre_vote: bool) -> RaftMessage {
-    RaftMessage::Vote(Vote {
-        term,
-        granted: true,
-        pre_vote,
-        priority: None,
-    })
-}
-
-fn ack(term: u64, match_index: u64) -> RaftMessage {
-    RaftMessage::AppendResp(AppendResp {
-        term,
-        success: true,
-        match_index,
-        hint: None,
-        priority: None,
-    })
-}
-
-/// Reports whatever the leader handed out as durable.
-fn persist(raft: &mut Raft, now: Instant) {
-    let mut log = raft.replicated_log().unwrap();
-    if let Some(write) = log.take_write() {
-        log.handle_persisted(now, write.last());
-    }
-}
 
 /// `a` leads term 1 with `b`'s vote, and `b` holds the no-op: it is replicating to `b`.
 /// Without check-quorum, so that the test answers only what it means to.
@@ -53,16 +28,9 @@ fn leader() -> (Raft, Instant) {
     });
     config.check_quorum = false;
     let mut raft = raft_node(config, HardState::default(), LogPosition::default(), 7);
-    let at = raft.poll_timeout().unwrap();
-    raft.handle_timeout(at);
-    if raft.phase() == "pre_candidate" {
-        raft.handle_message(at, id("b"), vote(raft.term() + 1, true));
-    }
-    let term = raft.term();
-    raft.handle_message(at, id("b"), vote(term, false));
-    assert_eq!(raft.role(), Role::Leader);
-    persist(&mut raft, at);
-    raft.handle_message(at, id("b"), ack(term, 1));
+    let at = win_election(&mut raft, &["b"]);
+    persist_log(&mut raft, at);
+    raft.handle_message(at, id("b"), append_ack(raft.term(), 1));
     drain(&mut raft);
     (raft, at)
 }
@@ -85,7 +53,7 @@ fn run_until(raft: &mut Raft, until: Instant) -> Vec<AppendEntries> {
     let mut appends = Vec::new();
     while let Some(at) = raft.poll_timeout().filter(|at| *at <= until) {
         raft.handle_timeout(at);
-        persist(raft, at);
+        persist_log(raft, at);
         appends.extend(entries_to_b(raft));
     }
     appends
@@ -106,12 +74,12 @@ fn log2_a_slow_follower_is_not_sent_what_is_only_waiting() {
             .unwrap()
             .propose(now, vec![write])
             .unwrap();
-        persist(&mut raft, now);
+        persist_log(&mut raft, now);
         let mut appends = entries_to_b(&mut raft);
         appends.extend(run_until(&mut raft, now + ROUND_TRIP));
         copies.push(appends.len());
         now += ROUND_TRIP;
-        raft.handle_message(now, id("b"), ack(term, position.index));
+        raft.handle_message(now, id("b"), append_ack(term, position.index));
         let _ = entries_to_b(&mut raft);
     }
     // The first writes may be sent again while the round trip is learnt; none after.
@@ -129,7 +97,7 @@ fn log2_a_slow_follower_is_not_sent_what_is_only_waiting() {
         .unwrap()
         .propose(now, vec![0xff])
         .unwrap();
-    persist(&mut raft, now);
+    persist_log(&mut raft, now);
     assert_eq!(entries_to_b(&mut raft).len(), 1);
     let resent = run_until(&mut raft, now + Duration::from_millis(300 + 50));
     assert!(!resent.is_empty(), "an unanswered message is sent again");

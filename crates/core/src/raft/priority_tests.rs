@@ -53,8 +53,8 @@ fn answer(term: u64, match_index: u64, priority: Option<u8>) -> RaftMessage {
         term,
         success: true,
         match_index,
-        hint: None,
         priority,
+        ..AppendResp::default()
     })
 }
 
@@ -63,8 +63,8 @@ fn lagging(term: u64, priority: Option<u8>) -> RaftMessage {
         term,
         success: false,
         match_index: 0,
-        hint: None,
         priority,
+        ..AppendResp::default()
     })
 }
 
@@ -126,15 +126,7 @@ fn raft10_priority_goes_out_on_requests_votes_and_answers() {
         follower.handle_message(
             ms(10),
             id("b"),
-            RaftMessage::AppendEntries(conclave_protocol::AppendEntries {
-                term: 1,
-                leader: id("b"),
-                prev_index: 0,
-                prev_term: 0,
-                entries: Vec::new(),
-                commit: 0,
-                pinned: false,
-            }),
+            RaftMessage::AppendEntries(conclave_protocol::AppendEntries::new(1, id("b"))),
         );
         assert_eq!(
             sends(&drain(&mut follower)),
@@ -149,15 +141,7 @@ fn raft10_priority_goes_out_on_requests_votes_and_answers() {
 #[test]
 fn raft10_ranked_timeouts_order_by_priority_first() {
     let voters = ["a", "b", "c", "d"];
-    let beat = RaftMessage::AppendEntries(conclave_protocol::AppendEntries {
-        term: 1,
-        leader: id("d"),
-        prev_index: 0,
-        prev_term: 0,
-        entries: Vec::new(),
-        commit: 0,
-        pinned: false,
-    });
+    let beat = RaftMessage::AppendEntries(conclave_protocol::AppendEntries::new(1, id("d")));
     let mut plain = start(config("a", &voters, None), LogPosition::default());
     plain.handle_message(ms(0), id("d"), beat.clone());
     assert_eq!(plain.poll_timeout(), Some(ms(250)));
@@ -465,15 +449,7 @@ fn raft10_health_reading_goes_out_on_the_next_answer() {
     follower.handle_message(
         ms(2),
         id("a"),
-        RaftMessage::AppendEntries(conclave_protocol::AppendEntries {
-            term: 1,
-            leader: id("a"),
-            prev_index: 0,
-            prev_term: 0,
-            entries: Vec::new(),
-            commit: 0,
-            pinned: false,
-        }),
+        RaftMessage::AppendEntries(conclave_protocol::AppendEntries::new(1, id("a"))),
     );
     assert_eq!(
         sends(&drain(&mut follower)),

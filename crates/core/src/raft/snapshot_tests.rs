@@ -5,10 +5,12 @@
 
 use conclave_protocol::{AppendEntries, AppendResp, ConflictHint, InstallSnapshot, SnapshotResp};
 
-use crate::election::{Action, HardState, Role};
+use crate::election::{Action, HardState};
 use crate::raft::{LogConfig, LogPosition, Raft, RaftMessage};
 use crate::storage::Snapshot;
-use crate::testing::{drain, id, raft_config, raft_node, sent};
+use crate::testing::{
+    append_ack, drain, id, persist_log, raft_config, raft_node, sent, win_election,
+};
 use crate::time::Instant;
 
 /// Chunks of 64 bytes, a snapshot every 5 entries.
@@ -30,32 +32,14 @@ fn node(me: &str) -> Raft {
     )
 }
 
-fn ack(term: u64, match_index: u64) -> RaftMessage {
-    RaftMessage::AppendResp(AppendResp {
-        term,
-        success: true,
-        match_index,
-        hint: None,
-        priority: None,
-    })
-}
-
 fn refusal(term: u64, index: u64) -> RaftMessage {
     RaftMessage::AppendResp(AppendResp {
         term,
         success: false,
         match_index: 0,
         hint: Some(ConflictHint { index, term: 0 }),
-        priority: None,
+        ..AppendResp::default()
     })
-}
-
-/// Writes what the leader handed out and reports it durable.
-fn persist(raft: &mut Raft, now: Instant) {
-    let mut log = raft.replicated_log().unwrap();
-    if let Some(write) = log.take_write() {
-        log.handle_persisted(now, write.last());
-    }
 }
 
 /// `a` leads term 1 with `b`'s vote, has committed and applied its no-op and `writes` entries
@@ -63,22 +47,16 @@ fn persist(raft: &mut Raft, now: Instant) {
 /// sent once it took it (c, never heard, is behind it).
 fn leader_with_snapshot(writes: u64, image: usize) -> (Raft, Instant, Snapshot, Vec<Action>) {
     let mut raft = node("a");
-    let at = raft.poll_timeout().unwrap();
-    raft.handle_timeout(at);
-    if raft.phase() == "pre_candidate" {
-        raft.handle_message(at, id("b"), vote(raft.term() + 1, true));
-    }
+    let at = win_election(&mut raft, &["b"]);
     let term = raft.term();
-    raft.handle_message(at, id("b"), vote(term, false));
-    assert_eq!(raft.role(), Role::Leader);
     for n in 0..writes {
         raft.replicated_log()
             .unwrap()
             .propose(at, vec![n as u8])
             .unwrap();
     }
-    persist(&mut raft, at);
-    raft.handle_message(at, id("b"), ack(term, writes + 1));
+    persist_log(&mut raft, at);
+    raft.handle_message(at, id("b"), append_ack(term, writes + 1));
     drain(&mut raft);
     let mut log = raft.replicated_log().unwrap();
     assert_eq!(log.take_committed(usize::MAX).len() as u64, writes + 1);
@@ -93,15 +71,6 @@ fn leader_with_snapshot(writes: u64, image: usize) -> (Raft, Instant, Snapshot, 
     assert_eq!(log.snapshot_due(), None);
     let actions = drain(&mut raft);
     (raft, at, snapshot, actions)
-}
-
-fn vote(term: u64, pre_vote: bool) -> RaftMessage {
-    RaftMessage::Vote(conclave_protocol::Vote {
-        term,
-        granted: true,
-        pre_vote,
-        priority: None,
-    })
 }
 
 /// The one InstallSnapshot among `actions`, to `c`.
@@ -195,7 +164,7 @@ fn log4_a_follower_far_behind_gets_the_snapshot_in_chunks_then_entries() {
         .propose(beat, vec![9])
         .unwrap();
     drain(&mut raft);
-    raft.handle_message(beat, id("c"), ack(term, 6));
+    raft.handle_message(beat, id("c"), append_ack(term, 6));
     let to_c: Vec<RaftMessage> = sent(&drain(&mut raft))
         .into_iter()
         .filter(|(to, _)| *to == id("c"))
@@ -292,7 +261,7 @@ fn log4_a_follower_installs_a_snapshot_and_acknowledges_it_once_durable() {
     raft.replicated_log()
         .unwrap()
         .handle_snapshot_persisted(at, LogPosition::new(2, 40));
-    assert_eq!(answers(&mut raft), vec![ack(2, 40)]);
+    assert_eq!(answers(&mut raft), vec![append_ack(2, 40)]);
     // Entries follow the snapshot.
     let entry = conclave_protocol::LogEntry {
         index: 41,
@@ -304,17 +273,15 @@ fn log4_a_follower_installs_a_snapshot_and_acknowledges_it_once_durable() {
         at,
         id("a"),
         RaftMessage::AppendEntries(AppendEntries {
-            term: 2,
-            leader: id("a"),
             prev_index: 40,
             prev_term: 2,
             entries: vec![entry],
             commit: 41,
-            pinned: false,
+            ..AppendEntries::new(2, id("a"))
         }),
     );
-    persist(&mut raft, at);
-    assert_eq!(answers(&mut raft), vec![ack(2, 41)]);
+    persist_log(&mut raft, at);
+    assert_eq!(answers(&mut raft), vec![append_ack(2, 41)]);
     let applied = raft.replicated_log().unwrap().take_committed(usize::MAX);
     assert_eq!(
         applied.iter().map(|e| e.index).collect::<Vec<_>>(),
@@ -345,7 +312,7 @@ fn log4_a_snapshot_already_held_is_acknowledged_not_installed() {
         .into_iter()
         .map(|(_, message)| message)
         .collect();
-    assert_eq!(answers, vec![ack(2, 4)]);
+    assert_eq!(answers, vec![append_ack(2, 4)]);
     let mut log = follower.replicated_log().unwrap();
     assert!(log.take_snapshot_to_install().is_none());
     assert_eq!(log.status().snapshot, LogPosition::new(1, 6));
@@ -357,24 +324,18 @@ fn log4_a_snapshot_already_held_is_acknowledged_not_installed() {
 #[test]
 fn log4_a_leader_waits_for_a_follower_catching_up_by_entries() {
     let mut raft = node("a");
-    let at = raft.poll_timeout().unwrap();
-    raft.handle_timeout(at);
-    if raft.phase() == "pre_candidate" {
-        raft.handle_message(at, id("b"), vote(raft.term() + 1, true));
-    }
+    let at = win_election(&mut raft, &["b"]);
     let term = raft.term();
-    raft.handle_message(at, id("b"), vote(term, false));
-    assert_eq!(raft.role(), Role::Leader);
     let propose = |raft: &mut Raft, writes: std::ops::Range<u8>| {
         for n in writes {
             raft.replicated_log().unwrap().propose(at, vec![n]).unwrap();
         }
-        persist(raft, at);
+        persist_log(raft, at);
     };
     // The no-op and 5 writes; c holds them all, b only the first 3.
     propose(&mut raft, 0..5);
-    raft.handle_message(at, id("c"), ack(term, 6));
-    raft.handle_message(at, id("b"), ack(term, 3));
+    raft.handle_message(at, id("c"), append_ack(term, 6));
+    raft.handle_message(at, id("b"), append_ack(term, 3));
     drain(&mut raft);
     let mut log = raft.replicated_log().unwrap();
     assert_eq!(log.take_committed(usize::MAX).len(), 6);
@@ -384,7 +345,7 @@ fn log4_a_leader_waits_for_a_follower_catching_up_by_entries() {
         "b would need the snapshot for 3 entries"
     );
 
-    raft.handle_message(at, id("b"), ack(term, 6));
+    raft.handle_message(at, id("b"), append_ack(term, 6));
     drain(&mut raft);
     let log = raft.replicated_log().unwrap();
     assert_eq!(log.snapshot_due(), Some(LogPosition::new(term, 6)));
@@ -392,7 +353,7 @@ fn log4_a_leader_waits_for_a_follower_catching_up_by_entries() {
     // b stays at 6 while 5 more are applied (11 since the last snapshot, none taken yet):
     // past twice `snapshot_entries`, the snapshot no longer waits.
     propose(&mut raft, 5..10);
-    raft.handle_message(at, id("c"), ack(term, 11));
+    raft.handle_message(at, id("c"), append_ack(term, 11));
     drain(&mut raft);
     let mut log = raft.replicated_log().unwrap();
     assert_eq!(log.take_committed(usize::MAX).len(), 5);

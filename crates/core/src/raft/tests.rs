@@ -30,15 +30,7 @@ fn start_from(config: RaftConfig, state: HardState) -> Raft {
 }
 
 fn heartbeat(term: u64, leader: &str) -> RaftMessage {
-    RaftMessage::AppendEntries(AppendEntries {
-        term,
-        leader: id(leader),
-        prev_index: 0,
-        prev_term: 0,
-        entries: Vec::new(),
-        commit: 0,
-        pinned: false,
-    })
+    RaftMessage::AppendEntries(AppendEntries::new(term, id(leader)))
 }
 
 /// A heartbeat of a leader pinned by a manual override.
@@ -76,8 +68,7 @@ fn ok_response(term: u64) -> RaftMessage {
         term,
         success: true,
         match_index: 0,
-        hint: None,
-        priority: None,
+        ..AppendResp::default()
     })
 }
 
@@ -703,21 +694,16 @@ fn raft8_transfer_waits_for_the_target_to_catch_up() {
     raft.handle_command(at, Command::SetLeader(id("c")))
         .unwrap();
     let probe = RaftMessage::AppendEntries(AppendEntries {
-        term: 2,
-        leader: id("a"),
         prev_index: 5,
         prev_term: 1,
-        entries: Vec::new(),
-        commit: 0,
-        pinned: false,
+        ..AppendEntries::new(2, id("a"))
     });
     assert_eq!(sends(&drain(&mut raft)), vec![(id("c"), probe)]);
     let behind = RaftMessage::AppendResp(AppendResp {
         term: 2,
         success: true,
         match_index: 3,
-        hint: None,
-        priority: None,
+        ..AppendResp::default()
     });
     raft.handle_message(at, id("c"), behind);
     assert_eq!(sends(&drain(&mut raft)), vec![]);
@@ -725,8 +711,7 @@ fn raft8_transfer_waits_for_the_target_to_catch_up() {
         term: 2,
         success: true,
         match_index: 5,
-        hint: None,
-        priority: None,
+        ..AppendResp::default()
     });
     raft.handle_message(at, id("c"), caught_up);
     assert_eq!(
@@ -972,8 +957,7 @@ fn resign_hands_over_or_steps_down() {
         term: 2,
         success: true,
         match_index: 5,
-        hint: None,
-        priority: None,
+        ..AppendResp::default()
     });
     ahead.handle_message(at, id("c"), caught_up);
     drain(&mut ahead);
@@ -1410,8 +1394,7 @@ fn wal2_abstention_keeps_a_recovered_term_and_vote() {
                 term: 7,
                 success: false,
                 match_index: 0,
-                hint: None,
-                priority: None,
+                ..AppendResp::default()
             })
         )]
     );

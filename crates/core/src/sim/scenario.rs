@@ -245,6 +245,18 @@ pub fn run_log_seed_sending_before_hard_sync(seed: u64) -> SeedRun {
     )
 }
 
+/// Runs one seed of [`Scenario::ReplicatedLog`] with reads answered by whichever node believes
+/// it leads, at its commit index, without the heartbeat round of the read index: the control
+/// run that shows the linearizability check finds a deposed leader's read.
+pub fn run_log_seed_with_unconfirmed_reads(seed: u64) -> SeedRun {
+    run_seed_with(
+        Scenario::ReplicatedLog,
+        seed,
+        false,
+        Control::UnconfirmedReads,
+    )
+}
+
 /// A control run: one safeguard switched off, so that a check is shown to fail without it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Control {
@@ -259,6 +271,8 @@ enum Control {
     /// Messages leave before the hard-state write they follow is durable (RAFT-1, issue 16
     /// item 3).
     SendBeforeHardSync,
+    /// Reads at a leader's commit index without a heartbeat round (LOG-7).
+    UnconfirmedReads,
 }
 
 fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, control: Control) -> SeedRun {
@@ -374,6 +388,7 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, control: Con
             .collect();
         sim.set_invariants(invariants);
     }
+    sim.set_unconfirmed_reads(control == Control::UnconfirmedReads);
     let result = script(scenario, &mut sim, &mut plan).map(|convergence| SeedReport {
         seed,
         nodes,

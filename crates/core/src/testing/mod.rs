@@ -8,7 +8,9 @@
 //!
 //! - Names and time: [`id`], [`ms`].
 //! - Raft nodes as most tests start them: [`raft_config`] (heartbeat 50 ms, election timeout
-//!   150–300 ms) and [`raft_node`].
+//!   150–300 ms) and [`raft_node`]; a node made leader by the votes a test hands it
+//!   ([`win_election`], [`granted_vote`]); a follower's acknowledgement ([`append_ack`]); the
+//!   log's writes reported durable as a driver would ([`persist_log`]).
 //! - Outputs: [`drain`] empties any machine of the core ([`Drain`]); [`sent`], [`published`]
 //!   and [`leader_changes`] read a drained batch; [`carry`] sorts one action into what a test
 //!   network does with it ([`Carried`]), the only `match` on [`Action`] a test network needs.
@@ -19,7 +21,7 @@ mod network;
 
 use std::time::Duration;
 
-use conclave_protocol::PeerId;
+use conclave_protocol::{AppendResp, PeerId, Vote};
 
 pub use network::{Published, RaftNetwork};
 
@@ -48,6 +50,62 @@ pub fn raft_config(me: &str, voters: &[&str]) -> RaftConfig {
     RaftConfig::new(id(me), voters.iter().map(|voter| id(voter)))
         .with_heartbeat(Duration::from_millis(50))
         .with_election_timeout(Duration::from_millis(150), Duration::from_millis(300))
+}
+
+/// A granted vote (or pre-vote) of `term`.
+pub fn granted_vote(term: u64, pre_vote: bool) -> RaftMessage {
+    RaftMessage::Vote(Vote {
+        term,
+        granted: true,
+        pre_vote,
+        priority: None,
+    })
+}
+
+/// A follower's acknowledgement of its log up to `match_index`.
+pub fn append_ack(term: u64, match_index: u64) -> RaftMessage {
+    RaftMessage::AppendResp(AppendResp {
+        term,
+        success: true,
+        match_index,
+        ..AppendResp::default()
+    })
+}
+
+/// Reports what the node handed out for its log durable at `now`, as a driver does once the
+/// fsync ends.
+pub fn persist_log(raft: &mut Raft, now: Instant) {
+    if let Some(mut log) = raft.replicated_log() {
+        if let Some(write) = log.take_write() {
+            log.handle_persisted(now, write.last());
+        }
+    }
+}
+
+/// Makes `raft` leader at its first election timeout with the (pre-)votes of `voters`, in
+/// turn, until it wins; returns when. Panics if they are not enough.
+pub fn win_election(raft: &mut Raft, voters: &[&str]) -> Instant {
+    let at = raft
+        .poll_timeout()
+        .expect("a node that may campaign has a timer");
+    raft.handle_timeout(at);
+    for voter in voters {
+        if raft.phase() == "pre_candidate" {
+            raft.handle_message(at, id(voter), granted_vote(raft.term() + 1, true));
+        }
+    }
+    let term = raft.term();
+    for voter in voters {
+        if raft.role() != crate::election::Role::Leader {
+            raft.handle_message(at, id(voter), granted_vote(term, false));
+        }
+    }
+    assert_eq!(
+        raft.role(),
+        crate::election::Role::Leader,
+        "the votes elect it"
+    );
+    at
 }
 
 /// A raft node started at time zero from the durable `restored` state, its last log entry at

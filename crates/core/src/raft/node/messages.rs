@@ -69,6 +69,7 @@ impl Raft {
                     match_index: 0,
                     hint: None,
                     priority: self.priority,
+                    read_round: None,
                 }),
             ),
             RaftMessage::RequestVote(request) => {
@@ -302,6 +303,7 @@ impl Raft {
                 match_index: append.prev_index,
                 hint: None,
                 priority: self.priority,
+                read_round: None,
             }
         } else {
             AppendResp {
@@ -317,6 +319,7 @@ impl Raft {
                     },
                 }),
                 priority: self.priority,
+                read_round: None,
             }
         };
         self.send(from, RaftMessage::AppendResp(response));

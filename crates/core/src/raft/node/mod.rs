@@ -23,6 +23,7 @@
 //! - `abstention.rs`: the abstention of a node that lost its WAL (WAL-2, WAL-5);
 //! - `replication.rs`: the replicated log (LOG-1..3): proposals, AppendEntries with entries,
 //!   durable acknowledgements, commit, and the [`ReplicatedLog`] seam its driver uses;
+//! - `read_index.rs`: linearizable reads by a read index confirmed by a heartbeat round (LOG-7);
 //! - `snapshot.rs`: snapshots and compaction (LOG-4): when one is due, `InstallSnapshot` in
 //!   chunks to a follower behind the compaction point, and the follower's install.
 
@@ -50,9 +51,12 @@ mod abstention;
 mod commands;
 mod messages;
 mod priority;
+mod read_index;
 mod replication;
 mod snapshot;
 
+use read_index::ReadQueue;
+pub use read_index::{ReadError, ReadId};
 pub use replication::{LogStatus, LogWrite, ProposeError, ReplicatedLog};
 use replication::{PendingAck, Progress};
 use snapshot::IncomingSnapshot;
@@ -201,6 +205,8 @@ pub struct Raft {
     /// LOG-4: a snapshot installed in the log that the driver has not taken yet (to restore
     /// its machine from and save).
     snapshot_to_install: Option<crate::storage::Snapshot>,
+    /// LOG-7: a leader's linearizable reads waiting for a heartbeat round, and their outcomes.
+    reads: ReadQueue,
     /// WAL-2 with a log: after a lost WAL the node may also have lost entries it had
     /// acknowledged, so a vote from it could elect a leader without a committed entry. It
     /// grants no vote and does not campaign until its log matches a leader's through an entry
@@ -310,6 +316,7 @@ impl Raft {
             pending_ack: None,
             incoming_snapshot: None,
             snapshot_to_install: None,
+            reads: ReadQueue::default(),
             log_catch_up: false,
             catch_up_target: None,
             catch_up_empty_peers: BTreeSet::new(),
@@ -1118,6 +1125,9 @@ impl Raft {
     }
 
     fn broadcast_heartbeat(&mut self, now: Instant) {
+        if self.config.log.is_some() {
+            self.start_read_round_on_heartbeat();
+        }
         for peer in self.replication_peers() {
             if self.config.log.is_some() {
                 self.heartbeat_with_log(now, peer);
@@ -1147,6 +1157,7 @@ impl Raft {
             // Without a log nothing is ever committed.
             commit: 0,
             pinned: self.hard.manual_override == Some(self.config.id),
+            read_round: None,
         };
         self.send(peer, RaftMessage::AppendEntries(heartbeat));
     }

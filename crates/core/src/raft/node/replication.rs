@@ -58,6 +58,8 @@ pub(super) struct PendingAck {
     term: u64,
     /// The last index the acknowledged AppendEntries showed to match the leader's log.
     index: u64,
+    /// The highest read round those AppendEntries carried, echoed with the answer (LOG-7).
+    read_round: Option<u64>,
 }
 
 /// How a leader replicates to one follower. See the [module docs](self).
@@ -428,6 +430,7 @@ impl Raft {
             entries,
             commit,
             pinned: self.hard.manual_override == Some(self.config.id),
+            read_round: self.reads.round_to_carry(),
         };
         self.send(peer, RaftMessage::AppendEntries(append));
         true
@@ -435,7 +438,7 @@ impl Raft {
 
     /// An AppendEntries at `peer`'s match with no entries: it always matches, and tells the
     /// follower the commit index (never beyond what it holds).
-    fn send_commit_heartbeat(&mut self, peer: PeerId) {
+    pub(super) fn send_commit_heartbeat(&mut self, peer: PeerId) {
         let matched = self.match_index_of(peer);
         let Some(prev_term) = self.log.term_at(matched) else {
             return;
@@ -448,6 +451,7 @@ impl Raft {
             entries: Vec::new(),
             commit: self.log.commit().min(matched),
             pinned: self.hard.manual_override == Some(self.config.id),
+            read_round: self.reads.round_to_carry(),
         };
         self.send(peer, RaftMessage::AppendEntries(append));
     }
@@ -470,6 +474,7 @@ impl Raft {
         from: PeerId,
         response: AppendResp,
     ) {
+        self.read_round_echoed(now, from, response.read_round);
         let Some(progress) = self.progress_of(from) else {
             return;
         };
@@ -524,7 +529,7 @@ impl Raft {
 
     /// LOG-3: commits the highest index a majority of the voters hold durably, if it is of
     /// this leader's term.
-    pub(super) fn advance_commit(&mut self, _now: Instant) {
+    pub(super) fn advance_commit(&mut self, now: Instant) {
         if self.phase != Phase::Leader || self.config.log.is_none() {
             return;
         }
@@ -548,6 +553,7 @@ impl Raft {
         };
         if candidate > self.log.commit() && self.log.term_at(candidate) == Some(self.hard.term) {
             self.log.commit_to(candidate);
+            self.read_index_committed(now);
         }
     }
 
@@ -587,15 +593,17 @@ impl Raft {
                     self.catch_up_target = Some(append.commit);
                 }
                 self.end_catch_up_if_durable();
-                self.ack_when_durable(from, matched);
+                self.ack_when_durable(from, matched, append.read_round);
             }
             Err(hint) => {
+                // LOG-7: a refusal still says this node follows `from` in this term.
                 let response = AppendResp {
                     term,
                     success: false,
                     match_index: 0,
                     hint: Some(hint),
                     priority: self.priority,
+                    read_round: append.read_round,
                 };
                 self.send(from, RaftMessage::AppendResp(response));
             }
@@ -638,22 +646,32 @@ impl Raft {
     /// Acknowledges to the leader `from` that this log matches its own through `matched`: now
     /// when that is durable, otherwise once it is (LOG-3: a follower acknowledges only what a
     /// crash keeps).
-    pub(super) fn ack_when_durable(&mut self, from: PeerId, matched: u64) {
+    /// `read_round` is the AppendEntries' round, echoed with the acknowledgement (LOG-7).
+    pub(super) fn ack_when_durable(&mut self, from: PeerId, matched: u64, read_round: Option<u64>) {
         let term = self.hard.term;
         if self.log.persisted() >= matched {
-            self.send_append_ack(from, term, matched);
+            self.send_append_ack(from, term, matched, read_round);
         } else {
-            let index = match self.pending_ack {
-                Some(pending) if pending.leader == from && pending.term == term => {
-                    pending.index.max(matched)
-                }
-                _ => matched,
+            let (index, read_round) = match self.pending_ack {
+                Some(pending) if pending.leader == from && pending.term == term => (
+                    pending.index.max(matched),
+                    pending.read_round.max(read_round),
+                ),
+                _ => (matched, read_round),
             };
             self.pending_ack = Some(PendingAck {
                 leader: from,
                 term,
                 index,
+                read_round,
             });
+            if read_round.is_some() {
+                // LOG-7: the leader's reads need the echo, not the new entries: it goes now,
+                // with the part of the match that is durable already (what a pending ack sends
+                // part-way too), rather than after the fsync.
+                let durable = self.log.persisted().min(matched);
+                self.send_append_ack(from, term, durable, read_round);
+            }
         }
     }
 
@@ -687,16 +705,23 @@ impl Raft {
         if durable >= pending.index {
             self.pending_ack = None;
         }
-        self.send_append_ack(pending.leader, pending.term, durable);
+        self.send_append_ack(pending.leader, pending.term, durable, pending.read_round);
     }
 
-    fn send_append_ack(&mut self, leader: PeerId, term: u64, matched: u64) {
+    fn send_append_ack(
+        &mut self,
+        leader: PeerId,
+        term: u64,
+        matched: u64,
+        read_round: Option<u64>,
+    ) {
         let response = AppendResp {
             term,
             success: true,
             match_index: matched,
             hint: None,
             priority: self.priority,
+            read_round,
         };
         self.send(leader, RaftMessage::AppendResp(response));
     }

@@ -253,7 +253,7 @@ impl Raft {
             // Held already, committed: acknowledge it as far as it is durable (the answer to
             // a last chunk sent again while the install was being saved, or a late chunk).
             self.incoming_snapshot = None;
-            self.ack_when_durable(from, chunk.last_index);
+            self.ack_when_durable(from, chunk.last_index, None);
             return;
         }
         let last = LogPosition::new(chunk.last_term, chunk.last_index);
@@ -304,7 +304,7 @@ impl Raft {
             self.snapshot_to_install = Some(snapshot);
         }
         // The install counts once it is durable (handle_snapshot_persisted).
-        self.ack_when_durable(from, last.index);
+        self.ack_when_durable(from, last.index, None);
     }
 
     fn send_snapshot_resp(&mut self, to: PeerId, last_index: u64, next_offset: u64, success: bool) {

@@ -19,12 +19,14 @@
 //!   at once and is saved the same way; a restart restores the machine from the durable
 //!   snapshot and applies from there.
 //! - **Client.** Every [`SimConfig::client_interval`] a client writes a unique value to one of
-//!   three registers, or reads one (through the log, as the node's linearizable reads go),
-//!   through a random live node; a node that does not lead refuses it, as the admin API
-//!   redirects. An operation is *acknowledged* when the node that took it applies the entry at
-//!   the position it was given, with its data — what the admin API answers 200 on; a read
-//!   answers the register as that node's machine has it then. The registers are part of the
-//!   machine, so snapshots carry them.
+//!   three registers, or reads one, through a random live node; a node that does not lead
+//!   refuses it, as the admin API redirects. A write is *acknowledged* when the node that took
+//!   it applies the entry at the position it was given, with its data — what the admin API
+//!   answers 200 on. A read goes by the read index, as the node's linearizable reads do
+//!   (LOG-7): the leader takes it ([`ReplicatedLog::request_read`](crate::raft::ReplicatedLog::request_read)), and once the core gives
+//!   its read index the read answers the register as the node's machine has it when it has
+//!   applied that index; a read that fails (its leader stepped down) stays unanswered. The
+//!   registers are part of the machine, so snapshots carry them.
 //! - **Properties.** State machine safety: no two nodes apply different entries at one index,
 //!   across restarts too (checked at every apply), every machine applies the index after the
 //!   last it holds, and every machine's digest at an index — after applying it, or restored
@@ -43,7 +45,7 @@ use conclave_protocol::LogEntry;
 use super::linearizability::{Operation, OperationKind, check};
 use super::{Observation, SimFailure, Simulation};
 use crate::election::{Election, HardState, Role};
-use crate::raft::LogPosition;
+use crate::raft::{LogPosition, ReadId};
 use crate::storage::{MemStorage, Snapshot, Storage};
 use crate::time::Instant;
 
@@ -171,6 +173,12 @@ pub(super) struct NodeLog {
     /// Operations the client made through this node while it led: position, entry data and
     /// the operation's place in the history.
     proposals: BTreeMap<u64, (u64, Vec<u8>, usize)>,
+    /// LOG-7: reads this leader took and has not answered: the operation's place in the
+    /// history, by the read's id.
+    reads: BTreeMap<ReadId, usize>,
+    /// Reads whose read index is known, waiting for the machine to apply it: the index and
+    /// the operation's place in the history.
+    reads_ready: Vec<(u64, usize)>,
     /// Its entries were lost with its WAL, and its log has not caught up with a leader's since.
     pub(super) lost: bool,
 }
@@ -195,6 +203,8 @@ impl NodeLog {
         self.storage.crash();
         self.syncs.clear();
         self.proposals.clear();
+        self.reads.clear();
+        self.reads_ready.clear();
         self.machine = SimMachine::default();
     }
 
@@ -244,15 +254,21 @@ pub(super) struct LogBook {
     /// The control run's reads: answered at once from a random node's own registers, not
     /// through the log (see [`Simulation::set_stale_reads`]).
     stale_reads: bool,
+    /// The control run's reads: a node that believes it leads answers at its commit index,
+    /// without a heartbeat round (see [`Simulation::set_unconfirmed_reads`]).
+    unconfirmed_reads: bool,
+    /// The id of the next read the client asks for (LOG-7).
+    next_read: u64,
+    /// Reads answered at their read index.
+    reads_answered: u64,
 }
 
 /// Registers the client writes and reads (`k0`, `k1`, `k2`): few, so that operations on one
 /// overlap.
 const REGISTERS: u8 = 3;
 
-/// The first byte of an entry's data: a write of a register, or a read barrier.
+/// The first byte of an entry's data: a write of a register.
 const WRITE: u8 = b'W';
-const READ: u8 = b'R';
 
 /// Counts of what the client did, for reports and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -276,6 +292,8 @@ pub struct LogCounts {
     /// Chunks a follower answered with the offset it expected instead (lost, duplicated or
     /// reordered chunks resumed).
     pub snapshot_resumes: u64,
+    /// Reads answered at their read index (LOG-7).
+    pub reads_answered: u64,
 }
 
 impl Simulation {
@@ -397,25 +415,62 @@ impl Simulation {
             });
             return;
         }
-        let mut data = vec![if read { READ } else { WRITE }, key];
+        let mut data = vec![WRITE, key];
         data.extend_from_slice(&value.to_be_bytes());
-        let Some(mut log) = self.nodes[index]
-            .election
-            .as_mut()
-            .and_then(Election::replicated_log)
-        else {
+        let operation = self.log_book.history.len();
+        let node = &mut self.nodes[index];
+        let Some(election) = node.election.as_mut() else {
             return;
         };
+        // The control's read index: the commit index of a node that believes it leads and has
+        // committed an entry of its term, with no round confirming it still leads.
+        let unconfirmed_index = match &*election {
+            Election::Raft(raft) if raft.is_leader() => raft
+                .log_status()
+                .map(|status| status.commit)
+                .filter(|&commit| raft.log_term_at(commit) == Some(raft.term())),
+            _ => None,
+        };
+        let Some(mut log) = election.replicated_log() else {
+            return;
+        };
+        if read {
+            // LOG-7: the read index. The control skips the heartbeat round only: a deposed
+            // leader that has not heard of its successor answers from its own commit index.
+            let taken = if self.log_book.unconfirmed_reads {
+                match unconfirmed_index {
+                    Some(index) => {
+                        node.log.reads_ready.push((index, operation));
+                        Ok(())
+                    }
+                    None => Err(()),
+                }
+            } else {
+                self.log_book.next_read += 1;
+                let id = ReadId(self.log_book.next_read);
+                let taken = log.request_read(now, id).map_err(|_| ());
+                if taken.is_ok() {
+                    node.log.reads.insert(id, operation);
+                }
+                taken
+            };
+            match taken {
+                Ok(()) => self.log_book.history.push(Operation {
+                    key,
+                    kind: OperationKind::Read(None),
+                    invoked: now,
+                    answered: None,
+                }),
+                Err(()) => self.log_book.refused += 1,
+            }
+            self.pump(index, None);
+            return;
+        }
         match log.propose(now, data.clone()) {
             Ok(position) => {
-                let operation = self.log_book.history.len();
                 self.log_book.history.push(Operation {
                     key,
-                    kind: if read {
-                        OperationKind::Read(None)
-                    } else {
-                        OperationKind::Write(value)
-                    },
+                    kind: OperationKind::Write(value),
                     invoked: now,
                     answered: None,
                 });
@@ -458,6 +513,15 @@ impl Simulation {
         let install = log.take_snapshot_to_install();
         let write = log.take_write();
         let applied = log.take_committed(usize::MAX);
+        for (id, result) in log.take_read_results() {
+            let Some(operation) = node.log.reads.remove(&id) else {
+                continue;
+            };
+            // A failed read stays unanswered in the history: it says nothing.
+            if let Ok(read_index) = result {
+                node.log.reads_ready.push((read_index, operation));
+            }
+        }
         if let Some(snapshot) = &install {
             let due = node.log.next_sync_due(now, &mut self.rng, max_delay);
             node.log
@@ -482,7 +546,29 @@ impl Simulation {
         for entry in applied {
             self.note_applied(index, &entry, term, is_leader);
         }
+        self.answer_ready_reads(index);
         reported | self.take_due_snapshot(index)
+    }
+
+    /// LOG-7: answers the reads whose read index node `index`'s machine has applied, with the
+    /// registers as the machine has them now.
+    fn answer_ready_reads(&mut self, index: usize) {
+        let now = self.now;
+        let log = &mut self.nodes[index].log;
+        let machine = log.machine;
+        let history = &mut self.log_book.history;
+        let answered = &mut self.log_book.reads_answered;
+        log.reads_ready.retain(|&(read_index, operation)| {
+            if read_index > machine.applied {
+                return true;
+            }
+            *answered += 1;
+            if let Some(op) = history.get_mut(operation) {
+                op.answered = Some(now);
+                op.kind = OperationKind::Read(Some(machine.registers[usize::from(op.key)]));
+            }
+            false
+        });
     }
 
     /// Snapshots node `index`'s machine if the core says one is due: the image goes to the
@@ -622,12 +708,8 @@ impl Simulation {
                     term,
                 ));
                 let now = self.now;
-                let registers = self.nodes[index].log.machine.registers;
                 if let Some(op) = self.log_book.history.get_mut(operation) {
                     op.answered = Some(now);
-                    if let OperationKind::Read(seen) = &mut op.kind {
-                        *seen = Some(registers[usize::from(op.key)]);
-                    }
                 }
             }
         }
@@ -681,6 +763,7 @@ impl Simulation {
             snapshots_restored: self.log_book.snapshots_restored,
             snapshot_chunks: self.log_book.snapshot_chunks,
             snapshot_resumes: self.log_book.snapshot_resumes,
+            reads_answered: self.log_book.reads_answered,
         }
     }
 
@@ -703,6 +786,15 @@ impl Simulation {
     /// older than one a finished write put, and the check must find it.
     pub fn set_stale_reads(&mut self, on: bool) {
         self.log_book.stale_reads = on;
+    }
+
+    /// The control run for the read index's heartbeat round: a node that believes it leads
+    /// answers a read at its commit index at once, without confirming that it still leads. A
+    /// leader cut off from the majority keeps answering until it hears of its successor (or
+    /// check-quorum deposes it), so a read there misses a write its successor acknowledged,
+    /// and the check must find it.
+    pub fn set_unconfirmed_reads(&mut self, on: bool) {
+        self.log_book.unconfirmed_reads = on;
     }
 
     /// LOG-7: whether the client's register history is linearizable.
