@@ -10,6 +10,11 @@ each process for `--seconds`:
 - CPU: utime + stime from /proc/<pid>/stat at the start and at the end, as % of one core;
 - RSS: VmRSS from /proc/<pid>/status at the end, in MiB; also the thread count.
 
+With `--log` the nodes also run the replicated log (`[log] enabled = true`, a new cluster,
+its store empty): DESIGN §11's "idle gateway with the log on". With `--breakdown` every node's
+RSS is also split, from /proc/<pid>/smaps, into the pages of the `conclave` executable, of
+the shared libraries (libc, the loader) and anonymous memory (heap, thread stacks, arenas).
+
 Timings are the built-in defaults unless `--heartbeat-ms` is given (the election timeout is
 then 5x to 10x the heartbeat, as in the harness of the process tests). `--rounds` repeats the
 whole run (new processes each time) and prints every round and the median of the rounds.
@@ -44,7 +49,7 @@ def free_port(kind: int) -> int:
         return sock.getsockname()[1]
 
 
-def write_configs(root: Path, heartbeat_ms: int | None) -> dict[str, Path]:
+def write_configs(root: Path, heartbeat_ms: int | None, log: bool) -> dict[str, Path]:
     udp = {n: free_port(socket.SOCK_DGRAM) for n in NAMES}
     admin = {n: free_port(socket.SOCK_STREAM) for n in NAMES}
     metrics = {n: free_port(socket.SOCK_STREAM) for n in NAMES}
@@ -58,6 +63,11 @@ def write_configs(root: Path, heartbeat_ms: int | None) -> dict[str, Path]:
             f"election_timeout_min_ms = {5 * heartbeat_ms}\n"
             f"election_timeout_max_ms = {10 * heartbeat_ms}\n"
         )
+    # With the log, the nodes are set up as bench/kv_commit.py sets them up (its idle RSS
+    # reading is the same measure): a cluster created new, each WAL starting with the genesis
+    # record.
+    initial_state = 'initial_state = "new"\n' if log else ""
+    log_section = "[log]\nenabled = true\n" if log else ""
     configs = {}
     for name in NAMES:
         peers = ", ".join(q(f"127.0.0.1:{udp[p]}") for p in NAMES if p != name)
@@ -72,7 +82,7 @@ data_dir = {q(str(root / "data" / name))}
 id = "idle-bench"
 voters = [{", ".join(q(n) for n in NAMES)}]
 psk_file = {q(str(psk))}
-
+{initial_state}
 {raft}
 [link.udp]
 listen = {q(f"127.0.0.1:{udp[name]}")}
@@ -83,7 +93,8 @@ listen = {q(f"127.0.0.1:{admin[name]}")}
 
 [metrics]
 listen = {q(f"127.0.0.1:{metrics[name]}")}
-"""
+
+{log_section}"""
         )
         configs[name] = (config, admin[name])
     return configs
@@ -114,10 +125,31 @@ def status_field(pid: int, key: str) -> int:
     return 0
 
 
-def one_round(binary: Path, args: argparse.Namespace) -> list[tuple[str, str, float, float, int]]:
+def resident_by_mapping(pid: int, binary: Path) -> dict[str, float]:
+    """The process's resident memory in MiB by what is mapped: the executable (its code, its
+    read-only data and the data the loader relocated), shared libraries, anonymous memory
+    (heap, thread stacks, allocator arenas)."""
+    parts = {"exe": 0, "libs": 0, "anon": 0}
+    kind = "anon"
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split(maxsplit=5)
+        if len(head) >= 5 and "-" in head[0] and ":" not in head[0]:
+            path = head[5].strip() if len(head) == 6 else ""
+            if path == str(binary):
+                kind = "exe"
+            elif path.startswith("/"):
+                kind = "libs"
+            else:
+                kind = "anon"
+        elif head and head[0] == "Rss:":
+            parts[kind] += int(head[1])
+    return {k: v / 1024.0 for k, v in parts.items()}
+
+
+def one_round(binary: Path, args: argparse.Namespace) -> list[tuple]:
     with tempfile.TemporaryDirectory(prefix="conclave-idle-") as tmp:
         root = Path(tmp)
-        configs = write_configs(root, args.heartbeat_ms)
+        configs = write_configs(root, args.heartbeat_ms, args.log)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CONCLAVE", "RUST_LOG"))}
         procs = {}
         try:
@@ -158,6 +190,7 @@ def one_round(binary: Path, args: argparse.Namespace) -> list[tuple[str, str, fl
                     100.0 * used / elapsed,
                     status_field(pid, "VmRSS") / 1024.0,
                     status_field(pid, "Threads"),
+                    resident_by_mapping(pid, binary) if args.breakdown else None,
                 ))
             return figures
         finally:
@@ -179,18 +212,26 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=5.0, help="wait after the leader is agreed")
     parser.add_argument("--rounds", type=int, default=1, help="whole runs, new processes each")
     parser.add_argument("--heartbeat-ms", type=int, default=None, help="default: the built-in timings")
+    parser.add_argument("--log", action="store_true", help="run the replicated log ([log] enabled)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="split each node's RSS into executable, libraries and anonymous")
     args = parser.parse_args()
     binary = args.conclave_bin.resolve()
     timings = "defaults" if args.heartbeat_ms is None else f"heartbeat {args.heartbeat_ms} ms"
-    print(f"conclave {binary}, 3 nodes on loopback, raft, {timings}, {args.seconds:.0f} s per round, "
+    mode = "raft with the log" if args.log else "raft"
+    print(f"conclave {binary}, 3 nodes on loopback, {mode}, {timings}, {args.seconds:.0f} s per round, "
           f"load average before: {Path('/proc/loadavg').read_text().split()[0]}")
     cpus, rsss = [], []
     try:
         for round_ in range(1, args.rounds + 1):
             figures = one_round(binary, args)
-            for name, role, cpu, rss, threads in sorted(figures):
+            for name, role, cpu, rss, threads, parts in sorted(figures):
+                split = ""
+                if parts is not None:
+                    split = (f"  (executable {parts['exe']:.2f}, libraries {parts['libs']:.2f}, "
+                             f"anonymous {parts['anon']:.2f})")
                 print(f"round {round_} {name} {role:8} CPU {cpu:5.2f} % of a core  RSS {rss:5.1f} MiB  "
-                      f"threads {threads}")
+                      f"threads {threads}{split}")
             cpus.append(statistics.mean(f[2] for f in figures))
             rsss.append(statistics.mean(f[3] for f in figures))
     except (RuntimeError, OSError) as err:
