@@ -224,7 +224,19 @@ impl Priority {
     /// forgotten: it is no successor, no expected voter and no signal reading.
     pub fn handle_peer_status(&mut self, now: Instant, peer: PeerId, connected: bool) {
         self.last_now = now;
-        if connected || peer == self.config.id {
+        if peer == self.config.id {
+            return;
+        }
+        if connected {
+            if self.state == PriorityState::Discovering && !self.quarantined && !self.stopped {
+                // PRI-2: a peer that came up during this discovery may have missed its
+                // broadcast (nodes started together bind their sockets a few milliseconds
+                // apart): ask it too, so that it is heard before the round is decided rather
+                // than found a master alone.
+                let discover = self.discover_message(now);
+                self.send(peer, PriorityMessage::Discover(discover));
+                self.finish();
+            }
             return;
         }
         self.peers.remove(&peer);
@@ -1138,12 +1150,17 @@ impl Priority {
         });
         let delay = self.config.discovery_timeout + jitter(&mut self.rng, self.config.jitter_max);
         self.deadline = Some(now + delay);
-        let discover = Discover {
+        let discover = self.discover_message(now);
+        self.broadcast(PriorityMessage::Discover(discover));
+    }
+
+    /// The `Discover` of this node's current discovery.
+    fn discover_message(&self, now: Instant) -> Discover {
+        Discover {
             protocol_version: PRIORITY_PROTOCOL_VERSION,
             priority: self.score_at(now),
             round: self.hard.term,
-        };
-        self.broadcast(PriorityMessage::Discover(discover));
+        }
     }
 
     /// No election in progress: after a resignation (sitting the next one out) or with

@@ -336,6 +336,49 @@ fn pri2_start_jitter_then_discovery_then_a_new_round() {
     );
 }
 
+/// PRI-2: a peer that membership finds during a discovery is asked too — it may have missed
+/// the broadcast, its socket bound a few milliseconds after this node's — so that three
+/// nodes started together do not leave the first one master alone; a peer found outside a
+/// discovery is not.
+#[test]
+fn pri2_a_peer_found_during_discovery_is_asked_too() {
+    let mut node = node("pod-a");
+    discovering(&mut node);
+    node.handle_peer_status(at(30), id("pod-b"), true);
+    assert_eq!(
+        drain(&mut node),
+        vec![send(
+            "pod-b",
+            PriorityMessage::Discover(Discover {
+                protocol_version: PRIORITY_PROTOCOL_VERSION,
+                priority: node.score(),
+                round: 0,
+            })
+        )]
+    );
+    node.handle_message(
+        at(40),
+        id("pod-b"),
+        PriorityMessage::DiscoverAck(DiscoverAck {
+            priority: score(40),
+            known_master: None,
+            round: 0,
+        }),
+    );
+    drain(&mut node);
+    node.handle_timeout(at(500));
+    drain(&mut node);
+    assert_eq!(
+        node.state(),
+        PriorityState::Campaigning,
+        "pod-b was heard: not master alone"
+    );
+
+    let mut master = master_alone("pod-c");
+    master.handle_peer_status(at(600), id("pod-d"), true);
+    assert_eq!(drain(&mut master), vec![]);
+}
+
 /// PRI-2: after discovery a node that heard peers campaigns (200 ms) with its score and
 /// round, waits for votes (300 ms), and wins at once when every peer heard has accepted.
 #[test]
