@@ -3,13 +3,16 @@
 //! actions. Every decision — who campaigns, who votes for whom, who leads — is the core's;
 //! this actor only moves messages, time and bytes, and names no mode's own types.
 //!
-//! The durability contract (RAFT-1, WAL-1): actions are carried out in order, and when a
-//! `Persist` comes up the actor hands it to the WAL and holds back every action after it —
-//! the messages that may depend on it, and those of any input handled meanwhile — until the
-//! WAL answers that it is on disk; only then do they leave, in order. The actor itself does
-//! not wait: frames, timers, status queries and the log's clients are handled while the WAL
-//! thread syncs (issue 16, item 3), so a slow disk delays what a node says, never what it
-//! hears. The replicated log's own writes are held back the same way, so that on disk they
+//! The durability contract (RAFT-1, WAL-1; issue 16, item 3): the actor takes the core's
+//! outputs as typed batches ([`Ready`]). What the core says may leave now leaves at once; the
+//! batch's hard-state writes go to the WAL; what the core says waits for a write — the
+//! messages that name a term or vote not yet on disk, and everything decided meanwhile — is
+//! held until the WAL answers that the write is durable, then the core is told
+//! ([`Election::handle_persisted`]) and the held outputs leave, in order. One write is with the
+//! WAL at a time; what piles up during it goes into the next one (group commit). The actor
+//! itself never waits: frames, timers, status queries and the log's clients are handled while
+//! the WAL thread syncs, so a slow disk delays what a node says, never what it hears. The
+//! replicated log's own writes wait for a hard-state write in flight, so that on disk they
 //! follow the hard state they come after. Leader changes are recorded in the WAL's
 //! leadership history (CB-6) before they are published, in the same fsync when one is already
 //! due. A hard state the core marks amnesic (after an abstention, WAL-2) is followed by an
@@ -34,7 +37,8 @@ use std::time::SystemTime;
 
 use actix::prelude::*;
 use conclave_core::election::{
-    Action, Command, CommandOutcome, Election, ElectionError, ElectionStatus, Event, Role,
+    AfterPersist, Command, CommandOutcome, DurableWrite, Election, ElectionError, ElectionStatus,
+    Event, Outgoing, PersistSeq, Ready, Role,
 };
 use conclave_protocol::{DropReason, PeerId};
 use conclave_storage::{HistoryRecord, WalRecord};
@@ -95,13 +99,28 @@ pub struct GetHistory;
 #[rtype(result = "()")]
 pub struct LeaveElection;
 
-/// One step still to carry out after a WAL write.
+/// One output held back until a WAL write is durable.
 #[derive(Debug)]
 enum Step {
-    /// An action as the core emitted it.
-    Act(Action),
-    /// A leader change whose history record is already durable: publish it.
+    /// A message for the transport.
+    Send(Outgoing),
+    /// An event that is not a leader change: logs and metrics.
+    Observe(Event),
+    /// A leader change, published once its history record is durable.
     Announce(HistoryRecord, Role),
+    /// The core's answer to `handle_shutdown`: leave.
+    Stopped,
+}
+
+/// A WAL write of the ElectionActor: the core's hard-state batches and leadership history
+/// records that piled up before it started (group commit).
+#[derive(Debug, Default)]
+struct HardWrite {
+    /// The actor's own number for it: increasing, starting at 1.
+    number: u64,
+    records: Vec<WalRecord>,
+    /// The core's last persist batch among its records, reported once it is durable.
+    seq: Option<PersistSeq>,
 }
 
 /// The history record of a leader change, stamped now; `None` for other events.
@@ -162,13 +181,19 @@ pub struct ElectionActor {
     warned_other_mode: BTreeSet<PeerId>,
     /// The replicated log's writes, state machine and waiting clients (raft with `[log]`).
     log: Option<LogDriver>,
-    /// A hard-state write is with the WAL and not yet durable: what the core decided since
-    /// waits in `held`, to be carried out in order once it is.
-    persisting: bool,
-    /// The steps behind the write in flight, in the order the core emitted them.
-    held: VecDeque<Step>,
-    /// Status queries that came during a hard-state write, answered once nothing is held: a
-    /// status never names a term, vote or leader before it is durable and announced.
+    /// The hard-state write with the WAL, not yet durable: its number and the core's batch
+    /// it carries.
+    writing: Option<(u64, Option<PersistSeq>)>,
+    /// What piles up for the next write while one is in flight.
+    gathering: Option<HardWrite>,
+    /// The number of the last write handed to the WAL.
+    last_write: u64,
+    /// The number of the last write the WAL reported durable.
+    durable_write: u64,
+    /// Outputs waiting for a write, with the number of the write each waits for, in order.
+    held: VecDeque<(u64, Step)>,
+    /// Status queries that came while the core was ahead of the disk, answered once nothing is
+    /// held: a status never names a term, vote or leader before it is durable and announced.
     status_waiters: Vec<tokio::sync::oneshot::Sender<ElectionStatus>>,
 }
 
@@ -213,83 +238,227 @@ impl ElectionActor {
             leaving: None,
             warned_other_mode: BTreeSet::new(),
             log,
-            persisting: false,
+            writing: None,
+            gathering: None,
+            last_write: 0,
+            durable_write: 0,
             held: VecDeque::new(),
             status_waiters: Vec::new(),
         }
     }
 
+    /// After an input: carries out the core's batch, then the log, then re-arms the timer.
     fn pump(&mut self, ctx: &mut Context<Self>) {
-        let steps = std::iter::from_fn(|| self.election.poll_action()).map(Step::Act);
-        if self.persisting {
-            // Behind the write in flight: they may depend on it, and leave after it.
-            self.held.extend(steps);
-            self.arm_timer(ctx);
+        let ready = self.election.take_ready();
+        if !ready.is_empty() && !self.carry_out(ready, ctx) {
             return;
         }
-        let steps = steps.collect();
-        self.carry_out(steps, ctx);
-    }
-
-    /// Carries out `steps` in order; at a `Persist`, hands it to the WAL and holds the rest
-    /// back until it is durable.
-    fn carry_out(&mut self, mut steps: VecDeque<Step>, ctx: &mut Context<Self>) {
-        while let Some(step) = steps.pop_front() {
-            match step {
-                Step::Act(Action::Persist(state)) => {
-                    self.persist_with_history(vec![WalRecord::HardState(state)], steps, ctx);
-                    return;
-                }
-                Step::Act(Action::PersistAmnesic(state)) => {
-                    let records = vec![
-                        WalRecord::HardState(state),
-                        // WAL-2: a restart before a later term is recorded abstains again.
-                        WalRecord::Amnesia {
-                            at_unix_ms: unix_millis(SystemTime::now()),
-                        },
-                    ];
-                    self.persist_with_history(records, steps, ctx);
-                    return;
-                }
-                Step::Act(Action::PersistAutoElection(enabled)) => {
-                    self.persist_then(vec![WalRecord::AutoElection(enabled)], steps, ctx);
-                    return;
-                }
-                Step::Act(Action::Publish(event)) => match history_record(&event) {
-                    Some((record, role)) => {
-                        steps.push_front(Step::Announce(record, role));
-                        self.persist_then(vec![WalRecord::LeaderChange(record)], steps, ctx);
-                        return;
-                    }
-                    None => self.observe(event),
-                },
-                Step::Act(Action::Send { to, message }) => {
-                    self.outputs.transport.do_send(Transmit {
-                        to: Destination::Peer(to),
-                        body: message.into(),
-                    });
-                }
-                Step::Act(Action::Broadcast { message }) => {
-                    self.outputs.transport.do_send(Transmit {
-                        to: Destination::Broadcast,
-                        body: message.into(),
-                    });
-                }
-                Step::Act(Action::Stopped) => {
-                    // The core's answer to `handle_shutdown`: everything it had to persist
-                    // and publish on the way out is done.
-                    self.leave(ctx);
-                    return;
-                }
-                Step::Announce(record, role) => self.announce(record, role),
-            }
-        }
         self.metrics.set_abstaining(self.election.is_abstaining());
-        self.drive_log(ctx);
+        // The log's writes follow the hard state on disk: they wait for its write.
+        if !self.hard_state_pending() {
+            self.drive_log(ctx);
+        }
         self.arm_timer(ctx);
-        if !self.persisting {
+        if self.is_settled() {
             self.answer_status_waiters();
         }
+    }
+
+    /// A hard-state write is gathering or with the WAL.
+    fn hard_state_pending(&self) -> bool {
+        self.writing.is_some() || self.gathering.is_some()
+    }
+
+    /// Nothing the core decided waits for the disk: its status is what the disk holds.
+    fn is_settled(&self) -> bool {
+        !self.hard_state_pending() && self.held.is_empty()
+    }
+
+    /// Carries out one batch of the core's outputs: what may leave now leaves; the persist
+    /// and the leader changes' history records go to the next WAL write; what waits for a
+    /// write is held until it is durable. Returns false once the actor stopped.
+    fn carry_out(&mut self, ready: Ready, ctx: &mut Context<Self>) -> bool {
+        let Ready {
+            persist,
+            messages,
+            events,
+            after_persist,
+            stopped,
+        } = ready;
+        for message in messages {
+            self.transmit(message);
+        }
+        if let Some(batch) = persist {
+            let mut records = Vec::with_capacity(batch.writes.len() + 1);
+            for write in batch.writes {
+                match write {
+                    DurableWrite::HardState(state) => records.push(WalRecord::HardState(state)),
+                    DurableWrite::Amnesic(state) => {
+                        records.push(WalRecord::HardState(state));
+                        // WAL-2: a restart before a later term is recorded abstains again.
+                        records.push(WalRecord::Amnesia {
+                            at_unix_ms: unix_millis(SystemTime::now()),
+                        });
+                    }
+                    DurableWrite::AutoElection(enabled) => {
+                        records.push(WalRecord::AutoElection(enabled));
+                    }
+                }
+            }
+            self.gather(records, Some(batch.seq));
+        }
+        let mut running = true;
+        for event in events {
+            running &= self.publish(0, event, ctx);
+        }
+        if let Some(AfterPersist {
+            seq,
+            messages,
+            events,
+        }) = after_persist
+        {
+            let waits_for = self.write_carrying(seq);
+            for message in messages {
+                running &= self.hold_or_run(waits_for, Step::Send(message), ctx);
+            }
+            for event in events {
+                running &= self.publish(waits_for, event, ctx);
+            }
+        }
+        if stopped {
+            // After everything, what is on its way to the disk included.
+            let last = self
+                .gathering
+                .as_ref()
+                .map_or(self.last_write, |write| write.number);
+            running &= self.hold_or_run(last, Step::Stopped, ctx);
+        }
+        if running && self.writing.is_none() {
+            self.start_write(ctx);
+        }
+        running
+    }
+
+    /// An event, after the write numbered `waits_for`: a leader change is recorded in the
+    /// history first (CB-6), in the next write, and published once that write is durable.
+    fn publish(&mut self, waits_for: u64, event: Event, ctx: &mut Context<Self>) -> bool {
+        match history_record(&event) {
+            Some((record, role)) => {
+                let number = self.gather(vec![WalRecord::LeaderChange(record)], None);
+                self.hold_or_run(number, Step::Announce(record, role), ctx)
+            }
+            None => self.hold_or_run(waits_for, Step::Observe(event), ctx),
+        }
+    }
+
+    /// Adds `records` to the next WAL write (the core's batch `seq` among them); its number.
+    fn gather(&mut self, records: Vec<WalRecord>, seq: Option<PersistSeq>) -> u64 {
+        let write = self.gathering.get_or_insert_with(|| HardWrite {
+            number: self.last_write + 1,
+            ..HardWrite::default()
+        });
+        write.records.extend(records);
+        write.seq = write.seq.max(seq);
+        write.number
+    }
+
+    /// The number of the write that makes the core's batch `seq` durable.
+    fn write_carrying(&self, seq: PersistSeq) -> u64 {
+        match (self.writing, &self.gathering) {
+            (Some((number, Some(carried))), _) if carried >= seq => number,
+            (_, Some(write)) if write.seq >= Some(seq) => write.number,
+            // Already durable.
+            _ => self.durable_write,
+        }
+    }
+
+    /// Carries `step` out now if nothing it must follow is still on its way to the disk;
+    /// otherwise holds it, in order. Returns false once the actor stopped.
+    fn hold_or_run(&mut self, waits_for: u64, step: Step, ctx: &mut Context<Self>) -> bool {
+        let waits_for = self
+            .held
+            .back()
+            .map_or(waits_for, |&(last, _)| last.max(waits_for));
+        if waits_for > self.durable_write {
+            self.held.push_back((waits_for, step));
+            return true;
+        }
+        self.run(step, ctx)
+    }
+
+    /// Carries out one step. Returns false once the actor stopped.
+    fn run(&mut self, step: Step, ctx: &mut Context<Self>) -> bool {
+        match step {
+            Step::Send(message) => self.transmit(message),
+            Step::Observe(event) => self.observe(event),
+            Step::Announce(record, role) => self.announce(record, role),
+            Step::Stopped => {
+                // The core's answer to `handle_shutdown`: everything it had to persist and
+                // publish on the way out is done.
+                self.leave(ctx);
+                return false;
+            }
+        }
+        true
+    }
+
+    fn transmit(&self, message: Outgoing) {
+        let (to, message) = match message {
+            Outgoing::Send { to, message } => (Destination::Peer(to), message),
+            Outgoing::Broadcast { message } => (Destination::Broadcast, message),
+        };
+        self.outputs.transport.do_send(Transmit {
+            to,
+            body: message.into(),
+        });
+    }
+
+    /// Hands what gathered to the WAL, one write at a time. The actor goes on handling inputs
+    /// meanwhile; what they make the core decide that depends on the write waits for it.
+    fn start_write(&mut self, ctx: &mut Context<Self>) {
+        let Some(write) = self.gathering.take() else {
+            return;
+        };
+        self.last_write = write.number;
+        self.writing = Some((write.number, write.seq));
+        let request = self.outputs.wal.send(Persist(write.records));
+        ctx.spawn(
+            request
+                .into_actor(self)
+                .map(move |result, actor, ctx| match result {
+                    Ok(Ok(())) => {
+                        let _span = actor.span.clone().entered();
+                        actor.written(ctx);
+                    }
+                    Ok(Err(err)) => actor.halt(&err.to_string(), ctx),
+                    Err(err) => actor.halt(&format!("WAL actor unreachable: {err}"), ctx),
+                }),
+        );
+    }
+
+    /// The write in flight is durable: the core is told, what waited for it goes out in
+    /// order, and the next write starts with what piled up.
+    fn written(&mut self, ctx: &mut Context<Self>) {
+        let Some((number, seq)) = self.writing.take() else {
+            return;
+        };
+        self.durable_write = number;
+        if let Some(seq) = seq {
+            self.election.handle_persisted(seq);
+        }
+        while let Some(&(waits_for, _)) = self.held.front() {
+            if waits_for > number {
+                break;
+            }
+            let Some((_, step)) = self.held.pop_front() else {
+                break;
+            };
+            if !self.run(step, ctx) {
+                return;
+            }
+        }
+        self.start_write(ctx);
+        self.pump(ctx);
     }
 
     /// Answers the status queries that waited for a hard-state write.
@@ -301,55 +470,6 @@ impl ElectionActor {
         for waiter in self.status_waiters.drain(..) {
             let _ = waiter.send(status.clone());
         }
-    }
-
-    /// Persists a hard state's `records` with the leader changes among `rest`: group commit,
-    /// those are recorded in the same fsync rather than one of their own.
-    fn persist_with_history(
-        &mut self,
-        mut records: Vec<WalRecord>,
-        mut rest: VecDeque<Step>,
-        ctx: &mut Context<Self>,
-    ) {
-        for later in rest.iter_mut() {
-            if let Step::Act(Action::Publish(event)) = later {
-                if let Some((record, role)) = history_record(event) {
-                    records.push(WalRecord::LeaderChange(record));
-                    *later = Step::Announce(record, role);
-                }
-            }
-        }
-        self.persist_then(records, rest, ctx);
-    }
-
-    /// Hands `records` to the WAL and holds `rest` back until they are durable. The actor
-    /// goes on handling inputs meanwhile; what they make the core decide is held too, behind
-    /// `rest` (see [`ElectionActor::pump`]).
-    fn persist_then(
-        &mut self,
-        records: Vec<WalRecord>,
-        rest: VecDeque<Step>,
-        ctx: &mut Context<Self>,
-    ) {
-        debug_assert!(!self.persisting && self.held.is_empty());
-        self.persisting = true;
-        self.held = rest;
-        self.arm_timer(ctx);
-        let request = self.outputs.wal.send(Persist(records));
-        ctx.spawn(
-            request
-                .into_actor(self)
-                .map(move |result, actor, ctx| match result {
-                    Ok(Ok(())) => {
-                        let _span = actor.span.clone().entered();
-                        actor.persisting = false;
-                        let held = std::mem::take(&mut actor.held);
-                        actor.carry_out(held, ctx);
-                    }
-                    Ok(Err(err)) => actor.halt(&err.to_string(), ctx),
-                    Err(err) => actor.halt(&format!("WAL actor unreachable: {err}"), ctx),
-                }),
-        );
     }
 
     /// Answers [`LeaveElection`] and stops the actor.
@@ -370,18 +490,19 @@ impl ElectionActor {
         );
         // What waited for the write that failed never leaves: it may depend on it.
         self.held.clear();
+        self.gathering = None;
         // A halting leader still says it no longer leads, so that its hooks stop what they
         // started; the history cannot record it, the WAL being what failed. There is no time
         // for a hand-over: the second call steps a leader down at once.
         let now = self.clock.now();
         self.election.handle_shutdown(now);
         self.election.handle_shutdown(now);
-        while let Some(action) = self.election.poll_action() {
-            if let Action::Publish(event) = action {
-                match history_record(&event) {
-                    Some((record, role)) => self.announce(record, role),
-                    None => self.observe(event),
-                }
+        let ready = self.election.take_ready();
+        let after = ready.after_persist.map(|after| after.events);
+        for event in ready.events.into_iter().chain(after.into_iter().flatten()) {
+            match history_record(&event) {
+                Some((record, role)) => self.announce(record, role),
+                None => self.observe(event),
             }
         }
         self.leaving = None;
@@ -614,7 +735,7 @@ impl Handler<GetElectionStatus> for ElectionActor {
     type Result = ResponseFuture<ElectionStatus>;
     fn handle(&mut self, _: GetElectionStatus, _: &mut Self::Context) -> Self::Result {
         let _span = self.span.clone().entered();
-        if !self.persisting {
+        if self.is_settled() {
             let status = self.election.status();
             return Box::pin(async move { status });
         }
@@ -706,10 +827,14 @@ mod tests {
     }
 
     fn vote_request(candidate: PeerId) -> ElectionArrived {
+        vote_request_in(candidate, 1)
+    }
+
+    fn vote_request_in(candidate: PeerId, term: u64) -> ElectionArrived {
         ElectionArrived {
             from: candidate,
             message: ElectionMessage::Raft(RaftMessage::RequestVote(RequestVote {
-                term: 1,
+                term,
                 candidate,
                 last_log_index: 0,
                 last_log_term: 0,
@@ -803,5 +928,98 @@ mod tests {
         let status = status.await.expect("the actor runs");
         assert_eq!(status.term, 1);
         assert!(writes.try_recv().is_err(), "the vote was written once");
+    }
+
+    /// Issue 16, item 3 (group commit): a vote decided while an earlier one is still being
+    /// written goes to the WAL in the next write, once the first is durable; each answer leaves
+    /// only once the write it depends on is durable, in order.
+    #[actix_rt::test]
+    async fn a_write_decided_during_an_fsync_goes_into_the_next_one() {
+        let (a, b, c) = (peer("a"), peer("b"), peer("c"));
+        let clock = NodeClock::start();
+        let config = RaftConfig::new(b, [a, b, c])
+            .with_election_timeout(Duration::from_secs(600), Duration::from_secs(1200));
+        let election = Election::new(
+            ElectionConfig::Raft(config),
+            HardState::default(),
+            SeededRng::new(7),
+            clock.now(),
+        )
+        .expect("a valid election config");
+        let (writes_tx, mut writes) = mpsc::unbounded_channel();
+        let wal = HeldWal { writes: writes_tx }.start();
+        let (sent_tx, mut sent) = mpsc::unbounded_channel();
+        let transport = SeenTransport { sent: sent_tx }.start();
+        let metrics = NodeMetrics::new();
+        let actor = ElectionActor::new(
+            election,
+            clock,
+            ElectionOutputs {
+                transport: transport.recipient(),
+                wal: wal.clone().recipient(),
+                wal_log: wal.clone().recipient(),
+                wal_snapshot: wal.recipient(),
+            },
+            EventBus::new(metrics.clone()),
+            metrics,
+            Vec::new(),
+            None,
+        )
+        .start();
+
+        actor
+            .send(vote_request_in(a, 1))
+            .await
+            .expect("the actor runs");
+        let (first, first_durable) = writes.recv().await.expect("the first vote is written");
+        // A later term's candidate while the first write is in flight: b votes for c in term 2,
+        // in memory; the write waits for the first one.
+        actor
+            .send(vote_request_in(c, 2))
+            .await
+            .expect("the actor runs");
+        assert!(
+            writes.try_recv().is_err(),
+            "one write with the WAL at a time"
+        );
+        assert!(
+            sent.try_recv().is_err(),
+            "nothing leaves before its vote is durable"
+        );
+        assert!(
+            matches!(
+                first.as_slice(),
+                [WalRecord::HardState(HardState { term: 1, .. })]
+            ),
+            "{first:?}"
+        );
+
+        first_durable.send(()).expect("the WAL waits for the test");
+        let answer = sent.recv().await.expect("the first answer leaves");
+        assert!(
+            matches!(answer.to, Destination::Peer(to) if to == a)
+                && matches!(answer.body, Body::Vote(vote) if vote.granted && vote.term == 1),
+            "{answer:?}"
+        );
+        let (second, second_durable) = writes.recv().await.expect("then the second write");
+        assert!(
+            matches!(
+                second.as_slice(),
+                [WalRecord::HardState(HardState { term: 2, vote: Some(voted), .. })] if *voted == c
+            ),
+            "{second:?}"
+        );
+        actor.send(GetHistory).await.expect("the actor runs");
+        assert!(
+            sent.try_recv().is_err(),
+            "the second answer waits for its own write"
+        );
+        second_durable.send(()).expect("the WAL waits for the test");
+        let answer = sent.recv().await.expect("the second answer leaves");
+        assert!(
+            matches!(answer.to, Destination::Peer(to) if to == c)
+                && matches!(answer.body, Body::Vote(vote) if vote.granted && vote.term == 2),
+            "{answer:?}"
+        );
     }
 }

@@ -54,7 +54,13 @@
 //!
 //! Actions are carried out in the order they come: a `Persist` must be durable before any
 //! later action, because the messages after it depend on the term or vote it records
-//! (RAFT-1). Membership events reach the election as
+//! (RAFT-1). That is the synchronous driver's way (the tests'). A driver that keeps serving
+//! while its disk works takes the election's outputs as a typed batch instead,
+//! [`Election::take_ready`](election::Election::take_ready) (see [`election::Ready`]): the
+//! writes to make durable, numbered; the messages and events that may leave now; and those
+//! that wait for a write, which leave once the driver has it durable and says so with
+//! [`Election::handle_persisted`](election::Election::handle_persisted). The ElectionActor and
+//! the simulator drive it that way. Membership events reach the election as
 //! [`Election::handle_peer_status`](election::Election::handle_peer_status).
 //!
 //! ```

@@ -28,7 +28,7 @@ use conclave_protocol::PeerId;
 
 use crate::election::{
     Action, Command, CommandOutcome, ElectionError, ElectionMessage, ElectionStatus, FencingToken,
-    HardState, HealthReading, Mode, ModeStatus, PeerSignal, Role,
+    HardState, HealthReading, Mode, ModeStatus, PeerSignal, PersistSeq, Ready, Role,
 };
 use crate::gossip::{Gossip, GossipConfig};
 use crate::priority::{Priority, PriorityConfig};
@@ -321,6 +321,27 @@ impl Election {
     #[must_use]
     pub fn poll_action(&mut self) -> Option<Action> {
         each_mode!(self, machine => machine.poll_action())
+    }
+
+    /// Everything decided since the last call, as one typed batch: what to make durable, what
+    /// may leave now, and what waits for that write (see [`Ready`]). For a driver that persists
+    /// in the background, in place of [`Election::poll_action`].
+    #[must_use]
+    pub fn take_ready(&mut self) -> Ready {
+        each_mode!(self, machine => machine.take_ready())
+    }
+
+    /// The driver made the persist batch numbered `seq` durable, and with it every earlier one:
+    /// what is decided from now on no longer waits for them.
+    pub fn handle_persisted(&mut self, seq: PersistSeq) {
+        each_mode!(self, machine => machine.handle_persisted(seq));
+    }
+
+    /// A persist batch handed out by [`Election::take_ready`] is not yet reported durable: the
+    /// state in memory is ahead of the disk.
+    #[must_use]
+    pub fn is_persisting(&self) -> bool {
+        each_mode!(self, machine => machine.is_persisting())
     }
 
     /// When [`Election::handle_timeout`] must be called next; `None` when nothing is pending.

@@ -40,6 +40,7 @@ mod error;
 mod machine;
 mod message;
 mod outbox;
+mod ready;
 mod setting;
 mod state;
 mod status;
@@ -55,6 +56,7 @@ pub use error::ElectionError;
 pub use machine::{Election, ElectionConfig};
 pub use message::{ElectionMessage, GossipMessage, PriorityMessage};
 pub(crate) use outbox::{Outbox, Published};
+pub use ready::{AfterPersist, DurableWrite, Outgoing, PersistBatch, PersistSeq, Ready};
 pub use setting::{
     GossipSetting, PrioritySetting, RaftSetting, Setting, SettingProblem, StaticSetting, millis,
 };
@@ -220,8 +222,10 @@ pub enum Event {
     },
 }
 
-/// One output of an election mode. The driver carries actions out **in order**: a persist
-/// action is durable before any later action is carried out (RAFT-1).
+/// One output of an election mode, as [`Election::poll_action`] hands them out. The driver
+/// carries actions out **in order**: a persist action is durable before any later action is
+/// carried out (RAFT-1). A driver that persists in the background takes them as a typed batch
+/// instead ([`Election::take_ready`], [`Ready`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Make this hard state durable (fsync) before going on.

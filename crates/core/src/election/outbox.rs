@@ -10,11 +10,17 @@
 //!   input ends ([`Outbox::finish`]), after its persist; then a `RoleChanged` if the role or
 //!   phase differs from the last one published, and a `LeaderChanged` if the leader (with its
 //!   term: the fencing token) differs from the last one published, each exactly once.
+//!
+//! A driver takes the queue one action at a time ([`Outbox::poll`], where a persist is durable
+//! before the next action is carried out), or as a typed batch ([`Outbox::take_ready`], see
+//! [`super::ready`]): there the persists are numbered, and an output queued behind a persist
+//! the driver has not yet reported durable ([`Outbox::handle_persisted`]) waits for it.
 
 use std::collections::VecDeque;
 
 use conclave_protocol::PeerId;
 
+use super::ready::{AfterPersist, DurableWrite, Outgoing, PersistBatch, PersistSeq, Ready};
 use super::{Action, ElectionMessage, Event, HardState, LeaderChangeCause, Role};
 
 /// What a mode has decided and its driver has not yet taken, with what was last persisted and
@@ -30,6 +36,10 @@ pub(crate) struct Outbox {
     published_role: (Role, &'static str),
     /// The `(term, leader)` the last `LeaderChanged` named.
     published_leader: Option<(u64, PeerId)>,
+    /// The number of the last persist batch [`Outbox::take_ready`] handed out.
+    issued: PersistSeq,
+    /// The last batch the driver reported durable.
+    durable: PersistSeq,
 }
 
 impl Outbox {
@@ -42,6 +52,8 @@ impl Outbox {
             events: Vec::new(),
             published_role: (role, phase),
             published_leader: None,
+            issued: PersistSeq::default(),
+            durable: PersistSeq::default(),
         }
     }
 
@@ -121,6 +133,80 @@ impl Outbox {
     /// The next action for the driver, in order.
     pub(crate) fn poll(&mut self) -> Option<Action> {
         self.actions.pop_front()
+    }
+
+    /// Everything queued, as one typed batch: the persists in it numbered together, and each
+    /// output sorted by whether a persist not yet durable comes before it.
+    pub(crate) fn take_ready(&mut self) -> Ready {
+        let mut ready = Ready::default();
+        let mut writes = Vec::new();
+        let mut after = (Vec::new(), Vec::new());
+        // Behind a write not yet durable: an earlier batch's, or one of this batch.
+        let mut behind = self.issued > self.durable;
+        for action in self.actions.drain(..) {
+            let outgoing = match action {
+                Action::Persist(state) => {
+                    writes.push(DurableWrite::HardState(state));
+                    behind = true;
+                    continue;
+                }
+                Action::PersistAmnesic(state) => {
+                    writes.push(DurableWrite::Amnesic(state));
+                    behind = true;
+                    continue;
+                }
+                Action::PersistAutoElection(enabled) => {
+                    writes.push(DurableWrite::AutoElection(enabled));
+                    behind = true;
+                    continue;
+                }
+                Action::Publish(event) => {
+                    if behind {
+                        after.1.push(event);
+                    } else {
+                        ready.events.push(event);
+                    }
+                    continue;
+                }
+                Action::Stopped => {
+                    ready.stopped = true;
+                    continue;
+                }
+                Action::Send { to, message } => Outgoing::Send { to, message },
+                Action::Broadcast { message } => Outgoing::Broadcast { message },
+            };
+            if behind {
+                after.0.push(outgoing);
+            } else {
+                ready.messages.push(outgoing);
+            }
+        }
+        if !writes.is_empty() {
+            self.issued = PersistSeq(self.issued.0 + 1);
+            ready.persist = Some(PersistBatch {
+                seq: self.issued,
+                writes,
+            });
+        }
+        let (messages, events) = after;
+        if !messages.is_empty() || !events.is_empty() {
+            ready.after_persist = Some(AfterPersist {
+                seq: self.issued,
+                messages,
+                events,
+            });
+        }
+        ready
+    }
+
+    /// The driver made the batch numbered `seq`, and every earlier one, durable.
+    pub(crate) fn handle_persisted(&mut self, seq: PersistSeq) {
+        self.durable = self.durable.max(seq.min(self.issued));
+    }
+
+    /// A batch [`Outbox::take_ready`] handed out is not yet reported durable.
+    pub(crate) fn is_persisting(&self) -> bool {
+        self.issued > self.durable
     }
 }
 
@@ -227,5 +313,105 @@ mod tests {
             drain(&mut outbox)[..],
             [Action::Publish(Event::LeaderChanged { term: 2, .. })]
         ));
+    }
+
+    fn gossip_declaration(epoch: u64) -> ElectionMessage {
+        ElectionMessage::Gossip(crate::election::GossipMessage::Declaration(
+            conclave_protocol::Declaration { epoch },
+        ))
+    }
+
+    fn voted(term: u64) -> HardState {
+        HardState {
+            term,
+            vote: Some(id("a")),
+            ..HardState::default()
+        }
+    }
+
+    /// Issue 16, item 3: in a typed batch, the message that follows a persist waits for it,
+    /// and so does everything decided before the driver reports it durable, however many
+    /// batches are taken meanwhile; once it is, outputs leave at once again.
+    #[test]
+    fn a_batch_holds_back_what_follows_a_write_until_it_is_reported_durable() {
+        let mut outbox = Outbox::new(HardState::default(), Role::Follower, "follower");
+        outbox.push(Action::Broadcast {
+            message: gossip_declaration(1),
+        });
+        outbox.send(voted(2), id("b"), gossip_declaration(2));
+        let first = outbox.take_ready();
+        // What came before the persist depends on nothing unwritten.
+        assert_eq!(
+            first.messages,
+            vec![Outgoing::Broadcast {
+                message: gossip_declaration(1)
+            }]
+        );
+        let persist = first.persist.expect("the vote is persisted");
+        assert_eq!(persist.seq, PersistSeq(1));
+        assert_eq!(persist.writes, vec![DurableWrite::HardState(voted(2))]);
+        let after = first.after_persist.expect("the answer waits");
+        assert_eq!((after.seq, after.messages.len()), (PersistSeq(1), 1));
+        assert!(outbox.is_persisting());
+
+        // Decided while the write is in flight: no persist of its own, but it waits for #1.
+        outbox.send(voted(2), id("c"), gossip_declaration(2));
+        outbox.publish(Event::TransferAborted { target: id("c") });
+        outbox.finish(standing(2, Role::Follower, None));
+        let second = outbox.take_ready();
+        assert!(second.persist.is_none() && second.messages.is_empty());
+        assert!(second.events.is_empty());
+        let after = second.after_persist.expect("behind the write in flight");
+        assert_eq!(after.seq, PersistSeq(1));
+        assert_eq!((after.messages.len(), after.events.len()), (1, 1));
+
+        // A second write while the first is in flight: what follows it waits for #2, even
+        // once #1 is durable.
+        outbox.send(voted(3), id("b"), gossip_declaration(3));
+        let third = outbox.take_ready();
+        assert_eq!(third.persist.as_ref().map(|p| p.seq), Some(PersistSeq(2)));
+        outbox.handle_persisted(PersistSeq(1));
+        assert!(outbox.is_persisting());
+        outbox.send(voted(3), id("c"), gossip_declaration(3));
+        let fourth = outbox.take_ready();
+        assert_eq!(fourth.after_persist.map(|a| a.seq), Some(PersistSeq(2)));
+
+        // Reported durable: nothing waits any more. A report past what was handed out does
+        // not count a batch not yet taken as durable.
+        outbox.handle_persisted(PersistSeq(9));
+        assert!(!outbox.is_persisting());
+        outbox.send(voted(3), id("b"), gossip_declaration(3));
+        let fifth = outbox.take_ready();
+        assert!(fifth.after_persist.is_none() && fifth.persist.is_none());
+        assert_eq!(fifth.messages.len(), 1);
+        outbox.send(voted(4), id("b"), gossip_declaration(4));
+        let sixth = outbox.take_ready();
+        assert_eq!(sixth.persist.map(|p| p.seq), Some(PersistSeq(3)));
+        assert_eq!(sixth.after_persist.map(|a| a.seq), Some(PersistSeq(3)));
+        assert!(outbox.take_ready().is_empty());
+    }
+
+    /// Several writes decided between two batches go out as one group, and `Stopped` is
+    /// carried as a flag after everything else.
+    #[test]
+    fn writes_between_two_batches_are_one_group() {
+        let mut outbox = Outbox::new(HardState::default(), Role::Follower, "follower");
+        outbox.persist(voted(1));
+        outbox.push(Action::PersistAutoElection(false));
+        outbox.persist_as(voted(2), Action::PersistAmnesic);
+        outbox.push(Action::Stopped);
+        let ready = outbox.take_ready();
+        assert_eq!(
+            ready.persist,
+            Some(PersistBatch {
+                seq: PersistSeq(1),
+                writes: vec![
+                    DurableWrite::HardState(voted(1)),
+                    DurableWrite::AutoElection(false),
+                    DurableWrite::Amnesic(voted(2)),
+                ],
+            })
+        );
+        assert!(ready.stopped && ready.after_persist.is_none());
     }
 }

@@ -18,8 +18,8 @@ use tracing::{debug, info, warn};
 
 use crate::election::{
     Action, Command, CommandOutcome, ElectionError, ElectionMessage, Event, FencingToken,
-    HardState, HealthReading, LeaderChangeCause, Outbox, PeerSignal, PriorityMessage, Published,
-    Role,
+    HardState, HealthReading, LeaderChangeCause, Outbox, PeerSignal, PersistSeq, PriorityMessage,
+    Published, Ready, Role,
 };
 use crate::priority::config::PriorityConfig;
 use crate::priority::score::{Claim, battery_of, priority_score, signal_strength};
@@ -367,6 +367,23 @@ impl Priority {
     #[must_use]
     pub fn poll_action(&mut self) -> Option<Action> {
         self.outbox.poll()
+    }
+
+    /// Everything decided since the last call, as one typed batch (see [`Ready`]).
+    #[must_use]
+    pub fn take_ready(&mut self) -> Ready {
+        self.outbox.take_ready()
+    }
+
+    /// The driver made the persist batch numbered `seq`, and every earlier one, durable.
+    pub fn handle_persisted(&mut self, seq: PersistSeq) {
+        self.outbox.handle_persisted(seq);
+    }
+
+    /// A persist batch handed out by `take_ready` is not yet reported durable.
+    #[must_use]
+    pub fn is_persisting(&self) -> bool {
+        self.outbox.is_persisting()
     }
 
     /// When [`Priority::handle_timeout`] must be called next; `None` when nothing is pending.

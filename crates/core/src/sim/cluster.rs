@@ -3,10 +3,12 @@
 //!
 //! [`Simulation::step`] jumps to the earliest pending thing — a message arrival, a node's timer,
 //! or a message waiting in a node's mailbox between membership and the election — and hands it
-//! to the node, then carries out the node's actions in order exactly as the actor shell does:
-//! `Persist` becomes the node's durable state, `Send` goes on the network. (With raft's log,
-//! a `Persist` becomes durable only when its fsync completes, a disk delay later, and the
-//! node's actions meanwhile are held back as the ElectionActor holds them: see
+//! to the node, then carries out the batch of outputs the election hands out
+//! ([`Election::take_ready`]) exactly as the actor shell does: its persist becomes the node's
+//! durable state, its messages go on the network. (With raft's log, or with
+//! [`SimConfig::hard_state_fsync`], a persist becomes durable only when its fsync completes, a
+//! disk delay later; the outputs that wait for it are held back until then, as the
+//! ElectionActor holds them, and the core is told with [`Election::handle_persisted`]: see
 //! `replicated_log.rs`.) Every invariant is checked after every step.
 //!
 //! # Mailbox hops
@@ -39,9 +41,9 @@ use conclave_protocol::{Body, DropReason, PeerId, ReplayGuard};
 
 use crate::admission::{Admission, AdmissionAction, AdmissionConfig, FrameHeader, Verdict};
 use crate::election::{
-    Action, Command, CommandOutcome, Election, ElectionConfig, ElectionError, ElectionMessage,
-    Event, GossipMessage, HardState, HealthReading, PriorityMessage, RaftSetting, Role,
-    SettingProblem,
+    Command, CommandOutcome, DurableWrite, Election, ElectionConfig, ElectionError,
+    ElectionMessage, Event, GossipMessage, HardState, HealthReading, Outgoing, PersistBatch,
+    PersistSeq, PriorityMessage, RaftSetting, Ready, Role, SettingProblem,
 };
 use crate::gossip::GossipConfig;
 use crate::membership::{
@@ -61,7 +63,7 @@ mod linearizability;
 mod replicated_log;
 
 pub use replicated_log::LogCounts;
-use replicated_log::{HardWrite, LogBook, NodeLog};
+use replicated_log::{LogBook, NodeLog};
 
 /// The shape of a simulated cluster.
 #[derive(Debug, Clone)]
@@ -409,11 +411,19 @@ struct SimNode {
     routes: BTreeMap<PeerId, usize>,
     /// Its replicated log's storage and pending fsyncs.
     log: NodeLog,
-    /// A hard-state write is on its way to the disk: the election's actions since wait in
-    /// `held`, as the ElectionActor holds them (with a log only; see `replicated_log.rs`).
-    persisting: bool,
-    /// The election's actions behind that write, in order.
-    held: VecDeque<Action>,
+    /// The election's outputs that wait for a hard-state write on its way to the disk, with
+    /// the number of the write each waits for, in order (as the ElectionActor holds them).
+    held: VecDeque<(PersistSeq, Held)>,
+    /// The last hard-state write the election was told is durable.
+    durable_seq: PersistSeq,
+}
+
+/// An election output held back behind a hard-state write.
+#[derive(Debug)]
+enum Held {
+    Message(Outgoing),
+    Event(Event),
+    Stopped,
 }
 
 impl SimNode {
@@ -435,8 +445,8 @@ impl SimNode {
             replay_guard: None,
             routes: BTreeMap::new(),
             log: NodeLog::default(),
-            persisting: false,
             held: VecDeque::new(),
+            durable_seq: PersistSeq::default(),
         }
     }
 }
@@ -903,43 +913,122 @@ impl Simulation {
                 progressed = true;
                 self.carry_out_membership(index, action);
             }
-            while let Some(action) = self.nodes[index]
+            let ready = self.nodes[index]
                 .election
                 .as_mut()
-                .and_then(Election::poll_action)
-            {
-                if self.nodes[index].persisting {
-                    // Behind a hard-state write not yet durable: it may depend on it.
-                    self.nodes[index].held.push_back(action);
-                    continue;
-                }
-                if let Some(remaining) = crash_after.as_mut() {
-                    if *remaining == 0 {
-                        self.crash(index);
-                        return;
-                    }
-                    *remaining -= 1;
-                }
+                .map(Election::take_ready)
+                .unwrap_or_default();
+            if !ready.is_empty() {
                 progressed = true;
-                self.carry_out_election(index, action);
+                if self.carry_out_ready(index, ready, &mut crash_after) {
+                    return;
+                }
             }
-            // The log's writes wait behind a hard-state write too, as the ElectionActor
-            // drives its log only once nothing is held: on disk they follow it.
-            if !progressed && (self.nodes[index].persisting || !self.drain_log(index)) {
+            // The log's writes wait behind a hard-state write, as the ElectionActor drives
+            // its log only once none is on its way: on disk they follow it. (The control's
+            // driver does not wait.)
+            let hard_pending = !self.log_book.send_before_hard_sync
+                && self.nodes[index]
+                    .election
+                    .as_ref()
+                    .is_some_and(Election::is_persisting);
+            if !progressed && (hard_pending || !self.drain_log(index)) {
                 return;
             }
         }
     }
 
-    fn carry_out_election(&mut self, index: usize, action: Action) {
-        let id = self.nodes[index].id;
-        match action {
-            Action::Persist(state) => self.write_hard(index, HardWrite::State(state)),
-            Action::PersistAmnesic(state) => self.write_hard(index, HardWrite::Amnesic(state)),
-            Action::PersistAutoElection(enabled) => {
-                self.write_hard(index, HardWrite::AutoElection(enabled));
+    /// Carries out one batch of node `index`'s election outputs: what may leave now, the
+    /// persist, then what waits for it — at once when the persist is durable at once,
+    /// otherwise held until its fsync completes. With `crash_after`, the node crashes after
+    /// that many outputs, losing the rest; returns whether it did.
+    fn carry_out_ready(
+        &mut self,
+        index: usize,
+        ready: Ready,
+        crash_after: &mut Option<usize>,
+    ) -> bool {
+        let Ready {
+            persist,
+            messages,
+            events,
+            after_persist,
+            stopped,
+        } = ready;
+        let mut crash_point = |sim: &mut Self| {
+            if let Some(remaining) = crash_after.as_mut() {
+                if *remaining == 0 {
+                    sim.crash(index);
+                    return true;
+                }
+                *remaining -= 1;
             }
-            Action::Send { to, message } => {
+            false
+        };
+        for message in messages {
+            if crash_point(self) {
+                return true;
+            }
+            self.send_out(index, message);
+        }
+        if let Some(batch) = persist {
+            if crash_point(self) {
+                return true;
+            }
+            self.write_hard(index, batch);
+        }
+        for event in events {
+            if crash_point(self) {
+                return true;
+            }
+            self.publish(index, event);
+        }
+        let mut later: Vec<Held> = Vec::new();
+        let mut wait_for = self.nodes[index].held.back().map(|&(seq, _)| seq);
+        if let Some(after) = after_persist {
+            later.extend(after.messages.into_iter().map(Held::Message));
+            later.extend(after.events.into_iter().map(Held::Event));
+            wait_for = wait_for.max(Some(after.seq));
+        }
+        if stopped {
+            later.push(Held::Stopped);
+        }
+        let node = &mut self.nodes[index];
+        match wait_for {
+            // The control's driver lets it all leave before the write is durable.
+            Some(seq) if seq > node.durable_seq && !self.log_book.send_before_hard_sync => {
+                node.held.extend(later.into_iter().map(|held| (seq, held)));
+            }
+            _ => {
+                for held in later {
+                    if self.nodes[index].election.is_none() {
+                        break;
+                    }
+                    self.carry_out_held(index, held);
+                }
+            }
+        }
+        false
+    }
+
+    fn carry_out_held(&mut self, index: usize, held: Held) {
+        match held {
+            Held::Message(message) => self.send_out(index, message),
+            Held::Event(event) => self.publish(index, event),
+            Held::Stopped => {
+                // The node's part is over: its process ends, as `conclave run` does once the
+                // election stopped (the goodbye that follows is not modelled: peers time it
+                // out).
+                let id = self.nodes[index].id;
+                self.trace.record(self.now, id, || "stopped".to_owned(), 6);
+                self.crash(index);
+            }
+        }
+    }
+
+    fn send_out(&mut self, index: usize, outgoing: Outgoing) {
+        match outgoing {
+            Outgoing::Send { to, message } => {
                 self.observe_sent(index, to, &message);
                 if let ElectionMessage::Raft(raft_message) = &message {
                     self.note_snapshot_message(raft_message);
@@ -949,7 +1038,7 @@ impl Simulation {
                     self.transmit(index, target, Some(to), message.into());
                 }
             }
-            Action::Broadcast { message } => {
+            Outgoing::Broadcast { message } => {
                 // One observation per peer it is meant for: every other node, as `broadcast`
                 // hands it to the network for every other node.
                 let peers: Vec<PeerId> = (0..self.nodes.len())
@@ -962,41 +1051,34 @@ impl Simulation {
                 self.raft_messages += 1;
                 self.broadcast(index, message.into());
             }
-            Action::Publish(event) => {
-                if let Event::LeaderChanged { term, leader, .. } = &event {
-                    self.observations.push(Observation::LeaderPublished {
-                        node: index,
-                        term: *term,
-                        leader: *leader,
-                    });
-                    if *leader == Some(id) && self.has_log() {
-                        self.check_new_leader_log(index);
-                    }
-                }
-                let hash = event_hash(&event);
-                self.trace
-                    .record(self.now, id, || format!("{event:?}"), hash);
-            }
-            Action::Stopped => {
-                // The node's part is over: its process ends, as `conclave run` does once the
-                // election stopped (the goodbye that follows is not modelled: peers time it
-                // out).
-                self.trace.record(self.now, id, || "stopped".to_owned(), 6);
-                self.crash(index);
-            }
         }
     }
 
-    /// Writes a hard-state record of node `index`: durable at once without a log (the
-    /// WalActor's fsync is not modelled there), after a disk delay with one — the node's
-    /// actions meanwhile held back, and lost with a crash before the fsync completes.
-    fn write_hard(&mut self, index: usize, write: HardWrite) {
+    fn publish(&mut self, index: usize, event: Event) {
+        let id = self.nodes[index].id;
+        if let Event::LeaderChanged { term, leader, .. } = &event {
+            self.observations.push(Observation::LeaderPublished {
+                node: index,
+                term: *term,
+                leader: *leader,
+            });
+            if *leader == Some(id) && self.has_log() {
+                self.check_new_leader_log(index);
+            }
+        }
+        let hash = event_hash(&event);
+        self.trace
+            .record(self.now, id, || format!("{event:?}"), hash);
+    }
+
+    /// Writes a batch of hard-state records of node `index`: durable at once without a log
+    /// (the WalActor's fsync is not modelled there), after a disk delay with one — the outputs
+    /// that wait for it held back meanwhile, and lost with a crash before the fsync completes.
+    fn write_hard(&mut self, index: usize, batch: PersistBatch) {
         if self.hard_state_takes_time() {
-            self.sync_hard_later(index, write);
-            // The control's driver lets what follows leave at once.
-            self.nodes[index].persisting = !self.log_book.send_before_hard_sync;
+            self.sync_hard_later(index, batch);
         } else {
-            self.make_durable(index, write);
+            self.make_durable(index, batch);
         }
     }
 
@@ -1005,38 +1087,49 @@ impl Simulation {
         (self.has_log() || self.config.hard_state_fsync) && !self.config.disk_delay.is_zero()
     }
 
-    /// A hard-state record of node `index` is on disk.
-    fn make_durable(&mut self, index: usize, write: HardWrite) {
+    /// A batch of hard-state records of node `index` is on disk, and its election is told.
+    fn make_durable(&mut self, index: usize, batch: PersistBatch) {
         let id = self.nodes[index].id;
-        match write {
-            HardWrite::State(state) => {
-                self.nodes[index].durable = state;
-                self.nodes[index].amnesic = false;
-                self.observations
-                    .push(Observation::Persisted { node: id, state });
+        for write in batch.writes {
+            match write {
+                DurableWrite::HardState(state) => {
+                    self.nodes[index].durable = state;
+                    self.nodes[index].amnesic = false;
+                    self.observations
+                        .push(Observation::Persisted { node: id, state });
+                }
+                DurableWrite::Amnesic(state) => {
+                    // The WAL keeps its amnesia marker after this state.
+                    self.nodes[index].durable = state;
+                    self.observations
+                        .push(Observation::Persisted { node: id, state });
+                }
+                DurableWrite::AutoElection(enabled) => {
+                    self.nodes[index].durable_auto_election = Some(enabled);
+                }
             }
-            HardWrite::Amnesic(state) => {
-                // The WAL keeps its amnesia marker after this state.
-                self.nodes[index].durable = state;
-                self.observations
-                    .push(Observation::Persisted { node: id, state });
-            }
-            HardWrite::AutoElection(enabled) => {
-                self.nodes[index].durable_auto_election = Some(enabled);
-            }
+        }
+        let node = &mut self.nodes[index];
+        node.durable_seq = node.durable_seq.max(batch.seq);
+        if let Some(election) = node.election.as_mut() {
+            election.handle_persisted(batch.seq);
         }
     }
 
-    /// Node `index`'s hard-state write completed: what waited behind it is carried out, in
-    /// order, up to the next hard-state write.
-    fn hard_state_synced(&mut self, index: usize, write: HardWrite) {
-        self.make_durable(index, write);
-        self.nodes[index].persisting = false;
-        while !self.nodes[index].persisting && self.nodes[index].election.is_some() {
-            let Some(action) = self.nodes[index].held.pop_front() else {
+    /// Node `index`'s hard-state write completed: what waited for it is carried out, in
+    /// order.
+    fn hard_state_synced(&mut self, index: usize, batch: PersistBatch) {
+        let seq = batch.seq;
+        self.make_durable(index, batch);
+        while self.nodes[index].election.is_some() {
+            match self.nodes[index].held.front() {
+                Some(&(waits_for, _)) if waits_for <= seq => {}
+                _ => break,
+            }
+            let Some((_, held)) = self.nodes[index].held.pop_front() else {
                 break;
             };
-            self.carry_out_election(index, action);
+            self.carry_out_held(index, held);
         }
         self.pump(index, None);
     }
@@ -1272,8 +1365,8 @@ impl Simulation {
         node.routes.clear();
         node.log.crash();
         // A hard-state write not yet durable is lost, and what waited for it never left.
-        node.persisting = false;
         node.held.clear();
+        node.durable_seq = PersistSeq::default();
         let id = node.id;
         self.trace.record(self.now, id, || "crash".to_owned(), 2);
     }

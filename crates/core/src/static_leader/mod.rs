@@ -36,7 +36,8 @@ use tracing::{info, warn};
 
 use crate::election::{
     Action, Command, CommandOutcome, ElectionError, FencingToken, HardState, HealthReading,
-    LeaderChangeCause, Outbox, PeerSignal, Published, Role, SettingProblem, StaticSetting,
+    LeaderChangeCause, Outbox, PeerSignal, PersistSeq, Published, Ready, Role, SettingProblem,
+    StaticSetting,
 };
 use crate::rng::SeededRng;
 use crate::time::Instant;
@@ -270,6 +271,23 @@ impl StaticLeader {
     #[must_use]
     pub fn poll_action(&mut self) -> Option<Action> {
         self.outbox.poll()
+    }
+
+    /// Everything decided since the last call, as one typed batch (see [`Ready`]).
+    #[must_use]
+    pub fn take_ready(&mut self) -> Ready {
+        self.outbox.take_ready()
+    }
+
+    /// The driver made the persist batch numbered `seq`, and every earlier one, durable.
+    pub fn handle_persisted(&mut self, seq: PersistSeq) {
+        self.outbox.handle_persisted(seq);
+    }
+
+    /// A persist batch handed out by `take_ready` is not yet reported durable.
+    #[must_use]
+    pub fn is_persisting(&self) -> bool {
+        self.outbox.is_persisting()
     }
 
     /// Static mode sets no timer.

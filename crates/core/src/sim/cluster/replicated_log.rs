@@ -44,7 +44,7 @@ use conclave_protocol::LogEntry;
 
 use super::linearizability::{Operation, OperationKind, check};
 use super::{Observation, SimFailure, Simulation};
-use crate::election::{Election, HardState, Role};
+use crate::election::{Election, PersistBatch, Role};
 use crate::raft::{LogPosition, ReadId};
 use crate::storage::{MemStorage, Snapshot, Storage};
 use crate::time::Instant;
@@ -145,20 +145,9 @@ enum PendingSync {
     Entries(LogPosition),
     /// A snapshot, saved when the sync completes.
     Snapshot(Snapshot),
-    /// A record of the election's hard state (the WAL's), durable when the sync completes.
-    Hard(HardWrite),
-}
-
-/// A hard-state record the election asked for (`Action::Persist`, `PersistAmnesic`,
-/// `PersistAutoElection`).
-#[derive(Debug, Clone, Copy)]
-pub(super) enum HardWrite {
-    /// A term and vote.
-    State(HardState),
-    /// A term and vote, the WAL staying amnesic after it (WAL-2).
-    Amnesic(HardState),
-    /// The operator's automatic-election switch (RAFT-8).
-    AutoElection(bool),
+    /// A batch of the election's hard-state records (the WAL's), durable when the sync
+    /// completes.
+    Hard(PersistBatch),
 }
 
 /// One node's log as the simulator keeps it: what survives a crash, and what does not.
@@ -339,8 +328,8 @@ impl Simulation {
         };
         let last = match pending {
             PendingSync::Entries(last) => last,
-            PendingSync::Hard(write) => {
-                self.hard_state_synced(index, write);
+            PendingSync::Hard(batch) => {
+                self.hard_state_synced(index, batch);
                 return;
             }
             PendingSync::Snapshot(snapshot) => {
@@ -377,14 +366,14 @@ impl Simulation {
         self.pump(index, None);
     }
 
-    /// Node `index` writes a hard-state record: durable when its fsync completes, in order
-    /// with the log's writes (the WalActor's one thread does them in turn).
-    pub(super) fn sync_hard_later(&mut self, index: usize, write: HardWrite) {
+    /// Node `index` writes a batch of hard-state records: durable when its fsync completes, in
+    /// order with the log's writes (the WalActor's one thread does them in turn).
+    pub(super) fn sync_hard_later(&mut self, index: usize, batch: PersistBatch) {
         let now = self.now;
         let max_delay = self.config.disk_delay;
         let node = &mut self.nodes[index];
         let due = node.log.next_sync_due(now, &mut self.rng, max_delay);
-        node.log.syncs.push_back((due, PendingSync::Hard(write)));
+        node.log.syncs.push_back((due, PendingSync::Hard(batch)));
     }
 
     /// The client writes a unique value through a random live node.

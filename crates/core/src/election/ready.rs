@@ -1,0 +1,113 @@
+//! The typed batch a driver that persists in the background takes from an election (RAFT-1,
+//! WAL-1; issue 16, item 3), in the shape of raft-rs's `Ready`: what to make durable, what may
+//! leave now, and what must wait for that write.
+//!
+//! [`Election::poll_action`](super::Election::poll_action) hands out one action at a time under
+//! a positional rule: a persist is durable before the next action is carried out. That rule
+//! suits a synchronous driver (the tests, a driver whose fsync blocks), but it makes a driver
+//! that wants to keep serving while its disk works re-derive, action by action, which outputs
+//! depend on which write. [`Election::take_ready`](super::Election::take_ready) says it
+//! instead:
+//!
+//! - [`Ready::persist`]: the hard-state writes decided since the last batch, numbered with a
+//!   [`PersistSeq`]; the driver writes them in one fsync and reports it with
+//!   [`Election::handle_persisted`](super::Election::handle_persisted).
+//! - [`Ready::messages`] and [`Ready::events`]: outputs that depend on no write still in
+//!   flight: they leave now, whatever the disk is doing.
+//! - [`Ready::after_persist`]: outputs decided after a write that is not yet durable (this
+//!   batch's or an earlier one's): they leave once the write numbered
+//!   [`AfterPersist::seq`] is durable. A message that names a term or a vote never leaves before
+//!   the term or vote is on disk.
+//!
+//! The election keeps going meanwhile: inputs handled while a write is in flight are answered
+//! from its state in memory, and everything they produce waits behind that write, however many
+//! batches are taken before it completes. Writes complete in the order they were numbered (a
+//! WAL appends them in turn), so reporting one reports every earlier one.
+//!
+//! A driver uses one of the two ways, not both.
+
+use conclave_protocol::PeerId;
+
+use super::{ElectionMessage, Event, HardState};
+
+/// The number of one [`Ready::persist`] batch: increasing, starting at 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct PersistSeq(pub u64);
+
+/// One record the driver makes durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DurableWrite {
+    /// A term and vote.
+    HardState(HardState),
+    /// A term and vote after which the WAL stays amnesic (WAL-2): the driver writes an amnesia
+    /// marker after it. See [`Action::PersistAmnesic`](super::Action::PersistAmnesic).
+    Amnesic(HardState),
+    /// The operator's automatic-election switch (RAFT-8).
+    AutoElection(bool),
+}
+
+/// A message for the transport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outgoing {
+    /// To one peer.
+    Send {
+        /// The addressee.
+        to: PeerId,
+        /// The message.
+        message: ElectionMessage,
+    },
+    /// To every peer reachable on every link.
+    Broadcast {
+        /// The message.
+        message: ElectionMessage,
+    },
+}
+
+/// Writes to make durable together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PersistBatch {
+    /// Its number, reported back once the writes are durable.
+    pub seq: PersistSeq,
+    /// The records, in the order they were decided (the last hard state is the current one).
+    pub writes: Vec<DurableWrite>,
+}
+
+/// Outputs that wait for a write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AfterPersist {
+    /// They leave once this write (and so every earlier one) is durable.
+    pub seq: PersistSeq,
+    /// Messages, in order.
+    pub messages: Vec<Outgoing>,
+    /// Events, in order.
+    pub events: Vec<Event>,
+}
+
+/// One batch of an election's outputs. See the [module docs](self).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ready {
+    /// What to make durable now, if anything.
+    pub persist: Option<PersistBatch>,
+    /// Messages that may leave now, in order.
+    pub messages: Vec<Outgoing>,
+    /// Events that may be published now, in order.
+    pub events: Vec<Event>,
+    /// Outputs that wait for a write not yet durable.
+    pub after_persist: Option<AfterPersist>,
+    /// The answer to `handle_shutdown`: once everything above is carried out, what waits for a
+    /// write included, this node's part in the election is over (see
+    /// [`Action::Stopped`](super::Action::Stopped)).
+    pub stopped: bool,
+}
+
+impl Ready {
+    /// Nothing to do.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.persist.is_none()
+            && self.messages.is_empty()
+            && self.events.is_empty()
+            && self.after_persist.is_none()
+            && !self.stopped
+    }
+}
