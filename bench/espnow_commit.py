@@ -56,7 +56,8 @@ from urllib.parse import urlsplit
 sys.dont_write_bytecode = True
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kv_commit import (  # noqa: E402
-    REPO, BenchError, ensure_conclave, log, machine, percentile, request, version_of,
+    REPO, BenchError, agreed_leader, ensure_conclave, log, machine, percentile, request,
+    version_of,
 )
 
 CLIENT_COUNTS = (1, 8, 32)
@@ -152,16 +153,7 @@ class DemoProcess:
 
     def leader(self) -> str | None:
         """The leader every node names, if they agree."""
-        views = set()
-        for url in self.admin.values():
-            answer = request(urlsplit(url).port, "GET", "/v1/status")
-            if answer is None or answer[0] != 200:
-                return None
-            views.add(json.loads(answer[1]).get("leader"))
-        if len(views) != 1 or None in views:
-            return None
-        leader = views.pop()
-        return leader if leader in self.admin else None
+        return agreed_leader({name: urlsplit(url).port for name, url in self.admin.items()})
 
     def wait_leader(self, timeout: float = 60.0) -> str:
         deadline = time.monotonic() + timeout

@@ -246,16 +246,7 @@ enabled = true
                 root / f"{name}.log", admin[name], metrics[name])
 
     def leader(self) -> str | None:
-        views = set()
-        for member in self.members.values():
-            answer = request(member.http_port, "GET", "/v1/status")
-            if answer is None or answer[0] != 200:
-                return None
-            views.add(json.loads(answer[1]).get("leader"))
-        if len(views) != 1 or None in views:
-            return None
-        leader = views.pop()
-        return leader if leader in self.members else None
+        return agreed_leader({name: m.http_port for name, m in self.members.items()})
 
     @staticmethod
     def put_request(key: str, value: str) -> tuple[str, bytes]:
@@ -321,6 +312,21 @@ class EtcdCluster(Cluster):
             "fsync_seconds": "etcd_disk_wal_fsync_duration_seconds_sum",
             "fsyncs": "etcd_disk_wal_fsync_duration_seconds_count",
         })
+
+
+def agreed_leader(admin_ports: dict[str, int]) -> str | None:
+    """The leader every conclave node names in `GET /v1/status` (admin ports by node name),
+    when they all answer and agree on one of them; None otherwise."""
+    views = set()
+    for port in admin_ports.values():
+        answer = request(port, "GET", "/v1/status")
+        if answer is None or answer[0] != 200:
+            return None
+        views.add(json.loads(answer[1]).get("leader"))
+    if len(views) != 1 or None in views:
+        return None
+    leader = views.pop()
+    return leader if leader in admin_ports else None
 
 
 def scrape(port: int, wanted: dict[str, str]) -> dict[str, float]:
