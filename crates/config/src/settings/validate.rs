@@ -550,8 +550,10 @@ impl Settings {
             entries: Vec::new(),
             commit: u64::MAX,
             pinned: true,
-            // LOG-7: a heartbeat may carry a read round while linearizable reads wait.
-            read_round: Some(u64::MAX),
+            // LOG-7: a read round is not counted here. The leader puts one on a batch only
+            // where it fits beside the entries, and otherwise leaves it to an empty heartbeat,
+            // so that the largest single write stays what it was before reads had rounds.
+            read_round: None,
         };
         let envelope = Envelope::new(
             cluster,

@@ -326,3 +326,71 @@ fn log7_a_follower_echoes_the_round_before_its_fsync() {
         "{answers:?}"
     );
 }
+
+/// LOG-7 beside PROTO-4: a batch of entries that fills the frame's entry budget carries no
+/// read round, which would push the frame past the link's limit (a 250-byte ESP-NOW frame);
+/// a batch with room does, and a heartbeat carries it where entries did not.
+#[test]
+fn log7_a_round_rides_on_entries_only_where_it_fits() {
+    const BUDGET: usize = 200;
+    let mut raft = raft_node(
+        raft_config("a", &["a", "b", "c"]).with_log(LogConfig {
+            max_append_bytes: BUDGET,
+            ..LogConfig::default()
+        }),
+        HardState::default(),
+        LogPosition::default(),
+        7,
+    );
+    let at = win_election(&mut raft, &["b", "c"]);
+    let term = raft.term();
+    persist_log(&mut raft, at);
+    for follower in ["b", "c"] {
+        raft.handle_message(at, id(follower), ack(term, 1, None));
+    }
+    drain(&mut raft);
+    request(&mut raft, at, 1).unwrap();
+    assert_eq!(
+        rounds_sent(&mut raft),
+        vec![("b".into(), Some(1)), ("c".into(), Some(1))]
+    );
+
+    // An entry that takes the whole budget: the round stays off its frames.
+    let full = BUDGET - crate::raft::log::wire_size_of(0);
+    raft.replicated_log()
+        .unwrap()
+        .propose(at, vec![7; full])
+        .unwrap();
+    let appends: Vec<(usize, Option<u64>)> = sent(&drain(&mut raft))
+        .into_iter()
+        .filter_map(|(_, message)| match message {
+            RaftMessage::AppendEntries(append) => Some((append.entries.len(), append.read_round)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(appends, vec![(1, None), (1, None)]);
+
+    // One with room to spare carries it.
+    raft.replicated_log()
+        .unwrap()
+        .propose(at, vec![7; full - READ_ROUND_ROOM])
+        .unwrap();
+    assert_eq!(
+        rounds_sent(&mut raft),
+        vec![("b".into(), Some(1)), ("c".into(), Some(1))]
+    );
+
+    // The heartbeat sends the round again on an AppendEntries of its own.
+    let next = raft.next_heartbeat().unwrap();
+    raft.handle_timeout(next);
+    let rounds = rounds_sent(&mut raft);
+    assert!(
+        ["b", "c"]
+            .iter()
+            .all(|peer| rounds.iter().any(|(to, round)| to == peer && round.is_some())),
+        "{rounds:?}"
+    );
+}
+
+/// Room a read round takes beside entries (`READ_ROUND_WIRE_BYTES`, private to the node).
+const READ_ROUND_ROOM: usize = 9;

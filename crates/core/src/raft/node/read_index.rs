@@ -42,6 +42,11 @@ use super::*;
 /// read is refused: a client flood must not grow the leader's memory without bound.
 pub(crate) const MAX_PENDING_READS: usize = 4096;
 
+/// The most an AppendEntries grows by when it carries a read round: a MessagePack u64 (its
+/// trailing field adds no array header byte). A leader puts a round on a batch of entries only
+/// where the batch leaves this much of `max_append_bytes` free.
+pub(super) const READ_ROUND_WIRE_BYTES: usize = 9;
+
 /// The driver's name for one read; the core hands it back with the read's outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ReadId(pub u64);
@@ -204,9 +209,7 @@ impl Raft {
             return;
         }
         for peer in self.replication_peers() {
-            if !self.send_append(now, peer) {
-                self.send_commit_heartbeat(peer);
-            }
+            self.send_append_with_round(now, peer);
         }
     }
 

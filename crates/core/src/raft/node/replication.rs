@@ -49,6 +49,9 @@ use std::time::Duration;
 
 use conclave_protocol::{EntryKind, LogEntry};
 
+use crate::raft::log::entry_wire_size;
+
+use super::read_index::READ_ROUND_WIRE_BYTES;
 use super::*;
 
 /// A follower's acknowledgement waiting for its write to become durable.
@@ -144,6 +147,17 @@ impl RoundTrip {
             .max(self.backoff.unwrap_or_default())
             .clamp(floor, ceiling.max(floor))
     }
+}
+
+/// What [`Raft::send_append`] sent a follower.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AppendSent {
+    /// Nothing: the follower has nothing to take now, or its probe is out.
+    Nothing,
+    /// A frame that carries the pending read round, if one is pending (LOG-7).
+    Sent,
+    /// Entries that left no room for the pending read round beside them.
+    SentWithoutRound,
 }
 
 /// Why a proposal was refused.
@@ -365,32 +379,45 @@ impl Raft {
             progress.inflight.clear();
             progress.next = progress.matched + 1;
         }
-        if !self.send_append(now, peer) {
+        self.send_append_with_round(now, peer);
+    }
+
+    /// Sends `peer` what it can take now and, when that did not carry the pending read round
+    /// (nothing to take, or entries that left no room for it), an AppendEntries at its match
+    /// that does (LOG-7).
+    pub(super) fn send_append_with_round(&mut self, now: Instant, peer: PeerId) {
+        if self.send_append(now, peer) != AppendSent::Sent {
             self.send_commit_heartbeat(peer);
         }
     }
 
-    /// Sends `peer` the entries it can take now; whether anything went.
-    pub(super) fn send_append(&mut self, now: Instant, peer: PeerId) -> bool {
+    /// Sends `peer` the entries it can take now; what went.
+    pub(super) fn send_append(&mut self, now: Instant, peer: PeerId) -> AppendSent {
         let Some(log_config) = self.config.log else {
-            return false;
+            return AppendSent::Nothing;
         };
         let last = self.log.last().index;
         let compacted = self.log.snapshot().index;
         let Some(progress) = self.progress_of(peer) else {
-            return false;
+            return AppendSent::Nothing;
         };
         if progress.snapshot.is_some() || progress.next <= compacted {
             // LOG-4: the entries it needs next are gone behind the snapshot.
-            return self.send_snapshot_chunk(peer, log_config.max_append_bytes);
+            // An InstallSnapshot carries no read round; the follower could not confirm one
+            // before it holds the snapshot anyway.
+            return if self.send_snapshot_chunk(peer, log_config.max_append_bytes) {
+                AppendSent::Sent
+            } else {
+                AppendSent::Nothing
+            };
         }
         if progress.probing && progress.probe_sent {
-            return false;
+            return AppendSent::Nothing;
         }
         if !progress.probing
             && (progress.inflight.len() >= log_config.max_inflight || progress.next > last)
         {
-            return false;
+            return AppendSent::Nothing;
         }
         let next = progress.next;
         let probing = progress.probing;
@@ -402,7 +429,7 @@ impl Raft {
             if let Some(progress) = self.progress_of(peer) {
                 progress.next = snapshot.index + 1;
             }
-            return false;
+            return AppendSent::Nothing;
         };
         let entries = self.log.batch_from(
             next,
@@ -410,10 +437,17 @@ impl Raft {
             log_config.max_append_entries,
         );
         if !probing && entries.is_empty() {
-            return false;
+            return AppendSent::Nothing;
         }
         let sent_last = prev_index + entries.len() as u64;
         let commit = self.log.commit();
+        // LOG-7: a pending read round rides along only where it fits beside the entries; a
+        // batch that fills the frame leaves it to the heartbeats the round started with.
+        let entry_bytes: usize = entries.iter().map(entry_wire_size).sum();
+        let read_round = self
+            .reads
+            .round_to_carry()
+            .filter(|_| entry_bytes + READ_ROUND_WIRE_BYTES <= log_config.max_append_bytes);
         if let Some(progress) = self.progress_of(peer) {
             if probing {
                 progress.probe_sent = true;
@@ -430,10 +464,14 @@ impl Raft {
             entries,
             commit,
             pinned: self.hard.manual_override == Some(self.config.id),
-            read_round: self.reads.round_to_carry(),
+            read_round,
         };
         self.send(peer, RaftMessage::AppendEntries(append));
-        true
+        if read_round.is_none() && self.reads.round_to_carry().is_some() {
+            AppendSent::SentWithoutRound
+        } else {
+            AppendSent::Sent
+        }
     }
 
     /// An AppendEntries at `peer`'s match with no entries: it always matches, and tells the
