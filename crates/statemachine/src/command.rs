@@ -310,6 +310,84 @@ mod tests {
         assert_eq!(Command::decode(&data).unwrap(), command);
     }
 
+    /// LOG-5: entries written by earlier builds stay in logs and WALs, so the bytes of every
+    /// existing command are pinned here: a new variant or field must leave them unchanged
+    /// (variants are named, so appending one renumbers nothing, but a rename would show).
+    #[test]
+    fn existing_commands_encode_to_the_same_bytes() {
+        let pinned = [
+            (
+                put("k", "v").with_request_id("r"),
+                concat!(
+                    "0182aa726571756573745f6964a172a5777269746581a24b7681a350757484a36b6579a16ba57661",
+                    "6c7565a176ab69665f7265766973696f6ec0a869665f76616c7565c0",
+                ),
+            ),
+            (
+                Command::new(Write::Kv(KvCommand::Delete {
+                    key: "k".into(),
+                    if_revision: Some(3),
+                })),
+                "0181a5777269746581a24b7681a644656c65746582a36b6579a16bab69665f7265766973696f6e03",
+            ),
+            (
+                Command::new(Write::Jobs(JobCommand::Enqueue {
+                    queue: "q".into(),
+                    payload: "p".into(),
+                    max_attempts: 2,
+                }))
+                .with_request_id("r"),
+                concat!(
+                    "0182aa726571756573745f6964a172a5777269746581a44a6f627381a7456e717565756583a57175",
+                    "657565a171a77061796c6f6164a170ac6d61785f617474656d70747302",
+                ),
+            ),
+            (
+                Command::new(Write::Jobs(JobCommand::Claim {
+                    queue: "q".into(),
+                    worker: "w".into(),
+                    lease_ms: 500,
+                    now_unix_ms: 1_700_000_000_000,
+                })),
+                concat!(
+                    "0181a5777269746581a44a6f627381a5436c61696d84a57175657565a171a6776f726b6572a177a8",
+                    "6c656173655f6d73cd01f4ab6e6f775f756e69785f6d73cf0000018bcfe56800",
+                ),
+            ),
+            (
+                Command::new(Write::Jobs(JobCommand::Ack {
+                    job: JobId(7),
+                    worker: "w".into(),
+                })),
+                "0181a5777269746581a44a6f627381a341636b82a36a6f6207a6776f726b6572a177",
+            ),
+            (
+                Command::new(Write::Jobs(JobCommand::Nack {
+                    job: JobId(7),
+                    worker: "w".into(),
+                    reason: Some("x".into()),
+                })),
+                concat!(
+                    "0181a5777269746581a44a6f627381a44e61636b83a36a6f6207a6776f726b6572a177a672656173",
+                    "6f6ea178",
+                ),
+            ),
+            (
+                Command::new(Write::Jobs(JobCommand::ExpireLeases { now_unix_ms: 9 })),
+                concat!(
+                    "0181a5777269746581a44a6f627381ac4578706972654c656173657381ab6e6f775f756e69785f6d",
+                    "7309",
+                ),
+            ),
+        ];
+        for (command, hex) in pinned {
+            let data = command.encode().unwrap();
+            let found: String = data.iter().map(|byte| format!("{byte:02x}")).collect();
+            assert_eq!(found, hex, "{command:?}");
+            assert_eq!(Command::decode(&data).unwrap(), command);
+        }
+    }
+
     /// LOG-5: garbage, an empty entry, an unknown format and a truncated command are errors.
     #[test]
     fn garbage_data_is_an_error_not_a_panic() {
