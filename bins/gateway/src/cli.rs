@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Parser, Subcommand, ValueEnum};
 
 /// conclave: a leader-election gateway.
 ///
@@ -214,8 +214,9 @@ pub(crate) enum Commands {
     ///
     /// add puts a job in a queue; claim gives the oldest ready one to a worker with a lease;
     /// ack finishes it (it never runs again); nack gives it back. A lease that ends before the
-    /// ack is taken back by the leader, and a job that used up its attempts is dead-lettered.
-    /// Redirects, request ids and exit codes as for `kv`.
+    /// ack is taken back by the leader, and a job that used up its attempts is dead-lettered:
+    /// `list --state dead` shows the dead letters, retry puts one back in its queue, purge
+    /// deletes them. Redirects, request ids and exit codes as for `kv`.
     Jobs {
         #[command(subcommand)]
         command: JobsCommand,
@@ -368,6 +369,37 @@ pub(crate) enum JobsCommand {
         /// Why, kept on the job.
         #[arg(long)]
         reason: Option<String>,
+        /// The write's request id (applied at most once); made up when absent.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+    },
+    /// Put dead job ID back in its queue: ready again, with its attempts reset to 0.
+    ///
+    /// For a job that was dead-lettered (its attempts used up) once what made it fail is
+    /// fixed. It keeps its id, payload and queue, and is claimed before the jobs enqueued
+    /// after it. Exit 1 when the job is not dead (its state is said) or unknown.
+    Retry {
+        job: u64,
+        /// The write's request id (applied at most once); made up when absent.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+    },
+    /// Delete dead jobs for good: dead job ID, or with --all every dead job (of --queue).
+    ///
+    /// `purge ID` deletes one dead job; exit 1 when it is not dead (its state is said) or
+    /// unknown. `purge --all` deletes every dead job of every queue, `purge --all --queue Q`
+    /// those of queue Q; both print how many were deleted and their ids. Jobs in any other
+    /// state are never deleted. Nothing is purged without ID or --all.
+    #[command(group(ArgGroup::new("which").required(true).args(["job", "all"])))]
+    Purge {
+        /// The dead job to delete.
+        job: Option<u64>,
+        /// Delete every dead job (of --queue only, when given).
+        #[arg(long)]
+        all: bool,
+        /// With --all: only this queue's dead jobs.
+        #[arg(long, requires = "all")]
+        queue: Option<String>,
         /// The write's request id (applied at most once); made up when absent.
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
