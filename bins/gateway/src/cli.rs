@@ -398,7 +398,9 @@ pub(crate) enum JobsCommand {
         #[arg(long)]
         all: bool,
         /// With --all: only this queue's dead jobs.
-        #[arg(long, requires = "all")]
+        // `requires = "all"` alone lets `purge ID --queue Q` through (--all, a flag, counts
+        // as present with its default), so a queue beside an id is refused explicitly.
+        #[arg(long, requires = "all", conflicts_with = "job")]
         queue: Option<String>,
         /// The write's request id (applied at most once); made up when absent.
         #[arg(long, value_name = "ID")]
@@ -493,6 +495,46 @@ mod tests {
     #[test]
     fn command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// `jobs purge` deletes one dead job by id or, with --all, every dead job (of --queue);
+    /// anything that leaves which ones unclear is a usage error, so nothing is purged by
+    /// mistake.
+    #[test]
+    fn jobs_purge_takes_an_id_or_all() {
+        let purge = |args: &[&str]| {
+            let line = ["conclave", "jobs", "purge"].iter().chain(args).copied();
+            Cli::try_parse_from(line).map(|cli| match cli.command {
+                Commands::Jobs {
+                    command:
+                        JobsCommand::Purge {
+                            job, all, queue, ..
+                        },
+                } => (job, all, queue),
+                other => panic!("parsed as {other:?}"),
+            })
+        };
+        assert_eq!(purge(&["7"]).unwrap(), (Some(7), false, None));
+        assert_eq!(purge(&["--all"]).unwrap(), (None, true, None));
+        assert_eq!(
+            purge(&["--all", "--queue", "mail"]).unwrap(),
+            (None, true, Some("mail".to_owned()))
+        );
+        for refused in [
+            &[][..],
+            &["--queue", "mail"],
+            &["7", "--all"],
+            &["7", "--queue", "mail"],
+        ] {
+            assert!(purge(refused).is_err(), "{refused:?}");
+        }
+        let cli = Cli::parse_from(["conclave", "jobs", "retry", "7", "--request-id", "r"]);
+        assert!(matches!(
+            cli.command,
+            Commands::Jobs {
+                command: JobsCommand::Retry { job: 7, .. }
+            }
+        ));
     }
 
     #[test]

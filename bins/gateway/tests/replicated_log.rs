@@ -327,6 +327,13 @@ fn dead_letters_are_retried_and_purged_through_a_follower() {
     );
     assert!(listed(&cluster, follower, "dead").is_empty());
     assert_eq!(listed(&cluster, follower, "claimed"), [waiting]);
+    // Without --json, a purge says how many it deleted: none are left.
+    let admin = cluster.admin_url(follower);
+    let output = conclave(&[
+        "--admin", &admin, "jobs", "purge", "--all", "--queue", "default",
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout).trim(), "purged 0");
 }
 
 /// LOG-8: a watch streams a key's changes as they are applied, `/v1/log` reads the committed
