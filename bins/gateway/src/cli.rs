@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Parser, Subcommand, ValueEnum};
 
 /// conclave: a leader-election gateway.
 ///
@@ -214,8 +214,9 @@ pub(crate) enum Commands {
     ///
     /// add puts a job in a queue; claim gives the oldest ready one to a worker with a lease;
     /// ack finishes it (it never runs again); nack gives it back. A lease that ends before the
-    /// ack is taken back by the leader, and a job that used up its attempts is dead-lettered.
-    /// Redirects, request ids and exit codes as for `kv`.
+    /// ack is taken back by the leader, and a job that used up its attempts is dead-lettered:
+    /// `list --state dead` shows the dead letters, retry puts one back in its queue, purge
+    /// deletes them. Redirects, request ids and exit codes as for `kv`.
     Jobs {
         #[command(subcommand)]
         command: JobsCommand,
@@ -372,6 +373,39 @@ pub(crate) enum JobsCommand {
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
     },
+    /// Put dead job ID back in its queue: ready again, with its attempts reset to 0.
+    ///
+    /// For a job that was dead-lettered (its attempts used up) once what made it fail is
+    /// fixed. It keeps its id, payload and queue, and is claimed before the jobs enqueued
+    /// after it. Exit 1 when the job is not dead (its state is said) or unknown.
+    Retry {
+        job: u64,
+        /// The write's request id (applied at most once); made up when absent.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+    },
+    /// Delete dead jobs for good: dead job ID, or with --all every dead job (of --queue).
+    ///
+    /// `purge ID` deletes one dead job; exit 1 when it is not dead (its state is said) or
+    /// unknown. `purge --all` deletes every dead job of every queue, `purge --all --queue Q`
+    /// those of queue Q; both print how many were deleted and their ids. Jobs in any other
+    /// state are never deleted. Nothing is purged without ID or --all.
+    #[command(group(ArgGroup::new("which").required(true).args(["job", "all"])))]
+    Purge {
+        /// The dead job to delete.
+        job: Option<u64>,
+        /// Delete every dead job (of --queue only, when given).
+        #[arg(long)]
+        all: bool,
+        /// With --all: only this queue's dead jobs.
+        // `requires = "all"` alone lets `purge ID --queue Q` through (--all, a flag, counts
+        // as present with its default), so a queue beside an id is refused explicitly.
+        #[arg(long, requires = "all", conflicts_with = "job")]
+        queue: Option<String>,
+        /// The write's request id (applied at most once); made up when absent.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+    },
     /// The jobs, one per line: id, state, queue, payload.
     List {
         /// Only jobs in this state: ready, claimed, done or dead.
@@ -461,6 +495,46 @@ mod tests {
     #[test]
     fn command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// `jobs purge` deletes one dead job by id or, with --all, every dead job (of --queue);
+    /// anything that leaves which ones unclear is a usage error, so nothing is purged by
+    /// mistake.
+    #[test]
+    fn jobs_purge_takes_an_id_or_all() {
+        let purge = |args: &[&str]| {
+            let line = ["conclave", "jobs", "purge"].iter().chain(args).copied();
+            Cli::try_parse_from(line).map(|cli| match cli.command {
+                Commands::Jobs {
+                    command:
+                        JobsCommand::Purge {
+                            job, all, queue, ..
+                        },
+                } => (job, all, queue),
+                other => panic!("parsed as {other:?}"),
+            })
+        };
+        assert_eq!(purge(&["7"]).unwrap(), (Some(7), false, None));
+        assert_eq!(purge(&["--all"]).unwrap(), (None, true, None));
+        assert_eq!(
+            purge(&["--all", "--queue", "mail"]).unwrap(),
+            (None, true, Some("mail".to_owned()))
+        );
+        for refused in [
+            &[][..],
+            &["--queue", "mail"],
+            &["7", "--all"],
+            &["7", "--queue", "mail"],
+        ] {
+            assert!(purge(refused).is_err(), "{refused:?}");
+        }
+        let cli = Cli::parse_from(["conclave", "jobs", "retry", "7", "--request-id", "r"]);
+        assert!(matches!(
+            cli.command,
+            Commands::Jobs {
+                command: JobsCommand::Retry { job: 7, .. }
+            }
+        ));
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! sending it again after an answer that did not arrive applies it at most once (LOG-6).
 //!
 //! Exit codes: 0 when the node did it; 1 when it answered no (absent key, failed compare, no
-//! job ready, a job the worker does not hold); 69 when no node answered; 75 when the cluster
+//! job ready, a job the worker does not hold, a retry or purge of a job that is not dead); 69 when no node answered; 75 when the cluster
 //! could not say in time (no leader, the write's outcome unknown: run it again).
 
 use std::process::ExitCode;
@@ -394,6 +394,30 @@ pub(crate) fn jobs(cli: &Cli, command: &JobsCommand) -> ExitCode {
             }
             client.send("POST", &format!("/v1/jobs/{job}/nack"), Some(&body))
         }
+        JobsCommand::Retry { job, request_id } => {
+            let body = json!({ "request_id": id(request_id) });
+            client.send("POST", &format!("/v1/jobs/{job}/retry"), Some(&body))
+        }
+        JobsCommand::Purge {
+            job: Some(job),
+            request_id,
+            ..
+        } => {
+            let query = format!("?request_id={}", encode_key(&id(request_id)));
+            client.send("DELETE", &format!("/v1/jobs/{job}{query}"), None)
+        }
+        JobsCommand::Purge {
+            job: None,
+            queue,
+            request_id,
+            ..
+        } => {
+            let mut body = json!({ "request_id": id(request_id) });
+            if let Some(queue) = queue {
+                body["queue"] = json!(queue);
+            }
+            client.send("POST", "/v1/jobs/purge", Some(&body))
+        }
         JobsCommand::List { state, stale } => {
             let mut query = String::new();
             if let Some(state) = state {
@@ -433,6 +457,21 @@ pub(crate) fn jobs(cli: &Cli, command: &JobsCommand) -> ExitCode {
                 job.get("id").cloned().unwrap_or(Value::Null),
                 job.get("payload").and_then(Value::as_str).unwrap_or("")
             );
+        }
+        JobsCommand::Purge { .. } => {
+            let ids: Vec<String> = answer
+                .body
+                .get("jobs")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(Value::to_string)
+                .collect();
+            if ids.is_empty() {
+                outln!("purged 0");
+            } else {
+                outln!("purged {} ({})", ids.len(), ids.join(" "));
+            }
         }
         _ => outln!(
             "job {}",

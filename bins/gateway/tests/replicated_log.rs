@@ -8,6 +8,9 @@
 //!   (a write whose answer was lost is sent again with its request id, applied at most once).
 //! - `conclave jobs` enqueues, claims and acks across a failover of the leader: no job lost,
 //!   none enqueued twice by a retried request id, none claimed again after its ack.
+//! - Dead letters: a job nacked on its last attempt is dead; `conclave jobs retry` sent to a
+//!   follower is redirected and puts it back, claimable, its attempts from 0; `jobs purge`
+//!   refuses a job that is not dead, and `jobs purge --all` deletes every dead one.
 //! - Linearizable reads (LOG-7) after an acknowledged write return it and append no entry to
 //!   the log (the read index is confirmed by a heartbeat round).
 //! - With a snapshot every 20 entries (LOG-4), a follower stopped while 100 keys are written
@@ -213,6 +216,124 @@ fn jobs_survive_a_failover_exactly_once() {
     let mut acked = vec![first, second];
     acked.sort_unstable();
     assert_eq!(done, acked);
+}
+
+/// Claims the next job of the default queue through `node` and nacks it, expecting it to be
+/// `job` and to die of it (its last attempt).
+fn claim_and_kill(cluster: &ProcessCluster, node: &str, job: u64, attempts: u64) {
+    let (code, claimed) = cli(cluster, node, &["jobs", "claim", "--worker", "w"]);
+    assert_eq!(code, 0, "{claimed}");
+    assert_eq!(claimed["job"].as_u64(), Some(job), "{claimed}");
+    assert_eq!(
+        claimed["claimed"]["attempts"].as_u64(),
+        Some(attempts),
+        "{claimed}"
+    );
+    let (code, nacked) = cli(
+        cluster,
+        node,
+        &["jobs", "nack", &job.to_string(), "--worker", "w"],
+    );
+    assert_eq!(code, 0, "{nacked}");
+    assert_eq!(nacked["state"], "dead", "{nacked}");
+}
+
+/// The ids of the jobs `node` lists in `state`.
+fn listed(cluster: &ProcessCluster, node: &str, state: &str) -> Vec<u64> {
+    let (code, answer) = cli(cluster, node, &["jobs", "list", "--state", state]);
+    assert_eq!(code, 0, "{answer}");
+    answer["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|job| job["id"].as_u64().unwrap())
+        .collect()
+}
+
+/// LOG-5: dead letters retried and purged by an operator, through a follower.
+#[test]
+fn dead_letters_are_retried_and_purged_through_a_follower() {
+    let mut cluster = ProcessCluster::new(&NODES);
+    for id in NODES {
+        start(&mut cluster, id);
+    }
+    let (leader, _) = cluster.wait_for("a first leader", ProcessCluster::agreed_leader);
+    let follower = NODES.iter().copied().find(|id| *id != leader).unwrap();
+
+    let add = |payload: &str| {
+        let (code, answer) = cli(
+            &cluster,
+            follower,
+            &["jobs", "add", payload, "--max-attempts", "1"],
+        );
+        assert_eq!(code, 0, "{answer}");
+        answer["job"].as_u64().unwrap()
+    };
+    let poison = add("poison");
+    claim_and_kill(&cluster, follower, poison, 1);
+    assert_eq!(listed(&cluster, follower, "dead"), [poison]);
+    let waiting = add("waiting");
+
+    // Only a dead job is retried: a ready one is refused with its state, an unknown one is
+    // unknown, and neither changes anything.
+    let (code, refused) = cli(&cluster, follower, &["jobs", "retry", &waiting.to_string()]);
+    assert_eq!(code, 1, "{refused}");
+    assert_eq!(refused["error"], "not_dead", "{refused}");
+    assert_eq!(refused["state"], "Ready", "{refused}");
+    let (code, unknown) = cli(&cluster, follower, &["jobs", "retry", "999"]);
+    assert_eq!(
+        (code, &unknown["error"]),
+        (1, &"unknown_job".into()),
+        "{unknown}"
+    );
+
+    // The retry, sent to a follower, is redirected to the leader and applied.
+    let (code, retried) = cli(&cluster, follower, &["jobs", "retry", &poison.to_string()]);
+    assert_eq!(code, 0, "{retried}");
+    assert_eq!(retried["job"].as_u64(), Some(poison), "{retried}");
+    assert_eq!(
+        retried["retried"]["attempts"].as_u64(),
+        Some(0),
+        "{retried}"
+    );
+    assert_eq!(retried["retried"]["payload"], "poison", "{retried}");
+    assert!(listed(&cluster, follower, "dead").is_empty());
+    // Claimed again before the job enqueued after it, its attempts counted from 0, and
+    // dead-lettered again on its (new) last attempt.
+    claim_and_kill(&cluster, follower, poison, 1);
+    let second = add("poison too");
+    let (code, claimed) = cli(&cluster, follower, &["jobs", "claim", "--worker", "w"]);
+    assert_eq!(
+        (code, claimed["job"].as_u64()),
+        (0, Some(waiting)),
+        "{claimed}"
+    );
+    claim_and_kill(&cluster, follower, second, 1);
+
+    // A purge by id refuses a job that is not dead; --all deletes every dead one.
+    let (code, refused) = cli(&cluster, follower, &["jobs", "purge", &waiting.to_string()]);
+    assert_eq!(
+        (code, &refused["error"]),
+        (1, &"not_dead".into()),
+        "{refused}"
+    );
+    let (code, purged) = cli(&cluster, follower, &["jobs", "purge", "--all"]);
+    assert_eq!(code, 0, "{purged}");
+    assert_eq!(purged["purged"].as_u64(), Some(2), "{purged}");
+    assert_eq!(
+        purged["jobs"],
+        serde_json::json!([poison, second]),
+        "{purged}"
+    );
+    assert!(listed(&cluster, follower, "dead").is_empty());
+    assert_eq!(listed(&cluster, follower, "claimed"), [waiting]);
+    // Without --json, a purge says how many it deleted: none are left.
+    let admin = cluster.admin_url(follower);
+    let output = conclave(&[
+        "--admin", &admin, "jobs", "purge", "--all", "--queue", "default",
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout).trim(), "purged 0");
 }
 
 /// LOG-8: a watch streams a key's changes as they are applied, `/v1/log` reads the committed

@@ -6,8 +6,9 @@
 //! An entry's data is one format byte ([`COMMAND_FORMAT`]) followed by the [`Command`] as
 //! MessagePack with named fields (`rmp_serde::to_vec_named`). Entries stay in the log and in
 //! WALs for as long as the cluster lives and are read by later builds, so names are worth
-//! their bytes: a later build can add a field with a default and still read old entries;
-//! anything else bumps the format byte. Enums are externally tagged (`{"Kv": {"Put": {...}}}`).
+//! their bytes: a later build can add a field with a default, or a new variant at the end of
+//! an enum, and still read old entries; anything else bumps the format byte. Enums are
+//! externally tagged (`{"Kv": {"Put": {...}}}`). A test pins the bytes of every command.
 //!
 //! # Everything is in the command
 //!
@@ -145,6 +146,25 @@ pub enum JobCommand {
         /// The leader's clock when it proposed the expiry.
         now_unix_ms: u64,
     },
+    // The variants below were added after the ones above had been written to logs. Variants
+    // are encoded by name, so new ones go here, at the end, and the ones above never change.
+    /// An operator puts dead `job` back: ready at the front of its queue, its attempts reset to
+    /// 0. Refused for a job that is not dead.
+    Retry {
+        /// The dead job.
+        job: JobId,
+    },
+    /// An operator deletes dead `job`. Refused for a job that is not dead.
+    Purge {
+        /// The dead job.
+        job: JobId,
+    },
+    /// An operator deletes every dead job of `queue`, or of every queue without one.
+    PurgeDead {
+        /// Only this queue's dead jobs; all of them when `None`.
+        #[serde(default)]
+        queue: Option<String>,
+    },
 }
 
 impl Command {
@@ -242,7 +262,15 @@ impl Command {
                     check_size("reason", reason, MAX_REASON_LEN)?;
                 }
             }
-            Write::Jobs(JobCommand::ExpireLeases { .. }) => {}
+            Write::Jobs(JobCommand::PurgeDead { queue: Some(queue) }) => {
+                check_length("queue", queue, MAX_NAME_LEN)?;
+            }
+            Write::Jobs(
+                JobCommand::ExpireLeases { .. }
+                | JobCommand::Retry { .. }
+                | JobCommand::Purge { .. }
+                | JobCommand::PurgeDead { queue: None },
+            ) => {}
         }
         Ok(())
     }
@@ -308,6 +336,87 @@ mod tests {
         );
         assert!(data.windows(b"Put".len()).any(|w| w == b"Put"));
         assert_eq!(Command::decode(&data).unwrap(), command);
+    }
+
+    /// LOG-5: entries written by earlier builds stay in logs and WALs, so the bytes of every
+    /// existing command are pinned here: a new variant or field must leave them unchanged
+    /// (variants are named, so appending one renumbers nothing, but a rename would show).
+    #[test]
+    fn existing_commands_encode_to_the_same_bytes() {
+        let pinned = [
+            (
+                put("k", "v").with_request_id("r"),
+                concat!(
+                    "0182aa726571756573745f6964a172a5777269746581a24b7681a350757484a3",
+                    "6b6579a16ba576616c7565a176ab69665f7265766973696f6ec0a869665f7661",
+                    "6c7565c0",
+                ),
+            ),
+            (
+                Command::new(Write::Kv(KvCommand::Delete {
+                    key: "k".into(),
+                    if_revision: Some(3),
+                })),
+                "0181a5777269746581a24b7681a644656c65746582a36b6579a16bab69665f7265766973696f6e03",
+            ),
+            (
+                Command::new(Write::Jobs(JobCommand::Enqueue {
+                    queue: "q".into(),
+                    payload: "p".into(),
+                    max_attempts: 2,
+                }))
+                .with_request_id("r"),
+                concat!(
+                    "0182aa726571756573745f6964a172a5777269746581a44a6f627381a7456e71",
+                    "7565756583a57175657565a171a77061796c6f6164a170ac6d61785f61747465",
+                    "6d70747302",
+                ),
+            ),
+            (
+                Command::new(Write::Jobs(JobCommand::Claim {
+                    queue: "q".into(),
+                    worker: "w".into(),
+                    lease_ms: 500,
+                    now_unix_ms: 1_700_000_000_000,
+                })),
+                concat!(
+                    "0181a5777269746581a44a6f627381a5436c61696d84a57175657565a171a677",
+                    "6f726b6572a177a86c656173655f6d73cd01f4ab6e6f775f756e69785f6d73cf",
+                    "0000018bcfe56800",
+                ),
+            ),
+            (
+                Command::new(Write::Jobs(JobCommand::Ack {
+                    job: JobId(7),
+                    worker: "w".into(),
+                })),
+                "0181a5777269746581a44a6f627381a341636b82a36a6f6207a6776f726b6572a177",
+            ),
+            (
+                Command::new(Write::Jobs(JobCommand::Nack {
+                    job: JobId(7),
+                    worker: "w".into(),
+                    reason: Some("x".into()),
+                })),
+                concat!(
+                    "0181a5777269746581a44a6f627381a44e61636b83a36a6f6207a6776f726b65",
+                    "72a177a6726561736f6ea178",
+                ),
+            ),
+            (
+                Command::new(Write::Jobs(JobCommand::ExpireLeases { now_unix_ms: 9 })),
+                concat!(
+                    "0181a5777269746581a44a6f627381ac4578706972654c656173657381ab6e6f",
+                    "775f756e69785f6d7309",
+                ),
+            ),
+        ];
+        for (command, hex) in pinned {
+            let data = command.encode().unwrap();
+            let found: String = data.iter().map(|byte| format!("{byte:02x}")).collect();
+            assert_eq!(found, hex, "{command:?}");
+            assert_eq!(Command::decode(&data).unwrap(), command);
+        }
     }
 
     /// LOG-5: garbage, an empty entry, an unknown format and a truncated command are errors.
@@ -386,5 +495,33 @@ mod tests {
             max_attempts: 0,
         }));
         assert!(no_attempts.validate().is_err());
+        let long_queue = Command::new(Write::Jobs(JobCommand::PurgeDead {
+            queue: Some("q".repeat(MAX_NAME_LEN + 1)),
+        }));
+        assert!(long_queue.encode().is_err());
+    }
+
+    /// The operator's commands on dead letters round-trip; a purge of every queue is a
+    /// command of its own, not a purge of a queue named "".
+    #[test]
+    fn dead_letter_commands_round_trip() {
+        for write in [
+            JobCommand::Retry { job: JobId(3) },
+            JobCommand::Purge { job: JobId(3) },
+            JobCommand::PurgeDead { queue: None },
+            JobCommand::PurgeDead {
+                queue: Some("mail".into()),
+            },
+        ] {
+            let command = Command::new(Write::Jobs(write)).with_request_id("r");
+            assert_eq!(
+                Command::decode(&command.encode().unwrap()).unwrap(),
+                command
+            );
+        }
+        let empty_queue = Command::new(Write::Jobs(JobCommand::PurgeDead {
+            queue: Some(String::new()),
+        }));
+        assert!(empty_queue.validate().is_err());
     }
 }

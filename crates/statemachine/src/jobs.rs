@@ -1,6 +1,7 @@
 //! The job queue of seed 004 (LOG-5): jobs are enqueued, claimed by a worker with a lease,
 //! acknowledged, given back (nack), taken back when their lease expires, and dead-lettered
-//! once their attempts are used up.
+//! once their attempts are used up; an operator retries a dead job (ready again, its attempts
+//! reset) or purges dead jobs (deleted).
 //!
 //! How it behaves is documented on [`JobQueue`].
 
@@ -158,6 +159,22 @@ pub enum JobOutcome {
         /// Where the job is.
         state: JobState,
     },
+    // Added later, appended: snapshots remember outcomes with their request ids.
+    /// The dead job is ready again, at the front of its queue, its attempts reset to 0 (boxed
+    /// as [`Claimed`](Self::Claimed) is).
+    Retried(Box<Job>),
+    /// The dead jobs were deleted, by id (none when there were none).
+    Purged {
+        /// The jobs deleted.
+        jobs: Vec<JobId>,
+    },
+    /// A retry or purge of a job that is not dead; nothing changed.
+    NotDead {
+        /// The job.
+        job: JobId,
+        /// Where the job is.
+        state: JobState,
+    },
 }
 
 /// The job queue of seed 004.
@@ -166,9 +183,10 @@ pub enum JobOutcome {
 ///            Enqueue          Claim (attempts += 1)          Ack
 ///   (new) ──────────▶ Ready ─────────────────────▶ Claimed ──────▶ Done
 ///                       ▲                            │
-///                       └── Nack / ExpireLeases ─────┤ attempts < max_attempts
-///                                                    └──────────────────────▶ Dead
-///                                                      attempts = max_attempts
+///                       ├── Nack / ExpireLeases ─────┤ attempts < max_attempts
+///                       │                            └──────────────────────▶ Dead ──▶ (gone)
+///                       │                              attempts = max_attempts  │  Purge,
+///                       └── Retry (attempts = 0) ───────────────────────────────┘  PurgeDead
 /// ```
 ///
 /// Time never comes from this node's clock: a claim carries the leader's `now_unix_ms`, and a
@@ -183,8 +201,16 @@ pub enum JobOutcome {
 /// takes the ready job with the lowest id in its queue: a job given back keeps its place at
 /// the front. Done jobs are kept for [`DONE_JOB_RETENTION`] acks so that `list` can show them
 /// and a late ack is told the job is done; older ones are forgotten (a late ack of one is
-/// answered [`JobOutcome::UnknownJob`], and it still cannot run again). Dead jobs are kept
-/// until a later command removes them; none exists yet.
+/// answered [`JobOutcome::UnknownJob`], and it still cannot run again).
+///
+/// Dead jobs are kept, for an operator to look at (`list`), until an operator acts on them:
+/// [`JobCommand::Retry`] makes one ready again with its attempts reset to 0 (it keeps its id,
+/// payload, queue, attempt limit and last failure, and as the lowest id it goes to the front
+/// of its queue, as a job given back does); [`JobCommand::Purge`] deletes one, and
+/// [`JobCommand::PurgeDead`] every one of a queue or of all queues. Both are refused
+/// ([`JobOutcome::NotDead`]) for a job in any other state: a job a worker may still hold or
+/// finish is not the operator's to restart or delete. A purged job is forgotten like an old
+/// done job: asked for again, it is unknown, and its id is never given to another job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobQueue {
     /// The id the next enqueued job gets.
@@ -249,6 +275,9 @@ impl JobQueue {
                 reason,
             } => self.nack(*job, worker, reason.clone()),
             JobCommand::ExpireLeases { now_unix_ms } => self.expire_leases(*now_unix_ms),
+            JobCommand::Retry { job } => self.retry(*job),
+            JobCommand::Purge { job } => self.purge(*job),
+            JobCommand::PurgeDead { queue } => self.purge_dead(queue.as_deref()),
         }
     }
 
@@ -346,6 +375,54 @@ impl JobQueue {
         JobOutcome::LeasesExpired {
             requeued,
             dead_lettered,
+        }
+    }
+
+    fn retry(&mut self, id: JobId) -> JobOutcome {
+        if let Err(refusal) = self.check_dead(id) {
+            return refusal;
+        }
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return JobOutcome::UnknownJob { job: id };
+        };
+        // A dead job is in neither index (no lease, not ready), so only `ready` gains it.
+        job.attempts = 0;
+        job.state = JobState::Ready;
+        self.ready.entry(job.queue.clone()).or_default().insert(id);
+        JobOutcome::Retried(Box::new(job.clone()))
+    }
+
+    fn purge(&mut self, id: JobId) -> JobOutcome {
+        if let Err(refusal) = self.check_dead(id) {
+            return refusal;
+        }
+        self.jobs.remove(&id);
+        JobOutcome::Purged { jobs: vec![id] }
+    }
+
+    fn purge_dead(&mut self, queue: Option<&str>) -> JobOutcome {
+        let doomed: Vec<JobId> = self
+            .jobs
+            .values()
+            .filter(|job| job.state == JobState::Dead)
+            .filter(|job| queue.is_none_or(|queue| job.queue == queue))
+            .map(|job| job.id)
+            .collect();
+        for id in &doomed {
+            self.jobs.remove(id);
+        }
+        JobOutcome::Purged { jobs: doomed }
+    }
+
+    /// Says why the job is not dead, if it is not.
+    fn check_dead(&self, id: JobId) -> Result<(), JobOutcome> {
+        match self.jobs.get(&id).map(|job| &job.state) {
+            None => Err(JobOutcome::UnknownJob { job: id }),
+            Some(JobState::Dead) => Ok(()),
+            Some(state) => Err(JobOutcome::NotDead {
+                job: id,
+                state: state.clone(),
+            }),
         }
     }
 
@@ -761,6 +838,220 @@ mod tests {
             JobOutcome::UnknownJob { job: jobs[0] }
         );
         assert_eq!(claim(&mut queue, "w", 0), JobOutcome::NoneReady);
+    }
+
+    fn retry(queue: &mut JobQueue, job: JobId) -> JobOutcome {
+        queue.apply(&JobCommand::Retry { job })
+    }
+
+    fn purge(queue: &mut JobQueue, job: JobId) -> JobOutcome {
+        queue.apply(&JobCommand::Purge { job })
+    }
+
+    fn purge_dead(queue: &mut JobQueue, of: Option<&str>) -> JobOutcome {
+        queue.apply(&JobCommand::PurgeDead {
+            queue: of.map(str::to_owned),
+        })
+    }
+
+    /// Claims the next job of the default queue and nacks it, `times` times.
+    fn claim_and_nack(queue: &mut JobQueue, times: u32) -> JobOutcome {
+        let mut last = JobOutcome::NoneReady;
+        for _ in 0..times {
+            let id = claimed_id(claim(queue, "w", 0));
+            last = nack(queue, id, "w", "fails");
+        }
+        last
+    }
+
+    /// A dead job of `queue_name` with one attempt.
+    fn dead_job(queue: &mut JobQueue, queue_name: &str) -> JobId {
+        let JobOutcome::Enqueued { job } = queue.apply(&JobCommand::Enqueue {
+            queue: queue_name.into(),
+            payload: format!("dies in {queue_name}"),
+            max_attempts: 1,
+        }) else {
+            panic!("not enqueued");
+        };
+        let claimed = queue.apply(&JobCommand::Claim {
+            queue: queue_name.into(),
+            worker: "w".into(),
+            lease_ms: LEASE_MS,
+            now_unix_ms: 0,
+        });
+        assert_eq!(claimed_id(claimed), job);
+        assert!(matches!(
+            nack(queue, job, "w", "poison"),
+            JobOutcome::DeadLettered { .. }
+        ));
+        job
+    }
+
+    /// A retried dead job is ready again with its attempts at 0, claimed before the jobs
+    /// enqueued after it, and dead-lettered again once it uses up its attempts anew.
+    #[test]
+    fn a_retried_dead_job_runs_again_and_can_die_again() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let id = enqueue(&mut queue, "poison", 2);
+        assert_eq!(
+            claim_and_nack(&mut queue, 2),
+            JobOutcome::DeadLettered {
+                job: id,
+                attempts: 2
+            }
+        );
+        let later = enqueue(&mut queue, "later", 2);
+
+        let JobOutcome::Retried(retried) = retry(&mut queue, id) else {
+            panic!("not retried");
+        };
+        assert_eq!(retried.id, id);
+        assert_eq!(retried.payload, "poison");
+        assert_eq!(retried.queue, "default");
+        assert_eq!((retried.attempts, retried.max_attempts), (0, 2));
+        assert_eq!(retried.state, JobState::Ready);
+        assert_eq!(Some(&*retried), queue.get(id));
+        assert!(queue.list(JobStateKind::Dead).is_empty());
+        assert_eq!(ids(queue.list(JobStateKind::Ready)), [id, later]);
+
+        // The front of the queue: claimed before the job enqueued after it died.
+        let JobOutcome::Claimed(again) = claim(&mut queue, "w", 0) else {
+            panic!("not claimed again");
+        };
+        assert_eq!((again.id, again.attempts), (id, 1));
+        nack(&mut queue, id, "w", "fails again");
+        let JobOutcome::Claimed(last) = claim(&mut queue, "w", 0) else {
+            panic!("not claimed a last time");
+        };
+        assert_eq!((last.id, last.attempts), (id, 2));
+        assert_eq!(
+            nack(&mut queue, id, "w", "still"),
+            JobOutcome::DeadLettered {
+                job: id,
+                attempts: 2
+            }
+        );
+        assert_eq!(ids(queue.list(JobStateKind::Dead)), [id]);
+    }
+
+    /// Only a dead job is retried or purged: a ready, claimed or done one is refused with its
+    /// state and left as it was; an unknown one is answered unknown.
+    #[test]
+    fn retry_and_purge_refuse_a_job_that_is_not_dead() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let done = enqueue(&mut queue, "done", 3);
+        let claimed = enqueue(&mut queue, "claimed", 3);
+        let ready = enqueue(&mut queue, "ready", 3);
+        claimed_id(claim(&mut queue, "w", 0));
+        ack(&mut queue, done, "w");
+        claimed_id(claim(&mut queue, "w", 0));
+        let held = JobState::Claimed {
+            worker: "w".into(),
+            lease_until_unix_ms: LEASE_MS,
+        };
+        let before = queue.clone();
+        for (job, state) in [
+            (ready, JobState::Ready),
+            (claimed, held),
+            (done, JobState::Done),
+        ] {
+            let refused = JobOutcome::NotDead { job, state };
+            assert_eq!(retry(&mut queue, job), refused);
+            assert_eq!(purge(&mut queue, job), refused);
+        }
+        assert_eq!(queue, before);
+        assert_eq!(
+            retry(&mut queue, JobId(99)),
+            JobOutcome::UnknownJob { job: JobId(99) }
+        );
+        assert_eq!(
+            purge(&mut queue, JobId(99)),
+            JobOutcome::UnknownJob { job: JobId(99) }
+        );
+        // The claim still holds: its lease is still taken back by an expiry.
+        assert_eq!(
+            expire(&mut queue, LEASE_MS),
+            JobOutcome::LeasesExpired {
+                requeued: vec![claimed],
+                dead_lettered: vec![]
+            }
+        );
+    }
+
+    /// Purging deletes dead jobs only: one by id, those of one queue, or all; the rest stay,
+    /// a purged job is unknown afterwards, and its id is not given again.
+    #[test]
+    fn purge_one_of_a_queue_and_all() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let mail_1 = dead_job(&mut queue, "mail");
+        let default_1 = dead_job(&mut queue, "default");
+        let mail_2 = dead_job(&mut queue, "mail");
+        let default_2 = dead_job(&mut queue, "default");
+        let alive = enqueue(&mut queue, "alive", 1);
+
+        assert_eq!(
+            purge(&mut queue, default_1),
+            JobOutcome::Purged {
+                jobs: vec![default_1]
+            }
+        );
+        assert_eq!(queue.get(default_1), None);
+        assert_eq!(
+            purge(&mut queue, default_1),
+            JobOutcome::UnknownJob { job: default_1 }
+        );
+        assert_eq!(
+            retry(&mut queue, default_1),
+            JobOutcome::UnknownJob { job: default_1 }
+        );
+
+        assert_eq!(
+            purge_dead(&mut queue, Some("mail")),
+            JobOutcome::Purged {
+                jobs: vec![mail_1, mail_2]
+            }
+        );
+        assert_eq!(ids(queue.list(JobStateKind::Dead)), [default_2]);
+        assert_eq!(
+            purge_dead(&mut queue, Some("mail")),
+            JobOutcome::Purged { jobs: vec![] }
+        );
+        assert_eq!(
+            purge_dead(&mut queue, None),
+            JobOutcome::Purged {
+                jobs: vec![default_2]
+            }
+        );
+        assert!(queue.list(JobStateKind::Dead).is_empty());
+        assert_eq!(ids(queue.list(JobStateKind::Ready)), [alive]);
+        assert_eq!(enqueue(&mut queue, "new", 1), JobId(alive.0 + 1));
+    }
+
+    /// A restored queue rebuilds its indexes from the jobs as retry and purge left them: the
+    /// retried job is claimable after the restore, the purged ones are gone.
+    #[test]
+    fn a_queue_restored_after_retry_and_purge_claims_the_retried_job() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let kept = dead_job(&mut queue, "default");
+        let purged = dead_job(&mut queue, "default");
+        let retried = dead_job(&mut queue, "default");
+        let other = enqueue(&mut queue, "other", 1);
+        purge(&mut queue, purged);
+        retry(&mut queue, retried);
+
+        let mut bare = queue.clone();
+        bare.ready.clear();
+        bare.leases.clear();
+        let mut restored = bare.restored(DONE_JOB_RETENTION).unwrap();
+        assert_eq!(restored, queue);
+        assert_eq!(restored.get(purged), None);
+        assert_eq!(ids(restored.list(JobStateKind::Dead)), [kept]);
+        let JobOutcome::Claimed(job) = claim(&mut restored, "w", 0) else {
+            panic!("the retried job is not claimable after a restore");
+        };
+        assert_eq!((job.id, job.attempts), (retried, 1));
+        assert_eq!(claimed_id(claim(&mut restored, "w", 0)), other);
+        assert_eq!(claim(&mut restored, "w", 0), JobOutcome::NoneReady);
     }
 
     /// LOG-5: a restored queue whose done jobs disagree with their order, or whose job sits

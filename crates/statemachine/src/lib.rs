@@ -2,8 +2,8 @@
 //! replicated log applies committed entries to, and [`ClusterState`], the built-in one: a
 //! key-value store of cluster facts ([`KvStore`]: one store-wide revision, compare-and-set,
 //! watch from a revision) and seed 004's job queue ([`JobQueue`]: enqueue, claim with a lease,
-//! ack, nack, lease expiry, dead letters), with a table of applied request ids so that a
-//! retried write is applied at most once.
+//! ack, nack, lease expiry, dead letters an operator retries or purges), with a table of
+//! applied request ids so that a retried write is applied at most once.
 //!
 //! This crate is sans-IO and deterministic, like `conclave-core`: it reads no clock and draws
 //! no random number; every time comes inside a command, stamped by the leader that proposed

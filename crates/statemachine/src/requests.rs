@@ -35,6 +35,10 @@ pub(crate) enum RequestScope {
     Ack { job: JobId },
     Nack { job: JobId },
     ExpireLeases,
+    // Added later: appended, so that the scopes in older snapshots keep their meaning.
+    Retry { job: JobId },
+    Purge { job: JobId },
+    PurgeDead { queue: Option<String> },
 }
 
 impl RequestScope {
@@ -52,6 +56,11 @@ impl RequestScope {
             Write::Jobs(JobCommand::Ack { job, .. }) => Self::Ack { job: *job },
             Write::Jobs(JobCommand::Nack { job, .. }) => Self::Nack { job: *job },
             Write::Jobs(JobCommand::ExpireLeases { .. }) => Self::ExpireLeases,
+            Write::Jobs(JobCommand::Retry { job }) => Self::Retry { job: *job },
+            Write::Jobs(JobCommand::Purge { job }) => Self::Purge { job: *job },
+            Write::Jobs(JobCommand::PurgeDead { queue }) => Self::PurgeDead {
+                queue: queue.clone(),
+            },
         }
     }
 }

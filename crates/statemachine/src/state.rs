@@ -158,8 +158,9 @@ impl Default for Capacities {
 /// A client that retries a write after an ambiguous failure (its leader died before
 /// answering) gives the same request id, and the retry answers what the first apply answered
 /// instead of applying again: an enqueue retried makes one job, a claim retried returns the
-/// same job and lease, an ack retried answers "acked". The table of ids is replicated state
-/// (in snapshots, equal on every node) and bounded: it keeps the last
+/// same job and lease, an ack retried answers "acked", a purge retried answers the jobs it
+/// deleted the first time (not those dead since). The table of ids is replicated state (in
+/// snapshots, equal on every node) and bounded: it keeps the last
 /// [`REQUEST_ID_CAPACITY`] ids, the oldest forgotten first, so at most once holds for retries
 /// that come before that many newer writes with ids. An id is remembered with what it was
 /// used for (the key, the queue and worker, the job); a write that reuses it for something
@@ -372,6 +373,41 @@ mod tests {
         Command::new(Write::Jobs(JobCommand::ExpireLeases { now_unix_ms }))
     }
 
+    fn retry(job: JobId) -> Command {
+        Command::new(Write::Jobs(JobCommand::Retry { job }))
+    }
+
+    fn purge(job: JobId) -> Command {
+        Command::new(Write::Jobs(JobCommand::Purge { job }))
+    }
+
+    fn purge_dead(queue: Option<&str>) -> Command {
+        Command::new(Write::Jobs(JobCommand::PurgeDead {
+            queue: queue.map(str::to_owned),
+        }))
+    }
+
+    /// Claims and nacks the lowest ready job of the default queue until it is dead (the
+    /// `enqueue` helper gives 3 attempts); returns it.
+    fn kill_next(state: &mut ClusterState) -> JobId {
+        loop {
+            let Outcome::Jobs(JobOutcome::Claimed(job)) = answered(write(state, &claim("w", 0)))
+            else {
+                panic!("nothing to claim");
+            };
+            let nack = Command::new(Write::Jobs(JobCommand::Nack {
+                job: job.id,
+                worker: "w".into(),
+                reason: None,
+            }));
+            if let Outcome::Jobs(JobOutcome::DeadLettered { job, .. }) =
+                answered(write(state, &nack))
+            {
+                return job;
+            }
+        }
+    }
+
     /// Applies `command` as the next committed entry.
     fn write(state: &mut ClusterState, command: &Command) -> Applied {
         let index = state.applied_index() + 1;
@@ -450,6 +486,124 @@ mod tests {
             Outcome::Jobs(JobOutcome::NoneReady)
         );
         assert_eq!(state.jobs().get(job).unwrap().state, JobState::Done);
+    }
+
+    /// LOG-6: a retry or purge sent again with its request id answers what it answered the
+    /// first time and changes nothing: a job that died again after its retry stays dead, and
+    /// a purge does not delete the jobs that died since.
+    #[test]
+    fn retries_and_purges_with_a_request_id_are_applied_once() {
+        let mut state = ClusterState::default();
+        write(&mut state, &enqueue("poison"));
+        let job = kill_next(&mut state);
+        let command = retry(job).with_request_id("retry-1");
+        let first = answered(write(&mut state, &command));
+        let Outcome::Jobs(JobOutcome::Retried(retried)) = &first else {
+            panic!("not retried: {first:?}");
+        };
+        assert_eq!((retried.id, retried.attempts), (job, 0));
+        assert_eq!(kill_next(&mut state), job);
+        assert_eq!(replayed(write(&mut state, &command)), first);
+        assert_eq!(state.jobs().get(job).unwrap().state, JobState::Dead);
+        // The id names the retry of this job; for another job it is a client's mistake.
+        assert!(matches!(
+            write(&mut state, &retry(JobId(9)).with_request_id("retry-1")),
+            Applied::RequestIdInUse { .. }
+        ));
+
+        let purge_all = purge_dead(None).with_request_id("purge-1");
+        let first = answered(write(&mut state, &purge_all));
+        assert_eq!(first, Outcome::Jobs(JobOutcome::Purged { jobs: vec![job] }));
+        write(&mut state, &enqueue("poison too"));
+        let second = kill_next(&mut state);
+        assert_eq!(replayed(write(&mut state, &purge_all)), first);
+        assert_eq!(state.jobs().get(second).unwrap().state, JobState::Dead);
+        // Purging of one queue is another write than purging of all.
+        assert!(matches!(
+            write(
+                &mut state,
+                &purge_dead(Some("mail")).with_request_id("purge-1")
+            ),
+            Applied::RequestIdInUse { .. }
+        ));
+
+        let purge_one = purge(second).with_request_id("purge-2");
+        let first = answered(write(&mut state, &purge_one));
+        assert_eq!(
+            first,
+            Outcome::Jobs(JobOutcome::Purged { jobs: vec![second] })
+        );
+        assert_eq!(replayed(write(&mut state, &purge_one)), first);
+    }
+
+    /// LOG-5, LOG-6: a state snapshotted after retries and purges restores equal, with the
+    /// retried job claimable, the purged ones unknown, and the retry's request id remembered.
+    #[test]
+    fn a_state_restored_after_retry_and_purge_answers_as_the_original() {
+        let mut original = ClusterState::default();
+        for payload in ["retried", "purged", "kept"] {
+            write(&mut original, &enqueue(payload));
+        }
+        let retried = kill_next(&mut original);
+        let purged = kill_next(&mut original);
+        let kept = kill_next(&mut original);
+        write(&mut original, &enqueue("fresh"));
+        let retry_command = retry(retried).with_request_id("r1");
+        answered(write(&mut original, &retry_command));
+        answered(write(&mut original, &purge(purged)));
+
+        let mut restored = ClusterState::default();
+        restored.restore(&snapshot(&original)).unwrap();
+        assert_eq!(restored, original);
+        assert_eq!(snapshot(&restored), snapshot(&original));
+
+        let later = [
+            retry_command.clone(),
+            claim("w", 10),
+            retry(purged),
+            purge(retried),
+            claim("w", 10),
+            purge_dead(Some(DEFAULT_QUEUE)),
+            claim("w", 10),
+        ];
+        let mut answers = Vec::new();
+        for command in &later {
+            let expected = format!("{:?}", write(&mut original, command));
+            let applied = write(&mut restored, command);
+            assert_eq!(format!("{applied:?}"), expected);
+            answers.push(applied);
+        }
+        assert_eq!(snapshot(&restored), snapshot(&original));
+        // The retry is remembered across the restore; the retried job is claimed first, its
+        // attempts counted from 0, then the job enqueued after it died; the purged job is
+        // unknown; the kept one goes with its queue's purge.
+        assert!(
+            matches!(answers[0], Applied::Replayed(_)),
+            "{:?}",
+            answers[0]
+        );
+        let claimed = |applied: &Applied| match applied.outcome() {
+            Some(Outcome::Jobs(JobOutcome::Claimed(job))) => (job.id, job.attempts),
+            other => panic!("not claimed: {other:?}"),
+        };
+        assert_eq!(claimed(&answers[1]), (retried, 1));
+        assert_eq!(
+            answers[2].outcome(),
+            Some(&Outcome::Jobs(JobOutcome::UnknownJob { job: purged }))
+        );
+        assert!(matches!(
+            answers[3].outcome(),
+            Some(Outcome::Jobs(JobOutcome::NotDead { job, .. })) if *job == retried
+        ));
+        assert_eq!(claimed(&answers[4]).0, JobId(4));
+        assert_eq!(
+            answers[5].outcome(),
+            Some(&Outcome::Jobs(JobOutcome::Purged { jobs: vec![kept] }))
+        );
+        assert_eq!(
+            answers[6].outcome(),
+            Some(&Outcome::Jobs(JobOutcome::NoneReady))
+        );
     }
 
     /// LOG-6: a request id reused for another write is refused, not answered with the other
@@ -704,7 +858,7 @@ mod tests {
 
         fn write(&mut self) -> Write {
             self.clock += self.pick(400);
-            match self.pick(9) {
+            match self.pick(11) {
                 0 | 1 => Write::Kv(KvCommand::Put {
                     key: self.one_of(&Self::KEYS).into(),
                     value: self.pick(3).to_string(),
@@ -736,9 +890,21 @@ mod tests {
                     worker: self.one_of(&Self::WORKERS).into(),
                     reason: None,
                 }),
-                _ => Write::Jobs(JobCommand::ExpireLeases {
+                8 => Write::Jobs(JobCommand::ExpireLeases {
                     now_unix_ms: self.clock,
                 }),
+                9 => Write::Jobs(JobCommand::Retry {
+                    job: JobId(1 + self.pick(12)),
+                }),
+                _ => match self.pick(3) {
+                    0 => Write::Jobs(JobCommand::Purge {
+                        job: JobId(1 + self.pick(12)),
+                    }),
+                    1 => Write::Jobs(JobCommand::PurgeDead { queue: None }),
+                    _ => Write::Jobs(JobCommand::PurgeDead {
+                        queue: Some(self.one_of(&Self::QUEUES).into()),
+                    }),
+                },
             }
         }
 
@@ -836,7 +1002,7 @@ mod tests {
     }
 
     /// LOG-5, LOG-6: over random histories with retries, no claim hands out a job that was
-    /// acked before, and no job is acked twice.
+    /// acked or purged before, and no job is acked twice.
     #[test]
     fn random_histories_never_run_an_acked_job_again() {
         for seed in 1..=200u64 {
@@ -848,6 +1014,7 @@ mod tests {
             };
             let mut state = ClusterState::default();
             let mut acked = std::collections::BTreeSet::new();
+            let mut purged = std::collections::BTreeSet::new();
             for index in 1..=300 {
                 match state.apply_entry(&log.entry(index)) {
                     Applied::Answered(Outcome::Jobs(JobOutcome::Acked { job })) => {
@@ -855,10 +1022,13 @@ mod tests {
                     }
                     Applied::Answered(Outcome::Jobs(JobOutcome::Claimed(job))) => {
                         assert!(
-                            !acked.contains(&job.id),
-                            "seed {seed}: acked {} claimed",
+                            !acked.contains(&job.id) && !purged.contains(&job.id),
+                            "seed {seed}: acked or purged {} claimed",
                             job.id
                         );
+                    }
+                    Applied::Answered(Outcome::Jobs(JobOutcome::Purged { jobs })) => {
+                        purged.extend(jobs);
                     }
                     _ => {}
                 }

@@ -11,6 +11,9 @@
 //! | POST | `/v1/jobs/claim` | `{"worker", "queue"?, "lease_ms"?, "request_id"?}` → 200 the job, 404 none ready |
 //! | POST | `/v1/jobs/{id}/ack` | `{"worker", "request_id"?}` → 200; 409 when the worker does not hold it |
 //! | POST | `/v1/jobs/{id}/nack` | `{"worker", "reason"?, "request_id"?}` → 200 requeued or dead-lettered; 409 not held |
+//! | POST | `/v1/jobs/{id}/retry` | `{"request_id"?}` → 200 `{"job", "retried"}`: the dead job ready again, its attempts at 0; 409 `not_dead` with its `state`; 404 unknown |
+//! | DELETE | `/v1/jobs/{id}` | `?request_id=ID` → 200 `{"purged": 1, "jobs": [id]}`: the dead job deleted; 409 `not_dead`; 404 unknown |
+//! | POST | `/v1/jobs/purge` | `{"queue"?, "request_id"?}` → 200 `{"purged", "jobs"}`: every dead job (of the queue) deleted |
 //! | GET | `/v1/jobs?state=S` | 200 `{"jobs": [...]}` (ready, claimed, done or dead; all without `state`) |
 //! | GET | `/v1/kv/{key}?watch=REV` | server-sent events: `put` (the key as it is) and `delete` (`{"key", "revision"}`) from revision REV on, from this node's copy; `compacted` (`{"oldest"}`) and the end when REV is older than the history kept |
 //! | GET | `/v1/log?from=N&limit=M` | 200 `{"commit_index", "entries": [{"index", "term", "kind", "command"}]}`: committed entries from N (at most M, 100 by default), the command decoded |
@@ -34,8 +37,8 @@ use actix_web::http::header;
 use actix_web::web::{self, Data, Json};
 use actix_web::{HttpRequest, HttpResponse};
 use conclave_statemachine::{
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobCommand, JobId, JobOutcome, JobStateKind, KvCommand,
-    KvOutcome, Write,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobCommand, JobId, JobOutcome, JobState, JobStateKind,
+    KvCommand, KvOutcome, Write,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -119,6 +122,34 @@ pub(super) struct SettleRequest {
     request_id: Option<String>,
 }
 
+/// `POST /v1/jobs/{id}/retry`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RetryRequest {
+    #[serde(default)]
+    request_id: Option<String>,
+}
+
+/// `POST /v1/jobs/purge`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PurgeRequest {
+    /// Only this queue's dead jobs; every queue's without it.
+    #[serde(default)]
+    queue: Option<String>,
+    #[serde(default)]
+    request_id: Option<String>,
+}
+
+/// The query of `DELETE /v1/jobs/{id}`: a DELETE carries no body, so its request id comes
+/// here, as for `DELETE /v1/kv/{key}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PurgeQuery {
+    #[serde(default)]
+    request_id: Option<String>,
+}
+
 /// The query of `GET /v1/log`.
 #[derive(Debug, Deserialize)]
 pub(super) struct LogQuery {
@@ -149,6 +180,9 @@ pub(super) fn routes(config: &mut web::ServiceConfig) {
         .route("/v1/jobs/claim", web::post().to(jobs_claim))
         .route("/v1/jobs/{id}/ack", web::post().to(jobs_ack))
         .route("/v1/jobs/{id}/nack", web::post().to(jobs_nack))
+        .route("/v1/jobs/{id}/retry", web::post().to(jobs_retry))
+        .route("/v1/jobs/{id}", web::delete().to(jobs_purge_one))
+        .route("/v1/jobs/purge", web::post().to(jobs_purge))
         .route("/v1/log", web::get().to(log_entries));
 }
 
@@ -558,6 +592,70 @@ async fn settle(
     }
 }
 
+async fn jobs_retry(
+    state: Data<AdminState>,
+    request: HttpRequest,
+    id: web::Path<u64>,
+    body: Json<RetryRequest>,
+) -> HttpResponse {
+    if let Some(refusal) = state.refuse(&request, Access::Mutate) {
+        return refusal;
+    }
+    let write = Write::Jobs(JobCommand::Retry {
+        job: JobId(id.into_inner()),
+    });
+    match write_through(&state, &request, write, body.into_inner().request_id).await {
+        Ok(answer) => jobs_answer(&answer),
+        Err(response) => response,
+    }
+}
+
+async fn jobs_purge_one(
+    state: Data<AdminState>,
+    request: HttpRequest,
+    id: web::Path<u64>,
+    query: web::Query<PurgeQuery>,
+) -> HttpResponse {
+    if let Some(refusal) = state.refuse(&request, Access::Mutate) {
+        return refusal;
+    }
+    let write = Write::Jobs(JobCommand::Purge {
+        job: JobId(id.into_inner()),
+    });
+    match write_through(&state, &request, write, query.into_inner().request_id).await {
+        Ok(answer) => jobs_answer(&answer),
+        Err(response) => response,
+    }
+}
+
+async fn jobs_purge(
+    state: Data<AdminState>,
+    request: HttpRequest,
+    body: Json<PurgeRequest>,
+) -> HttpResponse {
+    if let Some(refusal) = state.refuse(&request, Access::Mutate) {
+        return refusal;
+    }
+    let body = body.into_inner();
+    // No queue means every queue: the leader does not fill in DEFAULT_QUEUE here, as a purge
+    // of "default" only would delete less than the operator asked for.
+    let write = Write::Jobs(JobCommand::PurgeDead { queue: body.queue });
+    match write_through(&state, &request, write, body.request_id).await {
+        Ok(answer) => jobs_answer(&answer),
+        Err(response) => response,
+    }
+}
+
+/// A job state as the admin API names it in words (`list --state` takes the same).
+fn state_name(state: &JobState) -> &'static str {
+    match state.kind() {
+        JobStateKind::Ready => "ready",
+        JobStateKind::Claimed => "claimed",
+        JobStateKind::Done => "done",
+        JobStateKind::Dead => "dead",
+    }
+}
+
 /// The HTTP answer of a job-queue write's outcome.
 fn jobs_answer(answer: &Value) -> HttpResponse {
     let replayed = answer
@@ -588,7 +686,13 @@ fn jobs_answer(answer: &Value) -> HttpResponse {
         ),
         Some(JobOutcome::UnknownJob { job }) => (
             StatusCode::NOT_FOUND,
-            json!({ "error": "unknown_job", "job": job }),
+            json!({
+                "error": "unknown_job",
+                "job": job,
+                "message": format!(
+                    "no job {job}: never enqueued, or done long ago or purged, and forgotten"
+                ),
+            }),
         ),
         Some(JobOutcome::NotHeld { job, state }) => (
             StatusCode::CONFLICT,
@@ -601,6 +705,27 @@ fn jobs_answer(answer: &Value) -> HttpResponse {
             }),
         ),
         Some(other @ JobOutcome::LeasesExpired { .. }) => (StatusCode::OK, json!(other)),
+        Some(JobOutcome::Retried(job)) => (
+            StatusCode::OK,
+            json!({ "job": job.id, "state": "ready", "retried": job }),
+        ),
+        Some(JobOutcome::Purged { jobs }) => (
+            StatusCode::OK,
+            json!({ "purged": jobs.len(), "jobs": jobs }),
+        ),
+        // A refused state transition, as an ack or nack of a job the worker does not hold is.
+        Some(JobOutcome::NotDead { job, state }) => (
+            StatusCode::CONFLICT,
+            json!({
+                "error": "not_dead",
+                "job": job,
+                "state": state,
+                "message": format!(
+                    "job {job} is {}, not dead: only a dead job can be retried or purged",
+                    state_name(&state)
+                ),
+            }),
+        ),
         None => return refused_entry(answer),
     };
     if replayed {
