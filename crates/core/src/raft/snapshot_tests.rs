@@ -359,3 +359,42 @@ fn log4_a_leader_waits_for_a_follower_catching_up_by_entries() {
     assert_eq!(log.take_committed(usize::MAX).len(), 5);
     assert_eq!(log.snapshot_due(), Some(LogPosition::new(term, 11)));
 }
+
+/// LOG-4: a follower being probed again (it refused a message, as a busy follower on a link
+/// that reorders frames does) still holds the snapshot back while it answers; once it has been
+/// silent for a few heartbeat intervals it holds nothing back.
+#[test]
+fn log4_a_probed_follower_that_answers_holds_the_snapshot_back_a_silent_one_does_not() {
+    let mut raft = node("a");
+    let at = win_election(&mut raft, &["b"]);
+    let term = raft.term();
+    for n in 0..5 {
+        raft.replicated_log().unwrap().propose(at, vec![n]).unwrap();
+    }
+    persist_log(&mut raft, at);
+    raft.handle_message(at, id("c"), append_ack(term, 6));
+    raft.handle_message(at, id("b"), append_ack(term, 3));
+    // b refuses a message whose predecessor it has not seen yet: probed again from 4.
+    raft.handle_message(at, id("b"), refusal(term, 4));
+    drain(&mut raft);
+    let mut log = raft.replicated_log().unwrap();
+    assert_eq!(log.take_committed(usize::MAX).len(), 6);
+    assert_eq!(
+        log.snapshot_due(),
+        None,
+        "b answers and would need the snapshot for 3 entries"
+    );
+
+    // b falls silent: after a few heartbeats the snapshot no longer waits for it.
+    let mut now = at;
+    for _ in 0..4 {
+        now = raft.next_heartbeat().unwrap();
+        raft.handle_timeout(now);
+        raft.handle_message(now, id("c"), append_ack(term, 6));
+        drain(&mut raft);
+    }
+    assert_eq!(
+        raft.replicated_log().unwrap().snapshot_due(),
+        Some(LogPosition::new(term, 6))
+    );
+}

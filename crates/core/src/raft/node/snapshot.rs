@@ -41,6 +41,10 @@ use super::replication::ReplicatedLog;
 use super::*;
 use crate::storage::Snapshot;
 
+/// A follower heard from within this many heartbeat intervals before the last heartbeat is
+/// answering: a snapshot waits for it while it catches up by entries.
+const ANSWERING_HEARTBEATS: u32 = 2;
+
 /// A leader's transfer of its snapshot to one follower.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct SnapshotTransfer {
@@ -68,12 +72,15 @@ impl ReplicatedLog<'_> {
     /// due (`snapshot_entries` applied since the last snapshot). The driver takes its machine's
     /// bytes there and calls [`ReplicatedLog::snapshot_taken`].
     ///
-    /// A leader waits while a follower is catching up by entries — its pipeline runs, it holds
-    /// the current snapshot but not yet what was applied — up to `2 × snapshot_entries` since
-    /// the last snapshot: compacting now would make it take the whole machine image, in
-    /// chunks, instead of the few entries it lacks (on an ESP-NOW radio, hundreds of frames
-    /// instead of a few). A follower that stops answering is probed again and delays nothing;
-    /// one that answers but falls ever further behind delays compaction by that bound at most.
+    /// A leader waits while a follower is catching up by entries — it answers, it holds the
+    /// current snapshot but not yet what was applied — up to `2 × snapshot_entries` since the
+    /// last snapshot: compacting now would make it take the whole machine image, in chunks,
+    /// instead of the few entries it lacks (on an ESP-NOW radio, hundreds of frames instead of
+    /// a few). A follower being probed again counts as catching up as long as it answers (on a
+    /// link that reorders frames, a busy follower refuses a message that overtook its
+    /// predecessor and is probed often). One silent for the last [`ANSWERING_HEARTBEATS`]
+    /// heartbeat intervals delays nothing; one that answers but falls ever further behind
+    /// delays compaction by that bound at most.
     #[must_use]
     pub fn snapshot_due(&self) -> Option<LogPosition> {
         let raft = &*self.raft;
@@ -83,9 +90,14 @@ impl ReplicatedLog<'_> {
         if every == 0 || raft.snapshot_to_install.is_some() || since < every {
             return None;
         }
+        let lately = raft.config.heartbeat_interval * (ANSWERING_HEARTBEATS + 1);
         let follower_catching_up = raft.leading.as_ref().is_some_and(|leading| {
-            leading.progress.values().any(|progress| {
-                !progress.probing
+            leading.progress.iter().any(|(peer, progress)| {
+                let answering = leading.last_heard.get(peer).is_some_and(|&heard| {
+                    // The next heartbeat is due one interval after the last one went out.
+                    leading.heartbeat_deadline.saturating_duration_since(heard) <= lately
+                });
+                answering
                     && progress.snapshot.is_none()
                     && progress.matched >= raft.log.snapshot().index
                     && progress.matched < applied
