@@ -386,9 +386,8 @@ fn log4_a_probed_follower_that_answers_holds_the_snapshot_back_a_silent_one_does
     );
 
     // b falls silent: after a few heartbeats the snapshot no longer waits for it.
-    let mut now = at;
     for _ in 0..4 {
-        now = raft.next_heartbeat().unwrap();
+        let now = raft.next_heartbeat().unwrap();
         raft.handle_timeout(now);
         raft.handle_message(now, id("c"), append_ack(term, 6));
         drain(&mut raft);
