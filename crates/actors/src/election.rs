@@ -822,6 +822,52 @@ mod tests {
         }
     }
 
+    type HeldWrites = mpsc::UnboundedReceiver<(Vec<WalRecord>, oneshot::Sender<()>)>;
+
+    /// An ElectionActor of raft node `me` among `voters`, on a [`HeldWal`] and a
+    /// [`SeenTransport`]: the writes it hands the WAL, and the frames it sends. Its timeouts are
+    /// far beyond any test, so that it never campaigns on its own.
+    fn node_of(
+        me: PeerId,
+        voters: &[PeerId],
+    ) -> (
+        Addr<ElectionActor>,
+        HeldWrites,
+        mpsc::UnboundedReceiver<Transmit>,
+    ) {
+        let clock = NodeClock::start();
+        let config = RaftConfig::new(me, voters.iter().copied())
+            .with_election_timeout(Duration::from_secs(600), Duration::from_secs(1200));
+        let election = Election::new(
+            ElectionConfig::Raft(config),
+            HardState::default(),
+            SeededRng::new(7),
+            clock.now(),
+        )
+        .expect("a valid election config");
+        let (writes_tx, writes) = mpsc::unbounded_channel();
+        let wal = HeldWal { writes: writes_tx }.start();
+        let (sent_tx, sent) = mpsc::unbounded_channel();
+        let transport = SeenTransport { sent: sent_tx }.start();
+        let metrics = NodeMetrics::new();
+        let actor = ElectionActor::new(
+            election,
+            clock,
+            ElectionOutputs {
+                transport: transport.recipient(),
+                wal: wal.clone().recipient(),
+                wal_log: wal.clone().recipient(),
+                wal_snapshot: wal.recipient(),
+            },
+            EventBus::new(metrics.clone()),
+            metrics,
+            Vec::new(),
+            None,
+        )
+        .start();
+        (actor, writes, sent)
+    }
+
     fn peer(name: &str) -> PeerId {
         PeerId::new(name).expect("a valid peer id")
     }
@@ -851,37 +897,7 @@ mod tests {
     #[actix_rt::test]
     async fn a_vote_leaves_after_its_fsync_while_the_actor_goes_on_serving() {
         let (a, b) = (peer("a"), peer("b"));
-        let clock = NodeClock::start();
-        // Timeouts far beyond the test, so that b never campaigns on its own.
-        let config = RaftConfig::new(b, [a, b])
-            .with_election_timeout(Duration::from_secs(600), Duration::from_secs(1200));
-        let election = Election::new(
-            ElectionConfig::Raft(config),
-            HardState::default(),
-            SeededRng::new(7),
-            clock.now(),
-        )
-        .expect("a valid election config");
-        let (writes_tx, mut writes) = mpsc::unbounded_channel();
-        let wal = HeldWal { writes: writes_tx }.start();
-        let (sent_tx, mut sent) = mpsc::unbounded_channel();
-        let transport = SeenTransport { sent: sent_tx }.start();
-        let metrics = NodeMetrics::new();
-        let actor = ElectionActor::new(
-            election,
-            clock,
-            ElectionOutputs {
-                transport: transport.recipient(),
-                wal: wal.clone().recipient(),
-                wal_log: wal.clone().recipient(),
-                wal_snapshot: wal.recipient(),
-            },
-            EventBus::new(metrics.clone()),
-            metrics,
-            Vec::new(),
-            None,
-        )
-        .start();
+        let (actor, mut writes, mut sent) = node_of(b, &[a, b]);
 
         actor.send(vote_request(a)).await.expect("the actor runs");
         let (records, durable) = writes.recv().await.expect("the vote goes to the WAL");
@@ -936,36 +952,7 @@ mod tests {
     #[actix_rt::test]
     async fn a_write_decided_during_an_fsync_goes_into_the_next_one() {
         let (a, b, c) = (peer("a"), peer("b"), peer("c"));
-        let clock = NodeClock::start();
-        let config = RaftConfig::new(b, [a, b, c])
-            .with_election_timeout(Duration::from_secs(600), Duration::from_secs(1200));
-        let election = Election::new(
-            ElectionConfig::Raft(config),
-            HardState::default(),
-            SeededRng::new(7),
-            clock.now(),
-        )
-        .expect("a valid election config");
-        let (writes_tx, mut writes) = mpsc::unbounded_channel();
-        let wal = HeldWal { writes: writes_tx }.start();
-        let (sent_tx, mut sent) = mpsc::unbounded_channel();
-        let transport = SeenTransport { sent: sent_tx }.start();
-        let metrics = NodeMetrics::new();
-        let actor = ElectionActor::new(
-            election,
-            clock,
-            ElectionOutputs {
-                transport: transport.recipient(),
-                wal: wal.clone().recipient(),
-                wal_log: wal.clone().recipient(),
-                wal_snapshot: wal.recipient(),
-            },
-            EventBus::new(metrics.clone()),
-            metrics,
-            Vec::new(),
-            None,
-        )
-        .start();
+        let (actor, mut writes, mut sent) = node_of(b, &[a, b, c]);
 
         actor
             .send(vote_request_in(a, 1))

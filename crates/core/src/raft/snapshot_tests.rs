@@ -318,24 +318,33 @@ fn log4_a_snapshot_already_held_is_acknowledged_not_installed() {
     assert_eq!(log.status().snapshot, LogPosition::new(1, 6));
 }
 
+/// `a` leads term 1 with the no-op and 5 writes durable and applied-to-be: `c` acknowledged
+/// all 6, `b` only the first 3.
+fn leader_with_b_behind() -> (Raft, Instant, u64) {
+    let mut raft = node("a");
+    let at = win_election(&mut raft, &["b"]);
+    let term = raft.term();
+    for n in 0..5 {
+        raft.replicated_log().unwrap().propose(at, vec![n]).unwrap();
+    }
+    persist_log(&mut raft, at);
+    raft.handle_message(at, id("c"), append_ack(term, 6));
+    raft.handle_message(at, id("b"), append_ack(term, 3));
+    (raft, at, term)
+}
+
 /// LOG-4: a leader does not compact away what a follower catching up by entries still lacks:
 /// the snapshot waits while `b`'s pipeline runs behind, falls due once `b` holds what was
 /// applied, and does not wait past twice `snapshot_entries` for a follower that stays behind.
 #[test]
 fn log4_a_leader_waits_for_a_follower_catching_up_by_entries() {
-    let mut raft = node("a");
-    let at = win_election(&mut raft, &["b"]);
-    let term = raft.term();
+    let (mut raft, at, term) = leader_with_b_behind();
     let propose = |raft: &mut Raft, writes: std::ops::Range<u8>| {
         for n in writes {
             raft.replicated_log().unwrap().propose(at, vec![n]).unwrap();
         }
         persist_log(raft, at);
     };
-    // The no-op and 5 writes; c holds them all, b only the first 3.
-    propose(&mut raft, 0..5);
-    raft.handle_message(at, id("c"), append_ack(term, 6));
-    raft.handle_message(at, id("b"), append_ack(term, 3));
     drain(&mut raft);
     let mut log = raft.replicated_log().unwrap();
     assert_eq!(log.take_committed(usize::MAX).len(), 6);
@@ -365,15 +374,7 @@ fn log4_a_leader_waits_for_a_follower_catching_up_by_entries() {
 /// silent for a few heartbeat intervals it holds nothing back.
 #[test]
 fn log4_a_probed_follower_that_answers_holds_the_snapshot_back_a_silent_one_does_not() {
-    let mut raft = node("a");
-    let at = win_election(&mut raft, &["b"]);
-    let term = raft.term();
-    for n in 0..5 {
-        raft.replicated_log().unwrap().propose(at, vec![n]).unwrap();
-    }
-    persist_log(&mut raft, at);
-    raft.handle_message(at, id("c"), append_ack(term, 6));
-    raft.handle_message(at, id("b"), append_ack(term, 3));
+    let (mut raft, at, term) = leader_with_b_behind();
     // b refuses a message whose predecessor it has not seen yet: probed again from 4.
     raft.handle_message(at, id("b"), refusal(term, 4));
     drain(&mut raft);
