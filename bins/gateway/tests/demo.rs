@@ -16,8 +16,11 @@ use demo_support::Demo;
 
 #[test]
 fn unattended_demo_survives_the_leader_killed_halfway() {
+    // The demo keeps its log in the temporary directory: the test's own, not the machine's.
+    let tmp = tempfile::tempdir().unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_conclave"))
         .args(["demo", "--nodes", "5", "--duration", "8", "--seed", "4"])
+        .env("TMPDIR", tmp.path())
         // Logs on stderr, to show they carry no colour codes either.
         .env("RUST_LOG", "info")
         .env_remove("NO_COLOR")

@@ -23,11 +23,20 @@ pub(crate) struct Demo {
     pub(crate) stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
     seen: Vec<String>,
+    /// The demo's `TMPDIR` when the caller gave none: the log it keeps there (and anything a
+    /// killed demo leaves behind) goes with the test, not into the machine's `/tmp`.
+    _own_tmp: Option<tempfile::TempDir>,
 }
 
 impl Demo {
-    /// Starts `conclave demo ARGS`, in the temporary directory `tmp` (`TMPDIR`) when given.
+    /// Starts `conclave demo ARGS`, in the temporary directory `tmp` (`TMPDIR`) when given,
+    /// in one of its own otherwise.
     pub(crate) fn start(tmp: Option<&Path>, args: &[&str]) -> Self {
+        let own_tmp = match tmp {
+            Some(_) => None,
+            None => Some(tempfile::tempdir().expect("a temporary directory for the demo")),
+        };
+        let tmp = tmp.or(own_tmp.as_ref().map(tempfile::TempDir::path));
         let mut command = Command::new(env!("CARGO_BIN_EXE_conclave"));
         command
             .arg("demo")
@@ -56,6 +65,7 @@ impl Demo {
             stdin,
             lines,
             seen: Vec::new(),
+            _own_tmp: own_tmp,
         }
     }
 
