@@ -255,6 +255,26 @@ impl JobQueue {
             .collect()
     }
 
+    /// One page of the jobs (in `state`, or all), by id: at most `limit` of those after
+    /// `after` (from the first without it), and whether more follow.
+    #[must_use]
+    pub fn page(
+        &self,
+        state: Option<JobStateKind>,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> (Vec<&Job>, bool) {
+        let start = after.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+        let mut jobs = self
+            .jobs
+            .range((start, std::ops::Bound::Unbounded))
+            .map(|(_, job)| job)
+            .filter(|job| state.is_none_or(|state| job.state.kind() == state));
+        let page: Vec<&Job> = jobs.by_ref().take(limit).collect();
+        let more = jobs.next().is_some();
+        (page, more)
+    }
+
     pub(crate) fn apply(&mut self, command: &JobCommand) -> JobOutcome {
         match command {
             JobCommand::Enqueue {
@@ -560,6 +580,38 @@ mod tests {
 
     fn ids(jobs: Vec<&Job>) -> Vec<JobId> {
         jobs.into_iter().map(|job| job.id).collect()
+    }
+
+    /// LOG-8: jobs are listed a page at a time by id, all of them or those of one state, and
+    /// a page says whether more follow.
+    #[test]
+    fn jobs_are_listed_a_page_at_a_time() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        for n in 0..5 {
+            enqueue(&mut queue, &format!("job {n}"), 1);
+        }
+        let first = claimed_id(claim(&mut queue, "w", 0));
+        assert_eq!(
+            ack(&mut queue, first, "w"),
+            JobOutcome::Acked { job: first }
+        );
+        let (page, more) = queue.page(None, None, 2);
+        assert_eq!((ids(page), more), (vec![JobId(1), JobId(2)], true));
+        let (page, more) = queue.page(None, Some(JobId(2)), 2);
+        assert_eq!((ids(page), more), (vec![JobId(3), JobId(4)], true));
+        let (page, more) = queue.page(None, Some(JobId(4)), 2);
+        assert_eq!((ids(page), more), (vec![JobId(5)], false));
+        let (ready, more) = queue.page(Some(JobStateKind::Ready), None, 3);
+        assert_eq!(
+            (ids(ready), more),
+            (vec![JobId(2), JobId(3), JobId(4)], true)
+        );
+        let (done, more) = queue.page(Some(JobStateKind::Done), None, 3);
+        assert_eq!((ids(done), more), (vec![first], false));
+        assert_eq!(
+            queue.page(Some(JobStateKind::Dead), None, 3),
+            (Vec::new(), false)
+        );
     }
 
     /// LOG-5: enqueue → claim (a lease from the leader's clock, one attempt) → ack; a done

@@ -165,6 +165,25 @@ impl KvStore {
             .collect()
     }
 
+    /// One page of the keys starting with `prefix`, in key order: at most `limit` of those
+    /// after `after` (from the first without it), and whether more follow.
+    #[must_use]
+    pub fn page(&self, prefix: &str, after: Option<&str>, limit: usize) -> (Vec<KeyValue>, bool) {
+        let start = match after {
+            // A continuation before the prefix starts at the prefix all the same.
+            Some(after) if after >= prefix => std::ops::Bound::Excluded(after),
+            _ => std::ops::Bound::Included(prefix),
+        };
+        let mut keys = self
+            .entries
+            .range::<str, _>((start, std::ops::Bound::Unbounded))
+            .take_while(|(key, _)| key.starts_with(prefix))
+            .map(|(key, stored)| key_value(key, stored));
+        let page: Vec<KeyValue> = keys.by_ref().take(limit).collect();
+        let more = keys.next().is_some();
+        (page, more)
+    }
+
     /// The changes at `from_revision` and after (inclusive, as etcd's watch start revision)
     /// of the keys `filter` selects, oldest first. Empty when nothing changed since; a watcher
     /// asks again from the last revision it saw plus one. A revision whose change is no longer
@@ -385,6 +404,40 @@ mod tests {
             mod_revision: modified,
             version,
         }
+    }
+
+    /// LOG-8: a list is read a page at a time, in key order: each page holds at most the
+    /// limit, says whether more follow, and the next page starts after the last key given,
+    /// however the keys were written between pages.
+    #[test]
+    fn a_prefix_is_listed_a_page_at_a_time() {
+        let mut store = KvStore::new(100);
+        for key in ["a", "cfg/1", "cfg/2", "cfg/3", "cfg/4", "cfg/5", "d"] {
+            put(&mut store, key, "v");
+        }
+        let keys = |page: &[KeyValue]| page.iter().map(|kv| kv.key.clone()).collect::<Vec<_>>();
+        let (first, more) = store.page("cfg/", None, 2);
+        assert_eq!(
+            (keys(&first), more),
+            (vec!["cfg/1".into(), "cfg/2".into()], true)
+        );
+        // A key written before the page's start is not seen; one after it is.
+        put(&mut store, "cfg/0", "v");
+        put(&mut store, "cfg/45", "v");
+        let (second, more) = store.page("cfg/", Some("cfg/2"), 3);
+        assert_eq!(
+            (keys(&second), more),
+            (vec!["cfg/3".into(), "cfg/4".into(), "cfg/45".into()], true)
+        );
+        let (last, more) = store.page("cfg/", Some("cfg/45"), 3);
+        assert_eq!((keys(&last), more), (vec!["cfg/5".into()], false));
+        // Exactly the limit left: no further page is promised.
+        let (exact, more) = store.page("cfg/", Some("cfg/4"), 2);
+        assert_eq!((exact.len(), more), (2, false));
+        // A continuation from before the prefix starts at the prefix; the whole store pages too.
+        assert_eq!(keys(&store.page("cfg/", Some("a"), 1).0), ["cfg/0"]);
+        assert_eq!(store.page("", None, 100).0.len(), 9);
+        assert_eq!(store.page("zz", None, 5), (Vec::new(), false));
     }
 
     /// LOG-5: one revision for the whole store; each key keeps its create and mod revisions
