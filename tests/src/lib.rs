@@ -572,13 +572,8 @@ pub fn dumped_hook_env(dir: &Path, node: &str, hook: &str, term: u64, cause: &st
 
 /// What the admin API answered a mutation: the command's answer (200), or the HTTP status and
 /// the error answer.
-pub type AdminAnswer = Result<
-    conclave_actors::admin::api::CommandAnswer,
-    (
-        actix_web::http::StatusCode,
-        conclave_actors::admin::api::ErrorAnswer,
-    ),
->;
+pub type AdminAnswer =
+    Result<conclave_api::CommandAnswer, (actix_web::http::StatusCode, conclave_api::ErrorAnswer)>;
 
 /// Sends `POST path` with the JSON `body` to `node`'s admin API, the routes `conclave run`
 /// serves and the CLI calls (mounted on actix-web's test service, default `[admin]`), and
@@ -611,10 +606,7 @@ pub async fn admin_refusal(
     node: &NodeHandle,
     path: &str,
     body: serde_json::Value,
-) -> (
-    actix_web::http::StatusCode,
-    conclave_actors::admin::api::ErrorAnswer,
-) {
+) -> (actix_web::http::StatusCode, conclave_api::ErrorAnswer) {
     match admin_post(node, path, body).await {
         Ok(answer) => panic!(
             "{}: POST {path} was carried out: {answer:?}",

@@ -10,13 +10,13 @@ use actix_web::App;
 use actix_web::body::MessageBody;
 use actix_web::http::StatusCode;
 use actix_web::test::{TestRequest, call_service, init_service, read_body_json};
-use conclave_actors::admin::api::{
-    CommandAnswer, DEADLINE_HEADER, ErrorAnswer, HealthAnswer, HistoryAnswer, PeersAnswer,
-    ReadyAnswer, StatusAnswer,
-};
 use conclave_actors::admin::{AdminOptions, admin_routes};
 use conclave_actors::events::unix_millis;
 use conclave_actors::node::NodeHandle;
+use conclave_api::{
+    CommandAnswer, DEADLINE_HEADER, ErrorAnswer, ErrorCode, HealthAnswer, HistoryAnswer,
+    PeersAnswer, ReadyAnswer, StatusAnswer,
+};
 use conclave_config::{AdminConfig, Quorum};
 use conclave_tests::{ClusterOptions, MemoryCluster, test_log};
 use serde_json::{Value, json};
@@ -140,8 +140,9 @@ async fn bad_requests_and_refusals_are_explained() {
     .await;
     assert_eq!(bad_id.status(), StatusCode::BAD_REQUEST);
     let body: Value = read_body_json(bad_id).await;
+    assert_eq!(body["error"], "invalid_argument", "{body}");
     assert!(
-        body["error"].as_str().unwrap().contains("peer_id"),
+        body["message"].as_str().unwrap().contains("peer_id"),
         "{body}"
     );
 
@@ -155,14 +156,17 @@ async fn bad_requests_and_refusals_are_explained() {
     )
     .await;
     assert_eq!(bad_json.status(), StatusCode::BAD_REQUEST);
+    let body: Value = read_body_json(bad_json).await;
+    assert_eq!(body["error"], "bad_json", "{body}");
 
     let not_leader = call_service(
         &app,
         TestRequest::post().uri("/v1/leader/resign").to_request(),
     )
     .await;
-    assert_eq!(not_leader.status(), StatusCode::CONFLICT);
+    assert_eq!(not_leader.status(), StatusCode::MISDIRECTED_REQUEST);
     let body: Value = read_body_json(not_leader).await;
+    assert_eq!(body["error"], "not_leader", "{body}");
     assert_eq!(body["leader"], cluster.id(leader).to_string());
     cluster.stop().await;
 }
@@ -264,9 +268,12 @@ async fn every_answer_carries_the_fencing_token() {
         TestRequest::post().uri("/v1/leader/resign").to_request(),
     )
     .await;
-    assert_eq!(refused.status(), StatusCode::CONFLICT);
+    assert_eq!(refused.status(), StatusCode::MISDIRECTED_REQUEST);
     let refused: ErrorAnswer = read_body_json(refused).await;
-    assert_eq!(refused.fencing_token.as_deref(), Some(token.as_str()));
+    assert_eq!(
+        refused.fencing.and_then(|fencing| fencing.fencing_token),
+        Some(token.clone())
+    );
     cluster.stop().await;
 }
 
@@ -379,7 +386,8 @@ async fn a_mutation_past_its_deadline_is_not_carried_out() {
     let late = call_service(&app, switch_off(deadline_in(-2000))).await;
     assert_eq!(late.status(), StatusCode::SERVICE_UNAVAILABLE);
     let late: ErrorAnswer = read_body_json(late).await;
-    assert!(late.error.contains("deadline passed"), "{late:?}");
+    assert_eq!(late.error, ErrorCode::DeadlinePassed, "{late:?}");
+    assert!(late.message.contains("deadline passed"), "{late:?}");
     assert!(handle.election_status().await.unwrap().auto_election);
     assert_eq!(
         handle
@@ -430,7 +438,7 @@ async fn leader_set_waits_for_its_outcome() {
     assert_eq!(failed.status(), StatusCode::GATEWAY_TIMEOUT);
     let failed: ErrorAnswer = read_body_json(failed).await;
     assert!(
-        failed.error.contains(&format!(
+        failed.message.contains(&format!(
             "{} did not take the lead within 1000 ms",
             cluster.id(leader)
         )),
@@ -461,16 +469,23 @@ async fn a_follower_names_the_leaders_admin_api() {
         TestRequest::post().uri("/v1/leader/resign").to_request(),
     )
     .await;
-    assert_eq!(refused.status(), StatusCode::CONFLICT);
+    assert_eq!(refused.status(), StatusCode::MISDIRECTED_REQUEST);
+    assert_eq!(
+        refused.headers().get("location").unwrap(),
+        "http://10.1.2.3:7070/v1/leader/resign"
+    );
     let refused: ErrorAnswer = read_body_json(refused).await;
     assert_eq!(refused.leader_admin_url, Some(url));
-    assert_eq!(refused.leader, Some(cluster.id(leader).to_string()));
+    assert_eq!(
+        refused.fencing.and_then(|fencing| fencing.leader),
+        Some(cluster.id(leader).to_string())
+    );
 
     let missing = call_service(&app, TestRequest::get().uri("/v1/nope").to_request()).await;
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
     let missing: ErrorAnswer = read_body_json(missing).await;
     assert!(
-        missing.error.contains("conclave's admin API"),
+        missing.message.contains("conclave's admin API"),
         "{missing:?}"
     );
     cluster.stop().await;

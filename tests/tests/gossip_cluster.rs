@@ -354,7 +354,8 @@ async fn gos_admin_leader_set_refusal_names_the_mode_not_the_settings() {
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    let message = answer.error;
+    assert_eq!(answer.error, conclave_api::ErrorCode::NotOffered);
+    let message = answer.message;
     for part in [
         "b: ",
         "refused by the gossip election",
@@ -367,7 +368,13 @@ async fn gos_admin_leader_set_refusal_names_the_mode_not_the_settings() {
         !message.contains("invalid election settings"),
         "the settings are fine: {message}"
     );
-    assert_eq!(answer.fencing_token.as_deref(), Some("1:a"));
+    assert_eq!(
+        answer
+            .fencing
+            .and_then(|fencing| fencing.fencing_token)
+            .as_deref(),
+        Some("1:a")
+    );
     cluster.stop().await;
 }
 
@@ -429,27 +436,39 @@ async fn gos5_static_org_leader_refuses_resign_and_keeps_leading() {
     )
     .await;
     assert_eq!(status, StatusCode::CONFLICT, "{refusal:?}");
+    assert_eq!(refusal.error, conclave_api::ErrorCode::NotAllowed);
     for part in [
         "a: a leads because gossip",
         "org_leader = true",
         "use_leader_election = false",
     ] {
         assert!(
-            refusal.error.contains(part),
+            refusal.message.contains(part),
             "{part:?} missing from: {}",
-            refusal.error
+            refusal.message
         );
     }
     assert_eq!(refusal.node_id.as_deref(), Some("a"));
-    assert_eq!(refusal.fencing_token.as_deref(), Some(token.as_str()));
+    assert_eq!(
+        refusal.fencing.and_then(|fencing| fencing.fencing_token),
+        Some(token.clone())
+    );
     let (status, refusal) = admin_refusal(
         cluster.handle(1),
         "/v1/leader/resign",
         serde_json::json!({}),
     )
     .await;
-    assert_eq!(status, StatusCode::CONFLICT, "{refusal:?}");
-    assert_eq!(refusal.leader.as_deref(), Some("a"));
+    // A follower asked to resign sends the client to the leader.
+    assert_eq!(status, StatusCode::MISDIRECTED_REQUEST, "{refusal:?}");
+    assert_eq!(refusal.error, conclave_api::ErrorCode::NotLeader);
+    assert_eq!(
+        refusal
+            .fencing
+            .and_then(|fencing| fencing.leader)
+            .as_deref(),
+        Some("a")
+    );
 
     tokio::time::sleep(fabric().failover_budget() + MARGIN).await;
     assert_eq!(cluster.agreed_leader().await, Some(0));

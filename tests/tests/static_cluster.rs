@@ -163,14 +163,16 @@ async fn sta1_admin_auto_election_is_refused_and_the_leader_stays() {
             .await;
             assert_eq!(status, StatusCode::BAD_REQUEST, "{refusal:?}");
             let node = cluster.id(index);
+            assert_eq!(refusal.error, conclave_api::ErrorCode::NotOffered);
             assert_eq!(
-                refusal.error,
+                refusal.message,
                 format!("{node}: {}", ElectionError::StaticModeElectsNobody)
             );
             assert_eq!(refusal.node_id, Some(node.to_string()));
+            let fencing = refusal.fencing.unwrap_or_default();
             assert_eq!(
-                (refusal.fencing_token.as_deref(), refusal.term),
-                (Some("1:a"), Some(1))
+                (fencing.fencing_token.as_deref(), fencing.term),
+                (Some("1:a"), 1)
             );
         }
     }

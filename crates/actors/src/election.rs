@@ -57,8 +57,7 @@ mod replication;
 
 use replication::LogDriver;
 pub use replication::{
-    LogMachine, LogRefusal, MachineError, MachineRead, ProposeWrite, ReadCommitted,
-    ReadLinearizable, ReadLocal,
+    CommittedEntries, Fenced, LogRefusal, ProposeWrite, ReadCommitted, ReadLinearizable, ReadLocal,
 };
 
 /// How long a node leaving the election waits for its core to say it stopped before it cuts
@@ -206,7 +205,7 @@ impl ElectionActor {
         events: EventBus,
         metrics: NodeMetrics,
         history: Vec<HistoryRecord>,
-        machine: Option<Box<dyn LogMachine>>,
+        machine: Option<crate::machine::ClusterMachine>,
     ) -> Self {
         let mut election = election;
         let log = machine

@@ -6,15 +6,20 @@
 //! logged and counted in `conclave_events_lagged_total{subscriber}`, and the subscriber goes
 //! on with the newest. The node's state (status, peer table) stays the truth and can always be
 //! read whole, so a lagging subscriber re-reads it rather than relying on every event.
+//!
+//! Every event gets a sequence number, from 1 in each run of the node, and the bus keeps the
+//! last [`EVENT_BUS_CAPACITY`] of them, so that a reader who reconnects (the admin API's event
+//! stream with `Last-Event-ID`) resumes after the last event it saw
+//! ([`EventBus::subscribe_after`]).
 
-use std::sync::Arc;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use conclave_core::PeerStatus;
 use conclave_core::election::{LeaderChangeCause, Role};
 use conclave_protocol::PeerId;
-use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tracing::warn;
 
@@ -75,10 +80,6 @@ pub enum NodeEvent {
     PeerStatusChanged(PeerChange),
 }
 
-fn status_label(status: Option<PeerStatus>) -> Value {
-    status.map_or(Value::Null, |s| Value::from(s.label()))
-}
-
 impl NodeEvent {
     /// The event's name in the event stream and in `CONCLAVE_EVENT`.
     pub fn name(&self) -> &'static str {
@@ -88,38 +89,66 @@ impl NodeEvent {
         }
     }
 
-    /// The event as JSON, as the admin API's event stream sends it.
-    pub fn to_json(&self) -> Value {
+    /// The event as the admin API's event stream sends it.
+    pub fn to_api(&self) -> conclave_api::StreamEvent {
         match self {
-            NodeEvent::LeaderChanged(change) => json!({
-                "event": self.name(),
-                "term": change.term,
-                "leader": change.leader.map(|l| l.to_string()),
-                "previous_leader": change.previous.map(|l| l.to_string()),
-                "stepped_down": change.stepped_down,
-                "role": change.role.label(),
-                "cause": change.cause.label(),
-                "fencing_token": change.leader.map(|l| format!("{}:{l}", change.term)),
-                "at_unix_ms": change.at_unix_ms,
-            }),
-            NodeEvent::PeerStatusChanged(change) => json!({
-                "event": self.name(),
-                "peer_id": change.peer.to_string(),
-                "old": status_label(change.old),
-                "new": status_label(change.new),
-                "at_unix_ms": change.at_unix_ms,
-            }),
+            NodeEvent::LeaderChanged(change) => {
+                conclave_api::StreamEvent::LeaderChanged(conclave_api::LeaderChangedEvent {
+                    term: change.term,
+                    leader: change.leader.map(|l| l.to_string()),
+                    previous_leader: change.previous.map(|l| l.to_string()),
+                    stepped_down: change.stepped_down,
+                    role: change.role.label().to_owned(),
+                    cause: change.cause.label().to_owned(),
+                    fencing_token: change.leader.map(|l| format!("{}:{l}", change.term)),
+                    at_unix_ms: change.at_unix_ms,
+                })
+            }
+            NodeEvent::PeerStatusChanged(change) => {
+                conclave_api::StreamEvent::PeerStatusChanged(conclave_api::PeerStatusChangedEvent {
+                    peer_id: change.peer.to_string(),
+                    old: change.old.map(|status| status.label().to_owned()),
+                    new: change.new.map(|status| status.label().to_owned()),
+                    at_unix_ms: change.at_unix_ms,
+                })
+            }
         }
     }
 }
 
-/// The node's event bus: a bounded broadcast.
+/// An event with its sequence number on the bus.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Numbered {
+    /// From 1 in each run of the node.
+    pub seq: u64,
+    /// The event.
+    pub event: NodeEvent,
+}
+
+/// The node's event bus: a bounded broadcast, with the last events kept for readers that
+/// resume.
 #[derive(Debug, Clone)]
 pub struct EventBus {
-    sender: broadcast::Sender<NodeEvent>,
+    sender: broadcast::Sender<Numbered>,
     metrics: NodeMetrics,
-    /// Events published so far, so that a subscriber can tell whether it has seen them all.
+    /// Events published so far, so that a subscriber can tell whether it has seen them all;
+    /// also the last sequence number given.
     published: Arc<AtomicU64>,
+    /// The last events, oldest first. Publishing holds the lock while it numbers, keeps and
+    /// sends an event, so that a reader who subscribes under it misses and repeats nothing.
+    kept: Arc<Mutex<VecDeque<Numbered>>>,
+}
+
+/// What a reader who resumes after an event gets: the kept events after it, how many it
+/// missed beyond those, and its subscription to what comes next.
+#[derive(Debug)]
+pub struct Resumed {
+    /// Kept events after the one asked for, oldest first.
+    pub backlog: Vec<Numbered>,
+    /// Events after the one asked for that are no longer kept.
+    pub missed: u64,
+    /// Events from after the backlog on.
+    pub subscription: EventSubscription,
 }
 
 impl EventBus {
@@ -130,14 +159,49 @@ impl EventBus {
             sender,
             metrics,
             published: Arc::new(AtomicU64::new(0)),
+            kept: Arc::new(Mutex::new(VecDeque::with_capacity(EVENT_BUS_CAPACITY))),
         }
     }
 
     /// Publishes to every current subscriber; nobody listening is fine.
     pub fn publish(&self, event: NodeEvent) {
+        let mut kept = self
+            .kept
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
         // Counted before the send: a subscriber that sees the event also sees the count.
-        self.published.fetch_add(1, Ordering::SeqCst);
-        let _ = self.sender.send(event);
+        let seq = self.published.fetch_add(1, Ordering::SeqCst) + 1;
+        let numbered = Numbered { seq, event };
+        if kept.len() == EVENT_BUS_CAPACITY {
+            kept.pop_front();
+        }
+        kept.push_back(numbered.clone());
+        let _ = self.sender.send(numbered);
+    }
+
+    /// A new subscriber named `name` that resumes after event `after`: the kept events after
+    /// it first, then those published from now on, none twice and none left out between.
+    pub fn subscribe_after(&self, name: impl Into<String>, after: u64) -> Resumed {
+        let kept = self
+            .kept
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let subscription = self.subscribe(name);
+        let backlog: Vec<Numbered> = kept.iter().filter(|e| e.seq > after).cloned().collect();
+        let last = self.published.load(Ordering::SeqCst);
+        let missed = last
+            .saturating_sub(after)
+            .saturating_sub(backlog.len() as u64);
+        Resumed {
+            backlog,
+            missed,
+            subscription,
+        }
+    }
+
+    /// The sequence number of the last event published; 0 before any.
+    pub fn last_seq(&self) -> u64 {
+        self.published.load(Ordering::SeqCst)
     }
 
     /// A new subscriber named `name` (the `subscriber` label of lag metrics), seeing events
@@ -187,7 +251,7 @@ pub enum Received {
 #[derive(Debug)]
 pub struct EventSubscription {
     name: String,
-    receiver: broadcast::Receiver<NodeEvent>,
+    receiver: broadcast::Receiver<Numbered>,
     metrics: NodeMetrics,
     progress: BusProgress,
 }
@@ -195,9 +259,14 @@ pub struct EventSubscription {
 impl EventSubscription {
     /// The next event, or the news that some were lost; `None` once the node stopped.
     pub async fn recv(&mut self) -> Option<Received> {
+        self.recv_numbered().await.map(|(_, received)| received)
+    }
+
+    /// The same with the event's sequence number (`None` for a loss).
+    pub async fn recv_numbered(&mut self) -> Option<(Option<u64>, Received)> {
         match self.receiver.recv().await {
-            Ok(event) => Some(Received::Event(event)),
-            Err(broadcast::error::RecvError::Lagged(missed)) => Some(self.lagged(missed)),
+            Ok(numbered) => Some((Some(numbered.seq), Received::Event(numbered.event))),
+            Err(broadcast::error::RecvError::Lagged(missed)) => Some((None, self.lagged(missed))),
             Err(broadcast::error::RecvError::Closed) => None,
         }
     }
@@ -206,7 +275,7 @@ impl EventSubscription {
     /// yet or the node stopped.
     pub fn try_recv(&mut self) -> Option<Received> {
         match self.receiver.try_recv() {
-            Ok(event) => Some(Received::Event(event)),
+            Ok(numbered) => Some(Received::Event(numbered.event)),
             Err(broadcast::error::TryRecvError::Lagged(missed)) => Some(self.lagged(missed)),
             Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed) => {
                 None

@@ -1,23 +1,38 @@
 //! The state machine a node runs on its replicated log (LOG-4, LOG-5, LOG-6): conclave-statemachine's
 //! [`ClusterState`] — the key-value store of cluster facts and seed 004's job queue — as the
-//! ElectionActor's [`LogMachine`], and the JSON its writes answer with.
+//! ElectionActor applies committed entries to it and serves reads from it.
 //!
 //! Every committed entry is applied, in order: a client's command, a leader's no-op and a
 //! read barrier (an entry without data, which older versions wrote for linearizable reads)
-//! alike, so that the state's applied index is the log's.
-//! A write's answer is `{"kv": <outcome>}` or `{"jobs": <outcome>}`, with `"replayed": true`
-//! when its request id was applied before (LOG-6: the first answer, nothing changed), or
-//! `{"error": ...}` for an entry the state refused; the admin API turns it into its HTTP
-//! answer.
+//! alike, so that the state's applied index is the log's. A write answers with a
+//! [`WriteOutcome`]: the state machine's typed outcome, and the jobs it names as they stand
+//! right after it, read in the same step so that no other write comes between; the client
+//! API turns it into its answer. Reads are closures over the state ([`MachineRead`]), run in
+//! the actor at the point the read's consistency asks for.
 
 use conclave_protocol::{EntryKind, LogEntry};
 use conclave_statemachine::{
-    Applied, ClusterState, Command, JobCommand, JobStateKind, Outcome, StateMachine, Write,
+    Applied, ClusterState, Command, Job, JobCommand, JobOutcome, JobStateKind, Outcome,
+    StateMachine, Write,
 };
-use serde_json::{Value, json};
 use tracing::warn;
 
-use crate::election::{LogMachine, MachineError};
+/// Why a machine could not make or read a snapshot (LOG-4), with its source kept.
+pub type MachineError = conclave_statemachine::Error;
+
+/// A read of the state machine, run in the ElectionActor; it hands its result on itself (see
+/// [`crate::node::NodeHandle::read`]).
+pub type MachineRead = Box<dyn FnOnce(&ClusterState) + Send>;
+
+/// What applying a client's write answered.
+#[derive(Debug)]
+pub struct WriteOutcome {
+    /// The state machine's answer.
+    pub applied: Applied,
+    /// The jobs the answer names by id (an enqueue, ack or nack), as they stand right after
+    /// the write; a claim and a retry carry their job already.
+    pub jobs: Vec<Job>,
+}
 
 /// The built-in state machine of a node with `[log] enabled`.
 #[derive(Debug, Default)]
@@ -43,19 +58,44 @@ impl ClusterMachine {
     pub fn state(&self) -> &ClusterState {
         &self.state
     }
-}
 
-impl LogMachine for ClusterMachine {
-    fn apply(&mut self, entry: &LogEntry) -> Value {
+    /// Applies one committed entry, in log order, once — every entry, a leader's no-op and an
+    /// older version's read barrier (an entry without data) included, so that the machine's
+    /// applied index follows the log's; the answer for the client that wrote it.
+    pub fn apply(&mut self, entry: &LogEntry) -> WriteOutcome {
         let applied = if entry.kind == EntryKind::Noop || entry.data.is_empty() {
             self.state.apply_noop(entry.index)
         } else {
             self.state.apply(entry.index, &entry.data)
         };
-        answer(applied)
+        match &applied {
+            Applied::Rejected(error) => {
+                warn!(%error, "a log entry is not a valid command; applied as a no-op");
+            }
+            Applied::NotNext { index, applied } => {
+                // The log hands out every entry once, in order; this would be a bug in the node.
+                warn!(
+                    index,
+                    applied, "a log entry arrived out of order at the state machine"
+                );
+            }
+            _ => {}
+        }
+        let jobs = match applied.outcome() {
+            Some(Outcome::Jobs(
+                JobOutcome::Enqueued { job }
+                | JobOutcome::Acked { job }
+                | JobOutcome::Requeued { job, .. }
+                | JobOutcome::DeadLettered { job, .. },
+            )) => self.state.jobs().get(*job).cloned().into_iter().collect(),
+            _ => Vec::new(),
+        };
+        WriteOutcome { applied, jobs }
     }
 
-    fn upkeep(&self, now_unix_ms: u64) -> Option<Vec<u8>> {
+    /// On the leader, now and then: the command the leader must write for the machine's own
+    /// sake, the job queue's lease expiry, decided on the leader's clock and applied by all.
+    pub fn upkeep(&self, now_unix_ms: u64) -> Option<Vec<u8>> {
         let lapsed = self
             .state
             .jobs()
@@ -76,63 +116,19 @@ impl LogMachine for ClusterMachine {
             .ok()
     }
 
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
+    /// LOG-4: the whole state, as [`ClusterMachine::restore`] reads it back.
+    pub fn snapshot(&self) -> Result<Vec<u8>, MachineError> {
+        self.state.snapshot()
     }
 
-    fn snapshot(&self) -> Result<Vec<u8>, MachineError> {
-        Ok(self.state.snapshot()?)
+    /// LOG-4: replaces the state with a snapshot's. One that cannot be read is an error, and
+    /// the state is left as it was.
+    pub fn restore(&mut self, snapshot: &[u8]) -> Result<(), MachineError> {
+        self.state.restore(snapshot)
     }
 
-    fn restore(&mut self, snapshot: &[u8]) -> Result<(), MachineError> {
-        Ok(self.state.restore(snapshot)?)
-    }
-
-    fn applied_index(&self) -> u64 {
+    /// The index of the last entry applied (or restored from a snapshot); 0 before any.
+    pub fn applied_index(&self) -> u64 {
         self.state.applied_index()
     }
-}
-
-/// The JSON answer of one apply.
-fn answer(applied: Applied) -> Value {
-    match applied {
-        Applied::Answered(outcome) => outcome_json(&outcome, false),
-        Applied::Replayed(outcome) => outcome_json(&outcome, true),
-        Applied::RequestIdInUse { request_id } => json!({
-            "error": "request_id_in_use",
-            "request_id": request_id,
-        }),
-        Applied::Noop => Value::Null,
-        Applied::Rejected(error) => {
-            warn!(%error, "a log entry is not a valid command; applied as a no-op");
-            json!({ "error": "rejected", "reason": error.to_string() })
-        }
-        Applied::NotNext { index, applied } => {
-            // The log hands out every entry once, in order; this would be a bug in the node.
-            warn!(
-                index,
-                applied, "a log entry arrived out of order at the state machine"
-            );
-            json!({ "error": "not_next", "index": index, "applied": applied })
-        }
-    }
-}
-
-fn outcome_json(outcome: &Outcome, replayed: bool) -> Value {
-    let mut value = match outcome {
-        Outcome::Kv(kv) => json!({ "kv": kv }),
-        Outcome::Jobs(jobs) => json!({ "jobs": jobs }),
-    };
-    if replayed {
-        value["replayed"] = Value::Bool(true);
-    }
-    value
-}
-
-/// Runs `read` on the node's [`ClusterMachine`]; `Null` if the machine is another.
-pub fn read_cluster(machine: &dyn LogMachine, read: impl FnOnce(&ClusterState) -> Value) -> Value {
-    machine
-        .as_any()
-        .downcast_ref::<ClusterMachine>()
-        .map_or(Value::Null, |machine| read(machine.state()))
 }

@@ -32,12 +32,12 @@ use tracing::{info, warn};
 use crate::callbacks::{CallbackActor, ReplaceHooks, SettleHooks};
 use crate::clock::NodeClock;
 use crate::election::{
-    ElectionActor, ElectionCommand, ElectionOutputs, GetElectionStatus, GetHistory, LeaveElection,
-    LogMachine, LogRefusal, MachineRead, ProposeWrite, ReadCommitted, ReadLinearizable, ReadLocal,
+    CommittedEntries, ElectionActor, ElectionCommand, ElectionOutputs, Fenced, GetElectionStatus,
+    GetHistory, LeaveElection, ProposeWrite, ReadCommitted, ReadLinearizable, ReadLocal,
 };
 use crate::events::{EventBus, EventSubscription};
 use crate::health::{HealthActor, ReplaceHealth};
-use crate::machine::ClusterMachine;
+use crate::machine::{ClusterMachine, MachineRead, WriteOutcome};
 use crate::membership::{GetPeers, MembershipActor, MembershipOutputs, SayGoodbye};
 use crate::memory::MemoryHub;
 use crate::metrics::NodeMetrics;
@@ -197,11 +197,11 @@ impl NodeBuilder {
     /// The state machine the replicated log runs (LOG-5), when the configuration turns it on:
     /// restored from the durable snapshot, if there is one (LOG-4), so that it stands where the
     /// core's log starts and the entries after the snapshot replay onto it.
-    fn log_machine(&self, recovered: &Recovered) -> Result<Option<Box<dyn LogMachine>>, NodeError> {
+    fn log_machine(&self, recovered: &Recovered) -> Result<Option<ClusterMachine>, NodeError> {
         match &self.config.election {
             ElectionConfig::Raft(raft) if raft.log.is_some() => {
                 let Some(snapshot) = &recovered.snapshot else {
-                    return Ok(Some(Box::new(ClusterMachine::new())));
+                    return Ok(Some(ClusterMachine::new()));
                 };
                 let machine = ClusterMachine::restored(&snapshot.data).map_err(|err| {
                     NodeError::Recovery(format!(
@@ -215,7 +215,7 @@ impl NodeBuilder {
                     bytes = snapshot.data.len(),
                     "state machine restored from the snapshot"
                 );
-                Ok(Some(Box::new(machine)))
+                Ok(Some(machine))
             }
             _ => Ok(None),
         }
@@ -334,7 +334,7 @@ impl NodeBuilder {
         storage: OpenStorage,
         links: Links,
         election: Election,
-        machine: Option<Box<dyn LogMachine>>,
+        machine: Option<ClusterMachine>,
         instruments: Instruments,
     ) -> NodeHandle {
         let config = &self.config;
@@ -799,6 +799,11 @@ impl NodeHandle {
         self.inner.node_id
     }
 
+    /// This node's incarnation: it grows at every start (PROTO-2).
+    pub fn incarnation(&self) -> u64 {
+        self.inner.incarnation
+    }
+
     /// The node's clock reading, in the time base of its peer table.
     pub fn now(&self) -> conclave_core::Instant {
         self.inner.clock.now()
@@ -812,6 +817,17 @@ impl NodeHandle {
     /// A new event subscriber named `name` (CB-1).
     pub fn subscribe(&self, name: impl Into<String>) -> EventSubscription {
         self.inner.events.subscribe(name)
+    }
+
+    /// The number of the last event published in this run; 0 before any.
+    pub fn last_event_seq(&self) -> u64 {
+        self.inner.events.last_seq()
+    }
+
+    /// A subscriber that resumes after event number `after` of this run (the admin API's
+    /// event stream with `Last-Event-ID`): the events still kept after it, then the new ones.
+    pub fn subscribe_after(&self, name: impl Into<String>, after: u64) -> crate::events::Resumed {
+        self.inner.events.subscribe_after(name, after)
     }
 
     /// Whether the node's election still runs (it halts if its WAL fails).
@@ -914,11 +930,9 @@ impl NodeHandle {
     }
 
     /// A client's write to the replicated log (LOG-1): answered once applied, with the state
-    /// machine's answer; refused at once by a node that does not lead.
-    pub async fn propose(
-        &self,
-        data: Vec<u8>,
-    ) -> Result<Result<serde_json::Value, LogRefusal>, NodeError> {
+    /// machine's answer; refused at once by a node that does not lead. Either way with the
+    /// fencing token as the node knew it then.
+    pub async fn propose(&self, data: Vec<u8>) -> Result<Fenced<WriteOutcome>, NodeError> {
         self.inner
             .election
             .send(ProposeWrite { data })
@@ -927,27 +941,43 @@ impl NodeHandle {
     }
 
     /// A read of the replicated state machine: linearizable (on the leader, at a read index a
-    /// heartbeat round confirmed, LOG-7) or of this node's copy as it is (`stale`).
-    pub async fn read(
+    /// heartbeat round confirmed, LOG-7) or of this node's copy as it is (`stale`). `read`
+    /// runs in the ElectionActor, on the state at that point; what it returns is the answer.
+    pub async fn read<T: Send + 'static>(
         &self,
         stale: bool,
-        read: MachineRead,
-    ) -> Result<Result<serde_json::Value, LogRefusal>, NodeError> {
+        read: impl FnOnce(&conclave_statemachine::ClusterState) -> T + Send + 'static,
+    ) -> Result<Fenced<T>, NodeError> {
+        let (result, value) = tokio::sync::oneshot::channel();
+        let read: MachineRead = Box::new(move |state| {
+            let _ = result.send(read(state));
+        });
         let election = &self.inner.election;
         let answer = if stale {
             election.send(ReadLocal(read)).await
         } else {
             election.send(ReadLinearizable(read)).await
+        }
+        .map_err(|_| NodeError::Stopped)?;
+        // The read ran (and sent its value) before the actor answered `Ok`.
+        let value = match answer.outcome {
+            Ok(()) => Ok(value.await.map_err(|_| NodeError::Stopped)?),
+            Err(refusal) => Err(refusal),
         };
-        answer.map_err(|_| NodeError::Stopped)
+        Ok(Fenced {
+            outcome: value,
+            term: answer.term,
+            leader: answer.leader,
+        })
     }
 
-    /// Committed log entries from `from` on, at most `max` (LOG-8's `GET /v1/log`).
+    /// Committed log entries from `from` on, at most `max` (`GET /v1/log`), with the commit
+    /// index.
     pub async fn committed_entries(
         &self,
         from: u64,
         max: usize,
-    ) -> Result<Result<Vec<conclave_protocol::LogEntry>, LogRefusal>, NodeError> {
+    ) -> Result<Fenced<CommittedEntries>, NodeError> {
         self.inner
             .election
             .send(ReadCommitted { from, max })

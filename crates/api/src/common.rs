@@ -221,15 +221,10 @@ pub struct ErrorAnswer {
     /// The node that answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_id: Option<String>,
-    /// The node's term (absent only where the fencing token is: see the crate docs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub term: Option<u64>,
-    /// The leader the node knows; null while none is known (absent with `term`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub leader: Option<Option<String>>,
-    /// `"<term>:<leader>"`; null while no leader is known (absent with `term`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fencing_token: Option<Option<String>>,
+    /// The fencing token: `term`, `leader` and `fencing_token`, flat in the answer (absent
+    /// only from the errors that carry none: see the crate docs).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub fencing: Option<Fencing>,
     /// `not_leader`: the leader's admin API, when `admin.peer_urls` names it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader_admin_url: Option<String>,
@@ -260,9 +255,7 @@ impl ErrorAnswer {
             error,
             message: message.into(),
             node_id: None,
-            term: None,
-            leader: None,
-            fencing_token: None,
+            fencing: None,
             leader_admin_url: None,
             bound: None,
             key: None,
@@ -281,19 +274,8 @@ impl ErrorAnswer {
     /// The same with the fencing token added.
     #[must_use]
     pub fn with_fencing(mut self, fencing: Fencing) -> Self {
-        self.term = Some(fencing.term);
-        self.leader = Some(fencing.leader);
-        self.fencing_token = Some(fencing.fencing_token);
+        self.fencing = Some(fencing);
         self
-    }
-
-    /// The fencing token it carries, if any.
-    pub fn fencing(&self) -> Option<Fencing> {
-        Some(Fencing {
-            term: self.term?,
-            leader: self.leader.clone().flatten(),
-            fencing_token: self.fencing_token.clone().flatten(),
-        })
     }
 }
 
@@ -352,6 +334,10 @@ mod tests {
         );
         let back: ErrorAnswer = serde_json::from_value(serde_json::to_value(&answer).unwrap())
             .unwrap_or_else(|err| panic!("{err}"));
-        assert_eq!(back.fencing(), answer.fencing());
+        assert_eq!(back.fencing, answer.fencing);
+        let bare: ErrorAnswer =
+            serde_json::from_str(r#"{"error": "unauthorized", "message": "token"}"#)
+                .unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(bare.fencing, None);
     }
 }

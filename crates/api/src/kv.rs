@@ -152,3 +152,33 @@ pub struct Compacted {
     /// The oldest revision a watch can start from now.
     pub oldest: u64,
 }
+
+/// One event of a key's watch stream (`GET /v1/kv/{key}?watch=REV`): its `event:` line is
+/// [`KvWatchEvent::name`], its `id:` line the change's revision, its `data:` line the object.
+/// The stream's last event, when the history no longer reaches back far enough, is
+/// `compacted` ([`Compacted`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KvWatchEvent {
+    /// The key was put; it is now this.
+    Put(KeyValue),
+    /// The key was deleted.
+    Delete(KvDeleted),
+}
+
+impl KvWatchEvent {
+    /// The event's name: `put` or `delete`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Put(_) => "put",
+            Self::Delete(_) => "delete",
+        }
+    }
+
+    /// The store revision of the change, the event's `id:`.
+    pub fn revision(&self) -> u64 {
+        match self {
+            Self::Put(kv) => kv.revision,
+            Self::Delete(deleted) => deleted.revision,
+        }
+    }
+}

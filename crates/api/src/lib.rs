@@ -46,7 +46,7 @@ pub use jobs::{
 };
 pub use kv::{
     Compacted, KeyValue, KvDeleteQuery, KvDeleted, KvGetAnswer, KvGetQuery, KvListAnswer,
-    KvListQuery, KvWriteAnswer, PutRequest,
+    KvListQuery, KvWatchEvent, KvWriteAnswer, PutRequest,
 };
 pub use log::{LogCommand, LogEntriesAnswer, LogEntry, LogEntryKind, LogQuery, LogWrite};
 pub use paging::{

@@ -9,7 +9,7 @@
 //!   acknowledge or a leader count itself towards a commit. Unlike a hard state, a log write
 //!   never stops the actor: timers, frames and status queries go on while the disk works.
 //! - **Apply.** After every input the committed, durable entries are applied to the
-//!   [`LogMachine`]; effects happen there only. An entry with no data (a read barrier, written
+//!   [`ClusterMachine`]; effects happen there only. An entry with no data (a read barrier, written
 //!   by earlier versions for linearizable reads and still found in their logs) changes nothing.
 //! - **Snapshots (LOG-4).** After applying, when the core says a snapshot is due, the machine's
 //!   bytes at the applied index go to the core (which compacts its log behind them and keeps
@@ -43,42 +43,44 @@ use tokio::sync::oneshot;
 use tracing::{debug, warn};
 
 use super::ElectionActor;
+use crate::machine::{ClusterMachine, MachineRead, WriteOutcome};
 use crate::wal::{AppendLog, SaveSnapshot};
 
 /// Applied entries handed out per pass at most, so that a long backlog after a restart does not
 /// keep the actor from its timers.
 const APPLY_BATCH: usize = 256;
 
-/// Why a machine could not make or read a snapshot (LOG-4), with its source kept.
-pub type MachineError = Box<dyn std::error::Error + Send + Sync>;
-
-/// What a node runs on its committed log entries (LOG-5).
-pub trait LogMachine: Send + 'static {
-    /// Applies one committed entry, in log order, once — every entry, a leader's no-op and an
-    /// older version's read barrier (an entry without data) included, so that the machine's
-    /// applied index follows the log's; the answer for the client that wrote it.
-    fn apply(&mut self, entry: &LogEntry) -> serde_json::Value;
-
-    /// On the leader, now and then: a command the leader must write for the machine's own
-    /// sake (the job queue's lease expiry, decided on the leader's clock and applied by all).
-    fn upkeep(&self, now_unix_ms: u64) -> Option<Vec<u8>>;
-
-    /// The machine itself, for reads of a known type.
-    fn as_any(&self) -> &dyn std::any::Any;
-
-    /// LOG-4: the whole state, as [`LogMachine::restore`] reads it back.
-    fn snapshot(&self) -> Result<Vec<u8>, MachineError>;
-
-    /// LOG-4: replaces the state with a snapshot's. One that cannot be read is an error, and
-    /// the state is left as it was.
-    fn restore(&mut self, snapshot: &[u8]) -> Result<(), MachineError>;
-
-    /// The index of the last entry applied (or restored from a snapshot); 0 before any.
-    fn applied_index(&self) -> u64;
+/// What the ElectionActor answers a client's write or read with: the outcome, and the
+/// fencing token (CB-5) as the node knew it when it answered.
+#[derive(Debug)]
+pub struct Fenced<T> {
+    /// The outcome.
+    pub outcome: Result<T, LogRefusal>,
+    /// The node's term then.
+    pub term: u64,
+    /// The leader it knew then.
+    pub leader: Option<PeerId>,
 }
 
-/// A read of the state machine, run in the ElectionActor.
-pub type MachineRead = Box<dyn FnOnce(&dyn LogMachine) -> serde_json::Value + Send>;
+impl<T> Fenced<T> {
+    /// The same fencing token with another outcome.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Fenced<U> {
+        Fenced {
+            outcome: self.outcome.map(f),
+            term: self.term,
+            leader: self.leader,
+        }
+    }
+}
+
+/// Committed entries and the commit index they were read at (`GET /v1/log`).
+#[derive(Debug)]
+pub struct CommittedEntries {
+    /// The entries, in order.
+    pub entries: Vec<LogEntry>,
+    /// The highest index this node knows committed.
+    pub commit: u64,
+}
 
 /// Why a client's write or read was not carried out.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -111,7 +113,7 @@ pub enum LogRefusal {
 /// A client's write (LOG-1): `data` is the state machine's encoded command. Answered once its
 /// entry is applied.
 #[derive(Message)]
-#[rtype(result = "Result<serde_json::Value, LogRefusal>")]
+#[rtype(result = "Fenced<WriteOutcome>")]
 pub struct ProposeWrite {
     /// The encoded command.
     pub data: Vec<u8>,
@@ -120,17 +122,17 @@ pub struct ProposeWrite {
 /// A linearizable read (LOG-7): carried out on the leader at the read index a heartbeat round
 /// confirmed, once the machine has applied it.
 #[derive(Message)]
-#[rtype(result = "Result<serde_json::Value, LogRefusal>")]
+#[rtype(result = "Fenced<()>")]
 pub struct ReadLinearizable(pub MachineRead);
 
 /// A read of this node's own copy, as it is (`?stale=true`).
 #[derive(Message)]
-#[rtype(result = "Result<serde_json::Value, LogRefusal>")]
+#[rtype(result = "Fenced<()>")]
 pub struct ReadLocal(pub MachineRead);
 
 /// Committed entries from `from` on, at most `max` (`GET /v1/log`).
 #[derive(Message)]
-#[rtype(result = "Result<Vec<LogEntry>, LogRefusal>")]
+#[rtype(result = "Fenced<CommittedEntries>")]
 pub struct ReadCommitted {
     /// The first index wanted.
     pub from: u64,
@@ -138,21 +140,18 @@ pub struct ReadCommitted {
     pub max: usize,
 }
 
-/// Where a client's answer goes.
-type Reply = oneshot::Sender<Result<serde_json::Value, LogRefusal>>;
-
 /// A client's write waiting for the entry at an index, answered with the machine's answer.
-struct Waiter(Reply);
+struct Waiter(oneshot::Sender<Fenced<WriteOutcome>>);
 
 /// A linearizable read waiting for its read index, or for the machine to apply it.
 struct PendingRead {
     read: MachineRead,
-    reply: Reply,
+    reply: oneshot::Sender<Fenced<()>>,
 }
 
 /// The log's side of the ElectionActor. See the [module docs](self).
 pub(super) struct LogDriver {
-    machine: Box<dyn LogMachine>,
+    machine: ClusterMachine,
     /// An `AppendLog` is on its way to the disk.
     writing: bool,
     /// Clients waiting, by the position their entry was given.
@@ -168,7 +167,7 @@ pub(super) struct LogDriver {
 impl LogDriver {
     /// A driver around `machine`, which holds the state up to the core's applied index (the
     /// durable snapshot's, restored at start).
-    pub(super) fn new(machine: Box<dyn LogMachine>) -> Self {
+    pub(super) fn new(machine: ClusterMachine) -> Self {
         Self {
             machine,
             writing: false,
@@ -264,6 +263,7 @@ impl ElectionActor {
     /// LOG-7: takes the core's read outcomes, and serves every read whose read index the
     /// machine has applied.
     fn serve_reads(&mut self) {
+        let fence = self.fence();
         let (Some(driver), Some(mut log)) = (self.log.as_mut(), self.election.replicated_log())
         else {
             return;
@@ -277,7 +277,7 @@ impl ElectionActor {
                 Err(err) => {
                     let (result, refusal) = read_refusal(err, None);
                     self.metrics.read(result);
-                    let _ = pending.reply.send(Err(refusal));
+                    let _ = pending.reply.send(fence.wrap(Err(refusal)));
                 }
             }
         }
@@ -288,19 +288,21 @@ impl ElectionActor {
             }
             for pending in entry.remove() {
                 self.metrics.read("served");
-                let _ = pending.reply.send(Ok((pending.read)(&*driver.machine)));
+                (pending.read)(driver.machine.state());
+                let _ = pending.reply.send(fence.wrap(Ok(())));
             }
         }
     }
 
     /// LOG-7: registers a linearizable read with the core; it is answered from
     /// [`ElectionActor::serve_reads`].
-    fn request_read(&mut self, read: MachineRead, reply: Reply) {
+    fn request_read(&mut self, read: MachineRead, reply: oneshot::Sender<Fenced<()>>) {
         let now = self.clock.now();
-        let leader = self.election.leader();
+        let fence = self.fence();
+        let leader = fence.leader;
         let (Some(driver), Some(mut log)) = (self.log.as_mut(), self.election.replicated_log())
         else {
-            let _ = reply.send(Err(LogRefusal::Disabled));
+            let _ = reply.send(fence.wrap(Err(LogRefusal::Disabled)));
             return;
         };
         driver.last_read += 1;
@@ -312,7 +314,7 @@ impl ElectionActor {
             Err(err) => {
                 let (result, refusal) = read_refusal(err, leader);
                 self.metrics.read(result);
-                let _ = reply.send(Err(refusal));
+                let _ = reply.send(fence.wrap(Err(refusal)));
             }
         }
     }
@@ -381,6 +383,7 @@ impl ElectionActor {
     /// Clients waiting for an entry a leader's snapshot now covers: this node never saw it
     /// applied, so the outcome is unknown here.
     fn answer_covered_waiters(&mut self, covered: u64) {
+        let fence = self.fence();
         let Some(driver) = self.log.as_mut() else {
             return;
         };
@@ -389,13 +392,14 @@ impl ElectionActor {
                 break;
             }
             if let Some((_, (_, Waiter(reply)))) = driver.waiting.pop_first() {
-                let _ = reply.send(Err(LogRefusal::Unknown));
+                let _ = reply.send(fence.wrap(Err(LogRefusal::Unknown)));
             }
         }
     }
 
     /// Applies one committed entry and answers whoever waited for its index.
     fn apply_entry(&mut self, entry: &LogEntry) {
+        let fence = self.fence();
         let Some(driver) = self.log.as_mut() else {
             return;
         };
@@ -407,7 +411,7 @@ impl ElectionActor {
                 break;
             }
             if let Some((_, (_, Waiter(reply)))) = driver.waiting.pop_first() {
-                let _ = reply.send(Err(LogRefusal::Lost));
+                let _ = reply.send(fence.wrap(Err(LogRefusal::Lost)));
                 self.metrics.proposal("lost");
             }
         }
@@ -417,19 +421,20 @@ impl ElectionActor {
         if term != entry.term {
             debug!(index = entry.index, term, "a client's entry was replaced");
             self.metrics.proposal("lost");
-            let _ = reply.send(Err(LogRefusal::Lost));
+            let _ = reply.send(fence.wrap(Err(LogRefusal::Lost)));
             return;
         }
         self.metrics.proposal("committed");
-        let _ = reply.send(Ok(answer));
+        let _ = reply.send(fence.wrap(Ok(answer)));
     }
 
     /// Appends `data` on the leader and registers who waits for it.
     fn propose(&mut self, data: Vec<u8>, waiter: Waiter) {
         let now = self.clock.now();
-        let leader = self.election.leader();
+        let fence = self.fence();
+        let leader = fence.leader;
         let Some(mut log) = self.election.replicated_log() else {
-            let _ = waiter.0.send(Err(LogRefusal::Disabled));
+            let _ = waiter.0.send(fence.wrap(Err(LogRefusal::Disabled)));
             return;
         };
         match log.propose(now, data) {
@@ -440,19 +445,19 @@ impl ElectionActor {
             }
             Err(ProposeError::NotLeader { leader: known }) => {
                 self.metrics.proposal("not_leader");
-                let _ = waiter.0.send(Err(LogRefusal::NotLeader {
+                let _ = waiter.0.send(fence.wrap(Err(LogRefusal::NotLeader {
                     leader: known.or(leader),
-                }));
+                })));
             }
             Err(too_large @ ProposeError::TooLarge { .. }) => {
                 self.metrics.proposal("too_large");
                 let _ = waiter
                     .0
-                    .send(Err(LogRefusal::TooLarge(too_large.to_string())));
+                    .send(fence.wrap(Err(LogRefusal::TooLarge(too_large.to_string()))));
             }
             Err(ProposeError::Transferring | ProposeError::ShuttingDown) => {
                 self.metrics.proposal("busy");
-                let _ = waiter.0.send(Err(LogRefusal::Busy));
+                let _ = waiter.0.send(fence.wrap(Err(LogRefusal::Busy)));
             }
         }
     }
@@ -481,16 +486,42 @@ impl ElectionActor {
     /// The node halts or stops: whoever still waits cannot be told the outcome. A read
     /// changed nothing, so it is only to be asked again (of the next leader).
     pub(super) fn abandon_waiters(&mut self) {
+        let fence = self.fence();
         if let Some(driver) = self.log.as_mut() {
             for (_, (_, Waiter(reply))) in std::mem::take(&mut driver.waiting) {
-                let _ = reply.send(Err(LogRefusal::Unknown));
+                let _ = reply.send(fence.wrap(Err(LogRefusal::Unknown)));
             }
             let ready = std::mem::take(&mut driver.reads_ready)
                 .into_values()
                 .flatten();
             for pending in std::mem::take(&mut driver.reads).into_values().chain(ready) {
-                let _ = pending.reply.send(Err(LogRefusal::Busy));
+                let _ = pending.reply.send(fence.wrap(Err(LogRefusal::Busy)));
             }
+        }
+    }
+
+    /// The fencing token now, for the answers about to be sent.
+    fn fence(&self) -> Fence {
+        Fence {
+            term: self.election.term(),
+            leader: self.election.leader(),
+        }
+    }
+}
+
+/// The fencing token `(term, leader)` an answer carries.
+#[derive(Debug, Clone, Copy)]
+struct Fence {
+    term: u64,
+    leader: Option<PeerId>,
+}
+
+impl Fence {
+    fn wrap<T>(self, outcome: Result<T, LogRefusal>) -> Fenced<T> {
+        Fenced {
+            outcome,
+            term: self.term,
+            leader: self.leader,
         }
     }
 }
@@ -510,55 +541,73 @@ fn read_refusal(err: ReadError, leader: Option<PeerId>) -> (&'static str, LogRef
 }
 
 impl Handler<ProposeWrite> for ElectionActor {
-    type Result = ResponseFuture<Result<serde_json::Value, LogRefusal>>;
+    type Result = ResponseFuture<Fenced<WriteOutcome>>;
 
     fn handle(&mut self, write: ProposeWrite, ctx: &mut Self::Context) -> Self::Result {
         let _span = self.span.clone().entered();
         let (reply, answer) = oneshot::channel();
+        let fence = self.fence();
         if write.data.is_empty() {
             // A write always carries a command; an empty entry would read as an old read
             // barrier in `/v1/log`.
-            let _ = reply.send(Err(LogRefusal::Busy));
+            let _ = reply.send(fence.wrap(Err(LogRefusal::Busy)));
         } else {
             self.propose(write.data, Waiter(reply));
             self.pump(ctx);
         }
-        Box::pin(async move { answer.await.unwrap_or(Err(LogRefusal::Unknown)) })
+        Box::pin(async move {
+            answer
+                .await
+                .unwrap_or_else(|_| fence.wrap(Err(LogRefusal::Unknown)))
+        })
     }
 }
 
 impl Handler<ReadLinearizable> for ElectionActor {
-    type Result = ResponseFuture<Result<serde_json::Value, LogRefusal>>;
+    type Result = ResponseFuture<Fenced<()>>;
 
     fn handle(&mut self, read: ReadLinearizable, ctx: &mut Self::Context) -> Self::Result {
         let _span = self.span.clone().entered();
         let (reply, answer) = oneshot::channel();
+        let fence = self.fence();
         self.request_read(read.0, reply);
         self.pump(ctx);
-        Box::pin(async move { answer.await.unwrap_or(Err(LogRefusal::Unknown)) })
+        Box::pin(async move {
+            answer
+                .await
+                .unwrap_or_else(|_| fence.wrap(Err(LogRefusal::Unknown)))
+        })
     }
 }
 
 impl Handler<ReadCommitted> for ElectionActor {
-    type Result = Result<Vec<LogEntry>, LogRefusal>;
+    type Result = MessageResult<ReadCommitted>;
 
     fn handle(&mut self, read: ReadCommitted, _: &mut Self::Context) -> Self::Result {
         let _span = self.span.clone().entered();
-        match self.election.replicated_log() {
-            Some(log) => Ok(log.committed_from(read.from, read.max)),
+        let fence = self.fence();
+        MessageResult(fence.wrap(match self.election.replicated_log() {
+            Some(log) => Ok(CommittedEntries {
+                entries: log.committed_from(read.from, read.max),
+                commit: log.status().commit,
+            }),
             None => Err(LogRefusal::Disabled),
-        }
+        }))
     }
 }
 
 impl Handler<ReadLocal> for ElectionActor {
-    type Result = Result<serde_json::Value, LogRefusal>;
+    type Result = MessageResult<ReadLocal>;
 
     fn handle(&mut self, read: ReadLocal, _: &mut Self::Context) -> Self::Result {
         let _span = self.span.clone().entered();
-        match self.log.as_ref() {
-            Some(driver) => Ok((read.0)(&*driver.machine)),
+        let fence = self.fence();
+        MessageResult(fence.wrap(match self.log.as_ref() {
+            Some(driver) => {
+                (read.0)(driver.machine.state());
+                Ok(())
+            }
             None => Err(LogRefusal::Disabled),
-        }
+        }))
     }
 }
