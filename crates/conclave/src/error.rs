@@ -29,6 +29,10 @@ pub enum Error {
     /// without automatic elections, a leader by configuration asked to resign).
     #[error("refused: {0}")]
     Refused(#[from] conclave_core::election::ElectionError),
+    /// The replicated log's store or queue answered with an error: the admin API's, with its
+    /// stable code (`not_leader`, `not_found`, `compare_failed`, `none_ready`, …) and message.
+    #[error("{0}")]
+    Api(Box<conclave_api::ErrorAnswer>),
     /// A peer id that breaks PROTO-1's rules (1–32 bytes of `[A-Za-z0-9._-]`).
     #[error(transparent)]
     Id(#[from] conclave_protocol::IdError),

@@ -3,7 +3,9 @@
 //! A program starts a conclave node in its own process, asks whether it leads, reads the
 //! fencing token, the peer table and the whole status, gives the operator's commands
 //! (`set_leader`, `enable_auto_election`, `resign`), subscribes to leader and peer changes,
-//! and stops the node with a hand-over. The node is the daemon's node, started the same way
+//! reads and writes the replicated key-value store and job queue ([`Node::kv`],
+//! [`Node::jobs`], with the admin API's own types, [`api`]), and stops the node with a
+//! hand-over. The node is the daemon's node, started the same way
 //! from the same configuration; it runs on a thread of its own with its own actix system, so
 //! the program may use tokio, another runtime, or none.
 //!
@@ -31,8 +33,11 @@ pub mod config;
 mod error;
 mod events;
 mod node;
+mod store;
 
 pub use conclave_actors::node::{NodeError, NodeStatus};
+/// The admin API's requests and answers, which [`Node::kv`] and [`Node::jobs`] take and give.
+pub use conclave_api as api;
 pub use conclave_config::NodeConfig;
 pub use conclave_core::PeerStatus;
 pub use conclave_core::election::{CommandOutcome, FencingToken, LeaderChangeCause, Role};
@@ -40,3 +45,4 @@ pub use conclave_protocol::{ClusterId, IdError, PeerId};
 pub use error::{ConfigProblems, Error, Result};
 pub use events::{BlockingEvents, Event, LeaderChange, PeerChange, Subscription};
 pub use node::{Node, Peer};
+pub use store::{Jobs, Kv};

@@ -65,6 +65,8 @@ pub struct Peer {
 pub struct Node {
     id: PeerId,
     handle: NodeHandle,
+    /// The replicated log's operations, run on the node's own event loop.
+    pub(crate) store: crate::store::Store,
     /// Tells the node's thread to stop gracefully; `None` once sent.
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
@@ -98,6 +100,7 @@ impl Node {
     /// ```
     pub fn start(config: NodeConfig) -> Result<Node> {
         let id = config.node_id;
+        let peer_urls = config.admin.peer_urls.clone();
         let (ready_sender, ready) = mpsc::sync_channel(1);
         let (stop, stop_requested) = oneshot::channel();
         // The node logs where its starter logs: to the subscriber in force on this thread
@@ -111,8 +114,9 @@ impl Node {
             })
             .map_err(Error::Thread)?;
         match ready.recv() {
-            Ok(Ok(handle)) => Ok(Node {
+            Ok(Ok((handle, arbiter))) => Ok(Node {
                 id,
+                store: crate::store::Store::new(handle.clone(), peer_urls, arbiter),
                 handle,
                 stop: Some(stop),
                 thread: Some(thread),
@@ -339,7 +343,7 @@ fn thread_name(id: PeerId) -> String {
 /// The node's thread: its actix system, from the start to the graceful stop.
 fn run(
     config: NodeConfig,
-    ready: mpsc::SyncSender<std::result::Result<NodeHandle, NodeError>>,
+    ready: mpsc::SyncSender<std::result::Result<(NodeHandle, actix_rt::ArbiterHandle), NodeError>>,
     stop_requested: oneshot::Receiver<()>,
 ) {
     let system = actix_rt::System::new();
@@ -352,7 +356,8 @@ fn run(
             }
         };
         // The node folds its histograms' samples itself, now and then and when it stops.
-        if ready.send(Ok(node.handle().clone())).is_ok() {
+        let arbiter = actix_rt::Arbiter::current();
+        if ready.send(Ok((node.handle().clone(), arbiter))).is_ok() {
             // A sent request and a dropped sender both mean: stop now.
             let _ = stop_requested.await;
         }
