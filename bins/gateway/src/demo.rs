@@ -1035,6 +1035,9 @@ pub(crate) fn run(options: DemoOptions) -> ExitCode {
                 // Dropping the start stops the nodes it had started with the runtime, and
                 // removes the demo's directory.
                 outln!("{}: the demo stops before it started", signal_name(number));
+                if let Some(path) = &log_file {
+                    outln!("logs kept in {}", path.display());
+                }
                 return if options.duration.is_some() {
                     ExitCode::from(signal_exit(number))
                 } else {
