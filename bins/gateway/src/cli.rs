@@ -1,5 +1,6 @@
 //! The command line (clap).
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{ArgGroup, Parser, Subcommand, ValueEnum};
@@ -17,7 +18,18 @@ use clap::{ArgGroup, Parser, Subcommand, ValueEnum};
     long_about
 )]
 pub(crate) struct Cli {
-    /// Admin API of the node to talk to (client commands): http://host:port or host:port.
+    #[command(subcommand)]
+    pub(crate) command: Commands,
+}
+
+/// The options of the commands that talk to a node's admin API. Each such command declares
+/// them (a group of verbs, such as `kv`, for all of its verbs), so that they are listed where
+/// they apply and refused elsewhere: `conclave run --admin URL` is a usage error, not a node
+/// that silently binds its own address. `global` makes them valid anywhere after the verb
+/// that declares them (`conclave kv --admin URL put K V`, `conclave kv put K V --admin URL`).
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct ClientArgs {
+    /// Admin API of the node to talk to: http://host:port or host:port.
     #[arg(
         long,
         global = true,
@@ -26,23 +38,16 @@ pub(crate) struct Cli {
     )]
     pub(crate) admin: String,
 
-    /// Admin APIs of every node, comma-separated, for `cluster status` and
-    /// `auto-election --cluster`. By default they are learned from the node at --admin (its
-    /// admin.peer_urls).
-    #[arg(
-        long,
-        global = true,
-        env = "CONCLAVE_ENDPOINTS",
-        value_delimiter = ',',
-        num_args = 1..
-    )]
+    /// The admin APIs of every node: set from [`Endpoints`] by the commands that take
+    /// `--endpoints` (see [`Commands::client_args`]), empty elsewhere.
+    #[arg(skip)]
     pub(crate) endpoints: Vec<String>,
 
-    /// Seconds a client command waits for each node's answer.
+    /// Seconds to wait for each node's answer.
     #[arg(long, global = true, default_value_t = 5, value_name = "SECS")]
     pub(crate) timeout: u64,
 
-    /// Bearer token for commands that change something, when the node requires one.
+    /// Bearer token, when the node requires one (its admin.token_file).
     #[arg(
         long,
         global = true,
@@ -51,12 +56,73 @@ pub(crate) struct Cli {
     )]
     pub(crate) token: Option<String>,
 
-    /// Print the API's JSON answer instead of a table (client commands).
+    /// Print the API's JSON answer instead of text.
     #[arg(long, global = true)]
     pub(crate) json: bool,
+}
 
-    #[command(subcommand)]
-    pub(crate) command: Commands,
+/// `--endpoints`, for the commands that act on every node: `cluster status` and
+/// `auto-election --cluster`.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct Endpoints {
+    /// Admin APIs of every node, comma-separated (for auto-election: with --cluster). By
+    /// default they are learned from the node at --admin (its admin.peer_urls).
+    // One value per occurrence (comma-separated, or the option repeated): several values
+    // after one --endpoints would swallow the verb's own arguments (`auto-election
+    // --endpoints A,B off`).
+    #[arg(
+        long,
+        global = true,
+        env = "CONCLAVE_ENDPOINTS",
+        value_delimiter = ',',
+        value_name = "URL,..."
+    )]
+    pub(crate) endpoints: Vec<String>,
+}
+
+/// The client options, as [`ClientArgs`] parses them, and whether each takes a value.
+const CLIENT_OPTIONS: [(&str, bool); 5] = [
+    ("--admin", true),
+    ("--endpoints", true),
+    ("--timeout", true),
+    ("--token", true),
+    ("--json", false),
+];
+
+/// The command line with client options written before the verb (`conclave --admin URL
+/// status`, as scripts written for earlier versions do) moved to just after it, where the verb
+/// declares them. A verb that does not take them then refuses them, naming the option, as it
+/// refuses them written after it. Everything else is left as it is.
+pub(crate) fn client_options_after_the_verb(
+    args: impl IntoIterator<Item = OsString>,
+) -> Vec<OsString> {
+    let mut args: Vec<OsString> = args.into_iter().collect();
+    // args[0] is the program; client options start right after it.
+    let mut verb = 1;
+    while let Some(arg) = args.get(verb).and_then(|arg| arg.to_str()) {
+        let Some(takes_value) = CLIENT_OPTIONS.iter().find_map(|&(name, takes_value)| {
+            if arg == name {
+                Some(takes_value)
+            } else if takes_value && arg.strip_prefix(name)?.starts_with('=') {
+                // `--admin=URL`: the value is in the same word.
+                Some(false)
+            } else {
+                None
+            }
+        }) else {
+            break;
+        };
+        verb += if takes_value { 2 } else { 1 };
+    }
+    let is_verb = args
+        .get(verb)
+        .and_then(|arg| arg.to_str())
+        .is_some_and(|arg| !arg.starts_with('-'));
+    if verb > 1 && is_verb {
+        let moved: Vec<OsString> = args.drain(1..verb).collect();
+        args.splice(2..2, moved);
+    }
+    args
 }
 
 #[derive(Debug, Subcommand)]
@@ -88,7 +154,7 @@ pub(crate) enum Commands {
         #[arg(long, env = "RUST_LOG")]
         log: Option<String>,
     },
-    /// Create this node's WAL as a member of a new cluster (WAL-5), before its first start.
+    /// Create this node's WAL as a member of a new cluster, before its first start.
     ///
     /// Writes a genesis record into node.data_dir: the node has voted in no term, so from its
     /// first start it votes and campaigns at once, and a new cluster elects as soon as a
@@ -110,19 +176,22 @@ pub(crate) enum Commands {
     /// view shows every node and the recent events, and typed commands kill, revive and
     /// partition nodes (`kill 3`, `kill 1,2`, `kill leader`, `revive 3`, `partition 1,2 3,4,5`,
     /// `heal`, `battery 2 10`, `air`, `quit`). --mode picks the election. Colour only on a
-    /// terminal, never with NO_COLOR set. `quit`, Ctrl-C, SIGTERM, SIGHUP and the end of standard input
-    /// stop every node gracefully and remove the demo's temporary directory; the nodes' log
-    /// (conclave-demo-PID.log in the temporary directory) is kept. With --duration it runs
-    /// unattended, prints one line per event, kills the leader once halfway, and exits 0 only
-    /// if every live node knows the same leader at the end (128 + N when signal N stopped it
-    /// first). --log runs the replicated log (raft only): `conclave kv` and `conclave jobs`
-    /// work against any node's admin URL. --air-kbps models the radio's air time.
+    /// terminal, never with NO_COLOR set. `quit`, Ctrl-C, SIGTERM, SIGHUP and the end of
+    /// standard input stop every node gracefully and remove the demo's temporary directory.
+    /// With --duration it runs unattended, prints one line per event (and the nodes' warnings
+    /// on standard error), kills the leader once halfway, and exits 0 only if every live node
+    /// knows the same leader at the end (128 + N when signal N stopped it first). Either way
+    /// the nodes' log is written to conclave-demo-PID.log in the temporary directory ($TMPDIR,
+    /// else /tmp), named at start, and kept when the demo ends. --log runs the replicated log
+    /// (raft only): `conclave kv` and `conclave jobs` work against any node's admin URL.
+    /// --air-kbps models the radio's air time.
     Demo {
         /// How many nodes.
         #[arg(long, default_value_t = 5)]
         nodes: usize,
-        /// Run unattended for this many seconds and report, instead of the live view.
-        #[arg(long)]
+        /// Run unattended for this many seconds (at least 1) and report, instead of the live
+        /// view.
+        #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
         duration: Option<u64>,
         /// Seed of the simulated air (random by default).
         #[arg(long)]
@@ -160,28 +229,46 @@ pub(crate) enum Commands {
     /// log too (for example node.id missing from cluster.voters). Exits 0 when `run` would
     /// start, 64 on any problem. Reads the WAL without changing anything.
     CheckConfig {
-        /// Configuration file (TOML).
-        file: PathBuf,
+        /// Configuration file (TOML); --config FILE, as `run` and `init` take it, says the same.
+        #[arg(
+            value_name = "FILE",
+            required_unless_present = "config",
+            conflicts_with = "config"
+        )]
+        file: Option<PathBuf>,
+        /// Configuration file (TOML), as `run` takes it.
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
         /// Check the file's values only, not node.data_dir on this machine: for a
         /// configuration meant for another host.
         #[arg(long)]
         file_only: bool,
     },
     /// Role, term, leader, fencing token, quorum and peers of the node.
-    Status,
+    Status {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// The node's peer table: status, round-trip time, last seen.
-    Peers,
+    Peers {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// The leadership history: every leader change with its cause and time.
-    History,
+    History {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// Choose the leader, or make the leader step down.
     Leader {
+        #[command(flatten)]
+        client: ClientArgs,
         #[command(subcommand)]
         command: LeaderCommand,
     },
     /// Switch automatic elections on or off, on one node or on every voter.
     ///
-    /// The switch is per node (seed 000's EnableAutoLeaderElection): with it off on one node
-    /// only, the others still elect. --cluster applies it on every voter, reports each, and
+    /// The switch is per node: with it off on one node only, the others still elect. --cluster applies it on every voter, reports each, and
     /// exits 1 unless every voter applied it.
     ///
     /// The switch is recorded in the node's WAL and outlives restarts, overriding election.auto
@@ -192,9 +279,16 @@ pub(crate) enum Commands {
         /// Apply it on every voter (see --endpoints), not only the node at --admin.
         #[arg(long)]
         cluster: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(flatten)]
+        endpoints: Endpoints,
     },
     /// Look at a node's write-ahead log, or repair a damaged one (docs/wal.md).
     Wal {
+        /// Print the result as JSON instead of text.
+        #[arg(long, global = true)]
+        json: bool,
         #[command(subcommand)]
         command: WalCommand,
     },
@@ -207,10 +301,12 @@ pub(crate) enum Commands {
     /// the node said no (absent key, failed compare), 69 when no node answered, 75 when the
     /// cluster could not answer in time (run it again).
     Kv {
+        #[command(flatten)]
+        client: ClientArgs,
         #[command(subcommand)]
         command: KvCommand,
     },
-    /// The replicated log's job queue (seed 004; needs log.enabled = true).
+    /// The replicated log's job queue (needs log.enabled = true).
     ///
     /// add puts a job in a queue; claim gives the oldest ready one to a worker with a lease;
     /// ack finishes it (it never runs again); nack gives it back. A lease that ends before the
@@ -218,11 +314,17 @@ pub(crate) enum Commands {
     /// `list --state dead` shows the dead letters, retry puts one back in its queue, purge
     /// deletes them. Redirects, request ids and exit codes as for `kv`.
     Jobs {
+        #[command(flatten)]
+        client: ClientArgs,
         #[command(subcommand)]
         command: JobsCommand,
     },
     /// The whole cluster at a glance.
     Cluster {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(flatten)]
+        endpoints: Endpoints,
         #[command(subcommand)]
         command: ClusterCommand,
     },
@@ -240,6 +342,39 @@ pub(crate) enum Commands {
     Man,
 }
 
+impl Commands {
+    /// The client options of a command that talks to a node's admin API, with its
+    /// `--endpoints` where it takes them; `None` for the others.
+    pub(crate) fn client_args(&self) -> Option<ClientArgs> {
+        match self {
+            Commands::Status { client }
+            | Commands::Peers { client }
+            | Commands::History { client }
+            | Commands::Leader { client, .. }
+            | Commands::Kv { client, .. }
+            | Commands::Jobs { client, .. } => Some(client.clone()),
+            Commands::AutoElection {
+                client, endpoints, ..
+            }
+            | Commands::Cluster {
+                client, endpoints, ..
+            } => Some(ClientArgs {
+                endpoints: endpoints.endpoints.clone(),
+                ..client.clone()
+            }),
+            Commands::Run { .. }
+            | Commands::Init { .. }
+            | Commands::Demo { .. }
+            | Commands::Dongle { .. }
+            | Commands::Defaults
+            | Commands::CheckConfig { .. }
+            | Commands::Wal { .. }
+            | Commands::Completions { .. }
+            | Commands::Man => None,
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum WalCommand {
     /// Every record with its offset and content, the damage found, and whether a node can
@@ -247,7 +382,8 @@ pub(crate) enum WalCommand {
     ///
     /// Reads without locking and changes nothing, so it works on the WAL of a running node.
     /// Exits 0 when a node can start from the file (clean, or a torn tail that the node cuts
-    /// off by itself), 1 when it is corrupt or cannot be read. --json prints it as JSON.
+    /// off by itself), 1 when it is corrupt or cannot be read, 66 when there is no WAL there
+    /// (no such file or directory, or none in it). --json prints it as JSON.
     Inspect {
         /// The node's data directory (node.data_dir), or the WAL file itself.
         dir: PathBuf,
@@ -259,8 +395,9 @@ pub(crate) enum WalCommand {
     /// conclave.wal.damaged-<unix ms> beside it; writes a new WAL with every valid record in
     /// order, the damaged spans dropped; and ends it with an amnesia marker, so that the node
     /// abstains (no vote, no campaign) at its next start until the other voters show which
-    /// terms are over (docs/wal.md): a dropped record may have held its newest vote. Without --confirm it only says what it
-    /// would do.
+    /// terms are over (docs/wal.md): a dropped record may have held its newest vote. Without
+    /// --confirm it only says what it would do. Exits 66 when there is no WAL in the
+    /// directory.
     Repair {
         /// The node's data directory (node.data_dir).
         dir: PathBuf,
@@ -273,8 +410,18 @@ pub(crate) enum WalCommand {
 #[derive(Debug, Subcommand)]
 pub(crate) enum KvCommand {
     /// Set KEY to VALUE; prints the store's new revision.
+    ///
+    /// VALUE is taken as written, except `-`, which reads it from standard input, and `@FILE`,
+    /// which reads it from FILE (`@@…` is a value starting with `@`; a value that is `-`
+    /// itself: `printf %s - | conclave kv put KEY -`). What is read is stored byte for byte,
+    /// a trailing newline included (`echo` adds one, `printf` does not), and must be UTF-8
+    /// text. A write — the value with its key (a job's payload with its queue) and request
+    /// id — must fit one log entry of at most log.max_append_bytes bytes: 1024 by default, room
+    /// for a value of about 880 bytes; raise log.max_append_bytes up to 1221 with UDP links
+    /// only (an ESP-NOW link allows 164). A larger write is refused (exit 1).
     Put {
         key: String,
+        /// The value: text, `-` for standard input, or `@FILE`.
         value: String,
         /// Only if the key's revision is N (0: only if the key does not exist); else exit 1.
         #[arg(long, value_name = "N")]
@@ -324,7 +471,16 @@ pub(crate) enum KvCommand {
 #[derive(Debug, Subcommand)]
 pub(crate) enum JobsCommand {
     /// Put a job (PAYLOAD, any text) in a queue; prints its id.
+    ///
+    /// PAYLOAD is taken as written, except `-`, which reads it from standard input, and
+    /// `@FILE`, which reads it from FILE (`@@…` is a payload starting with `@`). What is read
+    /// is stored byte for byte, a trailing newline included (`echo` adds one, `printf` does
+    /// not), and must be UTF-8 text. A write — the value with its key (a job's payload with its queue) and request
+    /// id — must fit one log entry of at most log.max_append_bytes bytes: 1024 by default, room
+    /// for a value of about 880 bytes; raise log.max_append_bytes up to 1221 with UDP links
+    /// only (an ESP-NOW link allows 164). A larger write is refused (exit 1).
     Add {
+        /// The job: text, `-` for standard input, or `@FILE`.
         payload: String,
         /// The queue ("default" when absent).
         #[arg(long)]
@@ -510,6 +666,7 @@ mod tests {
                         JobsCommand::Purge {
                             job, all, queue, ..
                         },
+                    ..
                 } => (job, all, queue),
                 other => panic!("parsed as {other:?}"),
             })
@@ -532,19 +689,34 @@ mod tests {
         assert!(matches!(
             cli.command,
             Commands::Jobs {
-                command: JobsCommand::Retry { job: 7, .. }
+                command: JobsCommand::Retry { job: 7, .. },
+                ..
             }
         ));
     }
 
+    /// Parses `conclave ARGS` as `main` does, client options before the verb moved after it.
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        let line = std::iter::once("conclave").chain(args.iter().copied());
+        Cli::try_parse_from(client_options_after_the_verb(line.map(OsString::from)))
+    }
+
+    /// The client options of `conclave ARGS`.
+    fn client(args: &[&str]) -> ClientArgs {
+        let cli = parse(args).unwrap_or_else(|err| panic!("{args:?}: {err}"));
+        cli.command
+            .client_args()
+            .unwrap_or_else(|| panic!("{args:?} is not a client command"))
+    }
+
     #[test]
     fn parses_the_verbs() {
-        let cli = Cli::parse_from(["conclave", "--json", "leader", "set", "gw-b"]);
-        assert!(cli.json);
+        let cli = Cli::parse_from(["conclave", "leader", "set", "gw-b", "--json"]);
         assert!(matches!(
             cli.command,
             Commands::Leader {
-                command: LeaderCommand::Set { .. }
+                command: LeaderCommand::Set { .. },
+                client: ClientArgs { json: true, .. },
             }
         ));
         let cli = Cli::parse_from(["conclave", "auto-election", "off"]);
@@ -552,7 +724,8 @@ mod tests {
             cli.command,
             Commands::AutoElection {
                 switch: Switch::Off,
-                cluster: false
+                cluster: false,
+                ..
             }
         ));
         let cli = Cli::parse_from(["conclave", "auto-election", "off", "--cluster"]);
@@ -560,14 +733,24 @@ mod tests {
             cli.command,
             Commands::AutoElection { cluster: true, .. }
         ));
-        let cli = Cli::parse_from([
-            "conclave",
+        let endpoints = client(&[
             "cluster",
             "status",
             "--endpoints",
             "10.0.0.1:7070,10.0.0.2:7070",
-        ]);
-        assert_eq!(cli.endpoints, ["10.0.0.1:7070", "10.0.0.2:7070"]);
+        ])
+        .endpoints;
+        assert_eq!(endpoints, ["10.0.0.1:7070", "10.0.0.2:7070"]);
+        // One value per --endpoints: the verb's own arguments are not swallowed.
+        let cli = parse(&[
+            "auto-election",
+            "--endpoints",
+            "a:1,b:1",
+            "off",
+            "--cluster",
+        ])
+        .unwrap();
+        assert_eq!(cli.command.client_args().unwrap().endpoints, ["a:1", "b:1"]);
         let cli = Cli::parse_from(["conclave", "run"]);
         assert!(matches!(cli.command, Commands::Run { config: None, .. }));
         let cli = Cli::parse_from([
@@ -588,17 +771,16 @@ mod tests {
                 }
             }
         ));
-        let cli = Cli::parse_from(["conclave", "--admin", "http://10.0.0.2:7070", "status"]);
-        assert_eq!(cli.admin, "http://10.0.0.2:7070");
         let cli = Cli::parse_from(["conclave", "wal", "repair", "/var/lib/x", "--confirm"]);
         assert!(matches!(
             cli.command,
             Commands::Wal {
-                command: WalCommand::Repair { confirm: true, .. }
+                command: WalCommand::Repair { confirm: true, .. },
+                json: false,
             }
         ));
         let cli = Cli::parse_from(["conclave", "wal", "inspect", "/var/lib/x", "--json"]);
-        assert!(cli.json);
+        assert!(matches!(cli.command, Commands::Wal { json: true, .. }));
         let cli = Cli::parse_from(["conclave", "completions", "zsh"]);
         assert!(matches!(
             cli.command,
@@ -607,15 +789,161 @@ mod tests {
             }
         ));
     }
+
+    /// The client options are taken anywhere after the verb that declares them, a group's
+    /// verbs included, and before it as earlier versions took them.
+    #[test]
+    fn client_options_are_taken_after_the_verb_and_before_it() {
+        let url = "http://10.0.0.2:7070";
+        for args in [
+            &["kv", "put", "K", "V", "--admin", url][..],
+            &["kv", "--admin", url, "put", "K", "V"],
+            &["kv", "put", "--admin", url, "K", "V"],
+            &["--admin", url, "kv", "put", "K", "V"],
+            &[&format!("--admin={url}"), "kv", "put", "K", "V"],
+            &["jobs", "ack", "1", "--worker", "w", "--admin", url],
+            &["status", "--admin", url],
+            &["--admin", url, "status"],
+            &["leader", "--admin", url, "resign"],
+            &["cluster", "status", "--admin", url],
+            &["auto-election", "on", "--admin", url],
+        ] {
+            assert_eq!(client(args).admin, url, "{args:?}");
+        }
+        let all = client(&["--json", "--timeout", "9", "kv", "get", "K", "--token", "t"]);
+        assert!(all.json);
+        assert_eq!((all.timeout, all.token.as_deref()), (9, Some("t")));
+        let defaults = client(&["peers"]);
+        assert!(!defaults.json);
+        assert_eq!(defaults.timeout, 5);
+        // A value is no verb: `--admin status` leaves the line alone (and clap says what is
+        // wrong).
+        assert!(parse(&["--admin", "status"]).is_err());
+        let cli = parse(&["--json", "wal", "inspect", "/var/lib/x"]).unwrap();
+        assert!(matches!(cli.command, Commands::Wal { json: true, .. }));
+    }
+
+    /// A client option is refused by a command it does not affect, naming the option, and
+    /// is not listed in its help: `run --admin` does not silently bind its own address.
+    #[test]
+    fn client_options_are_refused_where_they_do_not_apply() {
+        for args in [
+            &["run", "--admin", "127.0.0.1:17999"][..],
+            &["--admin", "127.0.0.1:17999", "run"],
+            &["defaults", "--json"],
+            &["--json", "defaults"],
+            &["demo", "--token", "t"],
+            &["init", "--timeout", "3"],
+            &["man", "--json"],
+            &["completions", "bash", "--admin", "x"],
+            &["check-config", "f.toml", "--json"],
+            &["dongle", "check", "/dev/ttyACM0", "--admin", "x"],
+            &["wal", "inspect", "/x", "--admin", "x"],
+            &["status", "--endpoints", "a:1"],
+            &["kv", "get", "K", "--endpoints", "a:1"],
+        ] {
+            let err = parse(args).map(|_| ()).unwrap_err();
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::UnknownArgument,
+                "{args:?}"
+            );
+            let option = args.iter().find(|arg| arg.starts_with("--")).unwrap();
+            assert!(err.to_string().contains(option), "{args:?}: {err}");
+        }
+        let mut command = Cli::command();
+        command.build();
+        for verb in [
+            "run",
+            "init",
+            "defaults",
+            "demo",
+            "man",
+            "completions",
+            "check-config",
+        ] {
+            let verb = command.find_subcommand(verb).unwrap();
+            let options: Vec<&str> = verb
+                .get_arguments()
+                .filter_map(|arg| arg.get_long())
+                .collect();
+            for option in ["admin", "endpoints", "timeout", "token", "json"] {
+                assert!(
+                    !options.contains(&option),
+                    "{} takes --{option}: {options:?}",
+                    verb.get_name()
+                );
+            }
+        }
+    }
+
+    /// `check-config` takes the file as `run` and `init` do, or as its argument; not both.
+    #[test]
+    fn check_config_takes_its_file_either_way() {
+        for args in [
+            &["check-config", "a.toml"][..],
+            &["check-config", "--config", "a.toml"],
+        ] {
+            let cli = parse(args).unwrap();
+            let Commands::CheckConfig { file, config, .. } = cli.command else {
+                panic!("{args:?}");
+            };
+            assert_eq!(file.or(config), Some(PathBuf::from("a.toml")), "{args:?}");
+        }
+        assert!(parse(&["check-config"]).is_err());
+        assert!(parse(&["check-config", "a.toml", "--config", "b.toml"]).is_err());
+    }
+
+    /// `demo --duration 0` would end before it began: a usage error.
+    #[test]
+    fn a_demo_lasts_at_least_a_second() {
+        assert!(parse(&["demo", "--duration", "0"]).is_err());
+        let cli = parse(&["demo", "--duration", "1"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Commands::Demo {
+                duration: Some(1),
+                ..
+            }
+        ));
+    }
+
+    /// No requirement ids or design notes in what users read.
+    #[test]
+    fn help_names_features_not_requirement_ids() {
+        let mut command = Cli::command();
+        let mut texts = vec![command.render_long_help().to_string()];
+        fn every_help(command: &mut clap::Command, texts: &mut Vec<String>) {
+            for verb in command.get_subcommands_mut() {
+                texts.push(verb.render_long_help().to_string());
+                every_help(verb, texts);
+            }
+        }
+        every_help(&mut command, &mut texts);
+        for text in texts {
+            assert!(!text.contains("seed 00"), "{text}");
+            let id = text
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .find(|word| {
+                    *word != "UTF-8"
+                        && word.split_once('-').is_some_and(|(name, number)| {
+                            (2..=5).contains(&name.len())
+                                && name.chars().all(|c| c.is_ascii_uppercase())
+                                && number.starts_with(|c: char| c.is_ascii_digit())
+                        })
+                });
+            assert_eq!(id, None, "{text}");
+        }
+    }
 }
 
 /// `conclave demo --mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum DemoMode {
-    /// Raft (RAFT-1..10).
+    /// Raft: a majority of the voters elects the leader, term by term.
     Raft,
-    /// Hyperledger Fabric's gossip election (GOS-1..6).
+    /// Hyperledger Fabric's gossip election: the lowest id heard leads.
     Gossip,
-    /// The ESP-NOW pods' priority election (PRI-1..6).
+    /// The ESP-NOW pods' priority election: the best score (battery, uptime, signal) leads.
     Priority,
 }

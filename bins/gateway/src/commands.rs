@@ -17,13 +17,19 @@ use conclave_actors::admin::api::{
 use conclave_actors::events::unix_millis;
 use serde::Serialize;
 
-use crate::cli::{Cli, ClusterCommand, Commands, LeaderCommand, Switch};
+use crate::cli::{ClientArgs, ClusterCommand, Commands, LeaderCommand, Switch};
 use crate::client::{AdminClient, ClientError};
 use crate::output::{errln, out, outln};
 use crate::render;
 
 /// Runs a client command; the exit code.
-pub(crate) fn run(cli: &Cli, command: &Commands) -> ExitCode {
+pub(crate) fn run(command: &Commands) -> ExitCode {
+    let Some(cli) = command.client_args() else {
+        // `main` runs the others, and sends none of them here.
+        errln!("error: internal: not a command that talks to a node");
+        return ExitCode::from(crate::EXIT_SOFTWARE);
+    };
+    let cli = &cli;
     let result = AdminClient::new(
         &cli.admin,
         cli.token.clone(),
@@ -39,18 +45,22 @@ pub(crate) fn run(cli: &Cli, command: &Commands) -> ExitCode {
     }
 }
 
-fn dispatch(cli: &Cli, client: &AdminClient, command: &Commands) -> Result<ExitCode, ClientError> {
+fn dispatch(
+    cli: &ClientArgs,
+    client: &AdminClient,
+    command: &Commands,
+) -> Result<ExitCode, ClientError> {
     let json = cli.json;
     match command {
-        Commands::Status => {
+        Commands::Status { .. } => {
             let answer: StatusAnswer = client.get("/v1/status")?;
             print_answer(json, &answer, render::status);
         }
-        Commands::Peers => {
+        Commands::Peers { .. } => {
             let answer: PeersAnswer = client.get("/v1/peers")?;
             print_answer(json, &answer, render::peers_answer);
         }
-        Commands::History => {
+        Commands::History { .. } => {
             let answer: HistoryAnswer = client.get("/v1/history")?;
             let now = unix_millis(SystemTime::now());
             print_answer(json, &answer, |answer| render::history(answer, now));
@@ -62,12 +72,14 @@ fn dispatch(cli: &Cli, client: &AdminClient, command: &Commands) -> Result<ExitC
                     wait,
                     no_wait,
                 },
+            ..
         } => {
             let wait = (!no_wait).then(|| Duration::from_secs(*wait));
             return leader_set(client, peer_id, wait, json);
         }
         Commands::Leader {
             command: LeaderCommand::Resign { wait, no_wait },
+            ..
         } => {
             let wait = (!no_wait).then(|| Duration::from_secs(*wait));
             return leader_resign(client, wait, json);
@@ -75,6 +87,7 @@ fn dispatch(cli: &Cli, client: &AdminClient, command: &Commands) -> Result<ExitC
         Commands::AutoElection {
             switch,
             cluster: false,
+            ..
         } => {
             let request = AutoElectionRequest {
                 enabled: *switch == Switch::On,
@@ -94,9 +107,11 @@ fn dispatch(cli: &Cli, client: &AdminClient, command: &Commands) -> Result<ExitC
         Commands::AutoElection {
             switch,
             cluster: true,
+            ..
         } => return cluster_auto_election(cli, client, *switch == Switch::On),
         Commands::Cluster {
             command: ClusterCommand::Status,
+            ..
         } => return cluster_status(cli, client),
         // Not client commands; `main` runs them.
         _ => {}
@@ -275,7 +290,7 @@ impl NodeView {
 }
 
 /// Every node of the cluster, each asked for its own status.
-fn survey(cli: &Cli, client: &AdminClient) -> Result<Vec<NodeView>, ClientError> {
+fn survey(cli: &ClientArgs, client: &AdminClient) -> Result<Vec<NodeView>, ClientError> {
     // (expected id, url) of every node to ask.
     let mut targets: Vec<(Option<String>, Option<String>)> = Vec::new();
     let mut first = None;
@@ -480,7 +495,7 @@ struct ClusterReport<'a> {
 }
 
 /// `conclave cluster status`.
-fn cluster_status(cli: &Cli, client: &AdminClient) -> Result<ExitCode, ClientError> {
+fn cluster_status(cli: &ClientArgs, client: &AdminClient) -> Result<ExitCode, ClientError> {
     let views = survey(cli, client)?;
     let (problems, notes) = assess(&views);
     if cli.json {
@@ -542,11 +557,11 @@ fn cluster_table(views: &[NodeView], problems: &[String], notes: &[String]) -> S
                 )
             })
             .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "\nok: all {} nodes answer and agree on {agreed}",
-            views.len()
-        );
+        // A cluster of one node is no "all 1 nodes".
+        let _ = match views.len() {
+            1 => writeln!(out, "\nok: the one node answers and knows {agreed}"),
+            count => writeln!(out, "\nok: all {count} nodes answer and agree on {agreed}"),
+        };
     } else {
         out.push_str("\nproblems:\n");
         for problem in problems {
@@ -572,7 +587,7 @@ struct SwitchResult {
 /// `conclave auto-election on|off --cluster`: the switch on every node found, a line per
 /// node; exit 1 unless every voter applied it.
 fn cluster_auto_election(
-    cli: &Cli,
+    cli: &ClientArgs,
     client: &AdminClient,
     enabled: bool,
 ) -> Result<ExitCode, ClientError> {
@@ -646,10 +661,11 @@ fn cluster_auto_election(
         Ok(ExitCode::SUCCESS)
     } else {
         errln!(
-            "error: automatic election was not switched {} on {} of {} voters: {}",
+            "error: automatic election was not switched {} on {} of {} {}: {}",
             if enabled { "on" } else { "off" },
             failed.len(),
             voters.len(),
+            if voters.len() == 1 { "voter" } else { "voters" },
             failed.join(", ")
         );
         Ok(ExitCode::from(1))
@@ -753,6 +769,20 @@ mod tests {
             table.contains("ok: all 3 nodes answer and agree on leader a in term 4"),
             "{table}"
         );
+    }
+
+    /// A cluster of one node says so in the singular.
+    #[test]
+    fn a_cluster_of_one_node_is_said_in_the_singular() {
+        let views = [node("a", "leader", 2, Some("a"))];
+        let (problems, notes) = assess(&views);
+        assert!(problems.is_empty(), "{problems:?}");
+        let table = cluster_table(&views, &problems, &notes);
+        assert!(
+            table.contains("ok: the one node answers and knows leader a in term 2"),
+            "{table}"
+        );
+        assert!(!table.contains("1 nodes"), "{table}");
     }
 
     /// Two leaders, different terms and leaders, a silent node: each is flagged.

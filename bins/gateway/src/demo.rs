@@ -17,9 +17,11 @@
 //! Stdin is read on a thread of its own, so a signal ends the demo at once even while a read
 //! is pending. `quit`, SIGINT (Ctrl-C), SIGTERM, SIGHUP and the end of standard input all stop
 //! every node gracefully and remove the demo's temporary directory (data directories, dongle
-//! links, battery files); the nodes' log, a file of each demo's own, is kept and named. With `--duration SECS` it runs unattended instead: one line per event, the
-//! leader is killed once halfway, and the exit code says whether every live node knew the
-//! same leader at the end (0) or not (1).
+//! links, battery files). With `--duration SECS` it runs unattended instead: one line per
+//! event, the leader is killed once halfway, and the exit code says whether every live node
+//! knew the same leader at the end (0) or not (1). Either way the nodes' log, a file of each
+//! demo's own in the temporary directory, is named at start and kept when the demo ends
+//! (unattended, the warnings also go to stderr).
 //!
 //! `--mode raft|gossip|priority` picks the election (raft by default), with timings scaled down
 //! so that a failover is quick to watch. Each node's configuration is written as TOML in the
@@ -251,7 +253,7 @@ data_dir = {data_dir}
 [cluster]
 id = "demo"
 voters = [{voters}]
-# A cluster created here and now: each node's first start writes a genesis record (WAL-5).
+# A cluster created here and now: each node's first start writes a genesis record.
 initial_state = "new"
 # No pre-shared key: every node's radio is a virtual dongle on this process's simulated air.
 insecure = true
@@ -958,6 +960,34 @@ fn parse_groups(words: &[&str], count: usize) -> Result<Vec<Vec<usize>>, String>
     Ok(groups)
 }
 
+/// The reply to a line that is no command, or a command with the wrong arguments.
+fn not_understood(word: &str) -> String {
+    let known = [
+        "kill",
+        "k",
+        "revive",
+        "r",
+        "partition",
+        "p",
+        "heal",
+        "h",
+        "battery",
+        "b",
+        "air",
+        "a",
+        "view",
+        "v",
+        "quit",
+        "q",
+        "exit",
+    ];
+    if known.contains(&word) {
+        format!("wrong arguments for {word}; commands: {COMMANDS}")
+    } else {
+        format!("unknown command {word:?}; commands: {COMMANDS}")
+    }
+}
+
 /// `conclave demo`.
 pub(crate) fn run(options: DemoOptions) -> ExitCode {
     // Wrong options are refused before a log file is made for a demo that never runs.
@@ -974,7 +1004,7 @@ pub(crate) fn run(options: DemoOptions) -> ExitCode {
         return ExitCode::from(crate::EXIT_USAGE);
     }
     let log_file = match init_logging(options.duration.is_none()) {
-        Ok(path) => path,
+        Ok(path) => Some(path),
         Err(err) => {
             errln!("error: {err}");
             return ExitCode::from(1);
@@ -1005,6 +1035,9 @@ pub(crate) fn run(options: DemoOptions) -> ExitCode {
                 // Dropping the start stops the nodes it had started with the runtime, and
                 // removes the demo's directory.
                 outln!("{}: the demo stops before it started", signal_name(number));
+                if let Some(path) = &log_file {
+                    outln!("logs kept in {}", path.display());
+                }
                 return if options.duration.is_some() {
                     ExitCode::from(signal_exit(number))
                 } else {
@@ -1028,37 +1061,43 @@ pub(crate) fn run(options: DemoOptions) -> ExitCode {
     })
 }
 
-/// Where the nodes' logs go. The live view owns the terminal, so there they go to a file
-/// (returned, to be printed); unattended, warnings and errors go to stderr. `RUST_LOG`
-/// overrides the level in both cases.
-fn init_logging(interactive: bool) -> Result<Option<PathBuf>, String> {
+/// Where the nodes' logs go: a file of this demo's own in the temporary directory, in both
+/// ways of running it, kept when the demo ends (its path is returned, to be printed). The live
+/// view owns the terminal, so there the file is all; unattended, warnings and errors go to
+/// stderr as well. `RUST_LOG` overrides the level of both.
+fn init_logging(interactive: bool) -> Result<PathBuf, String> {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
     let filter = |default: &str| {
         tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
     };
-    if !interactive {
-        tracing_subscriber::fmt()
-            .with_env_filter(filter("warn"))
-            .with_ansi(colour(&std::io::stderr()))
-            .with_writer(std::io::stderr)
-            .init();
-        return Ok(None);
-    }
     // One per demo: two demos at once must not write over each other's log. It is kept when
     // the demo ends (the demo says where), unlike the demo's directory.
     let path = std::env::temp_dir().join(format!("conclave-demo-{}.log", std::process::id()));
     let file = std::fs::File::create(&path).map_err(|err| {
         format!(
-            "cannot create the demo's log file {}: {err}",
+            "cannot create the demo's log file {}: {err} (TMPDIR chooses the directory)",
             path.display()
         )
     })?;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter("info"))
+    let to_file = tracing_subscriber::fmt::layer()
         .with_ansi(false)
         .with_writer(std::sync::Mutex::new(file))
+        .with_filter(filter("info"));
+    let to_stderr = (!interactive).then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_ansi(colour(&std::io::stderr()))
+            .with_writer(std::io::stderr)
+            .with_filter(filter("warn"))
+    });
+    tracing_subscriber::registry()
+        .with(to_file)
+        .with(to_stderr)
         .init();
-    Ok(Some(path))
+    Ok(path)
 }
 
 /// `--duration`: events as lines, the leader killed halfway, the verdict as the exit code.
@@ -1327,7 +1366,7 @@ async fn interactive_loop(
                         }
                         String::new()
                     }
-                    _ => format!("commands: {COMMANDS}"),
+                    [word, ..] => not_understood(word),
                 };
                 if !reply.is_empty() {
                     let line = format!("{} > {line}: {reply}", clock());
@@ -1506,6 +1545,20 @@ mod tests {
     }
 
     /// `kill 1,2`, `kill 1 2` and `kill leader` name what they say.
+    /// A line the demo does not understand says so before listing the commands; a known
+    /// command with the wrong arguments is told apart.
+    #[test]
+    fn a_line_that_is_no_command_is_said_to_be_unknown() {
+        assert_eq!(
+            not_understood("xyz"),
+            format!("unknown command \"xyz\"; commands: {COMMANDS}")
+        );
+        assert_eq!(
+            not_understood("battery"),
+            format!("wrong arguments for battery; commands: {COMMANDS}")
+        );
+    }
+
     #[test]
     fn kill_and_revive_targets_parse() {
         assert_eq!(

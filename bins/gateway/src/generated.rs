@@ -181,6 +181,7 @@ mod tests {
             1,
             crate::EXIT_USAGE,
             crate::EXIT_DATAERR,
+            crate::EXIT_NOINPUT,
             crate::EXIT_UNAVAILABLE,
             crate::EXIT_SOFTWARE,
             crate::EXIT_CANTCREAT,

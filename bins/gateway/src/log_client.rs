@@ -19,7 +19,7 @@ use conclave_actors::events::unix_millis;
 use conclave_config::settings::admin_url;
 use serde_json::{Value, json};
 
-use crate::cli::{Cli, JobsCommand, KvCommand};
+use crate::cli::{ClientArgs, JobsCommand, KvCommand};
 use crate::output::{errln, outln};
 
 /// Redirects followed at most.
@@ -66,7 +66,7 @@ struct LogClient {
 }
 
 impl LogClient {
-    fn new(cli: &Cli) -> Result<Self, Failure> {
+    fn new(cli: &ClientArgs) -> Result<Self, Failure> {
         Ok(Self {
             base: admin_url(cli.admin.trim()).map_err(Failure::BadAddress)?,
             token: cli.token.clone(),
@@ -176,7 +176,7 @@ fn encode_key(key: &str) -> String {
 }
 
 /// Runs `conclave kv ...`.
-pub(crate) fn kv(cli: &Cli, command: &KvCommand) -> ExitCode {
+pub(crate) fn kv(cli: &ClientArgs, command: &KvCommand) -> ExitCode {
     let client = match LogClient::new(cli) {
         Ok(client) => client,
         Err(failure) => return failure.report(),
@@ -189,6 +189,10 @@ pub(crate) fn kv(cli: &Cli, command: &KvCommand) -> ExitCode {
             if_value,
             request_id,
         } => {
+            let value = match crate::input::value("VALUE", value) {
+                Ok(value) => value,
+                Err(err) => return input_failure(&err),
+            };
             let mut body = json!({
                 "value": value,
                 "request_id": request_id.clone().unwrap_or_else(made_up_request_id),
@@ -262,7 +266,7 @@ pub(crate) fn kv(cli: &Cli, command: &KvCommand) -> ExitCode {
 }
 
 /// `conclave kv watch KEY`: prints each change of the key as the node's stream brings it.
-fn watch(cli: &Cli, client: &LogClient, key: &str, from: Option<u64>) -> ExitCode {
+fn watch(cli: &ClientArgs, client: &LogClient, key: &str, from: Option<u64>) -> ExitCode {
     let from = match from {
         Some(from) => from,
         None => {
@@ -337,7 +341,7 @@ fn watch(cli: &Cli, client: &LogClient, key: &str, from: Option<u64>) -> ExitCod
 }
 
 /// Runs `conclave jobs ...`.
-pub(crate) fn jobs(cli: &Cli, command: &JobsCommand) -> ExitCode {
+pub(crate) fn jobs(cli: &ClientArgs, command: &JobsCommand) -> ExitCode {
     let client = match LogClient::new(cli) {
         Ok(client) => client,
         Err(failure) => return failure.report(),
@@ -350,6 +354,10 @@ pub(crate) fn jobs(cli: &Cli, command: &JobsCommand) -> ExitCode {
             max_attempts,
             request_id,
         } => {
+            let payload = match crate::input::value("PAYLOAD", payload) {
+                Ok(payload) => payload,
+                Err(err) => return input_failure(&err),
+            };
             let mut body = json!({ "payload": payload, "request_id": id(request_id) });
             if let Some(queue) = queue {
                 body["queue"] = json!(queue);
@@ -473,15 +481,58 @@ pub(crate) fn jobs(cli: &Cli, command: &JobsCommand) -> ExitCode {
                 outln!("purged {} ({})", ids.len(), ids.join(" "));
             }
         }
-        _ => outln!(
-            "job {}",
-            answer.body.get("job").cloned().unwrap_or(Value::Null)
-        ),
+        JobsCommand::Ack { .. } => outln!("job {} done", job_id(answer)),
+        JobsCommand::Nack { .. } => outln!("{}", nacked(answer)),
+        _ => outln!("job {}", job_id(answer)),
     })
 }
 
+/// The job an answer names.
+fn job_id(answer: &Answer) -> Value {
+    answer.body.get("job").cloned().unwrap_or(Value::Null)
+}
+
+/// What became of a job given back: ready for another attempt, or dead with its attempts used
+/// up, and how to put it back then.
+fn nacked(answer: &Answer) -> String {
+    let job = job_id(answer);
+    let attempts = answer.body.get("attempts").and_then(Value::as_u64);
+    // The answer carries the attempts made; the limit only where the node says it.
+    let limit = answer.body.get("max_attempts").and_then(Value::as_u64);
+    match (answer.body.get("state").and_then(Value::as_str), attempts) {
+        (Some("dead"), Some(attempts)) => format!(
+            "job {job} dead: its attempts are used up ({attempts} of {}); conclave jobs retry \
+             {job} puts it back",
+            limit.unwrap_or(attempts)
+        ),
+        (Some("dead"), None) => {
+            format!(
+                "job {job} dead: its attempts are used up; conclave jobs retry {job} puts it back"
+            )
+        }
+        (_, Some(attempts)) => match limit {
+            Some(limit) => format!(
+                "job {job} ready again (attempt {} of {limit})",
+                attempts + 1
+            ),
+            None => format!("job {job} ready again (attempt {} next)", attempts + 1),
+        },
+        (_, None) => format!("job {job} ready again"),
+    }
+}
+
+/// Reports a value that could not be read (`-`, `@FILE`); its exit code.
+fn input_failure(err: &crate::input::InputError) -> ExitCode {
+    errln!("error: {err}");
+    ExitCode::from(err.exit_code())
+}
+
 /// Prints an answer (its JSON with `--json`, else `human`) and picks the exit code.
-fn finish(cli: &Cli, result: Result<Answer, Failure>, human: impl FnOnce(&Answer)) -> ExitCode {
+fn finish(
+    cli: &ClientArgs,
+    result: Result<Answer, Failure>,
+    human: impl FnOnce(&Answer),
+) -> ExitCode {
     let answer = match result {
         Ok(answer) => answer,
         Err(failure) => return failure.report(),
@@ -514,5 +565,33 @@ fn finish(cli: &Cli, result: Result<Answer, Failure>, human: impl FnOnce(&Answer
         421 | 503 | 504 => ExitCode::from(crate::EXIT_TEMPFAIL),
         400 => ExitCode::from(crate::EXIT_USAGE),
         _ => ExitCode::from(1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(body: Value) -> Answer {
+        Answer {
+            status: 200,
+            body,
+            url: "http://127.0.0.1:7070/v1/jobs/1/nack".to_owned(),
+        }
+    }
+
+    /// A nack says what became of the job: ready for its next attempt, or dead with its
+    /// attempts used up and how to put it back.
+    #[test]
+    fn a_nack_says_whether_the_job_is_ready_again_or_dead() {
+        let ready = json!({ "job": 1, "state": "ready", "attempts": 1 });
+        assert_eq!(nacked(&answer(ready)), "job 1 ready again (attempt 2 next)");
+        let ready = json!({ "job": 1, "state": "ready", "attempts": 1, "max_attempts": 5 });
+        assert_eq!(nacked(&answer(ready)), "job 1 ready again (attempt 2 of 5)");
+        let dead = json!({ "job": 1, "state": "dead", "attempts": 5 });
+        assert_eq!(
+            nacked(&answer(dead)),
+            "job 1 dead: its attempts are used up (5 of 5); conclave jobs retry 1 puts it back"
+        );
     }
 }

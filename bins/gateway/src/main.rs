@@ -7,8 +7,11 @@
 //! completions SHELL` and `conclave man` print a completion script and the manual page
 //! generated from these clap definitions. The other commands talk to running nodes through
 //! their admin API (`--admin`, default `http://127.0.0.1:7070`, or `host:port`) and print a
-//! table, or JSON with `--json`. `conclave dongle check PORT` talks to an ESP32 dongle
-//! directly.
+//! table, or JSON with `--json`: options these commands declare, refused by the others
+//! (`cli::ClientArgs`). `conclave dongle check PORT` talks to an ESP32 dongle directly.
+//!
+//! Every usage error exits 64, clap's own (an unknown option, a missing argument, a bad
+//! value) as the commands' own; `--help` and `--version` print and exit 0.
 //!
 //! `conclave wal inspect|repair DIR` work on a node's WAL file directly (see `wal.rs`).
 //!
@@ -22,6 +25,7 @@ mod demo;
 mod dongle;
 mod generated;
 mod init;
+mod input;
 mod log_client;
 mod logging;
 mod notify;
@@ -37,6 +41,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::cli::{Cli, Commands, DongleCommand, WalCommand};
+use crate::output::errln;
 
 /// Every exit code of the binary and what it means, as `conclave man` documents them.
 pub(crate) const EXIT_STATUSES: &[(&str, &str)] = &[
@@ -53,9 +58,13 @@ pub(crate) const EXIT_STATUSES: &[(&str, &str)] = &[
     ),
     (
         "64",
-        "EX_USAGE: bad usage or configuration. check-config exits 64 on any problem, those it \
-         finds in node.data_dir included; run, also when the data directory holds a WAL of \
-         another election.mode. Restarting does not help.",
+        "EX_USAGE: bad usage or configuration: an unknown command or option, a missing or bad \
+         argument, an option the command does not take (the client options --admin, \
+         --endpoints, --timeout, --token and --json belong to the commands that talk to a \
+         node); kv put, jobs add: a value read from a file or standard input that is not \
+         UTF-8 text. check-config exits 64 on any problem, those it finds in node.data_dir \
+         included; run, also when the data directory holds a WAL of another election.mode. \
+         Restarting does not help.",
     ),
     (
         "65",
@@ -63,6 +72,12 @@ pub(crate) const EXIT_STATUSES: &[(&str, &str)] = &[
          valid ones, a damaged snapshot, a missing segment) or is not conclave's. The node does \
          not start until an operator inspects and repairs it (conclave wal inspect, conclave \
          wal repair); a service manager must not restart it.",
+    ),
+    (
+        "66",
+        "EX_NOINPUT: an input file cannot be read: wal inspect, wal repair: no such file or \
+         directory, or no WAL in it; kv put, jobs add: the @FILE (or standard input, for -) \
+         of the value.",
     ),
     (
         "69",
@@ -100,6 +115,8 @@ pub(crate) const EXIT_STATUSES: &[(&str, &str)] = &[
 
 /// sysexits' EX_USAGE: the command line or the configuration is wrong.
 pub(crate) const EXIT_USAGE: u8 = 64;
+/// sysexits' EX_NOINPUT: an input file (a WAL, a value's @FILE) cannot be read.
+pub(crate) const EXIT_NOINPUT: u8 = 66;
 /// sysexits' EX_UNAVAILABLE: the admin API does not answer.
 pub(crate) const EXIT_UNAVAILABLE: u8 = 69;
 /// sysexits' EX_TEMPFAIL: the cluster could not answer a `kv` or `jobs` command in time.
@@ -115,8 +132,24 @@ pub(crate) const EXIT_CANTCREAT: u8 = 73;
 pub(crate) const EXIT_NOPERM: u8 = 77;
 
 fn main() -> ExitCode {
-    let code = command(Cli::parse());
+    let args = cli::client_options_after_the_verb(std::env::args_os());
+    let code = match Cli::try_parse_from(args) {
+        Ok(cli) => command(cli),
+        Err(err) => usage_error(&err),
+    };
     output::exit_code(code)
+}
+
+/// Prints clap's message: `--help` and `--version` to standard output, exit 0; a usage
+/// error to standard error, exit 64 (clap's own code, 2, is not the one documented).
+fn usage_error(err: &clap::Error) -> ExitCode {
+    // A reader gone away (`conclave --help | head -1`) is no failure of the command.
+    let _ = err.print();
+    if err.use_stderr() {
+        ExitCode::from(EXIT_USAGE)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// Runs the verb; its exit code.
@@ -125,20 +158,33 @@ fn command(cli: Cli) -> ExitCode {
         Commands::Run { config, log } => run::run(config.as_deref(), log.as_deref()),
         Commands::Completions { shell } => generated::completions(shell),
         Commands::Man => generated::man(),
-        Commands::CheckConfig { file, file_only } => run::check_config(&file, !file_only),
+        Commands::CheckConfig {
+            file,
+            config,
+            file_only,
+        } => match file.or(config) {
+            Some(file) => run::check_config(&file, !file_only),
+            // clap requires one of the two.
+            None => {
+                errln!("error: check-config needs the configuration file: FILE or --config FILE");
+                ExitCode::from(EXIT_USAGE)
+            }
+        },
         Commands::Init { config } => init::init(config.as_deref()),
         Commands::Defaults => {
             output::out!("{}", conclave_config::settings::defaults_toml());
             ExitCode::SUCCESS
         }
-        Commands::Kv { ref command } => log_client::kv(&cli, command),
-        Commands::Jobs { ref command } => log_client::jobs(&cli, command),
+        Commands::Kv { client, command } => log_client::kv(&client, &command),
+        Commands::Jobs { client, command } => log_client::jobs(&client, &command),
         Commands::Wal {
+            json,
             command: WalCommand::Inspect { dir },
-        } => wal::inspect_command(&dir, cli.json),
+        } => wal::inspect_command(&dir, json),
         Commands::Wal {
+            json,
             command: WalCommand::Repair { dir, confirm },
-        } => wal::repair_command(&dir, confirm, cli.json),
+        } => wal::repair_command(&dir, confirm, json),
         Commands::Demo {
             nodes,
             duration,
@@ -166,6 +212,6 @@ fn command(cli: Cli) -> ExitCode {
             baud,
             stats: std::time::Duration::from_secs(stats),
         }),
-        ref command => commands::run(&cli, command),
+        command => commands::run(&command),
     }
 }

@@ -14,6 +14,11 @@ pub(crate) fn colour(stream: &impl IsTerminal) -> bool {
     stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty())
 }
 
+/// `1 voter`, `3 voters`.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 fn or_dash(value: Option<&str>) -> &str {
     value.unwrap_or("-")
 }
@@ -60,15 +65,18 @@ pub(crate) fn status(status: &StatusAnswer) -> String {
     if status.quorum == "none" {
         let _ = writeln!(
             out,
-            "quorum      none ({}; {} voters reachable; {ready})",
+            "quorum      none ({}; {} reachable; {ready})",
             unquorate_election(status),
-            status.reachable_voters,
+            count(status.reachable_voters, "voter", "voters"),
         );
     } else {
         let _ = writeln!(
             out,
-            "quorum      {} ({} of {} votes; {} voters reachable; {ready})",
-            status.quorum, status.quorum_size, status.electorate, status.reachable_voters,
+            "quorum      {} ({} of {}; {} reachable; {ready})",
+            status.quorum,
+            status.quorum_size,
+            count(status.electorate, "vote", "votes"),
+            count(status.reachable_voters, "voter", "voters"),
         );
     }
     let _ = writeln!(
@@ -195,13 +203,27 @@ pub(crate) fn status(status: &StatusAnswer) -> String {
     if status.quarantined {
         out.push_str("WARNING     this node's id is used by another live node; it takes no part in elections\n");
     }
-    if !status.authenticated {
-        out.push_str("WARNING     frames are not authenticated (no cluster.psk_file)\n");
+    if !status.authenticated && networked(status) {
+        out.push_str(
+            "WARNING     frames are not authenticated (no cluster.psk_file): whoever reaches \
+             its links can forge frames\n",
+        );
     }
     out.push('\n');
     out.push_str(&peers(&status.peers));
     out.push_str(&unanswered(&status.unanswered));
     out
+}
+
+/// Whether the node exchanges frames with other hosts, where unauthenticated frames could be
+/// forged: it has other voters, peers it heard, configured peer addresses, or a radio. A node
+/// alone (the defaults of `conclave run`) has none, and its missing key is no risk worth a
+/// warning. The answer does not carry the configured links, so these are what tells.
+fn networked(status: &StatusAnswer) -> bool {
+    status.voters.iter().any(|voter| *voter != status.node_id)
+        || !status.peers.is_empty()
+        || !status.unanswered.is_empty()
+        || status.dongle.is_some()
 }
 
 /// Where a node stands, on one line: `gw-a: follower in term 7, leader gw-c (fencing token
@@ -530,6 +552,62 @@ mod tests {
         assert_eq!(rtt(Some(42.25)), "42.2 ms");
         assert_eq!(rtt(Some(250.4)), "250 ms");
         assert_eq!(rtt(None), "unknown");
+    }
+
+    /// Frames without a key are a risk where other hosts can send them: a node with other
+    /// voters, peers or a radio warns of it; a node alone, with no link to anyone, does not.
+    #[test]
+    fn only_a_networked_node_warns_of_unauthenticated_frames() {
+        let warning = "frames are not authenticated";
+        let mut lone = status_answer();
+        lone.authenticated = false;
+        lone.voters = vec!["gw-a".to_owned()];
+        lone.peers = Vec::new();
+        assert!(!status(&lone).contains(warning), "{}", status(&lone));
+        lone.voters = Vec::new();
+        assert!(!status(&lone).contains(warning), "{}", status(&lone));
+        // And it is counted in the singular.
+        (lone.quorum_size, lone.electorate, lone.reachable_voters) = (1, 1, 1);
+        let text = status(&lone);
+        assert!(
+            text.contains("(1 of 1 vote; 1 voter reachable; ready)"),
+            "{text}"
+        );
+
+        let mut networked = status_answer();
+        networked.authenticated = false;
+        assert!(
+            status(&networked).contains(warning),
+            "{}",
+            status(&networked)
+        );
+        // Other voters, none heard yet.
+        networked.peers = Vec::new();
+        assert!(
+            status(&networked).contains(warning),
+            "{}",
+            status(&networked)
+        );
+        // Alone in the voters, but a radio or a configured peer address reaches others.
+        let mut radio = lone.clone();
+        radio.dongle = Some(DongleAnswer::default());
+        assert!(status(&radio).contains(warning), "{}", status(&radio));
+        let mut addressed = lone.clone();
+        addressed.unanswered = vec![UnansweredAnswer {
+            address: "udp:10.0.0.2:7947".to_owned(),
+            silent_ms: 1000,
+        }];
+        assert!(
+            status(&addressed).contains(warning),
+            "{}",
+            status(&addressed)
+        );
+        networked.authenticated = true;
+        assert!(
+            !status(&networked).contains(warning),
+            "{}",
+            status(&networked)
+        );
     }
 
     /// WAL-2: an abstaining node says so, and names the peers it waits for.

@@ -5,7 +5,8 @@
 //! Exit codes: `inspect` 0 when a node can start from the file (clean, or a torn tail it cuts
 //! off itself), 1 when it is corrupt or cannot be read; `repair` 0 when it repaired the file or
 //! there was nothing to repair, 1 when it failed or was refused (a node holds the directory),
-//! 64 without `--confirm` (it then only says what it would do).
+//! 64 without `--confirm` (it then only says what it would do). Both exit 66 (sysexits'
+//! EX_NOINPUT) when there is no WAL to read: no such file or directory, or none in it.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -17,7 +18,7 @@ use conclave_protocol::{EntryKind, PeerId};
 use conclave_storage::{
     DamagedSpan, Examination, ExaminedRecord, Inspection, LogInspection, LogVerdict, RecordContent,
     RepairOutcome, RepairReport, SegmentContent, SegmentInspection, SnapshotFile, StartState,
-    Verdict, WalRecord, inspect, repair,
+    Verdict, WAL_FILE_NAME, WalRecord, inspect, repair,
 };
 use serde::Serialize;
 
@@ -26,6 +27,10 @@ use crate::output::{err, errln};
 
 /// `conclave wal inspect DIR`.
 pub(crate) fn inspect_command(target: &Path, json: bool) -> ExitCode {
+    if let Err(missing) = wal_present(target) {
+        errln!("error: {missing}");
+        return ExitCode::from(crate::EXIT_NOINPUT);
+    }
     let inspection = match inspect(target) {
         Ok(inspection) => inspection,
         Err(err) => {
@@ -47,6 +52,12 @@ pub(crate) fn inspect_command(target: &Path, json: bool) -> ExitCode {
 
 /// `conclave wal repair DIR [--confirm]`.
 pub(crate) fn repair_command(dir: &Path, confirm: bool, json: bool) -> ExitCode {
+    // Before anything, taking the directory's lock included: that would create a lock file
+    // in a directory that holds no WAL.
+    if let Err(missing) = wal_present(dir) {
+        errln!("error: {missing}");
+        return ExitCode::from(crate::EXIT_NOINPUT);
+    }
     if !confirm {
         return repair_plan(dir);
     }
@@ -68,6 +79,33 @@ pub(crate) fn repair_command(dir: &Path, confirm: bool, json: bool) -> ExitCode 
         RepairOutcome::Repaired(report) => print_text(&render_report(&report)),
     }
     ExitCode::SUCCESS
+}
+
+/// `Err` with what to say when `target` (a data directory, or a WAL file) holds no WAL to read.
+fn wal_present(target: &Path) -> Result<(), String> {
+    let wal = if target.is_dir() {
+        target.join(WAL_FILE_NAME)
+    } else {
+        target.to_path_buf()
+    };
+    match std::fs::symlink_metadata(&wal) {
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Err(if wal == target {
+            format!(
+                "{}: no such file or directory (give the node's data directory, \
+                 node.data_dir, or its WAL file)",
+                target.display()
+            )
+        } else {
+            format!(
+                "no WAL in {} (no {WAL_FILE_NAME}): is it the node's data directory, \
+                 node.data_dir, and has the node started there?",
+                target.display()
+            )
+        }),
+        // Anything else (no permission) is for the reading itself to report, in full.
+        Err(_) => Ok(()),
+    }
 }
 
 /// Without `--confirm`: what a repair would do, and nothing else.

@@ -235,7 +235,8 @@ fn an_operators_first_hour() {
     let (leader, _) = cluster.wait_for("a leader", ProcessCluster::agreed_leader);
     let follower = NODES.iter().find(|id| **id != leader).unwrap().to_string();
 
-    // `--admin host:port`, no scheme.
+    // `--admin host:port`, no scheme; before the verb, as scripts for earlier versions
+    // write it.
     let out = cli(&["--admin", &cluster.admin_addr(&follower), "status"]);
     assert!(out.status.success(), "{}", show(&out));
     assert!(
@@ -246,7 +247,7 @@ fn an_operators_first_hour() {
 
     // The metrics port is not the admin API, and the CLI says so.
     let metrics = cluster.metrics_url(&follower);
-    let out = cli(&["--admin", metrics.trim_end_matches("/metrics"), "status"]);
+    let out = cli(&["status", "--admin", metrics.trim_end_matches("/metrics")]);
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(
         stderr(&out).contains("is not a conclave admin API"),
@@ -254,16 +255,16 @@ fn an_operators_first_hour() {
         show(&out)
     );
     // Nothing listening at all: 69, and what to do.
-    let out = cli(&["--admin", "127.0.0.1:1", "status"]);
+    let out = cli(&["status", "--admin", "127.0.0.1:1"]);
     assert_eq!(out.status.code(), Some(69), "{}", show(&out));
     assert!(stderr(&out).contains("cannot reach the admin API at http://127.0.0.1:1"));
 
     // `leader resign` sent to a follower reaches the leader.
     let out = cli(&[
-        "--admin",
-        &cluster.admin_addr(&follower),
         "leader",
         "resign",
+        "--admin",
+        &cluster.admin_addr(&follower),
     ]);
     assert!(out.status.success(), "{}", show(&out));
     assert!(
@@ -299,11 +300,11 @@ fn an_operators_first_hour() {
         .unwrap()
         .to_string();
     let out = cli(&[
-        "--admin",
-        &cluster.admin_url(&asked),
         "leader",
         "set",
         &target,
+        "--admin",
+        &cluster.admin_url(&asked),
     ]);
     assert!(out.status.success(), "{}", show(&out));
     assert!(
@@ -312,7 +313,7 @@ fn an_operators_first_hour() {
         show(&out)
     );
 
-    let out = cli(&["--admin", &cluster.admin_addr(&asked), "history"]);
+    let out = cli(&["history", "--admin", &cluster.admin_addr(&asked)]);
     assert!(out.status.success(), "{}", show(&out));
     assert!(
         stdout(&out).contains("AT (UTC)") && stdout(&out).contains("AGO"),
@@ -322,13 +323,13 @@ fn an_operators_first_hour() {
 
     // The switch on every voter, shown per node by `cluster status`.
     let admin = cluster.admin_addr(&asked);
-    let out = cli(&["--admin", &admin, "auto-election", "off", "--cluster"]);
+    let out = cli(&["auto-election", "off", "--cluster", "--admin", &admin]);
     assert!(out.status.success(), "{}", show(&out));
     assert_eq!(stdout(&out).matches("applied").count(), 3, "{}", show(&out));
     for id in NODES {
         assert_eq!(cluster.status(id).unwrap()["auto_election"], false, "{id}");
     }
-    let out = cli(&["--admin", &admin, "cluster", "status"]);
+    let out = cli(&["cluster", "status", "--admin", &admin]);
     assert!(out.status.success(), "{}", show(&out));
     assert_eq!(stdout(&out).matches(" OFF ").count(), 3, "{}", show(&out));
     assert!(
@@ -336,7 +337,7 @@ fn an_operators_first_hour() {
         "{}",
         show(&out)
     );
-    let out = cli(&["--admin", &admin, "auto-election", "on", "--cluster"]);
+    let out = cli(&["auto-election", "on", "--cluster", "--admin", &admin]);
     assert!(out.status.success(), "{}", show(&out));
 
     // A node down: cluster status flags it, a transfer to it does not complete, and the
@@ -347,7 +348,7 @@ fn an_operators_first_hour() {
         .unwrap()
         .to_string();
     cluster.kill(&down);
-    let out = cli(&["--admin", &admin, "cluster", "status"]);
+    let out = cli(&["cluster", "status", "--admin", &admin]);
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(
         stdout(&out).contains(&format!("{down} does not answer")),
@@ -355,7 +356,7 @@ fn an_operators_first_hour() {
         show(&out)
     );
     assert!(stdout(&out).contains("NO ANSWER"), "{}", show(&out));
-    let out = cli(&["--admin", &admin, "leader", "set", &down, "--wait", "2"]);
+    let out = cli(&["leader", "set", &down, "--wait", "2", "--admin", &admin]);
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(
         stderr(&out).contains(&format!("{down} did not take the lead within 2000 ms")),
@@ -363,7 +364,7 @@ fn an_operators_first_hour() {
         show(&out)
     );
     assert!(stdout(&out).contains("now: "), "{}", show(&out));
-    let out = cli(&["--admin", &admin, "auto-election", "off", "--cluster"]);
+    let out = cli(&["auto-election", "off", "--cluster", "--admin", &admin]);
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(
         stdout(&out).contains(&format!("{down:<16} FAILED")),

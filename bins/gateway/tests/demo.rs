@@ -3,8 +3,8 @@
 //! halfway, and must exit 0 — every live node knowing the same leader at the end — with one
 //! line per event on stdout, among them a leader elected after the kill, and no escape codes
 //! anywhere when the output is not a terminal. Interactive, over a pipe: `kill leader`,
-//! `kill 1,2`, `revive` of a running node, and Ctrl-C ending it at once though stdin is
-//! still open.
+//! `kill 1,2`, `revive` of a running node, a line that is no command, and Ctrl-C ending it at
+//! once though stdin is still open. The nodes' log is kept in both ways of running it.
 
 #![allow(clippy::unwrap_used)]
 
@@ -73,6 +73,16 @@ fn unattended_demo_survives_the_leader_killed_halfway() {
         .find_map(|line| line.strip_prefix("result: every live node (4) knows the leader "))
         .unwrap_or_else(|| panic!("no agreement among the four survivors:\n{stdout}"));
     assert_ne!(verdict.trim(), killed, "{stdout}");
+
+    // The nodes' log is kept unattended too, where the demo says, in the temporary directory.
+    let kept = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("logs kept in "))
+        .unwrap_or_else(|| panic!("the demo names no log it kept:\n{stdout}"));
+    let log = std::path::Path::new(kept.trim());
+    assert_eq!(log.parent(), Some(tmp.path()), "{stdout}");
+    let logged = std::fs::read_to_string(log).unwrap();
+    assert!(logged.contains(" INFO "), "{logged}");
 }
 
 /// An interactive demo over pipes, with a fixed seed.
@@ -119,6 +129,16 @@ fn interactive_commands_over_a_pipe() {
     demo.send(&format!("revive {number}"));
     demo.wait_line("the refusal to revive a running node", |l| {
         l.ends_with(&format!("{killed} is already running"))
+    });
+
+    // A line that is no command says so before it lists the commands.
+    demo.send("xyz 3");
+    demo.wait_line("the reply to an unknown command", |l| {
+        l.ends_with(
+            "> xyz 3: unknown command \"xyz\"; commands: kill N[,M..] | kill leader | \
+                     revive N[,M..] | partition 1,2 3,4,5 | heal | battery N PCT | air | view | \
+                     quit",
+        )
     });
 
     demo.send("kill 1,2");

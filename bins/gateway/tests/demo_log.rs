@@ -14,11 +14,11 @@ use std::time::{Duration, SystemTime};
 
 use demo_support::{BOUND, Demo};
 
-/// `conclave --admin URL ARGS`.
+/// `conclave ARGS --admin URL`.
 fn conclave(admin: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_conclave"))
-        .args(["--admin", admin])
         .args(args)
+        .args(["--admin", admin])
         .output()
         .unwrap()
 }
@@ -39,7 +39,7 @@ fn admin_url(demo: &mut Demo, node: &str) -> String {
         .to_owned()
 }
 
-/// Runs `conclave --admin URL ARGS` until it exits 0 (a write retried with its request id
+/// Runs `conclave ARGS --admin URL` until it exits 0 (a write retried with its request id
 /// while a leader settles), bounded; its stdout.
 fn until_done(admin: &str, args: &[&str]) -> String {
     let deadline = SystemTime::now() + BOUND;

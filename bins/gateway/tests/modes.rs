@@ -88,9 +88,9 @@ fn kill_and_reelect(cluster: &mut ProcessCluster, leader: &str, term: u64) -> St
 /// Runs the CLI against node `id`'s admin API; panics unless it exits 0.
 fn cli(cluster: &ProcessCluster, id: &str, args: &[&str]) -> String {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_conclave"))
+        .args(args)
         .arg("--admin")
         .arg(cluster.admin_url(id))
-        .args(args)
         .output()
         .unwrap();
     let text = format!(

@@ -30,11 +30,11 @@ fn start(cluster: &mut ProcessCluster, id: &str) {
     cluster.start_from_file(id, &example_config(id));
 }
 
-/// `conclave --admin <node> ARGS --json`: exit code and the JSON answer.
+/// `conclave ARGS --admin <node> --json`: exit code and the JSON answer.
 fn cli(cluster: &ProcessCluster, node: &str, args: &[&str]) -> (i32, Value) {
     let admin = cluster.admin_url(node);
-    let mut all = vec!["--admin", admin.as_str(), "--json"];
-    all.extend_from_slice(args);
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--admin", admin.as_str(), "--json"]);
     let output = conclave(&all);
     let code = output.status.code().unwrap_or(-1);
     let answer = serde_json::from_str(text(&output.stdout).trim()).unwrap_or(Value::Null);
@@ -330,10 +330,56 @@ fn dead_letters_are_retried_and_purged_through_a_follower() {
     // Without --json, a purge says how many it deleted: none are left.
     let admin = cluster.admin_url(follower);
     let output = conclave(&[
-        "--admin", &admin, "jobs", "purge", "--all", "--queue", "default",
+        "jobs", "purge", "--all", "--queue", "default", "--admin", &admin,
     ]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert_eq!(text(&output.stdout).trim(), "purged 0");
+
+    // A payload read from a file (`@FILE`, bytes as they are); a nack and an ack say what
+    // became of the job.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("payload.json");
+    std::fs::write(&file, "{\"to\": \"ops\"}\n").unwrap();
+    let human = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend_from_slice(&["--admin", &admin]);
+        let output = conclave(&all);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
+        text(&output.stdout).trim().to_owned()
+    };
+    let added = human(&[
+        "jobs",
+        "add",
+        &format!("@{}", file.display()),
+        "--max-attempts",
+        "2",
+    ]);
+    let job = added.strip_prefix("job ").unwrap().to_owned();
+    let (code, claimed) = cli(&cluster, follower, &["jobs", "claim", "--worker", "w"]);
+    assert_eq!(code, 0, "{claimed}");
+    assert_eq!(
+        claimed["claimed"]["payload"], "{\"to\": \"ops\"}\n",
+        "{claimed}"
+    );
+    let nacked = human(&["jobs", "nack", &job, "--worker", "w"]);
+    assert!(
+        nacked.starts_with(&format!("job {job} ready again (attempt 2 ")),
+        "{nacked}"
+    );
+    let (code, claimed) = cli(&cluster, follower, &["jobs", "claim", "--worker", "w"]);
+    assert_eq!(
+        (code, claimed["job"].to_string()),
+        (0, job.clone()),
+        "{claimed}"
+    );
+    assert_eq!(
+        human(&["jobs", "ack", &job, "--worker", "w"]),
+        format!("job {job} done")
+    );
 }
 
 /// LOG-8: a watch streams a key's changes as they are applied, `/v1/log` reads the committed
@@ -352,13 +398,13 @@ fn watch_log_and_status_follow_the_writes() {
     let follower = NODES.iter().copied().find(|id| *id != leader).unwrap();
     let mut watcher = std::process::Command::new(env!("CARGO_BIN_EXE_conclave"))
         .args([
-            "--admin",
-            &cluster.admin_url(follower),
             "kv",
             "watch",
             "color",
             "--from",
             "1",
+            "--admin",
+            &cluster.admin_url(follower),
         ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())

@@ -261,7 +261,7 @@ fn raft8_auto_election_off_survives_a_restart() {
         c.status("gw-a").filter(|s| s["role"] == "leader")
     });
     let admin = cluster.admin_url("gw-a");
-    let off = conclave(&["--admin", &admin, "auto-election", "off"]);
+    let off = conclave(&["auto-election", "off", "--admin", &admin]);
     assert!(off.status.success(), "{}", text(&off.stderr));
     assert!(cluster.stop("gw-a").success());
 

@@ -79,7 +79,7 @@ use serde::{Deserialize, Serialize};
 use crate::{AdminConfig, HealthConfig, HooksConfig, raft_defaults};
 
 pub use self::schema::{ENV_PREFIX, ENV_SEPARATOR, toml_string};
-pub use self::validate::{MAX_ADMIN_CONNECTIONS, MAX_MILLIS, admin_url};
+pub use self::validate::{MAX_ADMIN_CONNECTIONS, MAX_APPEND_BYTES, MAX_MILLIS, admin_url};
 
 /// The first lines of the defaults file, before the sections.
 const DEFAULTS_HEADER: &str = "\
@@ -598,8 +598,12 @@ pub struct LogSection {
     /// ordered log of writes (a key-value store and a job queue) to the voters, committed once a
     /// majority has it on disk. Raft mode with quorum = "voters" only. Every voter sets the same.
     pub enabled: bool = false,
-    /// Bytes of log entries in one AppendEntries frame at most, 64-60000: what fits one UDP
-    /// datagram beside the envelope. A larger entry still travels, alone.
+    /// Bytes of log entries in one AppendEntries frame at most, 64-1221: 1221 is what one UDP
+    /// datagram holds beside the envelope with the longest ids and tag, and an ESP-NOW link
+    /// lowers it to what one 250-byte radio frame holds. A write — the value with its key (a
+    /// job's payload with its queue) and request id — must fit one log entry of at most
+    /// log.max_append_bytes bytes: 1024 by default, room for a value of about 880 bytes; raise
+    /// log.max_append_bytes up to 1221 with UDP links only (an ESP-NOW link allows 164).
     pub max_append_bytes: u64 = LogConfig::default().max_append_bytes as u64,
     /// Log entries in one AppendEntries frame at most, 1-4096.
     pub max_append_entries: u64 = LogConfig::default().max_append_entries as u64,

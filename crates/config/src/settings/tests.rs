@@ -2496,6 +2496,42 @@ fn log_batches_are_cut_to_an_espnow_frame() {
     assert_problem(&problems, "log.enabled", "room for only");
 }
 
+/// PROTO-4, LOG-2: `log.max_append_bytes` goes no higher than what one UDP datagram holds
+/// beside the envelope with the longest ids and tag (a larger batch could never be sent, and
+/// a write that large would wait for a commit that never comes), and the documented maximum is
+/// that number.
+#[test]
+fn log_batches_fit_one_udp_datagram_whatever_the_ids() {
+    let longest = "x".repeat(conclave_protocol::MAX_ID_LEN);
+    let worst = validate::frame_entry_budget(
+        conclave_protocol::ClusterId::new(&longest).unwrap(),
+        PeerId::new(&longest).unwrap(),
+        Some(conclave_protocol::MAX_TAG_LEN),
+        conclave_protocol::UDP_MTU,
+    );
+    assert_eq!(worst, usize::try_from(MAX_APPEND_BYTES).ok());
+    let problems = refused(&format!(
+        "[log]\nmax_append_bytes = {}\n",
+        MAX_APPEND_BYTES + 1
+    ));
+    assert_problem(
+        &problems,
+        "log.max_append_bytes",
+        &format!("must be between 64 and {MAX_APPEND_BYTES}"),
+    );
+    let config = node_config(&format!(
+        "[node]\nid = \"{longest}\"\n[cluster]\nid = \"{longest}\"\nvoters = [\"{longest}\"]\n\
+         [log]\nenabled = true\nmax_append_bytes = {MAX_APPEND_BYTES}\n"
+    ));
+    let ModeConfig::Raft(raft) = &config.election else {
+        panic!("raft by default");
+    };
+    assert_eq!(
+        raft.log.map(|log| log.max_append_bytes as u64),
+        Some(MAX_APPEND_BYTES)
+    );
+}
+
 /// LOG-1: the replicated log is refused with the `connected` quorum and outside raft mode,
 /// naming `log.enabled` and the key it conflicts with; its numbers are refused out of range.
 #[test]

@@ -43,6 +43,14 @@ use crate::{
 /// radio: a short key-value write.
 const MIN_RADIO_ENTRY_BYTES: usize = 64;
 
+/// The largest `log.max_append_bytes`: the bytes of log entries one UDP datagram
+/// ([`conclave_protocol::UDP_MTU`]) holds beside an AppendEntries' envelope and fields with
+/// the longest ids and authentication tag there can be, so that a batch of this size travels
+/// with any configuration. A larger entry could never be sent: the transport drops a frame
+/// beyond the datagram, so the entry, and every write after it, would wait for a commit that
+/// never comes. A test computes it.
+pub const MAX_APPEND_BYTES: u64 = 1221;
+
 /// Longest duration any `*_ms` key accepts: one day. Anything longer is a slip of the keyboard,
 /// and deadlines computed from it could overflow.
 pub const MAX_MILLIS: u64 = 86_400_000;
@@ -435,7 +443,7 @@ impl Settings {
             "log.max_append_bytes",
             section.max_append_bytes,
             64,
-            60_000,
+            MAX_APPEND_BYTES,
         );
         // PROTO-4: every frame must fit the smallest link, and an ESP-NOW frame is 250 bytes;
         // a larger batch would be refused by the transport and never arrive. What is left for
@@ -444,7 +452,7 @@ impl Settings {
             .link
             .espnow
             .as_ref()
-            .and_then(|_| self.espnow_entry_budget());
+            .and_then(|_| self.entry_budget(ESPNOW_V1_MTU));
         if let (Some(budget), Some(configured)) = (radio_budget, bytes) {
             if configured > budget {
                 if section.enabled && self.operator_keys.contains("log.max_append_bytes") {
@@ -526,46 +534,21 @@ impl Settings {
         }))
     }
 
-    /// Bytes of log entries one ESP-NOW frame holds beside an AppendEntries' envelope and
-    /// fields, with this configuration's ids (the longest one in every place an id goes) and
-    /// tag, and the largest numbers; `None` when an id is not valid (reported elsewhere).
-    fn espnow_entry_budget(&self) -> Option<usize> {
+    /// Bytes of log entries one frame of `mtu` bytes holds beside an AppendEntries' envelope
+    /// and fields, with this configuration's ids (the longest one in every place an id goes)
+    /// and tag; `None` when an id is not valid (reported elsewhere).
+    fn entry_budget(&self, mtu: usize) -> Option<usize> {
         let longest = std::iter::once(&self.node.id)
             .chain(self.cluster.voters.iter())
             .max_by_key(|id| id.len())?;
         let id = PeerId::new(longest).ok()?;
         let cluster = ClusterId::new(&self.cluster.id).ok()?;
-        let key = if self.cluster.psk_file.as_os_str().is_empty() {
+        let tag_len = if self.cluster.psk_file.as_os_str().is_empty() {
             None
         } else {
-            let tag_len = usize::try_from(self.cluster.tag_bytes).ok()?;
-            Some(AuthKey::new(&[0; 32], tag_len).ok()?)
+            Some(usize::try_from(self.cluster.tag_bytes).ok()?)
         };
-        let codec = FrameCodec::new(cluster, key);
-        let append = AppendEntries {
-            term: u64::MAX,
-            leader: id,
-            prev_index: u64::MAX,
-            prev_term: u64::MAX,
-            entries: Vec::new(),
-            commit: u64::MAX,
-            pinned: true,
-            // LOG-7: a read round is not counted here. The leader puts one on a batch only
-            // where it fits beside the entries, and otherwise leaves it to an empty heartbeat,
-            // so that the largest single write stays what it was before reads had rounds.
-            read_round: None,
-        };
-        let envelope = Envelope::new(
-            cluster,
-            id,
-            u64::MAX,
-            u64::MAX,
-            Some(id),
-            Body::AppendEntries(append),
-        );
-        let frame = codec.encode(&envelope, usize::MAX).ok()?;
-        // The entries' array header grows by two bytes past 15 entries.
-        Some(ESPNOW_V1_MTU.saturating_sub(frame.len() + 2))
+        frame_entry_budget(cluster, id, tag_len, mtu)
     }
 
     /// Issue 9, item 8: a key of another mode's section, set by the operator, is refused
@@ -1611,4 +1594,44 @@ fn parse_key16(text: &str) -> Option<[u8; 16]> {
         })
         .collect();
     <[u8; 16]>::try_from(digits.as_slice()).ok()
+}
+
+/// Bytes of log entries one frame of `mtu` bytes holds beside an AppendEntries' envelope and
+/// fields sent by `id` to `id` of `cluster`, with a tag of `tag_len` bytes (none without a
+/// key), and the largest numbers; `None` when the tag length is not valid.
+pub(crate) fn frame_entry_budget(
+    cluster: ClusterId,
+    id: PeerId,
+    tag_len: Option<usize>,
+    mtu: usize,
+) -> Option<usize> {
+    let key = match tag_len {
+        Some(tag_len) => Some(AuthKey::new(&[0; 32], tag_len).ok()?),
+        None => None,
+    };
+    let codec = FrameCodec::new(cluster, key);
+    let append = AppendEntries {
+        term: u64::MAX,
+        leader: id,
+        prev_index: u64::MAX,
+        prev_term: u64::MAX,
+        entries: Vec::new(),
+        commit: u64::MAX,
+        pinned: true,
+        // LOG-7: a read round is not counted here. The leader puts one on a batch only
+        // where it fits beside the entries, and otherwise leaves it to an empty heartbeat,
+        // so that the largest single write stays what it was before reads had rounds.
+        read_round: None,
+    };
+    let envelope = Envelope::new(
+        cluster,
+        id,
+        u64::MAX,
+        u64::MAX,
+        Some(id),
+        Body::AppendEntries(append),
+    );
+    let frame = codec.encode(&envelope, usize::MAX).ok()?;
+    // The entries' array header grows by two bytes past 15 entries.
+    Some(mtu.saturating_sub(frame.len() + 2))
 }

@@ -1,0 +1,116 @@
+//! The command line as a script sees it, without any node running: every usage error exits
+//! 64, clap's own included, with its message on standard error, while `--help` exits 0; the
+//! client options are refused, by name, by the commands they do not affect, and taken after
+//! the verb (or before it, as earlier versions took them) by those they do; a missing input
+//! (a WAL, a value's `@FILE`) exits 66; `check-config` takes `--config` as `run` does.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::path::Path;
+
+use support::{conclave, text};
+
+/// Exit code and standard error of `conclave ARGS`.
+fn run(args: &[&str]) -> (Option<i32>, String) {
+    let output = conclave(args);
+    (output.status.code(), text(&output.stderr))
+}
+
+#[test]
+fn every_usage_error_exits_64() {
+    for (args, said) in [
+        (&["--bogus"][..], "'--bogus'"),
+        (&["kv", "put", "K"], "<VALUE>"),
+        (&["demo", "--mode", "foo"], "'foo'"),
+        (&["jobs", "ack", "abc", "--worker", "w"], "'abc'"),
+        (&["demo", "--duration", "0"], "--duration"),
+        (&["run", "--admin", "127.0.0.1:17999"], "'--admin'"),
+        (&["--admin", "127.0.0.1:17999", "run"], "'--admin'"),
+        (&["defaults", "--json"], "'--json'"),
+        (&["demo", "--token", "t"], "'--token'"),
+        (&["jobs", "add", "@"], "@@"),
+    ] {
+        let (code, stderr) = run(args);
+        assert_eq!(code, Some(64), "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+    }
+    let help = conclave(&["--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(text(&help.stdout).contains("Usage: conclave"), "{help:?}");
+}
+
+/// After the verb or before it, the client options reach the command: nothing listens at
+/// 127.0.0.1:1, so the command got as far as asking it (69), past the parsing (64).
+#[test]
+fn client_options_reach_the_commands_that_take_them() {
+    for args in [
+        &["kv", "put", "K", "V", "--admin", "127.0.0.1:1"][..],
+        &["kv", "--admin", "127.0.0.1:1", "put", "K", "V"],
+        &["--admin", "127.0.0.1:1", "status"],
+        &["status", "--admin", "127.0.0.1:1", "--json"],
+    ] {
+        let (code, stderr) = run(args);
+        assert_eq!(code, Some(69), "{args:?}: {stderr}");
+        assert!(stderr.contains("http://127.0.0.1:1"), "{args:?}: {stderr}");
+    }
+}
+
+/// sysexits' EX_NOINPUT for an input that is not there: a WAL, a value's file. `wal repair`
+/// leaves a directory without a WAL as it found it.
+#[test]
+fn a_missing_input_exits_66() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    let missing = path("nonexistent");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let empty = empty.display().to_string();
+    for (args, said) in [
+        (
+            vec!["wal", "inspect", &missing],
+            "no such file or directory".to_owned(),
+        ),
+        (
+            vec!["wal", "repair", &empty, "--confirm"],
+            format!("no WAL in {empty}"),
+        ),
+        (vec!["wal", "repair", &empty], format!("no WAL in {empty}")),
+        (
+            vec![
+                "kv",
+                "put",
+                "K",
+                &format!("@{missing}"),
+                "--admin",
+                "127.0.0.1:1",
+            ],
+            format!("VALUE @{missing}: cannot read"),
+        ),
+    ] {
+        let (code, stderr) = run(&args);
+        assert_eq!(code, Some(66), "{args:?}: {stderr}");
+        assert!(stderr.contains(&said), "{args:?}: {stderr}");
+    }
+    assert_eq!(
+        std::fs::read_dir(&empty).unwrap().count(),
+        0,
+        "wal repair left files in a directory without a WAL"
+    );
+}
+
+#[test]
+fn check_config_takes_the_file_as_run_does() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../config/examples/three-udp/node-a.toml")
+        .display()
+        .to_string();
+    for args in [
+        &["check-config", "--file-only", &file][..],
+        &["check-config", "--file-only", "--config", &file],
+    ] {
+        let (code, stderr) = run(args);
+        assert_eq!(code, Some(0), "{args:?}: {stderr}");
+    }
+}
