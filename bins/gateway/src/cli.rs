@@ -475,10 +475,11 @@ pub(crate) enum JobsCommand {
     /// PAYLOAD is taken as written, except `-`, which reads it from standard input, and
     /// `@FILE`, which reads it from FILE (`@@…` is a payload starting with `@`). What is read
     /// is stored byte for byte, a trailing newline included (`echo` adds one, `printf` does
-    /// not), and must be UTF-8 text. A write — the value with its key (a job's payload with its queue) and request
-    /// id — must fit one log entry of at most log.max_append_bytes bytes: 1024 by default, room
-    /// for a value of about 880 bytes; raise log.max_append_bytes up to 1221 with UDP links
-    /// only (an ESP-NOW link allows 164). A larger write is refused (exit 1).
+    /// not), and must be UTF-8 text. A write — the value with its key (a job's payload with
+    /// its queue) and request id — must fit one log entry of at most log.max_append_bytes
+    /// bytes: 1024 by default, room for a value of about 880 bytes; raise
+    /// log.max_append_bytes up to 1221 with UDP links only (an ESP-NOW link allows 164). A
+    /// larger write is refused (exit 1).
     Add {
         /// The job: text, `-` for standard input, or `@FILE`.
         payload: String,
@@ -906,6 +907,30 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    /// One size limit for a write, said the same way by `kv put --help`, `jobs add --help`,
+    /// `conclave defaults` and the node's 413 answer (conclave-api's `WRITE_SIZE_LIMIT`).
+    #[test]
+    fn the_write_limit_is_said_one_way() {
+        let flat = |text: &str| {
+            text.replace('#', " ")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let limit = flat(conclave_api::WRITE_SIZE_LIMIT);
+        let mut command = Cli::command();
+        for path in [["kv", "put"], ["jobs", "add"]] {
+            let verb = command
+                .find_subcommand_mut(path[0])
+                .and_then(|group| group.find_subcommand_mut(path[1]))
+                .expect("the verb exists");
+            let help = flat(&verb.render_long_help().to_string());
+            assert!(help.contains(&limit), "{path:?}: {help}");
+        }
+        let defaults = flat(&conclave_config::settings::defaults_toml());
+        assert!(defaults.contains(&limit["A ".len()..]), "{defaults}");
     }
 
     /// No requirement ids or design notes in what users read.

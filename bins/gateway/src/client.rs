@@ -1,15 +1,17 @@
 //! A small blocking client of the admin API, for the CLI's client commands.
 //!
-//! Answers are read into the typed answers of `conclave_actors::admin::api`, the same types
-//! the node writes. Every error names the URL that failed and what to do about it; an answer
-//! that is not conclave's (the metrics port, another service) is reported as such. Every
-//! mutation carries its deadline (`conclave-deadline`), the moment this client stops waiting,
-//! so a node that gets to it only later refuses it instead of carrying it out unasked.
+//! Requests and answers are the types of `conclave-api`, the same types the node reads and
+//! writes. Every error names the URL that failed and what to do about it; an answer that is
+//! not conclave's (the metrics port, another service) is reported as such. Every mutation
+//! carries its deadline (`conclave-deadline`), the moment this client stops waiting, so a node
+//! that gets to it only later refuses it instead of carrying it out unasked. A request a
+//! follower refuses with `not_leader`, naming the leader's admin API, can be sent there
+//! instead ([`AdminClient::follow_leader`]).
 
 use std::time::{Duration, SystemTime};
 
-use conclave_actors::admin::api::{DEADLINE_HEADER, ErrorAnswer};
 use conclave_actors::events::unix_millis;
+use conclave_api::{DEADLINE_HEADER, ErrorAnswer, ErrorCode};
 use conclave_config::settings::admin_url;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -40,7 +42,7 @@ pub(crate) enum ClientError {
         what: String,
     },
     /// The node answered with an error.
-    #[error("{url} refused ({status}): {}", answer.error)]
+    #[error("{url} refused ({status} {}): {}", answer.error, answer.message)]
     Refused {
         url: String,
         status: u16,
@@ -62,7 +64,18 @@ impl ClientError {
             _ => 1,
         }
     }
+
+    /// The node's error answer, when it refused.
+    pub(crate) fn refusal(&self) -> Option<&ErrorAnswer> {
+        match self {
+            ClientError::Refused { answer, .. } => Some(answer),
+            _ => None,
+        }
+    }
 }
+
+/// Redirects to the leader followed at most: the leader may change meanwhile.
+const MAX_REDIRECTS: usize = 3;
 
 /// A client of one node's admin API.
 pub(crate) struct AdminClient {
@@ -106,14 +119,7 @@ impl AdminClient {
 
     /// GET `path`.
     pub(crate) fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
-        let url = format!("{}{path}", self.base);
-        let mut request = self.agent(self.timeout).get(&url);
-        // Reads need the token where the API listens beyond loopback.
-        if let Some(token) = &self.token {
-            request = request.header("Authorization", &format!("Bearer {token}"));
-        }
-        let response = request.call().map_err(|err| unreachable(&url, &err))?;
-        answer(&url, response)
+        self.request::<(), T>("GET", path, None, Duration::ZERO)
     }
 
     /// POST `body` to `path`, waiting for the answer `extra` longer than the usual timeout
@@ -125,20 +131,92 @@ impl AdminClient {
         body: &B,
         extra: Duration,
     ) -> Result<T, ClientError> {
+        self.request("POST", path, Some(body), extra)
+    }
+
+    /// `method path` with `body` as JSON, if any. Every method but GET is a mutation and
+    /// carries its deadline. Reads need the token where the API listens beyond loopback, so
+    /// the token goes with every request.
+    pub(crate) fn request<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&B>,
+        extra: Duration,
+    ) -> Result<T, ClientError> {
         let url = format!("{}{path}", self.base);
         let timeout = self.timeout + extra;
-        let deadline = unix_millis(SystemTime::now() + timeout);
-        let mut request = self
-            .agent(timeout)
-            .post(&url)
-            .header(DEADLINE_HEADER, &deadline.to_string());
-        if let Some(token) = &self.token {
-            request = request.header("Authorization", &format!("Bearer {token}"));
+        let agent = self.agent(timeout);
+        let bearer = self.token.as_ref().map(|token| format!("Bearer {token}"));
+        let deadline = unix_millis(SystemTime::now() + timeout).to_string();
+        let response = match method {
+            "GET" => {
+                let mut request = agent.get(&url);
+                if let Some(bearer) = &bearer {
+                    request = request.header("Authorization", bearer);
+                }
+                request.call()
+            }
+            "DELETE" => {
+                let mut request = agent.delete(&url).header(DEADLINE_HEADER, &deadline);
+                if let Some(bearer) = &bearer {
+                    request = request.header("Authorization", bearer);
+                }
+                request.call()
+            }
+            _ => {
+                let mut request = if method == "PUT" {
+                    agent.put(&url)
+                } else {
+                    agent.post(&url)
+                }
+                .header(DEADLINE_HEADER, &deadline);
+                if let Some(bearer) = &bearer {
+                    request = request.header("Authorization", bearer);
+                }
+                match body {
+                    Some(body) => request.send_json(body),
+                    None => request.send_empty(),
+                }
+            }
         }
-        let response = request
-            .send_json(body)
-            .map_err(|err| unreachable(&url, &err))?;
+        .map_err(|err| unreachable(&url, &err))?;
         answer(&url, response)
+    }
+
+    /// Runs `call` on this node and, while a node refuses with `not_leader` naming the
+    /// leader's admin API, on that one instead (at most [`MAX_REDIRECTS`] hops); `moved` is
+    /// told of each hop, for the user.
+    pub(crate) fn follow_leader<T>(
+        &self,
+        mut call: impl FnMut(&AdminClient) -> Result<T, ClientError>,
+        mut moved: impl FnMut(&ErrorAnswer, &str),
+    ) -> Result<T, ClientError> {
+        let mut hops = 0;
+        let mut other: Option<AdminClient> = None;
+        loop {
+            let client = other.as_ref().unwrap_or(self);
+            let err = match call(client) {
+                Err(err) => err,
+                done => return done,
+            };
+            let Some(url) = err
+                .refusal()
+                .filter(|answer| answer.error == ErrorCode::NotLeader)
+                .and_then(|answer| answer.leader_admin_url.clone())
+            else {
+                return Err(err);
+            };
+            let next = self.other(&url)?;
+            if hops == MAX_REDIRECTS || next.base == client.base {
+                return Err(err);
+            }
+            if let Some(answer) = err.refusal() {
+                moved(answer, &url);
+            }
+            hops += 1;
+            other = Some(next);
+        }
     }
 }
 

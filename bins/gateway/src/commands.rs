@@ -11,10 +11,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
-use conclave_actors::admin::api::{
+use conclave_actors::events::unix_millis;
+use conclave_api::{
     AutoElectionRequest, CommandAnswer, HistoryAnswer, PeersAnswer, SetLeaderRequest, StatusAnswer,
 };
-use conclave_actors::events::unix_millis;
 use serde::Serialize;
 
 use crate::cli::{ClientArgs, ClusterCommand, Commands, LeaderCommand, Switch};
@@ -130,6 +130,19 @@ fn print_answer<T: Serialize>(json: bool, answer: &T, table: impl FnOnce(&T) -> 
     }
 }
 
+/// Says that a follower refused and the request goes on to the leader it named.
+fn passing_on(refusal: &conclave_api::ErrorAnswer, url: &str) {
+    errln!(
+        "{} is not the leader; passing the request on to the leader {} at {url}",
+        refusal.node_id.as_deref().unwrap_or("the node"),
+        refusal
+            .fencing
+            .as_ref()
+            .and_then(|fencing| fencing.leader.as_deref())
+            .unwrap_or("?")
+    );
+}
+
 /// `leader set`: start the change, wait for it (unless `wait` is `None`), print the state
 /// after it; exit 1 when it did not complete.
 fn leader_set(
@@ -142,28 +155,13 @@ fn leader_set(
         peer_id: peer_id.to_owned(),
         wait_ms: wait.map(|wait| u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)),
     };
-    let result: Result<CommandAnswer, ClientError> =
-        match client.post("/v1/leader", &request, wait.unwrap_or_default()) {
-            // A mode whose followers cannot start the change (priority: only the master hands
-            // over, or the target forces itself) names its leader: pass it on once, as
-            // `leader resign` does.
-            Err(ClientError::Refused {
-                status: 409,
-                answer,
-                ..
-            }) if answer.leader_admin_url.is_some() => {
-                let url = answer.leader_admin_url.unwrap_or_default();
-                errln!(
-                    "{} is not the leader; passing the request on to the leader {} at {url}",
-                    answer.node_id.as_deref().unwrap_or("the node"),
-                    answer.leader.as_deref().unwrap_or("?")
-                );
-                client
-                    .other(&url)?
-                    .post("/v1/leader", &request, wait.unwrap_or_default())
-            }
-            other => other,
-        };
+    // A mode whose followers cannot start the change (priority: only the master hands over,
+    // or the target forces itself) names its leader: the request goes there, as `leader
+    // resign` does.
+    let result: Result<CommandAnswer, ClientError> = client.follow_leader(
+        |client| client.post("/v1/leader", &request, wait.unwrap_or_default()),
+        passing_on,
+    );
     let code = match result {
         Ok(answer) => {
             print_answer(json, &answer, render::outcome);
@@ -197,25 +195,15 @@ fn leader_resign(
     json: bool,
 ) -> Result<ExitCode, ClientError> {
     let no_body = serde_json::Map::new();
-    let (answer, leader_client) = match client.post("/v1/leader/resign", &no_body, Duration::ZERO) {
-        Err(ClientError::Refused {
-            status: 409,
-            answer,
-            ..
-        }) if answer.leader_admin_url.is_some() => {
-            let url = answer.leader_admin_url.unwrap_or_default();
-            errln!(
-                "{} is not the leader; passing the request on to the leader {} at {url}",
-                answer.node_id.as_deref().unwrap_or("the node"),
-                answer.leader.as_deref().unwrap_or("?")
-            );
-            let leader = client.other(&url)?;
-            let answer: CommandAnswer =
-                leader.post("/v1/leader/resign", &no_body, Duration::ZERO)?;
-            (answer, Some(leader))
-        }
-        other => (other?, None),
-    };
+    let mut resigned_at: Option<String> = None;
+    let answer: CommandAnswer = client.follow_leader(
+        |client| client.post("/v1/leader/resign", &no_body, Duration::ZERO),
+        |refusal, url| {
+            passing_on(refusal, url);
+            resigned_at = Some(url.to_owned());
+        },
+    )?;
+    let leader_client = resigned_at.map(|url| client.other(&url)).transpose()?;
     let Some(wait) = wait else {
         print_answer(json, &answer, render::outcome);
         return Ok(ExitCode::SUCCESS);
@@ -675,7 +663,7 @@ fn cluster_auto_election(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use conclave_actors::admin::api::Fencing;
+    use conclave_api::Fencing;
 
     fn node(id: &str, role: &str, term: u64, leader: Option<&str>) -> NodeView {
         NodeView {

@@ -761,7 +761,7 @@ impl Demo {
                     (conclave_core::PeerStatus::Connected, Some(rtt)) => format!(
                         "{} {}",
                         peer.id,
-                        crate::render::rtt(Some(conclave_actors::admin::api::rtt_millis(rtt)))
+                        crate::render::rtt(Some(conclave_api::rtt_millis(rtt)))
                     ),
                     (status, _) => format!("{} {}", peer.id, status.label()),
                 })

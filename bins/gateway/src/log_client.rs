@@ -1,156 +1,56 @@
 //! `conclave kv` and `conclave jobs`: the replicated log's key-value store and job queue
-//! through a node's admin API (LOG-1, LOG-8).
+//! through a node's admin API (LOG-1, LOG-8), with the requests and answers of `conclave-api`.
 //!
 //! Any node may be named with `--admin`: a write, or a linearizable read, that reaches a node
-//! that does not lead is answered 421 with the leader's admin URL, and the request is sent
-//! there instead (up to [`MAX_REDIRECTS`] hops, as the leader may change meanwhile). A write
-//! carries a request id — the one given with `--request-id`, or one made up here — so that
-//! sending it again after an answer that did not arrive applies it at most once (LOG-6).
+//! that does not lead is refused with `not_leader` and the leader's admin URL, and the request
+//! is sent there instead ([`AdminClient::follow_leader`]). A write carries a request id — the
+//! one given with `--request-id`, or one made up here — so that sending it again after an
+//! answer that did not arrive applies it at most once (LOG-6). Lists are read a page at a
+//! time until the last.
 //!
 //! Exit codes: 0 when the node did it; 1 when it answered no (absent key, failed compare, no
-//! job ready, a job the worker does not hold, a retry or purge of a job that is not dead); 69 when no node answered; 75 when the cluster
-//! could not say in time (no leader, the write's outcome unknown: run it again).
+//! job ready, a job the worker does not hold, a retry or purge of a job that is not dead, a
+//! write too large); 64 for a request the node calls malformed; 69 when no node answered; 75
+//! when the cluster could not say in time (no leader, the write's outcome unknown: run it
+//! again).
 
+use std::io::BufRead;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
-use conclave_actors::admin::api::DEADLINE_HEADER;
-use conclave_actors::events::unix_millis;
-use conclave_config::settings::admin_url;
-use serde_json::{Value, json};
+use conclave_api::{
+    AckRequest, ClaimRequest, Compacted, EnqueueRequest, Job, JobAnswer, JobListAnswer, JobState,
+    KeyValue, KvDeleted, KvGetAnswer, KvListAnswer, KvWriteAnswer, NackRequest, PurgeAnswer,
+    PurgeRequest, PutRequest, RetryRequest,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::cli::{ClientArgs, JobsCommand, KvCommand};
+use crate::client::{AdminClient, ClientError};
 use crate::output::{errln, outln};
 
-/// Redirects followed at most.
-const MAX_REDIRECTS: usize = 3;
-
-/// What a node answered.
-struct Answer {
-    status: u16,
-    body: Value,
-    url: String,
+/// The client of a `kv` or `jobs` command: a write waits for its entry to be applied, which
+/// the node answers within 10 s, so the timeout is at least a little more than that.
+fn client(args: &ClientArgs) -> Result<AdminClient, ClientError> {
+    AdminClient::new(
+        &args.admin,
+        args.token.clone(),
+        Duration::from_secs(args.timeout).max(Duration::from_secs(12)),
+    )
 }
 
-/// Why no answer came.
-enum Failure {
-    /// Nothing answered at `url`.
-    Unreachable { url: String, reason: String },
-    /// `--admin` is not an address.
-    BadAddress(String),
-}
-
-impl Failure {
-    fn report(&self) -> ExitCode {
-        match self {
-            Failure::Unreachable { url, reason } => {
-                errln!(
-                    "error: cannot reach the admin API at {url}: {reason} (is `conclave run` \
-                     running there? point --admin or CONCLAVE_ADMIN at its admin.listen address)"
-                );
-                ExitCode::from(crate::EXIT_UNAVAILABLE)
-            }
-            Failure::BadAddress(reason) => {
-                errln!("error: {reason} (check --admin and CONCLAVE_ADMIN)");
-                ExitCode::from(crate::EXIT_USAGE)
-            }
-        }
-    }
-}
-
-/// One HTTP client bound to `--admin`, `--token` and `--timeout`.
-struct LogClient {
-    base: String,
-    token: Option<String>,
-    timeout: Duration,
-}
-
-impl LogClient {
-    fn new(cli: &ClientArgs) -> Result<Self, Failure> {
-        Ok(Self {
-            base: admin_url(cli.admin.trim()).map_err(Failure::BadAddress)?,
-            token: cli.token.clone(),
-            // A write waits for its entry to be applied; the node answers within 10 s.
-            timeout: Duration::from_secs(cli.timeout).max(Duration::from_secs(12)),
-        })
-    }
-
-    /// Sends `method path` (with `body` as JSON), following the not-leader redirect.
-    fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Answer, Failure> {
-        let mut base = self.base.clone();
-        for _ in 0..=MAX_REDIRECTS {
-            let answer = self.once(&base, method, path, body)?;
-            if answer.status != 421 {
-                return Ok(answer);
-            }
-            match answer
-                .body
-                .get("leader_admin_url")
-                .and_then(Value::as_str)
-                .map(admin_url)
-            {
-                Some(Ok(leader)) if leader != base => base = leader,
-                // No leader known, or no URL for it: the caller reports the 421.
-                _ => return Ok(answer),
-            }
-        }
-        self.once(&base, method, path, body)
-    }
-
-    fn once(
-        &self,
-        base: &str,
-        method: &str,
-        path: &str,
-        body: Option<&Value>,
-    ) -> Result<Answer, Failure> {
-        let url = format!("{base}{path}");
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(self.timeout))
-            .http_status_as_error(false)
-            .build()
-            .into();
-        let deadline = unix_millis(SystemTime::now() + self.timeout).to_string();
-        let bearer = self.token.as_ref().map(|token| format!("Bearer {token}"));
-        let unreachable = |err: ureq::Error| Failure::Unreachable {
-            url: url.clone(),
-            reason: err.to_string(),
-        };
-        let response = match (method, body) {
-            ("GET", _) => {
-                let mut request = agent.get(&url);
-                if let Some(bearer) = &bearer {
-                    request = request.header("Authorization", bearer);
-                }
-                request.call()
-            }
-            ("DELETE", _) => {
-                let mut request = agent.delete(&url).header(DEADLINE_HEADER, &deadline);
-                if let Some(bearer) = &bearer {
-                    request = request.header("Authorization", bearer);
-                }
-                request.call()
-            }
-            (method, body) => {
-                let mut request = if method == "PUT" {
-                    agent.put(&url)
-                } else {
-                    agent.post(&url)
-                }
-                .header(DEADLINE_HEADER, &deadline);
-                if let Some(bearer) = &bearer {
-                    request = request.header("Authorization", bearer);
-                }
-                request.send_json(body.cloned().unwrap_or(Value::Null))
-            }
-        }
-        .map_err(unreachable)?;
-        let status = response.status().as_u16();
-        let mut response = response;
-        let text = response.body_mut().read_to_string().unwrap_or_default();
-        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        Ok(Answer { status, body, url })
-    }
+/// `method path` (with `body`), on the leader if the node named is not it.
+fn send<B: Serialize, T: DeserializeOwned>(
+    client: &AdminClient,
+    method: &str,
+    path: &str,
+    body: Option<&B>,
+) -> Result<T, ClientError> {
+    client.follow_leader(
+        |client| client.request(method, path, body, Duration::ZERO),
+        |_, _| {},
+    )
 }
 
 /// A request id for a write the user gave none for: unique enough across clients and retries.
@@ -163,23 +63,64 @@ fn made_up_request_id() -> String {
 
 /// Percent-encodes a key for a URL path (every byte but unreserved ones and `/`).
 fn encode_key(key: &str) -> String {
-    let mut out = String::with_capacity(key.len());
-    for byte in key.bytes() {
+    encode(key, true)
+}
+
+/// Percent-encodes a query value (every byte but unreserved ones).
+fn encode_query(value: &str) -> String {
+    encode(value, false)
+}
+
+fn encode(text: &str, keep_slash: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
         match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
                 out.push(char::from(byte));
             }
+            b'/' if keep_slash => out.push('/'),
             other => out.push_str(&format!("%{other:02X}")),
         }
     }
     out
 }
 
+/// Prints `answer` as JSON.
+fn print_json<T: Serialize>(answer: &T) {
+    match serde_json::to_string(answer) {
+        Ok(text) => outln!("{text}"),
+        Err(err) => errln!("error: cannot print the answer as JSON: {err}"),
+    }
+}
+
+/// Reports a failed command; its exit code.
+fn failed(args: &ClientArgs, err: &ClientError) -> ExitCode {
+    if let (true, Some(answer)) = (args.json, err.refusal()) {
+        print_json(answer);
+    }
+    errln!("error: {err}");
+    let code = match err.refusal() {
+        Some(answer) if answer.error.is_transient() || answer.status() >= 503 => {
+            crate::EXIT_TEMPFAIL
+        }
+        Some(answer) if answer.status() == 400 => crate::EXIT_USAGE,
+        Some(_) => 1,
+        None => err.exit_code(),
+    };
+    ExitCode::from(code)
+}
+
+/// Reports a value that could not be read (`-`, `@FILE`); its exit code.
+fn input_failure(err: &crate::input::InputError) -> ExitCode {
+    errln!("error: {err}");
+    ExitCode::from(err.exit_code())
+}
+
 /// Runs `conclave kv ...`.
-pub(crate) fn kv(cli: &ClientArgs, command: &KvCommand) -> ExitCode {
-    let client = match LogClient::new(cli) {
+pub(crate) fn kv(args: &ClientArgs, command: &KvCommand) -> ExitCode {
+    let client = match client(args) {
         Ok(client) => client,
-        Err(failure) => return failure.report(),
+        Err(err) => return failed(args, &err),
     };
     let result = match command {
         KvCommand::Put {
@@ -193,21 +134,26 @@ pub(crate) fn kv(cli: &ClientArgs, command: &KvCommand) -> ExitCode {
                 Ok(value) => value,
                 Err(err) => return input_failure(&err),
             };
-            let mut body = json!({
-                "value": value,
-                "request_id": request_id.clone().unwrap_or_else(made_up_request_id),
-            });
-            if let Some(revision) = if_revision {
-                body["if_revision"] = json!(revision);
-            }
-            if let Some(expected) = if_value {
-                body["if_value"] = json!(expected);
-            }
-            client.send("PUT", &format!("/v1/kv/{}", encode_key(key)), Some(&body))
+            let request = PutRequest {
+                value,
+                if_revision: *if_revision,
+                if_value: if_value.clone(),
+                request_id: Some(request_id.clone().unwrap_or_else(made_up_request_id)),
+            };
+            let path = format!("/v1/kv/{}", encode_key(key));
+            send::<_, KvWriteAnswer>(&client, "PUT", &path, Some(&request))
+                .map(|answer| written(args, &answer))
         }
         KvCommand::Get { key, stale } => {
             let query = if *stale { "?stale=true" } else { "" };
-            client.send("GET", &format!("/v1/kv/{}{query}", encode_key(key)), None)
+            let path = format!("/v1/kv/{}{query}", encode_key(key));
+            send::<(), KvGetAnswer>(&client, "GET", &path, None).map(|answer| {
+                if args.json {
+                    print_json(&answer);
+                } else {
+                    outln!("{}", answer.kv.value);
+                }
+            })
         }
         KvCommand::Del {
             key,
@@ -215,138 +161,217 @@ pub(crate) fn kv(cli: &ClientArgs, command: &KvCommand) -> ExitCode {
             request_id,
         } => {
             let id = request_id.clone().unwrap_or_else(made_up_request_id);
-            let mut query = format!("?request_id={}", encode_key(&id));
+            let mut query = format!("?request_id={}", encode_query(&id));
             if let Some(revision) = if_revision {
                 query.push_str(&format!("&if_revision={revision}"));
             }
-            client.send(
-                "DELETE",
-                &format!("/v1/kv/{}{query}", encode_key(key)),
-                None,
-            )
+            let path = format!("/v1/kv/{}{query}", encode_key(key));
+            send::<(), KvWriteAnswer>(&client, "DELETE", &path, None)
+                .map(|answer| written(args, &answer))
         }
-        KvCommand::Watch { key, from } => return watch(cli, &client, key, *from),
+        KvCommand::Watch { key, from } => return watch(args, &client, key, *from),
         KvCommand::List { prefix, stale } => {
-            let mut query = format!("?prefix={}", encode_key(prefix.as_deref().unwrap_or("")));
-            if *stale {
-                query.push_str("&stale=true");
-            }
-            client.send("GET", &format!("/v1/kv{query}"), None)
+            list_keys(&client, prefix.as_deref().unwrap_or(""), *stale).map(|answer| {
+                if args.json {
+                    print_json(&answer);
+                } else {
+                    for item in &answer.items {
+                        outln!("{} = {}", item.key, item.value);
+                    }
+                }
+            })
         }
     };
-    finish(cli, result, |answer| match command {
-        KvCommand::Get { .. } => {
-            outln!(
-                "{}",
-                answer
-                    .body
-                    .get("value")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-            );
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => failed(args, &err),
+    }
+}
+
+/// A put's or delete's answer: `KEY: revision N`.
+fn written(args: &ClientArgs, answer: &KvWriteAnswer) {
+    if args.json {
+        print_json(answer);
+    } else {
+        let again = if answer.replayed {
+            " (applied before with this request id)"
+        } else {
+            ""
+        };
+        outln!("{}: revision {}{again}", answer.key, answer.revision);
+    }
+}
+
+/// Every key starting with `prefix`, page by page: the last page's answer with every item.
+fn list_keys(client: &AdminClient, prefix: &str, stale: bool) -> Result<KvListAnswer, ClientError> {
+    let mut items = Vec::new();
+    let mut next: Option<String> = None;
+    loop {
+        let mut path = format!("/v1/kv?prefix={}", encode_query(prefix));
+        if stale {
+            path.push_str("&stale=true");
         }
-        KvCommand::List { .. } => {
-            let items = answer.body.get("items").and_then(Value::as_array);
-            for item in items.into_iter().flatten() {
-                outln!(
-                    "{} = {}",
-                    item.get("key").and_then(Value::as_str).unwrap_or(""),
-                    item.get("value").and_then(Value::as_str).unwrap_or("")
-                );
-            }
+        if let Some(token) = &next {
+            path.push_str(&format!("&continue={}", encode_query(token)));
         }
-        KvCommand::Watch { .. } => {}
-        KvCommand::Put { key, .. } | KvCommand::Del { key, .. } => {
-            outln!(
-                "{key}: revision {}",
-                answer.body.get("revision").cloned().unwrap_or(Value::Null)
-            );
+        let mut page: KvListAnswer = send::<(), _>(client, "GET", &path, None)?;
+        items.append(&mut page.items);
+        next = page.continue_from.take();
+        if next.is_none() {
+            page.items = items;
+            return Ok(page);
         }
-    })
+    }
 }
 
 /// `conclave kv watch KEY`: prints each change of the key as the node's stream brings it.
-fn watch(cli: &ClientArgs, client: &LogClient, key: &str, from: Option<u64>) -> ExitCode {
+fn watch(args: &ClientArgs, client: &AdminClient, key: &str, from: Option<u64>) -> ExitCode {
     let from = match from {
         Some(from) => from,
-        None => {
-            // From now on: the store's revision after the latest change.
-            let path = format!("/v1/kv?prefix={}&stale=true", encode_key(key));
-            match client.send("GET", &path, None) {
-                Ok(answer) if answer.status == 200 => {
-                    answer.body["revision"].as_u64().unwrap_or(0) + 1
-                }
-                Ok(answer) => return finish(cli, Ok(answer), |_| {}),
-                Err(failure) => return failure.report(),
-            }
-        }
+        // From now on: the store's revision after the latest change.
+        None => match list_keys(client, key, true) {
+            Ok(answer) => answer.revision + 1,
+            Err(err) => return failed(args, &err),
+        },
     };
-    let url = format!("{}/v1/kv/{}?watch={from}", client.base, encode_key(key));
+    let url = format!("{}/v1/kv/{}?watch={from}", client.base(), encode_key(key));
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
         .into();
     let mut request = agent.get(&url);
-    if let Some(token) = &client.token {
+    if let Some(token) = &args.token {
         request = request.header("Authorization", &format!("Bearer {token}"));
     }
     let response = match request.call() {
-        Ok(response) => response,
-        Err(err) => {
-            return Failure::Unreachable {
-                url,
-                reason: err.to_string(),
-            }
-            .report();
+        Ok(response) if response.status().as_u16() == 200 => response,
+        Ok(_) | Err(_) => {
+            // The same request through the typed client, for its error.
+            let path = format!("/v1/kv/{}?watch={from}", encode_key(key));
+            let err = match client.get::<serde_json::Value>(&path) {
+                Err(err) => err,
+                Ok(_) => ClientError::Malformed {
+                    url,
+                    reason: "the watch did not start".to_owned(),
+                },
+            };
+            return failed(args, &err);
         }
     };
-    if response.status().as_u16() != 200 {
-        let status = response.status().as_u16();
-        let mut response = response;
-        let text = response.body_mut().read_to_string().unwrap_or_default();
-        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        return finish(cli, Ok(Answer { status, body, url }), |_| {});
-    }
     let reader = std::io::BufReader::new(response.into_body().into_reader());
-    let mut event = String::new();
-    for line in std::io::BufRead::lines(reader) {
+    let mut next = from;
+    let mut event = WatchLine::default();
+    for line in reader.lines() {
         let Ok(line) = line else { break };
-        if let Some(name) = line.strip_prefix("event: ") {
-            event = name.to_owned();
-        } else if let Some(data) = line.strip_prefix("data: ") {
-            let data: Value = serde_json::from_str(data).unwrap_or(Value::Null);
-            if cli.json {
-                outln!("{}", json!({ "event": event, "data": data }));
-                continue;
-            }
-            match event.as_str() {
-                "put" => outln!(
-                    "put {} @{}",
-                    data["value"].as_str().unwrap_or(""),
-                    data["mod_revision"]
-                ),
-                "delete" => outln!("delete @{}", data["revision"]),
-                "compacted" => {
-                    errln!(
-                        "error: revision {from} is older than the history the node keeps;                          watch again from {} or later",
-                        data["oldest"]
-                    );
-                    return ExitCode::from(1);
-                }
-                _ => {}
-            }
+        if !line.is_empty() {
+            event.read(&line);
+            continue;
+        }
+        match event.take().print(args.json, from) {
+            Printed::Change(revision) => next = next.max(revision + 1),
+            Printed::Nothing => {}
+            Printed::End(code) => return code,
         }
     }
-    ExitCode::SUCCESS
+    errln!(
+        "error: the node ended the watch (it stopped, or the connection broke); watch again \
+         with --from {next}"
+    );
+    ExitCode::from(crate::EXIT_TEMPFAIL)
+}
+
+/// One server-sent event as its lines come.
+#[derive(Debug, Default)]
+struct WatchLine {
+    id: Option<String>,
+    event: String,
+    data: String,
+}
+
+/// What printing an event did.
+enum Printed {
+    /// A change of this revision.
+    Change(u64),
+    /// A comment, or an event without data.
+    Nothing,
+    /// The watch is over, with this exit code.
+    End(ExitCode),
+}
+
+impl WatchLine {
+    fn read(&mut self, line: &str) {
+        if let Some(id) = line.strip_prefix("id: ") {
+            self.id = Some(id.to_owned());
+        } else if let Some(name) = line.strip_prefix("event: ") {
+            name.clone_into(&mut self.event);
+        } else if let Some(data) = line.strip_prefix("data: ") {
+            data.clone_into(&mut self.data);
+        }
+    }
+
+    fn take(&mut self) -> Self {
+        std::mem::take(self)
+    }
+
+    fn print(&self, json: bool, from: u64) -> Printed {
+        if self.data.is_empty() {
+            return Printed::Nothing;
+        }
+        if json {
+            let data: serde_json::Value =
+                serde_json::from_str(&self.data).unwrap_or(serde_json::Value::Null);
+            let line = serde_json::json!({ "event": self.event, "id": self.id, "data": data });
+            outln!("{line}");
+        }
+        match self.event.as_str() {
+            "put" => match serde_json::from_str::<KeyValue>(&self.data) {
+                Ok(kv) => {
+                    if !json {
+                        outln!("put {} @{}", kv.value, kv.revision);
+                    }
+                    Printed::Change(kv.revision)
+                }
+                Err(_) => Printed::Nothing,
+            },
+            "delete" => match serde_json::from_str::<KvDeleted>(&self.data) {
+                Ok(deleted) => {
+                    if !json {
+                        outln!("delete @{}", deleted.revision);
+                    }
+                    Printed::Change(deleted.revision)
+                }
+                Err(_) => Printed::Nothing,
+            },
+            "compacted" => {
+                let oldest = serde_json::from_str::<Compacted>(&self.data)
+                    .map_or_else(|_| "a later one".to_owned(), |c| c.oldest.to_string());
+                errln!(
+                    "error: revision {from} is older than the history the node keeps; watch \
+                     again from {oldest} or later"
+                );
+                Printed::End(ExitCode::from(1))
+            }
+            _ => Printed::Nothing,
+        }
+    }
 }
 
 /// Runs `conclave jobs ...`.
-pub(crate) fn jobs(cli: &ClientArgs, command: &JobsCommand) -> ExitCode {
-    let client = match LogClient::new(cli) {
+pub(crate) fn jobs(args: &ClientArgs, command: &JobsCommand) -> ExitCode {
+    let client = match client(args) {
         Ok(client) => client,
-        Err(failure) => return failure.report(),
+        Err(err) => return failed(args, &err),
     };
-    let id = |given: &Option<String>| given.clone().unwrap_or_else(made_up_request_id);
+    let id = |given: &Option<String>| Some(given.clone().unwrap_or_else(made_up_request_id));
+    let job_answer = |result: Result<JobAnswer, ClientError>, human: fn(&Job) -> String| {
+        result.map(|answer| {
+            if args.json {
+                print_json(&answer);
+            } else {
+                outln!("{}", human(&answer.job));
+            }
+        })
+    };
     let result = match command {
         JobsCommand::Add {
             payload,
@@ -358,14 +383,15 @@ pub(crate) fn jobs(cli: &ClientArgs, command: &JobsCommand) -> ExitCode {
                 Ok(payload) => payload,
                 Err(err) => return input_failure(&err),
             };
-            let mut body = json!({ "payload": payload, "request_id": id(request_id) });
-            if let Some(queue) = queue {
-                body["queue"] = json!(queue);
-            }
-            if let Some(attempts) = max_attempts {
-                body["max_attempts"] = json!(attempts);
-            }
-            client.send("POST", "/v1/jobs", Some(&body))
+            let request = EnqueueRequest {
+                payload,
+                queue: queue.clone(),
+                max_attempts: *max_attempts,
+                request_id: id(request_id),
+            };
+            job_answer(send(&client, "POST", "/v1/jobs", Some(&request)), |job| {
+                format!("job {}", job.id)
+            })
         }
         JobsCommand::Claim {
             worker,
@@ -373,22 +399,30 @@ pub(crate) fn jobs(cli: &ClientArgs, command: &JobsCommand) -> ExitCode {
             lease_ms,
             request_id,
         } => {
-            let mut body = json!({ "worker": worker, "request_id": id(request_id) });
-            if let Some(queue) = queue {
-                body["queue"] = json!(queue);
-            }
-            if let Some(lease) = lease_ms {
-                body["lease_ms"] = json!(lease);
-            }
-            client.send("POST", "/v1/jobs/claim", Some(&body))
+            let request = ClaimRequest {
+                worker: worker.clone(),
+                queue: queue.clone(),
+                lease_ms: *lease_ms,
+                request_id: id(request_id),
+            };
+            job_answer(
+                send(&client, "POST", "/v1/jobs/claim", Some(&request)),
+                |job| format!("{}\t{}", job.id, job.payload),
+            )
         }
         JobsCommand::Ack {
             job,
             worker,
             request_id,
         } => {
-            let body = json!({ "worker": worker, "request_id": id(request_id) });
-            client.send("POST", &format!("/v1/jobs/{job}/ack"), Some(&body))
+            let request = AckRequest {
+                worker: worker.clone(),
+                request_id: id(request_id),
+            };
+            let path = format!("/v1/jobs/{job}/ack");
+            job_answer(send(&client, "POST", &path, Some(&request)), |job| {
+                format!("job {} done", job.id)
+            })
         }
         JobsCommand::Nack {
             job,
@@ -396,23 +430,32 @@ pub(crate) fn jobs(cli: &ClientArgs, command: &JobsCommand) -> ExitCode {
             reason,
             request_id,
         } => {
-            let mut body = json!({ "worker": worker, "request_id": id(request_id) });
-            if let Some(reason) = reason {
-                body["reason"] = json!(reason);
-            }
-            client.send("POST", &format!("/v1/jobs/{job}/nack"), Some(&body))
+            let request = NackRequest {
+                worker: worker.clone(),
+                reason: reason.clone(),
+                request_id: id(request_id),
+            };
+            let path = format!("/v1/jobs/{job}/nack");
+            job_answer(send(&client, "POST", &path, Some(&request)), nacked)
         }
         JobsCommand::Retry { job, request_id } => {
-            let body = json!({ "request_id": id(request_id) });
-            client.send("POST", &format!("/v1/jobs/{job}/retry"), Some(&body))
+            let request = RetryRequest {
+                request_id: id(request_id),
+            };
+            let path = format!("/v1/jobs/{job}/retry");
+            job_answer(send(&client, "POST", &path, Some(&request)), |job| {
+                format!("job {} ready again (attempts reset)", job.id)
+            })
         }
         JobsCommand::Purge {
             job: Some(job),
             request_id,
             ..
         } => {
-            let query = format!("?request_id={}", encode_key(&id(request_id)));
-            client.send("DELETE", &format!("/v1/jobs/{job}{query}"), None)
+            let request_id = id(request_id).unwrap_or_default();
+            let path = format!("/v1/jobs/{job}?request_id={}", encode_query(&request_id));
+            send::<(), PurgeAnswer>(&client, "DELETE", &path, None)
+                .map(|answer| purged(args, &answer))
         }
         JobsCommand::Purge {
             job: None,
@@ -420,151 +463,92 @@ pub(crate) fn jobs(cli: &ClientArgs, command: &JobsCommand) -> ExitCode {
             request_id,
             ..
         } => {
-            let mut body = json!({ "request_id": id(request_id) });
-            if let Some(queue) = queue {
-                body["queue"] = json!(queue);
-            }
-            client.send("POST", "/v1/jobs/purge", Some(&body))
+            let request = PurgeRequest {
+                queue: queue.clone(),
+                request_id: id(request_id),
+            };
+            send::<_, PurgeAnswer>(&client, "POST", "/v1/jobs/purge", Some(&request))
+                .map(|answer| purged(args, &answer))
         }
         JobsCommand::List { state, stale } => {
-            let mut query = String::new();
-            if let Some(state) = state {
-                query = format!("?state={state}");
-            }
-            if *stale {
-                query.push_str(if query.is_empty() { "?" } else { "&" });
-                query.push_str("stale=true");
-            }
-            client.send("GET", &format!("/v1/jobs{query}"), None)
+            list_jobs(&client, state.as_deref(), *stale).map(|answer| {
+                if args.json {
+                    print_json(&answer);
+                } else {
+                    for job in &answer.jobs {
+                        outln!("{}\t{}\t{}\t{}", job.id, job.state, job.queue, job.payload);
+                    }
+                }
+            })
         }
     };
-    finish(cli, result, |answer| match command {
-        JobsCommand::List { .. } => {
-            let jobs = answer.body.get("jobs").and_then(Value::as_array);
-            for job in jobs.into_iter().flatten() {
-                let state = match job.get("state") {
-                    Some(Value::String(state)) => state.to_lowercase(),
-                    Some(Value::Object(map)) => map
-                        .keys()
-                        .next()
-                        .map_or_else(String::new, |k| k.to_lowercase()),
-                    _ => String::new(),
-                };
-                outln!(
-                    "{}\t{state}\t{}\t{}",
-                    job.get("id").cloned().unwrap_or(Value::Null),
-                    job.get("queue").and_then(Value::as_str).unwrap_or(""),
-                    job.get("payload").and_then(Value::as_str).unwrap_or("")
-                );
-            }
-        }
-        JobsCommand::Claim { .. } => {
-            let job = answer.body.get("claimed").cloned().unwrap_or(Value::Null);
-            outln!(
-                "{}\t{}",
-                job.get("id").cloned().unwrap_or(Value::Null),
-                job.get("payload").and_then(Value::as_str).unwrap_or("")
-            );
-        }
-        JobsCommand::Purge { .. } => {
-            let ids: Vec<String> = answer
-                .body
-                .get("jobs")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .map(Value::to_string)
-                .collect();
-            if ids.is_empty() {
-                outln!("purged 0");
-            } else {
-                outln!("purged {} ({})", ids.len(), ids.join(" "));
-            }
-        }
-        JobsCommand::Ack { .. } => outln!("job {} done", job_id(answer)),
-        JobsCommand::Nack { .. } => outln!("{}", nacked(answer)),
-        _ => outln!("job {}", job_id(answer)),
-    })
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => failed(args, &err),
+    }
 }
 
-/// The job an answer names.
-fn job_id(answer: &Answer) -> Value {
-    answer.body.get("job").cloned().unwrap_or(Value::Null)
+/// Every job (of `state`), page by page: the last page's answer with every job.
+fn list_jobs(
+    client: &AdminClient,
+    state: Option<&str>,
+    stale: bool,
+) -> Result<JobListAnswer, ClientError> {
+    let mut jobs = Vec::new();
+    let mut next: Option<String> = None;
+    loop {
+        let mut query = Vec::new();
+        if let Some(state) = state {
+            query.push(format!("state={}", encode_query(state)));
+        }
+        if stale {
+            query.push("stale=true".to_owned());
+        }
+        if let Some(token) = &next {
+            query.push(format!("continue={}", encode_query(token)));
+        }
+        let path = if query.is_empty() {
+            "/v1/jobs".to_owned()
+        } else {
+            format!("/v1/jobs?{}", query.join("&"))
+        };
+        let mut page: JobListAnswer = send::<(), _>(client, "GET", &path, None)?;
+        jobs.append(&mut page.jobs);
+        next = page.continue_from.take();
+        if next.is_none() {
+            page.jobs = jobs;
+            return Ok(page);
+        }
+    }
+}
+
+/// A purge's answer: how many dead jobs went, and which.
+fn purged(args: &ClientArgs, answer: &PurgeAnswer) {
+    if args.json {
+        print_json(answer);
+    } else if answer.jobs.is_empty() {
+        outln!("purged 0");
+    } else {
+        let ids: Vec<String> = answer.jobs.iter().map(u64::to_string).collect();
+        outln!("purged {} ({})", answer.purged, ids.join(" "));
+    }
 }
 
 /// What became of a job given back: ready for another attempt, or dead with its attempts used
 /// up, and how to put it back then.
-fn nacked(answer: &Answer) -> String {
-    let job = job_id(answer);
-    let attempts = answer.body.get("attempts").and_then(Value::as_u64);
-    // The answer carries the attempts made; the limit only where the node says it.
-    let limit = answer.body.get("max_attempts").and_then(Value::as_u64);
-    match (answer.body.get("state").and_then(Value::as_str), attempts) {
-        (Some("dead"), Some(attempts)) => format!(
-            "job {job} dead: its attempts are used up ({attempts} of {}); conclave jobs retry \
-             {job} puts it back",
-            limit.unwrap_or(attempts)
+fn nacked(job: &Job) -> String {
+    let id = job.id;
+    match job.state {
+        JobState::Dead => format!(
+            "job {id} dead: its attempts are used up ({} of {}); conclave jobs retry {id} puts it \
+             back",
+            job.attempts, job.max_attempts
         ),
-        (Some("dead"), None) => {
-            format!(
-                "job {job} dead: its attempts are used up; conclave jobs retry {job} puts it back"
-            )
-        }
-        (_, Some(attempts)) => match limit {
-            Some(limit) => format!(
-                "job {job} ready again (attempt {} of {limit})",
-                attempts + 1
-            ),
-            None => format!("job {job} ready again (attempt {} next)", attempts + 1),
-        },
-        (_, None) => format!("job {job} ready again"),
-    }
-}
-
-/// Reports a value that could not be read (`-`, `@FILE`); its exit code.
-fn input_failure(err: &crate::input::InputError) -> ExitCode {
-    errln!("error: {err}");
-    ExitCode::from(err.exit_code())
-}
-
-/// Prints an answer (its JSON with `--json`, else `human`) and picks the exit code.
-fn finish(
-    cli: &ClientArgs,
-    result: Result<Answer, Failure>,
-    human: impl FnOnce(&Answer),
-) -> ExitCode {
-    let answer = match result {
-        Ok(answer) => answer,
-        Err(failure) => return failure.report(),
-    };
-    if (200..300).contains(&answer.status) {
-        if cli.json {
-            outln!("{}", answer.body);
-        } else {
-            human(&answer);
-        }
-        return ExitCode::SUCCESS;
-    }
-    if cli.json {
-        outln!("{}", answer.body);
-    }
-    let error = answer
-        .body
-        .get("message")
-        .or_else(|| answer.body.get("error"))
-        .map_or_else(
-            || answer.body.to_string(),
-            |value| match value {
-                Value::String(text) => text.clone(),
-                other => other.to_string(),
-            },
-        );
-    errln!("error: {} answered {}: {error}", answer.url, answer.status);
-    match answer.status {
-        404 | 409 | 412 | 413 => ExitCode::from(1),
-        421 | 503 | 504 => ExitCode::from(crate::EXIT_TEMPFAIL),
-        400 => ExitCode::from(crate::EXIT_USAGE),
-        _ => ExitCode::from(1),
+        _ => format!(
+            "job {id} ready again (attempt {} of {})",
+            job.attempts + 1,
+            job.max_attempts
+        ),
     }
 }
 
@@ -572,11 +556,17 @@ fn finish(
 mod tests {
     use super::*;
 
-    fn answer(body: Value) -> Answer {
-        Answer {
-            status: 200,
-            body,
-            url: "http://127.0.0.1:7070/v1/jobs/1/nack".to_owned(),
+    fn job(state: JobState, attempts: u32) -> Job {
+        Job {
+            id: 1,
+            queue: "default".into(),
+            payload: "p".into(),
+            state,
+            attempts,
+            max_attempts: 5,
+            worker: None,
+            lease_until_unix_ms: None,
+            last_failure: None,
         }
     }
 
@@ -584,14 +574,20 @@ mod tests {
     /// attempts used up and how to put it back.
     #[test]
     fn a_nack_says_whether_the_job_is_ready_again_or_dead() {
-        let ready = json!({ "job": 1, "state": "ready", "attempts": 1 });
-        assert_eq!(nacked(&answer(ready)), "job 1 ready again (attempt 2 next)");
-        let ready = json!({ "job": 1, "state": "ready", "attempts": 1, "max_attempts": 5 });
-        assert_eq!(nacked(&answer(ready)), "job 1 ready again (attempt 2 of 5)");
-        let dead = json!({ "job": 1, "state": "dead", "attempts": 5 });
         assert_eq!(
-            nacked(&answer(dead)),
+            nacked(&job(JobState::Ready, 1)),
+            "job 1 ready again (attempt 2 of 5)"
+        );
+        assert_eq!(
+            nacked(&job(JobState::Dead, 5)),
             "job 1 dead: its attempts are used up (5 of 5); conclave jobs retry 1 puts it back"
         );
+    }
+
+    /// Keys keep their slashes in a path; a query value escapes them.
+    #[test]
+    fn keys_and_query_values_are_percent_encoded() {
+        assert_eq!(encode_key("cfg/db url"), "cfg/db%20url");
+        assert_eq!(encode_query("a/b&c"), "a%2Fb%26c");
     }
 }

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 use std::io::IsTerminal;
 
-use conclave_actors::admin::api::{
+use conclave_api::{
     CommandAnswer, HistoryAnswer, PeerAnswer, PeersAnswer, StatusAnswer, UnansweredAnswer,
     human_duration, rfc3339_utc,
 };
@@ -352,7 +352,7 @@ pub(crate) fn outcome(answer: &CommandAnswer) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use conclave_actors::admin::api::{
+    use conclave_api::{
         DongleAnswer, Fencing, GossipAnswer, HistoryEntry, Outcome, PriorityAnswer, StaticAnswer,
     };
 

@@ -11,6 +11,13 @@ use crate::kv::KeyValue;
 /// with 503 `deadline_passed`, to start a mutation whose deadline has passed by its clock.
 pub const DEADLINE_HEADER: &str = "conclave-deadline";
 
+/// How large a write may be, as the 413 `too_large` answer, `kv put --help`, `jobs add --help`,
+/// `conclave defaults` and the documentation all say it.
+pub const WRITE_SIZE_LIMIT: &str = "A write — the value with its key (a job's payload with its \
+    queue) and request id — must fit one log entry of at most log.max_append_bytes bytes: 1024 \
+    by default, room for a value of about 880 bytes; raise log.max_append_bytes up to 1221 with \
+    UDP links only (an ESP-NOW link allows 164).";
+
 /// The header an EventSource sends when it reconnects: the `id:` of the last event it
 /// received, from which the stream resumes.
 pub const LAST_EVENT_ID_HEADER: &str = "last-event-id";

@@ -32,7 +32,9 @@ mod log;
 pub mod openapi;
 mod paging;
 
-pub use common::{DEADLINE_HEADER, ErrorAnswer, ErrorCode, Fencing, LAST_EVENT_ID_HEADER};
+pub use common::{
+    DEADLINE_HEADER, ErrorAnswer, ErrorCode, Fencing, LAST_EVENT_ID_HEADER, WRITE_SIZE_LIMIT,
+};
 pub use election::{
     AutoElectionRequest, CommandAnswer, DongleAnswer, FollowerAnswer, GossipAnswer, HealthAnswer,
     HistoryAnswer, HistoryEntry, LogStatus, Outcome, PeerAnswer, PeersAnswer, PriorityAnswer,

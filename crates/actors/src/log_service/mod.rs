@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime};
 
 use conclave_api::{
     self as api, Compacted, Continuation, ErrorAnswer, ErrorCode, Fencing, KvWatchEvent,
+    WRITE_SIZE_LIMIT,
 };
 use conclave_protocol::PeerId;
 use conclave_statemachine::{
@@ -44,11 +45,6 @@ pub const DEFAULT_LEASE_MS: u64 = 30_000;
 
 /// How long an error path waits to read the fencing token it adds.
 const FENCING_WAIT: Duration = Duration::from_secs(1);
-
-/// What the size of a write is bound by, as every refusal and help text says it.
-pub const WRITE_SIZE_RULE: &str = "a write — the value with its key (a job's payload with its \
-     queue) and request id — must fit one log entry of at most log.max_append_bytes bytes \
-     (1024 by default)";
 
 /// The result of an operation: its answer, or the error to give the client.
 pub type Answer<T> = Result<T, Box<ErrorAnswer>>;
@@ -458,10 +454,9 @@ impl LogService {
                  quorum = \"voters\""
                     .to_owned(),
             ),
-            LogRefusal::TooLarge(reason) => (
-                ErrorCode::TooLarge,
-                format!("{reason}: {WRITE_SIZE_RULE}; shorten it, or raise log.max_append_bytes"),
-            ),
+            LogRefusal::TooLarge(reason) => {
+                (ErrorCode::TooLarge, format!("{reason}. {WRITE_SIZE_LIMIT}"))
+            }
             LogRefusal::Busy => (ErrorCode::Busy, refusal.to_string()),
             LogRefusal::Lost => (ErrorCode::Lost, refusal.to_string()),
             LogRefusal::Unknown => (ErrorCode::OutcomeUnknown, refusal.to_string()),
@@ -493,8 +488,11 @@ impl LogService {
     async fn invalid(&self, invalid: &InvalidCommand) -> Box<ErrorAnswer> {
         match invalid {
             InvalidCommand::TooLarge { .. } => {
-                self.error_now(ErrorCode::TooLarge, format!("{invalid}: {WRITE_SIZE_RULE}"))
-                    .await
+                self.error_now(
+                    ErrorCode::TooLarge,
+                    format!("{invalid}. {WRITE_SIZE_LIMIT}"),
+                )
+                .await
             }
             InvalidCommand::Length { field: "key", .. } if is_empty(invalid) => {
                 self.invalid_key().await
