@@ -83,13 +83,14 @@ pub use self::validate::{MAX_ADMIN_CONNECTIONS, MAX_APPEND_BYTES, MAX_MILLIS, ad
 
 /// The first lines of the defaults file, before the sections.
 const DEFAULTS_HEADER: &str = "\
-# conclave built-in defaults (docs/design.md §9).
+# conclave built-in defaults: every key with its default; a configuration file needs only the
+# keys it changes.
 #
 # The binary carries this text (`conclave defaults` prints it; it is written from the key
 # declarations in crates/config): it is the bottom layer of every configuration, so conclave
 # starts without it on disk. On top of it come the file given with `--config`, then
-# environment variables. Every key is listed here with its default; a file only needs the keys
-# it changes. An unknown key anywhere is reported as a problem, so a typo never passes silently.
+# environment variables. An unknown key anywhere is reported as a problem, so a typo never
+# passes silently.
 #
 # Environment: CONCLAVE__<SECTION>__<KEY>, with double underscores between the parts of the
 # key path and any case (the key is lower-cased):
@@ -233,7 +234,7 @@ pub struct Settings {
     pub cluster: ClusterSection,
     /// How the leader is chosen.
     pub election: ElectionSection,
-    /// Which peers are alive: heartbeats between the nodes (MEM-1..5).
+    /// Which peers are alive: heartbeats between the nodes.
     pub membership: MembershipSection,
     /// No link by default: a single node needs none.
     #[serde(default)]
@@ -242,13 +243,13 @@ pub struct Settings {
     pub admin: AdminSection,
     /// Prometheus metrics.
     pub metrics: MetricsSection,
-    /// Commands run on events (CB-2), one at a time per hook, in order. Each item is a string
+    /// Commands run on events, one at a time per hook, in order. Each item is a string
     /// run with /bin/sh -c, or an array: the program and its arguments, run without a shell.
     ///   on_leader = ["systemctl start my-service", ["/usr/bin/logger", "-t", "conclave", "leader"]]
     /// SIGHUP applies changes to every key of this section at once.
     pub hooks: HooksSection,
-    /// This node's own health: its battery (priority mode's score, PRI-1) and optionally a raft
-    /// priority (RAFT-10, like keepalived's track scripts).
+    /// This node's own health: its battery (part of priority mode's score) and optionally its
+    /// raft priority (election.raft.priority), as keepalived's track scripts adjust a priority.
     /// "fixed": battery_percent below, once at start (a gateway on mains says 100).
     /// "file": the file below, read every interval_ms.
     /// "command": the command below (a string run with /bin/sh -c, or an argv array), run every
@@ -295,8 +296,9 @@ pub struct ClusterSection {
     /// The voters of `quorum = "voters"`. Empty means a single-node cluster made of `node.id`.
     /// A node whose id is not listed follows the leader but never campaigns or votes.
     pub voters: Vec<String>,
-    /// File holding the cluster's pre-shared key (PROTO-5), the same on every node: exactly 64 hex
-    /// digits (surrounding whitespace and a trailing newline allowed), or exactly 32 raw bytes.
+    /// File holding the cluster's pre-shared key, which authenticates every frame; the same on
+    /// every node: exactly 64 hex digits (surrounding whitespace and a trailing newline allowed),
+    /// or exactly 32 raw bytes.
     /// Anything else is refused. Generate one with:  openssl rand -hex 32 > psk
     /// Empty = no key: frames are not authenticated. That is allowed only while every link is one
     /// nobody else can reach (UDP on loopback addresses, a virtual dongle); see `insecure`.
@@ -335,16 +337,14 @@ pub struct ElectionSection {
     /// Start with automatic leader election on (EnableAutoLeaderElection). Once an operator has run
     /// `conclave auto-election on|off` on this node, the switch recorded in its WAL wins at start.
     pub auto: bool = true,
-    /// Used when mode = "raft" (RAFT-1..10); the defaults are Raft's own.
+    /// Used when mode = "raft"; the defaults are Raft's own.
     pub raft: RaftSection,
-    /// Used when mode = "static" (STA-1).
+    /// Used when mode = "static".
     pub static_leader as "static": StaticSection,
-    /// Used when mode = "gossip" (GOS-1..6), with Hyperledger Fabric's defaults
-    /// (peer.gossip.election).
+    /// Used when mode = "gossip", with Hyperledger Fabric's defaults (peer.gossip.election).
     pub gossip: GossipSection,
-    /// Used when mode = "priority" (PRI-1..6), with the ESP-NOW pods' (seed 002) defaults. A
-    /// node's score is battery, uptime, signal and a random byte; the highest score becomes
-    /// master.
+    /// Used when mode = "priority", with the ESP-NOW pods' defaults. A node's score is battery,
+    /// uptime, signal and a random byte; the highest score becomes master.
     pub priority: PrioritySection,
 }
 
@@ -370,8 +370,8 @@ pub struct RaftSection {
     /// and nobody splits the vote, so failover takes about election_timeout_min_ms. false gives
     /// the Raft paper's uniform random timeouts.
     pub ranked_timeouts: bool = raft_defaults(default_id()).ranked_timeouts,
-    /// RAFT-10, priority inside a safe election (keepalived's preemption): this node's priority,
-    /// 0-255, higher preferred. A lower-priority node waits longer before it campaigns, and a
+    /// Priority inside a safe election (keepalived's preemption): this node's priority, 0-255,
+    /// higher preferred. A lower-priority node waits longer before it campaigns, and a
     /// leader hands leadership over to a caught-up voter of higher priority after
     /// preempt_delay_ms. Absent (the default): this node takes no part in preemption. A [health]
     /// file or command that reports `priority=NN` replaces it while the node runs.
@@ -591,10 +591,10 @@ pub struct LogSection {
     /// directives such as "info,conclave_actors=debug". --log or RUST_LOG given at start win at
     /// start; a changed level here applies on SIGHUP all the same (it is what was just edited).
     pub level: String = "info".to_owned(),
-    /// Append the log to this file instead of standard output (journald collects standard
-    /// output under systemd). SIGHUP reopens it, so logrotate can move it away first.
+    /// Append the log to this file instead of standard error (journald collects standard
+    /// error under systemd). SIGHUP reopens it, so logrotate can move it away first.
     pub file: PathBuf,
-    /// The replicated log (LOG-1..8), not the diagnostic log above: the leader replicates an
+    /// The replicated log, not the diagnostic log above: the leader replicates an
     /// ordered log of writes (a key-value store and a job queue) to the voters, committed once a
     /// majority has it on disk. Raft mode with quorum = "voters" only. Every voter sets the same.
     pub enabled: bool = false,

@@ -2239,6 +2239,68 @@ fn defaults_file_reads_back_and_its_examples_are_keys() {
     assert_eq!(read.election.raft.priority, Some(100));
 }
 
+/// `conclave defaults` shows the defaults text to operators, who know the features by what
+/// they do: a doc line that names a requirement id (`RAFT-10`), a seed note (`seed 002`), a
+/// design-document section (`§9`) or an issue number tells them nothing. The scan is plain
+/// text, so it reports every such line at once with its number.
+#[test]
+fn defaults_text_names_features_not_internal_references() {
+    let found: Vec<String> = super::defaults_toml()
+        .lines()
+        .enumerate()
+        .filter_map(|(i, line)| {
+            internal_reference(line).map(|what| format!("line {}: {what:?} in {line:?}", i + 1))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "the defaults text carries internal references; name the feature instead:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The first internal reference in `line`, if any: `seed 0…`, `§`, `design.md`, `issue <n>`,
+/// or a requirement id, a word of 2 to 5 capitals followed by `-` and a digit (`PROTO-5`,
+/// `LOG-1..8`), UTF-8 excepted: that one is a name operators know.
+fn internal_reference(line: &str) -> Option<String> {
+    for marker in ["seed 0", "§", "design.md"] {
+        if line.contains(marker) {
+            return Some(marker.to_owned());
+        }
+    }
+    // Lower-casing ASCII only keeps byte offsets, so `at` indexes `line` too.
+    let lower = line.to_ascii_lowercase();
+    let issue = lower
+        .match_indices("issue ")
+        .find(|&(at, word)| lower[at + word.len()..].starts_with(|c: char| c.is_ascii_digit()));
+    if let Some((at, _)) = issue {
+        return Some(line[at..].to_owned());
+    }
+    let bytes = line.as_bytes();
+    let mut start = 0;
+    while start < bytes.len() {
+        let word_start = start == 0 || !bytes[start - 1].is_ascii_alphanumeric();
+        if !(word_start && bytes[start].is_ascii_uppercase()) {
+            start += 1;
+            continue;
+        }
+        let capitals = bytes[start..].iter().take_while(|b| b.is_ascii_uppercase());
+        let end = start + capitals.count();
+        if (2..=5).contains(&(end - start))
+            && bytes.get(end) == Some(&b'-')
+            && bytes.get(end + 1).is_some_and(u8::is_ascii_digit)
+        {
+            // `end + 1` is an ASCII digit, so `end + 2` is a character boundary.
+            let id = &line[start..end + 2];
+            if id != "UTF-8" {
+                return Some(id.to_owned());
+            }
+        }
+        start = end;
+    }
+    None
+}
+
 /// A copy of the defaults file (`conclave defaults > conclave.toml`) sets every key of every
 /// mode to its default: switching its `election.mode` is not refused for the other modes'
 /// keys, while a key of another mode changed from its default still is.
