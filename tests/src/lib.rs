@@ -8,6 +8,9 @@
 //! ([`ClusterOptions::paused_clock`]): a paused clock jumps ahead whenever the runtime waits
 //! on another thread, and the WAL thread is one.
 
+pub mod api_client;
+pub mod openapi_check;
+
 use std::path::Path;
 use std::time::Duration;
 

@@ -192,7 +192,7 @@ master_timeout_ms = 900
 [election]
 mode = "raft"
 [election.raft]
-# The defaults of docs/design.md §9 scaled down: a failover is over in well under a second.
+# The default timings scaled down: a failover is over in well under a second.
 heartbeat_ms = 100
 election_timeout_min_ms = 400
 election_timeout_max_ms = 800

@@ -485,8 +485,8 @@ impl Port {
         }
         if stats == 0 && window >= Duration::from_secs(2) {
             return Err(CheckError::NotADongle(format!(
-                "{}: no STATS in {:.0} s (a dongle sends one every second, §5.16): the gateway \
-                 would take it for dead",
+                "{}: no STATS in {:.0} s (a dongle sends one every second, \
+                 docs/dongle-protocol.md §5.16): the gateway would take it for dead",
                 self.path,
                 window.as_secs_f64()
             )));

@@ -142,7 +142,7 @@ fn jobs_survive_a_failover_exactly_once() {
             ],
         );
         assert_eq!(code, 0, "{answer}");
-        ids.push(answer["job"].as_u64().unwrap());
+        ids.push(answer["job"]["id"].as_u64().unwrap());
     }
     // A retried enqueue (its answer lost, say) is applied once: the same job, not a new one.
     let (code, answer) = cli(
@@ -151,12 +151,12 @@ fn jobs_survive_a_failover_exactly_once() {
         &["jobs", "add", "job-3", "--request-id", "add-3"],
     );
     assert_eq!(code, 0, "{answer}");
-    assert_eq!(answer["job"].as_u64(), Some(ids[3]), "{answer}");
+    assert_eq!(answer["job"]["id"].as_u64(), Some(ids[3]), "{answer}");
     assert_eq!(answer["replayed"], true, "{answer}");
 
     let (code, claimed) = cli(&cluster, any, &["jobs", "claim", "--worker", "w1"]);
     assert_eq!(code, 0, "{claimed}");
-    let first = claimed["job"].as_u64().unwrap();
+    let first = claimed["job"]["id"].as_u64().unwrap();
     let (code, answer) = cli(
         &cluster,
         any,
@@ -165,7 +165,7 @@ fn jobs_survive_a_failover_exactly_once() {
     assert_eq!(code, 0, "{answer}");
     let (code, claimed) = cli(&cluster, any, &["jobs", "claim", "--worker", "w2"]);
     assert_eq!(code, 0, "{claimed}");
-    let second = claimed["job"].as_u64().unwrap();
+    let second = claimed["job"]["id"].as_u64().unwrap();
 
     cluster.kill(&leader);
     let survivor = NODES.iter().copied().find(|id| *id != leader).unwrap();
@@ -188,7 +188,7 @@ fn jobs_survive_a_failover_exactly_once() {
             assert_eq!(claimed["error"], "none_ready", "{claimed}");
             break;
         }
-        later.push(claimed["job"].as_u64().unwrap());
+        later.push(claimed["job"]["id"].as_u64().unwrap());
     }
     later.sort_unstable();
     let mut expected: Vec<u64> = ids
@@ -223,9 +223,9 @@ fn jobs_survive_a_failover_exactly_once() {
 fn claim_and_kill(cluster: &ProcessCluster, node: &str, job: u64, attempts: u64) {
     let (code, claimed) = cli(cluster, node, &["jobs", "claim", "--worker", "w"]);
     assert_eq!(code, 0, "{claimed}");
-    assert_eq!(claimed["job"].as_u64(), Some(job), "{claimed}");
+    assert_eq!(claimed["job"]["id"].as_u64(), Some(job), "{claimed}");
     assert_eq!(
-        claimed["claimed"]["attempts"].as_u64(),
+        claimed["job"]["attempts"].as_u64(),
         Some(attempts),
         "{claimed}"
     );
@@ -235,7 +235,7 @@ fn claim_and_kill(cluster: &ProcessCluster, node: &str, job: u64, attempts: u64)
         &["jobs", "nack", &job.to_string(), "--worker", "w"],
     );
     assert_eq!(code, 0, "{nacked}");
-    assert_eq!(nacked["state"], "dead", "{nacked}");
+    assert_eq!(nacked["job"]["state"], "dead", "{nacked}");
 }
 
 /// The ids of the jobs `node` lists in `state`.
@@ -267,7 +267,7 @@ fn dead_letters_are_retried_and_purged_through_a_follower() {
             &["jobs", "add", payload, "--max-attempts", "1"],
         );
         assert_eq!(code, 0, "{answer}");
-        answer["job"].as_u64().unwrap()
+        answer["job"]["id"].as_u64().unwrap()
     };
     let poison = add("poison");
     claim_and_kill(&cluster, follower, poison, 1);
@@ -279,7 +279,8 @@ fn dead_letters_are_retried_and_purged_through_a_follower() {
     let (code, refused) = cli(&cluster, follower, &["jobs", "retry", &waiting.to_string()]);
     assert_eq!(code, 1, "{refused}");
     assert_eq!(refused["error"], "not_dead", "{refused}");
-    assert_eq!(refused["state"], "Ready", "{refused}");
+    assert_eq!(refused["state"], "ready", "{refused}");
+    assert_eq!(refused["job_id"].as_u64(), Some(waiting), "{refused}");
     let (code, unknown) = cli(&cluster, follower, &["jobs", "retry", "999"]);
     assert_eq!(
         (code, &unknown["error"]),
@@ -290,13 +291,14 @@ fn dead_letters_are_retried_and_purged_through_a_follower() {
     // The retry, sent to a follower, is redirected to the leader and applied.
     let (code, retried) = cli(&cluster, follower, &["jobs", "retry", &poison.to_string()]);
     assert_eq!(code, 0, "{retried}");
-    assert_eq!(retried["job"].as_u64(), Some(poison), "{retried}");
+    assert_eq!(retried["job"]["id"].as_u64(), Some(poison), "{retried}");
     assert_eq!(
-        retried["retried"]["attempts"].as_u64(),
+        retried["job"]["attempts"].as_u64(),
         Some(0),
         "{retried}"
     );
-    assert_eq!(retried["retried"]["payload"], "poison", "{retried}");
+    assert_eq!(retried["job"]["payload"], "poison", "{retried}");
+    assert_eq!(retried["job"]["state"], "ready", "{retried}");
     assert!(listed(&cluster, follower, "dead").is_empty());
     // Claimed again before the job enqueued after it, its attempts counted from 0, and
     // dead-lettered again on its (new) last attempt.
@@ -304,7 +306,7 @@ fn dead_letters_are_retried_and_purged_through_a_follower() {
     let second = add("poison too");
     let (code, claimed) = cli(&cluster, follower, &["jobs", "claim", "--worker", "w"]);
     assert_eq!(
-        (code, claimed["job"].as_u64()),
+        (code, claimed["job"]["id"].as_u64()),
         (0, Some(waiting)),
         "{claimed}"
     );
@@ -362,17 +364,17 @@ fn dead_letters_are_retried_and_purged_through_a_follower() {
     let (code, claimed) = cli(&cluster, follower, &["jobs", "claim", "--worker", "w"]);
     assert_eq!(code, 0, "{claimed}");
     assert_eq!(
-        claimed["claimed"]["payload"], "{\"to\": \"ops\"}\n",
+        claimed["job"]["payload"], "{\"to\": \"ops\"}\n",
         "{claimed}"
     );
     let nacked = human(&["jobs", "nack", &job, "--worker", "w"]);
     assert!(
-        nacked.starts_with(&format!("job {job} ready again (attempt 2 ")),
+        nacked == format!("job {job} ready again (attempt 2 of 2)"),
         "{nacked}"
     );
     let (code, claimed) = cli(&cluster, follower, &["jobs", "claim", "--worker", "w"]);
     assert_eq!(
-        (code, claimed["job"].to_string()),
+        (code, claimed["job"]["id"].to_string()),
         (0, job.clone()),
         "{claimed}"
     );
@@ -460,10 +462,11 @@ fn watch_log_and_status_follow_the_writes() {
         ["noop", "command", "command", "command", "command"],
         "{log}"
     );
-    assert_eq!(
-        entries[1]["command"]["write"]["Kv"]["Put"]["value"], "red",
-        "{log}"
-    );
+    // A command is one object tagged by its type, no Rust variant names.
+    assert_eq!(entries[1]["command"]["type"], "kv_put", "{log}");
+    assert_eq!(entries[1]["command"]["key"], "color", "{log}");
+    assert_eq!(entries[1]["command"]["value"], "red", "{log}");
+    assert_eq!(entries[3]["command"]["type"], "kv_delete", "{log}");
     assert_eq!(log["commit_index"], 5, "{log}");
 
     let status = cluster.wait_for("the followers caught up", |c| {
