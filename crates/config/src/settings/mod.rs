@@ -591,8 +591,8 @@ pub struct LogSection {
     /// directives such as "info,conclave_actors=debug". --log or RUST_LOG given at start win at
     /// start; a changed level here applies on SIGHUP all the same (it is what was just edited).
     pub level: String = "info".to_owned(),
-    /// Append the log to this file instead of standard output (journald collects standard
-    /// output under systemd). SIGHUP reopens it, so logrotate can move it away first.
+    /// Append the log to this file instead of standard error (journald collects standard
+    /// error under systemd). SIGHUP reopens it, so logrotate can move it away first.
     pub file: PathBuf,
     /// The replicated log (LOG-1..8), not the diagnostic log above: the leader replicates an
     /// ordered log of writes (a key-value store and a job queue) to the voters, committed once a
