@@ -11,7 +11,7 @@ use crate::run::{Loaded, load};
 
 /// `conclave init [--config FILE]`: 0 when the WAL was created, 1 when the data directory was
 /// used before, 64 for a bad configuration, and `run`'s codes for a data directory it cannot
-/// create or write (73, 77).
+/// create or write (73, 77); with 77, what this user may not write and how to fix it.
 pub(crate) fn init(file: Option<&Path>) -> ExitCode {
     let Loaded { config, .. } = match load(file) {
         Ok(loaded) => loaded,
@@ -42,7 +42,15 @@ pub(crate) fn init(file: Option<&Path>) -> ExitCode {
         }
         Err(error) => {
             errln!("error: {error}");
-            ExitCode::from(crate::run::wal_failure_code(&error))
+            let code = crate::run::wal_failure_code(&error);
+            // Run as the service user before the service ever started, `init` meets a data
+            // directory nothing has created yet: say which, for whom, and how to create it.
+            if code == crate::EXIT_NOPERM {
+                if let Some(fix) = crate::preflight::permission_fix(&config.data_dir) {
+                    errln!("  {fix}");
+                }
+            }
+            ExitCode::from(code)
         }
     }
 }

@@ -1,26 +1,47 @@
 //! The log of `conclave run`: a filter that a reload can change and a destination that a
 //! reload can reopen (issue 8, item 8).
 //!
-//! Lines go to standard output (journald collects it under systemd) or, with `log.file`, are
-//! appended to that file. SIGHUP reopens the file, so logrotate can rename it first and the
-//! node then writes to a fresh one; a path that cannot be opened is reported and the old
-//! destination kept. The filter starts from `--log` / `RUST_LOG` when given, else from
-//! `log.level`; a reload that finds a changed `log.level` in the file installs it.
+//! Lines go to standard error or, with `log.file`, are appended to that file. Standard error,
+//! not standard output: a log is diagnostics, and journald collects standard error under
+//! systemd all the same, while a shell redirection of standard output (`conclave run >
+//! file`) or a pipe then carries no log lines mixed into what the command prints. SIGHUP
+//! reopens the file, so logrotate can rename it first and the node then writes to a fresh
+//! one; a path that cannot be opened is reported and the old destination kept. The filter
+//! starts from `--log` / `RUST_LOG` when given, else from `log.level`; a reload that finds a
+//! changed `log.level` in the file installs it.
+//!
+//! Colours (ANSI escapes) only when the lines go to a terminal and `NO_COLOR` is unset or
+//! empty: never into a pipe, the journal or `log.file`, where the escapes would be read as
+//! text. The choice is made again whenever the destination changes.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::fmt::format::{DefaultFields, Format};
+use tracing_subscriber::layer::{Layered, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Registry, reload};
 
 /// Where log lines go.
 #[derive(Debug)]
 enum Destination {
-    Stdout,
+    Stderr,
     File { path: PathBuf, file: File },
+}
+
+/// The subscriber the formatting layer sits on: the registry behind the reloadable filter.
+type Filtered = Layered<reload::Layer<EnvFilter, Registry>, Registry>;
+/// The formatting layer, reloadable so that a change of destination can switch colours.
+type Formatter = tracing_subscriber::fmt::Layer<Filtered, DefaultFields, Format, SharedDestination>;
+
+/// Whether lines written to `file` (standard error when `None`) get colours: only on a
+/// terminal, and not when `NO_COLOR` is set to anything but the empty string.
+fn colour(file: Option<&Path>) -> bool {
+    file.is_none()
+        && io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty())
 }
 
 /// The writer the formatter uses: whatever the destination is at the time of the line.
@@ -30,14 +51,14 @@ struct SharedDestination(Arc<Mutex<Destination>>);
 impl Write for SharedDestination {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match &mut *self.0.lock().unwrap_or_else(PoisonError::into_inner) {
-            Destination::Stdout => io::stdout().write(buf),
+            Destination::Stderr => io::stderr().write(buf),
             Destination::File { file, .. } => file.write(buf),
         }
     }
 
     fn flush(&mut self) -> io::Result<()> {
         match &mut *self.0.lock().unwrap_or_else(PoisonError::into_inner) {
-            Destination::Stdout => io::stdout().flush(),
+            Destination::Stderr => io::stderr().flush(),
             Destination::File { file, .. } => file.flush(),
         }
     }
@@ -57,6 +78,7 @@ fn open_append(path: &Path) -> io::Result<File> {
 /// The installed log: change its filter, reopen or move its file.
 pub(crate) struct Log {
     filter: reload::Handle<EnvFilter, Registry>,
+    format: reload::Handle<Formatter, Filtered>,
     destination: SharedDestination,
 }
 
@@ -82,7 +104,7 @@ pub(crate) fn parse_filter(text: &str) -> Result<EnvFilter, String> {
 }
 
 impl Log {
-    /// Installs the global subscriber: `filter`, written to `file` (standard output when
+    /// Installs the global subscriber: `filter`, written to `file` (standard error when
     /// `None`). Colour only on a terminal, and never with `NO_COLOR` set.
     pub(crate) fn install(filter: EnvFilter, file: Option<&Path>) -> io::Result<Log> {
         let destination = match file {
@@ -90,24 +112,23 @@ impl Log {
                 path: path.to_path_buf(),
                 file: open_append(path)?,
             },
-            None => Destination::Stdout,
+            None => Destination::Stderr,
         };
-        let ansi = file.is_none()
-            && io::stdout().is_terminal()
-            && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
         let destination = SharedDestination(Arc::new(Mutex::new(destination)));
-        let (filter, handle) = reload::Layer::new(filter);
+        let (filter, filter_handle) = reload::Layer::new(filter);
+        let (format, format_handle) = reload::Layer::new(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(colour(file))
+                .with_writer(destination.clone()),
+        );
         tracing_subscriber::registry()
             .with(filter)
-            .with(
-                tracing_subscriber::fmt::layer()
-                    .with_ansi(ansi)
-                    .with_writer(destination.clone()),
-            )
+            .with(format)
             .try_init()
             .map_err(io::Error::other)?;
         Ok(Log {
-            filter: handle,
+            filter: filter_handle,
+            format: format_handle,
             destination,
         })
     }
@@ -117,8 +138,9 @@ impl Log {
         self.filter.reload(filter).map_err(|err| err.to_string())
     }
 
-    /// Reopens the log at `file` (standard output when `None`), the same path or a new one.
-    /// On failure the old destination stays and the error names the file.
+    /// Reopens the log at `file` (standard error when `None`), the same path or a new one,
+    /// with colours as [`colour`] says for it. On failure the old destination stays and the
+    /// error names the file.
     pub(crate) fn reopen(&self, file: Option<&Path>) -> Result<(), String> {
         let next = match file {
             Some(path) => Destination::File {
@@ -126,8 +148,14 @@ impl Log {
                 file: open_append(path)
                     .map_err(|err| format!("cannot open log.file {}: {err}", path.display()))?,
             },
-            None => Destination::Stdout,
+            None => Destination::Stderr,
         };
+        // Colours off before a line can reach a file; on (for a terminal) only once the
+        // lines go there. A failure leaves the formatter as it was, which is only cosmetic.
+        let ansi = colour(file);
+        if !ansi {
+            let _ = self.format.modify(|format| format.set_ansi(false));
+        }
         let mut current = self
             .destination
             .0
@@ -137,10 +165,14 @@ impl Log {
             let _ = file.flush();
         }
         *current = next;
+        drop(current);
+        if ansi {
+            let _ = self.format.modify(|format| format.set_ansi(true));
+        }
         Ok(())
     }
 
-    /// The file the log goes to, if not standard output.
+    /// The file the log goes to, if not standard error.
     pub(crate) fn file(&self) -> Option<PathBuf> {
         match &*self
             .destination
@@ -148,7 +180,7 @@ impl Log {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
         {
-            Destination::Stdout => None,
+            Destination::Stderr => None,
             Destination::File { path, .. } => Some(path.clone()),
         }
     }

@@ -12,7 +12,7 @@
 //! |---|---|
 //! | `hooks.*` (commands and `timeout_ms`) | applied: later runs use the new commands |
 //! | `log.level` | applied: the new filter from the next line on |
-//! | `log.file` | applied: the log moves to the new file (or standard output) |
+//! | `log.file` | applied: the log moves to the new file (or standard error) |
 //! | `health.*` | applied: the new battery/priority source is read at once (PRI-1, RAFT-10) |
 //! | anything else | kept as it runs; a WARN names the key, the value in use and the file's |
 //!
@@ -285,7 +285,7 @@ impl Reloader {
     }
 }
 
-/// `log.file` as a path; `None` for standard output.
+/// `log.file` as a path; `None` for standard error.
 pub(crate) fn log_file(settings: &Settings) -> Option<PathBuf> {
     (!settings.log.file.as_os_str().is_empty()).then(|| settings.log.file.clone())
 }

@@ -255,11 +255,20 @@ pub(crate) fn run(file: Option<&Path>, log: Option<&str>) -> ExitCode {
         let admin = config.admin.listen;
         let metrics = config.metrics.listen;
         let node_id = config.node_id;
+        let data_dir = config.data_dir.clone();
         let node = match NodeBuilder::new(config).start().await {
             Ok(node) => node,
             Err(err) => {
-                error!("cannot start: {err}");
-                return ExitCode::from(start_failure_code(&err));
+                let code = start_failure_code(&err);
+                // A data directory this user may not write: which, for whom, and the fix.
+                match (code == EXIT_NOPERM)
+                    .then(|| preflight::permission_fix(&data_dir))
+                    .flatten()
+                {
+                    Some(fix) => error!("cannot start: {err}; {fix}"),
+                    None => error!("cannot start: {err}"),
+                }
+                return ExitCode::from(code);
             }
         };
         if let Some(admin) = admin {

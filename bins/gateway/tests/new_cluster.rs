@@ -6,7 +6,8 @@
 //! - `conclave init` does the same for a node without the key, and refuses a data directory a
 //!   node has used;
 //! - a voter started without either says, in one line, how a new cluster is created, and
-//!   abstains;
+//!   abstains; its first start is said at INFO, not as a lost WAL, and its log goes to
+//!   standard error, without colours when that is not a terminal;
 //! - a voter whose WAL was deleted while another voter is down abstains, although its
 //!   configuration still says `initial_state = "new"` (the lock file shows an earlier node),
 //!   refuses every vote the remaining node asks for, and records no vote; once the voter is
@@ -109,22 +110,72 @@ fn wal5_init_lets_a_new_cluster_elect_with_a_voter_never_started() {
     }
 }
 
+/// A `conclave run` started outside the harness, killed when dropped (a failed assertion
+/// must not leave it running).
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// WAL-5: a voter of a new cluster started with neither `conclave init` nor the key abstains
 /// and says in one line how a new cluster is created; `conclave init` on its directory
 /// afterwards is refused, since a node has run there.
+///
+/// Its log goes to standard error, nothing to standard output, and without colours when
+/// standard error is not a terminal (a pipe, a file, the journal). A first start says so at
+/// INFO and is not reported as a lost WAL.
 #[test]
 fn wal5_voter_started_without_init_says_how_to_create_a_cluster() {
-    let mut cluster = ProcessCluster::new(&NODES);
-    cluster.start("gw-a");
-    cluster.wait_for("the hint in the log", |c| {
-        c.log("gw-a")
+    let cluster = ProcessCluster::new(&NODES);
+    let config = cluster.write_config("gw-a");
+    let stdout = cluster.dir().join("gw-a.stdout");
+    let stderr = cluster.dir().join("gw-a.stderr");
+    let node = Running(
+        cluster
+            .command("gw-a")
+            .args(["run", "--config"])
+            .arg(&config)
+            // Whatever the test's own environment says, colours are not wanted here.
+            .env_remove("NO_COLOR")
+            .stdout(std::fs::File::create(&stdout).unwrap())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let log = || std::fs::read_to_string(&stderr).unwrap_or_default();
+    cluster.wait_for("the hint on standard error", |_| {
+        log()
             .lines()
             .any(|line| line.contains("WARN") && line.contains(INIT_HINT))
             .then_some(())
     });
     let status = cluster.status("gw-a").unwrap();
     assert_eq!(status["abstaining"], true, "{status}");
-    cluster.kill("gw-a");
+    drop(node);
+
+    let log = log();
+    assert_eq!(
+        std::fs::read_to_string(&stdout).unwrap(),
+        "",
+        "stderr:\n{log}"
+    );
+    assert!(!log.contains('\u{1b}'), "colours in a file: {log:?}");
+    let line = |text: &str| log.lines().find(|line| line.contains(text));
+    let first = line("first start of a node in this directory").unwrap_or_else(|| panic!("{log}"));
+    assert!(first.contains(" INFO "), "{first}");
+    let abstains = line("first start in this data directory, so no term or vote yet")
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(abstains.contains(" INFO "), "{abstains}");
+    assert!(
+        abstains.contains("until it has heard every other voter"),
+        "{abstains}"
+    );
+    assert!(line("lost or repaired WAL").is_none(), "{log}");
+    assert!(line("WAL recovered").is_none(), "{log}");
 
     let config = cluster.write_config("gw-a");
     let init = conclave(&["init", "--config", config.to_str().unwrap()]);
@@ -165,6 +216,14 @@ fn wal5_wiped_voter_with_a_voter_down_never_votes_twice() {
         (status["abstaining"] == true).then_some(())
     });
     assert!(!has_genesis(&cluster.data_dir(&victim)));
+    // A deleted WAL is a warning, not a first start.
+    let log = cluster.log(&victim);
+    assert!(
+        log.lines()
+            .any(|line| line.contains(" WARN ") && line.contains("no term or vote recovered")),
+        "{log}"
+    );
+    assert!(!log.contains("first start"), "{log}");
 
     // The leader, restarted from its WAL, finds no leader and campaigns again and again.
     cluster.kill(&leader);

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use conclave_config::{DonglePort, EspNowLinkConfig, InitialState, NodeConfig};
 use conclave_core::election::{
-    Command, CommandOutcome, Election, ElectionConfig, ElectionError, ElectionStatus,
+    AmnesiaCause, Command, CommandOutcome, Election, ElectionConfig, ElectionError, ElectionStatus,
 };
 use conclave_core::storage::DurableState;
 use conclave_core::{Admission, AdmissionConfig, Membership, PeerInfo, SeededRng};
@@ -310,8 +310,15 @@ impl NodeBuilder {
             clock.now(),
         )?;
         if recovered.amnesic {
-            // WAL-2: the core decides whether this node must abstain, and logs it at WARN.
-            let abstains = election.begin_abstention(clock.now());
+            // WAL-2: the core decides whether this node must abstain, and logs it: at WARN for
+            // a lost WAL, at INFO for a first start, which is no fault (the warning below
+            // still says how a new cluster is created).
+            let cause = if recovered.fresh_directory {
+                AmnesiaCause::FirstStart
+            } else {
+                AmnesiaCause::Lost
+            };
+            let abstains = election.begin_abstention(clock.now(), cause);
             if abstains && recovered.fresh_directory {
                 // WAL-5: most likely a node of a new cluster started without `conclave init`;
                 // only the operator knows it is not a node that lost its WAL.

@@ -331,7 +331,9 @@ fn peer_id_field(id: &str) -> [c_char; PEER_ID_SIZE] {
 }
 
 /// `CONCLAVE_LOG` (a `tracing` filter such as `info` or `conclave_actors=debug`) sends the
-/// nodes' logs to standard error; without it the library logs nothing.
+/// nodes' logs to standard error; without it the library logs nothing. Colours only when
+/// standard error is a terminal and `NO_COLOR` is unset or empty: the host program's stderr
+/// is as often a pipe or a log file, where escapes would be read as text.
 fn install_log() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -339,8 +341,11 @@ fn install_log() {
             return;
         };
         let filter = tracing_subscriber::EnvFilter::new(filter.to_string_lossy());
+        let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+            && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
         let _ = tracing_subscriber::fmt()
             .with_env_filter(filter)
+            .with_ansi(colour)
             .with_writer(std::io::stderr)
             .try_init();
     });

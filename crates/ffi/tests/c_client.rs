@@ -12,7 +12,7 @@ mod support;
 
 use std::process::Command;
 
-use support::{have, include_dir, library_dir, run_client, three_node_args};
+use support::{have, include_dir, library_dir, run_client, run_client_output, three_node_args};
 use tempfile::TempDir;
 
 /// The sanitizers of the second run.
@@ -56,7 +56,9 @@ fn compile(source: &str, dir: &std::path::Path, extra: &[&str]) -> std::path::Pa
 }
 
 /// EMB-2, EMB-3: the C program's flow holds (one leader, SetLeader moves it, a stopped
-/// leader hands over, callbacks in order and re-entrant, misuse refused).
+/// leader hands over, callbacks in order and re-entrant, misuse refused). With
+/// `CONCLAVE_LOG` set the library logs to standard error, without colours when that is a
+/// pipe.
 #[test]
 fn three_nodes_from_c() {
     if !have("cc") {
@@ -66,9 +68,17 @@ fn three_nodes_from_c() {
     let dir = TempDir::new().unwrap();
     let exe = compile("three_nodes.c", dir.path(), &[]);
     let args = three_node_args(dir.path(), 1);
-    let out = run_client("C client", Command::new(&exe).args(&args));
+    let (out, log) = run_client_output(
+        "C client",
+        Command::new(&exe)
+            .args(&args)
+            .env("CONCLAVE_LOG", "info")
+            .env_remove("NO_COLOR"),
+    );
     println!("{out}");
     assert!(out.ends_with("ok\n"), "{out}");
+    assert!(log.contains(" INFO "), "no log on standard error: {log}");
+    assert!(!log.contains('\u{1b}'), "colours into a pipe: {log:?}");
 }
 
 /// Whether `cc` can build and run a program with [`SANITIZE`] (libasan and libubsan present).

@@ -506,12 +506,24 @@ impl WalFile {
         wal.append(&first_records)?;
 
         let amnesic = wal.state.amnesic;
+        let first_start = created && fresh_directory;
         if write_genesis {
             info!(
                 path = %wal.path.display(),
                 incarnation,
                 "WAL created with a genesis record: a member of a new cluster, which has voted in \
                  no term yet (cluster.initial_state = \"new\")"
+            );
+        } else if amnesic && first_start {
+            // Told apart from a lost WAL so that a first start does not read like a fault.
+            // The election core says whether the node abstains for it (a voter of a cluster
+            // does, until it has heard the others).
+            info!(
+                path = %wal.path.display(),
+                incarnation,
+                "no WAL in {}: first start of a node in this directory; its new WAL holds no \
+                 term or vote yet",
+                wal.dir.display()
             );
         } else if amnesic {
             // The election core decides what that means (a voter of a cluster abstains) and
@@ -521,8 +533,8 @@ impl WalFile {
                 records,
                 incarnation,
                 term = wal.state.hard_state.term,
-                "WAL recovered; it holds no term or vote (a node started without `conclave \
-                 init`, a wiped or deleted WAL, or a repaired one)"
+                "WAL recovered; it holds no term or vote (a wiped or deleted WAL, a repaired \
+                 one, or one an earlier start created without `conclave init`)"
             );
         } else {
             info!(
@@ -543,7 +555,7 @@ impl WalFile {
             records,
             mode: wal.state.mode(),
             genesis_at_unix_ms: wal.state.genesis_at_unix_ms,
-            fresh_directory: created && fresh_directory,
+            fresh_directory: first_start,
             snapshot: wal.log.snapshot().cloned(),
             entries: wal.log.entries().to_vec(),
             log_truncated_bytes: recovered_log.truncated_bytes,

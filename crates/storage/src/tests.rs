@@ -1087,10 +1087,19 @@ fn wal2_no_hard_state_means_amnesic_until_one_is_written() {
     let (wal, fresh) = open_counting(dir.path()).unwrap();
     assert!(fresh.amnesic);
     drop(wal);
+    // A first start is said as such, not as a WAL that lost its state.
+    assert!(
+        log.text()
+            .contains("first start of a node in this directory; its new WAL holds no term"),
+        "{}",
+        log.text()
+    );
+    assert!(!log.text().contains("WAL recovered"), "{}", log.text());
     let (mut wal, again) = open_counting(dir.path()).unwrap();
     assert!(again.amnesic, "incarnations alone do not end amnesia");
     assert!(
-        log.text().contains("holds no term or vote"),
+        log.text()
+            .contains("WAL recovered; it holds no term or vote"),
         "{}",
         log.text()
     );
@@ -1100,11 +1109,20 @@ fn wal2_no_hard_state_means_amnesic_until_one_is_written() {
     let (_, whole) = open_counting(dir.path()).unwrap();
     assert!(!whole.amnesic);
 
-    // Deleting the file makes it amnesic again.
+    // Deleting the file makes it amnesic again, and that is no first start: the lock file
+    // shows an earlier node.
     fs::remove_file(wal_path(dir.path())).unwrap();
+    let starts = log.text().matches("first start").count();
     let (_, wiped) = open_counting(dir.path()).unwrap();
     assert!(wiped.amnesic);
+    assert!(!wiped.fresh_directory);
     assert_eq!(wiped.hard_state, HardState::default());
+    assert_eq!(
+        log.text().matches("first start").count(),
+        starts,
+        "{}",
+        log.text()
+    );
 }
 
 /// WAL-2 (one process per data directory): while a WAL is open, a second open of the same

@@ -27,8 +27,8 @@
 use conclave_protocol::PeerId;
 
 use crate::election::{
-    Action, Command, CommandOutcome, ElectionError, ElectionMessage, ElectionStatus, FencingToken,
-    HardState, HealthReading, Mode, ModeStatus, PeerSignal, PersistSeq, Ready, Role,
+    Action, AmnesiaCause, Command, CommandOutcome, ElectionError, ElectionMessage, ElectionStatus,
+    FencingToken, HardState, HealthReading, Mode, ModeStatus, PeerSignal, PersistSeq, Ready, Role,
 };
 use crate::gossip::{Gossip, GossipConfig};
 use crate::priority::{Priority, PriorityConfig};
@@ -231,12 +231,13 @@ impl Election {
         }
     }
 
-    /// The node's WAL held no hard state (WAL-2): call right after [`Election::new`]. A mode
-    /// that votes may have voted in terms it no longer knows, and abstains until those are
-    /// over (raft: see [`Raft::begin_abstention`]). Returns whether it abstains.
-    pub fn begin_abstention(&mut self, now: Instant) -> bool {
+    /// The node's WAL held no hard state (WAL-2), for the reason `cause`: call right after
+    /// [`Election::new`]. A mode that votes may have voted in terms it no longer knows, and
+    /// abstains until those are over (raft: see [`Raft::begin_abstention`]). Returns whether
+    /// it abstains.
+    pub fn begin_abstention(&mut self, now: Instant, cause: AmnesiaCause) -> bool {
         match self {
-            Election::Raft(raft) => raft.begin_abstention(now),
+            Election::Raft(raft) => raft.begin_abstention(now, cause),
             // Cast no durable vote, so they forgot none.
             Election::Gossip(_) | Election::Priority(_) | Election::Static(_) => false,
         }

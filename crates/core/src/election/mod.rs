@@ -60,7 +60,7 @@ pub use ready::{AfterPersist, DurableWrite, Outgoing, PersistBatch, PersistSeq, 
 pub use setting::{
     GossipSetting, PrioritySetting, RaftSetting, Setting, SettingProblem, StaticSetting, millis,
 };
-pub use state::{FencingToken, HardState};
+pub use state::{AmnesiaCause, FencingToken, HardState};
 pub use status::{ElectionStatus, ModeStatus};
 
 /// Which election a node runs (`election.mode`). Switching needs a restart, and the WAL

@@ -17,6 +17,20 @@ pub struct HardState {
     pub manual_override: Option<PeerId>,
 }
 
+/// Why a node starts without a hard state (WAL-2, WAL-5), for what its abstention says: the
+/// rule is the same either way, but a first start is no fault and is logged as news, while a
+/// lost WAL is a warning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AmnesiaCause {
+    /// Its data directory held no WAL and no trace of an earlier node: the node's first start
+    /// there, as far as the directory shows (without `conclave init`, which would have given
+    /// it a hard state).
+    FirstStart,
+    /// Its WAL holds no hard state: deleted or wiped (an earlier node's traces remain),
+    /// repaired, or left so by an earlier start without `conclave init`.
+    Lost,
+}
+
 /// `(term, leader)`: whatever a leader drives keeps the highest token it has seen and refuses
 /// commands carrying a lower one, so a deposed leader's late commands are rejected (CB-5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -11,8 +11,8 @@ use conclave_protocol::{
 };
 
 use crate::election::{
-    Action, Command, CommandOutcome, ElectionError, ElectionMessage, Event, HardState,
-    LeaderChangeCause, Role,
+    Action, AmnesiaCause, Command, CommandOutcome, ElectionError, ElectionMessage, Event,
+    HardState, LeaderChangeCause, Role,
 };
 use crate::raft::{LogPosition, Raft, RaftConfig, RaftMessage};
 use crate::testing::{
@@ -1051,7 +1051,7 @@ fn resign_skips_a_peer_that_left() {
 /// A voter of `a, b, c` that started without a hard state (or from `state`, a repaired WAL's).
 fn abstaining(state: HardState) -> Raft {
     let mut raft = start_from(config("a", &["a", "b", "c"]), state);
-    assert!(raft.begin_abstention(ms(0)));
+    assert!(raft.begin_abstention(ms(0), AmnesiaCause::Lost));
     raft
 }
 
@@ -1207,7 +1207,7 @@ fn abstaining_of_five() -> Raft {
         config("a", &["a", "b", "c", "d", "e"]),
         HardState::default(),
     );
-    assert!(raft.begin_abstention(ms(0)));
+    assert!(raft.begin_abstention(ms(0), AmnesiaCause::Lost));
     raft
 }
 
@@ -1444,7 +1444,7 @@ fn wal2_abstaining_node_persists_no_hard_state() {
 #[test]
 fn wal2_single_voter_and_non_voter_do_not_abstain() {
     let mut alone = start(config("a", &["a"]));
-    assert!(!alone.begin_abstention(ms(0)));
+    assert!(!alone.begin_abstention(ms(0), AmnesiaCause::Lost));
     assert!(!alone.is_abstaining());
     let at = alone.poll_timeout().unwrap();
     alone.handle_timeout(at);
@@ -1452,7 +1452,7 @@ fn wal2_single_voter_and_non_voter_do_not_abstain() {
     assert_eq!(alone.role(), Role::Leader);
 
     let mut outsider = start(config("x", &["a", "b", "c"]));
-    assert!(!outsider.begin_abstention(ms(0)));
+    assert!(!outsider.begin_abstention(ms(0), AmnesiaCause::Lost));
     assert!(!outsider.is_abstaining());
 }
 
@@ -1503,7 +1503,10 @@ fn wal2_probe_is_answered_with_the_term_and_changes_nothing() {
 fn wal2_brand_new_nodes_end_each_others_abstention() {
     let mut a = start(config("a", &["a", "b"]));
     let mut b = start(config("b", &["a", "b"]));
-    assert!(a.begin_abstention(ms(0)) && b.begin_abstention(ms(0)));
+    assert!(
+        a.begin_abstention(ms(0), AmnesiaCause::Lost)
+            && b.begin_abstention(ms(0), AmnesiaCause::Lost)
+    );
     a.handle_timeout(ms(0));
     let to_b = sends(&drain(&mut a));
     assert_eq!(to_b, vec![(id("b"), probe("a"))]);
@@ -1529,7 +1532,7 @@ fn wal2_brand_new_nodes_end_each_others_abstention() {
 #[test]
 fn wal2_connected_mode_abstains_two_max_timeouts_and_until_peers_heard() {
     let mut raft = connected("a", &["b"]);
-    assert!(raft.begin_abstention(ms(0)));
+    assert!(raft.begin_abstention(ms(0), AmnesiaCause::Lost));
     raft.handle_timeout(ms(0));
     assert_eq!(sends(&drain(&mut raft)), vec![(id("b"), probe("a"))]);
     raft.handle_message(ms(5), id("b"), vote(3, false, true));

@@ -41,7 +41,7 @@ use conclave_protocol::{Body, DropReason, PeerId, ReplayGuard};
 
 use crate::admission::{Admission, AdmissionAction, AdmissionConfig, FrameHeader, Verdict};
 use crate::election::{
-    Command, CommandOutcome, DurableWrite, Election, ElectionConfig, ElectionError,
+    AmnesiaCause, Command, CommandOutcome, DurableWrite, Election, ElectionConfig, ElectionError,
     ElectionMessage, Event, GossipMessage, HardState, HealthReading, Outgoing, PersistBatch,
     PersistSeq, PriorityMessage, RaftSetting, Ready, Role, SettingProblem,
 };
@@ -748,7 +748,7 @@ impl Simulation {
         let mut election = Election::restored(election_config, &restored, node_rng, self.now)
             .expect("settings validated when the simulation was created");
         if self.nodes[index].amnesic && self.abstain_after_wal_loss {
-            election.begin_abstention(self.now);
+            election.begin_abstention(self.now, AmnesiaCause::Lost);
         }
         let membership = self
             .config

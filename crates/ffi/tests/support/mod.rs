@@ -138,6 +138,11 @@ pub(crate) fn three_node_args(dir: &Path, salt: u32) -> Vec<String> {
 /// Runs `command` to its end (killing it after a generous deadline) and fails the test with
 /// its output unless it succeeded; its standard output.
 pub(crate) fn run_client(what: &str, command: &mut Command) -> String {
+    run_client_output(what, command).0
+}
+
+/// [`run_client`], returning standard output and standard error.
+pub(crate) fn run_client_output(what: &str, command: &mut Command) -> (String, String) {
     let child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -159,11 +164,11 @@ pub(crate) fn run_client(what: &str, command: &mut Command) -> String {
         }
     };
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(
         output.status.success(),
         "the {what} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
         output.status
     );
-    stdout
+    (stdout, stderr)
 }

@@ -36,9 +36,9 @@ use conclave_protocol::{
 use tracing::{debug, info, warn};
 
 use crate::election::{
-    Action, Command, CommandOutcome, ElectionError, ElectionMessage, Event, FencingToken,
-    HardState, HealthReading, LeaderChangeCause, Outbox, PeerSignal, PersistSeq, Published, Ready,
-    Role,
+    Action, AmnesiaCause, Command, CommandOutcome, ElectionError, ElectionMessage, Event,
+    FencingToken, HardState, HealthReading, LeaderChangeCause, Outbox, PeerSignal, PersistSeq,
+    Published, Ready, Role,
 };
 use crate::raft::config::{QuorumMode, RaftConfig, majority_threshold};
 use crate::raft::log::RaftLog;
@@ -347,11 +347,13 @@ impl Raft {
         Ok(raft)
     }
 
-    /// The node's WAL held no hard state (WAL-2): it may have voted in terms it no longer
-    /// knows. Call right after [`Raft::new`]. A voter with other voters (or any node in
-    /// `connected` mode) then abstains until it has heard every other voter; see the module
-    /// docs. Returns whether it abstains: a non-voter and a single voter need not.
-    pub fn begin_abstention(&mut self, now: Instant) -> bool {
+    /// The node's WAL held no hard state (WAL-2), for the reason `cause`: it may have voted
+    /// in terms it no longer knows. Call right after [`Raft::new`]. A voter with other voters
+    /// (or any node in `connected` mode) then abstains until it has heard every other voter;
+    /// see the module docs. Returns whether it abstains: a non-voter and a single voter need
+    /// not. A lost WAL is said at WARN; a first start, where the same rule holds but nothing
+    /// went wrong, at INFO (the driver says how a new cluster is created).
+    pub fn begin_abstention(&mut self, now: Instant, cause: AmnesiaCause) -> bool {
         if self.abstention.is_some() {
             return true;
         }
@@ -390,14 +392,23 @@ impl Raft {
             .iter()
             .map(PeerId::to_string)
             .collect();
-        warn!(
-            term = self.hard.term,
-            waiting_for = %waiting.join(","),
-            "no term or vote recovered (lost or repaired WAL): this node may have voted in \
-             terms it no longer knows, so it grants no vote and does not campaign until it has \
-             heard every other voter, or a majority of the voters after two election timeouts \
-             (docs/wal.md)"
-        );
+        match cause {
+            AmnesiaCause::FirstStart => info!(
+                waiting_for = %waiting.join(","),
+                "first start in this data directory, so no term or vote yet: this node grants \
+                 no vote and does not campaign until it has heard every other voter, or a \
+                 majority of the voters after two election timeouts (docs/wal.md, \"Amnesia \
+                 and abstention\")"
+            ),
+            AmnesiaCause::Lost => warn!(
+                term = self.hard.term,
+                waiting_for = %waiting.join(","),
+                "no term or vote recovered (lost or repaired WAL): this node may have voted in \
+                 terms it no longer knows, so it grants no vote and does not campaign until it \
+                 has heard every other voter, or a majority of the voters after two election \
+                 timeouts (docs/wal.md)"
+            ),
+        }
         true
     }
     // -----------------------------------------------------------------------------------------
