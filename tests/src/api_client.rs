@@ -19,7 +19,9 @@ use crate::openapi_check::OpenApi;
 pub fn serve(node: &NodeHandle, config: AdminConfig) -> (SocketAddr, actix_web::dev::ServerHandle) {
     let listen = SocketAddr::from(([127, 0, 0, 1], 0));
     let listener = bind_listener(listen).expect("an ephemeral loopback port");
-    let addr = listener.local_addr().expect("a bound listener has an address");
+    let addr = listener
+        .local_addr()
+        .expect("a bound listener has an address");
     let config = AdminConfig {
         listen: Some(listen),
         ..config
@@ -48,6 +50,8 @@ pub struct Reply {
     pub headers: Vec<(String, String)>,
     /// The body as JSON (`Null` when it is not JSON).
     pub body: Value,
+    /// The body as sent, its fields in the node's order.
+    pub text: String,
 }
 
 impl Reply {
@@ -235,6 +239,7 @@ fn send(
         status,
         headers,
         body,
+        text,
     }
 }
 
@@ -286,9 +291,7 @@ fn read_events(
 /// `unavailable`.
 #[track_caller]
 fn assert_fenced(method: &str, route: &str, reply: &Reply) {
-    let exempt = route == "/health"
-        || reply.status == 401
-        || reply.body["error"] == "unavailable";
+    let exempt = route == "/health" || reply.status == 401 || reply.body["error"] == "unavailable";
     if exempt {
         return;
     }
@@ -307,8 +310,18 @@ fn assert_fenced(method: &str, route: &str, reply: &Reply) {
 #[track_caller]
 pub fn assert_no_variant_names(value: &Value, what: &str) {
     const VARIANTS: [&str; 12] = [
-        "Ready", "Claimed", "Done", "Dead", "Nacked", "LeaseExpired", "Kv", "Jobs", "Put",
-        "Delete", "Enqueue", "Applied",
+        "Ready",
+        "Claimed",
+        "Done",
+        "Dead",
+        "Nacked",
+        "LeaseExpired",
+        "Kv",
+        "Jobs",
+        "Put",
+        "Delete",
+        "Enqueue",
+        "Applied",
     ];
     match value {
         Value::Object(map) => {

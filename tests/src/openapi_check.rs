@@ -10,7 +10,7 @@
 
 use std::path::PathBuf;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// The OpenAPI document of the admin API.
 #[derive(Debug, Clone)]
@@ -67,7 +67,9 @@ impl OpenApi {
             if status == 404 && body["error"] == "no_such_endpoint" {
                 return self.check_schema(&self.error_schema(), body, "no_such_endpoint");
             }
-            return Err(format!("{method} {path} is no path of the document ({status})"));
+            return Err(format!(
+                "{method} {path} is no path of the document ({status})"
+            ));
         };
         let item = &self.document["paths"][&template];
         let operation = &item[method.to_ascii_lowercase()];
@@ -75,7 +77,9 @@ impl OpenApi {
             if status == 405 && body["error"] == "method_not_allowed" {
                 return self.check_schema(&self.error_schema(), body, "method_not_allowed");
             }
-            return Err(format!("{method} {template} is no operation of the document"));
+            return Err(format!(
+                "{method} {template} is no operation of the document"
+            ));
         }
         let response = &operation["responses"][status.to_string()];
         if response.is_null() {
@@ -107,8 +111,8 @@ impl OpenApi {
         let template = self
             .template_of(path)
             .ok_or_else(|| format!("{method} {path} is no path of the document"))?;
-        let schema = &self.document["paths"][&template][method.to_ascii_lowercase()]
-            ["requestBody"]["content"]["application/json"]["schema"];
+        let schema = &self.document["paths"][&template][method.to_ascii_lowercase()]["requestBody"]
+            ["content"]["application/json"]["schema"];
         if schema.is_null() {
             return Err(format!("{method} {template} takes no JSON body"));
         }
@@ -138,31 +142,47 @@ impl OpenApi {
     }
 
     fn validate(&self, schema: &Value, value: &Value, at: &str) -> Result<(), String> {
+        self.validate_within(schema, value, at, &[])
+    }
+
+    /// Checks `value` against `schema`, where the enclosing schema names `inherited` (the
+    /// properties beside a `$ref`, or around a `oneOf`), which the closed-object rule allows.
+    fn validate_within(
+        &self,
+        schema: &Value,
+        value: &Value,
+        at: &str,
+        inherited: &[String],
+    ) -> Result<(), String> {
+        let mut allowed: Vec<String> = inherited.to_vec();
+        allowed.extend(self.property_names(schema));
         if let Some(reference) = schema.get("$ref") {
             let target = self.resolve(schema);
             if target.is_null() {
                 return Err(format!("{at}: unresolved reference {reference}"));
             }
-            self.validate_open(target, value, at)?;
+            self.validate_within(target, value, at, &allowed)?;
         }
-        self.validate_open(schema, value, at)?;
-        if value.is_object() && self.is_closed(schema) {
-            let allowed = self.property_names(schema);
-            for name in value.as_object().into_iter().flat_map(Map::keys) {
-                if !allowed.contains(name) {
-                    return Err(format!("{at}: property {name:?} is not in the schema"));
+        self.validate_keywords(schema, value, at, &allowed)?;
+        // The schema that holds the value whole says which properties it may have: not one
+        // that only points elsewhere or only branches (those check, with these names allowed).
+        let delegates = schema.get("$ref").is_some()
+            || schema.get("oneOf").is_some()
+            || schema.get("anyOf").is_some();
+        if let (Some(object), false) = (value.as_object(), delegates) {
+            let closed = !allowed.is_empty()
+                && !schema
+                    .get("additionalProperties")
+                    .is_some_and(|extra| extra != false);
+            if closed {
+                for name in object.keys() {
+                    if !allowed.contains(name) {
+                        return Err(format!("{at}: property {name:?} is not in the schema"));
+                    }
                 }
             }
         }
         Ok(())
-    }
-
-    /// Whether an object schema names its properties (then no other may appear).
-    fn is_closed(&self, schema: &Value) -> bool {
-        if schema.get("additionalProperties").is_some_and(|extra| extra != false) {
-            return false;
-        }
-        !self.property_names(schema).is_empty()
     }
 
     /// The properties a schema names, through `$ref` and `allOf`.
@@ -186,15 +206,21 @@ impl OpenApi {
         names
     }
 
-    /// Every keyword of `schema` but the closed-object rule (which needs the whole schema).
-    fn validate_open(&self, schema: &Value, value: &Value, at: &str) -> Result<(), String> {
+    /// Every keyword of `schema` but `$ref` and the closed-object rule.
+    fn validate_keywords(
+        &self,
+        schema: &Value,
+        value: &Value,
+        at: &str,
+        allowed: &[String],
+    ) -> Result<(), String> {
         if let Some(types) = schema.get("type") {
-            let allowed: Vec<&str> = match types {
+            let kinds: Vec<&str> = match types {
                 Value::String(one) => vec![one.as_str()],
                 Value::Array(many) => many.iter().filter_map(Value::as_str).collect(),
                 _ => Vec::new(),
             };
-            if !allowed.iter().any(|kind| is_of_type(value, kind)) {
+            if !kinds.iter().any(|kind| is_of_type(value, kind)) {
                 return Err(format!("{at}: {value} is not of type {types}"));
             }
         }
@@ -219,7 +245,10 @@ impl OpenApi {
             }
         }
         if let (Some(least), Some(text)) = (schema.get("minLength"), value.as_str()) {
-            if least.as_u64().is_some_and(|least| (text.chars().count() as u64) < least) {
+            if least
+                .as_u64()
+                .is_some_and(|least| (text.chars().count() as u64) < least)
+            {
                 return Err(format!("{at}: {text:?} is shorter than {least}"));
             }
         }
@@ -258,24 +287,25 @@ impl OpenApi {
         }
         if let Some(parts) = schema.get("allOf").and_then(Value::as_array) {
             for part in parts {
-                self.validate_open(self.resolve(part), value, at)?;
+                self.validate_keywords(self.resolve(part), value, at, allowed)?;
             }
         }
         if let Some(options) = schema.get("anyOf").and_then(Value::as_array) {
-            if !options.iter().any(|option| self.validate(option, value, at).is_ok()) {
+            if !options
+                .iter()
+                .any(|option| self.validate_within(option, value, at, allowed).is_ok())
+            {
                 return Err(format!("{at}: {value} fits none of anyOf"));
             }
         }
         if let Some(options) = schema.get("oneOf").and_then(Value::as_array) {
-            let fitting = options
+            let results: Vec<Result<(), String>> = options
                 .iter()
-                .filter(|option| self.validate(option, value, at).is_ok())
-                .count();
+                .map(|option| self.validate_within(option, value, at, allowed))
+                .collect();
+            let fitting = results.iter().filter(|result| result.is_ok()).count();
             if fitting != 1 {
-                let errors: Vec<String> = options
-                    .iter()
-                    .filter_map(|option| self.validate(option, value, at).err())
-                    .collect();
+                let errors: Vec<String> = results.into_iter().filter_map(Result::err).collect();
                 return Err(format!(
                     "{at}: {value} fits {fitting} of oneOf, not exactly one ({})",
                     errors.join("; ")
@@ -341,9 +371,21 @@ mod tests {
         }}}));
         let tagged = json!({"$ref": "#/components/schemas/Inner",
             "properties": {"kind": {"const": "x"}}, "required": ["kind"]});
-        assert!(api.check_schema(&tagged, &json!({"a": 1, "kind": "x"}), "t").is_ok());
-        assert!(api.check_schema(&tagged, &json!({"a": 1, "kind": "y"}), "t").is_err());
-        assert!(api.check_schema(&tagged, &json!({"a": 1, "kind": "x", "b": 2}), "t").is_err());
-        assert!(api.check_schema(&tagged, &json!({"kind": "x"}), "t").is_err());
+        assert!(
+            api.check_schema(&tagged, &json!({"a": 1, "kind": "x"}), "t")
+                .is_ok()
+        );
+        assert!(
+            api.check_schema(&tagged, &json!({"a": 1, "kind": "y"}), "t")
+                .is_err()
+        );
+        assert!(
+            api.check_schema(&tagged, &json!({"a": 1, "kind": "x", "b": 2}), "t")
+                .is_err()
+        );
+        assert!(
+            api.check_schema(&tagged, &json!({"kind": "x"}), "t")
+                .is_err()
+        );
     }
 }

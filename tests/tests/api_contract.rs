@@ -27,16 +27,13 @@ const PATIENCE: Duration = Duration::from_secs(10);
 
 /// Nodes named `names` running the replicated log, with a leader elected.
 async fn cluster_with_log(names: &[&str]) -> (MemoryCluster, usize) {
-    let cluster = MemoryCluster::start_with(
-        names,
-        ClusterOptions::real_time(Quorum::Voters),
-        |config| {
+    let cluster =
+        MemoryCluster::start_with(names, ClusterOptions::real_time(Quorum::Voters), |config| {
             if let ElectionConfig::Raft(raft) = &mut config.election {
                 raft.log = Some(LogConfig::default());
             }
-        },
-    )
-    .await;
+        })
+        .await;
     let leader = cluster.await_leader(Duration::from_secs(10)).await;
     (cluster, leader)
 }
@@ -51,7 +48,11 @@ fn expect(reply: &Reply, status: u16, error: Option<&str>) {
     if let Some(code) = error {
         assert_eq!(reply.body["error"], code, "{}", reply.body);
         let message = reply.body["message"].as_str().unwrap_or("");
-        assert!(!message.is_empty(), "an error without a message: {}", reply.body);
+        assert!(
+            !message.is_empty(),
+            "an error without a message: {}",
+            reply.body
+        );
     }
 }
 
@@ -82,12 +83,21 @@ async fn answers_are_snake_case_and_a_job_has_one_shape() {
             json_body(json!({"value": "pg://1", "request_id": "r1"})),
         )
         .await;
-    assert_eq!((again.body["replayed"].clone(), again.body["revision"].as_u64()), (json!(true), Some(revision)));
+    assert_eq!(
+        (
+            again.body["replayed"].clone(),
+            again.body["revision"].as_u64()
+        ),
+        (json!(true), Some(revision))
+    );
 
     // LOG-8's read: the value and its revision.
     let got = api.call("GET", "/v1/kv/cfg/db%20url", Body::Empty).await;
     expect(&got, 200, None);
-    assert_eq!((got.body["value"].clone(), got.body["revision"].as_u64()), (json!("pg://1"), Some(revision)));
+    assert_eq!(
+        (got.body["value"].clone(), got.body["revision"].as_u64()),
+        (json!("pg://1"), Some(revision))
+    );
 
     // A failed compare says which one failed, with the key as it is.
     let wrong_value = api
@@ -99,7 +109,10 @@ async fn answers_are_snake_case_and_a_job_has_one_shape() {
         .await;
     expect(&wrong_value, 412, Some("compare_failed"));
     let message = wrong_value.body["message"].as_str().unwrap();
-    assert!(message.contains("if_value") && message.contains("pg://1"), "{message}");
+    assert!(
+        message.contains("if_value") && message.contains("pg://1"),
+        "{message}"
+    );
     assert_eq!(wrong_value.body["current"]["value"], "pg://1");
     let wrong_revision = api
         .call(
@@ -110,16 +123,31 @@ async fn answers_are_snake_case_and_a_job_has_one_shape() {
         .await;
     expect(&wrong_revision, 412, Some("compare_failed"));
     assert!(
-        wrong_revision.body["message"].as_str().unwrap().contains(&format!("not {}", revision + 7)),
+        wrong_revision.body["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("not {}", revision + 7)),
         "{}",
         wrong_revision.body
     );
-    expect(&api.call("GET", "/v1/kv/none", Body::Empty).await, 404, Some("not_found"));
-    expect(&api.call("DELETE", "/v1/kv/none", Body::Empty).await, 404, Some("not_found"));
+    expect(
+        &api.call("GET", "/v1/kv/none", Body::Empty).await,
+        404,
+        Some("not_found"),
+    );
+    expect(
+        &api.call("DELETE", "/v1/kv/none", Body::Empty).await,
+        404,
+        Some("not_found"),
+    );
 
     // A job is the same object in every answer.
     let added = api
-        .call("POST", "/v1/jobs", json_body(json!({"payload": "p1", "max_attempts": 1})))
+        .call(
+            "POST",
+            "/v1/jobs",
+            json_body(json!({"payload": "p1", "max_attempts": 1})),
+        )
         .await;
     expect(&added, 200, None);
     let id = added.body["job"]["id"].as_u64().unwrap();
@@ -129,12 +157,28 @@ async fn answers_are_snake_case_and_a_job_has_one_shape() {
         .await;
     expect(&claimed, 200, None);
     assert_eq!(claimed.body["job"]["id"].as_u64(), Some(id));
-    assert_eq!((claimed.body["job"]["state"].clone(), claimed.body["job"]["worker"].clone()), (json!("claimed"), json!("w1")));
+    assert_eq!(
+        (
+            claimed.body["job"]["state"].clone(),
+            claimed.body["job"]["worker"].clone()
+        ),
+        (json!("claimed"), json!("w1"))
+    );
     let not_held = api
-        .call("POST", &format!("/v1/jobs/{id}/ack"), json_body(json!({"worker": "w2"})))
+        .call(
+            "POST",
+            &format!("/v1/jobs/{id}/ack"),
+            json_body(json!({"worker": "w2"})),
+        )
         .await;
     expect(&not_held, 409, Some("not_held"));
-    assert_eq!((not_held.body["job_id"].as_u64(), not_held.body["state"].clone()), (Some(id), json!("claimed")));
+    assert_eq!(
+        (
+            not_held.body["job_id"].as_u64(),
+            not_held.body["state"].clone()
+        ),
+        (Some(id), json!("claimed"))
+    );
     let nacked = api
         .call(
             "POST",
@@ -152,12 +196,26 @@ async fn answers_are_snake_case_and_a_job_has_one_shape() {
     expect(&dead, 200, None);
     assert_eq!(dead.body["jobs"], json!([nacked.body["job"]]));
     let retried = api
-        .call("POST", &format!("/v1/jobs/{id}/retry"), json_body(json!({})))
+        .call(
+            "POST",
+            &format!("/v1/jobs/{id}/retry"),
+            json_body(json!({})),
+        )
         .await;
     expect(&retried, 200, None);
-    assert_eq!((retried.body["job"]["state"].clone(), retried.body["job"]["attempts"].as_u64()), (json!("ready"), Some(0)));
+    assert_eq!(
+        (
+            retried.body["job"]["state"].clone(),
+            retried.body["job"]["attempts"].as_u64()
+        ),
+        (json!("ready"), Some(0))
+    );
     let not_dead = api
-        .call("POST", &format!("/v1/jobs/{id}/retry"), json_body(json!({})))
+        .call(
+            "POST",
+            &format!("/v1/jobs/{id}/retry"),
+            json_body(json!({})),
+        )
         .await;
     expect(&not_dead, 409, Some("not_dead"));
     assert_eq!(not_dead.body["state"], "ready");
@@ -171,9 +229,22 @@ async fn answers_are_snake_case_and_a_job_has_one_shape() {
         .iter()
         .filter_map(|entry| entry["command"]["type"].as_str())
         .collect();
+    // Every write is an entry, those refused by a compare or by the queue included.
     assert_eq!(
-        &commands[..4],
-        ["kv_put", "kv_put", "job_enqueue", "job_claim"],
+        commands,
+        [
+            "kv_put",
+            "kv_put",
+            "kv_put",
+            "kv_put",
+            "kv_delete",
+            "job_enqueue",
+            "job_claim",
+            "job_ack",
+            "job_nack",
+            "job_retry",
+            "job_retry",
+        ],
         "{}",
         log.body
     );
@@ -191,28 +262,54 @@ async fn errors_are_stable_codes_with_messages() {
     let api = ApiClient::new(addr);
 
     let no_type = api
-        .call("PUT", "/v1/kv/a", Body::Raw(None, br#"{"value": "x"}"#.to_vec()))
+        .call(
+            "PUT",
+            "/v1/kv/a",
+            Body::Raw(None, br#"{"value": "x"}"#.to_vec()),
+        )
         .await;
     expect(&no_type, 415, Some("unsupported_media_type"));
     let form = api
         .call(
             "PUT",
             "/v1/kv/a",
-            Body::Raw(Some("application/x-www-form-urlencoded"), b"value=x".to_vec()),
+            Body::Raw(
+                Some("application/x-www-form-urlencoded"),
+                b"value=x".to_vec(),
+            ),
         )
         .await;
     expect(&form, 415, Some("unsupported_media_type"));
     let garbled = api
-        .call("PUT", "/v1/kv/a", Body::Raw(Some("application/json"), b"{value".to_vec()))
+        .call(
+            "PUT",
+            "/v1/kv/a",
+            Body::Raw(Some("application/json"), b"{value".to_vec()),
+        )
         .await;
     expect(&garbled, 400, Some("bad_json"));
-    assert!(!garbled.body["message"].as_str().unwrap().contains("Json deserialize error"));
+    assert!(
+        !garbled.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("Json deserialize error")
+    );
     let misspelt = api
         .call("PUT", "/v1/kv/a", json_body(json!({"valu": "x"})))
         .await;
     expect(&misspelt, 400, Some("bad_json"));
-    assert!(misspelt.body["message"].as_str().unwrap().contains("valu"), "{}", misspelt.body);
-    let empty = api.call("POST", "/v1/jobs", Body::Raw(Some("application/json"), Vec::new())).await;
+    assert!(
+        misspelt.body["message"].as_str().unwrap().contains("valu"),
+        "{}",
+        misspelt.body
+    );
+    let empty = api
+        .call(
+            "POST",
+            "/v1/jobs",
+            Body::Raw(Some("application/json"), Vec::new()),
+        )
+        .await;
     expect(&empty, 400, Some("bad_json"));
 
     let patch = api.call("PATCH", "/v1/kv/a", json_body(json!({}))).await;
@@ -222,32 +319,80 @@ async fn errors_are_stable_codes_with_messages() {
     expect(&delete_status, 405, Some("method_not_allowed"));
     assert_eq!(delete_status.header("allow"), Some("GET"));
 
-    let no_key = api.call("PUT", "/v1/kv/", json_body(json!({"value": "x"}))).await;
+    let no_key = api
+        .call("PUT", "/v1/kv/", json_body(json!({"value": "x"})))
+        .await;
     expect(&no_key, 400, Some("invalid_argument"));
-    assert!(no_key.body["message"].as_str().unwrap().contains("key is empty"));
-    expect(&api.call("GET", "/v1/nope", Body::Empty).await, 404, Some("no_such_endpoint"));
-    expect(&api.call("GET", "/v1/kv?stal=true", Body::Empty).await, 400, Some("bad_query"));
-    expect(&api.call("GET", "/v1/kv?limit=0", Body::Empty).await, 400, Some("bad_query"));
-    expect(&api.call("GET", "/v1/kv?limit=5000", Body::Empty).await, 400, Some("bad_query"));
-    expect(&api.call("GET", "/v1/jobs?continue=zz", Body::Empty).await, 400, Some("bad_query"));
-    expect(&api.call("GET", "/v1/jobs?state=Dead", Body::Empty).await, 400, Some("bad_query"));
+    assert!(
+        no_key.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("key is empty")
+    );
     expect(
-        &api.call("POST", "/v1/jobs/abc/ack", json_body(json!({"worker": "w"}))).await,
+        &api.call("GET", "/v1/nope", Body::Empty).await,
+        404,
+        Some("no_such_endpoint"),
+    );
+    expect(
+        &api.call("GET", "/v1/kv?stal=true", Body::Empty).await,
+        400,
+        Some("bad_query"),
+    );
+    expect(
+        &api.call("GET", "/v1/kv?limit=0", Body::Empty).await,
+        400,
+        Some("bad_query"),
+    );
+    expect(
+        &api.call("GET", "/v1/kv?limit=5000", Body::Empty).await,
+        400,
+        Some("bad_query"),
+    );
+    expect(
+        &api.call("GET", "/v1/jobs?continue=zz", Body::Empty).await,
+        400,
+        Some("bad_query"),
+    );
+    expect(
+        &api.call("GET", "/v1/jobs?state=Dead", Body::Empty).await,
+        400,
+        Some("bad_query"),
+    );
+    expect(
+        &api.call(
+            "POST",
+            "/v1/jobs/abc/ack",
+            json_body(json!({"worker": "w"})),
+        )
+        .await,
         400,
         Some("bad_path"),
     );
     let huge = vec![b'x'; 2 << 20];
     expect(
-        &api.call("POST", "/v1/jobs", Body::Raw(Some("application/json"), huge)).await,
+        &api.call(
+            "POST",
+            "/v1/jobs",
+            Body::Raw(Some("application/json"), huge),
+        )
+        .await,
         413,
         Some("too_large"),
     );
     let big = api
-        .call("PUT", "/v1/kv/big", json_body(json!({"value": "v".repeat(3000)})))
+        .call(
+            "PUT",
+            "/v1/kv/big",
+            json_body(json!({"value": "v".repeat(3000)})),
+        )
         .await;
     expect(&big, 413, Some("too_large"));
     assert!(
-        big.body["message"].as_str().unwrap().contains(conclave_api::WRITE_SIZE_LIMIT),
+        big.body["message"]
+            .as_str()
+            .unwrap()
+            .contains(conclave_api::WRITE_SIZE_LIMIT),
         "{}",
         big.body
     );
@@ -266,7 +411,11 @@ async fn errors_are_stable_codes_with_messages() {
         .call("POST", "/v1/jobs", json_body(json!({"payload": "x"})))
         .await;
     expect(&refused, 401, Some("unauthorized"));
-    assert_eq!(refused.body.get("term"), None, "a 401 tells a stranger nothing");
+    assert_eq!(
+        refused.body.get("term"),
+        None,
+        "a 401 tells a stranger nothing"
+    );
     let allowed = ApiClient::new(addr)
         .with_token(token)
         .call("POST", "/v1/jobs", json_body(json!({"payload": "x"})))
@@ -302,7 +451,11 @@ async fn a_follower_sends_clients_to_the_leader() {
     ] {
         let refused = api.call(method, path, body).await;
         expect(&refused, 421, Some("not_leader"));
-        assert_eq!(refused.body["leader"], leader_id.as_str(), "{method} {path}");
+        assert_eq!(
+            refused.body["leader"],
+            leader_id.as_str(),
+            "{method} {path}"
+        );
         assert_eq!(refused.body["leader_admin_url"], leader_url.as_str());
         assert_eq!(
             refused.header("location"),
@@ -325,23 +478,38 @@ async fn lists_are_bounded_and_paged() {
     let api = ApiClient::new(addr);
     for n in 0..101 {
         let put = api
-            .call("PUT", &format!("/v1/kv/p/{n:03}"), json_body(json!({"value": "v"})))
+            .call(
+                "PUT",
+                &format!("/v1/kv/p/{n:03}"),
+                json_body(json!({"value": "v"})),
+            )
             .await;
         expect(&put, 200, None);
     }
     let first = api.call("GET", "/v1/kv?prefix=p/", Body::Empty).await;
     expect(&first, 200, None);
     assert_eq!(first.body["items"].as_array().unwrap().len(), 100);
-    let token = first.body["continue"].as_str().expect("more follow").to_owned();
+    let token = first.body["continue"]
+        .as_str()
+        .expect("more follow")
+        .to_owned();
     let last = api
-        .call("GET", &format!("/v1/kv?prefix=p/&continue={token}"), Body::Empty)
+        .call(
+            "GET",
+            &format!("/v1/kv?prefix=p/&continue={token}"),
+            Body::Empty,
+        )
         .await;
     assert_eq!(last.body["items"][0]["key"], "p/100");
     assert_eq!(last.body["continue"], Value::Null);
 
     for n in 0..5 {
-        api.call("POST", "/v1/jobs", json_body(json!({"payload": format!("j{n}")})))
-            .await;
+        api.call(
+            "POST",
+            "/v1/jobs",
+            json_body(json!({"payload": format!("j{n}")})),
+        )
+        .await;
     }
     let mut seen = Vec::new();
     let mut next: Option<String> = None;
@@ -381,39 +549,67 @@ async fn event_streams_resume_from_last_event_id() {
     // Everything kept since the start: peers joining, the leader elected.
     let from_start = format!("{incarnation}.0");
     let all = api
-        .events("/v1/events", &[("Last-Event-ID", &from_start)], PATIENCE, |events| {
-            events.len() >= 3
-        })
+        .events(
+            "/v1/events",
+            &[("Last-Event-ID", &from_start)],
+            PATIENCE,
+            |events| events.len() >= 3,
+        )
         .await;
     let ids: Vec<String> = all.iter().map(|event| event.id.clone().unwrap()).collect();
-    assert_eq!(ids[..3], [1, 2, 3].map(|seq| format!("{incarnation}.{seq}")), "{all:?}");
+    assert_eq!(
+        ids[..3],
+        [1, 2, 3].map(|seq| format!("{incarnation}.{seq}")),
+        "{all:?}"
+    );
     let resumed = api
-        .events("/v1/events", &[("Last-Event-ID", &ids[1])], PATIENCE, |events| {
-            !events.is_empty()
-        })
+        .events(
+            "/v1/events",
+            &[("Last-Event-ID", &ids[1])],
+            PATIENCE,
+            |events| !events.is_empty(),
+        )
         .await;
     assert_eq!(resumed[0], all[2], "resumed after the second event");
     let other_run = format!("{}.7", incarnation + 1);
     let restarted = api
-        .events("/v1/events", &[("Last-Event-ID", &other_run)], PATIENCE, |events| {
-            events.len() >= 2
-        })
+        .events(
+            "/v1/events",
+            &[("Last-Event-ID", &other_run)],
+            PATIENCE,
+            |events| events.len() >= 2,
+        )
         .await;
     assert_eq!(restarted[0].name, "lagged");
     assert_eq!(restarted[0].data, r#"{"event":"lagged","missed":null}"#);
     assert_eq!(restarted[1], all[0]);
     let garbled = api
-        .call_with("GET", "/v1/events", Body::Empty, &[("Last-Event-ID", "soon")])
+        .call_with(
+            "GET",
+            "/v1/events",
+            Body::Empty,
+            &[("Last-Event-ID", "soon")],
+        )
         .await;
     assert_eq!(garbled.status, 400);
 
     // A watch's ids are the changes' revisions.
     for body in [json!({"value": "red"}), json!({"value": "blue"})] {
-        expect(&api.call("PUT", "/v1/kv/color", json_body(body)).await, 200, None);
+        expect(
+            &api.call("PUT", "/v1/kv/color", json_body(body)).await,
+            200,
+            None,
+        );
     }
-    expect(&api.call("DELETE", "/v1/kv/color", Body::Empty).await, 200, None);
+    expect(
+        &api.call("DELETE", "/v1/kv/color", Body::Empty).await,
+        200,
+        None,
+    );
     let watched: Vec<Event> = api
-        .events("/v1/kv/color?watch=1", &[], PATIENCE, |events| events.len() >= 3)
+        .events("/v1/kv/color?watch=1", &[], PATIENCE, |events| {
+            events.len() >= 3
+        })
         .await;
     let names: Vec<&str> = watched.iter().map(|event| event.name.as_str()).collect();
     assert_eq!(names, ["put", "put", "delete"]);

@@ -80,7 +80,10 @@ fn blocks(text: &str) -> Vec<Block> {
             found.push(Block {
                 start,
                 end,
-                lines: lines[start + 1..end].iter().map(|l| (*l).to_owned()).collect(),
+                lines: lines[start + 1..end]
+                    .iter()
+                    .map(|l| (*l).to_owned())
+                    .collect(),
                 to,
             });
             index = end + 1;
@@ -194,6 +197,62 @@ fn parse_events(body: &str) -> Vec<Event> {
     events
 }
 
+/// Compact JSON laid out one field a line, two spaces deep, its fields in the order the node
+/// wrote them.
+fn pretty(compact: &str) -> String {
+    let mut out = String::new();
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut chars = compact.chars().peekable();
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.push_str(&"  ".repeat(depth));
+    };
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '{' | '[' => {
+                out.push(c);
+                let closing = if c == '{' { '}' } else { ']' };
+                if chars.peek() == Some(&closing) {
+                    out.push(closing);
+                    chars.next();
+                } else {
+                    depth += 1;
+                    newline(&mut out, depth);
+                }
+            }
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                newline(&mut out, depth);
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            c if c.is_whitespace() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// The answer block the cluster's answer calls for, in the document's names.
 fn written_answer(
     status: u16,
@@ -241,7 +300,10 @@ async fn every_example_of_the_api_document_is_what_a_node_answers() {
                 *raft = raft
                     .clone()
                     .with_heartbeat(Duration::from_millis(200))
-                    .with_election_timeout(Duration::from_millis(1000), Duration::from_millis(2000));
+                    .with_election_timeout(
+                        Duration::from_millis(1000),
+                        Duration::from_millis(2000),
+                    );
                 raft.log = Some(LogConfig::default());
             }
         },
@@ -257,8 +319,10 @@ async fn every_example_of_the_api_document_is_what_a_node_answers() {
         .zip(&order)
         .map(|(doc, index)| ((*doc).to_owned(), cluster.id(*index).to_string()))
         .collect();
-    let to_doc: BTreeMap<String, String> =
-        to_actual.iter().map(|(d, a)| (a.clone(), d.clone())).collect();
+    let to_doc: BTreeMap<String, String> = to_actual
+        .iter()
+        .map(|(d, a)| (a.clone(), d.clone()))
+        .collect();
     let peer_urls = (0..3)
         .map(|index| {
             let id = cluster.id(index);
@@ -320,19 +384,29 @@ async fn every_example_of_the_api_document_is_what_a_node_answers() {
             .next()
             .and_then(|code| code.parse().ok())
             .expect("an answer line has a status");
-        let what = format!("docs/api.md line {}: {method} {path}", request_block.start + 2);
+        let what = format!(
+            "docs/api.md line {}: {method} {path}",
+            request_block.start + 2
+        );
         let streams = answer
             .headers
             .iter()
             .any(|(name, value)| name == "content-type" && value == "text/event-stream");
-        let shown: Vec<String> = answer.headers.iter().map(|(name, _)| name.clone()).collect();
+        let shown: Vec<String> = answer
+            .headers
+            .iter()
+            .map(|(name, _)| name.clone())
+            .collect();
         if streams {
             let documented = parse_events(&rename(&answer.body, &to_actual));
             let count = documented.len();
             let got = client
-                .events(&path, &header_refs, Duration::from_secs(10), move |events| {
-                    events.len() >= count
-                })
+                .events(
+                    &path,
+                    &header_refs,
+                    Duration::from_secs(10),
+                    move |events| events.len() >= count,
+                )
                 .await;
             if write {
                 let body = rename(&events_text(&got), &to_doc);
@@ -361,12 +435,16 @@ async fn every_example_of_the_api_document_is_what_a_node_answers() {
         };
         let reply = client.call_with(method, &path, body, &header_refs).await;
         if write {
-            let pretty = serde_json::to_string_pretty(&reply.body).unwrap_or_default();
+            let headers: Vec<(String, String)> = reply
+                .headers
+                .iter()
+                .map(|(name, value)| (name.clone(), rename(value, &to_doc)))
+                .collect();
             let lines = written_answer(
                 reply.status,
-                &reply.headers,
+                &headers,
                 &shown,
-                &rename(&pretty, &to_doc),
+                &rename(&pretty(&reply.text), &to_doc),
             );
             rewritten.push((answer_block.start, answer_block.end, lines));
             continue;
@@ -387,7 +465,9 @@ async fn every_example_of_the_api_document_is_what_a_node_answers() {
                 got == expected
             };
             if !fits {
-                problems.push(format!("{what}: header {name}: documented {expected:?}, answered {got:?}"));
+                problems.push(format!(
+                    "{what}: header {name}: documented {expected:?}, answered {got:?}"
+                ));
             }
         }
         let documented: Value = serde_json::from_str(&rename(&answer.body, &to_actual))

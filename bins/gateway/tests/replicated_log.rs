@@ -292,11 +292,7 @@ fn dead_letters_are_retried_and_purged_through_a_follower() {
     let (code, retried) = cli(&cluster, follower, &["jobs", "retry", &poison.to_string()]);
     assert_eq!(code, 0, "{retried}");
     assert_eq!(retried["job"]["id"].as_u64(), Some(poison), "{retried}");
-    assert_eq!(
-        retried["job"]["attempts"].as_u64(),
-        Some(0),
-        "{retried}"
-    );
+    assert_eq!(retried["job"]["attempts"].as_u64(), Some(0), "{retried}");
     assert_eq!(retried["job"]["payload"], "poison", "{retried}");
     assert_eq!(retried["job"]["state"], "ready", "{retried}");
     assert!(listed(&cluster, follower, "dead").is_empty());

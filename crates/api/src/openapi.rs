@@ -177,7 +177,7 @@ fn election_endpoints() -> Vec<Endpoint> {
                 schema::<StreamEvent>,
                 "leader_changed, peer_status_changed, lagged",
             ),
-            errors: &[ErrorCode::TooManyStreams],
+            errors: &[ErrorCode::TooManyStreams, ErrorCode::InvalidArgument],
         },
         command(
             "/v1/leader",

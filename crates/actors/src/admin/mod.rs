@@ -528,16 +528,16 @@ impl AdminState {
         }
         let body = match payload.to_bytes_limited(MAX_BODY_BYTES).await {
             Ok(Ok(body)) => body,
-            Ok(Err(_)) => {
-                return Err(Box::new(ErrorAnswer::new(
-                    ErrorCode::TooLarge,
-                    format!("the request body is larger than {MAX_BODY_BYTES} bytes"),
-                )));
-            }
-            Err(err) => {
+            Ok(Err(err)) => {
                 return Err(Box::new(ErrorAnswer::new(
                     ErrorCode::BadJson,
                     format!("the request body could not be read: {err}"),
+                )));
+            }
+            Err(_) => {
+                return Err(Box::new(ErrorAnswer::new(
+                    ErrorCode::TooLarge,
+                    format!("the request body is larger than {MAX_BODY_BYTES} bytes"),
                 )));
             }
         };
