@@ -931,6 +931,11 @@ mod tests {
         }
         let defaults = flat(&conclave_config::settings::defaults_toml());
         assert!(defaults.contains(&limit["A ".len()..]), "{defaults}");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        for page in ["README.md", "docs/api.md", "docs/configuration.md"] {
+            let text = flat(&std::fs::read_to_string(root.join(page)).unwrap_or_default());
+            assert!(text.contains(&limit), "{page} does not say: {limit}");
+        }
     }
 
     /// No requirement ids or design notes in what users read.
