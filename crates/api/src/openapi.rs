@@ -356,8 +356,8 @@ pub fn errors_of(endpoint: &Endpoint) -> Vec<ErrorCode> {
     if endpoint.body.is_some() {
         codes.extend_from_slice(BODY_ERRORS);
     }
-    if endpoint.mutation && endpoint.path.starts_with("/v1/kv")
-        || endpoint.mutation && endpoint.path.starts_with("/v1/jobs")
+    if endpoint.mutation
+        && (endpoint.path.starts_with("/v1/kv") || endpoint.path.starts_with("/v1/jobs"))
     {
         codes.extend_from_slice(WRITE_ERRORS);
     }

@@ -75,7 +75,8 @@ impl FfiError {
             FfiError::Embedded(E::Id(_)) => abi::ERR_INVALID_ARGUMENT,
             FfiError::Embedded(E::Node(embedded::NodeError::Stopped)) => abi::ERR_STOPPED,
             FfiError::Embedded(E::Node(_)) => abi::ERR_START,
-            FfiError::Embedded(E::Refused(_)) => abi::ERR_REFUSED,
+            // The C ABI offers no store or queue calls; were it to, their refusals are these.
+            FfiError::Embedded(E::Refused(_) | E::Api(_)) => abi::ERR_REFUSED,
             FfiError::BufferTooSmall { .. } => abi::ERR_BUFFER_TOO_SMALL,
             FfiError::Embedded(E::Thread(_) | E::ThreadLost)
             | FfiError::Thread(_)
