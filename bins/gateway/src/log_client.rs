@@ -182,10 +182,7 @@ pub(crate) fn kv(args: &ClientArgs, command: &KvCommand) -> ExitCode {
             })
         }
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => failed(args, &err),
-    }
+    done(args, result)
 }
 
 /// A put's or delete's answer: `KEY: revision N`.
@@ -362,129 +359,182 @@ pub(crate) fn jobs(args: &ClientArgs, command: &JobsCommand) -> ExitCode {
         Ok(client) => client,
         Err(err) => return failed(args, &err),
     };
-    let id = |given: &Option<String>| Some(given.clone().unwrap_or_else(made_up_request_id));
-    let job_answer = |result: Result<JobAnswer, ClientError>, human: fn(&Job) -> String| {
-        result.map(|answer| {
-            if args.json {
-                print_json(&answer);
-            } else {
-                outln!("{}", human(&answer.job));
-            }
-        })
-    };
-    let result = match command {
+    let write = match command {
+        JobsCommand::Purge {
+            job,
+            queue,
+            request_id,
+            ..
+        } => {
+            let result = purge(&client, *job, queue.clone(), request_id);
+            return done(args, result.map(|answer| purged(args, &answer)));
+        }
+        JobsCommand::List { state, stale } => {
+            let result = list_jobs(&client, state.as_deref(), *stale);
+            return done(args, result.map(|answer| listed_jobs(args, &answer)));
+        }
         JobsCommand::Add {
             payload,
             queue,
             max_attempts,
             request_id,
-        } => {
-            let payload = match crate::input::value("PAYLOAD", payload) {
-                Ok(payload) => payload,
-                Err(err) => return input_failure(&err),
-            };
-            let request = EnqueueRequest {
+        } => match crate::input::value("PAYLOAD", payload) {
+            Ok(payload) => JobWrite::Enqueue(EnqueueRequest {
                 payload,
                 queue: queue.clone(),
                 max_attempts: *max_attempts,
-                request_id: id(request_id),
-            };
-            job_answer(send(&client, "POST", "/v1/jobs", Some(&request)), |job| {
-                format!("job {}", job.id)
-            })
-        }
+                request_id: request_id_of(request_id),
+            }),
+            Err(err) => return input_failure(&err),
+        },
         JobsCommand::Claim {
             worker,
             queue,
             lease_ms,
             request_id,
-        } => {
-            let request = ClaimRequest {
-                worker: worker.clone(),
-                queue: queue.clone(),
-                lease_ms: *lease_ms,
-                request_id: id(request_id),
-            };
-            job_answer(
-                send(&client, "POST", "/v1/jobs/claim", Some(&request)),
-                |job| format!("{}\t{}", job.id, job.payload),
-            )
-        }
+        } => JobWrite::Claim(ClaimRequest {
+            worker: worker.clone(),
+            queue: queue.clone(),
+            lease_ms: *lease_ms,
+            request_id: request_id_of(request_id),
+        }),
         JobsCommand::Ack {
             job,
             worker,
             request_id,
-        } => {
-            let request = AckRequest {
+        } => JobWrite::Ack(
+            *job,
+            AckRequest {
                 worker: worker.clone(),
-                request_id: id(request_id),
-            };
-            let path = format!("/v1/jobs/{job}/ack");
-            job_answer(send(&client, "POST", &path, Some(&request)), |job| {
-                format!("job {} done", job.id)
-            })
-        }
+                request_id: request_id_of(request_id),
+            },
+        ),
         JobsCommand::Nack {
             job,
             worker,
             reason,
             request_id,
-        } => {
-            let request = NackRequest {
+        } => JobWrite::Nack(
+            *job,
+            NackRequest {
                 worker: worker.clone(),
                 reason: reason.clone(),
-                request_id: id(request_id),
-            };
-            let path = format!("/v1/jobs/{job}/nack");
-            job_answer(send(&client, "POST", &path, Some(&request)), nacked)
-        }
-        JobsCommand::Retry { job, request_id } => {
-            let request = RetryRequest {
-                request_id: id(request_id),
-            };
-            let path = format!("/v1/jobs/{job}/retry");
-            job_answer(send(&client, "POST", &path, Some(&request)), |job| {
-                format!("job {} ready again (attempts reset)", job.id)
-            })
-        }
-        JobsCommand::Purge {
-            job: Some(job),
-            request_id,
-            ..
-        } => {
-            let request_id = id(request_id).unwrap_or_default();
-            let path = format!("/v1/jobs/{job}?request_id={}", encode_query(&request_id));
-            send::<(), PurgeAnswer>(&client, "DELETE", &path, None)
-                .map(|answer| purged(args, &answer))
-        }
-        JobsCommand::Purge {
-            job: None,
-            queue,
-            request_id,
-            ..
-        } => {
-            let request = PurgeRequest {
-                queue: queue.clone(),
-                request_id: id(request_id),
-            };
-            send::<_, PurgeAnswer>(&client, "POST", "/v1/jobs/purge", Some(&request))
-                .map(|answer| purged(args, &answer))
-        }
-        JobsCommand::List { state, stale } => {
-            list_jobs(&client, state.as_deref(), *stale).map(|answer| {
-                if args.json {
-                    print_json(&answer);
-                } else {
-                    for job in &answer.jobs {
-                        outln!("{}\t{}\t{}\t{}", job.id, job.state, job.queue, job.payload);
-                    }
-                }
-            })
-        }
+                request_id: request_id_of(request_id),
+            },
+        ),
+        JobsCommand::Retry { job, request_id } => JobWrite::Retry(
+            *job,
+            RetryRequest {
+                request_id: request_id_of(request_id),
+            },
+        ),
     };
+    write.run(args, &client)
+}
+
+/// The exit code of a command that printed its answer, or of its failure.
+fn done(args: &ClientArgs, result: Result<(), ClientError>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => failed(args, &err),
+    }
+}
+
+/// A job list: its JSON, or a line per job.
+fn listed_jobs(args: &ClientArgs, answer: &JobListAnswer) {
+    if args.json {
+        print_json(answer);
+    } else {
+        for job in &answer.jobs {
+            outln!("{}\t{}\t{}\t{}", job.id, job.state, job.queue, job.payload);
+        }
+    }
+}
+
+/// A write to the queue that answers with a job, as the API takes it.
+enum JobWrite {
+    Enqueue(EnqueueRequest),
+    Claim(ClaimRequest),
+    Ack(u64, AckRequest),
+    Nack(u64, NackRequest),
+    Retry(u64, RetryRequest),
+}
+
+/// The request id a write carries: the user's, or one made up.
+fn request_id_of(given: &Option<String>) -> Option<String> {
+    Some(given.clone().unwrap_or_else(made_up_request_id))
+}
+
+impl JobWrite {
+    /// Sends it and prints what became of the job; the exit code.
+    fn run(&self, args: &ClientArgs, client: &AdminClient) -> ExitCode {
+        let result = self.send(client).map(|answer| {
+            if args.json {
+                print_json(&answer);
+            } else {
+                outln!("{}", self.describe(&answer.job));
+            }
+        });
+        done(args, result)
+    }
+
+    fn send(&self, client: &AdminClient) -> Result<JobAnswer, ClientError> {
+        match self {
+            Self::Enqueue(request) => send(client, "POST", "/v1/jobs", Some(request)),
+            Self::Claim(request) => send(client, "POST", "/v1/jobs/claim", Some(request)),
+            Self::Ack(job, request) => send(
+                client,
+                "POST",
+                &format!("/v1/jobs/{job}/ack"),
+                Some(request),
+            ),
+            Self::Nack(job, request) => send(
+                client,
+                "POST",
+                &format!("/v1/jobs/{job}/nack"),
+                Some(request),
+            ),
+            Self::Retry(job, request) => send(
+                client,
+                "POST",
+                &format!("/v1/jobs/{job}/retry"),
+                Some(request),
+            ),
+        }
+    }
+
+    /// What became of the job, for people.
+    fn describe(&self, job: &Job) -> String {
+        match self {
+            Self::Enqueue(_) => format!("job {}", job.id),
+            Self::Claim(_) => format!("{}\t{}", job.id, job.payload),
+            Self::Ack(..) => format!("job {} done", job.id),
+            Self::Nack(..) => nacked(job),
+            Self::Retry(..) => format!("job {} ready again (attempts reset)", job.id),
+        }
+    }
+}
+
+/// `jobs purge ID` or `jobs purge --all [--queue Q]`.
+fn purge(
+    client: &AdminClient,
+    job: Option<u64>,
+    queue: Option<String>,
+    request_id: &Option<String>,
+) -> Result<PurgeAnswer, ClientError> {
+    let request_id = request_id_of(request_id).unwrap_or_default();
+    match job {
+        Some(job) => {
+            let path = format!("/v1/jobs/{job}?request_id={}", encode_query(&request_id));
+            send::<(), _>(client, "DELETE", &path, None)
+        }
+        None => {
+            let request = PurgeRequest {
+                queue,
+                request_id: Some(request_id),
+            };
+            send(client, "POST", "/v1/jobs/purge", Some(&request))
+        }
     }
 }
 

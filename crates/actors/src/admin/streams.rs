@@ -175,6 +175,49 @@ struct Watching {
     _permit: Slot,
 }
 
+impl Watching {
+    /// The next piece of the stream: an event, a keep-alive comment, or `None` when the
+    /// stream ends (the history no longer reaches back, or the node stopped).
+    async fn next_chunk(&mut self) -> Option<String> {
+        loop {
+            if let Some(chunk) = self.queue.pop_front() {
+                self.last_sent = tokio::time::Instant::now();
+                return Some(chunk);
+            }
+            if self.finished {
+                return None;
+            }
+            // The node stopped, or runs no log: the stream ends.
+            match self.service.kv_changes(&self.key, self.next).await.ok()? {
+                Err(compacted) => {
+                    self.queue.push_back(sse(None, "compacted", &compacted));
+                    self.finished = true;
+                    continue;
+                }
+                Ok(events) => {
+                    for event in events {
+                        let revision = event.revision();
+                        self.next = self.next.max(revision + 1);
+                        let id = revision.to_string();
+                        self.queue.push_back(match &event {
+                            KvWatchEvent::Put(kv) => sse(Some(&id), event.name(), kv),
+                            KvWatchEvent::Delete(deleted) => sse(Some(&id), event.name(), deleted),
+                        });
+                    }
+                }
+            }
+            if !self.queue.is_empty() {
+                continue;
+            }
+            if self.last_sent.elapsed() >= KEEPALIVE {
+                self.queue.push_back(": keepalive\n\n".to_owned());
+                continue;
+            }
+            tokio::time::sleep(WATCH_POLL).await;
+        }
+    }
+}
+
 /// `GET /v1/kv/{key}?watch=REV`: the key's changes from revision `from` on (or after the
 /// client's `Last-Event-ID`), as server-sent events, from this node's copy (any node serves
 /// it, as etcd's watch does).
@@ -221,47 +264,8 @@ pub(super) async fn watch(
         _permit: permit,
     };
     let stream = futures_util::stream::unfold(watching, |mut watching| async move {
-        loop {
-            if let Some(chunk) = watching.queue.pop_front() {
-                watching.last_sent = tokio::time::Instant::now();
-                return Some((Ok::<_, Infallible>(Bytes::from(chunk)), watching));
-            }
-            if watching.finished {
-                return None;
-            }
-            // The node stopped, or runs no log: the stream ends.
-            let changes = watching
-                .service
-                .kv_changes(&watching.key, watching.next)
-                .await
-                .ok()?;
-            match changes {
-                Err(compacted) => {
-                    watching.queue.push_back(sse(None, "compacted", &compacted));
-                    watching.finished = true;
-                    continue;
-                }
-                Ok(events) => {
-                    for event in events {
-                        let revision = event.revision();
-                        watching.next = watching.next.max(revision + 1);
-                        let id = revision.to_string();
-                        watching.queue.push_back(match &event {
-                            KvWatchEvent::Put(kv) => sse(Some(&id), event.name(), kv),
-                            KvWatchEvent::Delete(deleted) => sse(Some(&id), event.name(), deleted),
-                        });
-                    }
-                }
-            }
-            if !watching.queue.is_empty() {
-                continue;
-            }
-            if watching.last_sent.elapsed() >= KEEPALIVE {
-                watching.queue.push_back(": keepalive\n\n".to_owned());
-                continue;
-            }
-            tokio::time::sleep(WATCH_POLL).await;
-        }
+        let chunk = watching.next_chunk().await?;
+        Some((Ok::<_, Infallible>(Bytes::from(chunk)), watching))
     });
     event_stream(stream)
 }
