@@ -626,3 +626,24 @@ async fn event_streams_resume_from_last_event_id() {
     server.stop(true).await;
     cluster.stop().await;
 }
+
+/// A node that runs no replicated log says so, and how to turn it on, as a 409 `log_disabled`.
+#[actix_rt::test]
+async fn a_node_without_the_log_says_how_to_turn_it_on() {
+    let _log = test_log();
+    let cluster = MemoryCluster::start(&["solo"], ClusterOptions::real_time(Quorum::Voters)).await;
+    let leader = cluster.await_leader(Duration::from_secs(10)).await;
+    let (addr, server) = serve(cluster.handle(leader), AdminConfig::default());
+    let api = ApiClient::new(addr);
+    let refused = api
+        .call("PUT", "/v1/kv/a", json_body(json!({"value": "1"})))
+        .await;
+    expect(&refused, 409, Some("log_disabled"));
+    let message = refused.body["message"].as_str().unwrap();
+    assert!(
+        message.contains("log.enabled = true") && message.contains("CONCLAVE__LOG__ENABLED=true"),
+        "{message}"
+    );
+    server.stop(true).await;
+    cluster.stop().await;
+}

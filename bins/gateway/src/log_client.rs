@@ -285,6 +285,14 @@ struct WatchLine {
     data: String,
 }
 
+/// One event of a watch as `--json` prints it, a line each.
+#[derive(Serialize)]
+struct WatchedEvent<'a> {
+    event: &'a str,
+    id: Option<&'a str>,
+    data: serde_json::Value,
+}
+
 /// What printing an event did.
 enum Printed {
     /// A change of this revision.
@@ -317,8 +325,11 @@ impl WatchLine {
         if json {
             let data: serde_json::Value =
                 serde_json::from_str(&self.data).unwrap_or(serde_json::Value::Null);
-            let line = serde_json::json!({ "event": self.event, "id": self.id, "data": data });
-            outln!("{line}");
+            print_json(&WatchedEvent {
+                event: &self.event,
+                id: self.id.as_deref(),
+                data,
+            });
         }
         match self.event.as_str() {
             "put" => match serde_json::from_str::<KeyValue>(&self.data) {
