@@ -268,23 +268,41 @@ fn read_events(
     let mut event = Event::default();
     for line in reader.lines() {
         let Ok(line) = line else { break };
-        if line.is_empty() {
-            if !event.data.is_empty() {
-                events.push(std::mem::take(&mut event));
-                if enough(&events) {
-                    break;
-                }
+        if let Some(whole) = event.read(&line) {
+            events.push(whole);
+            if enough(&events) {
+                break;
             }
-            event = Event::default();
-        } else if let Some(id) = line.strip_prefix("id: ") {
-            event.id = Some(id.to_owned());
-        } else if let Some(name) = line.strip_prefix("event: ") {
-            name.clone_into(&mut event.name);
-        } else if let Some(data) = line.strip_prefix("data: ") {
-            data.clone_into(&mut event.data);
         }
     }
     events
+}
+
+impl Event {
+    /// Takes one line of a stream: the event it completes (at its blank line), if any.
+    pub fn read(&mut self, line: &str) -> Option<Event> {
+        if line.trim().is_empty() {
+            let whole = std::mem::take(self);
+            return (!whole.data.is_empty()).then_some(whole);
+        }
+        if let Some(id) = line.strip_prefix("id: ") {
+            self.id = Some(id.to_owned());
+        } else if let Some(name) = line.strip_prefix("event: ") {
+            name.clone_into(&mut self.name);
+        } else if let Some(data) = line.strip_prefix("data: ") {
+            data.clone_into(&mut self.data);
+        }
+        None
+    }
+
+    /// The events of a stream's text.
+    pub fn parse_all(text: &str) -> Vec<Event> {
+        let mut event = Event::default();
+        text.lines()
+            .chain(std::iter::once(""))
+            .filter_map(|line| event.read(line))
+            .collect()
+    }
 }
 
 /// CB-5: every JSON answer carries the fencing token, but `/health`, a 401 and a 503

@@ -178,25 +178,6 @@ fn events_text(events: &[Event]) -> String {
         .join("\n")
 }
 
-fn parse_events(body: &str) -> Vec<Event> {
-    let mut events = Vec::new();
-    let mut event = Event::default();
-    for line in body.lines().chain(std::iter::once("")) {
-        if line.trim().is_empty() {
-            if !event.data.is_empty() {
-                events.push(std::mem::take(&mut event));
-            }
-        } else if let Some(id) = line.strip_prefix("id: ") {
-            event.id = Some(id.to_owned());
-        } else if let Some(name) = line.strip_prefix("event: ") {
-            name.clone_into(&mut event.name);
-        } else if let Some(data) = line.strip_prefix("data: ") {
-            data.clone_into(&mut event.data);
-        }
-    }
-    events
-}
-
 /// Compact JSON laid out one field a line, two spaces deep, its fields in the order the node
 /// wrote them.
 fn pretty(compact: &str) -> String {
@@ -398,7 +379,7 @@ async fn every_example_of_the_api_document_is_what_a_node_answers() {
             .map(|(name, _)| name.clone())
             .collect();
         if streams {
-            let documented = parse_events(&rename(&answer.body, &to_actual));
+            let documented = Event::parse_all(&rename(&answer.body, &to_actual));
             let count = documented.len();
             let got = client
                 .events(
