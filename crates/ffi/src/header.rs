@@ -64,7 +64,10 @@ const PREAMBLE: &str = "\
  * Written by crates/ffi/src/header.rs from the Rust definitions; do not edit by hand.
  * Regenerate: CONCLAVE_WRITE_HEADER=1 cargo test -p conclave-ffi header
  *
- * Link with -lconclave (libconclave.so, or libconclave.a with -lpthread -ldl -lm).
+ * Build the library with cargo build --profile release-ffi -p conclave-ffi, which writes
+ * target/release-ffi/libconclave.so, libconclave.a and conclave.pc; then, with
+ * PKG_CONFIG_PATH=target/release-ffi, cc app.c $(pkg-config --cflags --libs conclave)
+ * (pkg-config --static --libs for the static library's system libraries).
  * docs/embedding.md walks through a whole program in C, Python and C#.
  *
  * Rules
@@ -95,7 +98,9 @@ const PREAMBLE: &str = "\
  *   or the leader-changed callback is the fencing token: whatever the leader drives should
  *   remember the highest term it has seen and refuse commands stamped with a lower one.
  * - No panic crosses the boundary: a defect inside the library is returned as
- *   CONCLAVE_ERR_INTERNAL with a message.
+ *   CONCLAVE_ERR_INTERNAL with a message. That takes a library built to unwind, as the
+ *   release-ffi profile and debug builds are; one built with cargo build --release aborts
+ *   instead (its build warns so): a defect then ends the whole program at once.
  */
 
 #ifndef CONCLAVE_H

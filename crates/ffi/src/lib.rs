@@ -26,3 +26,19 @@ mod error;
 #[cfg(test)]
 mod header;
 mod registry;
+
+// Built to abort on a panic (the workspace's `release` profile, which keeps the gateway
+// small), the library cannot keep the header's promise that a defect comes back as
+// CONCLAVE_ERR_INTERNAL: the panic ends the host process. Cargo tells build scripts the
+// target's default panic strategy, not the profile's, so only the compiler knows; and a
+// deprecated item is the one way stable Rust lets a crate print a warning of its own.
+#[cfg(panic = "abort")]
+const _: () = {
+    #[deprecated(
+        note = "libconclave is being built with panic = \"abort\": a panic inside it will end \
+                the C program instead of returning CONCLAVE_ERR_INTERNAL. Build the library \
+                with `cargo build --profile release-ffi -p conclave-ffi` (target/release-ffi/)"
+    )]
+    const LIBCONCLAVE_ABORTS_ON_PANIC: () = ();
+    LIBCONCLAVE_ABORTS_ON_PANIC
+};

@@ -8,46 +8,16 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use support::{crate_dir, have, library_dir, run_client, three_node_args};
+use support::{crate_dir, library_dir, run_client, three_node_args};
 use tempfile::TempDir;
 
 const PACKAGES: [&str; 2] = ["mono-mcs", "mono-runtime"];
 
-fn running_as_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
-}
-
 /// Installs mono with apt-get where that can work; whether `mcs` and `mono` are there then.
 fn mono_available() -> bool {
-    if have("mcs") && have("mono") {
-        return true;
-    }
-    if !running_as_root() || !have("apt-get") {
-        return false;
-    }
-    let install = || {
-        Command::new("apt-get")
-            .args(["install", "-y", "-q", "--no-install-recommends"])
-            .args(PACKAGES)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success())
-    };
-    // The package lists may be missing or stale on a fresh machine: update once if needed.
-    if !install() {
-        let _ = Command::new("apt-get")
-            .args(["update", "-q"])
-            .stdout(Stdio::null())
-            .status();
-        let _ = install();
-    }
-    have("mcs") && have("mono")
+    support::install_with_apt(&PACKAGES, &["mcs", "mono"])
 }
 
 /// EMB-2, EMB-3: the C# program's flow holds and its callbacks arrive in order.

@@ -70,6 +70,43 @@ pub(crate) fn have(program: &str) -> bool {
     })
 }
 
+fn running_as_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
+}
+
+/// Installs Debian's `packages` with apt-get where that can work (as root, with apt-get);
+/// whether all of `programs` run afterwards (at once when they already did).
+pub(crate) fn install_with_apt(packages: &[&str], programs: &[&str]) -> bool {
+    let all_there = || programs.iter().all(|program| have(program));
+    if all_there() {
+        return true;
+    }
+    if !running_as_root() || !have("apt-get") {
+        return false;
+    }
+    let install = || {
+        Command::new("apt-get")
+            .args(["install", "-y", "-q", "--no-install-recommends"])
+            .args(packages)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    // The package lists may be missing or stale on a fresh machine: update once if needed.
+    if !install() {
+        let _ = Command::new("apt-get")
+            .args(["update", "-q"])
+            .stdout(Stdio::null())
+            .status();
+        let _ = install();
+    }
+    all_there()
+}
+
 /// `n` UDP addresses free a moment ago, on a loopback address of this process's own.
 fn free_udp_addrs(n: usize, salt: u32) -> Vec<String> {
     let seed = std::process::id().wrapping_mul(31).wrapping_add(salt);
