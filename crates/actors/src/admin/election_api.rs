@@ -41,11 +41,7 @@ pub(super) fn routes(config: &mut web::ServiceConfig) {
 
 /// The fencing token of `status` (CB-5).
 fn fencing(status: &ElectionStatus) -> Fencing {
-    Fencing {
-        term: status.term,
-        leader: status.leader.map(|leader| leader.to_string()),
-        fencing_token: status.fencing_token.map(|token| token.to_string()),
-    }
+    crate::log_service::fencing(status.term, status.leader)
 }
 
 fn peer_answer(peer: &PeerInfo, now: conclave_core::Instant) -> PeerAnswer {
@@ -273,9 +269,7 @@ fn history_entry(record: &HistoryRecord) -> HistoryEntry {
 }
 
 async fn health(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
-    if let Some(refusal) = state.refuse(&request, Access::Open) {
-        return state.error_response(&request, refusal).await;
-    }
+    admit!(state, request, Access::Open);
     let alive = state.node.is_alive();
     let answer = HealthAnswer {
         status: if alive { "ok" } else { "stopped" }.to_owned(),
@@ -289,9 +283,7 @@ async fn health(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
 }
 
 async fn ready(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
-    if let Some(refusal) = state.refuse(&request, Access::Read) {
-        return state.error_response(&request, refusal).await;
-    }
+    admit!(state, request, Access::Read);
     let status = match state.node.status().await {
         Ok(status) => status,
         Err(err) => {
@@ -316,9 +308,7 @@ async fn ready(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
 }
 
 async fn status(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
-    if let Some(refusal) = state.refuse(&request, Access::Read) {
-        return state.error_response(&request, refusal).await;
-    }
+    admit!(state, request, Access::Read);
     let (status, unanswered) = match (state.node.status().await, state.node.unanswered().await) {
         (Ok(status), Ok(unanswered)) => (status, unanswered),
         (Err(err), _) | (_, Err(err)) => {
@@ -333,9 +323,7 @@ async fn status(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
 }
 
 async fn peers(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
-    if let Some(refusal) = state.refuse(&request, Access::Read) {
-        return state.error_response(&request, refusal).await;
-    }
+    admit!(state, request, Access::Read);
     let (peers, election, unanswered) = match (
         state.node.peers().await,
         state.node.election_status().await,
@@ -357,9 +345,7 @@ async fn peers(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
 }
 
 async fn history(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
-    if let Some(refusal) = state.refuse(&request, Access::Read) {
-        return state.error_response(&request, refusal).await;
-    }
+    admit!(state, request, Access::Read);
     let (history, election) = match (
         state.node.history().await,
         state.node.election_status().await,
@@ -449,13 +435,8 @@ async fn set_leader(
     request: HttpRequest,
     payload: web::Payload,
 ) -> HttpResponse {
-    if let Some(refusal) = state.refuse(&request, Access::Mutate) {
-        return state.error_response(&request, refusal).await;
-    }
-    let body: SetLeaderRequest = match state.json_body(&request, payload).await {
-        Ok(body) => body,
-        Err(error) => return state.error_response(&request, error).await,
-    };
+    admit!(state, request, Access::Mutate);
+    let body: SetLeaderRequest = attempt!(state, request, state.json_body(&request, payload).await);
     let target = match PeerId::new(&body.peer_id) {
         Ok(target) => target,
         Err(err) => {
@@ -531,9 +512,7 @@ async fn wait_for_leader(
 }
 
 async fn resign(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
-    if let Some(refusal) = state.refuse(&request, Access::Mutate) {
-        return state.error_response(&request, refusal).await;
-    }
+    admit!(state, request, Access::Mutate);
     let answer = run_command(&state, Command::Resign).await;
     state.respond(&request, answer).await
 }
@@ -543,13 +522,9 @@ async fn auto_election(
     request: HttpRequest,
     payload: web::Payload,
 ) -> HttpResponse {
-    if let Some(refusal) = state.refuse(&request, Access::Mutate) {
-        return state.error_response(&request, refusal).await;
-    }
-    let body: AutoElectionRequest = match state.json_body(&request, payload).await {
-        Ok(body) => body,
-        Err(error) => return state.error_response(&request, error).await,
-    };
+    admit!(state, request, Access::Mutate);
+    let body: AutoElectionRequest =
+        attempt!(state, request, state.json_body(&request, payload).await);
     let answer = run_command(&state, Command::EnableAutoElection(body.enabled)).await;
     state.respond(&request, answer).await
 }

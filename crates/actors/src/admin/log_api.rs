@@ -78,25 +78,6 @@ fn job_of(request: &HttpRequest) -> Result<u64, Box<ErrorAnswer>> {
     })
 }
 
-/// Runs the steps of a handler that may each fail with an error answer.
-macro_rules! attempt {
-    ($state:expr, $request:expr, $step:expr) => {
-        match $step {
-            Ok(value) => value,
-            Err(error) => return $state.error_response(&$request, error).await,
-        }
-    };
-}
-
-/// Refuses the request when it may not run (token, bounds, deadline).
-macro_rules! admit {
-    ($state:expr, $request:expr, $access:expr) => {
-        if let Some(refusal) = $state.refuse(&$request, $access) {
-            return $state.error_response(&$request, refusal).await;
-        }
-    };
-}
-
 // ---------------------------------------------------------------------------------------------
 // key-value store
 

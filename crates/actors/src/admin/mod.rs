@@ -72,6 +72,25 @@
 //! without the header is carried out whenever it arrives. The small accept backlog keeps such
 //! waits short in the first place.
 
+/// Runs the steps of a handler that may each fail with an error answer.
+macro_rules! attempt {
+    ($state:expr, $request:expr, $step:expr) => {
+        match $step {
+            Ok(value) => value,
+            Err(error) => return $state.error_response(&$request, error).await,
+        }
+    };
+}
+
+/// Refuses the request when it may not run (token, bounds, deadline).
+macro_rules! admit {
+    ($state:expr, $request:expr, $access:expr) => {
+        if let Some(refusal) = $state.refuse(&$request, $access) {
+            return $state.error_response(&$request, refusal).await;
+        }
+    };
+}
+
 mod election_api;
 mod limits;
 mod log_api;
@@ -83,7 +102,7 @@ use std::time::SystemTime;
 
 use actix_web::http::StatusCode;
 use actix_web::http::header;
-use actix_web::web::{self, Data};
+use actix_web::web::{self, Bytes, BytesMut, Data};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer};
 pub use conclave_api as api;
 use conclave_api::{DEADLINE_HEADER, ErrorAnswer, ErrorCode};
@@ -292,9 +311,7 @@ pub fn admin_routes(
 fn resource(path: &str, allow: &'static str) -> actix_web::Resource {
     web::resource(path).default_service(web::to(
         move |state: Data<AdminState>, request: HttpRequest| async move {
-            if let Some(refusal) = state.refuse(&request, Access::Read) {
-                return state.error_response(&request, refusal).await;
-            }
+            admit!(state, request, Access::Read);
             let error = state
                 .service
                 .error_now(
@@ -312,9 +329,7 @@ fn resource(path: &str, allow: &'static str) -> actix_web::Resource {
 }
 
 async fn no_such_endpoint(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
-    if let Some(refusal) = state.refuse(&request, Access::Read) {
-        return state.error_response(&request, refusal).await;
-    }
+    admit!(state, request, Access::Read);
     let hint = if request.path() == "/v1/kv/" || request.path() == "/v1/kv//" {
         " (a key goes after /v1/kv/; GET /v1/kv?prefix= lists keys)"
     } else {
@@ -526,18 +541,18 @@ impl AdminState {
                 ),
             )));
         }
-        let body = match payload.to_bytes_limited(MAX_BODY_BYTES).await {
-            Ok(Ok(body)) => body,
-            Ok(Err(err)) => {
-                return Err(Box::new(ErrorAnswer::new(
-                    ErrorCode::BadJson,
-                    format!("the request body could not be read: {err}"),
-                )));
-            }
-            Err(_) => {
+        let body = match read_body(payload).await {
+            Ok(Some(body)) => body,
+            Ok(None) => {
                 return Err(Box::new(ErrorAnswer::new(
                     ErrorCode::TooLarge,
                     format!("the request body is larger than {MAX_BODY_BYTES} bytes"),
+                )));
+            }
+            Err(err) => {
+                return Err(Box::new(ErrorAnswer::new(
+                    ErrorCode::BadJson,
+                    format!("the request body could not be read: {err}"),
                 )));
             }
         };
@@ -579,6 +594,31 @@ impl AdminState {
             }
         }
     }
+}
+
+/// A body too large is still read, and dropped, up to this much, so that its client gets the
+/// 413 answer on a connection left clean instead of a reset while it is still sending; a
+/// larger one is answered at once and the connection closed.
+const DRAIN_BODY_BYTES: usize = 16 << 20;
+
+/// The request body, or `None` when it is larger than [`MAX_BODY_BYTES`] (what follows the
+/// limit is read and dropped, up to [`DRAIN_BODY_BYTES`]).
+async fn read_body(
+    mut payload: web::Payload,
+) -> Result<Option<Bytes>, actix_web::error::PayloadError> {
+    use futures_util::StreamExt as _;
+    let mut body = BytesMut::new();
+    let mut seen = 0usize;
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk?;
+        seen = seen.saturating_add(chunk.len());
+        if seen <= MAX_BODY_BYTES {
+            body.extend_from_slice(&chunk);
+        } else if seen > DRAIN_BODY_BYTES {
+            return Ok(None);
+        }
+    }
+    Ok((seen <= MAX_BODY_BYTES).then(|| body.freeze()))
 }
 
 /// Compares without stopping at the first difference, so response time says nothing about

@@ -81,9 +81,7 @@ fn event_stream(
 
 /// `GET /v1/events`.
 pub(super) async fn events(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
-    if let Some(refusal) = state.refuse(&request, Access::Read) {
-        return state.error_response(&request, refusal).await;
-    }
+    admit!(state, request, Access::Read);
     let incarnation = state.node.incarnation();
     // Where to resume: after event `seq` of this run, and whether events of an earlier run
     // (of unknown number) were missed.

@@ -383,11 +383,13 @@ impl LogService {
         if let Some(id) = request_id {
             command = command.with_request_id(id);
         }
-        if let Err(invalid) = command.validate() {
-            return Err(self.invalid(&invalid).await);
-        }
+        // Encoding checks the command's bounds (once, on this hot path) and names the first
+        // one broken.
         let data = match command.encode() {
             Ok(data) => data,
+            Err(machine::Error::InvalidCommand(invalid)) => {
+                return Err(self.invalid(&invalid).await);
+            }
             Err(err) => return Err(self.error_now(ErrorCode::Internal, err.to_string()).await),
         };
         let answer = match tokio::time::timeout(APPLY_TIMEOUT, self.node.propose(data)).await {
