@@ -3,21 +3,18 @@
 //! actions. Every decision — who campaigns, who votes for whom, who leads — is the core's;
 //! this actor only moves messages, time and bytes, and names no mode's own types.
 //!
-//! The durability contract (RAFT-1, WAL-1; issue 16, item 3): the actor takes the core's
-//! outputs as typed batches ([`Ready`]). What the core says may leave now leaves at once; the
-//! batch's hard-state writes go to the WAL; what the core says waits for a write — the
-//! messages that name a term or vote not yet on disk, and everything decided meanwhile — is
-//! held until the WAL answers that the write is durable, then the core is told
-//! ([`Election::handle_persisted`]) and the held outputs leave, in order. One write is with the
-//! WAL at a time; what piles up during it goes into the next one (group commit). The actor
-//! itself never waits: frames, timers, status queries and the log's clients are handled while
-//! the WAL thread syncs, so a slow disk delays what a node says, never what it hears. The
-//! replicated log's own writes wait for a hard-state write in flight, so that on disk they
-//! follow the hard state they come after. Leader changes are recorded in the WAL's
-//! leadership history (CB-6) before they are published, in the same fsync when one is already
-//! due. A hard state the core marks amnesic (after an abstention, WAL-2) is followed by an
-//! amnesia marker, and the operator's automatic-election switch is persisted too (RAFT-8). If
-//! the WAL fails, the node cannot promise not to vote twice, so the actor halts.
+//! The durability contract (RAFT-1, WAL-1, CB-6; issue 16, item 3) is the core's
+//! [`Driver`]'s: it takes the election's batches and hands this actor [`Effect`]s in the order
+//! they must happen — messages that may leave now, writes for the WAL, what waited for a
+//! write once the WAL said it is durable (the driver is told with [`Driver::handle_written`]),
+//! the replicated log's entries to write and apply. The simulator carries out the same
+//! effects, so what it checks is what this actor does. This actor only does the I/O: frames
+//! to the transport, records to the WAL (a hard state the core marks amnesic is followed by an
+//! amnesia marker, WAL-2; a leader change becomes a leadership-history record stamped with the
+//! wall clock), events to logs, metrics and subscribers. It never waits: frames, timers,
+//! status queries and the log's clients are handled while the WAL thread syncs, so a slow
+//! disk delays what a node says, never what it hears. If the WAL fails, the node cannot
+//! promise not to vote twice, so the actor halts.
 //!
 //! Besides frames, reachability and commands, the core gets this node's health readings
 //! ([`HealthUpdate`], from the [`crate::health`] reader: PRI-1's battery, RAFT-10's priority)
@@ -36,12 +33,12 @@ use std::collections::{BTreeSet, VecDeque};
 use std::time::SystemTime;
 
 use actix::prelude::*;
+use conclave_core::driver::{DiskWrite, Driver, Effect, HardRecord};
 use conclave_core::election::{
-    AfterPersist, Command, CommandOutcome, DurableWrite, Election, ElectionError, ElectionStatus,
-    Event, Outgoing, PersistSeq, Ready, Role,
+    Command, CommandOutcome, Election, ElectionError, ElectionStatus, Event, Outgoing, Role,
 };
 use conclave_protocol::{DropReason, PeerId};
-use conclave_storage::{HistoryRecord, WalRecord};
+use conclave_storage::{HistoryRecord, WalError, WalRecord};
 use tracing::{debug, error, info, warn};
 
 use crate::clock::{CoreTimer, NodeClock};
@@ -98,29 +95,10 @@ pub struct GetHistory;
 #[rtype(result = "()")]
 pub struct LeaveElection;
 
-/// One output held back until a WAL write is durable.
-#[derive(Debug)]
-enum Step {
-    /// A message for the transport.
-    Send(Outgoing),
-    /// An event that is not a leader change: logs and metrics.
-    Observe(Event),
-    /// A leader change, published once its history record is durable.
-    Announce(HistoryRecord, Role),
-    /// The core's answer to `handle_shutdown`: leave.
-    Stopped,
-}
-
-/// A WAL write of the ElectionActor: the core's hard-state batches and leadership history
-/// records that piled up before it started (group commit).
-#[derive(Debug, Default)]
-struct HardWrite {
-    /// The actor's own number for it: increasing, starting at 1.
-    number: u64,
-    records: Vec<WalRecord>,
-    /// The core's last persist batch among its records, reported once it is durable.
-    seq: Option<PersistSeq>,
-}
+/// A write on its way to the WAL actor: its answer.
+type WalRequest = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Result<(), WalError>, MailboxError>>>,
+>;
 
 /// The history record of a leader change, stamped now; `None` for other events.
 fn history_record(event: &Event) -> Option<(HistoryRecord, Role)> {
@@ -160,7 +138,8 @@ pub struct ElectionActor {
     /// `node = <id>`, entered in every handler so that logs of nodes sharing a process
     /// (tests, the demo) say whose they are.
     span: tracing::Span,
-    election: Election,
+    /// The election and the order its outputs are carried out in.
+    driver: Driver,
     clock: NodeClock,
     outputs: ElectionOutputs,
     events: EventBus,
@@ -178,19 +157,11 @@ pub struct ElectionActor {
     /// Peers whose election messages of another mode were already logged (once each; every
     /// one is counted in `conclave_frames_dropped_total{reason="other_mode"}`).
     warned_other_mode: BTreeSet<PeerId>,
-    /// The replicated log's writes, state machine and waiting clients (raft with `[log]`).
+    /// The replicated log's state machine and waiting clients (raft with `[log]`).
     log: Option<LogDriver>,
-    /// The hard-state write with the WAL, not yet durable: its number and the core's batch
-    /// it carries.
-    writing: Option<(u64, Option<PersistSeq>)>,
-    /// What piles up for the next write while one is in flight.
-    gathering: Option<HardWrite>,
-    /// The number of the last write handed to the WAL.
-    last_write: u64,
-    /// The number of the last write the WAL reported durable.
-    durable_write: u64,
-    /// Outputs waiting for a write, with the number of the write each waits for, in order.
-    held: VecDeque<(u64, Step)>,
+    /// When each leader change on its way to the WAL was stamped, in order: its history
+    /// record says so, and so does its announcement once the record is durable.
+    stamps: VecDeque<u64>,
     /// Status queries that came while the core was ahead of the disk, answered once nothing is
     /// held: a status never names a term, vote or leader before it is durable and announced.
     status_waiters: Vec<tokio::sync::oneshot::Sender<ElectionStatus>>,
@@ -225,7 +196,7 @@ impl ElectionActor {
         let last_known_leader = history.iter().rev().find_map(|record| record.leader);
         Self {
             span: tracing::info_span!("node", id = %election.id()),
-            election,
+            driver: Driver::new(election),
             clock,
             outputs,
             events,
@@ -237,161 +208,55 @@ impl ElectionActor {
             leaving: None,
             warned_other_mode: BTreeSet::new(),
             log,
-            writing: None,
-            gathering: None,
-            last_write: 0,
-            durable_write: 0,
-            held: VecDeque::new(),
+            stamps: VecDeque::new(),
             status_waiters: Vec::new(),
         }
     }
 
-    /// After an input: carries out the core's batch, then the log, then re-arms the timer.
+    /// After an input: carries out what the driver hands out, snapshots the machine when the
+    /// core wants it, then re-arms the timer.
     fn pump(&mut self, ctx: &mut Context<Self>) {
-        let ready = self.election.take_ready();
-        if !ready.is_empty() && !self.carry_out(ready, ctx) {
-            return;
+        loop {
+            while let Some(effect) = self.driver.poll_effect() {
+                if !self.carry_out(effect, ctx) {
+                    return;
+                }
+            }
+            if !self.take_due_snapshot() {
+                break;
+            }
         }
-        self.metrics.set_abstaining(self.election.is_abstaining());
-        // The log's writes follow the hard state on disk: they wait for its write.
-        if !self.hard_state_pending() {
-            self.drive_log(ctx);
-        }
+        self.metrics
+            .set_abstaining(self.driver.election().is_abstaining());
+        self.log_metrics();
         self.arm_timer(ctx);
-        if self.is_settled() {
+        if self.driver.is_settled() {
             self.answer_status_waiters();
         }
     }
 
-    /// A hard-state write is gathering or with the WAL.
-    fn hard_state_pending(&self) -> bool {
-        self.writing.is_some() || self.gathering.is_some()
-    }
-
-    /// Nothing the core decided waits for the disk: its status is what the disk holds.
-    fn is_settled(&self) -> bool {
-        !self.hard_state_pending() && self.held.is_empty()
-    }
-
-    /// Carries out one batch of the core's outputs: what may leave now leaves; the persist
-    /// and the leader changes' history records go to the next WAL write; what waits for a
-    /// write is held until it is durable. Returns false once the actor stopped.
-    fn carry_out(&mut self, ready: Ready, ctx: &mut Context<Self>) -> bool {
-        let Ready {
-            persist,
-            messages,
-            events,
-            after_persist,
-            stopped,
-        } = ready;
-        for message in messages {
-            self.transmit(message);
-        }
-        if let Some(batch) = persist {
-            let mut records = Vec::with_capacity(batch.writes.len() + 1);
-            for write in batch.writes {
-                match write {
-                    DurableWrite::HardState(state) => records.push(WalRecord::HardState(state)),
-                    DurableWrite::Amnesic(state) => {
-                        records.push(WalRecord::HardState(state));
-                        // WAL-2: a restart before a later term is recorded abstains again.
-                        records.push(WalRecord::Amnesia {
-                            at_unix_ms: unix_millis(SystemTime::now()),
-                        });
+    /// Carries out one effect. Returns false once the actor stopped.
+    fn carry_out(&mut self, effect: Effect, ctx: &mut Context<Self>) -> bool {
+        match effect {
+            Effect::Send(message) => self.transmit(message),
+            Effect::Publish(event) => match history_record(&event) {
+                Some((mut record, role)) => {
+                    if let Some(at_unix_ms) = self.stamps.pop_front() {
+                        record.at_unix_ms = at_unix_ms;
                     }
-                    DurableWrite::AutoElection(enabled) => {
-                        records.push(WalRecord::AutoElection(enabled));
-                    }
+                    self.announce(record, role);
+                }
+                None => self.observe(event),
+            },
+            Effect::Write(write) => self.write(write, ctx),
+            Effect::Restore(snapshot) => return self.restore(&snapshot, ctx),
+            Effect::Apply(entries) => {
+                for entry in &entries {
+                    self.apply_entry(entry);
                 }
             }
-            self.gather(records, Some(batch.seq));
-        }
-        let mut running = true;
-        for event in events {
-            running &= self.publish(0, event, ctx);
-        }
-        if let Some(AfterPersist {
-            seq,
-            messages,
-            events,
-        }) = after_persist
-        {
-            let waits_for = self.write_carrying(seq);
-            for message in messages {
-                running &= self.hold_or_run(waits_for, Step::Send(message), ctx);
-            }
-            for event in events {
-                running &= self.publish(waits_for, event, ctx);
-            }
-        }
-        if stopped {
-            // After everything, what is on its way to the disk included.
-            let last = self
-                .gathering
-                .as_ref()
-                .map_or(self.last_write, |write| write.number);
-            running &= self.hold_or_run(last, Step::Stopped, ctx);
-        }
-        if running && self.writing.is_none() {
-            self.start_write(ctx);
-        }
-        running
-    }
-
-    /// An event, after the write numbered `waits_for`: a leader change is recorded in the
-    /// history first (CB-6), in the next write, and published once that write is durable.
-    fn publish(&mut self, waits_for: u64, event: Event, ctx: &mut Context<Self>) -> bool {
-        match history_record(&event) {
-            Some((record, role)) => {
-                let number = self.gather(vec![WalRecord::LeaderChange(record)], None);
-                self.hold_or_run(number, Step::Announce(record, role), ctx)
-            }
-            None => self.hold_or_run(waits_for, Step::Observe(event), ctx),
-        }
-    }
-
-    /// Adds `records` to the next WAL write (the core's batch `seq` among them); its number.
-    fn gather(&mut self, records: Vec<WalRecord>, seq: Option<PersistSeq>) -> u64 {
-        let write = self.gathering.get_or_insert_with(|| HardWrite {
-            number: self.last_write + 1,
-            ..HardWrite::default()
-        });
-        write.records.extend(records);
-        write.seq = write.seq.max(seq);
-        write.number
-    }
-
-    /// The number of the write that makes the core's batch `seq` durable.
-    fn write_carrying(&self, seq: PersistSeq) -> u64 {
-        match (self.writing, &self.gathering) {
-            (Some((number, Some(carried))), _) if carried >= seq => number,
-            (_, Some(write)) if write.seq >= Some(seq) => write.number,
-            // Already durable.
-            _ => self.durable_write,
-        }
-    }
-
-    /// Carries `step` out now if nothing it must follow is still on its way to the disk;
-    /// otherwise holds it, in order. Returns false once the actor stopped.
-    fn hold_or_run(&mut self, waits_for: u64, step: Step, ctx: &mut Context<Self>) -> bool {
-        let waits_for = self
-            .held
-            .back()
-            .map_or(waits_for, |&(last, _)| last.max(waits_for));
-        if waits_for > self.durable_write {
-            self.held.push_back((waits_for, step));
-            return true;
-        }
-        self.run(step, ctx)
-    }
-
-    /// Carries out one step. Returns false once the actor stopped.
-    fn run(&mut self, step: Step, ctx: &mut Context<Self>) -> bool {
-        match step {
-            Step::Send(message) => self.transmit(message),
-            Step::Observe(event) => self.observe(event),
-            Step::Announce(record, role) => self.announce(record, role),
-            Step::Stopped => {
+            Effect::Read { id, outcome } => self.answer_read(id, outcome),
+            Effect::Stopped => {
                 // The core's answer to `handle_shutdown`: everything it had to persist and
                 // publish on the way out is done.
                 self.leave(ctx);
@@ -412,52 +277,76 @@ impl ElectionActor {
         });
     }
 
-    /// Hands what gathered to the WAL, one write at a time. The actor goes on handling inputs
-    /// meanwhile; what they make the core decide that depends on the write waits for it.
-    fn start_write(&mut self, ctx: &mut Context<Self>) {
-        let Some(write) = self.gathering.take() else {
-            return;
-        };
-        self.last_write = write.number;
-        self.writing = Some((write.number, write.seq));
-        let request = self.outputs.wal.send(Persist(write.records));
-        ctx.spawn(
-            request
-                .into_actor(self)
-                .map(move |result, actor, ctx| match result {
-                    Ok(Ok(())) => {
-                        let _span = actor.span.clone().entered();
-                        actor.written(ctx);
+    /// Hands a write to the WAL. The actor goes on handling inputs meanwhile; once the WAL
+    /// answers, the driver is told and what waited for the write comes out of it.
+    fn write(&mut self, write: DiskWrite, ctx: &mut Context<Self>) {
+        let written = write.written();
+        let request: WalRequest = match write {
+            DiskWrite::Hard { records, .. } => {
+                let records = self.wal_records(records);
+                Box::pin(self.outputs.wal.send(Persist(records)))
+            }
+            DiskWrite::Entries(write) => {
+                Box::pin(self.outputs.wal_log.send(AppendLog(write.entries)))
+            }
+            DiskWrite::Snapshot { snapshot, origin } => {
+                let bytes = snapshot.data.len();
+                let saved = self.outputs.wal_snapshot.send(SaveSnapshot(snapshot));
+                let metrics = self.metrics.clone();
+                Box::pin(async move {
+                    let result = saved.await;
+                    if matches!(result, Ok(Ok(()))) {
+                        metrics.snapshot_saved(origin.label(), bytes);
                     }
-                    Ok(Err(err)) => actor.halt(&err.to_string(), ctx),
-                    Err(err) => actor.halt(&format!("WAL actor unreachable: {err}"), ctx),
-                }),
-        );
+                    result
+                })
+            }
+        };
+        // Not `ctx.wait`: the actor goes on serving while the disk works.
+        ctx.spawn(request.into_actor(self).map(move |result, actor, ctx| {
+            let _span = actor.span.clone().entered();
+            match result {
+                Ok(Ok(())) => {
+                    let now = actor.clock.now();
+                    actor.driver.handle_written(now, written);
+                    actor.pump(ctx);
+                }
+                Ok(Err(err)) => actor.halt(&err.to_string(), ctx),
+                Err(err) => actor.halt(&format!("WAL actor unreachable: {err}"), ctx),
+            }
+        }));
     }
 
-    /// The write in flight is durable: the core is told, what waited for it goes out in
-    /// order, and the next write starts with what piled up.
-    fn written(&mut self, ctx: &mut Context<Self>) {
-        let Some((number, seq)) = self.writing.take() else {
-            return;
-        };
-        self.durable_write = number;
-        if let Some(seq) = seq {
-            self.election.handle_persisted(seq);
-        }
-        while let Some(&(waits_for, _)) = self.held.front() {
-            if waits_for > number {
-                break;
+    /// The WAL's records for a hard write: a leader change is stamped now (its announcement
+    /// carries the same stamp), an amnesic hard state is followed by an amnesia marker.
+    fn wal_records(&mut self, records: Vec<HardRecord>) -> Vec<WalRecord> {
+        let now = unix_millis(SystemTime::now());
+        let mut wal = Vec::with_capacity(records.len() + 1);
+        for record in records {
+            match record {
+                HardRecord::HardState(state) => wal.push(WalRecord::HardState(state)),
+                HardRecord::Amnesic(state) => {
+                    wal.push(WalRecord::HardState(state));
+                    // WAL-2: a restart before a later term is recorded abstains again.
+                    wal.push(WalRecord::Amnesia { at_unix_ms: now });
+                }
+                HardRecord::AutoElection(enabled) => wal.push(WalRecord::AutoElection(enabled)),
+                HardRecord::LeaderChange {
+                    term,
+                    leader,
+                    cause,
+                } => {
+                    self.stamps.push_back(now);
+                    wal.push(WalRecord::LeaderChange(HistoryRecord {
+                        term,
+                        leader,
+                        cause,
+                        at_unix_ms: now,
+                    }));
+                }
             }
-            let Some((_, step)) = self.held.pop_front() else {
-                break;
-            };
-            if !self.run(step, ctx) {
-                return;
-            }
         }
-        self.start_write(ctx);
-        self.pump(ctx);
+        wal
     }
 
     /// Answers the status queries that waited for a hard-state write.
@@ -465,7 +354,7 @@ impl ElectionActor {
         if self.status_waiters.is_empty() {
             return;
         }
-        let status = self.election.status();
+        let status = self.driver.election().status();
         for waiter in self.status_waiters.drain(..) {
             let _ = waiter.send(status.clone());
         }
@@ -487,18 +376,11 @@ impl ElectionActor {
             "the WAL could not make the election state durable; this node stops taking part \
              rather than risk voting twice in a term"
         );
-        // What waited for the write that failed never leaves: it may depend on it.
-        self.held.clear();
-        self.gathering = None;
-        // A halting leader still says it no longer leads, so that its hooks stop what they
-        // started; the history cannot record it, the WAL being what failed. There is no time
-        // for a hand-over: the second call steps a leader down at once.
+        // What waited for the write that failed never leaves: it may depend on it. A halting
+        // leader still says it no longer leads, so that its hooks stop what they started; the
+        // history cannot record it, the WAL being what failed.
         let now = self.clock.now();
-        self.election.handle_shutdown(now);
-        self.election.handle_shutdown(now);
-        let ready = self.election.take_ready();
-        let after = ready.after_persist.map(|after| after.events);
-        for event in ready.events.into_iter().chain(after.into_iter().flatten()) {
+        for event in self.driver.abandon(now) {
             match history_record(&event) {
                 Some((record, role)) => self.announce(record, role),
                 None => self.observe(event),
@@ -518,7 +400,7 @@ impl ElectionActor {
             cause,
             at_unix_ms,
         } = record;
-        let me = self.election.id();
+        let me = self.driver.election().id();
         let stepped_down = self.published_leader == Some(me) && leader != Some(me);
         let previous = self.last_known_leader;
         self.published_leader = leader;
@@ -554,7 +436,7 @@ impl ElectionActor {
     fn observe(&mut self, event: Event) {
         match event {
             Event::LeaderChanged { .. } => {
-                // Leader changes go through the WAL first and arrive as `Step::Announce`.
+                // Leader changes go through the WAL first and are announced.
                 debug_assert!(false, "leader change observed without its history record");
             }
             Event::RoleChanged { term, role, phase } => {
@@ -593,7 +475,7 @@ impl ElectionActor {
     }
 
     fn arm_timer(&mut self, ctx: &mut Context<Self>) {
-        let deadline = self.election.poll_timeout();
+        let deadline = self.driver.election().poll_timeout();
         self.timer.arm(
             ctx,
             &self.clock,
@@ -602,7 +484,7 @@ impl ElectionActor {
             |actor, ctx| {
                 let _span = actor.span.clone().entered();
                 let now = actor.clock.now();
-                actor.election.handle_timeout(now);
+                actor.driver.election_mut().handle_timeout(now);
                 actor.pump(ctx);
             },
         );
@@ -628,9 +510,10 @@ impl Handler<ElectionArrived> for ElectionActor {
     fn handle(&mut self, arrived: ElectionArrived, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
         let now = self.clock.now();
-        if let Err(err) = self
-            .election
-            .handle_message(now, arrived.from, arrived.message)
+        if let Err(err) =
+            self.driver
+                .election_mut()
+                .handle_message(now, arrived.from, arrived.message)
         {
             self.metrics.frame_dropped(DropReason::OtherMode);
             // Bounded like the peer table admission keeps: log each sender once.
@@ -650,7 +533,8 @@ impl Handler<PeerReachability> for ElectionActor {
     fn handle(&mut self, change: PeerReachability, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
         let now = self.clock.now();
-        self.election
+        self.driver
+            .election_mut()
             .handle_peer_status(now, change.peer, change.connected);
         self.pump(ctx);
     }
@@ -661,7 +545,7 @@ impl Handler<HealthUpdate> for ElectionActor {
     fn handle(&mut self, update: HealthUpdate, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
         let now = self.clock.now();
-        self.election.handle_health(now, update.0);
+        self.driver.election_mut().handle_health(now, update.0);
         self.pump(ctx);
     }
 }
@@ -671,7 +555,7 @@ impl Handler<PeerSignalUpdate> for ElectionActor {
     fn handle(&mut self, update: PeerSignalUpdate, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
         let now = self.clock.now();
-        self.election.handle_peer_signal(now, update.0);
+        self.driver.election_mut().handle_peer_signal(now, update.0);
         self.pump(ctx);
     }
 }
@@ -681,7 +565,7 @@ impl Handler<IdRefused> for ElectionActor {
     fn handle(&mut self, _: IdRefused, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
         let now = self.clock.now();
-        self.election.handle_id_refused(now);
+        self.driver.election_mut().handle_id_refused(now);
         self.pump(ctx);
     }
 }
@@ -692,7 +576,7 @@ impl Handler<ElectionCommand> for ElectionActor {
         let _span = self.span.clone().entered();
         let now = self.clock.now();
         info!(?command, "operator command");
-        let outcome = self.election.handle_command(now, command.0);
+        let outcome = self.driver.election_mut().handle_command(now, command.0);
         self.pump(ctx);
         outcome
     }
@@ -707,7 +591,7 @@ impl Handler<LeaveElection> for ElectionActor {
         let now = self.clock.now();
         // The core decides how this node leaves (a raft leader hands over, bounded by its own
         // timer) and says when it is done with `Action::Stopped`.
-        self.election.handle_shutdown(now);
+        self.driver.election_mut().handle_shutdown(now);
         self.pump(ctx);
         // A backstop in case the core's answer never comes: cut the hand-over short, then stop
         // regardless.
@@ -715,7 +599,7 @@ impl Handler<LeaveElection> for ElectionActor {
             let _span = actor.span.clone().entered();
             warn!(bound = ?LEAVE_BOUND, "still leaving the election; cutting the hand-over short");
             let now = actor.clock.now();
-            actor.election.handle_shutdown(now);
+            actor.driver.election_mut().handle_shutdown(now);
             actor.pump(ctx);
             ctx.run_later(LEAVE_BOUND / 10, |actor, ctx| {
                 error!("the election core did not stop; stopping without it");
@@ -734,14 +618,14 @@ impl Handler<GetElectionStatus> for ElectionActor {
     type Result = ResponseFuture<ElectionStatus>;
     fn handle(&mut self, _: GetElectionStatus, _: &mut Self::Context) -> Self::Result {
         let _span = self.span.clone().entered();
-        if self.is_settled() {
-            let status = self.election.status();
+        if self.driver.is_settled() {
+            let status = self.driver.election().status();
             return Box::pin(async move { status });
         }
         // During a hard-state write the core is ahead of the disk: answer once it is durable.
         let (answer, answered) = tokio::sync::oneshot::channel();
         self.status_waiters.push(answer);
-        let fallback = self.election.status();
+        let fallback = self.driver.election().status();
         Box::pin(async move { answered.await.unwrap_or(fallback) })
     }
 }

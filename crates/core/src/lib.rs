@@ -90,6 +90,7 @@
 #![deny(missing_docs)]
 
 pub mod admission;
+pub mod driver;
 pub mod election;
 pub mod fanout;
 pub mod gossip;

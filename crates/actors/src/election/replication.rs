@@ -1,19 +1,21 @@
-//! The replicated log's shell in the ElectionActor (LOG-1..4, WAL-1, WAL-4): entries the core
-//! hands out go to the WalActor, one batch per fsync; committed entries are applied to the
-//! node's state machine, in order, once; a client's write waits for its entry to be applied.
+//! The replicated log's shell in the ElectionActor (LOG-1..4, WAL-1, WAL-4): entries the core's
+//! driver hands out go to the WalActor, one batch per fsync; committed entries are applied to
+//! the node's state machine, in order, once; a client's write waits for its entry to be
+//! applied.
 //!
-//! - **Group commit.** One [`AppendLog`] is in flight at a time. While its fsync runs, the core
-//!   keeps appending (a leader sends the new entries to its followers at once), and the next
-//!   write takes everything that piled up: one fsync for all of it. When the write is durable
-//!   the core is told ([`ReplicatedLog::handle_persisted`]), and only then does a follower
-//!   acknowledge or a leader count itself towards a commit. Unlike a hard state, a log write
-//!   never stops the actor: timers, frames and status queries go on while the disk works.
+//! - **Group commit.** One `AppendLog` is in flight at a time (the core hands out the next
+//!   one only once this one is reported). While its fsync runs, the core keeps appending (a
+//!   leader sends the new entries to its followers at once), and the next write takes
+//!   everything that piled up: one fsync for all of it. When the write is durable the driver
+//!   is told, and only then does a follower acknowledge or a leader count itself towards a
+//!   commit. A log write never stops the actor: timers, frames and status queries go on while
+//!   the disk works.
 //! - **Apply.** After every input the committed, durable entries are applied to the
 //!   [`ClusterMachine`]; effects happen there only. An entry with no data (a read barrier, written
 //!   by earlier versions for linearizable reads and still found in their logs) changes nothing.
 //! - **Snapshots (LOG-4).** After applying, when the core says a snapshot is due, the machine's
 //!   bytes at the applied index go to the core (which compacts its log behind them and keeps
-//!   them for followers) and to the WalActor ([`SaveSnapshot`]), which writes the snapshot
+//!   them for followers) and to the WalActor (`SaveSnapshot`), which writes the snapshot
 //!   file and deletes the log segments it covers. A snapshot the core received from the leader
 //!   is taken before anything else: the machine is restored from it, and it is saved through
 //!   the same mailbox as the log writes, so it reaches the disk before the entries that follow
@@ -44,11 +46,6 @@ use tracing::{debug, warn};
 
 use super::ElectionActor;
 use crate::machine::{ClusterMachine, MachineRead, WriteOutcome};
-use crate::wal::{AppendLog, SaveSnapshot};
-
-/// Applied entries handed out per pass at most, so that a long backlog after a restart does not
-/// keep the actor from its timers.
-const APPLY_BATCH: usize = 256;
 
 /// What the ElectionActor answers a client's write or read with: the outcome, and the
 /// fencing token (CB-5) as the node knew it when it answered.
@@ -152,16 +149,12 @@ struct PendingRead {
 /// The log's side of the ElectionActor. See the [module docs](self).
 pub(super) struct LogDriver {
     machine: ClusterMachine,
-    /// An `AppendLog` is on its way to the disk.
-    writing: bool,
     /// Clients waiting, by the position their entry was given.
     waiting: BTreeMap<u64, (u64, Waiter)>,
     /// The id of the last read registered with the core.
     last_read: u64,
-    /// LOG-7: reads the core took and has not answered yet.
+    /// LOG-7: reads the core took and the driver has not answered yet.
     reads: BTreeMap<ReadId, PendingRead>,
-    /// LOG-7: reads whose read index is known, by that index, until the machine applies it.
-    reads_ready: BTreeMap<u64, Vec<PendingRead>>,
 }
 
 impl LogDriver {
@@ -170,144 +163,92 @@ impl LogDriver {
     pub(super) fn new(machine: ClusterMachine) -> Self {
         Self {
             machine,
-            writing: false,
             waiting: BTreeMap::new(),
             last_read: 0,
             reads: BTreeMap::new(),
-            reads_ready: BTreeMap::new(),
         }
     }
 }
 
 impl ElectionActor {
-    /// After an input: the next log write if none is in flight, then what may be applied.
-    pub(super) fn drive_log(&mut self, ctx: &mut Context<Self>) {
+    /// LOG-4: a leader's snapshot: the machine is restored from it before anything after it
+    /// is applied (the driver then hands out its save). Returns false once the actor halted:
+    /// a snapshot that does not decode would leave the machine apart from the log.
+    pub(super) fn restore(&mut self, snapshot: &Snapshot, ctx: &mut Context<Self>) -> bool {
         let Some(driver) = self.log.as_mut() else {
-            return;
+            return true;
         };
-        let Some(mut log) = self.election.replicated_log() else {
-            return;
-        };
-        // LOG-4: an installed snapshot before any write or apply that follows it.
-        if let Some(snapshot) = log.take_snapshot_to_install() {
-            if let Err(err) = driver.machine.restore(&snapshot.data) {
-                let reason = format!(
-                    "the leader's snapshot at index {} does not decode: {err}",
-                    snapshot.last.index
-                );
-                self.halt(&reason, ctx);
-                return;
-            }
-            debug!(
-                index = snapshot.last.index,
-                bytes = snapshot.data.len(),
-                "state machine restored from the leader's snapshot"
+        if let Err(err) = driver.machine.restore(&snapshot.data) {
+            let reason = format!(
+                "the leader's snapshot at index {} does not decode: {err}",
+                snapshot.last.index
             );
-            self.answer_covered_waiters(snapshot.last.index);
-            self.save_snapshot(snapshot, "installed", ctx);
+            self.halt(&reason, ctx);
+            return false;
         }
-        let Some(driver) = self.log.as_mut() else {
+        debug!(
+            index = snapshot.last.index,
+            bytes = snapshot.data.len(),
+            "state machine restored from the leader's snapshot"
+        );
+        self.answer_covered_waiters(snapshot.last.index);
+        true
+    }
+
+    /// The log's indices and each follower's lag, for the metrics.
+    pub(super) fn log_metrics(&mut self) {
+        if self.log.is_none() {
+            return;
+        }
+        let Some(log) = self.driver.election_mut().replicated_log() else {
             return;
         };
-        let Some(mut log) = self.election.replicated_log() else {
-            return;
-        };
-        if !driver.writing {
-            if let Some(write) = log.take_write() {
-                driver.writing = true;
-                let last = write.last();
-                let request = self.outputs.wal_log.send(AppendLog(write.entries));
-                // Not `ctx.wait`: the actor goes on serving while the disk works.
-                ctx.spawn(request.into_actor(self).map(move |result, actor, ctx| {
-                    let _span = actor.span.clone().entered();
-                    match result {
-                        Ok(Ok(())) => {
-                            if let Some(driver) = actor.log.as_mut() {
-                                driver.writing = false;
-                            }
-                            let now = actor.clock.now();
-                            if let Some(mut log) = actor.election.replicated_log() {
-                                log.handle_persisted(now, last);
-                            }
-                            actor.pump(ctx);
-                        }
-                        Ok(Err(err)) => actor.halt(&err.to_string(), ctx),
-                        Err(err) => actor.halt(&format!("WAL actor unreachable: {err}"), ctx),
-                    }
-                }));
-            }
-        }
-        loop {
-            let Some(mut log) = self.election.replicated_log() else {
-                return;
-            };
-            let entries = log.take_committed(APPLY_BATCH);
-            let status = log.status();
-            if entries.is_empty() {
-                self.metrics.set_log_indices(status.commit, status.applied);
-                let last = log.last().index;
-                for (peer, matched) in status.followers {
-                    self.metrics
-                        .set_replication_lag(peer, last.saturating_sub(matched));
-                }
-                self.serve_reads();
-                self.take_due_snapshot(ctx);
-                return;
-            }
-            for entry in entries {
-                self.apply_entry(&entry);
-            }
+        let status = log.status();
+        let last = log.last().index;
+        self.metrics.set_log_indices(status.commit, status.applied);
+        for (peer, matched) in status.followers {
+            self.metrics
+                .set_replication_lag(peer, last.saturating_sub(matched));
         }
     }
 
-    /// LOG-7: takes the core's read outcomes, and serves every read whose read index the
-    /// machine has applied.
-    fn serve_reads(&mut self) {
+    /// LOG-7: the driver's answer to a read: serve it from the machine (everything up to its
+    /// read index is applied), or refuse it.
+    pub(super) fn answer_read(&mut self, id: ReadId, outcome: Result<(), ReadError>) {
         let fence = self.fence();
-        let (Some(driver), Some(mut log)) = (self.log.as_mut(), self.election.replicated_log())
-        else {
+        let Some(driver) = self.log.as_mut() else {
             return;
         };
-        for (id, outcome) in log.take_read_results() {
-            let Some(pending) = driver.reads.remove(&id) else {
-                continue;
-            };
-            match outcome {
-                Ok(index) => driver.reads_ready.entry(index).or_default().push(pending),
-                Err(err) => {
-                    let (result, refusal) = read_refusal(err, None);
-                    self.metrics.read(result);
-                    let _ = pending.reply.send(fence.wrap(Err(refusal)));
-                }
-            }
-        }
-        let applied = driver.machine.applied_index();
-        while let Some(entry) = driver.reads_ready.first_entry() {
-            if *entry.key() > applied {
-                break;
-            }
-            for pending in entry.remove() {
+        let Some(pending) = driver.reads.remove(&id) else {
+            return;
+        };
+        match outcome {
+            Ok(()) => {
                 self.metrics.read("served");
                 (pending.read)(driver.machine.state());
                 let _ = pending.reply.send(fence.wrap(Ok(())));
             }
+            Err(err) => {
+                let (result, refusal) = read_refusal(err, None);
+                self.metrics.read(result);
+                let _ = pending.reply.send(fence.wrap(Err(refusal)));
+            }
         }
     }
 
-    /// LOG-7: registers a linearizable read with the core; it is answered from
-    /// [`ElectionActor::serve_reads`].
+    /// LOG-7: registers a linearizable read with the core; the driver answers it
+    /// ([`ElectionActor::answer_read`]).
     fn request_read(&mut self, read: MachineRead, reply: oneshot::Sender<Fenced<()>>) {
         let now = self.clock.now();
         let fence = self.fence();
         let leader = fence.leader;
-        let (Some(driver), Some(mut log)) = (self.log.as_mut(), self.election.replicated_log())
-        else {
+        let Some(driver) = self.log.as_mut() else {
             let _ = reply.send(fence.wrap(Err(LogRefusal::Disabled)));
             return;
         };
         driver.last_read += 1;
         let id = ReadId(driver.last_read);
-        match log.request_read(now, id) {
+        match self.driver.request_read(now, id) {
             Ok(()) => {
                 driver.reads.insert(id, PendingRead { read, reply });
             }
@@ -320,15 +261,14 @@ impl ElectionActor {
     }
 
     /// LOG-4: snapshots the machine if the core says one is due; the core compacts its log at
-    /// once, the WalActor saves the file and deletes the segments behind it.
-    fn take_due_snapshot(&mut self, ctx: &mut Context<Self>) {
+    /// once, and the driver hands out the snapshot's save. Whether one was taken.
+    pub(super) fn take_due_snapshot(&mut self) -> bool {
         let now = self.clock.now();
-        let (Some(driver), Some(mut log)) = (self.log.as_mut(), self.election.replicated_log())
-        else {
-            return;
+        let Some(driver) = self.log.as_mut() else {
+            return false;
         };
-        let Some(last) = log.snapshot_due() else {
-            return;
+        let Some(last) = self.driver.snapshot_due() else {
+            return false;
         };
         if driver.machine.applied_index() != last.index {
             // The core hands out every entry it counts as applied; a machine elsewhere would
@@ -338,46 +278,21 @@ impl ElectionActor {
                 machine = driver.machine.applied_index(),
                 "a snapshot is due at an index the state machine is not at; not taken"
             );
-            return;
+            return false;
         }
         let data = match driver.machine.snapshot() {
             Ok(data) => data,
             Err(err) => {
                 warn!(%err, index = last.index, "the state machine could not be snapshotted");
-                return;
+                return false;
             }
         };
-        let snapshot = Snapshot { last, data };
-        if log.snapshot_taken(now, snapshot.clone()) {
-            debug!(
-                index = last.index,
-                bytes = snapshot.data.len(),
-                "snapshot taken"
-            );
-            self.save_snapshot(snapshot, "taken", ctx);
+        let bytes = data.len();
+        let taken = self.driver.snapshot_taken(now, Snapshot { last, data });
+        if taken {
+            debug!(index = last.index, bytes, "snapshot taken");
         }
-    }
-
-    /// Sends `snapshot` to the WalActor and tells the core once it is durable.
-    fn save_snapshot(&mut self, snapshot: Snapshot, origin: &'static str, ctx: &mut Context<Self>) {
-        let last = snapshot.last;
-        let bytes = snapshot.data.len();
-        let request = self.outputs.wal_snapshot.send(SaveSnapshot(snapshot));
-        ctx.spawn(request.into_actor(self).map(move |result, actor, ctx| {
-            let _span = actor.span.clone().entered();
-            match result {
-                Ok(Ok(())) => {
-                    actor.metrics.snapshot_saved(origin, bytes);
-                    let now = actor.clock.now();
-                    if let Some(mut log) = actor.election.replicated_log() {
-                        log.handle_snapshot_persisted(now, last);
-                    }
-                    actor.pump(ctx);
-                }
-                Ok(Err(err)) => actor.halt(&format!("saving a snapshot failed: {err}"), ctx),
-                Err(err) => actor.halt(&format!("WAL actor unreachable: {err}"), ctx),
-            }
-        }));
+        taken
     }
 
     /// Clients waiting for an entry a leader's snapshot now covers: this node never saw it
@@ -398,7 +313,7 @@ impl ElectionActor {
     }
 
     /// Applies one committed entry and answers whoever waited for its index.
-    fn apply_entry(&mut self, entry: &LogEntry) {
+    pub(super) fn apply_entry(&mut self, entry: &LogEntry) {
         let fence = self.fence();
         let Some(driver) = self.log.as_mut() else {
             return;
@@ -433,7 +348,7 @@ impl ElectionActor {
         let now = self.clock.now();
         let fence = self.fence();
         let leader = fence.leader;
-        let Some(mut log) = self.election.replicated_log() else {
+        let Some(mut log) = self.driver.election_mut().replicated_log() else {
             let _ = waiter.0.send(fence.wrap(Err(LogRefusal::Disabled)));
             return;
         };
@@ -464,7 +379,7 @@ impl ElectionActor {
 
     /// On the leader, every second: what the machine needs written (lease expiry, LOG-5).
     pub(super) fn log_upkeep(&mut self, ctx: &mut Context<Self>) {
-        if !self.election.is_leader() {
+        if !self.driver.election().is_leader() {
             return;
         }
         let now_unix_ms = crate::events::unix_millis(std::time::SystemTime::now());
@@ -476,7 +391,7 @@ impl ElectionActor {
             return;
         };
         let now = self.clock.now();
-        if let Some(mut log) = self.election.replicated_log() {
+        if let Some(mut log) = self.driver.election_mut().replicated_log() {
             // Refused while handing over: the next leader's upkeep writes it.
             let _ = log.propose(now, data);
         }
@@ -491,10 +406,7 @@ impl ElectionActor {
             for (_, (_, Waiter(reply))) in std::mem::take(&mut driver.waiting) {
                 let _ = reply.send(fence.wrap(Err(LogRefusal::Unknown)));
             }
-            let ready = std::mem::take(&mut driver.reads_ready)
-                .into_values()
-                .flatten();
-            for pending in std::mem::take(&mut driver.reads).into_values().chain(ready) {
+            for pending in std::mem::take(&mut driver.reads).into_values() {
                 let _ = pending.reply.send(fence.wrap(Err(LogRefusal::Busy)));
             }
         }
@@ -503,8 +415,8 @@ impl ElectionActor {
     /// The fencing token now, for the answers about to be sent.
     fn fence(&self) -> Fence {
         Fence {
-            term: self.election.term(),
-            leader: self.election.leader(),
+            term: self.driver.election().term(),
+            leader: self.driver.election().leader(),
         }
     }
 }
@@ -586,13 +498,15 @@ impl Handler<ReadCommitted> for ElectionActor {
     fn handle(&mut self, read: ReadCommitted, _: &mut Self::Context) -> Self::Result {
         let _span = self.span.clone().entered();
         let fence = self.fence();
-        MessageResult(fence.wrap(match self.election.replicated_log() {
-            Some(log) => Ok(CommittedEntries {
-                entries: log.committed_from(read.from, read.max),
-                commit: log.status().commit,
+        MessageResult(
+            fence.wrap(match self.driver.election_mut().replicated_log() {
+                Some(log) => Ok(CommittedEntries {
+                    entries: log.committed_from(read.from, read.max),
+                    commit: log.status().commit,
+                }),
+                None => Err(LogRefusal::Disabled),
             }),
-            None => Err(LogRefusal::Disabled),
-        }))
+        )
     }
 }
 

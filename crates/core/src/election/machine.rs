@@ -28,7 +28,8 @@ use conclave_protocol::PeerId;
 
 use crate::election::{
     Action, AmnesiaCause, Command, CommandOutcome, ElectionError, ElectionMessage, ElectionStatus,
-    FencingToken, HardState, HealthReading, Mode, ModeStatus, PeerSignal, PersistSeq, Ready, Role,
+    FencingToken, HardState, HealthReading, Mode, ModeStatus, Outputs, PeerSignal, Persisted,
+    Ready, Role,
 };
 use crate::gossip::{Gossip, GossipConfig};
 use crate::priority::{Priority, PriorityConfig};
@@ -318,24 +319,46 @@ impl Election {
     // -----------------------------------------------------------------------------------------
     // outputs
 
-    /// The next thing the driver must do, in order.
+    /// The next action for a synchronous driver that makes each write durable before the
+    /// next action (the tests): the mode's part of [`Election::take_ready`], taken whole and
+    /// counted durable at once ([`Outputs::poll_action`]). The replicated log's parts are not
+    /// in it: a node with a log is driven by [`crate::driver::Driver`].
     #[must_use]
     pub fn poll_action(&mut self) -> Option<Action> {
         each_mode!(self, machine => machine.poll_action())
     }
 
-    /// Everything decided since the last call, as one typed batch: what to make durable, what
-    /// may leave now, and what waits for that write (see [`Ready`]). For a driver that persists
-    /// in the background, in place of [`Election::poll_action`].
+    /// Everything decided since the last call, as one typed batch (see [`Ready`]): the
+    /// writes to make durable, what may leave now and what waits for those writes; with
+    /// raft's replicated log, also a snapshot to install, entries to write, committed entries
+    /// to apply and read outcomes. This is the core's one output contract; the
+    /// [`Driver`](crate::driver::Driver) carries it out for the actor and the simulator.
     #[must_use]
     pub fn take_ready(&mut self) -> Ready {
-        each_mode!(self, machine => machine.take_ready())
+        let mut ready = each_mode!(self, machine => machine.take_ready());
+        if let Election::Raft(raft) = self {
+            raft.take_log_ready(&mut ready);
+        }
+        ready
     }
 
-    /// The driver made the persist batch numbered `seq` durable, and with it every earlier one:
-    /// what is decided from now on no longer waits for them.
-    pub fn handle_persisted(&mut self, seq: PersistSeq) {
-        each_mode!(self, machine => machine.handle_persisted(seq));
+    /// The driver made something durable: a persist batch (and with it every earlier one),
+    /// the log's entries up to a position, or a snapshot. What waited for it may go now, in
+    /// the next [`Election::take_ready`].
+    pub fn handle_persisted(&mut self, now: Instant, persisted: Persisted) {
+        match persisted {
+            Persisted::Hard(seq) => each_mode!(self, machine => machine.handle_persisted(seq)),
+            Persisted::Entries(last) => {
+                if let Some(mut log) = self.replicated_log() {
+                    log.handle_persisted(now, last);
+                }
+            }
+            Persisted::Snapshot(last) => {
+                if let Some(mut log) = self.replicated_log() {
+                    log.handle_snapshot_persisted(now, last);
+                }
+            }
+        }
     }
 
     /// A persist batch handed out by [`Election::take_ready`] is not yet reported durable: the

@@ -55,8 +55,10 @@ pub use command::{Command, CommandOutcome};
 pub use error::ElectionError;
 pub use machine::{Election, ElectionConfig};
 pub use message::{ElectionMessage, GossipMessage, PriorityMessage};
-pub(crate) use outbox::{Outbox, Published};
-pub use ready::{AfterPersist, DurableWrite, Outgoing, PersistBatch, PersistSeq, Ready};
+pub(crate) use outbox::Published;
+pub(crate) use outbox::sealed::Sealed as SealedOutbox;
+pub use outbox::{HasOutbox, Outbox, Outputs};
+pub use ready::{AfterPersist, DurableWrite, Outgoing, PersistBatch, PersistSeq, Persisted, Ready};
 pub use setting::{
     GossipSetting, PrioritySetting, RaftSetting, Setting, SettingProblem, StaticSetting, millis,
 };

@@ -26,7 +26,7 @@ use super::{Action, ElectionMessage, Event, HardState, LeaderChangeCause, Role};
 /// What a mode has decided and its driver has not yet taken, with what was last persisted and
 /// published. See the [module docs](self).
 #[derive(Debug)]
-pub(crate) struct Outbox {
+pub struct Outbox {
     actions: VecDeque<Action>,
     /// The hard state of the last persist action queued (or restored at start).
     persisted: HardState,
@@ -40,6 +40,8 @@ pub(crate) struct Outbox {
     issued: PersistSeq,
     /// The last batch the driver reported durable.
     durable: PersistSeq,
+    /// A batch [`Outbox::poll`] took and has not handed out whole yet.
+    synchronous: VecDeque<Action>,
 }
 
 impl Outbox {
@@ -54,6 +56,7 @@ impl Outbox {
             published_leader: None,
             issued: PersistSeq::default(),
             durable: PersistSeq::default(),
+            synchronous: VecDeque::new(),
         }
     }
 
@@ -130,9 +133,18 @@ impl Outbox {
         }
     }
 
-    /// The next action for the driver, in order.
+    /// The next action of a synchronous driver, in order, built on [`Outbox::take_ready`]: a
+    /// batch is taken whole, counted durable at once, and handed out one action at a time —
+    /// what may leave at once, the writes, then what waited for them (see [`Outputs`]).
     pub(crate) fn poll(&mut self) -> Option<Action> {
-        self.actions.pop_front()
+        if self.synchronous.is_empty() {
+            let ready = self.take_ready();
+            if let Some(batch) = &ready.persist {
+                self.handle_persisted(batch.seq);
+            }
+            self.synchronous = ready.into_actions().into();
+        }
+        self.synchronous.pop_front()
     }
 
     /// Everything queued, as one typed batch: the persists in it numbered together, and each
@@ -208,6 +220,55 @@ impl Outbox {
     pub(crate) fn is_persisting(&self) -> bool {
         self.issued > self.durable
     }
+}
+
+/// The output plumbing every mode shares, written once: a mode keeps an [`Outbox`] and hands
+/// it out through [`HasOutbox`]; its driver takes the outputs through these methods.
+pub trait Outputs: HasOutbox {
+    /// Everything decided since the last call, as one typed batch (see [`Ready`]).
+    #[must_use]
+    fn take_ready(&mut self) -> Ready {
+        self.outbox_mut().take_ready()
+    }
+
+    /// The driver made the persist batch numbered `seq`, and every earlier one, durable.
+    fn handle_persisted(&mut self, seq: PersistSeq) {
+        self.outbox_mut().handle_persisted(seq);
+    }
+
+    /// A persist batch handed out by [`Outputs::take_ready`] is not yet reported durable.
+    #[must_use]
+    fn is_persisting(&self) -> bool {
+        self.outbox().is_persisting()
+    }
+
+    /// The next action for a synchronous driver (the tests), which makes each write durable
+    /// before it carries out the next action: built on [`Outputs::take_ready`], each batch
+    /// counted durable as it is taken and flattened into what may leave at once, the writes,
+    /// and what waited for them ([`Ready::into_actions`]). A driver uses this or
+    /// `take_ready`, not both.
+    #[must_use]
+    fn poll_action(&mut self) -> Option<Action> {
+        self.outbox_mut().poll()
+    }
+}
+
+impl<M: HasOutbox> Outputs for M {}
+
+/// A machine that keeps an [`Outbox`] (every election mode). Sealed: only the core's modes
+/// implement it.
+pub trait HasOutbox: sealed::Sealed {
+    /// The outbox.
+    #[doc(hidden)]
+    fn outbox(&self) -> &Outbox;
+    /// The outbox, to take from.
+    #[doc(hidden)]
+    fn outbox_mut(&mut self) -> &mut Outbox;
+}
+
+pub(crate) mod sealed {
+    /// Keeps [`super::HasOutbox`] to the core's modes.
+    pub trait Sealed {}
 }
 
 /// Where a machine stands at the end of an input: what [`Outbox::finish`] publishes when it

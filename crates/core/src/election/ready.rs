@@ -26,9 +26,21 @@
 //!
 //! A driver uses one of the two ways, not both.
 
-use conclave_protocol::PeerId;
+use conclave_protocol::{LogEntry, PeerId};
 
-use super::{ElectionMessage, Event, HardState};
+use crate::raft::{LogPosition, LogWrite, ReadError, ReadId};
+use crate::storage::Snapshot;
+
+use super::{Action, ElectionMessage, Event, HardState};
+
+impl From<Outgoing> for Action {
+    fn from(outgoing: Outgoing) -> Self {
+        match outgoing {
+            Outgoing::Send { to, message } => Action::Send { to, message },
+            Outgoing::Broadcast { message } => Action::Broadcast { message },
+        }
+    }
+}
 
 /// The number of one [`Ready::persist`] batch: increasing, starting at 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -98,9 +110,61 @@ pub struct Ready {
     /// write included, this node's part in the election is over (see
     /// [`Action::Stopped`](super::Action::Stopped)).
     pub stopped: bool,
+    /// LOG-4: a leader's snapshot this follower received whole: the driver restores its state
+    /// machine from it before it applies anything below, saves it, and reports
+    /// [`Persisted::Snapshot`]. (The replicated log's parts of a batch — this and the three
+    /// below — come only while no hard-state write is in flight, so that on disk they follow
+    /// the hard state they come after.)
+    pub install: Option<Snapshot>,
+    /// LOG-2: entries to write, then report with [`Persisted::Entries`]; one write at a time
+    /// (the next batch carries none until this one is reported), and what piles up meanwhile
+    /// goes into the next one.
+    pub entries: Option<LogWrite>,
+    /// LOG-3: committed, durable entries to apply, in order, each handed out once.
+    pub committed: Vec<LogEntry>,
+    /// LOG-7: the outcomes of linearizable reads: the read index to serve each at once the
+    /// machine applied it, or why it failed.
+    pub reads: Vec<(ReadId, Result<u64, ReadError>)>,
+}
+
+/// What the driver made durable, reported with
+/// [`Election::handle_persisted`](super::Election::handle_persisted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persisted {
+    /// The persist batch numbered so, and every earlier one.
+    Hard(PersistSeq),
+    /// The entries written up to this position ([`LogWrite::last`]).
+    Entries(LogPosition),
+    /// The snapshot ending at this position (an installed one, or one the driver took).
+    Snapshot(LogPosition),
 }
 
 impl Ready {
+    /// The election's part of the batch as a synchronous driver carries it out, each write
+    /// durable before the next action: what may leave at once, the writes, what waited for
+    /// them, then `Stopped`. (A mode's own batch has no log parts; those come from
+    /// [`Election::take_ready`](super::Election::take_ready).)
+    #[must_use]
+    pub fn into_actions(self) -> Vec<Action> {
+        let mut actions: Vec<Action> = self.messages.into_iter().map(Action::from).collect();
+        for write in self.persist.into_iter().flat_map(|batch| batch.writes) {
+            actions.push(match write {
+                DurableWrite::HardState(state) => Action::Persist(state),
+                DurableWrite::Amnesic(state) => Action::PersistAmnesic(state),
+                DurableWrite::AutoElection(enabled) => Action::PersistAutoElection(enabled),
+            });
+        }
+        actions.extend(self.events.into_iter().map(Action::Publish));
+        if let Some(after) = self.after_persist {
+            actions.extend(after.messages.into_iter().map(Action::from));
+            actions.extend(after.events.into_iter().map(Action::Publish));
+        }
+        if self.stopped {
+            actions.push(Action::Stopped);
+        }
+        actions
+    }
+
     /// Nothing to do.
     #[must_use]
     pub fn is_empty(&self) -> bool {
@@ -109,5 +173,9 @@ impl Ready {
             && self.events.is_empty()
             && self.after_persist.is_none()
             && !self.stopped
+            && self.install.is_none()
+            && self.entries.is_none()
+            && self.committed.is_empty()
+            && self.reads.is_empty()
     }
 }

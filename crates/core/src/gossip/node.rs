@@ -16,7 +16,7 @@ use tracing::{debug, info, warn};
 use crate::election::{
     Action, Command, CommandOutcome, ElectionError, ElectionMessage, Event, FencingToken,
     GossipMessage, HardState, HealthReading, LeaderChangeCause, Mode, Outbox, PeerSignal,
-    PersistSeq, Published, Ready, Role,
+    Published, Role,
 };
 use crate::gossip::config::GossipConfig;
 use crate::rng::SeededRng;
@@ -328,29 +328,6 @@ impl Gossip {
 
     // -----------------------------------------------------------------------------------------
     // outputs
-
-    /// The next thing the driver must do, in order.
-    #[must_use]
-    pub fn poll_action(&mut self) -> Option<Action> {
-        self.outbox.poll()
-    }
-
-    /// Everything decided since the last call, as one typed batch (see [`Ready`]).
-    #[must_use]
-    pub fn take_ready(&mut self) -> Ready {
-        self.outbox.take_ready()
-    }
-
-    /// The driver made the persist batch numbered `seq`, and every earlier one, durable.
-    pub fn handle_persisted(&mut self, seq: PersistSeq) {
-        self.outbox.handle_persisted(seq);
-    }
-
-    /// A persist batch handed out by `take_ready` is not yet reported durable.
-    #[must_use]
-    pub fn is_persisting(&self) -> bool {
-        self.outbox.is_persisting()
-    }
 
     /// When [`Gossip::handle_timeout`] must be called next; `None` when nothing is pending.
     #[must_use]
@@ -801,4 +778,16 @@ pub struct GossipStatus {
     pub highest_epoch_seen: u64,
     /// Messages ignored because their sender was outside the membership view (GOS-4).
     pub ignored_outside_view: u64,
+}
+
+impl crate::election::SealedOutbox for Gossip {}
+
+impl crate::election::HasOutbox for Gossip {
+    fn outbox(&self) -> &Outbox {
+        &self.outbox
+    }
+
+    fn outbox_mut(&mut self) -> &mut Outbox {
+        &mut self.outbox
+    }
 }

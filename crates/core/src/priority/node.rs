@@ -18,8 +18,8 @@ use tracing::{debug, info, warn};
 
 use crate::election::{
     Action, Command, CommandOutcome, ElectionError, ElectionMessage, Event, FencingToken,
-    HardState, HealthReading, LeaderChangeCause, Outbox, PeerSignal, PersistSeq, PriorityMessage,
-    Published, Ready, Role,
+    HardState, HealthReading, LeaderChangeCause, Outbox, PeerSignal, PriorityMessage, Published,
+    Role,
 };
 use crate::priority::config::PriorityConfig;
 use crate::priority::score::{Claim, battery_of, priority_score, signal_strength};
@@ -362,29 +362,6 @@ impl Priority {
 
     // -----------------------------------------------------------------------------------------
     // outputs
-
-    /// The next thing the driver must do, in order.
-    #[must_use]
-    pub fn poll_action(&mut self) -> Option<Action> {
-        self.outbox.poll()
-    }
-
-    /// Everything decided since the last call, as one typed batch (see [`Ready`]).
-    #[must_use]
-    pub fn take_ready(&mut self) -> Ready {
-        self.outbox.take_ready()
-    }
-
-    /// The driver made the persist batch numbered `seq`, and every earlier one, durable.
-    pub fn handle_persisted(&mut self, seq: PersistSeq) {
-        self.outbox.handle_persisted(seq);
-    }
-
-    /// A persist batch handed out by `take_ready` is not yet reported durable.
-    #[must_use]
-    pub fn is_persisting(&self) -> bool {
-        self.outbox.is_persisting()
-    }
 
     /// When [`Priority::handle_timeout`] must be called next; `None` when nothing is pending.
     #[must_use]
@@ -1357,4 +1334,16 @@ fn jitter(rng: &mut SeededRng, max: Duration) -> Duration {
 fn random_byte(rng: &mut SeededRng) -> u8 {
     // `below(256)` is below 256.
     u8::try_from(rng.below(256)).unwrap_or(0)
+}
+
+impl crate::election::SealedOutbox for Priority {}
+
+impl crate::election::HasOutbox for Priority {
+    fn outbox(&self) -> &Outbox {
+        &self.outbox
+    }
+
+    fn outbox_mut(&mut self) -> &mut Outbox {
+        &mut self.outbox
+    }
 }

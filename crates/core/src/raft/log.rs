@@ -56,6 +56,10 @@ pub(crate) struct RaftLog {
     unstable_from: u64,
     commit: u64,
     applied: u64,
+    /// A write handed out by [`RaftLog::take_next_write`] is not reported yet: the next one
+    /// waits, so that one write is with the disk at a time and the next one takes
+    /// everything that piled up meanwhile (group commit).
+    write_in_flight: bool,
 }
 
 /// Why a follower could not append: the answer's hint (LOG-2).
@@ -73,6 +77,7 @@ impl RaftLog {
             unstable_from: base.index + 1,
             commit: base.index,
             applied: base.index,
+            write_in_flight: false,
         }
     }
 
@@ -251,9 +256,21 @@ impl RaftLog {
         taken
     }
 
+    /// The entries to write next, unless a write is still with the disk (then none: they
+    /// go with the next one).
+    pub(crate) fn take_next_write(&mut self) -> Vec<LogEntry> {
+        if self.write_in_flight {
+            return Vec::new();
+        }
+        let taken = self.take_unstable();
+        self.write_in_flight = !taken.is_empty();
+        taken
+    }
+
     /// The driver made the write that ended at `last` durable. Ignored when that entry has
     /// since been replaced (a later truncation); earlier writes are durable with it.
     pub(crate) fn persisted_to(&mut self, last: LogPosition) -> bool {
+        self.write_in_flight = false;
         if last.index <= self.persisted || last.index >= self.unstable_from {
             return false;
         }

@@ -40,10 +40,11 @@ use std::time::Duration;
 use conclave_protocol::{Body, DropReason, PeerId, ReplayGuard};
 
 use crate::admission::{Admission, AdmissionAction, AdmissionConfig, FrameHeader, Verdict};
+use crate::driver::{DiskWrite, Driver, Effect, HardRecord, Written};
 use crate::election::{
-    AmnesiaCause, Command, CommandOutcome, DurableWrite, Election, ElectionConfig, ElectionError,
-    ElectionMessage, Event, GossipMessage, HardState, HealthReading, Outgoing, PersistBatch,
-    PersistSeq, PriorityMessage, RaftSetting, Ready, Role, SettingProblem,
+    AmnesiaCause, Command, CommandOutcome, Election, ElectionConfig, ElectionError,
+    ElectionMessage, Event, GossipMessage, HardState, HealthReading, Outgoing, PriorityMessage,
+    RaftSetting, Role, SettingProblem,
 };
 use crate::gossip::GossipConfig;
 use crate::membership::{
@@ -388,7 +389,7 @@ impl std::error::Error for SimFailure {}
 struct SimNode {
     id: PeerId,
     addr: LinkAddr,
-    election: Option<Election>,
+    driver: Option<Driver>,
     membership: Option<Membership>,
     /// Membership's events waiting for the election, with the time each is delivered; FIFO.
     mailbox: VecDeque<(Instant, Hop)>,
@@ -411,19 +412,6 @@ struct SimNode {
     routes: BTreeMap<PeerId, usize>,
     /// Its replicated log's storage and pending fsyncs.
     log: NodeLog,
-    /// The election's outputs that wait for a hard-state write on its way to the disk, with
-    /// the number of the write each waits for, in order (as the ElectionActor holds them).
-    held: VecDeque<(PersistSeq, Held)>,
-    /// The last hard-state write the election was told is durable.
-    durable_seq: PersistSeq,
-}
-
-/// An election output held back behind a hard-state write.
-#[derive(Debug)]
-enum Held {
-    Message(Outgoing),
-    Event(Event),
-    Stopped,
 }
 
 impl SimNode {
@@ -431,7 +419,7 @@ impl SimNode {
         Self {
             id,
             addr,
-            election: None,
+            driver: None,
             membership: None,
             mailbox: VecDeque::new(),
             stopping: false,
@@ -445,8 +433,6 @@ impl SimNode {
             replay_guard: None,
             routes: BTreeMap::new(),
             log: NodeLog::default(),
-            held: VecDeque::new(),
-            durable_seq: PersistSeq::default(),
         }
     }
 }
@@ -685,7 +671,7 @@ impl Simulation {
     fn next_timer(&self) -> Option<(Instant, usize)> {
         let mut best: Option<(Instant, usize)> = None;
         for (index, node) in self.nodes.iter().enumerate() {
-            let raft = node.election.as_ref().and_then(Election::poll_timeout);
+            let raft = node.driver.as_ref().and_then(|driver| driver.election().poll_timeout());
             let membership = node.membership.as_ref().and_then(Membership::poll_timeout);
             let due = match (raft, membership) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -777,7 +763,7 @@ impl Simulation {
         );
         self.restore_machine_at_boot(index);
         let node = &mut self.nodes[index];
-        node.election = Some(election);
+        node.driver = Some(Driver::new(election));
         node.membership = membership;
         node.mailbox.clear();
         node.incarnation = incarnation;
@@ -803,7 +789,10 @@ impl Simulation {
             _ => None,
         };
         let node = &mut self.nodes[index];
-        let (Some(election), membership) = (node.election.as_mut(), node.membership.as_mut())
+        let (Some(election), membership) = (
+            node.driver.as_mut().map(Driver::election_mut),
+            node.membership.as_mut(),
+        )
         else {
             return None;
         };
@@ -893,7 +882,8 @@ impl Simulation {
     }
 
     /// Carries out a node's actions until it has none left. With `crash_after`, the node
-    /// crashes after that many election actions, losing the rest.
+    /// crashes after that many election outputs (messages, events, hard-state writes), losing
+    /// the rest.
     fn pump(&mut self, index: usize, mut crash_after: Option<usize>) {
         loop {
             let mut progressed = false;
@@ -913,109 +903,52 @@ impl Simulation {
                 progressed = true;
                 self.carry_out_membership(index, action);
             }
-            let ready = self.nodes[index]
-                .election
+            while let Some(effect) = self.nodes[index]
+                .driver
                 .as_mut()
-                .map(Election::take_ready)
-                .unwrap_or_default();
-            if !ready.is_empty() {
+                .and_then(Driver::poll_effect)
+            {
                 progressed = true;
-                if self.carry_out_ready(index, ready, &mut crash_after) {
+                if matches!(
+                    effect,
+                    Effect::Send(_) | Effect::Publish(_) | Effect::Write(DiskWrite::Hard { .. })
+                ) {
+                    if let Some(remaining) = crash_after.as_mut() {
+                        if *remaining == 0 {
+                            self.crash(index);
+                            return;
+                        }
+                        *remaining -= 1;
+                    }
+                }
+                self.carry_out(index, effect);
+                if self.nodes[index].driver.is_none() {
                     return;
                 }
             }
-            // The log's writes wait behind a hard-state write, as the ElectionActor drives
-            // its log only once none is on its way: on disk they follow it. (The control's
-            // driver does not wait.)
-            let hard_pending = !self.log_book.send_before_hard_sync
-                && self.nodes[index]
-                    .election
-                    .as_ref()
-                    .is_some_and(Election::is_persisting);
-            if !progressed && (hard_pending || !self.drain_log(index)) {
+            if self.take_due_snapshot(index) {
+                progressed = true;
+            }
+            if !progressed {
+                self.note_log_caught_up(index);
                 return;
             }
         }
     }
 
-    /// Carries out one batch of node `index`'s election outputs: what may leave now, the
-    /// persist, then what waits for it — at once when the persist is durable at once,
-    /// otherwise held until its fsync completes. With `crash_after`, the node crashes after
-    /// that many outputs, losing the rest; returns whether it did.
-    fn carry_out_ready(
-        &mut self,
-        index: usize,
-        ready: Ready,
-        crash_after: &mut Option<usize>,
-    ) -> bool {
-        let Ready {
-            persist,
-            messages,
-            events,
-            after_persist,
-            stopped,
-        } = ready;
-        let mut crash_point = |sim: &mut Self| {
-            if let Some(remaining) = crash_after.as_mut() {
-                if *remaining == 0 {
-                    sim.crash(index);
-                    return true;
-                }
-                *remaining -= 1;
-            }
-            false
-        };
-        for message in messages {
-            if crash_point(self) {
-                return true;
-            }
-            self.send_out(index, message);
-        }
-        if let Some(batch) = persist {
-            if crash_point(self) {
-                return true;
-            }
-            self.write_hard(index, batch);
-        }
-        for event in events {
-            if crash_point(self) {
-                return true;
-            }
-            self.publish(index, event);
-        }
-        let mut later: Vec<Held> = Vec::new();
-        let mut wait_for = self.nodes[index].held.back().map(|&(seq, _)| seq);
-        if let Some(after) = after_persist {
-            later.extend(after.messages.into_iter().map(Held::Message));
-            later.extend(after.events.into_iter().map(Held::Event));
-            wait_for = wait_for.max(Some(after.seq));
-        }
-        if stopped {
-            later.push(Held::Stopped);
-        }
-        let node = &mut self.nodes[index];
-        match wait_for {
-            // The control's driver lets it all leave before the write is durable.
-            Some(seq) if seq > node.durable_seq && !self.log_book.send_before_hard_sync => {
-                node.held.extend(later.into_iter().map(|held| (seq, held)));
-            }
-            _ => {
-                for held in later {
-                    if self.nodes[index].election.is_none() {
-                        break;
-                    }
-                    self.carry_out_held(index, held);
-                }
-            }
-        }
-        false
-    }
-
-    fn carry_out_held(&mut self, index: usize, held: Held) {
-        match held {
-            Held::Message(message) => self.send_out(index, message),
-            Held::Event(event) => self.publish(index, event),
-            Held::Stopped => {
+    /// Carries out one of node `index`'s driver effects, as the ElectionActor does: messages
+    /// go on the network, events are observed, writes go to the node's storage — durable at
+    /// once, or when their fsync completes, a disk delay later — and the log's effects reach
+    /// the node's machine.
+    fn carry_out(&mut self, index: usize, effect: Effect) {
+        match effect {
+            Effect::Send(message) => self.send_out(index, message),
+            Effect::Publish(event) => self.publish(index, event),
+            Effect::Write(write) => self.write(index, write),
+            Effect::Restore(snapshot) => self.install(index, &snapshot),
+            Effect::Apply(entries) => self.apply(index, entries),
+            Effect::Read { id, outcome } => self.answer_read(index, id, outcome.is_ok()),
+            Effect::Stopped => {
                 // The node's part is over: its process ends, as `conclave run` does once the
                 // election stopped (the goodbye that follows is not modelled: peers time it
                 // out).
@@ -1071,14 +1004,11 @@ impl Simulation {
             .record(self.now, id, || format!("{event:?}"), hash);
     }
 
-    /// Writes a batch of hard-state records of node `index`: durable at once without a log
-    /// (the WalActor's fsync is not modelled there), after a disk delay with one — the outputs
-    /// that wait for it held back meanwhile, and lost with a crash before the fsync completes.
-    fn write_hard(&mut self, index: usize, batch: PersistBatch) {
-        if self.hard_state_takes_time() {
-            self.sync_hard_later(index, batch);
-        } else {
-            self.make_durable(index, batch);
+    /// Tells node `index`'s driver that a write is durable.
+    pub(super) fn report_written(&mut self, index: usize, written: Written) {
+        let now = self.now;
+        if let Some(driver) = self.nodes[index].driver.as_mut() {
+            driver.handle_written(now, written);
         }
     }
 
@@ -1087,51 +1017,30 @@ impl Simulation {
         (self.has_log() || self.config.hard_state_fsync) && !self.config.disk_delay.is_zero()
     }
 
-    /// A batch of hard-state records of node `index` is on disk, and its election is told.
-    fn make_durable(&mut self, index: usize, batch: PersistBatch) {
+    /// Hard-state records of node `index` are on disk.
+    pub(super) fn make_durable(&mut self, index: usize, records: Vec<HardRecord>) {
         let id = self.nodes[index].id;
-        for write in batch.writes {
-            match write {
-                DurableWrite::HardState(state) => {
+        for record in records {
+            match record {
+                HardRecord::HardState(state) => {
                     self.nodes[index].durable = state;
                     self.nodes[index].amnesic = false;
                     self.observations
                         .push(Observation::Persisted { node: id, state });
                 }
-                DurableWrite::Amnesic(state) => {
+                HardRecord::Amnesic(state) => {
                     // The WAL keeps its amnesia marker after this state.
                     self.nodes[index].durable = state;
                     self.observations
                         .push(Observation::Persisted { node: id, state });
                 }
-                DurableWrite::AutoElection(enabled) => {
+                HardRecord::AutoElection(enabled) => {
                     self.nodes[index].durable_auto_election = Some(enabled);
                 }
+                // The leadership history is not modelled.
+                HardRecord::LeaderChange { .. } => {}
             }
         }
-        let node = &mut self.nodes[index];
-        node.durable_seq = node.durable_seq.max(batch.seq);
-        if let Some(election) = node.election.as_mut() {
-            election.handle_persisted(batch.seq);
-        }
-    }
-
-    /// Node `index`'s hard-state write completed: what waited for it is carried out, in
-    /// order.
-    fn hard_state_synced(&mut self, index: usize, batch: PersistBatch) {
-        let seq = batch.seq;
-        self.make_durable(index, batch);
-        while self.nodes[index].election.is_some() {
-            match self.nodes[index].held.front() {
-                Some(&(waits_for, _)) if waits_for <= seq => {}
-                _ => break,
-            }
-            let Some((_, held)) = self.nodes[index].held.pop_front() else {
-                break;
-            };
-            self.carry_out_held(index, held);
-        }
-        self.pump(index, None);
     }
 
     /// Records an election message node `index` hands to the network for `to`, with the term
@@ -1321,7 +1230,9 @@ impl Simulation {
                         node.mailbox.push_back((due, hop));
                     }
                     None => {
-                        if let Some(election) = self.nodes[index].election.as_mut() {
+                        if let Some(election) =
+                            self.nodes[index].driver.as_mut().map(Driver::election_mut)
+                        {
                             hand_over(election, now, hop);
                         }
                     }
@@ -1339,7 +1250,7 @@ impl Simulation {
     /// while the node is still stopping, it cuts the hand-over short, as the ElectionActor's
     /// backstop does.
     pub fn stop_gracefully(&mut self, index: usize) -> Result<(), SimFailure> {
-        if self.nodes[index].election.is_none() {
+        if self.nodes[index].driver.is_none() {
             return Ok(());
         }
         self.nodes[index].stopping = true;
@@ -1353,20 +1264,19 @@ impl Simulation {
     /// Stops node `index` at once; only its durable state survives.
     pub fn crash(&mut self, index: usize) {
         let node = &mut self.nodes[index];
-        if node.election.is_none() {
+        if node.driver.is_none() {
             return;
         }
-        node.election = None;
+        node.driver = None;
         node.membership = None;
         // What waited in its mailboxes dies with the process.
         node.mailbox.clear();
         node.stopping = false;
         node.admission = None;
         node.routes.clear();
+        // A write not yet durable is lost, and what waited for it never left (with the
+        // driver).
         node.log.crash();
-        // A hard-state write not yet durable is lost, and what waited for it never left.
-        node.held.clear();
-        node.durable_seq = PersistSeq::default();
         let id = node.id;
         self.trace.record(self.now, id, || "crash".to_owned(), 2);
     }
@@ -1402,7 +1312,11 @@ impl Simulation {
             // With a log the WAL stays amnesic until the log caught up (see `Raft`).
             node.amnesic
         } else {
-            node.amnesic && node.election.as_ref().is_none_or(Election::is_abstaining)
+            node.amnesic
+                && node
+                    .driver
+                    .as_ref()
+                    .is_none_or(|driver| driver.election().is_abstaining())
         };
         wal_amnesic || node.log.lost
     }
@@ -1415,7 +1329,7 @@ impl Simulation {
 
     /// Starts a crashed node again from its durable state.
     pub fn restart(&mut self, index: usize) {
-        if self.nodes[index].election.is_some() {
+        if self.nodes[index].driver.is_some() {
             return;
         }
         self.nodes[index].restarts += 1;
@@ -1562,17 +1476,17 @@ impl Simulation {
 
     /// Whether node `index` is running.
     pub fn is_alive(&self, index: usize) -> bool {
-        self.nodes[index].election.is_some()
+        self.nodes[index].driver.is_some()
     }
 
     /// Node `index`'s election, while it runs.
     pub fn election(&self, index: usize) -> Option<&Election> {
-        self.nodes[index].election.as_ref()
+        self.nodes[index].driver.as_ref().map(Driver::election)
     }
 
     /// Node `index`'s raft state machine, while it runs raft.
     pub fn raft(&self, index: usize) -> Option<&Raft> {
-        match self.nodes[index].election.as_ref()? {
+        match self.nodes[index].driver.as_ref()?.election() {
             Election::Raft(raft) => Some(raft),
             Election::Gossip(_) | Election::Priority(_) | Election::Static(_) => None,
         }

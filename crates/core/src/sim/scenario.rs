@@ -890,6 +890,12 @@ fn calm(sim: &mut Simulation) -> Result<(), SimFailure> {
     sim.set_loss(0.0);
     sim.set_duplicate(0.0);
     sim.set_delay(Duration::from_micros(500), Duration::from_millis(5));
+    // A stop cut short still ends behind the writes on their way to the disk (as the
+    // ElectionActor's does): wait for it, a disk delay at most.
+    let stopped_by = sim.now() + Duration::from_secs(1);
+    sim.run_until_condition(stopped_by, |sim| {
+        (0..sim.len()).all(|index| !sim.is_stopping(index))
+    })?;
     for index in 0..sim.len() {
         sim.restart(index);
     }

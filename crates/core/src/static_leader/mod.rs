@@ -36,8 +36,7 @@ use tracing::{info, warn};
 
 use crate::election::{
     Action, Command, CommandOutcome, ElectionError, FencingToken, HardState, HealthReading,
-    LeaderChangeCause, Outbox, PeerSignal, PersistSeq, Published, Ready, Role, SettingProblem,
-    StaticSetting,
+    LeaderChangeCause, Outbox, PeerSignal, Published, Role, SettingProblem, StaticSetting,
 };
 use crate::rng::SeededRng;
 use crate::time::Instant;
@@ -267,29 +266,6 @@ impl StaticLeader {
     // -----------------------------------------------------------------------------------------
     // outputs
 
-    /// The next thing the driver must do, in order.
-    #[must_use]
-    pub fn poll_action(&mut self) -> Option<Action> {
-        self.outbox.poll()
-    }
-
-    /// Everything decided since the last call, as one typed batch (see [`Ready`]).
-    #[must_use]
-    pub fn take_ready(&mut self) -> Ready {
-        self.outbox.take_ready()
-    }
-
-    /// The driver made the persist batch numbered `seq`, and every earlier one, durable.
-    pub fn handle_persisted(&mut self, seq: PersistSeq) {
-        self.outbox.handle_persisted(seq);
-    }
-
-    /// A persist batch handed out by `take_ready` is not yet reported durable.
-    #[must_use]
-    pub fn is_persisting(&self) -> bool {
-        self.outbox.is_persisting()
-    }
-
     /// Static mode sets no timer.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
@@ -401,5 +377,17 @@ impl StaticLeader {
             leader,
             cause: self.cause,
         });
+    }
+}
+
+impl crate::election::SealedOutbox for StaticLeader {}
+
+impl crate::election::HasOutbox for StaticLeader {
+    fn outbox(&self) -> &Outbox {
+        &self.outbox
+    }
+
+    fn outbox_mut(&mut self) -> &mut Outbox {
+        &mut self.outbox
     }
 }

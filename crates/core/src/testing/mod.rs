@@ -26,7 +26,7 @@ use conclave_protocol::{AppendResp, PeerId, Vote};
 pub use network::{Published, RaftNetwork};
 
 use crate::election::{
-    Action, Election, ElectionMessage, Event, HardState, LeaderChangeCause, Outbox,
+    Action, Election, ElectionMessage, Event, HardState, LeaderChangeCause, Outbox, Outputs as _,
 };
 use crate::gossip::Gossip;
 use crate::priority::Priority;

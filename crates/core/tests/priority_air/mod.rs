@@ -23,6 +23,7 @@ use conclave_core::election::{
     Command, CommandOutcome, ElectionError, ElectionMessage, Event, HardState, HealthReading,
     PeerSignal, PriorityMessage,
 };
+use conclave_core::election::Outputs as _;
 use conclave_core::priority::{Priority, PriorityConfig, PriorityState};
 use conclave_core::testing::{Carried, carry};
 use conclave_core::{Instant, SeededRng};

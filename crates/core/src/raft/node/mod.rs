@@ -37,8 +37,7 @@ use tracing::{debug, info, warn};
 
 use crate::election::{
     Action, AmnesiaCause, Command, CommandOutcome, ElectionError, ElectionMessage, Event,
-    FencingToken, HardState, HealthReading, LeaderChangeCause, Outbox, PeerSignal, PersistSeq,
-    Published, Ready, Role,
+    FencingToken, HardState, HealthReading, LeaderChangeCause, Outbox, PeerSignal, Published, Role,
 };
 use crate::raft::config::{QuorumMode, RaftConfig, majority_threshold};
 use crate::raft::log::RaftLog;
@@ -598,29 +597,6 @@ impl Raft {
 
     // -----------------------------------------------------------------------------------------
     // outputs
-
-    /// The next thing the driver must do, in order.
-    #[must_use]
-    pub fn poll_action(&mut self) -> Option<Action> {
-        self.outbox.poll()
-    }
-
-    /// Everything decided since the last call, as one typed batch (see [`Ready`]).
-    #[must_use]
-    pub fn take_ready(&mut self) -> Ready {
-        self.outbox.take_ready()
-    }
-
-    /// The driver made the persist batch numbered `seq`, and every earlier one, durable.
-    pub fn handle_persisted(&mut self, seq: PersistSeq) {
-        self.outbox.handle_persisted(seq);
-    }
-
-    /// A persist batch handed out by `take_ready` is not yet reported durable.
-    #[must_use]
-    pub fn is_persisting(&self) -> bool {
-        self.outbox.is_persisting()
-    }
 
     /// When [`Raft::handle_timeout`] must be called next; `None` when nothing is pending.
     #[must_use]
@@ -1288,5 +1264,17 @@ impl Raft {
             self.shutdown = Some(Shutdown::Stopped);
             self.outbox.push(Action::Stopped);
         }
+    }
+}
+
+impl crate::election::SealedOutbox for Raft {}
+
+impl crate::election::HasOutbox for Raft {
+    fn outbox(&self) -> &Outbox {
+        &self.outbox
+    }
+
+    fn outbox_mut(&mut self) -> &mut Outbox {
+        &mut self.outbox
     }
 }

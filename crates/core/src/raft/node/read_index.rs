@@ -161,7 +161,7 @@ impl ReplicatedLog<'_> {
     /// LOG-7: the outcomes of reads since the last call: the read index of each read that is
     /// ready, and the reads that failed (their leader stepped down). Each is handed out once.
     #[must_use]
-    pub fn take_read_results(&mut self) -> Vec<(ReadId, Result<u64, ReadError>)> {
+    pub(crate) fn take_read_results(&mut self) -> Vec<(ReadId, Result<u64, ReadError>)> {
         self.raft.settle_reads();
         std::mem::take(&mut self.raft.reads.results)
     }

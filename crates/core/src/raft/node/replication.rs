@@ -261,14 +261,17 @@ impl ReplicatedLog<'_> {
         Ok(LogPosition::new(term, index))
     }
 
-    /// The entries to write now, if any; each is handed out once.
-    pub fn take_write(&mut self) -> Option<LogWrite> {
+    /// The entries to write now, if any; each is handed out once. (Drivers get them through
+    /// [`Ready::entries`](crate::election::Ready::entries); the tests take them here.)
+    #[cfg(any(test, feature = "test-support"))]
+    pub(crate) fn take_write(&mut self) -> Option<LogWrite> {
         let entries = self.raft.log.take_unstable();
         (!entries.is_empty()).then_some(LogWrite { entries })
     }
 
-    /// The write that ended at `last` is durable (and every write before it).
-    pub fn handle_persisted(&mut self, now: Instant, last: LogPosition) {
+    /// The write that ended at `last` is durable (and every write before it); drivers report
+    /// it with [`Persisted::Entries`](crate::election::Persisted::Entries).
+    pub(crate) fn handle_persisted(&mut self, now: Instant, last: LogPosition) {
         let raft = &mut *self.raft;
         if raft.log.persisted_to(last) {
             raft.durable_moved(now);
@@ -278,7 +281,8 @@ impl ReplicatedLog<'_> {
 
     /// Committed, durable entries not yet applied, in order, at most `max`; each is handed
     /// out once.
-    pub fn take_committed(&mut self, max: usize) -> Vec<LogEntry> {
+    #[cfg(test)]
+    pub(crate) fn take_committed(&mut self, max: usize) -> Vec<LogEntry> {
         self.raft.log.take_committed(max)
     }
 
@@ -300,6 +304,21 @@ impl ReplicatedLog<'_> {
 }
 
 impl Raft {
+    /// The replicated log's part of a batch (see [`Ready`](crate::election::Ready)): none
+    /// while a hard-state write is in flight, so that on disk the log's writes follow the hard
+    /// state they come after, and the entries only when no log write is in flight.
+    pub(crate) fn take_log_ready(&mut self, ready: &mut crate::election::Ready) {
+        use crate::election::Outputs as _;
+        if self.config.log.is_none() || self.is_persisting() {
+            return;
+        }
+        ready.install = self.snapshot_to_install.take();
+        let entries = self.log.take_next_write();
+        ready.entries = (!entries.is_empty()).then_some(LogWrite { entries });
+        ready.committed = self.log.take_committed(usize::MAX);
+        ready.reads = ReplicatedLog { raft: self }.take_read_results();
+    }
+
     /// The replicated log's API, when this node carries one.
     pub fn replicated_log(&mut self) -> Option<ReplicatedLog<'_>> {
         self.config.log?;

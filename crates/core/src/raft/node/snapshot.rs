@@ -138,13 +138,14 @@ impl ReplicatedLog<'_> {
     /// applies anything [`ReplicatedLog::take_committed`] hands out after it), saves it, and
     /// reports it with [`ReplicatedLog::handle_snapshot_persisted`].
     #[must_use]
-    pub fn take_snapshot_to_install(&mut self) -> Option<Snapshot> {
+    #[cfg(test)]
+    pub(crate) fn take_snapshot_to_install(&mut self) -> Option<Snapshot> {
         self.raft.snapshot_to_install.take()
     }
 
     /// The snapshot ending at `last` is durable in the driver's storage (an installed one, or
     /// one this node took): its acknowledgement may leave now.
-    pub fn handle_snapshot_persisted(&mut self, now: Instant, last: LogPosition) {
+    pub(crate) fn handle_snapshot_persisted(&mut self, now: Instant, last: LogPosition) {
         let raft = &mut *self.raft;
         if raft.log.snapshot_persisted(last.index) {
             raft.durable_moved(now);

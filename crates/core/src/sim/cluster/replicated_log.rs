@@ -44,7 +44,8 @@ use conclave_protocol::LogEntry;
 
 use super::linearizability::{Operation, OperationKind, check};
 use super::{Observation, SimFailure, Simulation};
-use crate::election::{Election, PersistBatch, Role};
+use crate::driver::{DiskWrite, Driver, HardRecord, SnapshotOrigin, Written};
+use crate::election::{Election, Role};
 use crate::raft::{LogPosition, ReadId};
 use crate::storage::{MemStorage, Snapshot, Storage};
 use crate::time::Instant;
@@ -140,14 +141,18 @@ impl SimMachine {
 
 /// A write to a node's storage whose fsync has not completed.
 #[derive(Debug, Clone)]
-enum PendingSync {
+pub(super) enum PendingSync {
     /// Log entries, through the position.
     Entries(LogPosition),
     /// A snapshot, saved when the sync completes.
     Snapshot(Snapshot),
-    /// A batch of the election's hard-state records (the WAL's), durable when the sync
-    /// completes.
-    Hard(PersistBatch),
+    /// A hard-state write of the driver (the WAL's records), durable when the sync completes.
+    Hard {
+        /// The driver's number for it.
+        number: u64,
+        /// The records.
+        records: Vec<HardRecord>,
+    },
 }
 
 /// One node's log as the simulator keeps it: what survives a crash, and what does not.
@@ -299,7 +304,7 @@ impl Simulation {
         let mut best: Option<(Instant, Option<usize>)> =
             self.log_book.next_write.map(|at| (at, None));
         for (index, node) in self.nodes.iter().enumerate() {
-            if node.election.is_none() {
+            if node.driver.is_none() {
                 continue;
             }
             if let Some(&(due, _)) = node.log.syncs.front() {
@@ -319,61 +324,47 @@ impl Simulation {
         }
     }
 
-    /// Node `index`'s oldest pending fsync completes: everything written so far is durable,
-    /// and the core learns that the write it was for is.
+    /// Node `index`'s oldest pending fsync completes: the write is durable, and its driver
+    /// learns it (unless the control's driver told it at write time already).
     fn complete_sync(&mut self, index: usize) {
-        let now = self.now;
         let Some((_, pending)) = self.nodes[index].log.syncs.pop_front() else {
             return;
         };
-        let last = match pending {
-            PendingSync::Entries(last) => last,
-            PendingSync::Hard(batch) => {
-                self.hard_state_synced(index, batch);
-                return;
+        match pending {
+            PendingSync::Hard { number, records } => {
+                self.make_durable(index, records);
+                if !self.log_book.send_before_hard_sync {
+                    self.report_written(index, Written::Hard(number));
+                }
             }
             PendingSync::Snapshot(snapshot) => {
                 // Saved whole when its sync completes (temp file, fsync, rename): a crash
                 // before loses it, never half of it.
                 let last = snapshot.last;
                 let _ = self.nodes[index].log.storage.save_snapshot(snapshot);
-                if let Some(mut log) = self.nodes[index]
-                    .election
-                    .as_mut()
-                    .and_then(Election::replicated_log)
-                {
-                    log.handle_snapshot_persisted(now, last);
-                }
-                self.pump(index, None);
-                return;
+                self.report_written(index, Written::Snapshot(last));
             }
-        };
-        if self.log_book.report_before_fsync {
-            // The control's driver told the core at write time already.
-            let _ = self.nodes[index].log.storage.sync();
-            return;
-        }
-        // A sync covers every write before it; later writes become durable too, which only
-        // makes the model kinder than a disk that loses them. The core is told of `last` only.
-        let _ = self.nodes[index].log.storage.sync();
-        if let Some(mut log) = self.nodes[index]
-            .election
-            .as_mut()
-            .and_then(Election::replicated_log)
-        {
-            log.handle_persisted(now, last);
+            PendingSync::Entries(last) => {
+                // A sync covers every write before it; later writes become durable too, which
+                // only makes the model kinder than a disk that loses them. The core is told
+                // of `last` only.
+                let _ = self.nodes[index].log.storage.sync();
+                if !self.log_book.report_before_fsync {
+                    self.report_written(index, Written::Entries(last));
+                }
+            }
         }
         self.pump(index, None);
     }
 
-    /// Node `index` writes a batch of hard-state records: durable when its fsync completes, in
-    /// order with the log's writes (the WalActor's one thread does them in turn).
-    pub(super) fn sync_hard_later(&mut self, index: usize, batch: PersistBatch) {
+    /// Node `index` asks for an fsync of what it wrote: it completes a random disk delay
+    /// later, in order with its earlier ones (the WalActor's one thread does them in turn).
+    pub(super) fn sync_later(&mut self, index: usize, pending: PendingSync) {
         let now = self.now;
         let max_delay = self.config.disk_delay;
         let node = &mut self.nodes[index];
         let due = node.log.next_sync_due(now, &mut self.rng, max_delay);
-        node.log.syncs.push_back((due, PendingSync::Hard(batch)));
+        node.log.syncs.push_back((due, pending));
     }
 
     /// The client writes a unique value through a random live node.
@@ -408,21 +399,21 @@ impl Simulation {
         data.extend_from_slice(&value.to_be_bytes());
         let operation = self.log_book.history.len();
         let node = &mut self.nodes[index];
-        let Some(election) = node.election.as_mut() else {
+        let Some(driver) = node.driver.as_mut() else {
             return;
         };
         // The control's read index: the commit index of a node that believes it leads and has
         // committed an entry of its term, with no round confirming it still leads.
-        let unconfirmed_index = match &*election {
+        let unconfirmed_index = match driver.election() {
             Election::Raft(raft) if raft.is_leader() => raft
                 .log_status()
                 .map(|status| status.commit)
                 .filter(|&commit| raft.log_term_at(commit) == Some(raft.term())),
             _ => None,
         };
-        let Some(mut log) = election.replicated_log() else {
+        if driver.election_mut().replicated_log().is_none() {
             return;
-        };
+        }
         if read {
             // LOG-7: the read index. The control skips the heartbeat round only: a deposed
             // leader that has not heard of its successor answers from its own commit index.
@@ -437,7 +428,7 @@ impl Simulation {
             } else {
                 self.log_book.next_read += 1;
                 let id = ReadId(self.log_book.next_read);
-                let taken = log.request_read(now, id).map_err(|_| ());
+                let taken = driver.request_read(now, id).map_err(|_| ());
                 if taken.is_ok() {
                     node.log.reads.insert(id, operation);
                 }
@@ -455,7 +446,11 @@ impl Simulation {
             self.pump(index, None);
             return;
         }
-        match log.propose(now, data.clone()) {
+        let proposed = driver
+            .election_mut()
+            .replicated_log()
+            .map(|mut log| log.propose(now, data.clone()));
+        match proposed.unwrap_or(Err(crate::raft::ProposeError::ShuttingDown)) {
             Ok(position) => {
                 self.log_book.history.push(Operation {
                     key,
@@ -473,70 +468,85 @@ impl Simulation {
         self.pump(index, None);
     }
 
-    /// After a node's actions: its new entries go to storage (their fsync completes later),
-    /// and what it may apply now is applied and checked. Whether the node may have new
-    /// actions (only the control's early report makes some).
-    pub(super) fn drain_log(&mut self, index: usize) -> bool {
-        if !self.has_log() {
-            return false;
+    /// Writes to node `index`'s storage. A hard-state write is durable at once without a log
+    /// (the WalActor's fsync is not modelled there); with one — and every log write — it is
+    /// durable when its fsync completes, a disk delay later, and lost with a crash before.
+    pub(super) fn write(&mut self, index: usize, write: DiskWrite) {
+        match write {
+            DiskWrite::Hard { number, records } => {
+                if self.hard_state_takes_time() {
+                    self.sync_later(index, PendingSync::Hard { number, records });
+                    if self.log_book.send_before_hard_sync {
+                        // The control's driver lets what waits leave before the fsync.
+                        self.report_written(index, Written::Hard(number));
+                    }
+                } else {
+                    self.make_durable(index, records);
+                    self.report_written(index, Written::Hard(number));
+                }
+            }
+            DiskWrite::Entries(write) => {
+                let last = write.last();
+                let _ = self.nodes[index].log.storage.append_entries(&write.entries);
+                self.sync_later(index, PendingSync::Entries(last));
+                if self.log_book.report_before_fsync {
+                    // The control's driver tells the core at write time, before the fsync.
+                    self.report_written(index, Written::Entries(last));
+                }
+            }
+            DiskWrite::Snapshot { snapshot, origin } => {
+                if origin == SnapshotOrigin::Taken {
+                    self.log_book.snapshots_taken += 1;
+                }
+                self.sync_later(index, PendingSync::Snapshot(snapshot));
+            }
         }
-        let now = self.now;
-        let max_delay = self.config.disk_delay;
-        let node = &mut self.nodes[index];
-        let Some(election) = node.election.as_mut() else {
-            return false;
+    }
+
+    /// LOG-4: node `index`'s machine takes a leader's snapshot.
+    pub(super) fn install(&mut self, index: usize, snapshot: &Snapshot) {
+        self.log_book.snapshots_installed += 1;
+        self.restore_machine(index, snapshot);
+    }
+
+    /// Node `index` applies committed entries: each is checked against what every other
+    /// node applied at its index, and the client's writes through it are answered.
+    pub(super) fn apply(&mut self, index: usize, entries: Vec<LogEntry>) {
+        let Some(election) = self.nodes[index].driver.as_ref().map(Driver::election) else {
+            return;
         };
         let term = election.term();
         let is_leader = election.role() == Role::Leader;
-        if node.log.lost {
-            if let Election::Raft(raft) = &*election {
-                node.log.lost = raft.is_catching_up() || raft.is_abstaining();
-            }
-        }
-        let Some(mut log) = election.replicated_log() else {
-            return false;
-        };
-        let mut reported = false;
-        // An installed snapshot first: it is saved before any write that follows it, and the
-        // machine takes it before the entries after it.
-        let install = log.take_snapshot_to_install();
-        let write = log.take_write();
-        let applied = log.take_committed(usize::MAX);
-        for (id, result) in log.take_read_results() {
-            let Some(operation) = node.log.reads.remove(&id) else {
-                continue;
-            };
-            // A failed read stays unanswered in the history: it says nothing.
-            if let Ok(read_index) = result {
-                node.log.reads_ready.push((read_index, operation));
-            }
-        }
-        if let Some(snapshot) = &install {
-            let due = node.log.next_sync_due(now, &mut self.rng, max_delay);
-            node.log
-                .syncs
-                .push_back((due, PendingSync::Snapshot(snapshot.clone())));
-        }
-        if let Some(write) = write {
-            let _ = node.log.storage.append_entries(&write.entries);
-            let due = node.log.next_sync_due(now, &mut self.rng, max_delay);
-            node.log
-                .syncs
-                .push_back((due, PendingSync::Entries(write.last())));
-            if self.log_book.report_before_fsync {
-                log.handle_persisted(now, write.last());
-                reported = true;
-            }
-        }
-        if let Some(snapshot) = install {
-            self.log_book.snapshots_installed += 1;
-            self.restore_machine(index, &snapshot);
-        }
-        for entry in applied {
+        for entry in entries {
             self.note_applied(index, &entry, term, is_leader);
         }
         self.answer_ready_reads(index);
-        reported | self.take_due_snapshot(index)
+    }
+
+    /// LOG-7: the driver's answer to a read: served from the machine as it is now (everything
+    /// up to its read index applied), or failed — a failed read stays unanswered in the
+    /// history: it says nothing.
+    pub(super) fn answer_read(&mut self, index: usize, id: ReadId, serve: bool) {
+        let Some(operation) = self.nodes[index].log.reads.remove(&id) else {
+            return;
+        };
+        if serve {
+            let applied = self.nodes[index].log.machine.applied;
+            self.nodes[index].log.reads_ready.push((applied, operation));
+            self.answer_ready_reads(index);
+        }
+    }
+
+    /// A node that lost its entries with its WAL has them back once its log caught up with
+    /// a leader's.
+    pub(super) fn note_log_caught_up(&mut self, index: usize) {
+        let node = &mut self.nodes[index];
+        if !node.log.lost {
+            return;
+        }
+        if let Some(Election::Raft(raft)) = node.driver.as_ref().map(Driver::election) {
+            node.log.lost = raft.is_catching_up() || raft.is_abstaining();
+        }
     }
 
     /// LOG-7: answers the reads whose read index node `index`'s machine has applied, with the
@@ -561,15 +571,14 @@ impl Simulation {
     }
 
     /// Snapshots node `index`'s machine if the core says one is due: the image goes to the
-    /// core and, after a disk delay, to storage. Whether the core may have new actions.
-    fn take_due_snapshot(&mut self, index: usize) -> bool {
+    /// core and, after a disk delay, to storage. Whether the core took one.
+    pub(super) fn take_due_snapshot(&mut self, index: usize) -> bool {
         let now = self.now;
-        let max_delay = self.config.disk_delay;
         let node = &mut self.nodes[index];
-        let Some(mut log) = node.election.as_mut().and_then(Election::replicated_log) else {
+        let Some(driver) = node.driver.as_mut() else {
             return false;
         };
-        let Some(last) = log.snapshot_due() else {
+        let Some(last) = driver.snapshot_due() else {
             return false;
         };
         if node.log.machine.applied != last.index {
@@ -584,15 +593,7 @@ impl Simulation {
             last,
             data: node.log.machine.encode(),
         };
-        if !log.snapshot_taken(now, snapshot.clone()) {
-            return false;
-        }
-        self.log_book.snapshots_taken += 1;
-        let due = node.log.next_sync_due(now, &mut self.rng, max_delay);
-        node.log
-            .syncs
-            .push_back((due, PendingSync::Snapshot(snapshot)));
-        true
+        driver.snapshot_taken(now, snapshot)
     }
 
     /// Replaces node `index`'s machine with a snapshot's, checking it is the machine every
