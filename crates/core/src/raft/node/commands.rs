@@ -71,7 +71,7 @@ impl Raft {
         if !self.is_voter(target) {
             return Err(ElectionError::NotAVoter(target));
         }
-        if self.phase == Phase::Leader {
+        if self.is_leader() {
             if target == self.config.id {
                 self.pin_self(now);
                 return Ok(CommandOutcome::Applied);
@@ -107,7 +107,7 @@ impl Raft {
     }
 
     pub(super) fn resign(&mut self, now: Instant) -> Result<CommandOutcome, ElectionError> {
-        if self.phase != Phase::Leader {
+        if !self.is_leader() {
             return Err(ElectionError::NotLeader {
                 leader: self.leader,
             });
@@ -135,8 +135,8 @@ impl Raft {
         self.election_peers()
             .into_iter()
             .filter(|peer| {
-                self.leading
-                    .as_ref()
+                self.phase
+                    .leadership()
                     .is_some_and(|leading| leading.recent_active.contains(peer))
                     || self.connected.contains(peer)
             })

@@ -27,7 +27,7 @@ impl Raft {
                         // it would time out first again and again (ranked timeouts put the
                         // same node first every round) while nobody else ever campaigns.
                         let running =
-                            (self.phase == Phase::Follower).then_some(self.election_deadline);
+                            matches!(self.phase, Phase::Follower).then_some(self.election_deadline);
                         self.become_follower(now, term, None, LeaderChangeCause::HigherTerm);
                         if let Some(deadline) = running {
                             self.election_deadline = deadline;
@@ -107,7 +107,7 @@ impl Raft {
     pub(super) fn handle_request_vote(&mut self, now: Instant, from: PeerId, request: RequestVote) {
         let candidate_log = LogPosition::new(request.last_log_term, request.last_log_index);
         if request.pre_vote
-            && self.phase == Phase::PreCandidate
+            && matches!(self.phase, Phase::PreCandidate)
             && request.term == self.hard.term + 1
             && request.candidate == from
             && self.should_stand_aside(now, from, request.priority, candidate_log)
@@ -161,12 +161,12 @@ impl Raft {
     }
 
     pub(super) fn handle_vote(&mut self, now: Instant, from: PeerId, vote: Vote) {
-        let counts = match self.phase {
+        let counts = match &self.phase {
             Phase::PreCandidate => {
                 vote.pre_vote && (!vote.granted || vote.term == self.hard.term + 1)
             }
             Phase::Candidate => !vote.pre_vote && vote.term == self.hard.term,
-            Phase::Follower | Phase::Leader => false,
+            Phase::Follower | Phase::Leader(_) => false,
         };
         if !counts {
             return;
@@ -202,10 +202,11 @@ impl Raft {
 
     /// Moves a campaign on once its outcome is decided.
     pub(super) fn evaluate_campaign(&mut self, now: Instant) {
-        match (self.phase, self.tally()) {
+        let candidate = matches!(self.phase, Phase::Candidate);
+        match (&self.phase, self.tally()) {
             (Phase::PreCandidate, Tally::Won) => self.campaign(now, Campaign::Election),
             (Phase::Candidate, Tally::Won) => self.become_leader(now, LeaderChangeCause::VoteWon),
-            (phase @ (Phase::PreCandidate | Phase::Candidate), Tally::Lost) => {
+            (Phase::PreCandidate | Phase::Candidate, Tally::Lost) => {
                 debug!(term = self.hard.term, "campaign lost");
                 self.become_follower(
                     now,
@@ -213,7 +214,7 @@ impl Raft {
                     None,
                     LeaderChangeCause::ElectionTimeout,
                 );
-                if phase == Phase::Candidate && self.config.ranked_timeouts {
+                if candidate && self.config.ranked_timeouts {
                     // A lost election retries on the paper's uniform spread, not on the ranked
                     // timeout: two nodes that both rank first and split the vote lose at the
                     // same moment, and a ranked timeout carries no jitter, so they would meet
@@ -237,7 +238,7 @@ impl Raft {
     pub(super) fn hear_leader(&mut self, now: Instant, from: PeerId) -> bool {
         let term = self.hard.term;
         match self.phase {
-            Phase::Leader => {
+            Phase::Leader(_) => {
                 // Two leaders in one term: expected in `connected` mode after a partition
                 // heals, impossible in `voters` mode. Either way the larger id stays, so
                 // every node converges on the same leader.
@@ -326,7 +327,7 @@ impl Raft {
     }
 
     pub(super) fn handle_append_resp(&mut self, now: Instant, from: PeerId, response: AppendResp) {
-        let Some(leading) = self.leading.as_mut() else {
+        let Some(leading) = self.phase.leadership_mut() else {
             return;
         };
         leading.recent_active.insert(from);
@@ -334,8 +335,10 @@ impl Raft {
         if self.config.log.is_some() {
             self.replication_answered(now, from, response);
         } else if response.success {
-            let progress = leading.progress.entry(from).or_default();
-            progress.matched = progress.matched.max(response.match_index);
+            // Without a log only the match counts: it is what a transfer waits for.
+            if let Some(progress) = self.progress_of(from) {
+                progress.matched = progress.matched.max(response.match_index);
+            }
         }
         self.order_transfer_if_caught_up(from);
         self.consider_preemption(now);
@@ -372,7 +375,7 @@ impl Raft {
                 }
             }
             QuorumMode::Voters(_) => {
-                if self.phase == Phase::Leader && assign.term == self.hard.term {
+                if self.is_leader() && assign.term == self.hard.term {
                     if assign.leader == self.config.id {
                         self.pin_self(now);
                     } else if self.is_voter(assign.leader) {
@@ -390,7 +393,7 @@ impl Raft {
     /// RAFT-8 leadership transfer: campaign now, without pre-vote, telling voters to set their
     /// lease aside.
     pub(super) fn handle_timeout_now(&mut self, now: Instant, from: PeerId, order: TimeoutNow) {
-        if self.phase == Phase::Leader || !self.is_voter(self.config.id) {
+        if self.is_leader() || !self.is_voter(self.config.id) {
             return;
         }
         info!(%from, pin = order.pin, "ordered to campaign now");

@@ -23,6 +23,7 @@
 //! - `abstention.rs`: the abstention of a node that lost its WAL (WAL-2, WAL-5);
 //! - `replication.rs`: the replicated log (LOG-1..3): proposals, AppendEntries with entries,
 //!   durable acknowledgements, commit, and the [`ReplicatedLog`] seam its driver uses;
+//! - `tracker.rs`: a leader's progress per follower (probe, replicate, snapshot; LOG-2, LOG-4);
 //! - `read_index.rs`: linearizable reads by a read index confirmed by a heartbeat round (LOG-7);
 //! - `snapshot.rs`: snapshots and compaction (LOG-4): when one is due, `InstallSnapshot` in
 //!   chunks to a follower behind the compaction point, and the follower's install.
@@ -54,16 +55,22 @@ mod priority;
 mod read_index;
 mod replication;
 mod snapshot;
+mod tracker;
 
 use read_index::ReadQueue;
 pub use read_index::{ReadError, ReadId};
+use replication::PendingAck;
 pub use replication::{LogStatus, LogWrite, ProposeError, ReplicatedLog};
-use replication::{PendingAck, Progress};
 use snapshot::IncomingSnapshot;
+use tracker::Progress;
 
 /// Where a node stands in Raft (RAFT-1): [`Role`] with the pre-vote round of RAFT-7 told
 /// apart. It is the mode's phase label of [`Event::RoleChanged`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// A leader's own state travels inside its variant: it is made at the win and dropped with
+/// the step-down, so "leads" and "has a leader's state" are one fact, and nothing of one term
+/// of leadership can be read in another role or carried into the next term.
+#[derive(Debug, Clone)]
 enum Phase {
     /// Follows a leader, or waits for one.
     Follower,
@@ -71,27 +78,43 @@ enum Phase {
     PreCandidate,
     /// Campaigns in a new term.
     Candidate,
-    /// Leads.
-    Leader,
+    /// Leads, with what only a leader keeps (boxed: it is large, and most nodes follow).
+    Leader(Box<Leadership>),
 }
 
 impl Phase {
     /// The role every mode shares: a pre-candidate is a candidate.
-    fn role(self) -> Role {
+    fn role(&self) -> Role {
         match self {
             Phase::Follower => Role::Follower,
             Phase::PreCandidate | Phase::Candidate => Role::Candidate,
-            Phase::Leader => Role::Leader,
+            Phase::Leader(_) => Role::Leader,
         }
     }
 
     /// The phase label of events, logs and the status answer.
-    fn label(self) -> &'static str {
+    fn label(&self) -> &'static str {
         match self {
             Phase::Follower => "follower",
             Phase::PreCandidate => "pre_candidate",
             Phase::Candidate => "candidate",
-            Phase::Leader => "leader",
+            Phase::Leader(_) => "leader",
+        }
+    }
+
+    /// The leader's state, while leading.
+    fn leadership(&self) -> Option<&Leadership> {
+        match self {
+            Phase::Leader(leadership) => Some(leadership),
+            _ => None,
+        }
+    }
+
+    /// The leader's state, while leading, to change it.
+    fn leadership_mut(&mut self) -> Option<&mut Leadership> {
+        match self {
+            Phase::Leader(leadership) => Some(leadership),
+            _ => None,
         }
     }
 }
@@ -129,7 +152,7 @@ struct Transfer {
 }
 
 /// A leader's own state (RAFT-4, RAFT-7, RAFT-8, RAFT-10), for one term of leadership: it
-/// exists only while the node leads, so none of it can be read stale after a step-down.
+/// lives in [`Phase::Leader`], so none of it can be read stale after a step-down.
 #[derive(Debug, Clone)]
 struct Leadership {
     /// When the next heartbeat goes out.
@@ -193,7 +216,8 @@ pub struct Raft {
 
     hard: HardState,
 
-    /// Where it stands; [`Phase::role`] is the role every mode shares.
+    /// Where it stands, with a leader's own state while it leads; [`Phase::role`] is the role
+    /// every mode shares.
     phase: Phase,
     leader: Option<PeerId>,
     /// The replicated log; without `[log]`, only the position votes compare (RAFT-5).
@@ -259,9 +283,6 @@ pub struct Raft {
     vote_floor: Option<u64>,
     /// Set once the driver asked the node to stop (CB-2).
     shutdown: Option<Shutdown>,
-    /// What only a leader has: `Some` exactly while [`Phase::Leader`], made anew at every
-    /// win and dropped at every step-down.
-    leading: Option<Leadership>,
 
     /// RAFT-10: this node's priority now: the configured one, or the one the latest health
     /// reading asked for.
@@ -338,7 +359,6 @@ impl Raft {
             abstention: None,
             vote_floor: None,
             shutdown: None,
-            leading: None,
             priority,
             peer_priorities: BTreeMap::new(),
         };
@@ -376,7 +396,6 @@ impl Raft {
             next_probe: now,
         });
         self.phase = Phase::Follower;
-        self.leading = None;
         self.leader = None;
         self.leader_contact = None;
         self.votes.clear();
@@ -436,7 +455,7 @@ impl Raft {
             return;
         }
         if let Some(Shutdown::Leaving { deadline }) = self.shutdown {
-            if self.phase != Phase::Leader && now >= deadline {
+            if !self.is_leader() && now >= deadline {
                 info!("the successor was not heard leading in time; stopping");
                 self.finish();
                 self.stop_leaving();
@@ -445,7 +464,7 @@ impl Raft {
         }
         if self.abstention.is_some() {
             self.abstention_tick(now);
-        } else if self.phase == Phase::Leader {
+        } else if self.is_leader() {
             self.leader_tick(now);
         } else if now >= self.election_deadline {
             self.election_timeout(now);
@@ -465,7 +484,7 @@ impl Raft {
             // What membership knows is newer than the last answer: a peer that left is no
             // longer evidence of a quorum, nor a successor to hand leadership to. A later
             // answer from it counts again.
-            if let Some(leading) = self.leading.as_mut() {
+            if let Some(leading) = self.phase.leadership_mut() {
                 leading.recent_active.remove(&peer);
             }
             self.connected.remove(&peer)
@@ -476,7 +495,7 @@ impl Raft {
         } else if changed && !self.quarantined {
             match self.phase {
                 Phase::PreCandidate | Phase::Candidate => self.evaluate_campaign(now),
-                Phase::Leader if connected => {
+                Phase::Leader(_) if connected => {
                     // Tell a newcomer who leads without waiting for the next heartbeat.
                     self.send_heartbeat(now, peer);
                 }
@@ -513,7 +532,7 @@ impl Raft {
         match self.shutdown {
             Some(Shutdown::Stopped) => return,
             Some(Shutdown::Leaving { .. }) => {
-                if self.phase == Phase::Leader {
+                if self.is_leader() {
                     info!(term = self.hard.term, "hand-over cut short; stepping down");
                     self.become_follower(now, self.hard.term, None, LeaderChangeCause::Shutdown);
                 }
@@ -526,7 +545,7 @@ impl Raft {
                 self.shutdown = Some(Shutdown::Leaving {
                     deadline: now + self.config.election_timeout_max * 2,
                 });
-                if self.phase == Phase::Leader {
+                if self.is_leader() {
                     if self.hard.manual_override == Some(self.config.id) {
                         self.hard.manual_override = None;
                     }
@@ -574,7 +593,7 @@ impl Raft {
                 "election priority changed by a health reading"
             );
             self.priority = priority;
-            if self.phase == Phase::Leader {
+            if self.is_leader() {
                 self.consider_preemption(now);
             }
         }
@@ -609,15 +628,12 @@ impl Raft {
             // most one heartbeat interval after its earliest end).
             return Some(abstention.next_probe);
         }
-        if self.phase != Phase::Leader {
+        let Phase::Leader(leading) = &self.phase else {
             return Some(match self.shutdown {
                 // A stopping node never campaigns; it only waits for its successor.
                 Some(Shutdown::Leaving { deadline }) => deadline,
                 _ => self.election_deadline,
             });
-        }
-        let Some(leading) = &self.leading else {
-            return Some(self.election_deadline);
         };
         let mut next = leading.heartbeat_deadline;
         if self.config.check_quorum {
@@ -663,14 +679,14 @@ impl Raft {
 
     /// When this leader sends its next heartbeat; `None` unless it leads.
     pub fn next_heartbeat(&self) -> Option<Instant> {
-        self.leading
-            .as_ref()
+        self.phase
+            .leadership()
             .map(|leading| leading.heartbeat_deadline)
     }
 
     /// Whether it leads.
     pub fn is_leader(&self) -> bool {
-        self.phase == Phase::Leader
+        matches!(self.phase, Phase::Leader(_))
     }
 
     /// Whether it abstains after starting without a hard state (WAL-2).
@@ -769,13 +785,13 @@ impl Raft {
     // timers
 
     fn leader_tick(&mut self, now: Instant) {
-        let Some(leading) = &self.leading else {
+        let Some(leading) = self.phase.leadership() else {
             return;
         };
         if now >= leading.heartbeat_deadline {
             self.broadcast_heartbeat(now);
         }
-        let Some(leading) = &self.leading else {
+        let Some(leading) = self.phase.leadership() else {
             return;
         };
         if self.config.check_quorum && now >= leading.quorum_check_deadline {
@@ -794,7 +810,7 @@ impl Raft {
                 self.become_follower(now, self.hard.term, None, LeaderChangeCause::QuorumLost);
                 return;
             }
-            if let Some(leading) = self.leading.as_mut() {
+            if let Some(leading) = self.phase.leadership_mut() {
                 leading.recent_active.clear();
                 leading.quorum_check_deadline = now + self.config.election_timeout_min;
             }
@@ -868,7 +884,6 @@ impl Raft {
         }
         self.leader = None;
         self.leader_contact = None;
-        self.leading = None;
         self.transfer_campaign = kind == Campaign::Transfer;
         self.votes.clear();
         let (term, pre_vote) = match kind {
@@ -918,7 +933,6 @@ impl Raft {
         } else {
             cause
         };
-        self.phase = Phase::Leader;
         let term = self.hard.term;
         if let Some(started) = self.election_started_at {
             self.outbox.publish(Event::ElectionWon {
@@ -937,7 +951,7 @@ impl Raft {
             .map(|(peer, _)| *peer)
             .collect();
         self.votes.clear();
-        self.leading = Some(Leadership {
+        self.phase = Phase::Leader(Box::new(Leadership {
             heartbeat_deadline: now,
             quorum_check_deadline: now + self.config.election_timeout_min,
             recent_active,
@@ -946,7 +960,7 @@ impl Raft {
             last_heard: BTreeMap::new(),
             outranked_since: None,
             last_preemption: None,
-        });
+        }));
         if std::mem::take(&mut self.pin_on_win) {
             self.hard.manual_override = Some(self.config.id);
         }
@@ -973,7 +987,6 @@ impl Raft {
             self.hard.vote = None;
         }
         self.phase = Phase::Follower;
-        self.leading = None;
         self.votes.clear();
         self.pin_on_win = false;
         match leader {
@@ -1024,7 +1037,7 @@ impl Raft {
         if !self.config.check_quorum {
             return false;
         }
-        if self.phase == Phase::Leader {
+        if self.is_leader() {
             // Check-quorum steps a leader down once it stops hearing a quorum.
             return true;
         }
@@ -1110,20 +1123,20 @@ impl Raft {
 
     /// The leadership transfer under way, if this node leads and started one.
     fn transfer(&self) -> Option<Transfer> {
-        self.leading.as_ref().and_then(|leading| leading.transfer)
+        self.phase.leadership().and_then(|leading| leading.transfer)
     }
 
     /// Starts, updates or ends this leader's transfer; nothing when it does not lead.
     fn set_transfer(&mut self, transfer: Option<Transfer>) {
-        if let Some(leading) = self.leading.as_mut() {
+        if let Some(leading) = self.phase.leadership_mut() {
             leading.transfer = transfer;
         }
     }
 
     /// How far `peer`'s log is known to match this leader's; 0 when unknown or not leading.
     fn match_index_of(&self, peer: PeerId) -> u64 {
-        self.leading
-            .as_ref()
+        self.phase
+            .leadership()
             .and_then(|leading| leading.progress.get(&peer))
             .map(|progress| progress.matched)
             .unwrap_or(0)
@@ -1140,7 +1153,7 @@ impl Raft {
                 self.send_heartbeat(now, peer);
             }
         }
-        if let Some(leading) = self.leading.as_mut() {
+        if let Some(leading) = self.phase.leadership_mut() {
             leading.heartbeat_deadline = now + self.config.heartbeat_interval;
         }
     }
@@ -1175,7 +1188,7 @@ impl Raft {
         // Ranking decides who campaigns first once the leader is lost; a node already
         // campaigning retries on the paper's uniform spread, so that a round trip longer than
         // the minimum timeout cannot make the first-ranked node restart every round too soon.
-        let ranked = self.config.ranked_timeouts && self.phase == Phase::Follower;
+        let ranked = self.config.ranked_timeouts && matches!(self.phase, Phase::Follower);
         let timeout = match self.election_rank() {
             // No jitter: two nodes that both believe they rank first (their views of the lost
             // leader differ) are settled by the pre-vote stand-aside rule, and any jitter
@@ -1247,7 +1260,7 @@ impl Raft {
             leader: self.leader,
             cause: self.leader_cause,
         });
-        if matches!(self.shutdown, Some(Shutdown::Leaving { .. })) && self.phase != Phase::Leader {
+        if matches!(self.shutdown, Some(Shutdown::Leaving { .. })) && !self.is_leader() {
             // Stepped down because the successor's campaign reached it: stay (answering its
             // votes) until it is heard leading; any other way out stops at once.
             let awaiting_successor = self.leader_cause == LeaderChangeCause::Resign

@@ -65,7 +65,7 @@ impl Raft {
     /// own, `nopreempt` is set, an operator's pin holds, automatic election is off, or it is
     /// stopping.
     pub(super) fn preemption_target(&self, now: Instant) -> Option<PeerId> {
-        if self.phase != Phase::Leader
+        if !self.is_leader()
             || self.config.nopreempt
             || self.hard.manual_override.is_some()
             || !self.auto_election
@@ -74,7 +74,7 @@ impl Raft {
             return None;
         }
         let own = self.priority?;
-        let leading = self.leading.as_ref()?;
+        let leading = self.phase.leadership()?;
         self.election_peers()
             .into_iter()
             .filter_map(|peer| {
@@ -93,7 +93,7 @@ impl Raft {
     /// no sooner than `preempt_delay` after the last attempt. `None` while none is pending or a
     /// transfer is under way.
     pub(super) fn preemption_due(&self) -> Option<Instant> {
-        let leading = self.leading.as_ref()?;
+        let leading = self.phase.leadership()?;
         if leading.transfer.is_some() {
             return None;
         }
@@ -112,19 +112,19 @@ impl Raft {
     /// better voter is still there.
     pub(super) fn consider_preemption(&mut self, now: Instant) {
         if self
-            .leading
-            .as_ref()
+            .phase
+            .leadership()
             .is_none_or(|leading| leading.transfer.is_some())
         {
             return;
         }
         let Some(target) = self.preemption_target(now) else {
-            if let Some(leading) = self.leading.as_mut() {
+            if let Some(leading) = self.phase.leadership_mut() {
                 leading.outranked_since = None;
             }
             return;
         };
-        if let Some(leading) = self.leading.as_mut() {
+        if let Some(leading) = self.phase.leadership_mut() {
             leading.outranked_since.get_or_insert(now);
         }
         if self.preemption_due().is_none_or(|due| now < due) {
@@ -136,7 +136,7 @@ impl Raft {
             target_priority = ?self.priority_of(target),
             "a caught-up voter of higher priority: handing leadership over (preemption)"
         );
-        if let Some(leading) = self.leading.as_mut() {
+        if let Some(leading) = self.phase.leadership_mut() {
             leading.last_preemption = Some(now);
         }
         self.start_transfer(now, target, false, LeaderChangeCause::Priority);

@@ -135,7 +135,7 @@ impl ReplicatedLog<'_> {
             return Err(ReadError::ShuttingDown);
         }
         raft.settle_reads();
-        if raft.phase != Phase::Leader {
+        if !raft.is_leader() {
             return Err(ReadError::NotLeader {
                 leader: raft.leader,
             });
@@ -177,7 +177,7 @@ impl Raft {
     /// Fails the waiting reads once this node no longer leads in the term it took them in,
     /// and starts a fresh book of echoes for a new term of leadership.
     pub(super) fn settle_reads(&mut self) {
-        let leading_in = (self.phase == Phase::Leader).then_some(self.hard.term);
+        let leading_in = self.is_leader().then_some(self.hard.term);
         if leading_in == Some(self.reads.term) {
             return;
         }
@@ -228,7 +228,7 @@ impl Raft {
         let Some(round) = round else {
             return;
         };
-        if self.phase != Phase::Leader || !self.counts_for_quorum(&from) {
+        if !self.is_leader() || !self.counts_for_quorum(&from) {
             return;
         }
         // An echo of a round this node never started is not evidence of anything.
@@ -278,8 +278,7 @@ impl Raft {
             }
         }
         reads.pending = waiting;
-        if self.phase == Phase::Leader && self.reads.round_wanted() && !self.reads.round_in_flight()
-        {
+        if self.is_leader() && self.reads.round_wanted() && !self.reads.round_in_flight() {
             self.start_read_round(now);
             // A single voter confirmed it at once.
             if !self.reads.round_in_flight() {

@@ -21,20 +21,22 @@
 //!
 //! # Replication to one follower
 //!
-//! The leader keeps a [`Progress`] per follower: the last index known to match (`matched`) and
-//! the next to send. A follower starts *probing*: one AppendEntries at a time, resent every
-//! heartbeat, until one is accepted; a refusal carries a hint (the first index of the
-//! follower's conflicting term, or where its log ends), so the leader backs off a term per
-//! round trip, not an entry (LOG-2). Once accepted, the follower is *replicating*: batches that
-//! fit `max_append_bytes` are pipelined up to `max_inflight` unanswered messages; one still
-//! unanswered when its retransmission timeout has passed is taken as lost, and the follower is
-//! probed again from `matched`. That timeout follows the follower's measured round trips
-//! (its smoothed round trip plus four deviations, as TCP's), never under a heartbeat interval
-//! and never over the maximum election timeout: on a slow radio where frames queue for the
-//! air, a message that is only waiting is not sent again, which would queue more still. A heartbeat to a follower with nothing to send is an AppendEntries at
-//! `matched`, which always matches and carries the commit index. A follower whose next entry
-//! the leader compacted away gets the snapshot instead (`snapshot.rs`), and is probed again
-//! from the snapshot's index once it acknowledged the install.
+//! The leader keeps a [`Progress`] per follower (`tracker.rs`): the last index known to match
+//! (`matched`), the next to send, and one of three states. A follower starts in *probe*: one
+//! AppendEntries at a time, resent every heartbeat, until one is accepted; a refusal carries a
+//! hint (the first index of the follower's conflicting term, or where its log ends), so the
+//! leader backs off a term per round trip, not an entry (LOG-2). Once accepted, the follower is
+//! in *replicate*: batches that fit `max_append_bytes` are pipelined up to `max_inflight`
+//! unanswered messages; one still unanswered when its retransmission timeout has passed is
+//! taken as lost, and the follower is probed again from `matched`. That timeout follows the
+//! follower's measured round trips (its smoothed round trip plus four deviations, as TCP's),
+//! never under a heartbeat interval and never over the maximum election timeout: on a slow
+//! radio where frames queue for the air, a message that is only waiting is not sent again,
+//! which would queue more still. A heartbeat to a follower with nothing to send is an
+//! AppendEntries at `matched`, which always matches and carries the commit index. A follower
+//! whose next entry the leader compacted away is in *snapshot*: it gets the snapshot instead
+//! (`snapshot.rs`), and is replicated to from the snapshot's index once it acknowledged the
+//! install.
 //!
 //! # Commit and apply
 //!
@@ -44,14 +46,12 @@
 //! AppendEntries, up to what they verified matches. Every node hands out committed, durable
 //! entries in order, once ([`ReplicatedLog::take_committed`]); effects happen on apply only.
 
-use std::collections::VecDeque;
-use std::time::Duration;
-
 use conclave_protocol::{EntryKind, LogEntry};
 
 use crate::raft::log::entry_wire_size;
 
 use super::read_index::READ_ROUND_WIRE_BYTES;
+use super::tracker::{Progress, ReplicationState};
 use super::*;
 
 /// A follower's acknowledgement waiting for its write to become durable.
@@ -63,90 +63,6 @@ pub(super) struct PendingAck {
     index: u64,
     /// The highest read round those AppendEntries carried, echoed with the answer (LOG-7).
     read_round: Option<u64>,
-}
-
-/// How a leader replicates to one follower. See the [module docs](self).
-#[derive(Debug, Clone, Default)]
-pub(super) struct Progress {
-    /// The last index known to match on the follower (durably: it acknowledged it).
-    pub(super) matched: u64,
-    /// The next index to send.
-    pub(super) next: u64,
-    /// Probing: one message at a time until one is accepted.
-    pub(super) probing: bool,
-    /// A probe went out and is not answered yet.
-    pub(super) probe_sent: bool,
-    /// Unanswered pipelined messages: the last index of each and when it left.
-    pub(super) inflight: VecDeque<(u64, Instant)>,
-    /// The round trips of the pipelined messages it acknowledged.
-    pub(super) round_trip: RoundTrip,
-    /// LOG-4: the snapshot being sent instead of entries, while the follower is behind the
-    /// compaction point.
-    pub(super) snapshot: Option<super::snapshot::SnapshotTransfer>,
-}
-
-impl Progress {
-    /// A follower to probe from `next`, nothing known to match yet.
-    fn probing_from(next: u64) -> Self {
-        Self {
-            matched: 0,
-            next,
-            probing: true,
-            probe_sent: false,
-            inflight: VecDeque::new(),
-            round_trip: RoundTrip::default(),
-            snapshot: None,
-        }
-    }
-}
-
-/// A follower's round trip as the leader measures it on acknowledged pipelined messages: a
-/// smoothed mean and mean deviation (RFC 6298's estimator), from which a message unanswered
-/// for longer is taken as lost. Probes and resent messages are not measured (Karn's rule:
-/// their answer may be to an earlier copy); instead each loss doubles the timeout until a
-/// message is answered in time to be measured, so a round trip longer than the first guess
-/// is learnt all the same.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct RoundTrip {
-    /// The smoothed round trip and its mean deviation, once one was measured.
-    estimate: Option<(Duration, Duration)>,
-    /// The timeout doubled after a loss, until the next measurement.
-    backoff: Option<Duration>,
-}
-
-impl RoundTrip {
-    /// Takes in one measured round trip.
-    pub(super) fn sample(&mut self, measured: Duration) {
-        self.backoff = None;
-        self.estimate = Some(match self.estimate {
-            None => (measured, measured / 2),
-            Some((smoothed, deviation)) => {
-                let error = smoothed.abs_diff(measured);
-                (
-                    smoothed * 7 / 8 + measured / 8,
-                    deviation * 3 / 4 + error / 4,
-                )
-            }
-        });
-    }
-
-    /// A message was taken as lost after [`RoundTrip::loss_timeout`]: wait twice as long next
-    /// time.
-    pub(super) fn lost(&mut self, floor: Duration, ceiling: Duration) {
-        self.backoff = Some(self.loss_timeout(floor, ceiling).saturating_mul(2));
-    }
-
-    /// How long a message may stay unanswered before it is taken as lost: the smoothed round
-    /// trip plus four deviations (a heartbeat interval before anything was measured), or the
-    /// backed-off timeout when longer, within `[floor, ceiling]`.
-    pub(super) fn loss_timeout(&self, floor: Duration, ceiling: Duration) -> Duration {
-        let measured = self
-            .estimate
-            .map_or(floor, |(smoothed, deviation)| smoothed + deviation * 4);
-        measured
-            .max(self.backoff.unwrap_or_default())
-            .clamp(floor, ceiling.max(floor))
-    }
 }
 
 /// What [`Raft::send_append`] sent a follower.
@@ -238,7 +154,7 @@ impl ReplicatedLog<'_> {
         if raft.shutdown.is_some() {
             return Err(ProposeError::ShuttingDown);
         }
-        if raft.phase != Phase::Leader {
+        if !raft.is_leader() {
             return Err(ProposeError::NotLeader {
                 leader: raft.leader,
             });
@@ -329,8 +245,8 @@ impl Raft {
     pub(crate) fn log_status(&self) -> Option<LogStatus> {
         self.config.log?;
         let followers = self
-            .leading
-            .as_ref()
+            .phase
+            .leadership()
             .map(|leading| {
                 leading
                     .progress
@@ -358,9 +274,9 @@ impl Raft {
         self.log.append_new(term, EntryKind::Noop, Vec::new());
         let next = self.log.last().index;
         let peers = self.replication_peers();
-        if let Some(leading) = self.leading.as_mut() {
+        if let Some(leading) = self.phase.leadership_mut() {
             for peer in peers {
-                leading.progress.insert(peer, Progress::probing_from(next));
+                leading.progress.insert(peer, Progress::new(next));
             }
         }
     }
@@ -380,23 +296,8 @@ impl Raft {
         let Some(progress) = self.progress_of(peer) else {
             return;
         };
-        if let Some(transfer) = progress.snapshot.as_mut() {
-            // The chunk or its answer may be lost: send it again, like a probe.
-            transfer.sent = false;
-        } else if progress.probing {
-            progress.probe_sent = false;
-        } else if progress.inflight.front().is_some_and(|&(_, sent)| {
-            now.saturating_duration_since(sent)
-                >= progress.round_trip.loss_timeout(interval, ceiling)
-        }) {
-            // Unanswered past its retransmission timeout: lost, or its answer was. Start again
-            // from what is known to match.
+        if progress.heartbeat(now, interval, ceiling) {
             debug!(%peer, matched = progress.matched, "replication stalled; probing again");
-            progress.round_trip.lost(interval, ceiling);
-            progress.probing = true;
-            progress.probe_sent = false;
-            progress.inflight.clear();
-            progress.next = progress.matched + 1;
         }
         self.send_append_with_round(now, peer);
     }
@@ -420,7 +321,7 @@ impl Raft {
         let Some(progress) = self.progress_of(peer) else {
             return AppendSent::Nothing;
         };
-        if progress.snapshot.is_some() || progress.next <= compacted {
+        if progress.snapshot().is_some() || progress.next <= compacted {
             // LOG-4: the entries it needs next are gone behind the snapshot.
             // An InstallSnapshot carries no read round; the follower could not confirm one
             // before it holds the snapshot anyway.
@@ -430,16 +331,18 @@ impl Raft {
                 AppendSent::Nothing
             };
         }
-        if progress.probing && progress.probe_sent {
-            return AppendSent::Nothing;
-        }
-        if !progress.probing
-            && (progress.inflight.len() >= log_config.max_inflight || progress.next > last)
-        {
-            return AppendSent::Nothing;
+        match progress.state() {
+            // One probe at a time.
+            ReplicationState::Probe { sent: true } => return AppendSent::Nothing,
+            ReplicationState::Replicate { inflight }
+                if inflight.len() >= log_config.max_inflight || progress.next > last =>
+            {
+                return AppendSent::Nothing;
+            }
+            _ => {}
         }
         let next = progress.next;
-        let probing = progress.probing;
+        let probing = progress.is_probing();
         let prev_index = next - 1;
         let Some(prev_term) = self.log.term_at(prev_index) else {
             // Unreachable while `next` stays past the snapshot (checked above); kept as the
@@ -468,12 +371,7 @@ impl Raft {
             .round_to_carry()
             .filter(|_| entry_bytes + READ_ROUND_WIRE_BYTES <= log_config.max_append_bytes);
         if let Some(progress) = self.progress_of(peer) {
-            if probing {
-                progress.probe_sent = true;
-            } else {
-                progress.next = sent_last + 1;
-                progress.inflight.push_back((sent_last, now));
-            }
+            progress.sent_entries(sent_last, now);
         }
         let append = AppendEntries {
             term: self.hard.term,
@@ -516,7 +414,7 @@ impl Raft {
     /// More of the log is durable here: a leader may commit further, a follower may send the
     /// acknowledgement that waited, and a catch-up may end.
     pub(super) fn durable_moved(&mut self, now: Instant) {
-        if self.phase == Phase::Leader {
+        if self.is_leader() {
             self.advance_commit(now);
         } else {
             self.send_pending_ack();
@@ -536,50 +434,10 @@ impl Raft {
             return;
         };
         if response.success {
-            progress.matched = progress.matched.max(response.match_index);
-            progress.next = progress.next.max(progress.matched + 1);
-            let matched = progress.matched;
-            let mut answered = None;
-            while progress
-                .inflight
-                .front()
-                .is_some_and(|&(last, _)| last <= matched)
-            {
-                answered = progress.inflight.pop_front();
-            }
-            if let Some((_, sent)) = answered {
-                // The newest message this answer covers: its round trip.
-                progress
-                    .round_trip
-                    .sample(now.saturating_duration_since(sent));
-            }
-            if progress
-                .snapshot
-                .is_some_and(|transfer| matched >= transfer.last.index)
-            {
-                // LOG-4: the install is durable there; entries follow from the snapshot on.
-                progress.snapshot = None;
-            }
-            if progress.probing {
-                progress.probing = false;
-                progress.probe_sent = false;
-                progress.inflight.clear();
-                progress.next = matched + 1;
-            }
+            progress.acknowledged(response.match_index, now);
             self.advance_commit(now);
         } else if let Some(hint) = response.hint {
-            if hint.index <= progress.matched {
-                // The follower no longer holds what it acknowledged: it lost its WAL (WAL-2)
-                // and came back empty. (Or this refusal is older than its acknowledgements;
-                // then the entries are only sent again.) Commit never goes back.
-                progress.matched = hint.index.saturating_sub(1);
-            }
-            // Back off to where the follower's conflicting term starts (or its log ends),
-            // never below what is known to match, never forward.
-            progress.next = hint.index.max(progress.matched + 1).min(progress.next);
-            progress.probing = true;
-            progress.probe_sent = false;
-            progress.inflight.clear();
+            progress.refused(hint.index);
         }
         self.send_append(now, from);
     }
@@ -587,7 +445,7 @@ impl Raft {
     /// LOG-3: commits the highest index a majority of the voters hold durably, if it is of
     /// this leader's term.
     pub(super) fn advance_commit(&mut self, now: Instant) {
-        if self.phase != Phase::Leader || self.config.log.is_none() {
+        if !self.is_leader() || self.config.log.is_none() {
             return;
         }
         let QuorumMode::Voters(voters) = &self.config.quorum else {
@@ -621,11 +479,11 @@ impl Raft {
             return None;
         }
         let next = self.log.last().index + 1;
-        self.leading.as_mut().map(|leading| {
+        self.phase.leadership_mut().map(|leading| {
             leading
                 .progress
                 .entry(peer)
-                .or_insert_with(|| Progress::probing_from(next))
+                .or_insert_with(|| Progress::new(next))
         })
     }
 

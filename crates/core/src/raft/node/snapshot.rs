@@ -91,14 +91,14 @@ impl ReplicatedLog<'_> {
             return None;
         }
         let lately = raft.config.heartbeat_interval * (ANSWERING_HEARTBEATS + 1);
-        let follower_catching_up = raft.leading.as_ref().is_some_and(|leading| {
+        let follower_catching_up = raft.phase.leadership().is_some_and(|leading| {
             leading.progress.iter().any(|(peer, progress)| {
                 let answering = leading.last_heard.get(peer).is_some_and(|&heard| {
                     // The next heartbeat is due one interval after the last one went out.
                     leading.heartbeat_deadline.saturating_duration_since(heard) <= lately
                 });
                 answering
-                    && progress.snapshot.is_none()
+                    && progress.snapshot().is_none()
                     && progress.matched >= raft.log.snapshot().index
                     && progress.matched < applied
             })
@@ -125,7 +125,7 @@ impl ReplicatedLog<'_> {
                 "log compacted behind a snapshot"
             );
             // Followers whose next entry is gone now get the snapshot instead.
-            if raft.phase == Phase::Leader {
+            if raft.is_leader() {
                 raft.replicate_to_all(now);
             }
         }
@@ -166,16 +166,20 @@ impl Raft {
             // A log started at a bare position has no image to send; probe at the snapshot.
             let compacted = self.log.snapshot().index;
             if let Some(progress) = self.progress_of(peer) {
-                progress.snapshot = None;
-                progress.next = progress.next.max(compacted + 1);
+                let next = progress.next.max(compacted + 1);
+                if progress.snapshot().is_some() {
+                    progress.become_probe(next);
+                } else {
+                    progress.next = next;
+                }
             }
             return false;
         };
         let Some(progress) = self.progress_of(peer) else {
             return false;
         };
-        let transfer = match progress.snapshot {
-            Some(transfer) if transfer.last == last => transfer,
+        let transfer = match progress.snapshot() {
+            Some(&transfer) if transfer.last == last => transfer,
             _ => {
                 debug!(%peer, index = last.index, bytes = len, "sending the snapshot");
                 SnapshotTransfer {
@@ -186,10 +190,7 @@ impl Raft {
             }
         };
         // Whatever was pipelined is void: the follower starts over from the snapshot.
-        progress.probing = true;
-        progress.probe_sent = false;
-        progress.inflight.clear();
-        progress.snapshot = Some(SnapshotTransfer {
+        progress.become_snapshot(SnapshotTransfer {
             sent: true,
             ..transfer
         });
@@ -223,7 +224,7 @@ impl Raft {
         from: PeerId,
         response: SnapshotResp,
     ) {
-        let Some(leading) = self.leading.as_mut() else {
+        let Some(leading) = self.phase.leadership_mut() else {
             return;
         };
         leading.recent_active.insert(from);
@@ -234,7 +235,7 @@ impl Raft {
         let Some(progress) = self.progress_of(from) else {
             return;
         };
-        let Some(transfer) = progress.snapshot.as_mut() else {
+        let Some(transfer) = progress.snapshot_mut() else {
             return;
         };
         if transfer.last.index != response.last_index {
