@@ -45,7 +45,7 @@ use crate::transport::{
     ConnectReceivers, DongleReport, Drain, EspNowLink, GetDongle, GetRoutes, GetUnanswered, Links,
     TransportActor,
 };
-use crate::wal::{AppendLog, CloseWal, InlineWalActor, Persist, SaveSnapshot, WalActor};
+use crate::wal::{AppendLog, CloseWal, Persist, SaveSnapshot, WalActor};
 
 /// Why a node could not start or answer.
 #[derive(Debug, thiserror::Error)]
@@ -139,7 +139,8 @@ impl NodeBuilder {
     }
 
     /// Runs the WAL on the node's own event loop instead of its own thread: for tests with a
-    /// paused clock only (see [`InlineWalActor`]); never for a real node (WAL-4).
+    /// paused clock only (see [`EventLoop`](crate::wal::EventLoop)); never for a real node
+    /// (WAL-4).
     pub fn wal_on_event_loop(mut self) -> Self {
         self.wal_on_event_loop = true;
         self
@@ -377,7 +378,7 @@ impl NodeBuilder {
             Recipient<SaveSnapshot>,
             Recipient<CloseWal>,
         ) = if self.wal_on_event_loop {
-            let actor = InlineWalActor::start(wal, metrics.clone());
+            let actor = WalActor::start_on_event_loop(wal, metrics.clone());
             (
                 actor.clone().recipient(),
                 actor.clone().recipient(),
@@ -385,7 +386,7 @@ impl NodeBuilder {
                 actor.recipient(),
             )
         } else {
-            let actor = WalActor::start(wal, metrics.clone());
+            let actor = WalActor::start_on_thread(wal, metrics.clone());
             (
                 actor.clone().recipient(),
                 actor.clone().recipient(),
