@@ -282,7 +282,8 @@ impl Driver {
                 self.start_write();
             }
             Written::Entries(last) => {
-                self.election.handle_persisted(now, Persisted::Entries(last));
+                self.election
+                    .handle_persisted(now, Persisted::Entries(last));
             }
             Written::Snapshot(last) => {
                 self.election
@@ -370,8 +371,7 @@ impl Driver {
             committed,
             reads,
         } = ready;
-        self.effects
-            .extend(messages.into_iter().map(Effect::Send));
+        self.effects.extend(messages.into_iter().map(Effect::Send));
         if let Some(batch) = persist {
             let records = batch.writes.into_iter().map(HardRecord::from).collect();
             self.gather(records, Some(batch.seq));
@@ -441,7 +441,10 @@ impl Driver {
                 break;
             }
             for id in entry.remove() {
-                self.effects.push_back(Effect::Read { id, outcome: Ok(()) });
+                self.effects.push_back(Effect::Read {
+                    id,
+                    outcome: Ok(()),
+                });
             }
         }
     }
@@ -579,10 +582,9 @@ mod tests {
                 .any(|record| matches!(record, HardRecord::LeaderChange { term: 1, .. }))
         );
         assert!(
-            !first.iter().any(|effect| matches!(
-                effect,
-                Effect::Publish(Event::LeaderChanged { .. })
-            )),
+            !first
+                .iter()
+                .any(|effect| matches!(effect, Effect::Publish(Event::LeaderChanged { .. }))),
             "published before durable: {first:?}"
         );
         assert!(!driver.is_settled());

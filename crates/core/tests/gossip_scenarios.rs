@@ -20,11 +20,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use conclave_core::election::Outputs;
 use conclave_core::election::{
     Command, CommandOutcome, ElectionError, ElectionMessage, Event, FencingToken, GossipMessage,
     HardState, LeaderChangeCause, Role,
 };
-use conclave_core::election::Outputs;
 use conclave_core::gossip::{Gossip, GossipConfig};
 use conclave_core::testing::{Carried, carry, id};
 use conclave_core::{Instant, SeededRng};

@@ -671,7 +671,10 @@ impl Simulation {
     fn next_timer(&self) -> Option<(Instant, usize)> {
         let mut best: Option<(Instant, usize)> = None;
         for (index, node) in self.nodes.iter().enumerate() {
-            let raft = node.driver.as_ref().and_then(|driver| driver.election().poll_timeout());
+            let raft = node
+                .driver
+                .as_ref()
+                .and_then(|driver| driver.election().poll_timeout());
             let membership = node.membership.as_ref().and_then(Membership::poll_timeout);
             let due = match (raft, membership) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -792,8 +795,7 @@ impl Simulation {
         let (Some(election), membership) = (
             node.driver.as_mut().map(Driver::election_mut),
             node.membership.as_mut(),
-        )
-        else {
+        ) else {
             return None;
         };
         let mut outcome = None;

@@ -19,11 +19,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use conclave_core::election::Outputs as _;
 use conclave_core::election::{
     Command, CommandOutcome, ElectionError, ElectionMessage, Event, HardState, HealthReading,
     PeerSignal, PriorityMessage,
 };
-use conclave_core::election::Outputs as _;
 use conclave_core::priority::{Priority, PriorityConfig, PriorityState};
 use conclave_core::testing::{Carried, carry};
 use conclave_core::{Instant, SeededRng};
