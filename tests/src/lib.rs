@@ -47,11 +47,6 @@ pub fn test_log() -> tracing::subscriber::DefaultGuard {
     )
 }
 
-/// A peer id from a test literal.
-pub fn id(name: &str) -> PeerId {
-    PeerId::new(name).expect("test ids are valid")
-}
-
 /// How a test cluster is set up.
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {
@@ -94,7 +89,7 @@ impl ClusterOptions {
 /// Raft with the timings of docs/design.md §9 scaled down ten times (heartbeat 50 ms, election timeout
 /// 150–300 ms), for [`ElectionConfig::for_member`] to give each node its id and voters.
 pub fn raft_election(quorum: Quorum) -> ElectionConfig {
-    let template = id("template");
+    let template = PeerId::from_static("template");
     let raft = RaftConfig::new(template, [template])
         .with_heartbeat(Duration::from_millis(50))
         .with_election_timeout(Duration::from_millis(150), Duration::from_millis(300));
@@ -115,9 +110,13 @@ pub fn node_config(
     options: &ClusterOptions,
     data_dir: &Path,
 ) -> NodeConfig {
-    let voters: Vec<PeerId> = names.iter().map(|n| id(n)).collect();
+    let voters: Vec<PeerId> = names
+        .iter()
+        .map(|n| PeerId::new(n).expect("test node names are valid peer ids"))
+        .collect();
+    let node_id = PeerId::new(name).expect("test node names are valid peer ids");
     NodeConfig {
-        node_id: id(name),
+        node_id,
         data_dir: data_dir.to_path_buf(),
         cluster_id: ClusterId::new(CLUSTER).expect("valid cluster id"),
         auth_key: options
@@ -127,7 +126,7 @@ pub fn node_config(
             .election
             .as_ref()
             .unwrap_or(&raft_election(options.quorum))
-            .for_member(id(name), &voters),
+            .for_member(node_id, &voters),
         voters,
         membership: MembershipConfig {
             heartbeat_interval: Duration::from_millis(50),
@@ -427,7 +426,9 @@ impl RadioCluster {
         let mut ports = Vec::new();
         let mut configs = Vec::new();
         for name in names {
-            let mac = conclave_actors::node::virtual_mac(id(name));
+            let mac = conclave_actors::node::virtual_mac(
+                PeerId::new(name).expect("test node names are valid peer ids"),
+            );
             let port = conclave_espnow::VirtualSerialPort::create(
                 dir.path().join(format!("tty-{name}")),
                 &air,

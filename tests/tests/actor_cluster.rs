@@ -7,8 +7,8 @@ use std::time::Duration;
 use conclave_actors::events::Received;
 use conclave_config::Quorum;
 use conclave_core::election::{Command, CommandOutcome, Role};
-use conclave_protocol::{AuthKey, ClusterId, Envelope, FrameCodec, RequestVote};
-use conclave_tests::{ClusterOptions, MemoryCluster, TEST_PSK, id, test_log};
+use conclave_protocol::{AuthKey, ClusterId, Envelope, FrameCodec, PeerId, RequestVote};
+use conclave_tests::{ClusterOptions, MemoryCluster, TEST_PSK, test_log};
 
 const SETTLE: Duration = Duration::from_secs(10);
 
@@ -277,16 +277,16 @@ async fn bad_frames_are_counted_and_change_nothing() {
     let slot = u32::try_from(target).unwrap();
     let cluster_id = ClusterId::new(conclave_tests::CLUSTER).unwrap();
     let key = AuthKey::new(TEST_PSK, 16).unwrap();
-    let disruptive = |cluster: ClusterId, from: &str, seq: u64, to: Option<&str>| {
+    let disruptive = |cluster: ClusterId, from: PeerId, seq: u64, to: Option<PeerId>| {
         Envelope::new(
             cluster,
-            id(from),
+            from,
             1,
             seq,
-            to.map(id),
+            to,
             RequestVote {
                 term: term + 100,
-                candidate: id(from),
+                candidate: from,
                 last_log_index: 1000,
                 last_log_term: term + 99,
                 pre_vote: false,
@@ -303,21 +303,21 @@ async fn bad_frames_are_counted_and_change_nothing() {
     let foreign_id = ClusterId::new("other-cluster").unwrap();
     let stranger = FrameCodec::new(foreign_id, Some(key));
     let other = (leader + 2) % 3;
-    let other_name = cluster.id(other).to_string();
+    let other_id = cluster.id(other);
     let other_slot = u32::try_from(other).unwrap();
     // (bytes, reason, the slot they seem to come from)
     let frames = [
         (b"\x00\x01 not a frame at all".to_vec(), "malformed", 9),
         (
             forger
-                .encode(&disruptive(cluster_id, &other_name, 1_000_000, None), 1452)
+                .encode(&disruptive(cluster_id, other_id, 1_000_000, None), 1452)
                 .unwrap(),
             "bad_tag",
             9,
         ),
         (
             stranger
-                .encode(&disruptive(foreign_id, &other_name, 1_000_001, None), 1452)
+                .encode(&disruptive(foreign_id, other_id, 1_000_001, None), 1452)
                 .unwrap(),
             "foreign_cluster",
             9,
@@ -325,14 +325,22 @@ async fn bad_frames_are_counted_and_change_nothing() {
         // A real peer's old frame again, from its own address: a replay, although its tag is
         // valid. From anywhere else it would not even get that far (`duplicate_id`).
         (
-            good.encode(&disruptive(cluster_id, &other_name, 1, None), 1452)
+            good.encode(&disruptive(cluster_id, other_id, 1, None), 1452)
                 .unwrap(),
             "replay",
             other_slot,
         ),
         (
-            good.encode(&disruptive(cluster_id, "intruder", 1, Some("nobody")), 1452)
-                .unwrap(),
+            good.encode(
+                &disruptive(
+                    cluster_id,
+                    PeerId::from_static("intruder"),
+                    1,
+                    Some(PeerId::from_static("nobody")),
+                ),
+                1452,
+            )
+            .unwrap(),
             "misaddressed",
             9,
         ),

@@ -15,8 +15,9 @@ use conclave_actors::memory::MemoryHub;
 use conclave_actors::node::{Node, NodeBuilder, NodeError};
 use conclave_config::Quorum;
 use conclave_core::election::{Command, CommandOutcome, ModeStatus, Role};
+use conclave_protocol::PeerId;
 use conclave_storage::{WAL_FILE_NAME, WalError, WalRecord, read_records};
-use conclave_tests::{ClusterOptions, MemoryCluster, id, node_config, test_log};
+use conclave_tests::{ClusterOptions, MemoryCluster, node_config, test_log};
 
 const SETTLE: Duration = Duration::from_secs(10);
 const NAMES: [&str; 3] = ["a", "b", "c"];
@@ -89,7 +90,9 @@ impl Nodes {
             agreed = Some(claim);
         }
         let (leader, _) = agreed?;
-        NAMES.iter().position(|name| id(name) == leader)
+        NAMES
+            .iter()
+            .position(|&name| PeerId::from_static(name) == leader)
     }
 
     async fn await_leader(&self) -> usize {
@@ -156,7 +159,7 @@ async fn wal2_node_that_lost_its_wal_abstains_until_every_voter_is_heard() {
     loop {
         let status = nodes.node(victim).handle().election_status().await.unwrap();
         assert!(status.abstaining, "it abstains from its start");
-        if status.detail.abstaining_until_heard() == [id(NAMES[leader])] {
+        if status.detail.abstaining_until_heard() == [PeerId::from_static(NAMES[leader])] {
             let ModeStatus::Raft(raft) = &status.detail else {
                 panic!("a raft node reports raft's detail: {status:?}");
             };

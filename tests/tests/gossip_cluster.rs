@@ -15,16 +15,17 @@ use conclave_core::election::{
     Role,
 };
 use conclave_core::gossip::GossipConfig;
+use conclave_protocol::PeerId;
 use conclave_tests::{
     ClusterOptions, MemoryCluster, admin_refusal, assert_change_carries_the_token,
     assert_failover_metrics, assert_hook_env, assert_leader_gauges, assert_published_loss,
-    drain_leader_changes, dump_env_hook, hook_ran, id, leader_changes_total, leader_lost_env,
+    drain_leader_changes, dump_env_hook, hook_ran, leader_changes_total, leader_lost_env,
     new_leader_env, test_log,
 };
 
 /// Fabric's defaults: 15 s start-up grace, 1 s sampling, 10 s alive threshold, 5 s election.
 fn fabric() -> GossipConfig {
-    GossipConfig::new(id("a"))
+    GossipConfig::new(PeerId::from_static("a"))
 }
 
 fn gossip_options() -> ClusterOptions {
@@ -93,11 +94,15 @@ async fn gos_elect_kill_the_leader_and_reelect_within_the_budget() {
     assert!(second.term > first.term, "{second:?} after {first:?}");
 
     let changes = drain_leader_changes(&mut b_events);
-    assert_published_loss(&changes, id("a"));
+    assert_published_loss(&changes, PeerId::from_static("a"));
     let won = changes.last().expect("b published its win");
     assert_eq!(
         (won.leader, won.role, won.cause),
-        (Some(id("b")), Role::Leader, LeaderChangeCause::VoteWon)
+        (
+            Some(PeerId::from_static("b")),
+            Role::Leader,
+            LeaderChangeCause::VoteWon
+        )
     );
     assert_change_carries_the_token(won, &second);
     let c = cluster.handle(2).election_status().await.unwrap();
@@ -141,7 +146,7 @@ async fn gos_resign_is_a_yield_and_the_old_leader_does_not_reclaim() {
     assert_eq!(
         cluster.handle(1).command(Command::Resign).await.unwrap(),
         Err(ElectionError::NotLeader {
-            leader: Some(id("a"))
+            leader: Some(PeerId::from_static("a"))
         })
     );
     assert_eq!(
@@ -187,7 +192,7 @@ async fn gos_set_leader_is_refused_with_a_reason() {
     for index in 0..3 {
         let refused = cluster
             .handle(index)
-            .command(Command::SetLeader(id("c")))
+            .command(Command::SetLeader(PeerId::from_static("c")))
             .await
             .unwrap()
             .unwrap_err();
@@ -249,7 +254,7 @@ async fn gos_auto_election_off_never_wins_an_election() {
     assert!(
         drain_leader_changes(&mut a_events)
             .iter()
-            .all(|change| change.leader != Some(id("a"))),
+            .all(|change| change.leader != Some(PeerId::from_static("a"))),
         "a never led again"
     );
     cluster.stop().await;
@@ -394,14 +399,14 @@ async fn gos5_static_org_leader_refuses_resign_and_keeps_leading() {
     tokio::time::pause();
     let options = ClusterOptions {
         election: Some(ElectionConfig::Gossip(GossipConfig::static_leadership(
-            id("a"),
+            PeerId::from_static("a"),
             false,
         ))),
         ..ClusterOptions::paused_clock(Quorum::Voters)
     };
     let cluster = MemoryCluster::start_with(&["a", "b", "c"], options, |config| {
         if let ElectionConfig::Gossip(gossip) = &mut config.election {
-            gossip.org_leader = config.node_id == id("a");
+            gossip.org_leader = config.node_id == PeerId::from_static("a");
         }
     })
     .await;
@@ -426,7 +431,9 @@ async fn gos5_static_org_leader_refuses_resign_and_keeps_leading() {
         .unwrap_err();
     assert_eq!(
         refused,
-        ElectionError::OrgLeaderCannotResign { leader: id("a") }
+        ElectionError::OrgLeaderCannotResign {
+            leader: PeerId::from_static("a")
+        }
     );
     // The admin API's answer to it.
     let (status, refusal) = admin_refusal(
@@ -477,7 +484,11 @@ async fn gos5_static_org_leader_refuses_resign_and_keeps_leading() {
     let b = cluster.handle(1).election_status().await.unwrap();
     assert_eq!(
         (b.role, b.leader, b.fencing_token),
-        (Role::Follower, Some(id("a")), first.fencing_token)
+        (
+            Role::Follower,
+            Some(PeerId::from_static("a")),
+            first.fencing_token
+        )
     );
     assert_eq!(drain_leader_changes(&mut a_events), vec![]);
     assert_eq!(

@@ -16,15 +16,16 @@ use conclave_core::election::{
     Role,
 };
 use conclave_core::priority::{PriorityConfig, PriorityState, PriorityStatus};
+use conclave_protocol::PeerId;
 use conclave_tests::{
     ClusterOptions, MemoryCluster, assert_change_carries_the_token, assert_failover_metrics,
     assert_hook_env, assert_leader_gauges, assert_published_loss, drain_leader_changes,
-    dump_env_hook, hook_ran, id, leader_changes_total, leader_lost_env, new_leader_env, test_log,
+    dump_env_hook, hook_ran, leader_changes_total, leader_lost_env, new_leader_env, test_log,
 };
 
 /// Seed 002's constants.
 fn seed() -> PriorityConfig {
-    PriorityConfig::new(id("a"))
+    PriorityConfig::new(PeerId::from_static("a"))
 }
 
 fn priority_options() -> ClusterOptions {
@@ -203,7 +204,10 @@ async fn pri5_resign_names_a_successor_who_takes_over() {
         panic!("resign named no successor: {outcome:?}");
     };
     assert_ne!(target, cluster.id(master));
-    let successor = NAMES.iter().position(|n| id(n) == target).unwrap();
+    let successor = NAMES
+        .iter()
+        .position(|&n| PeerId::from_static(n) == target)
+        .unwrap();
     assert!(
         cluster
             .leader_becomes(successor, seed().master_timeout / 2)

@@ -10,7 +10,8 @@ use std::time::Duration;
 use conclave_actors::events::{EventSubscription, NodeEvent, Received};
 use conclave_config::Quorum;
 use conclave_core::election::Role;
-use conclave_tests::{RadioCluster, id, test_log};
+use conclave_protocol::PeerId;
+use conclave_tests::{RadioCluster, test_log};
 
 const BOUND: Duration = Duration::from_secs(15);
 
@@ -187,7 +188,7 @@ async fn radio_peers_get_their_own_key_or_the_common_one() {
         if config.node_id.as_str() == "a" {
             let espnow = config.espnow.as_mut().unwrap();
             espnow.lmk = Some(COMMON);
-            espnow.peer_lmks.insert(id("b"), FOR_B);
+            espnow.peer_lmks.insert(PeerId::from_static("b"), FOR_B);
         }
     })
     .await;

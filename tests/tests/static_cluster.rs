@@ -13,7 +13,8 @@ use conclave_core::election::{
     Role,
 };
 use conclave_core::static_leader::StaticConfig;
-use conclave_tests::{ClusterOptions, MemoryCluster, admin_refusal, id, node_config, test_log};
+use conclave_protocol::PeerId;
+use conclave_tests::{ClusterOptions, MemoryCluster, admin_refusal, node_config, test_log};
 
 const SETTLE: Duration = Duration::from_secs(10);
 
@@ -21,8 +22,8 @@ fn static_options() -> ClusterOptions {
     ClusterOptions {
         // Led by `a`; a member list, which each node gets as the cluster's names.
         election: Some(ElectionConfig::Static(StaticConfig {
-            members: [id("a")].into_iter().collect(),
-            ..StaticConfig::new(id("a"), id("a"))
+            members: [PeerId::from_static("a")].into_iter().collect(),
+            ..StaticConfig::new(PeerId::from_static("a"), PeerId::from_static("a"))
         })),
         ..ClusterOptions::paused_clock(Quorum::Voters)
     }
@@ -88,7 +89,11 @@ async fn sta1_followers_report_the_leader_lost_and_found() {
     let last = history.last().unwrap();
     assert_eq!(
         (last.term, last.leader, last.cause),
-        (1, Some(id("a")), LeaderChangeCause::LeaderHeard)
+        (
+            1,
+            Some(PeerId::from_static("a")),
+            LeaderChangeCause::LeaderHeard
+        )
     );
     cluster.stop().await;
 }
@@ -103,35 +108,43 @@ async fn sta1_resign_refused_and_set_leader_reassigns_per_node() {
     cluster.await_leader(SETTLE).await;
     assert_eq!(
         cluster.handle(0).command(Command::Resign).await.unwrap(),
-        Err(ElectionError::StaticLeaderCannotResign { leader: id("a") })
+        Err(ElectionError::StaticLeaderCannotResign {
+            leader: PeerId::from_static("a")
+        })
     );
     assert_eq!(
         cluster
             .handle(2)
-            .command(Command::SetLeader(id("b")))
+            .command(Command::SetLeader(PeerId::from_static("b")))
             .await
             .unwrap(),
         Ok(CommandOutcome::Applied)
     );
     let only_c = cluster.handle(2).election_status().await.unwrap();
-    assert_eq!((only_c.term, only_c.leader), (2, Some(id("b"))));
+    assert_eq!(
+        (only_c.term, only_c.leader),
+        (2, Some(PeerId::from_static("b")))
+    );
     let a = cluster.handle(0).election_status().await.unwrap();
     assert_eq!(
         (a.term, a.leader, a.role),
-        (1, Some(id("a")), Role::Leader),
+        (1, Some(PeerId::from_static("a")), Role::Leader),
         "the other nodes keep their assignment"
     );
     for index in [0, 1] {
         cluster
             .handle(index)
-            .command(Command::SetLeader(id("b")))
+            .command(Command::SetLeader(PeerId::from_static("b")))
             .await
             .unwrap()
             .unwrap();
     }
     assert!(cluster.leader_becomes(1, SETTLE).await);
     let b = cluster.handle(1).election_status().await.unwrap();
-    assert_eq!((b.term, b.manual_override), (2, Some(id("b"))));
+    assert_eq!(
+        (b.term, b.manual_override),
+        (2, Some(PeerId::from_static("b")))
+    );
     cluster.stop().await;
 }
 
@@ -180,7 +193,10 @@ async fn sta1_admin_auto_election_is_refused_and_the_leader_stays() {
     for (index, before) in before.into_iter().enumerate() {
         let handle = cluster.handle(index);
         let status = handle.election_status().await.unwrap();
-        assert_eq!((status.term, status.leader), (1, Some(id("a"))));
+        assert_eq!(
+            (status.term, status.leader),
+            (1, Some(PeerId::from_static("a")))
+        );
         let after = (status.auto_election, handle.history().await.unwrap().len());
         assert_eq!(after, before, "node {index}: switch and history");
     }

@@ -877,10 +877,6 @@ mod tests {
     use super::*;
     use crate::events::EventBus;
 
-    fn peer(id: &str) -> PeerId {
-        PeerId::new(id).unwrap()
-    }
-
     /// Shows the node's log (down to debug) when a test fails.
     fn test_log() -> DefaultGuard {
         tracing::subscriber::set_default(
@@ -985,9 +981,13 @@ mod tests {
         )
     }
 
-    fn peer_changed(id: &str, old: Option<PeerStatus>, new: Option<PeerStatus>) -> NodeEvent {
+    fn peer_changed(
+        id: &'static str,
+        old: Option<PeerStatus>,
+        new: Option<PeerStatus>,
+    ) -> NodeEvent {
         NodeEvent::PeerStatusChanged(PeerChange {
-            peer: peer(id),
+            peer: PeerId::from_static(id),
             old,
             new,
             at_unix_ms: 1_700_000_000_500,
@@ -1080,7 +1080,7 @@ mod tests {
     async fn cb2_leader_change_to_self_runs_on_leader_with_environment() {
         let _log = test_log();
         let dir = tempfile::tempdir().unwrap();
-        let me = peer("gw-a");
+        let me = PeerId::from_static("gw-a");
         let mut config = hooks(Duration::from_secs(10));
         config.on_leader = vec![dump_env(dir.path(), "on_leader")];
         config.on_follower = vec![dump_env(dir.path(), "on_follower")];
@@ -1090,7 +1090,7 @@ mod tests {
         node.bus.publish(leader_changed(
             7,
             Some(me),
-            Some(peer("gw-b")),
+            Some(PeerId::from_static("gw-b")),
             Role::Leader,
             LeaderChangeCause::VoteWon,
         ));
@@ -1142,7 +1142,7 @@ mod tests {
     async fn cb2_leader_change_to_other_runs_on_follower_with_environment() {
         let _log = test_log();
         let dir = tempfile::tempdir().unwrap();
-        let me = peer("gw-a");
+        let me = PeerId::from_static("gw-a");
         let mut config = hooks(Duration::from_secs(10));
         config.on_leader = vec![dump_env(dir.path(), "on_leader")];
         config.on_follower = vec![dump_env(dir.path(), "on_follower")];
@@ -1154,7 +1154,7 @@ mod tests {
 
         node.bus.publish(leader_changed(
             3,
-            Some(peer("gw-b")),
+            Some(PeerId::from_static("gw-b")),
             None,
             Role::Follower,
             LeaderChangeCause::LeaderHeard,
@@ -1162,7 +1162,7 @@ mod tests {
         node.bus.publish(leader_changed(
             4,
             None,
-            Some(peer("gw-b")),
+            Some(PeerId::from_static("gw-b")),
             Role::Candidate,
             LeaderChangeCause::QuorumLost,
         ));
@@ -1216,7 +1216,7 @@ mod tests {
     async fn cb2_every_step_down_runs_on_follower_with_its_cause() {
         let _log = test_log();
         let dir = tempfile::tempdir().unwrap();
-        let me = peer("gw-a");
+        let me = PeerId::from_static("gw-a");
         let mut config = hooks(Duration::from_secs(10));
         config.on_follower = vec![shell(format!(
             "env | grep '^CONCLAVE_' > '{}'/follower-\"$CONCLAVE_TERM\"",
@@ -1246,7 +1246,7 @@ mod tests {
         node.bus.publish(leader_changed(
             10,
             None,
-            Some(peer("gw-b")),
+            Some(PeerId::from_static("gw-b")),
             Role::Follower,
             LeaderChangeCause::ElectionTimeout,
         ));
@@ -1288,7 +1288,7 @@ mod tests {
         let done = dir.path().join("done");
         let mut config = hooks(Duration::from_secs(10));
         config.on_follower = vec![shell(format!("sleep 0.3; touch '{}'", done.display()))];
-        let me = peer("gw-a");
+        let me = PeerId::from_static("gw-a");
         let metrics = NodeMetrics::new();
         let bus = EventBus::new(metrics.clone());
         let runner =
@@ -1310,7 +1310,7 @@ mod tests {
         let _log = test_log();
         let mut config = hooks(Duration::from_millis(300));
         config.on_leader_change = vec![shell("sleep 30".to_owned())];
-        let me = peer("gw-a");
+        let me = PeerId::from_static("gw-a");
         let metrics = NodeMetrics::new();
         let bus = EventBus::new(metrics.clone());
         let runner =
@@ -1327,7 +1327,7 @@ mod tests {
     async fn cb2_replaced_hooks_apply_to_later_runs() {
         let _log = test_log();
         let dir = tempfile::tempdir().unwrap();
-        let me = peer("gw-a");
+        let me = PeerId::from_static("gw-a");
         let mut config = hooks(Duration::from_secs(10));
         config.on_leader_change = vec![shell(format!(
             "echo old-$CONCLAVE_TERM >> '{}'/trace",
@@ -1367,7 +1367,7 @@ mod tests {
             dir.path().display()
         ))];
         config.on_leader_change = vec![dump_env(dir.path(), "on_leader_change")];
-        let node = start(peer("gw-a"), config, HOOK_QUEUE_CAPACITY);
+        let node = start(PeerId::from_static("gw-a"), config, HOOK_QUEUE_CAPACITY);
 
         node.bus
             .publish(peer_changed("gw-c", None, Some(PeerStatus::Connected)));
@@ -1435,7 +1435,7 @@ mod tests {
                 trace.display()
             )),
         ];
-        let node = start(peer("gw-a"), config, HOOK_QUEUE_CAPACITY);
+        let node = start(PeerId::from_static("gw-a"), config, HOOK_QUEUE_CAPACITY);
 
         for term in 1..=5 {
             node.bus.publish(leaderless(term));
@@ -1472,7 +1472,7 @@ mod tests {
             shell_pid.display(),
             sleep_pid.display()
         ))];
-        let node = start(peer("gw-a"), config, HOOK_QUEUE_CAPACITY);
+        let node = start(PeerId::from_static("gw-a"), config, HOOK_QUEUE_CAPACITY);
 
         node.bus.publish(leaderless(1));
         eventually("the run to time out", || {
@@ -1508,7 +1508,7 @@ mod tests {
             HookCommand::Argv(Vec::new()),
             shell(format!("touch '{}'", done.display())),
         ];
-        let node = start(peer("gw-a"), config, HOOK_QUEUE_CAPACITY);
+        let node = start(PeerId::from_static("gw-a"), config, HOOK_QUEUE_CAPACITY);
 
         node.bus.publish(leaderless(1));
         eventually("the last command to run", || {
@@ -1539,7 +1539,7 @@ mod tests {
             "echo \"$CONCLAVE_PEER_ID\" >> '{}'",
             peers.display()
         ))];
-        let node = start(peer("gw-a"), config, HOOK_QUEUE_CAPACITY);
+        let node = start(PeerId::from_static("gw-a"), config, HOOK_QUEUE_CAPACITY);
 
         node.bus.publish(leaderless(1));
         node.bus
@@ -1577,7 +1577,7 @@ mod tests {
             terms.display(),
             release.display()
         ))];
-        let node = start(peer("gw-a"), config, 2);
+        let node = start(PeerId::from_static("gw-a"), config, 2);
 
         // Term 1 starts at once and blocks; 2..=20 queue behind it in room for two.
         for term in 1..=20 {
@@ -1618,7 +1618,7 @@ mod tests {
             // About three times the limit, one short line after another.
             shell("i=0; while [ $i -lt 20000 ]; do echo 0123456789; i=$((i+1)); done".to_owned()),
         ];
-        let node = start(peer("gw-a"), config, HOOK_QUEUE_CAPACITY);
+        let node = start(PeerId::from_static("gw-a"), config, HOOK_QUEUE_CAPACITY);
 
         node.bus.publish(leaderless(1));
         eventually("both commands to succeed", || {

@@ -751,10 +751,6 @@ mod tests {
         (actor, writes, sent)
     }
 
-    fn peer(name: &str) -> PeerId {
-        PeerId::new(name).expect("a valid peer id")
-    }
-
     fn vote_request(candidate: PeerId) -> ElectionArrived {
         vote_request_in(candidate, 1)
     }
@@ -779,7 +775,7 @@ mod tests {
     /// goes on handling frames during the fsync; a status query waits for it.
     #[actix_rt::test]
     async fn a_vote_leaves_after_its_fsync_while_the_actor_goes_on_serving() {
-        let (a, b) = (peer("a"), peer("b"));
+        let (a, b) = (PeerId::from_static("a"), PeerId::from_static("b"));
         let (actor, mut writes, mut sent) = node_of(b, &[a, b]);
 
         actor.send(vote_request(a)).await.expect("the actor runs");
@@ -834,7 +830,11 @@ mod tests {
     /// only once the write it depends on is durable, in order.
     #[actix_rt::test]
     async fn a_write_decided_during_an_fsync_goes_into_the_next_one() {
-        let (a, b, c) = (peer("a"), peer("b"), peer("c"));
+        let (a, b, c) = (
+            PeerId::from_static("a"),
+            PeerId::from_static("b"),
+            PeerId::from_static("c"),
+        );
         let (actor, mut writes, mut sent) = node_of(b, &[a, b, c]);
 
         actor

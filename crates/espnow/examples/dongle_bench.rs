@@ -58,10 +58,6 @@ const BAUD: u32 = 921_600;
 /// the vendor-specific element's header (7) and the FCS (4) around the payload.
 const ESPNOW_OVERHEAD: usize = 43;
 
-fn peer(name: &str) -> PeerId {
-    PeerId::new(name).unwrap()
-}
-
 /// The realistic values of `docs/wire-protocol.md`: cluster `site-1`, `gw-a` and `gw-b`,
 /// term 7, incarnation 3, log index 1234, a 16-byte tag.
 fn frame_codec() -> FrameCodec {
@@ -73,7 +69,7 @@ fn frame_codec() -> FrameCodec {
 
 fn envelope(to: Option<PeerId>, body: Body) -> Envelope {
     let cluster = ClusterId::new("site-1").unwrap();
-    Envelope::new(cluster, peer("gw-a"), 3, 123_456, to, body)
+    Envelope::new(cluster, PeerId::from_static("gw-a"), 3, 123_456, to, body)
 }
 
 fn heartbeat(entries: Vec<LogEntry>) -> Body {
@@ -82,7 +78,7 @@ fn heartbeat(entries: Vec<LogEntry>) -> Body {
         prev_term: 7,
         entries,
         commit: 1234,
-        ..AppendEntries::new(7, peer("gw-a"))
+        ..AppendEntries::new(7, PeerId::from_static("gw-a"))
     })
 }
 
@@ -101,7 +97,7 @@ fn line_micros(bytes: usize) -> f64 {
 
 fn bytes_per_message() {
     let codec = frame_codec();
-    let b = peer("gw-b");
+    let b = PeerId::from_static("gw-b");
     let frames: Vec<(&str, Envelope)> = vec![
         ("heartbeat, unicast", envelope(Some(b), heartbeat(vec![]))),
         ("heartbeat, broadcast", envelope(None, heartbeat(vec![]))),
@@ -111,7 +107,7 @@ fn bytes_per_message() {
                 None,
                 Body::RequestVote(RequestVote {
                     term: 8,
-                    candidate: peer("gw-a"),
+                    candidate: PeerId::from_static("gw-a"),
                     last_log_index: 1234,
                     last_log_term: 7,
                     pre_vote: false,
@@ -186,7 +182,7 @@ fn bytes_per_message() {
 
 fn entries_per_frame() {
     let codec = frame_codec();
-    let b = peer("gw-b");
+    let b = PeerId::from_static("gw-b");
     println!("## Log entries per 250-byte ESP-NOW frame (unicast AppendEntries, 16-byte tag)\n");
     println!("| command bytes per entry | entries per frame | frame bytes |");
     println!("|---|---|---|");

@@ -18,6 +18,12 @@ use crate::error::IdError;
 /// Longest identity, in bytes.
 pub const MAX_ID_LEN: usize = 32;
 
+/// The alphabet of an identity: `[A-Za-z0-9._-]`. `const` so that `PeerId::from_static` checks
+/// the same rule as `new`.
+const fn is_id_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-')
+}
+
 /// The validated bytes of an identity, kept inline so that identities are `Copy`.
 #[derive(Clone, Copy)]
 struct IdBytes {
@@ -37,11 +43,7 @@ impl IdBytes {
                 len: raw.len(),
             });
         }
-        if let Some((position, &byte)) = raw
-            .iter()
-            .enumerate()
-            .find(|(_, b)| !(b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')))
-        {
+        if let Some((position, &byte)) = raw.iter().enumerate().find(|(_, b)| !is_id_byte(**b)) {
             return Err(IdError::InvalidByte {
                 what,
                 byte,
@@ -178,6 +180,50 @@ identity!(
     "peer id"
 );
 
+impl PeerId {
+    /// A peer id written in the source, such as `PeerId::from_static("gw-a")`.
+    ///
+    /// For names fixed when the code is written (tests, examples); a name that comes from
+    /// configuration or the network goes through [`PeerId::new`], which returns an error.
+    /// Being `const`, it also builds a `const` id, and then a bad literal fails the build.
+    ///
+    /// # Panics
+    ///
+    /// If `name` is not 1 to 32 bytes of `[A-Za-z0-9._-]`. A bad literal is a mistake in the
+    /// code, like an out-of-range integer literal, so it panics instead of returning an error.
+    #[must_use]
+    pub const fn from_static(name: &'static str) -> Self {
+        let raw = name.as_bytes();
+        if raw.is_empty() {
+            panic!(
+                "PeerId::from_static: the name is empty; a peer id is 1 to 32 bytes of [A-Za-z0-9._-]"
+            );
+        }
+        if raw.len() > MAX_ID_LEN {
+            panic!(
+                "PeerId::from_static: the name is longer than 32 bytes; a peer id is 1 to 32 bytes of [A-Za-z0-9._-]"
+            );
+        }
+        let mut bytes = [0u8; MAX_ID_LEN];
+        // A `while` loop because iterators are not available in a `const fn`.
+        let mut position = 0;
+        while position < raw.len() {
+            if !is_id_byte(raw[position]) {
+                panic!(
+                    "PeerId::from_static: the name has a byte outside [A-Za-z0-9._-]; a peer id is 1 to 32 bytes of [A-Za-z0-9._-]"
+                );
+            }
+            bytes[position] = raw[position];
+            position += 1;
+        }
+        Self(IdBytes {
+            // Cannot truncate: the length was checked against MAX_ID_LEN above.
+            len: raw.len() as u8,
+            bytes,
+        })
+    }
+}
+
 identity!(
     /// The identity of a cluster (PROTO-1); frames naming another cluster are dropped (PROTO-5).
     ClusterId,
@@ -222,6 +268,41 @@ mod tests {
         assert!(id("gw") < id("gw-a"));
         assert!(id("gw-a") < id("gw-b"));
         assert!(id("10") < id("9"));
+    }
+
+    /// PROTO-1: a literal that follows the rule gives the same id as `new`, also in a `const`.
+    #[test]
+    fn from_static_accepts_a_valid_literal() {
+        const GW_A: PeerId = PeerId::from_static("gw-a");
+        assert_eq!(GW_A, PeerId::new("gw-a").unwrap());
+        assert_eq!(
+            PeerId::from_static("node_1.site-2"),
+            PeerId::new("node_1.site-2").unwrap()
+        );
+        let longest = PeerId::from_static("abcdefghijklmnopqrstuvwxyz012345");
+        assert_eq!(longest.as_bytes().len(), MAX_ID_LEN);
+        assert_eq!(longest.as_str(), "abcdefghijklmnopqrstuvwxyz012345");
+    }
+
+    /// PROTO-1: a literal outside the alphabet is a programmer error and panics, naming the rule.
+    #[test]
+    #[should_panic(expected = "byte outside [A-Za-z0-9._-]")]
+    fn from_static_panics_on_an_invalid_byte() {
+        let _ = PeerId::from_static("gw/a");
+    }
+
+    /// PROTO-1: an empty literal panics, naming the rule.
+    #[test]
+    #[should_panic(expected = "the name is empty; a peer id is 1 to 32 bytes")]
+    fn from_static_panics_on_an_empty_name() {
+        let _ = PeerId::from_static("");
+    }
+
+    /// PROTO-1: a literal over 32 bytes panics, naming the rule.
+    #[test]
+    #[should_panic(expected = "longer than 32 bytes")]
+    fn from_static_panics_on_a_name_too_long() {
+        let _ = PeerId::from_static("abcdefghijklmnopqrstuvwxyz0123456");
     }
 
     /// PROTO-1, PROTO-6: an invalid id inside a frame is a decode error, not a panic.

@@ -192,19 +192,15 @@ impl ReplayGuard {
 mod tests {
     use super::*;
 
-    fn peer(name: &str) -> PeerId {
-        PeerId::new(name).unwrap()
-    }
-
     /// PROTO-5: the same `(incarnation, seq)` is accepted once.
     #[test]
     fn exact_replay_is_refused() {
         let mut guard = ReplayGuard::default();
-        assert!(guard.admit(peer("a"), 1, 10).is_ok());
+        assert!(guard.admit(PeerId::from_static("a"), 1, 10).is_ok());
         assert_eq!(
-            guard.admit(peer("a"), 1, 10),
+            guard.admit(PeerId::from_static("a"), 1, 10),
             Err(FrameError::Replay {
-                from: peer("a"),
+                from: PeerId::from_static("a"),
                 incarnation: 1,
                 seq: 10
             })
@@ -216,19 +212,21 @@ mod tests {
     #[test]
     fn reordered_frames_inside_the_window_are_accepted_once() {
         let mut guard = ReplayGuard::default();
-        guard.admit(peer("a"), 1, 100).unwrap();
-        guard.admit(peer("a"), 1, 103).unwrap();
-        assert!(guard.admit(peer("a"), 1, 101).is_ok());
-        assert!(guard.admit(peer("a"), 1, 102).is_ok());
-        assert!(guard.admit(peer("a"), 1, 101).is_err());
-        assert!(guard.admit(peer("a"), 1, 100).is_err());
-        guard.admit(peer("a"), 1, 103 + WINDOW).unwrap();
+        guard.admit(PeerId::from_static("a"), 1, 100).unwrap();
+        guard.admit(PeerId::from_static("a"), 1, 103).unwrap();
+        assert!(guard.admit(PeerId::from_static("a"), 1, 101).is_ok());
+        assert!(guard.admit(PeerId::from_static("a"), 1, 102).is_ok());
+        assert!(guard.admit(PeerId::from_static("a"), 1, 101).is_err());
+        assert!(guard.admit(PeerId::from_static("a"), 1, 100).is_err());
+        guard
+            .admit(PeerId::from_static("a"), 1, 103 + WINDOW)
+            .unwrap();
         assert!(
-            guard.admit(peer("a"), 1, 103).is_err(),
+            guard.admit(PeerId::from_static("a"), 1, 103).is_err(),
             "fell out of the window"
         );
         assert!(
-            guard.admit(peer("a"), 1, 104).is_ok(),
+            guard.admit(PeerId::from_static("a"), 1, 104).is_ok(),
             "still inside, never seen"
         );
     }
@@ -237,31 +235,31 @@ mod tests {
     #[test]
     fn incarnation_orders_before_seq() {
         let mut guard = ReplayGuard::default();
-        guard.admit(peer("a"), 1, 500).unwrap();
-        assert!(guard.admit(peer("a"), 2, 1).is_ok());
-        assert!(guard.admit(peer("a"), 1, 501).is_err());
-        assert!(guard.admit(peer("a"), 2, 2).is_ok());
+        guard.admit(PeerId::from_static("a"), 1, 500).unwrap();
+        assert!(guard.admit(PeerId::from_static("a"), 2, 1).is_ok());
+        assert!(guard.admit(PeerId::from_static("a"), 1, 501).is_err());
+        assert!(guard.admit(PeerId::from_static("a"), 2, 2).is_ok());
     }
 
     /// PROTO-5: senders are independent.
     #[test]
     fn senders_are_independent() {
         let mut guard = ReplayGuard::default();
-        guard.admit(peer("a"), 1, 5).unwrap();
-        assert!(guard.admit(peer("b"), 1, 5).is_ok());
+        guard.admit(PeerId::from_static("a"), 1, 5).unwrap();
+        assert!(guard.admit(PeerId::from_static("b"), 1, 5).is_ok());
     }
 
     /// The table is bounded and evicts the sender heard from least recently.
     #[test]
     fn table_is_bounded() {
         let mut guard = ReplayGuard::new(2);
-        guard.admit(peer("a"), 1, 1).unwrap();
-        guard.admit(peer("b"), 1, 1).unwrap();
-        guard.admit(peer("a"), 1, 2).unwrap();
-        guard.admit(peer("c"), 1, 1).unwrap();
+        guard.admit(PeerId::from_static("a"), 1, 1).unwrap();
+        guard.admit(PeerId::from_static("b"), 1, 1).unwrap();
+        guard.admit(PeerId::from_static("a"), 1, 2).unwrap();
+        guard.admit(PeerId::from_static("c"), 1, 1).unwrap();
         assert_eq!(guard.len(), 2);
         // "b" was evicted, "a" kept its window.
-        assert!(guard.admit(peer("a"), 1, 2).is_err());
+        assert!(guard.admit(PeerId::from_static("a"), 1, 2).is_err());
     }
 
     /// PROTO-5: a window floored at a frame refuses that frame and everything before it, the

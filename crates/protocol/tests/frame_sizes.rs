@@ -33,10 +33,6 @@ fn cluster(name: &str) -> ClusterId {
     ClusterId::new(name).expect("valid cluster id")
 }
 
-fn peer(name: &str) -> PeerId {
-    PeerId::new(name).expect("valid peer id")
-}
-
 fn codec(cluster_id: ClusterId, tag_len: usize) -> FrameCodec {
     FrameCodec::new(
         cluster_id,
@@ -62,8 +58,8 @@ impl Scenario {
     fn realistic() -> Self {
         Self {
             cluster: cluster("site-1"),
-            a: peer("gw-a"),
-            b: peer("gw-b"),
+            a: PeerId::from_static("gw-a"),
+            b: PeerId::from_static("gw-b"),
             term: TERM,
             incarnation: INCARNATION,
             seq: SEQ,
@@ -79,8 +75,8 @@ impl Scenario {
         let long = |c: char| c.to_string().repeat(MAX_ID_LEN);
         Self {
             cluster: cluster(&long('c')),
-            a: peer(&long('a')),
-            b: peer(&long('b')),
+            a: PeerId::new(&long('a')).expect("32 bytes is the longest valid peer id"),
+            b: PeerId::new(&long('b')).expect("32 bytes is the longest valid peer id"),
             term: u64::MAX,
             incarnation: u64::MAX,
             seq: u64::MAX,

@@ -17,10 +17,6 @@ fn cluster(name: &str) -> ClusterId {
     ClusterId::new(name).expect("valid cluster id")
 }
 
-fn peer(name: &str) -> PeerId {
-    PeerId::new(name).expect("valid peer id")
-}
-
 fn key() -> AuthKey {
     AuthKey::new(SECRET, DEFAULT_TAG_LEN).expect("valid key")
 }
@@ -32,7 +28,7 @@ fn keyed_codec() -> FrameCodec {
 fn heartbeat(seq: u64) -> Envelope {
     Envelope::new(
         cluster("site-1"),
-        peer("gw-a"),
+        PeerId::from_static("gw-a"),
         3,
         seq,
         None,
@@ -40,7 +36,7 @@ fn heartbeat(seq: u64) -> Envelope {
             prev_index: 1234,
             prev_term: 7,
             commit: 1234,
-            ..AppendEntries::new(7, peer("gw-a"))
+            ..AppendEntries::new(7, PeerId::from_static("gw-a"))
         },
     )
 }
@@ -122,7 +118,7 @@ fn replay_of_an_accepted_frame_is_refused() {
     assert_eq!(
         err,
         FrameError::Replay {
-            from: peer("gw-a"),
+            from: PeerId::from_static("gw-a"),
             incarnation: 3,
             seq: 123_456,
         }
@@ -162,7 +158,7 @@ fn frames_older_than_the_window_are_refused() {
     assert_eq!(
         err,
         FrameError::Replay {
-            from: peer("gw-a"),
+            from: PeerId::from_static("gw-a"),
             incarnation: 3,
             seq: too_old,
         }
@@ -315,7 +311,7 @@ fn keyed_receiver_refuses_untagged_frames_as_bad_tag() {
     // Shorter than a tag: nothing to authenticate at all.
     let tiny = Envelope::new(
         cluster("s"),
-        peer("a"),
+        PeerId::from_static("a"),
         0,
         0,
         None,
@@ -370,10 +366,10 @@ fn oversize_is_an_encode_error() {
     let codec = keyed_codec();
     let envelope = Envelope::new(
         cluster("site-1"),
-        peer("gw-a"),
+        PeerId::from_static("gw-a"),
         3,
         1,
-        Some(peer("gw-b")),
+        Some(PeerId::from_static("gw-b")),
         Ping {
             timestamp_ms: 1_700_000_000_000,
         },

@@ -552,10 +552,6 @@ impl<'a> Cursor<'a> {
 mod tests {
     use super::*;
 
-    fn id(text: &str) -> PeerId {
-        PeerId::new(text).unwrap()
-    }
-
     /// Splits an encoded record into its header and payload, checking the framing.
     fn reread(bytes: &[u8]) -> Decoded {
         let header: [u8; RECORD_HEADER_LEN] = bytes[..RECORD_HEADER_LEN].try_into().unwrap();
@@ -567,18 +563,18 @@ mod tests {
     }
 
     fn every_record_kind() -> Vec<WalRecord> {
-        let longest = id(&"z".repeat(32));
+        let longest = PeerId::new(&"z".repeat(32)).expect("32 bytes is the longest valid id");
         let mut records = vec![
             WalRecord::HardState(HardState::default()),
             WalRecord::HardState(HardState {
                 term: u64::MAX,
-                vote: Some(id("gw-a")),
+                vote: Some(PeerId::from_static("gw-a")),
                 manual_override: Some(longest),
             }),
             WalRecord::HardState(HardState {
                 term: 7,
                 vote: None,
-                manual_override: Some(id("x")),
+                manual_override: Some(PeerId::from_static("x")),
             }),
             WalRecord::Incarnation(0),
             WalRecord::Incarnation(u64::MAX),
@@ -597,7 +593,7 @@ mod tests {
         for (n, &cause) in LeaderChangeCause::ALL.iter().enumerate() {
             records.push(WalRecord::LeaderChange(HistoryRecord {
                 term: n as u64,
-                leader: (n % 2 == 0).then(|| id("node_1.site-2")),
+                leader: (n % 2 == 0).then(|| PeerId::from_static("node_1.site-2")),
                 cause,
                 at_unix_ms: 1_700_000_000_000 + n as u64,
             }));
@@ -626,7 +622,7 @@ mod tests {
 
         let state = WalRecord::HardState(HardState {
             term: 5,
-            vote: Some(id("ab")),
+            vote: Some(PeerId::from_static("ab")),
             manual_override: None,
         });
         let bytes = state.encode();

@@ -31,22 +31,18 @@ fn open_counting(dir: &std::path::Path) -> Result<(WalFile, Recovered), WalError
     )
 }
 
-fn id(text: &str) -> PeerId {
-    PeerId::new(text).unwrap()
-}
-
-fn hard(term: u64, vote: Option<&str>) -> HardState {
+fn hard(term: u64, vote: Option<&'static str>) -> HardState {
     HardState {
         term,
-        vote: vote.map(id),
+        vote: vote.map(PeerId::from_static),
         manual_override: None,
     }
 }
 
-fn change(term: u64, leader: Option<&str>, cause: LeaderChangeCause) -> HistoryRecord {
+fn change(term: u64, leader: Option<&'static str>, cause: LeaderChangeCause) -> HistoryRecord {
     HistoryRecord {
         term,
-        leader: leader.map(id),
+        leader: leader.map(PeerId::from_static),
         cause,
         at_unix_ms: 1_700_000_000_000 + term,
     }
@@ -159,8 +155,8 @@ fn sample_batches() -> Vec<Vec<WalRecord>> {
         vec![
             WalRecord::HardState(HardState {
                 term: 3,
-                vote: Some(id("gw-c")),
-                manual_override: Some(id("gw-c")),
+                vote: Some(PeerId::from_static("gw-c")),
+                manual_override: Some(PeerId::from_static("gw-c")),
             }),
             WalRecord::LeaderChange(change(3, None, LeaderChangeCause::ElectionTimeout)),
             WalRecord::LeaderChange(change(3, Some("gw-c"), LeaderChangeCause::SetLeader)),
@@ -236,9 +232,15 @@ fn expected_after(records: &[WalRecord]) -> (HardState, u64, Vec<HistoryRecord>,
 
 /// Whether a node restarted from `state` grants `RequestVote(state.term, candidate)`: the
 /// Raft core decides, as it would in the running node.
-fn grants_vote(state: HardState, candidate: &str) -> bool {
-    let me = id("gw-z");
-    let voters = [me, id("gw-a"), id("gw-b"), id("gw-c"), id("gw-d")];
+fn grants_vote(state: HardState, candidate: &'static str) -> bool {
+    let me = PeerId::from_static("gw-z");
+    let voters = [
+        me,
+        PeerId::from_static("gw-a"),
+        PeerId::from_static("gw-b"),
+        PeerId::from_static("gw-c"),
+        PeerId::from_static("gw-d"),
+    ];
     let mut election = Election::new(
         ElectionConfig::raft(me, voters),
         state,
@@ -246,7 +248,7 @@ fn grants_vote(state: HardState, candidate: &str) -> bool {
         Instant::ZERO,
     )
     .unwrap();
-    let candidate = id(candidate);
+    let candidate = PeerId::from_static(candidate);
     let request = ElectionMessage::try_from(Body::RequestVote(RequestVote {
         term: state.term.max(1),
         candidate,
@@ -291,8 +293,8 @@ fn wal1_every_record_kind_survives_a_restart() {
     }
     let state = HardState {
         term: 11,
-        vote: Some(id("gw-a")),
-        manual_override: Some(id("gw-b")),
+        vote: Some(PeerId::from_static("gw-a")),
+        manual_override: Some(PeerId::from_static("gw-b")),
     };
     let mut records: Vec<WalRecord> = written
         .iter()
@@ -406,7 +408,7 @@ fn wal2_never_votes_twice_after_restart() {
 
     let (_, recovered) = open_counting(dir.path()).unwrap();
     assert_eq!(recovered.hard_state.term, 5);
-    assert_eq!(recovered.hard_state.vote, Some(id("a")));
+    assert_eq!(recovered.hard_state.vote, Some(PeerId::from_static("a")));
 }
 
 /// WAL-2: a crash can cut the file anywhere. For every cut, recovery succeeds with exactly
@@ -1361,7 +1363,7 @@ fn wal1_docs_worked_examples_match_the_encoder() {
         WalRecord::HardState(hard(5, Some("gw-b"))).encode(),
         WalRecord::LeaderChange(HistoryRecord {
             term: 5,
-            leader: Some(id("gw-b")),
+            leader: Some(PeerId::from_static("gw-b")),
             cause: LeaderChangeCause::VoteWon,
             at_unix_ms: 1_700_000_000_000,
         })
@@ -1454,7 +1456,7 @@ fn wal_without_a_mode_record_reads_as_raft() {
     let (mut wal, _) = WalFile::open(dir.path()).unwrap();
     wal.append(&[WalRecord::HardState(HardState {
         term: 4,
-        vote: Some(id("gw-a")),
+        vote: Some(PeerId::from_static("gw-a")),
         manual_override: None,
     })])
     .unwrap();

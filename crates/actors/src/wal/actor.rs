@@ -228,10 +228,6 @@ mod tests {
         )
     }
 
-    fn id(text: &str) -> PeerId {
-        PeerId::new(text).unwrap()
-    }
-
     fn fsyncs(metrics: &NodeMetrics) -> Option<f64> {
         metrics.value("conclave_wal_fsync_seconds_count", &[])
     }
@@ -250,12 +246,12 @@ mod tests {
 
         let state = HardState {
             term: 5,
-            vote: Some(id("gw-a")),
+            vote: Some(PeerId::from_static("gw-a")),
             manual_override: None,
         };
         let change = HistoryRecord {
             term: 5,
-            leader: Some(id("gw-a")),
+            leader: Some(PeerId::from_static("gw-a")),
             cause: LeaderChangeCause::VoteWon,
             at_unix_ms: 1_700_000_000_000,
         };

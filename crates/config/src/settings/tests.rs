@@ -128,10 +128,6 @@ fn toml_path(path: &Path) -> String {
     format!("{:?}", path.display().to_string())
 }
 
-fn peer(id: &str) -> PeerId {
-    PeerId::new(id).unwrap()
-}
-
 fn addr(text: &str) -> SocketAddr {
     text.parse().unwrap()
 }
@@ -149,7 +145,7 @@ fn defaults_validate_into_a_single_node_config() {
     );
     let (config, warnings) = settings.validate_with_warnings().unwrap();
 
-    let id = peer("node-1");
+    let id = PeerId::from_static("node-1");
     assert_eq!(config.node_id, id);
     assert_eq!(config.cluster_id.as_str(), "default");
     assert_eq!(config.data_dir, PathBuf::from("./conclave-data"));
@@ -211,7 +207,7 @@ fn code_defaults_equal_the_built_in_defaults() {
             .validate()
             .unwrap()
     };
-    let id = peer("node-1");
+    let id = PeerId::from_static("node-1");
     let raft = in_mode("raft");
     assert_eq!(raft.election, ModeConfig::raft(id, [id]));
     assert_eq!(
@@ -293,12 +289,17 @@ fn each_example_validates_and_they_form_one_cluster() {
         let (config, warnings) = settings
             .validate_with_warnings()
             .unwrap_or_else(|problems| panic!("node-{node}.toml: {problems:#?}"));
-        assert_eq!(config.node_id, peer(&format!("gw-{node}")));
+        let node_id = PeerId::new(&format!("gw-{node}")).expect("gw-{node} is a valid peer id");
+        assert_eq!(config.node_id, node_id);
         assert_eq!(config.cluster_id.as_str(), "three-udp");
         assert_eq!(config.data_dir, PathBuf::from(format!("./data/gw-{node}")));
         assert_eq!(
             config.voters,
-            vec![peer("gw-a"), peer("gw-b"), peer("gw-c")]
+            vec![
+                PeerId::from_static("gw-a"),
+                PeerId::from_static("gw-b"),
+                PeerId::from_static("gw-c")
+            ]
         );
         assert_eq!(
             raft_of!(config).heartbeat_interval,
@@ -455,7 +456,7 @@ fn environment_overrides_a_file_value() {
     // From the defaults, untouched by both.
     assert_eq!(settings.hooks.timeout_ms, 5000);
     let config = settings.validate().unwrap();
-    assert_eq!(config.node_id, peer("gw-b"));
+    assert_eq!(config.node_id, PeerId::from_static("gw-b"));
     assert_eq!(
         raft_of!(config).heartbeat_interval,
         Duration::from_millis(200)
@@ -864,7 +865,7 @@ fn gossip_mode_defaults_are_fabrics() {
         .unwrap();
     assert_eq!(
         config.election,
-        ModeConfig::Gossip(GossipConfig::new(peer("node-1")))
+        ModeConfig::Gossip(GossipConfig::new(PeerId::from_static("node-1")))
     );
     assert_keys(&[], &[]);
     assert!(
@@ -892,7 +893,7 @@ fn gossip_mode_keys_reach_the_core() {
     };
     assert_eq!(
         core,
-        GossipConfig::new(peer("gw-b")).with_timings(
+        GossipConfig::new(PeerId::from_static("gw-b")).with_timings(
             Duration::from_millis(3000),
             Duration::from_millis(200),
             Duration::from_millis(2000),
@@ -910,7 +911,10 @@ fn gossip_mode_keys_reach_the_core() {
         .unwrap();
     assert_eq!(
         config.election,
-        ModeConfig::Gossip(GossipConfig::static_leadership(peer("node-1"), true))
+        ModeConfig::Gossip(GossipConfig::static_leadership(
+            PeerId::from_static("node-1"),
+            true
+        ))
     );
 }
 
@@ -969,7 +973,7 @@ fn priority_mode_defaults_are_the_seeds() {
     let config = node_config("[election]\nmode = \"priority\"\n");
     assert_eq!(
         config.election,
-        ModeConfig::Priority(PriorityConfig::new(peer("node-1")))
+        ModeConfig::Priority(PriorityConfig::new(PeerId::from_static("node-1")))
     );
 }
 
@@ -996,7 +1000,7 @@ fn priority_mode_keys_reach_the_core() {
         low_battery_percent: 20,
         force_master: true,
         auto_election: false,
-        ..PriorityConfig::new(peer("node-1"))
+        ..PriorityConfig::new(PeerId::from_static("node-1"))
     };
     assert_eq!(config.election, ModeConfig::Priority(expected));
 }
@@ -1250,13 +1254,18 @@ fn sta1_static_mode_names_its_leader() {
     assert_eq!(
         config.election,
         ModeConfig::Static(StaticConfig {
-            id: peer("gw-b"),
-            leader: peer("gw-a"),
-            members: [peer("gw-a"), peer("gw-b")].into_iter().collect(),
+            id: PeerId::from_static("gw-b"),
+            leader: PeerId::from_static("gw-a"),
+            members: [PeerId::from_static("gw-a"), PeerId::from_static("gw-b")]
+                .into_iter()
+                .collect(),
         })
     );
     assert_eq!(config.election.mode(), Mode::Static);
-    assert_eq!(config.voters, vec![peer("gw-a"), peer("gw-b")]);
+    assert_eq!(
+        config.voters,
+        vec![PeerId::from_static("gw-a"), PeerId::from_static("gw-b")]
+    );
     // Without a voter list, any node may be named; the list stays empty.
     for node in ["a", "b", "c"] {
         let path = repo_root().join(format!("config/examples/three-static/node-{node}.toml"));
@@ -1274,10 +1283,11 @@ fn sta1_static_mode_names_its_leader() {
         let ModeConfig::Static(core) = &config.election else {
             panic!("{}: static mode expected", path.display());
         };
-        assert_eq!(core.leader, peer("gw-a"));
-        assert_eq!(core.id, peer(&format!("gw-{node}")));
+        assert_eq!(core.leader, PeerId::from_static("gw-a"));
+        let node_id = PeerId::new(&format!("gw-{node}")).expect("gw-{node} is a valid peer id");
+        assert_eq!(core.id, node_id);
         assert_eq!(core.members, config.voters.iter().copied().collect());
-        assert_eq!(config.node_id, peer(&format!("gw-{node}")));
+        assert_eq!(config.node_id, node_id);
     }
     let alone = settings("[election]\nmode = \"static\"\n[election.static]\nleader = \"gw-z\"\n")
         .validate()
@@ -1841,8 +1851,8 @@ fn espnow_peer_keys() {
     let espnow = config.espnow.unwrap();
     assert_eq!(espnow.lmk.unwrap()[1], 0x01);
     assert_eq!(espnow.peer_lmks.len(), 2);
-    assert_eq!(espnow.peer_lmks[&peer("gw-b")][0], 0xff);
-    assert_eq!(espnow.peer_lmks[&peer("gw-c")][15], 0x00);
+    assert_eq!(espnow.peer_lmks[&PeerId::from_static("gw-b")][0], 0xff);
+    assert_eq!(espnow.peer_lmks[&PeerId::from_static("gw-c")][15], 0x00);
 
     let problems = refused(
         "[cluster]\ninsecure = true\n[link.espnow]\nport = \"/dev/ttyACM0\"\npeer_lmks = [\"gw-b\", \"bad id!=00112233445566778899aabbccddeeff\", \
@@ -1887,7 +1897,7 @@ fn espnow_peer_keys() {
     let espnow = config.espnow.unwrap();
     assert_eq!(
         espnow.peer_lmks.keys().copied().collect::<Vec<_>>(),
-        [peer("gw-b"), peer("gw-c")]
+        [PeerId::from_static("gw-b"), PeerId::from_static("gw-c")]
     );
 }
 
@@ -1984,7 +1994,7 @@ fn connected_quorum_ignores_voters_with_a_warning() {
 #[test]
 fn empty_voters_mean_this_node_alone() {
     let config = node_config("[node]\nid = \"solo\"\n[cluster]\nvoters = []\n");
-    assert_eq!(config.voters, vec![peer("solo")]);
+    assert_eq!(config.voters, vec![PeerId::from_static("solo")]);
 }
 
 /// A node missing from a non-empty voter list is allowed: it follows without voting, and the
@@ -2002,7 +2012,7 @@ fn node_outside_the_voters_is_a_non_voting_follower() {
         "#;
     let config = node_config(toml);
     assert_eq!(config.voters.len(), 3);
-    assert!(!config.voters.contains(&peer("gw-d")));
+    assert!(!config.voters.contains(&PeerId::from_static("gw-d")));
     let warnings = warnings(toml);
     assert_eq!(warnings.len(), 2, "{warnings:#?}");
     assert_warning(&warnings, "cluster.voters", "non-voting follower");
@@ -2118,8 +2128,14 @@ fn admin_peer_urls_name_each_peers_api() {
     assert_eq!(
         config.admin.peer_urls,
         [
-            (peer("gw-b"), "http://10.0.0.2:7070".to_owned()),
-            (peer("gw-c"), "http://gw-c.lan:7070".to_owned()),
+            (
+                PeerId::from_static("gw-b"),
+                "http://10.0.0.2:7070".to_owned()
+            ),
+            (
+                PeerId::from_static("gw-c"),
+                "http://gw-c.lan:7070".to_owned()
+            ),
         ]
         .into()
     );
