@@ -14,11 +14,11 @@ DOC=docs/benchmarks.md
 
 if [ "${1:-}" = "--check" ]; then
     # conclave-core is optimised in dev builds too (Cargo.toml), so no release build is needed.
-    CONCLAVE_FULL_FIGURES=1 exec cargo test -p conclave-core --test figure16_doc
+    CONCLAVE_FULL_FIGURES=1 exec cargo test -p conclave-harness --test figure16_doc
 fi
 [ $# -eq 0 ] || { echo "usage: bash bench/figure16.sh [--check]" >&2; exit 64; }
 
-cargo build --release -p conclave-core --example election_bench
+cargo build --release -p conclave-harness --example election_bench
 bin="${CARGO_TARGET_DIR:-target}/release/examples/election_bench"
 python3 - "$DOC" "$bin" <<'PY'
 import re, subprocess, sys, time

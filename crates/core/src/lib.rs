@@ -1,10 +1,11 @@
-//! conclave-core: the sans-IO state machines of conclave, and the simulator that proves them.
+//! conclave-core: the sans-IO state machines of conclave, and the one driver that carries out
+//! their outputs.
 //!
 //! This crate is fully deterministic. It contains no networking, no file access, no threads
 //! and no clock: every input carries the current time as a virtual [`Instant`], randomness
 //! comes from an injected [`SeededRng`], and every output is data the caller carries out. The
-//! same inputs always give the same outputs, which is what lets [`sim`] replay a whole cluster
-//! from a seed. The actors in `conclave-actors` are a thin shell around it; no election
+//! same inputs always give the same outputs, which is what lets the simulator (the
+//! `conclave-harness` crate) replay a whole cluster from a seed. The actors in `conclave-actors` are a thin shell around it; no election
 //! decision is taken outside this crate.
 //!
 //! # The state machines
@@ -22,7 +23,9 @@
 //! - [`static_leader`]: a leader named in the configuration, whose liveness followers track
 //!   (STA-1);
 //! - [`storage`]: what raft keeps durable, behind the [`storage::Storage`] trait, with the
-//!   simulator's in-memory twin where a crash loses every write not yet synced (WAL-1..3).
+//!   simulator's in-memory twin where a crash loses every write not yet synced (WAL-1..3);
+//! - [`driver`]: the one driver of an election's outputs, shared by the ElectionActor and the
+//!   simulator (RAFT-1, WAL-1, CB-6, LOG-1..4, LOG-7).
 //!
 //! The tests' shared harness, `testing`, is compiled only for the crate's own tests and with the
 //! `test-support` feature; it is no part of the surface.
@@ -42,25 +45,34 @@
 //!                               ┌────────────────────────┐
 //!                               │ Membership / Election  │  pure: no I/O, no clock
 //!                               └────────────────────────┘
-//!                                            │
+//!                                            │ take_ready() → Ready
+//!                                            ▼
+//!                               ┌────────────────────────┐
+//!                               │ Driver: what waits for │  handle_written(now, ..)
+//!                               │ which write, in order  │◄──── from the shell
+//!                               └────────────────────────┘
+//!                                            │ poll_effect() → Effect
 //!            ┌───────────────────────────────┼────────────────────────────┐
 //!            ▼                               ▼                            ▼
-//!   poll_action() → Persist            poll_action() → Send       poll_action() → Publish
-//!   (fsync before going on)            (encode, transmit)         (hooks, API, metrics)
+//!   Write (hard state, entries,        Send (encode,         Publish / Apply / Read
+//!   snapshot: to the disk)             transmit)             (hooks, API, machine)
 //!                                            │
 //!                                            ▼
 //!                               poll_timeout() → arm one timer
 //! ```
 //!
-//! Actions are carried out in the order they come: a `Persist` must be durable before any
-//! later action, because the messages after it depend on the term or vote it records
-//! (RAFT-1). That is the synchronous driver's way (the tests'). A driver that keeps serving
-//! while its disk works takes the election's outputs as a typed batch instead,
-//! [`Election::take_ready`](election::Election::take_ready) (see [`election::Ready`]): the
-//! writes to make durable, numbered; the messages and events that may leave now; and those
-//! that wait for a write, which leave once the driver has it durable and says so with
-//! [`Election::handle_persisted`](election::Election::handle_persisted). The ElectionActor and
-//! the simulator drive it that way. Membership events reach the election as
+//! An election's one output contract is [`Election::take_ready`](election::Election::take_ready)
+//! ([`election::Ready`]): the hard-state writes to make durable, numbered; the messages and
+//! events that may leave now; those that wait for a write; and, with raft's replicated log, a
+//! snapshot to install, entries to write, committed entries to apply and read outcomes. The
+//! driver reports what became durable with one
+//! [`Election::handle_persisted`](election::Election::handle_persisted). The ordering rules a
+//! driver keeps — a message naming a term or vote leaves after its write, a leader change is
+//! published after its history record, one write with the disk at a time and the next one
+//! gathering what piles up — are written once, in [`driver::Driver`], which the ElectionActor
+//! and the simulator both use: the actor only does the I/O. A synchronous driver (the tests)
+//! may instead take one action at a time with `poll_action`, built on the same batches, each
+//! write counted durable at once. Membership events reach the election as
 //! [`Election::handle_peer_status`](election::Election::handle_peer_status).
 //!
 //! ```
@@ -98,7 +110,6 @@ pub mod membership;
 pub mod priority;
 pub mod raft;
 mod rng;
-pub mod sim;
 pub mod static_leader;
 pub mod storage;
 #[cfg(any(test, feature = "test-support"))]

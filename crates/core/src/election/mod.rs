@@ -23,11 +23,12 @@
 //!   ([`HealthReading`]: battery or priority source), operator commands, and shutdown.
 //!
 //! Every mode's state machine is driven the same way as the rest of this crate: inputs are
-//! `handle_*(now, ...)`, outputs are drained with `poll_action()`, and `poll_timeout()` says
-//! when to call `handle_timeout` next. Actions are carried out in order; a persist action is
-//! durable before anything after it happens (RAFT-1). Every mode queues its actions through
-//! one `Outbox`, which puts a message after the persist of the hard state it depends on and
-//! publishes an input's events, then any change of role and of leader, once at its end.
+//! `handle_*(now, ...)`, outputs are taken as one typed batch ([`Election::take_ready`],
+//! [`Ready`]) and carried out by the [`Driver`](crate::driver::Driver), and `poll_timeout()`
+//! says when to call `handle_timeout` next. Every mode queues its outputs through one
+//! [`Outbox`], which puts a message after the persist of the hard state it depends on and
+//! publishes an input's events, then any change of role and of leader, once at its end; the
+//! [`Outputs`] trait hands them out, the same for every mode.
 //!
 //! [`Election`] is the closed set of modes behind that one interface, built from an
 //! [`ElectionConfig`]; [`ElectionStatus`] is what every mode reports, with the mode's own

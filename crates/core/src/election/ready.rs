@@ -1,30 +1,28 @@
-//! The typed batch a driver that persists in the background takes from an election (RAFT-1,
-//! WAL-1; issue 16, item 3), in the shape of raft-rs's `Ready`: what to make durable, what may
-//! leave now, and what must wait for that write.
-//!
-//! [`Election::poll_action`](super::Election::poll_action) hands out one action at a time under
-//! a positional rule: a persist is durable before the next action is carried out. That rule
-//! suits a synchronous driver (the tests, a driver whose fsync blocks), but it makes a driver
-//! that wants to keep serving while its disk works re-derive, action by action, which outputs
-//! depend on which write. [`Election::take_ready`](super::Election::take_ready) says it
-//! instead:
+//! The typed batch an election hands its driver (RAFT-1, WAL-1, LOG-1..4, LOG-7; issue 16,
+//! item 3; issue 24, item 0), in the shape of raft-rs's `Ready`: what to make durable, what
+//! may leave now, what must wait for that write, and the replicated log's work. It is the
+//! core's one output contract; [`crate::driver::Driver`] carries it out for every shell.
 //!
 //! - [`Ready::persist`]: the hard-state writes decided since the last batch, numbered with a
 //!   [`PersistSeq`]; the driver writes them in one fsync and reports it with
-//!   [`Election::handle_persisted`](super::Election::handle_persisted).
+//!   [`Election::handle_persisted`](super::Election::handle_persisted) ([`Persisted::Hard`]).
 //! - [`Ready::messages`] and [`Ready::events`]: outputs that depend on no write still in
 //!   flight: they leave now, whatever the disk is doing.
 //! - [`Ready::after_persist`]: outputs decided after a write that is not yet durable (this
 //!   batch's or an earlier one's): they leave once the write numbered
 //!   [`AfterPersist::seq`] is durable. A message that names a term or a vote never leaves before
 //!   the term or vote is on disk.
+//! - The log's part, while no hard-state write is in flight: [`Ready::install`] (a leader's
+//!   snapshot), [`Ready::entries`] (one write at a time, reported with
+//!   [`Persisted::Entries`]), [`Ready::committed`] (to apply, in order) and [`Ready::reads`].
 //!
 //! The election keeps going meanwhile: inputs handled while a write is in flight are answered
 //! from its state in memory, and everything they produce waits behind that write, however many
 //! batches are taken before it completes. Writes complete in the order they were numbered (a
 //! WAL appends them in turn), so reporting one reports every earlier one.
 //!
-//! A driver uses one of the two ways, not both.
+//! A synchronous driver (the tests) may take the election's part one action at a time instead
+//! ([`Outputs::poll_action`](super::Outputs::poll_action)), built on these batches.
 
 use conclave_protocol::{LogEntry, PeerId};
 

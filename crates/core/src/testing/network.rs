@@ -1,7 +1,7 @@
 //! [`RaftNetwork`]: a few raft nodes on a lossless network with a fixed one-way latency,
 //! driven on virtual time the way the ElectionActor drives one node (inputs in, actions
 //! drained, `poll_timeout` for the next wake-up), for scenarios of RAFT-1..10 that need more
-//! than one node but not the whole simulator ([`crate::sim`]).
+//! than one node but not the whole simulator (`conclave_harness::sim`).
 
 use std::collections::BTreeSet;
 use std::time::Duration;

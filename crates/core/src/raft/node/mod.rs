@@ -721,22 +721,22 @@ impl Raft {
     }
 
     /// The term of its log entry at `index`, when it holds it (the simulator's log checks).
-    pub(crate) fn log_term_at(&self, index: u64) -> Option<u64> {
+    pub fn log_term_at(&self, index: u64) -> Option<u64> {
         self.log.term_at(index)
     }
 
     /// Whether it waits, after a lost WAL, for its log to match a leader's before it votes.
-    pub(crate) fn is_catching_up(&self) -> bool {
+    pub fn is_catching_up(&self) -> bool {
         self.log_catch_up
     }
 
     /// Its last log entry's position.
-    pub(crate) fn log_last(&self) -> LogPosition {
+    pub fn log_last(&self) -> LogPosition {
         self.log.last()
     }
 
     /// The first index whose term it knows: the snapshot's last (0 without one).
-    pub(crate) fn log_first_index(&self) -> u64 {
+    pub fn log_first_index(&self) -> u64 {
         self.log.snapshot().index
     }
 

@@ -126,8 +126,8 @@ impl ReadQueue {
 }
 
 impl ReplicatedLog<'_> {
-    /// LOG-7: a linearizable read on this leader. Its outcome comes from
-    /// [`ReplicatedLog::take_read_results`]: the read index to serve it at once the state
+    /// LOG-7: a linearizable read on this leader. Its outcome comes in a later
+    /// [`Ready::reads`](crate::election::Ready::reads): the read index to serve it at once the state
     /// machine applied it, or a failure. On a single voter the outcome is there at once.
     pub fn request_read(&mut self, now: Instant, id: ReadId) -> Result<(), ReadError> {
         let raft = &mut *self.raft;

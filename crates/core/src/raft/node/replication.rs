@@ -103,7 +103,7 @@ pub enum ProposeError {
 }
 
 /// Entries the driver writes to its storage, then reports with
-/// [`ReplicatedLog::handle_persisted`]. Writing them replaces every stored entry at and after
+/// [`Persisted::Entries`](crate::election::Persisted::Entries). Writing them replaces every stored entry at and after
 /// the first one's index ([`Storage::append_entries`](crate::storage::Storage::append_entries)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogWrite {
@@ -146,8 +146,9 @@ pub struct ReplicatedLog<'a> {
 
 impl ReplicatedLog<'_> {
     /// A write from a client (LOG-1): appended to this leader's log and sent to the
-    /// followers; the answer is its position. It is committed when
-    /// [`ReplicatedLog::take_committed`] hands out an entry at that position; an entry of
+    /// followers; the answer is its position. It is committed when a
+    /// [`Ready::committed`](crate::election::Ready::committed) hands out an entry at that
+    /// position; an entry of
     /// another term at that index means it was lost with this leader's term.
     pub fn propose(&mut self, now: Instant, data: Vec<u8>) -> Result<LogPosition, ProposeError> {
         let raft = &mut *self.raft;
@@ -242,7 +243,7 @@ impl Raft {
     }
 
     /// Where the log stands, when this node carries one.
-    pub(crate) fn log_status(&self) -> Option<LogStatus> {
+    pub fn log_status(&self) -> Option<LogStatus> {
         self.config.log?;
         let followers = self
             .phase

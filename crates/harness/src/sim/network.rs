@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use conclave_protocol::Body;
 
-use crate::admission::FrameHeader;
-use crate::rng::SeededRng;
-use crate::time::Instant;
+use conclave_core::Instant;
+use conclave_core::SeededRng;
+use conclave_core::admission::FrameHeader;
 
 /// How the network misbehaves. The defaults describe a healthy LAN.
 #[derive(Debug, Clone, PartialEq)]

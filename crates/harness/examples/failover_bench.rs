@@ -12,7 +12,7 @@
 //! machine.
 //!
 //! ```text
-//! cargo run --release -p conclave-core --example failover_bench [-- [--trials N] [--seed S]]
+//! cargo run --release -p conclave-harness --example failover_bench [-- [--trials N] [--seed S]]
 //! ```
 
 use std::process::ExitCode;
@@ -22,7 +22,7 @@ use conclave_core::SeededRng;
 use conclave_core::gossip::GossipConfig;
 use conclave_core::membership::MembershipConfig;
 use conclave_core::priority::PriorityConfig;
-use conclave_core::sim::{SimConfig, Simulation, gossip_tightened, node_id, priority_tightened};
+use conclave_harness::sim::{SimConfig, Simulation, gossip_tightened, node_id, priority_tightened};
 
 const NODES: usize = 3;
 const DEFAULT_TRIALS: usize = 1000;

@@ -39,26 +39,26 @@ use std::time::Duration;
 
 use conclave_protocol::{Body, DropReason, PeerId, ReplayGuard};
 
-use crate::admission::{Admission, AdmissionAction, AdmissionConfig, FrameHeader, Verdict};
-use crate::driver::{DiskWrite, Driver, Effect, HardRecord, Written};
-use crate::election::{
+use crate::sim::invariants::{self, Invariant};
+use crate::sim::network::{Delivery, Network, NetworkConfig};
+use crate::sim::trace::{Trace, TraceEntry};
+use conclave_core::Instant;
+use conclave_core::SeededRng;
+use conclave_core::admission::{Admission, AdmissionAction, AdmissionConfig, FrameHeader, Verdict};
+use conclave_core::driver::{DiskWrite, Driver, Effect, HardRecord, Written};
+use conclave_core::election::{
     AmnesiaCause, Command, CommandOutcome, Election, ElectionConfig, ElectionError,
     ElectionMessage, Event, GossipMessage, HardState, HealthReading, Outgoing, PriorityMessage,
     RaftSetting, Role, SettingProblem,
 };
-use crate::gossip::GossipConfig;
-use crate::membership::{
+use conclave_core::gossip::GossipConfig;
+use conclave_core::membership::{
     LinkAddr, Membership, MembershipAction, MembershipConfig, MembershipEvent, PeerStatus,
 };
-use crate::priority::PriorityConfig;
-use crate::raft::{QuorumMode, Raft, RaftConfig, RaftMessage};
-use crate::rng::SeededRng;
-use crate::sim::invariants::{self, Invariant};
-use crate::sim::network::{Delivery, Network, NetworkConfig};
-use crate::sim::trace::{Trace, TraceEntry};
-use crate::static_leader::StaticConfig;
-use crate::storage::DurableState;
-use crate::time::Instant;
+use conclave_core::priority::PriorityConfig;
+use conclave_core::raft::{QuorumMode, Raft, RaftConfig, RaftMessage};
+use conclave_core::static_leader::StaticConfig;
+use conclave_core::storage::DurableState;
 
 mod linearizability;
 mod replicated_log;

@@ -23,7 +23,7 @@
 //!   refuses it, as the admin API redirects. A write is *acknowledged* when the node that took
 //!   it applies the entry at the position it was given, with its data — what the admin API
 //!   answers 200 on. A read goes by the read index, as the node's linearizable reads do
-//!   (LOG-7): the leader takes it ([`ReplicatedLog::request_read`](crate::raft::ReplicatedLog::request_read)), and once the core gives
+//!   (LOG-7): the leader takes it ([`ReplicatedLog::request_read`](conclave_core::raft::ReplicatedLog::request_read)), and once the core gives
 //!   its read index the read answers the register as the node's machine has it when it has
 //!   applied that index; a read that fails (its leader stepped down) stays unanswered. The
 //!   registers are part of the machine, so snapshots carry them.
@@ -44,11 +44,11 @@ use conclave_protocol::LogEntry;
 
 use super::linearizability::{Operation, OperationKind, check};
 use super::{Observation, SimFailure, Simulation};
-use crate::driver::{DiskWrite, Driver, HardRecord, SnapshotOrigin, Written};
-use crate::election::{Election, Role};
-use crate::raft::{LogPosition, ReadId};
-use crate::storage::{MemStorage, Snapshot, Storage};
-use crate::time::Instant;
+use conclave_core::Instant;
+use conclave_core::driver::{DiskWrite, Driver, HardRecord, SnapshotOrigin, Written};
+use conclave_core::election::{Election, Role};
+use conclave_core::raft::{LogPosition, ReadId};
+use conclave_core::storage::{MemStorage, Snapshot, Storage};
 
 /// Slots of [`SimMachine`]'s register.
 const SLOTS: usize = 16;
@@ -183,7 +183,7 @@ impl NodeLog {
     fn next_sync_due(
         &self,
         now: Instant,
-        rng: &mut crate::rng::SeededRng,
+        rng: &mut conclave_core::SeededRng,
         max_delay: Duration,
     ) -> Instant {
         let drawn = now + rng.duration_between(Duration::ZERO, max_delay);
@@ -450,7 +450,7 @@ impl Simulation {
             .election_mut()
             .replicated_log()
             .map(|mut log| log.propose(now, data.clone()));
-        match proposed.unwrap_or(Err(crate::raft::ProposeError::ShuttingDown)) {
+        match proposed.unwrap_or(Err(conclave_core::raft::ProposeError::ShuttingDown)) {
             Ok(position) => {
                 self.log_book.history.push(Operation {
                     key,
@@ -648,10 +648,12 @@ impl Simulation {
     }
 
     /// Counts a snapshot message a node sends (LOG-4), for the reports.
-    pub(super) fn note_snapshot_message(&mut self, message: &crate::raft::RaftMessage) {
+    pub(super) fn note_snapshot_message(&mut self, message: &conclave_core::raft::RaftMessage) {
         match message {
-            crate::raft::RaftMessage::InstallSnapshot(_) => self.log_book.snapshot_chunks += 1,
-            crate::raft::RaftMessage::SnapshotResp(response) if !response.success => {
+            conclave_core::raft::RaftMessage::InstallSnapshot(_) => {
+                self.log_book.snapshot_chunks += 1
+            }
+            conclave_core::raft::RaftMessage::SnapshotResp(response) if !response.success => {
                 self.log_book.snapshot_resumes += 1;
             }
             _ => {}
@@ -792,7 +794,7 @@ impl Simulation {
         check(&self.log_book.history).map_err(|detail| self.failure("linearizability", detail))
     }
 
-    /// Starts the client's writes (with [`SimConfig::client_interval`]) or stops them.
+    /// Starts the client's writes (with [`SimConfig::client_interval`](super::SimConfig::client_interval)) or stops them.
     pub fn set_client_writes(&mut self, on: bool) {
         self.log_book.next_write =
             (on && self.config.client_interval.is_some()).then_some(self.now);

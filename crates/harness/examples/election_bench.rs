@@ -9,7 +9,7 @@
 //! reproducible from its seed on any machine; the wall clock only times the program itself.
 //!
 //! ```text
-//! cargo run --release -p conclave-core --example election_bench \
+//! cargo run --release -p conclave-harness --example election_bench \
 //!     [-- [--trials N] [--seed S] [--quick] [--threads T] [--delay A-B]]
 //! ```
 
@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use conclave_core::SeededRng;
 use conclave_core::election::Role;
-use conclave_core::sim::invariants::{self, Invariant, liveness};
-use conclave_core::sim::{
+use conclave_harness::sim::invariants::{self, Invariant, liveness};
+use conclave_harness::sim::{
     AdmissionModel, NetworkConfig, Observation, SentKind, SimConfig, Simulation,
 };
 
@@ -288,7 +288,7 @@ enum TrialError {
     Safety(String),
 }
 
-fn classify(failure: conclave_core::sim::SimFailure) -> TrialError {
+fn classify(failure: conclave_harness::sim::SimFailure) -> TrialError {
     if failure.invariant == "liveness" {
         TrialError::Setup(failure.detail)
     } else {
@@ -634,7 +634,7 @@ fn main() -> ExitCode {
 
 /// Everything the program prints on standard output for `options`, and whether every safety
 /// invariant held. A pure function of the options (the simulator is deterministic), which is
-/// what lets `crates/core/tests/figure16_doc.rs` hold `docs/benchmarks.md` to it.
+/// what lets `crates/harness/tests/figure16_doc.rs` hold `docs/benchmarks.md` to it.
 pub(crate) fn report(options: &Options) -> (String, bool) {
     let mut out = String::new();
     macro_rules! println {
@@ -647,7 +647,7 @@ pub(crate) fn report(options: &Options) -> (String, bool) {
         }};
     }
 
-    let mut command = "cargo run --release -p conclave-core --example election_bench".to_owned();
+    let mut command = "cargo run --release -p conclave-harness --example election_bench".to_owned();
     if !options.args.is_empty() {
         command.push_str(" -- ");
         command.push_str(&options.args.join(" "));

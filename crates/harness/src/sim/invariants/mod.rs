@@ -35,9 +35,9 @@ pub use one_vote_per_term::OneVotePerTerm;
 pub use persisted_before_sent::PersistedBeforeSent;
 pub use token_declared_by_leader::TokenDeclaredByLeader;
 
-use crate::election::ElectionConfig;
-use crate::raft::{QuorumMode, RaftConfig};
 use crate::sim::cluster::{Observation, Simulation};
+use conclave_core::election::ElectionConfig;
+use conclave_core::raft::{QuorumMode, RaftConfig};
 
 /// A safety property checked after every step of a simulation.
 pub trait Invariant {

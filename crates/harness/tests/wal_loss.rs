@@ -13,7 +13,7 @@ use std::io::Write;
 
 use std::time::Duration;
 
-use conclave_core::sim::{
+use conclave_harness::sim::{
     Scenario, SimConfig, Simulation, run_seed, run_seed_without_abstention, seed_count,
 };
 

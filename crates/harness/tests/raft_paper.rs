@@ -16,8 +16,8 @@ use std::time::Duration;
 use conclave_core::Instant;
 use conclave_core::election::{Action, ElectionMessage, Event, HardState, LeaderChangeCause, Role};
 use conclave_core::raft::{LogPosition, Raft, RaftConfig, RaftMessage};
-use conclave_core::sim::{AdmissionModel, SimConfig, Simulation};
 use conclave_core::testing::{self, drain};
+use conclave_harness::sim::{AdmissionModel, SimConfig, Simulation};
 use conclave_protocol::{
     AppendEntries, AppendResp, LeaderAssign, PeerId, RequestVote, TimeoutNow, Vote,
 };

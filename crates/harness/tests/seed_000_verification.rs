@@ -13,12 +13,12 @@ use std::time::Duration;
 
 use conclave_core::election::{Command, Event, HardState, LeaderChangeCause, Role};
 use conclave_core::raft::{LogPosition, RaftConfig, RaftMessage, majority_threshold};
-use conclave_core::sim::{SimConfig, Simulation};
 use conclave_core::testing::{drain, drain as drain_membership, id, ms, published, raft_node};
 use conclave_core::{
     DrainOutcome, Instant, LinkAddr, Membership, MembershipAction, MembershipConfig,
     MembershipEvent, PeerStatus, SubscriberQueue,
 };
+use conclave_harness::sim::{SimConfig, Simulation};
 use conclave_protocol::{Body, Hello, Pong, Vote};
 
 /// Heartbeat 50 ms, election timeout 150–300 ms: the seed's 500 / 1500–3000 ms scaled down

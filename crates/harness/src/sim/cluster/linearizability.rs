@@ -21,7 +21,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use crate::time::Instant;
+use conclave_core::Instant;
 
 /// Operations a failure report lists at most.
 const SHOWN: usize = 24;

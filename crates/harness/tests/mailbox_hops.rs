@@ -10,8 +10,8 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use conclave_core::sim::invariants::{self, Invariant};
-use conclave_core::sim::{DEFAULT_MAILBOX_DELAY, Observation, SimConfig, Simulation};
+use conclave_harness::sim::invariants::{self, Invariant};
+use conclave_harness::sim::{DEFAULT_MAILBOX_DELAY, Observation, SimConfig, Simulation};
 
 const NODES: usize = 3;
 const SEEDS: u64 = 40;

@@ -24,15 +24,15 @@
 
 use std::time::Duration;
 
-use crate::election::{Command, ElectionConfig, ModeStatus};
-use crate::gossip::GossipConfig;
-use crate::priority::PriorityConfig;
-use crate::raft::LogConfig;
-use crate::rng::SeededRng;
 use crate::sim::cluster::{LogCounts, SimConfig, SimFailure, Simulation, node_id};
 use crate::sim::invariants::liveness::{await_agreed_leader, check_still_agreed, describe};
 use crate::sim::invariants::partition_convergence::check_partitions_converged;
 use crate::sim::trace::TraceEntry;
+use conclave_core::SeededRng;
+use conclave_core::election::{Command, ElectionConfig, ModeStatus};
+use conclave_core::gossip::GossipConfig;
+use conclave_core::priority::PriorityConfig;
+use conclave_core::raft::LogConfig;
 
 /// Which family of randomized runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,7 +114,7 @@ impl Scenario {
         Scenario::ReplicatedLog,
     ];
 
-    /// The test file (`crates/core/tests/<name>.rs`) that runs this scenario.
+    /// The test file (`crates/harness/tests/<name>.rs`) that runs this scenario.
     pub fn test_file(self) -> &'static str {
         match self {
             Scenario::Voters | Scenario::Connected | Scenario::Static => "simulation",
@@ -140,7 +140,7 @@ impl Scenario {
     /// The command that replays `seed` of this scenario with its trace printed.
     pub fn replay_command(self, seed: u64) -> String {
         format!(
-            "CONCLAVE_SIM_REPLAY={}:{seed} cargo test -p conclave-core --test {} replay -- --ignored --nocapture",
+            "CONCLAVE_SIM_REPLAY={}:{seed} cargo test -p conclave-harness --test {} replay -- --ignored --nocapture",
             self.name(),
             self.test_file()
         )
@@ -344,7 +344,7 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, control: Con
             Scenario::GossipDefaults | Scenario::PriorityDefaults
         ) {
             // Membership's own defaults beside the mode's.
-            *membership = crate::membership::MembershipConfig::default();
+            *membership = conclave_core::membership::MembershipConfig::default();
         } else {
             membership.heartbeat_interval = Duration::from_millis(100);
         }
@@ -367,7 +367,7 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, control: Con
             return SeedRun {
                 result: Err(SimFailure {
                     seed,
-                    at: crate::Instant::ZERO,
+                    at: conclave_core::Instant::ZERO,
                     invariant: "configuration",
                     detail: err.to_string(),
                     replay: Some(scenario.replay_command(seed)),
@@ -782,7 +782,7 @@ fn restart_script(sim: &mut Simulation, plan: &mut SeededRng) -> Result<Duration
 fn settled_token(
     sim: &Simulation,
     when: &str,
-) -> Result<(usize, Option<crate::election::FencingToken>), SimFailure> {
+) -> Result<(usize, Option<conclave_core::election::FencingToken>), SimFailure> {
     let alive = sim.alive();
     match sim.agreed_leader(&alive) {
         Some(leader) if sim.leaders() == [leader] => Ok((

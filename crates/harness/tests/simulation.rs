@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use conclave_core::sim::{Scenario, SeedReport, run_seed, run_seeds, seed_count};
+use conclave_harness::sim::{Scenario, SeedReport, run_seed, run_seeds, seed_count};
 
 /// Seeds per scenario in a plain `cargo test`: 6,000 in all, a few seconds on two cores.
 const DEFAULT_VOTERS_SEEDS: u64 = 2000;

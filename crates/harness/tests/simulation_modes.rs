@@ -28,10 +28,10 @@ use std::time::Duration;
 use conclave_core::election::HardState;
 use conclave_core::gossip::GossipConfig;
 use conclave_core::priority::PriorityConfig;
-use conclave_core::sim::invariants::{
+use conclave_harness::sim::invariants::{
     self, FencingTokenMonotonic, Invariant, PersistedBeforeSent, TokenDeclaredByLeader,
 };
-use conclave_core::sim::{
+use conclave_harness::sim::{
     Observation, Scenario, SeedReport, SentKind, SimConfig, Simulation, failover_bound,
     gossip_tightened, heal_bound, node_id, priority_tightened, run_seed, run_seeds, seed_count,
 };

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 
 use conclave_protocol::PeerId;
 
-use crate::election::HardState;
 use crate::sim::cluster::{Observation, Simulation};
 use crate::sim::invariants::Invariant;
+use conclave_core::election::HardState;
 
 /// Remembers each node's last persisted hard state.
 #[derive(Debug, Default)]

@@ -14,8 +14,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use conclave_core::sim::invariants::{Invariant, PersistedBeforeSent};
-use conclave_core::sim::{AdmissionModel, Observation, SimConfig, SimFailure, Simulation};
+use conclave_harness::sim::invariants::{Invariant, PersistedBeforeSent};
+use conclave_harness::sim::{AdmissionModel, Observation, SimConfig, SimFailure, Simulation};
 use conclave_protocol::DropReason;
 
 const NODES: usize = 3;

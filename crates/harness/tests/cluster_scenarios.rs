@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use conclave_core::election::{Command, CommandOutcome, Role};
-use conclave_core::sim::{SimConfig, Simulation};
+use conclave_harness::sim::{SimConfig, Simulation};
 
 fn cluster(nodes: usize, seed: u64, pre_vote: bool, check_quorum: bool) -> Simulation {
     let mut config = SimConfig::voters(

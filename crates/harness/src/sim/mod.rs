@@ -1,7 +1,7 @@
 //! The deterministic cluster simulator (docs/design.md §10).
 //!
-//! N nodes, each a [`Membership`](crate::Membership) and an
-//! [`Election`](crate::election::Election) of any mode driven exactly as the actors drive them
+//! N nodes, each a [`Membership`](conclave_core::Membership) and an
+//! [`Election`](conclave_core::election::Election) of any mode driven exactly as the actors drive them
 //! (the mailbox hop between membership and the election included), exchange messages over a simulated network in virtual
 //! time. Every random choice — election timeouts, delays, loss, duplication, which fault and
 //! when — derives from one seed, so a run replays exactly: [`Simulation::digest`] and the

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use conclave_protocol::PeerId;
 
-use crate::election::Role;
 use crate::sim::cluster::{Observation, Simulation};
 use crate::sim::invariants::Invariant;
+use conclave_core::election::Role;
 
 /// Remembers who led each term and fails when a second node leads the same term.
 #[derive(Debug, Default)]

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use conclave_core::raft::LogConfig;
 
-use conclave_core::sim::{
+use conclave_harness::sim::{
     Scenario, SimConfig, Simulation, run_log_seed_reporting_before_fsync,
     run_log_seed_sending_before_hard_sync, run_log_seed_with_stale_reads,
     run_log_seed_with_unconfirmed_reads, run_seed, seed_count,

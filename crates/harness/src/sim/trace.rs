@@ -5,7 +5,7 @@
 
 use conclave_protocol::PeerId;
 
-use crate::time::Instant;
+use conclave_core::Instant;
 
 /// One line of a trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
