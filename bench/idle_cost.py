@@ -64,8 +64,8 @@ def write_configs(root: Path, heartbeat_ms: int | None, log: bool) -> dict[str, 
             f"election_timeout_max_ms = {10 * heartbeat_ms}\n"
         )
     # With the log, the nodes are set up as bench/kv_commit.py sets them up (its idle RSS
-    # reading is the same measure): a cluster created new, each WAL starting with the genesis
-    # record.
+    # reading is the same measure): a cluster created new, each WAL recording a genesis once
+    # every voter answered.
     initial_state = 'initial_state = "new"\n' if log else ""
     log_section = "[log]\nenabled = true\n" if log else ""
     configs = {}

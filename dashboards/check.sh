@@ -202,7 +202,7 @@ data_dir = "$work/data-$1"
 [cluster]
 id = "dashboards-check"
 voters = ["gw-a", "gw-b"]
-# A cluster created here: each node's WAL starts with a genesis record (WAL-5).
+# A cluster created here: each node records a genesis once both voters answered (WAL-5).
 initial_state = "new"
 
 # Fast timers so the cluster forms within a second or two.

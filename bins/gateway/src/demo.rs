@@ -253,7 +253,7 @@ data_dir = {data_dir}
 [cluster]
 id = "demo"
 voters = [{voters}]
-# A cluster created here and now: each node's first start writes a genesis record.
+# A cluster created here and now: each node records a genesis once every voter answered.
 initial_state = "new"
 # No pre-shared key: every node's radio is a virtual dongle on this process's simulated air.
 insecure = true

@@ -1,8 +1,10 @@
 //! Creating a cluster, with real `conclave` processes over UDP on a loopback address of the
 //! test's own (WAL-5, issue 15 item 1):
 //!
-//! - the README's three-node example, followed literally, elects with its third voter never
-//!   started: the example's `cluster.initial_state = "new"` gives each node a genesis record;
+//! - the README's three-node example, followed literally, elects once every voter answered:
+//!   the example's `cluster.initial_state = "new"` makes each node ask the voters first, then
+//!   record a genesis; the key left set is safe: a voter of the running cluster restarted on
+//!   an emptied data directory learns that the cluster exists and votes in no old term;
 //! - `conclave init` does the same for a node without the key, and refuses a data directory a
 //!   node has used;
 //! - a voter started without either says, in one line, how a new cluster is created, and
@@ -49,24 +51,39 @@ fn example(name: &str) -> PathBuf {
         .join(format!("{name}.toml"))
 }
 
-/// WAL-5: two of the README's three example nodes, started from the example files as the
-/// README says (with this test's addresses laid over them), elect a leader although the third
-/// voter is never started; neither abstains, and each WAL starts with a genesis record.
+/// WAL-5, issue 24 item 2: the README's three example nodes, started from the example files
+/// as the README says (with this test's addresses laid over them). With
+/// `cluster.initial_state = "new"` a node asks the voters before it takes part, so two of
+/// them wait for the third (a node whose data directory was emptied cannot tell itself from a
+/// new one, and the voter not heard may be the one it voted for); once the third runs, every
+/// voter has answered at term 0, they elect, and each WAL starts with a genesis record.
 #[test]
-fn wal5_readme_cluster_elects_with_a_voter_never_started() {
+fn wal5_readme_cluster_elects_once_every_voter_answered() {
     let mut cluster = ProcessCluster::new(&NODES);
     cluster.start_from_file("gw-a", &example("node-a"));
     cluster.start_from_file("gw-b", &example("node-b"));
-    let (leader, term) =
-        cluster.wait_for("a leader of the two started voters", |c| c.agreed_leader());
-    assert!(["gw-a", "gw-b"].contains(&leader.as_str()), "{leader}");
+    cluster.wait_for("the two started voters waiting for gw-c", |c| {
+        let waiting = ["gw-a", "gw-b"].iter().all(|id| {
+            c.status(id)
+                .is_some_and(|status| status["abstaining"] == true)
+        });
+        waiting.then_some(())
+    });
+    cluster.start_from_file("gw-c", &example("node-c"));
+    let (_, term) = cluster.wait_for(
+        "all three agreeing, none abstaining",
+        ProcessCluster::agreed_leader_none_abstaining,
+    );
     assert!(term >= 1);
-    for id in ["gw-a", "gw-b"] {
-        let status = cluster.status(id).unwrap();
-        assert_eq!(status["abstaining"], false, "{status}");
-        assert!(!cluster.log(id).contains(INIT_HINT), "{}", cluster.log(id));
+    for id in NODES {
+        let log = cluster.log(id);
+        assert!(!log.contains(INIT_HINT), "{log}");
+        assert!(
+            log.contains("a new cluster: every other voter answered"),
+            "{log}"
+        );
     }
-    for id in ["gw-a", "gw-b"] {
+    for id in NODES {
         cluster.kill(id);
         assert!(
             has_genesis(&cluster.data_dir(id)),
@@ -75,9 +92,52 @@ fn wal5_readme_cluster_elects_with_a_voter_never_started() {
     }
 }
 
-/// WAL-5: `conclave init` gives a node the genesis record without the key: with one node
-/// initialised and one started with `cluster.initial_state = "new"`, the two elect while the
-/// third voter is never started. `init` prints what it did and how to start the node, and a
+/// Issue 24 item 2, WAL-5: `cluster.initial_state = "new"` left set is safe. A voter of the
+/// running cluster restarted on an emptied data directory (pre-vote off, so that every
+/// campaign of the others asks for a real vote) asks the voters, learns from their terms that
+/// the cluster exists and says so in one line, records no genesis, and abstains as a node
+/// that lost its WAL does until it has heard them; it never records a vote in a term it had
+/// voted in, and the cluster agrees on a leader with it again.
+#[test]
+fn wal5_emptied_data_directory_with_initial_state_new_votes_in_no_old_term() {
+    let mut cluster = ProcessCluster::new(&NODES)
+        .with_env("CONCLAVE__CLUSTER__INITIAL_STATE", "new")
+        .with_env("CONCLAVE__ELECTION__RAFT__PRE_VOTE", "false");
+    cluster.start_all();
+    let (leader, _) = cluster.wait_for("a first leader", ProcessCluster::agreed_leader);
+    let victim = NODES.iter().find(|id| **id != leader).unwrap().to_string();
+    cluster.kill(&victim);
+    let before = votes(&cluster.data_dir(&victim));
+    let dir = cluster.data_dir(&victim);
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    // The leader restarted too, so that the cluster campaigns while the victim asks around.
+    cluster.kill(&leader);
+    cluster.start(&victim);
+    cluster.start(&leader);
+    cluster.wait_for("the emptied node saying the cluster exists", |c| {
+        c.log(&victim).contains("the cluster exists").then_some(())
+    });
+    let (_, term) = cluster.wait_for(
+        "all three agreeing, none abstaining",
+        ProcessCluster::agreed_leader_none_abstaining,
+    );
+    assert!(term >= 2, "a new term after the restarts: {term}");
+    for id in NODES {
+        cluster.kill(id);
+    }
+    assert!(!has_genesis(&cluster.data_dir(&victim)));
+    let mut all = before;
+    all.extend(votes(&cluster.data_dir(&victim)));
+    assert_one_vote_per_term(&victim, &all);
+    for id in NODES.iter().filter(|id| **id != victim) {
+        assert_one_vote_per_term(id, &votes(&cluster.data_dir(id)));
+    }
+}
+
+/// WAL-5: `conclave init` gives a node the genesis record without asking anyone: with two
+/// nodes initialised, the two elect while the third voter is never started (the operator
+/// vouches that they are new, which `cluster.initial_state = "new"` cannot do alone). `init` prints what it did and how to start the node, and a
 /// second `init` on the same directory is refused (exit code 1), naming the WAL.
 #[test]
 fn wal5_init_lets_a_new_cluster_elect_with_a_voter_never_started() {
@@ -101,8 +161,11 @@ fn wal5_init_lets_a_new_cluster_elect_with_a_voter_never_started() {
         "{stderr}"
     );
 
+    let config_b = cluster.write_config("gw-b");
+    let init_b = conclave(&["init", "--config", config_b.to_str().unwrap()]);
+    assert!(init_b.status.success(), "{}", text(&init_b.stderr));
     cluster.start("gw-a");
-    cluster.start_with("gw-b", &[("CONCLAVE__CLUSTER__INITIAL_STATE", "new")]);
+    cluster.start("gw-b");
     cluster.wait_for("a leader of the two started voters", |c| c.agreed_leader());
     for id in ["gw-a", "gw-b"] {
         let status = cluster.status(id).unwrap();
@@ -209,6 +272,8 @@ fn wal5_wiped_voter_with_a_voter_down_never_votes_twice() {
     cluster.kill(&down);
     cluster.kill(&victim);
     let before = votes(&cluster.data_dir(&victim));
+    // What its first start logged (a first start of a node of a new cluster) is not read.
+    let logged_before = cluster.log(&victim).len();
     std::fs::remove_file(cluster.data_dir(&victim).join(WAL_FILE_NAME)).unwrap();
     cluster.start(&victim);
     cluster.wait_for("the wiped node abstaining", |c| {
@@ -217,7 +282,7 @@ fn wal5_wiped_voter_with_a_voter_down_never_votes_twice() {
     });
     assert!(!has_genesis(&cluster.data_dir(&victim)));
     // A deleted WAL is a warning, not a first start.
-    let log = cluster.log(&victim);
+    let log = cluster.log(&victim).split_off(logged_before);
     assert!(
         log.lines()
             .any(|line| line.contains(" WARN ") && line.contains("no term or vote recovered")),

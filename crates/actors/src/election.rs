@@ -331,6 +331,7 @@ impl ElectionActor {
                     wal.push(WalRecord::Amnesia { at_unix_ms: now });
                 }
                 HardRecord::AutoElection(enabled) => wal.push(WalRecord::AutoElection(enabled)),
+                HardRecord::Genesis => wal.push(WalRecord::Genesis { at_unix_ms: now }),
                 HardRecord::LeaderChange {
                     term,
                     leader,

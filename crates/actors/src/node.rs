@@ -227,9 +227,11 @@ impl NodeBuilder {
     async fn open_storage(&self) -> Result<OpenStorage, NodeError> {
         let config = &self.config;
         let data_dir = config.data_dir.clone();
+        // `cluster.initial_state = "new"` writes no genesis at once: the core first asks the
+        // voters whether the cluster exists (WAL-5, issue 24 item 2; see `restore`). `conclave
+        // init` is the way to write one unasked.
         let options = WalOptions {
             mode: Some(config.election.mode()),
-            genesis: config.initial_state == InitialState::New,
             ..WalOptions::default()
         };
         let (wal, recovered) =
@@ -314,13 +316,13 @@ impl NodeBuilder {
             // WAL-2: the core decides whether this node must abstain, and logs it: at WARN for
             // a lost WAL, at INFO for a first start, which is no fault (the warning below
             // still says how a new cluster is created).
-            let cause = if recovered.fresh_directory {
-                AmnesiaCause::FirstStart
-            } else {
-                AmnesiaCause::Lost
+            let cause = match (recovered.fresh_directory, config.initial_state) {
+                (true, InitialState::New) => AmnesiaCause::NewCluster,
+                (true, InitialState::Existing) => AmnesiaCause::FirstStart,
+                (false, _) => AmnesiaCause::Lost,
             };
             let abstains = election.begin_abstention(clock.now(), cause);
-            if abstains && recovered.fresh_directory {
+            if abstains && cause == AmnesiaCause::FirstStart {
                 // WAL-5: most likely a node of a new cluster started without `conclave init`;
                 // only the operator knows it is not a node that lost its WAL.
                 warn!(

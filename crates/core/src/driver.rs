@@ -48,6 +48,8 @@ pub enum HardRecord {
     Amnesic(HardState),
     /// The operator's automatic-election switch (RAFT-8).
     AutoElection(bool),
+    /// A genesis: a durable "never voted" of a member of a new cluster (WAL-5).
+    Genesis,
     /// A leader change, recorded in the leadership history before it is published (CB-6).
     LeaderChange {
         /// The term it happened in.
@@ -65,6 +67,7 @@ impl From<DurableWrite> for HardRecord {
             DurableWrite::HardState(state) => HardRecord::HardState(state),
             DurableWrite::Amnesic(state) => HardRecord::Amnesic(state),
             DurableWrite::AutoElection(enabled) => HardRecord::AutoElection(enabled),
+            DurableWrite::Genesis => HardRecord::Genesis,
         }
     }
 }

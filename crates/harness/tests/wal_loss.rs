@@ -14,7 +14,8 @@ use std::io::Write;
 use std::time::Duration;
 
 use conclave_harness::sim::{
-    Scenario, SimConfig, Simulation, run_seed, run_seed_without_abstention, seed_count,
+    Scenario, SimConfig, Simulation, run_seed, run_seed_restarting_wiped_as_new_cluster,
+    run_seed_without_abstention, seed_count,
 };
 
 /// Seeds in a plain `cargo test`: a few seconds on two cores.
@@ -55,6 +56,29 @@ fn wal2_simulated_wal_loss_never_votes_twice() {
         losses > seeds,
         "the scenario loses WALs: {losses} in {seeds} seeds"
     );
+}
+
+/// Issue 24 item 2, WAL-5: a node whose whole data directory was lost, restarted with
+/// `cluster.initial_state = "new"` still set, asks the voters before it takes part; in the
+/// same chaos, with a voter down throughout too, it never grants a second vote in a term.
+#[test]
+fn wal5_wiped_node_restarted_as_new_cluster_never_votes_twice() {
+    for (scenario, seeds) in [
+        (Scenario::WalLoss, seed_count(DEFAULT_SEEDS)),
+        (Scenario::WalLossVoterDown, seed_count(VOTER_DOWN_SEEDS)),
+    ] {
+        let mut losses = 0;
+        for seed in 0..seeds {
+            match run_seed_restarting_wiped_as_new_cluster(scenario, seed).result {
+                Ok(report) => losses += report.wal_losses,
+                Err(failure) => panic!("simulation seed failed: {failure}"),
+            }
+        }
+        assert!(
+            losses > seeds / 2,
+            "the scenario loses data directories: {losses} in {seeds} seeds"
+        );
+    }
 }
 
 /// The control: the same scenario with abstention switched off lets a node that lost its WAL

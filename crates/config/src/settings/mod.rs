@@ -310,12 +310,12 @@ pub struct ClusterSection {
     /// Length of the truncated HMAC-SHA256 tag on every frame, 8 to 32 bytes.
     pub tag_bytes: u64 = DEFAULT_TAG_LEN as u64,
     /// "new": this node is a member of a cluster being created. At its first start in a data
-    /// directory no node used before, its WAL begins with a genesis record (as `conclave init`
-    /// writes it), so it votes at once: a new cluster elects with a majority of its voters up.
-    /// "existing": a node that starts without a WAL abstains until the other voters show which
-    /// terms are over, as a node that lost its WAL must (docs/wal.md). Either way a node whose
-    /// WAL exists ignores this key, and a directory that shows an earlier node (conclave.lock
-    /// left without a WAL) gets no genesis. Set it back to "existing" once the cluster formed.
+    /// directory no node used before, it asks the voters whether the cluster exists: once
+    /// every other voter answered, none past term 0, its WAL records a genesis and it takes
+    /// part; if a voter is past term 0, the cluster exists and the node abstains as one that
+    /// lost its WAL (so the key is safe to leave set). "existing": a node that starts without a
+    /// WAL abstains until the other voters show which terms are over (docs/wal.md). Either way
+    /// a node whose WAL exists ignores this key. `conclave init` records a genesis unasked.
     pub initial_state: String = "existing".to_owned(),
 }
 

@@ -242,6 +242,10 @@ pub enum Action {
     /// Make the operator's automatic-election switch durable (RAFT-8), so that it wins over
     /// the configuration at the next start. Emitted for every `EnableAutoElection` command.
     PersistAutoElection(bool),
+    /// Make a genesis durable (WAL-5): a node started for a new cluster found that the cluster
+    /// is new (see [`AmnesiaCause::NewCluster`]); its WAL records that it never voted, and it
+    /// takes part at once from now on, restarts included.
+    PersistGenesis,
     /// Send a message to one peer.
     Send {
         /// The addressee.

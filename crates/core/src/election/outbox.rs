@@ -167,6 +167,11 @@ impl Outbox {
                     behind = true;
                     continue;
                 }
+                Action::PersistGenesis => {
+                    writes.push(DurableWrite::Genesis);
+                    behind = true;
+                    continue;
+                }
                 Action::PersistAutoElection(enabled) => {
                     writes.push(DurableWrite::AutoElection(enabled));
                     behind = true;

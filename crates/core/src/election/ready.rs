@@ -54,6 +54,9 @@ pub enum DurableWrite {
     Amnesic(HardState),
     /// The operator's automatic-election switch (RAFT-8).
     AutoElection(bool),
+    /// A genesis (WAL-5): a durable "never voted" of a member of a new cluster. See
+    /// [`Action::PersistGenesis`](super::Action::PersistGenesis).
+    Genesis,
 }
 
 /// A message for the transport.
@@ -150,6 +153,7 @@ impl Ready {
                 DurableWrite::HardState(state) => Action::Persist(state),
                 DurableWrite::Amnesic(state) => Action::PersistAmnesic(state),
                 DurableWrite::AutoElection(enabled) => Action::PersistAutoElection(enabled),
+                DurableWrite::Genesis => Action::PersistGenesis,
             });
         }
         actions.extend(self.events.into_iter().map(Action::Publish));

@@ -29,6 +29,12 @@ pub enum AmnesiaCause {
     /// Its WAL holds no hard state: deleted or wiped (an earlier node's traces remain),
     /// repaired, or left so by an earlier start without `conclave init`.
     Lost,
+    /// Its data directory held nothing and `cluster.initial_state = "new"` says its cluster is
+    /// being created (WAL-5). Before it takes part as a member that never voted, it asks the
+    /// voters: once every other voter answered, all at term 0, the cluster is new and it
+    /// records a genesis; if any shows a term above 0, the cluster exists, and it abstains as
+    /// a node that lost its WAL does (issue 24, item 2).
+    NewCluster,
 }
 
 /// `(term, leader)`: whatever a leader drives keeps the highest token it has seen and refuses

@@ -1060,6 +1060,77 @@ fn probe(from: &str) -> RaftMessage {
     vote_request(0, from, true)
 }
 
+/// A voter of `a, b, c` started for a new cluster (`cluster.initial_state = "new"`) in an
+/// empty data directory: it asks the voters before it takes part.
+fn starting_new_cluster() -> Raft {
+    let mut raft = start_from(config("a", &["a", "b", "c"]), HardState::default());
+    assert!(raft.begin_abstention(ms(0), AmnesiaCause::NewCluster));
+    raft
+}
+
+/// Issue 24 item 2, WAL-5: a node started for a new cluster probes the voters; a majority at
+/// term 0 (itself and one other of three) is not enough, since the voter not heard may be the
+/// one it voted for before its directory was emptied. Once every other voter answered at term
+/// 0 it records a genesis and takes part: it grants a vote in term 1.
+#[test]
+fn wal5_a_new_cluster_start_takes_part_once_every_voter_is_at_term_zero() {
+    let mut raft = starting_new_cluster();
+    raft.handle_timeout(ms(0));
+    let probes = drain(&mut raft);
+    assert_eq!(probes.len(), 2, "{probes:?}");
+    raft.handle_message(ms(5), id("b"), vote(0, false, true));
+    assert!(!drain(&mut raft).contains(&Action::PersistGenesis));
+    assert!(raft.is_abstaining());
+    raft.handle_message(ms(5), id("c"), vote(0, false, true));
+    let actions = drain(&mut raft);
+    assert!(actions.contains(&Action::PersistGenesis), "{actions:?}");
+    assert!(!raft.is_abstaining());
+    raft.handle_message(ms(6), id("b"), vote_request(1, "b", false));
+    let answered = drain(&mut raft);
+    assert!(
+        answered.iter().any(|action| matches!(
+            action,
+            Action::Send { message, .. } if *message == vote(1, true, false).into()
+        )),
+        "{answered:?}"
+    );
+}
+
+/// Issue 24 item 2: a node started for a new cluster that hears a voter past term 0 learns
+/// that the cluster exists: it records no genesis and abstains as a node that lost its WAL
+/// does — it refuses a vote in the term it heard, and stays out until every voter was heard.
+#[test]
+fn wal5_a_new_cluster_start_into_an_existing_cluster_abstains() {
+    let mut raft = starting_new_cluster();
+    raft.handle_timeout(ms(0));
+    drain(&mut raft);
+    raft.handle_message(ms(5), id("b"), vote(7, false, true));
+    let actions = drain(&mut raft);
+    assert!(!actions.contains(&Action::PersistGenesis), "{actions:?}");
+    assert!(raft.is_abstaining());
+    raft.handle_message(ms(6), id("b"), vote_request(7, "b", false));
+    let refused = drain(&mut raft);
+    assert!(
+        !refused.iter().any(|action| matches!(
+            action,
+            Action::Send { message, .. } if *message == vote(7, true, false).into()
+        )),
+        "{refused:?}"
+    );
+    // Every voter heard: the lost-WAL rule ends it at the highest term, never a vote in it.
+    raft.handle_message(ms(7), id("c"), vote(7, false, true));
+    let ended = drain(&mut raft);
+    assert!(!raft.is_abstaining());
+    assert!(
+        ended.contains(&Action::PersistAmnesic(HardState {
+            term: 7,
+            ..HardState::default()
+        })),
+        "{ended:?}"
+    );
+    assert!(!ended.contains(&Action::PersistGenesis));
+}
+
 /// WAL-2: an abstaining voter asks the other voters for their term at once and again every
 /// heartbeat interval (only those it has not heard), refuses every vote and pre-vote with its
 /// own term, never campaigns however long it waits, and persists nothing.

@@ -255,6 +255,8 @@ pub fn carry(action: Action) -> Carried {
         Action::Broadcast { message } => Carried::Message { to: None, message },
         Action::Publish(event) => Carried::Event(event),
         Action::Stopped => Carried::Stopped,
-        action @ Action::PersistAutoElection(_) => Carried::Local(action),
+        action @ (Action::PersistAutoElection(_) | Action::PersistGenesis) => {
+            Carried::Local(action)
+        }
     }
 }

@@ -401,6 +401,8 @@ struct SimNode {
     /// The node lost its WAL and has persisted no plain hard state since (WAL-2): its WAL is
     /// amnesic, so it abstains whenever it starts.
     amnesic: bool,
+    /// Its whole data directory was lost and it has not started since.
+    wiped: bool,
     restarts: u32,
     /// Grows at every start, never below the simulated Unix seconds (as the WAL does it).
     incarnation: u64,
@@ -426,6 +428,7 @@ impl SimNode {
             durable: HardState::default(),
             durable_auto_election: None,
             amnesic: false,
+            wiped: false,
             restarts: 0,
             incarnation: 0,
             next_seq: 0,
@@ -471,6 +474,9 @@ pub struct Simulation {
     /// Whether a node that lost its WAL abstains at its restart, as the node's driver makes
     /// it (WAL-2); off only for the control run that shows what abstention prevents.
     abstain_after_wal_loss: bool,
+    /// Whether a node that lost its whole data directory restarts as `cluster.initial_state =
+    /// "new"` makes it (WAL-5, issue 24 item 2).
+    restart_wiped_as_new_cluster: bool,
     steps: u64,
     raft_messages: u64,
     wal_losses: u64,
@@ -525,6 +531,7 @@ impl Simulation {
             trace,
             crash_mid_step: 0.0,
             abstain_after_wal_loss: true,
+            restart_wiped_as_new_cluster: false,
             steps: 0,
             raft_messages: 0,
             wal_losses: 0,
@@ -737,8 +744,17 @@ impl Simulation {
         let mut election = Election::restored(election_config, &restored, node_rng, self.now)
             .expect("settings validated when the simulation was created");
         if self.nodes[index].amnesic && self.abstain_after_wal_loss {
-            election.begin_abstention(self.now, AmnesiaCause::Lost);
+            // A node whose whole data directory was lost, restarted with
+            // `cluster.initial_state = "new"` still set, asks the voters first; a later
+            // restart finds its WAL and is a node that lost its hard state.
+            let cause = if self.nodes[index].wiped && self.restart_wiped_as_new_cluster {
+                AmnesiaCause::NewCluster
+            } else {
+                AmnesiaCause::Lost
+            };
+            election.begin_abstention(self.now, cause);
         }
+        self.nodes[index].wiped = false;
         let membership = self
             .config
             .membership
@@ -1036,6 +1052,11 @@ impl Simulation {
                     self.observations
                         .push(Observation::Persisted { node: id, state });
                 }
+                HardRecord::Genesis => {
+                    // A durable "never voted": as good as a hard state of term 0.
+                    self.nodes[index].durable = HardState::default();
+                    self.nodes[index].amnesic = false;
+                }
                 HardRecord::AutoElection(enabled) => {
                     self.nodes[index].durable_auto_election = Some(enabled);
                 }
@@ -1294,6 +1315,7 @@ impl Simulation {
         node.durable = HardState::default();
         node.durable_auto_election = None;
         node.amnesic = true;
+        node.wiped = true;
         node.log.wipe();
         node.log.lost = self.config.log_enabled();
         let id = node.id;
@@ -1327,6 +1349,13 @@ impl Simulation {
     /// node); the control run switches it off to show the double vote it prevents.
     pub fn set_abstain_after_wal_loss(&mut self, abstain: bool) {
         self.abstain_after_wal_loss = abstain;
+    }
+
+    /// Whether a node that lost its whole data directory restarts with
+    /// `cluster.initial_state = "new"` still set (asking the voters whether the cluster exists
+    /// before it takes part) instead of as a node that lost its WAL.
+    pub fn set_restart_wiped_as_new_cluster(&mut self, on: bool) {
+        self.restart_wiped_as_new_cluster = on;
     }
 
     /// Starts a crashed node again from its durable state.

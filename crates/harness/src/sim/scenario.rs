@@ -211,6 +211,13 @@ pub fn run_seed_without_abstention(seed: u64) -> SeedRun {
     run_seed_with(Scenario::WalLoss, seed, false, Control::NoAbstention)
 }
 
+/// Runs one seed of `scenario` (a WAL-loss family) with every node that lost its whole data
+/// directory restarted with `cluster.initial_state = "new"` still set (WAL-5, issue 24 item
+/// 2): it asks the voters before it takes part, and must never vote twice in a term.
+pub fn run_seed_restarting_wiped_as_new_cluster(scenario: Scenario, seed: u64) -> SeedRun {
+    run_seed_with(scenario, seed, false, Control::RestartWipedAsNewCluster)
+}
+
 /// Runs one seed of [`Scenario::ReplicatedLog`] with a driver that reports log writes durable
 /// before their fsync completes: the control run that shows a lost acknowledged write is
 /// found when the core is told a write is durable too early.
@@ -273,6 +280,9 @@ enum Control {
     SendBeforeHardSync,
     /// Reads at a leader's commit index without a heartbeat round (LOG-7).
     UnconfirmedReads,
+    /// Not a control: a node that lost its whole data directory restarts with
+    /// `cluster.initial_state = "new"` still set (WAL-5, issue 24 item 2).
+    RestartWipedAsNewCluster,
 }
 
 fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, control: Control) -> SeedRun {
@@ -378,6 +388,7 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, control: Con
     };
     sim.set_replay_hint(scenario.replay_command(seed));
     sim.set_abstain_after_wal_loss(control != Control::NoAbstention);
+    sim.set_restart_wiped_as_new_cluster(control == Control::RestartWipedAsNewCluster);
     sim.set_report_before_fsync(control == Control::ReportBeforeFsync);
     sim.set_stale_reads(control == Control::StaleReads);
     if control == Control::SendBeforeHardSync {

@@ -209,9 +209,63 @@ impl Raft {
     }
 
     pub(super) fn end_abstention_if_heard(&mut self, now: Instant) {
+        if self.end_as_new_cluster(now) {
+            return;
+        }
         if let Some(reason) = self.abstention_end_reason(now) {
             self.end_abstention(now, reason);
         }
+    }
+
+    /// WAL-5, issue 24 item 2: a node started for a new cluster takes part as a member that
+    /// never voted once every other voter answered, none past term 0; a voter past term 0
+    /// shows that the cluster exists, and the node goes on abstaining as a node that lost its
+    /// WAL does. Whether it ended the abstention.
+    ///
+    /// Every other voter, not a majority: a node whose data directory was emptied cannot tell
+    /// itself from a new one, and the candidate it voted for may be the voter not heard while
+    /// the others are still at term 0 (early in a cluster's life, or with a voter that never
+    /// started). The simulator finds that double vote within a few seeds of the `wal-loss`
+    /// family when a majority is taken as enough. With five voters or more, the lost-WAL
+    /// rule's settled majority still ends the wait with a voter down.
+    fn end_as_new_cluster(&mut self, now: Instant) -> bool {
+        if !matches!(self.config.quorum, QuorumMode::Voters(_)) {
+            return false;
+        }
+        let all_heard = self.abstention_waiting_for().is_empty();
+        let Some(abstention) = self.abstention.as_mut() else {
+            return false;
+        };
+        if !abstention.new_cluster {
+            return false;
+        }
+        if let Some((&voter, &term)) = abstention.heard.iter().find(|&(_, &term)| term > 0) {
+            abstention.new_cluster = false;
+            warn!(
+                %voter,
+                term,
+                "cluster.initial_state = \"new\", but voter {voter} is at term {term}: the \
+                 cluster exists, so this node, whose data directory is empty, abstains as a node \
+                 that lost its WAL does (docs/wal.md); set cluster.initial_state = \"existing\""
+            );
+            return false;
+        }
+        if !all_heard {
+            return false;
+        }
+        let heard = abstention.heard.len();
+        self.abstention = None;
+        // Every log heard is empty: there is nothing to catch up.
+        self.log_catch_up = false;
+        self.catch_up_target = None;
+        self.outbox.push(Action::PersistGenesis);
+        self.reset_election_timer(now);
+        info!(
+            heard,
+            "a new cluster: every other voter answered, none past term 0; genesis recorded, \
+             taking part"
+        );
+        true
     }
 
     /// Every peer that matters was heard: adopt the highest term heard, refuse every vote up

@@ -206,6 +206,9 @@ struct Abstention {
     heard_settled: BTreeSet<PeerId>,
     /// When the peers not heard yet are asked for their term again.
     next_probe: Instant,
+    /// Started for a cluster being created ([`AmnesiaCause::NewCluster`]), and no voter has
+    /// shown a term above 0 yet.
+    new_cluster: bool,
 }
 
 /// The election state machine of one node. See the [module docs](self).
@@ -383,9 +386,19 @@ impl Raft {
                 }
                 voters.len() - 1
             }
+            QuorumMode::Connected if cause == AmnesiaCause::NewCluster => {
+                // No electorate to ask: a new cluster in `connected` mode, which promises no
+                // single leader per term across partitions anyway, starts from its genesis.
+                self.outbox.push(Action::PersistGenesis);
+                return false;
+            }
             QuorumMode::Connected => usize::MAX,
         };
         if others == 0 {
+            if cause == AmnesiaCause::NewCluster {
+                // The only voter: nobody else can have counted a vote of it.
+                self.outbox.push(Action::PersistGenesis);
+            }
             return false;
         }
         self.abstention = Some(Abstention {
@@ -394,6 +407,7 @@ impl Raft {
             heard: BTreeMap::new(),
             heard_settled: BTreeSet::new(),
             next_probe: now,
+            new_cluster: cause == AmnesiaCause::NewCluster,
         });
         self.phase = Phase::Follower;
         self.leader = None;
@@ -425,6 +439,13 @@ impl Raft {
                  terms it no longer knows, so it grants no vote and does not campaign until it \
                  has heard every other voter, or a majority of the voters after two election \
                  timeouts (docs/wal.md)"
+            ),
+            AmnesiaCause::NewCluster => info!(
+                waiting_for = %waiting.join(","),
+                "first start of a node of a new cluster (cluster.initial_state = \"new\"): \
+                 asking the voters whether the cluster exists before this node votes; it takes \
+                 part once every other voter answered, none past term 0 (`conclave init` \
+                 creates a node of a new cluster without asking)"
             ),
         }
         true
