@@ -2,7 +2,8 @@
 //! [`ApiClient::call`] sends a request as any client would and checks every answer against
 //! `docs/openapi.json` ([`crate::openapi_check`]), against the rule that every JSON answer
 //! carries the fencing token (but `/health`, a 401 and a 503 `unavailable`), and against Rust
-//! variant names leaking into the JSON.
+//! variant names leaking into the JSON. A binary answer (a saved snapshot) must be one the
+//! document names for its status.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -52,6 +53,8 @@ pub struct Reply {
     pub body: Value,
     /// The body as sent, its fields in the node's order.
     pub text: String,
+    /// The body's bytes (a binary answer's: `text` is lossy there).
+    pub bytes: Vec<u8>,
 }
 
 impl Reply {
@@ -126,6 +129,11 @@ impl ApiClient {
             }
             assert_fenced(method, route, &reply);
             assert_no_variant_names(&reply.body, &format!("{method} {path}"));
+        } else if !content_type.is_empty() && !content_type.starts_with("text/event-stream") {
+            let media = content_type.split(';').next().unwrap_or("").trim();
+            if let Err(error) = self.spec.check_media(method, route, reply.status, media) {
+                panic!("{method} {path}: the answer does not fit docs/openapi.json: {error}");
+            }
         }
         reply
     }
@@ -233,13 +241,20 @@ fn send(
             )
         })
         .collect();
-    let text = response.body_mut().read_to_string().unwrap_or_default();
+    let bytes = response
+        .body_mut()
+        .with_config()
+        .limit(u64::MAX)
+        .read_to_vec()
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
     let body = serde_json::from_str(&text).unwrap_or(Value::Null);
     Reply {
         status,
         headers,
         body,
         text,
+        bytes,
     }
 }
 

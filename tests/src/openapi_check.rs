@@ -106,6 +106,28 @@ impl OpenApi {
         self.check_schema(schema, body, &format!("{method} {template} {status}"))
     }
 
+    /// Checks that `method path` documents a `status` answer of the non-JSON type `media` (a
+    /// binary body, which no schema describes byte by byte).
+    pub fn check_media(
+        &self,
+        method: &str,
+        path: &str,
+        status: u16,
+        media: &str,
+    ) -> Result<(), String> {
+        let template = self
+            .template_of(path)
+            .ok_or_else(|| format!("{method} {path} is no path of the document"))?;
+        let response = &self.document["paths"][&template][method.to_ascii_lowercase()]["responses"]
+            [status.to_string()];
+        if response["content"][media].is_null() {
+            return Err(format!(
+                "{method} {template} {status} does not document a {media} answer"
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks a request body against the operation's request schema.
     pub fn check_request(&self, method: &str, path: &str, body: &Value) -> Result<(), String> {
         let template = self

@@ -319,6 +319,16 @@ pub(crate) enum Commands {
         #[command(subcommand)]
         command: JobsCommand,
     },
+    /// Back up the replicated log's state to a file, and restore it into a new cluster.
+    ///
+    /// save takes a consistent, checksummed image of the key-value store and the job queue
+    /// from a running cluster, without stopping it; status checks a saved file; restore seeds
+    /// the data directory of each node of a new cluster from one (docs/operations.md, "Backup
+    /// and restore").
+    Snapshot {
+        #[command(subcommand)]
+        command: SnapshotCommand,
+    },
     /// The whole cluster at a glance.
     Cluster {
         #[command(flatten)]
@@ -352,7 +362,10 @@ impl Commands {
             | Commands::History { client }
             | Commands::Leader { client, .. }
             | Commands::Kv { client, .. }
-            | Commands::Jobs { client, .. } => Some(client.clone()),
+            | Commands::Jobs { client, .. }
+            | Commands::Snapshot {
+                command: SnapshotCommand::Save { client, .. },
+            } => Some(client.clone()),
             Commands::AutoElection {
                 client, endpoints, ..
             }
@@ -369,6 +382,7 @@ impl Commands {
             | Commands::Defaults
             | Commands::CheckConfig { .. }
             | Commands::Wal { .. }
+            | Commands::Snapshot { .. }
             | Commands::Completions { .. }
             | Commands::Man => None,
         }
@@ -404,6 +418,61 @@ pub(crate) enum WalCommand {
         /// Do it.
         #[arg(long)]
         confirm: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum SnapshotCommand {
+    /// Save a consistent, checksummed image of the replicated state machine to FILE.
+    ///
+    /// Asks the node at --admin; one that does not lead redirects to the leader, which takes
+    /// the image after a linearizable read barrier: it holds every write acknowledged before
+    /// the command started, at a committed index of the log. Writes go on meanwhile: the node
+    /// only copies its state in memory. The file is checked (header, size, sha256 checksum)
+    /// before it is written, and written whole or not at all (a temporary file beside FILE,
+    /// renamed over it), readable by its owner only, replacing an older FILE. Prints the
+    /// index, term, size and checksum. Exits 0 when saved, 1 when the node refused or sent
+    /// something that is not a whole snapshot, 69 when no node answered, 73 when FILE cannot
+    /// be written, 75 when the cluster could not answer in time (run it again).
+    Save {
+        /// Where to write the snapshot.
+        file: PathBuf,
+        /// Take the image from the node at --admin as it is, without asking the leader: a
+        /// committed index, perhaps without the latest acknowledged writes.
+        #[arg(long)]
+        stale: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Check a saved snapshot and print what it holds.
+    ///
+    /// Checks the header, the size and the sha256 checksum, and that the state machine's
+    /// image in it decodes; prints the cluster it was taken from, the log index and term it
+    /// stands at, when it was taken, its size and checksum, and the store's revision, keys and
+    /// jobs. Needs no node. Exits 0 when the file is whole, 1 when it is damaged or not a saved
+    /// snapshot (the problem is named), 66 when it cannot be read.
+    Status {
+        /// The saved snapshot.
+        file: PathBuf,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Seed a node's empty data directory from a saved snapshot, for a new cluster.
+    ///
+    /// Reads node.data_dir and the election from --config, checks FILE as status does, and
+    /// writes the data directory so that `conclave run` with that configuration starts with
+    /// the snapshot's state, as a member of a new cluster of the configured voters that has
+    /// voted in no term yet. Restore every voter of the new cluster from the same file, then
+    /// start them. Refused (exit 1) unless the data directory is empty or absent; exits 64 for
+    /// a configuration without the replicated log, 66 when FILE cannot be read, 73 or 77 when
+    /// the data directory cannot be written.
+    Restore {
+        /// The saved snapshot.
+        file: PathBuf,
+        /// Configuration file (TOML) of the node whose data directory is seeded.
+        #[arg(long, short, value_name = "FILE")]
+        config: PathBuf,
     },
 }
 
@@ -808,6 +877,8 @@ mod tests {
             &["leader", "--admin", url, "resign"],
             &["cluster", "status", "--admin", url],
             &["auto-election", "on", "--admin", url],
+            &["snapshot", "save", "f.snapshot", "--admin", url],
+            &["snapshot", "save", "--admin", url, "f.snapshot", "--stale"],
         ] {
             assert_eq!(client(args).admin, url, "{args:?}");
         }
@@ -842,6 +913,17 @@ mod tests {
             &["wal", "inspect", "/x", "--admin", "x"],
             &["status", "--endpoints", "a:1"],
             &["kv", "get", "K", "--endpoints", "a:1"],
+            &["snapshot", "status", "f.snapshot", "--admin", "x"],
+            &[
+                "snapshot",
+                "restore",
+                "f.snapshot",
+                "--config",
+                "c.toml",
+                "--token",
+                "t",
+            ],
+            &["snapshot", "save", "f.snapshot", "--endpoints", "a:1"],
         ] {
             let err = parse(args).map(|_| ()).unwrap_err();
             assert_eq!(
@@ -893,6 +975,43 @@ mod tests {
         }
         assert!(parse(&["check-config"]).is_err());
         assert!(parse(&["check-config", "a.toml", "--config", "b.toml"]).is_err());
+    }
+
+    /// `snapshot save` talks to a node, `status` and `restore` take files; `restore` needs
+    /// the configuration of the node it seeds.
+    #[test]
+    fn snapshot_verbs_take_their_files() {
+        let cli = parse(&["snapshot", "save", "b.snapshot", "--stale", "--json"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Commands::Snapshot {
+                command: SnapshotCommand::Save {
+                    stale: true,
+                    client: ClientArgs { json: true, .. },
+                    ..
+                }
+            }
+        ));
+        let cli = parse(&["snapshot", "status", "b.snapshot", "--json"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Commands::Snapshot {
+                command: SnapshotCommand::Status { json: true, .. }
+            }
+        ));
+        let cli = parse(&["snapshot", "restore", "b.snapshot", "-c", "n.toml"]).unwrap();
+        let Commands::Snapshot {
+            command: SnapshotCommand::Restore { file, config },
+        } = cli.command
+        else {
+            panic!("not a restore");
+        };
+        assert_eq!(
+            (file, config),
+            (PathBuf::from("b.snapshot"), PathBuf::from("n.toml"))
+        );
+        assert!(parse(&["snapshot", "restore", "b.snapshot"]).is_err());
+        assert!(parse(&["snapshot", "save"]).is_err());
     }
 
     /// `demo --duration 0` would end before it began: a usage error.

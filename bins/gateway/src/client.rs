@@ -122,6 +122,39 @@ impl AdminClient {
         self.request::<(), T>("GET", path, None, Duration::ZERO)
     }
 
+    /// GET `path` for a binary answer of type `media` (a saved snapshot): its bytes, read to
+    /// the end however many there are. An error answer is reported as [`AdminClient::get`]
+    /// reports it; a JSON answer where bytes were expected is malformed.
+    pub(crate) fn get_binary(&self, path: &str, media: &str) -> Result<Vec<u8>, ClientError> {
+        let url = format!("{}{path}", self.base);
+        let mut request = self.agent(self.timeout).get(&url);
+        if let Some(token) = &self.token {
+            request = request.header("Authorization", &format!("Bearer {token}"));
+        }
+        let mut response = request.call().map_err(|err| unreachable(&url, &err))?;
+        let binary = response
+            .headers()
+            .get("content-type")
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.starts_with(media));
+        if response.status().is_success() && binary {
+            return response
+                .body_mut()
+                .with_config()
+                .limit(u64::MAX)
+                .read_to_vec()
+                .map_err(|err| ClientError::Malformed {
+                    url: url.clone(),
+                    reason: format!("the answer was cut short: {err}"),
+                });
+        }
+        let _: serde::de::IgnoredAny = answer(&url, response)?;
+        Err(ClientError::Malformed {
+            url,
+            reason: format!("a JSON answer where {media} was expected"),
+        })
+    }
+
     /// POST `body` to `path`, waiting for the answer `extra` longer than the usual timeout
     /// (for a command that itself waits); the node refuses to start it after this client
     /// stops waiting.

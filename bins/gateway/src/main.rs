@@ -13,7 +13,9 @@
 //! Every usage error exits 64, clap's own (an unknown option, a missing argument, a bad
 //! value) as the commands' own; `--help` and `--version` print and exit 0.
 //!
-//! `conclave wal inspect|repair DIR` work on a node's WAL file directly (see `wal.rs`).
+//! `conclave wal inspect|repair DIR` work on a node's WAL file directly (see `wal.rs`);
+//! `conclave snapshot save|status|restore` back up and restore the replicated log's state
+//! (see `snapshot.rs`).
 //!
 //! Exit codes: [`EXIT_STATUSES`], the table `conclave man` prints under EXIT STATUS (sysexits.h
 //! codes, so that a service manager can tell a problem restarting cures from one it cannot).
@@ -34,13 +36,14 @@ mod preflight;
 mod reload;
 mod render;
 mod run;
+mod snapshot;
 mod wal;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Commands, DongleCommand, WalCommand};
+use crate::cli::{Cli, Commands, DongleCommand, SnapshotCommand, WalCommand};
 use crate::output::errln;
 
 /// Every exit code of the binary and what it means, as `conclave man` documents them.
@@ -54,7 +57,8 @@ pub(crate) const EXIT_STATUSES: &[(&str, &str)] = &[
         "The node or the admin API refused or failed, a change did not complete, or the \
          cluster disagrees; demo --duration: the live nodes do not agree on a leader; wal \
          inspect: a node cannot start from the file; init: the data directory was used by a \
-         node before.",
+         node before; snapshot status, save, restore: the file is not a whole saved snapshot \
+         (the problem is named); snapshot restore: the data directory is not empty.",
     ),
     (
         "64",
@@ -77,7 +81,7 @@ pub(crate) const EXIT_STATUSES: &[(&str, &str)] = &[
         "66",
         "EX_NOINPUT: an input file cannot be read: wal inspect, wal repair: no such file or \
          directory, or no WAL in it; kv put, jobs add: the @FILE (or standard input, for -) \
-         of the value.",
+         of the value; snapshot status, restore: the snapshot file.",
     ),
     (
         "69",
@@ -91,20 +95,21 @@ pub(crate) const EXIT_STATUSES: &[(&str, &str)] = &[
     ),
     (
         "73",
-        "EX_CANTCREAT: run, init: the data directory or a file in it cannot be created or \
-         written (a read-only or full file system, a file where a directory should be).",
+        "EX_CANTCREAT: run, init, snapshot restore: the data directory or a file in it cannot \
+         be created or written (a read-only or full file system, a file where a directory \
+         should be); snapshot save: the file cannot be written.",
     ),
     ("74", "EX_IOERR: standard output could not be written."),
     (
         "75",
-        "EX_TEMPFAIL: kv, jobs: the cluster could not answer in time (no leader known, or the \
-         write's outcome is not known yet). Run the command again: a write carries its request \
-         id, so it is applied at most once.",
+        "EX_TEMPFAIL: kv, jobs, snapshot save: the cluster could not answer in time (no leader \
+         known, or the write's outcome is not known yet). Run the command again: a write \
+         carries its request id, so it is applied at most once.",
     ),
     (
         "77",
-        "EX_NOPERM: run, init: this user has no permission to create or write the data \
-         directory or its files.",
+        "EX_NOPERM: run, init, snapshot restore: this user has no permission to create or \
+         write the data directory or its files; snapshot save: nor the file.",
     ),
     (
         "128+N",
@@ -181,6 +186,15 @@ fn command(cli: Cli) -> ExitCode {
             json,
             command: WalCommand::Inspect { dir },
         } => wal::inspect_command(&dir, json),
+        Commands::Snapshot { command } => match command {
+            SnapshotCommand::Save {
+                file,
+                stale,
+                client,
+            } => snapshot::save(&client, &file, stale),
+            SnapshotCommand::Status { file, json } => snapshot::status(&file, json),
+            SnapshotCommand::Restore { file, config } => snapshot::restore(&file, &config),
+        },
         Commands::Wal {
             json,
             command: WalCommand::Repair { dir, confirm },

@@ -14,7 +14,9 @@
 //! - Every JSON answer carries the fencing token ([`Fencing`]: `term`, `leader`,
 //!   `fencing_token`), errors included, except three: `/health` (it must not wait on the
 //!   election), a 401 (the caller proved nothing) and a 503 `unavailable` from a node whose
-//!   election has stopped (there is no state to read).
+//!   election has stopped (there is no state to read). The one binary answer, a saved
+//!   snapshot from `GET /v1/snapshot`, carries it in headers ([`TERM_HEADER`],
+//!   [`LEADER_HEADER`], [`FENCING_TOKEN_HEADER`]).
 //! - Fields are only ever added, never renamed or removed; a client ignores fields it does
 //!   not know and reads an unknown error code as [`ErrorCode::Unknown`].
 //!
@@ -31,6 +33,7 @@ mod log;
 #[cfg(feature = "schema")]
 pub mod openapi;
 mod paging;
+mod snapshot;
 
 pub use common::{
     DEADLINE_HEADER, ErrorAnswer, ErrorCode, Fencing, LAST_EVENT_ID_HEADER, WRITE_SIZE_LIMIT,
@@ -54,4 +57,8 @@ pub use log::{LogCommand, LogEntriesAnswer, LogEntry, LogEntryKind, LogQuery, Lo
 pub use paging::{
     Continuation, ContinuationError, DEFAULT_PAGE_LIMIT, LOG_DEFAULT_LIMIT, LOG_MAX_LIMIT,
     MAX_PAGE_LIMIT,
+};
+pub use snapshot::{
+    FENCING_TOKEN_HEADER, LEADER_HEADER, SNAPSHOT_INDEX_HEADER, SNAPSHOT_MEDIA_TYPE,
+    SNAPSHOT_SHA256_HEADER, SNAPSHOT_TERM_HEADER, SnapshotQuery, TERM_HEADER,
 };

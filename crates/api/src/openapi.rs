@@ -31,6 +31,9 @@ pub enum Success {
     Events(SchemaOf, &'static str),
     /// 200 with this JSON, or with server-sent events when the query asks for a watch.
     JsonOrWatch(SchemaOf, SchemaOf),
+    /// 200 with a binary body of [`SNAPSHOT_MEDIA_TYPE`], described thus, and the fencing
+    /// token in headers.
+    Binary(&'static str),
 }
 
 /// One endpoint of the API.
@@ -119,6 +122,30 @@ pub fn endpoints() -> Vec<Endpoint> {
         query: Some(schema::<LogQuery>),
         success: Success::Json(schema::<LogEntriesAnswer>),
         errors: &[ErrorCode::LogDisabled, ErrorCode::BadQuery],
+    });
+    all.push(Endpoint {
+        method: "get",
+        path: "/v1/snapshot",
+        summary: "A checksummed image of the replicated state machine at a committed index, \
+            as `conclave snapshot save` writes it",
+        mutation: false,
+        body: None,
+        query: Some(schema::<SnapshotQuery>),
+        success: Success::Binary(
+            "The saved snapshot file: header (magic \"CNCLSNAP\", format version, index, term, \
+             time taken, cluster id, image length), the state machine's image, and the SHA-256 \
+             of every byte before it (docs/operations.md, \"Backup and restore\"). Headers: \
+             conclave-snapshot-index, conclave-snapshot-term, conclave-snapshot-sha256, and the \
+             fencing token as conclave-term, conclave-leader and conclave-fencing-token.",
+        ),
+        errors: &[
+            ErrorCode::NotLeader,
+            ErrorCode::LogDisabled,
+            ErrorCode::Busy,
+            ErrorCode::Timeout,
+            ErrorCode::BadQuery,
+            ErrorCode::Internal,
+        ],
     });
     all
 }
@@ -431,7 +458,7 @@ fn generator(settings: SchemaSettings) -> SchemaGenerator {
 }
 
 /// The query structs, whose fields become parameters rather than schemas of their own.
-fn query_type_names() -> [&'static str; 6] {
+fn query_type_names() -> [&'static str; 7] {
     [
         "KvListQuery",
         "KvGetQuery",
@@ -439,6 +466,7 @@ fn query_type_names() -> [&'static str; 6] {
         "JobListQuery",
         "PurgeOneQuery",
         "LogQuery",
+        "SnapshotQuery",
     ]
 }
 
@@ -526,6 +554,7 @@ fn responses(endpoint: &Endpoint, answers: &mut SchemaGenerator, error: &Schema)
                 ]}},
             },
         }),
+        Success::Binary(description) => binary_response(description),
     };
     responses.insert("200".to_owned(), ok);
     let mut by_status: Vec<(u16, Vec<&'static str>)> = Vec::new();
@@ -558,6 +587,49 @@ fn responses(endpoint: &Endpoint, answers: &mut SchemaGenerator, error: &Schema)
         );
     }
     Value::Object(responses)
+}
+
+/// The 200 answer of a binary endpoint (a saved snapshot): its media type, and the headers
+/// that carry its position, checksum and the fencing token.
+fn binary_response(description: &str) -> Value {
+    json!({
+        "description": description,
+        "headers": {
+            SNAPSHOT_INDEX_HEADER: response_header(
+                "The index of the last entry the image covers.",
+                json!({"type": "integer", "minimum": 0}),
+            ),
+            SNAPSHOT_TERM_HEADER: response_header(
+                "The term of that entry.",
+                json!({"type": "integer", "minimum": 0}),
+            ),
+            SNAPSHOT_SHA256_HEADER: response_header(
+                "The checksum the file ends with, in hex.",
+                json!({"type": "string", "pattern": "^[0-9a-f]{64}$"}),
+            ),
+            TERM_HEADER: response_header(
+                "The answering node's current term.",
+                json!({"type": "integer", "minimum": 0}),
+            ),
+            LEADER_HEADER: response_header(
+                "The leader it knows; absent while none is known.",
+                json!({"type": "string"}),
+            ),
+            FENCING_TOKEN_HEADER: response_header(
+                "TERM:LEADER; absent while no leader is known.",
+                json!({"type": "string"}),
+            ),
+        },
+        "content": {SNAPSHOT_MEDIA_TYPE: {"schema": {
+            "type": "string",
+            "contentMediaType": SNAPSHOT_MEDIA_TYPE,
+        }}},
+    })
+}
+
+/// A response header: what it says, and its schema.
+fn response_header(description: &str, schema: Value) -> Value {
+    json!({"description": description, "schema": schema})
 }
 
 /// The parameters of a query struct: one per property of its schema.

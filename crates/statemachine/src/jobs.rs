@@ -240,6 +240,18 @@ impl JobQueue {
         }
     }
 
+    /// How many jobs are known, in any state (done jobs as long as they are kept).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// Whether no job is known.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
     /// The job, if it is known.
     #[must_use]
     pub fn get(&self, job: JobId) -> Option<&Job> {

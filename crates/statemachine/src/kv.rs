@@ -146,6 +146,18 @@ impl KvStore {
         self.revision
     }
 
+    /// How many keys exist.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no key exists.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// The key, if it exists.
     #[must_use]
     pub fn get(&self, key: &str) -> Option<KeyValue> {

@@ -40,6 +40,21 @@ pub enum WalError {
         /// What shows an earlier node.
         reason: String,
     },
+    /// `conclave snapshot restore` into a data directory that holds anything (MEMB-6): a
+    /// restored node starts a new cluster from the snapshot alone, so nothing may be there to
+    /// mix with it, least of all a WAL whose votes it would forget.
+    #[error(
+        "cannot restore into {}: it is not empty (it holds {entry}); a snapshot is restored only \
+         into an empty or absent data directory, one per node of a new cluster: point \
+         node.data_dir at a new directory, or move this one away",
+        dir.display()
+    )]
+    NotEmpty {
+        /// The data directory.
+        dir: PathBuf,
+        /// One of the names found in it.
+        entry: String,
+    },
     /// Reading, writing, syncing or renaming failed.
     #[error("WAL {}: {source}", path.display())]
     Io {

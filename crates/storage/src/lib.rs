@@ -23,11 +23,15 @@
 //! - `snapshot` — snapshot files, written through a temp file, fsync, rename and directory
 //!   fsync (WAL-3).
 //! - [`inspect`] and [`repair`] — what `conclave wal inspect` and `conclave wal repair` do.
+//! - `backup` — saved snapshots ([`SnapshotBackup`]), the checksummed file `conclave snapshot
+//!   save` writes and `GET /v1/snapshot` serves; `restore` — [`WalFile::init_from_snapshot`],
+//!   which seeds an empty data directory from one for a node of a new cluster (MEMB-6).
 //!
 //! Start-up order: [`WalFile::open`] on the node's start path (it blocks, once), hand the
 //! [`Recovered`] state to the election core (an amnesic WAL makes it abstain), then start the
 //! WalActor with the file.
 
+mod backup;
 mod clock;
 mod error;
 mod examine;
@@ -36,12 +40,16 @@ mod lock;
 mod log;
 mod record;
 mod repair;
+mod restore;
 mod snapshot;
 #[cfg(test)]
 mod storage_tests;
 #[cfg(test)]
 mod tests;
 
+pub use backup::{
+    BACKUP_FORMAT_VERSION, BACKUP_MAGIC, BackupError, Checksum, SnapshotBackup, write_atomically,
+};
 pub use error::LogDamage;
 pub use error::WalError;
 pub use examine::{DamagedSpan, Examination, ExaminedRecord, RecordContent, Verdict};

@@ -18,16 +18,20 @@
 //! | DELETE | `/v1/jobs/{id}` | `?request_id` | `PurgeAnswer`; 404, 409 `not_dead` |
 //! | POST | `/v1/jobs/purge` | `PurgeRequest` | `PurgeAnswer` |
 //! | GET | `/v1/log` | `?from&limit` | `LogEntriesAnswer` |
+//! | GET | `/v1/snapshot` | `?stale` | the saved-snapshot file (binary); 421 as a read |
 //!
 //! Writes need the admin token when one is set, as every mutation does; reads as the other
-//! reads.
+//! reads. `/v1/snapshot` is a read: it shows what `kv list` and `jobs list` show, all at
+//! once.
 
+use actix_web::http::header;
 use actix_web::web::{self, Data};
 use actix_web::{HttpRequest, HttpResponse};
 use conclave_api as api;
 use conclave_api::{ErrorAnswer, ErrorCode};
 
 use super::{Access, AdminState, resource};
+use crate::log_service::SnapshotImage;
 
 /// The routes of this API, added to the admin API's. `/v1/jobs/claim` and `/v1/jobs/purge`
 /// come before `/v1/jobs/{id}`, which would take them for job ids.
@@ -51,7 +55,8 @@ pub(super) fn routes(config: &mut web::ServiceConfig) {
         .service(resource("/v1/jobs/{id}/nack", "POST").route(web::post().to(jobs_nack)))
         .service(resource("/v1/jobs/{id}/retry", "POST").route(web::post().to(jobs_retry)))
         .service(resource("/v1/jobs/{id}", "DELETE").route(web::delete().to(jobs_purge_one)))
-        .service(resource("/v1/log", "GET").route(web::get().to(log_entries)));
+        .service(resource("/v1/log", "GET").route(web::get().to(log_entries)))
+        .service(resource("/v1/snapshot", "GET").route(web::get().to(snapshot)));
 }
 
 /// A path's key, or job id, as the handler takes it; an error is answered by the handler.
@@ -227,4 +232,42 @@ async fn log_entries(state: Data<AdminState>, request: HttpRequest) -> HttpRespo
     let query: api::LogQuery = attempt!(state, request, state.query(&request));
     let answer = state.service.log_entries(&query).await;
     state.respond(&request, answer).await
+}
+
+// ---------------------------------------------------------------------------------------------
+// backup
+
+async fn snapshot(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
+    admit!(state, request, Access::Read);
+    let query: api::SnapshotQuery = attempt!(state, request, state.query(&request));
+    let image = attempt!(state, request, state.service.snapshot(query.stale).await);
+    snapshot_response(image)
+}
+
+/// 200 with the saved-snapshot file; its position, checksum and the fencing token in headers.
+fn snapshot_response(image: SnapshotImage) -> HttpResponse {
+    let SnapshotImage {
+        bytes,
+        last,
+        checksum,
+        fencing,
+    } = image;
+    let mut response = HttpResponse::Ok();
+    response
+        .content_type(api::SNAPSHOT_MEDIA_TYPE)
+        .insert_header((api::SNAPSHOT_INDEX_HEADER, last.index.to_string()))
+        .insert_header((api::SNAPSHOT_TERM_HEADER, last.term.to_string()))
+        .insert_header((api::SNAPSHOT_SHA256_HEADER, checksum.to_string()))
+        .insert_header((api::TERM_HEADER, fencing.term.to_string()))
+        .insert_header((
+            header::CONTENT_DISPOSITION,
+            format!("attachment; filename=\"conclave-{}.snapshot\"", last.index),
+        ));
+    if let Some(leader) = fencing.leader {
+        response.insert_header((api::LEADER_HEADER, leader));
+    }
+    if let Some(token) = fencing.fencing_token {
+        response.insert_header((api::FENCING_TOKEN_HEADER, token));
+    }
+    response.body(bytes)
 }

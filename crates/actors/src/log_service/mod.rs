@@ -13,10 +13,13 @@
 //!   `timeout`, one whose node stopped is `outcome_unknown`: either may still be applied, so
 //!   the client retries with the same request id (LOG-6). `lost`: its leader lost its term and
 //!   it was not applied.
+//! - **Snapshots** (`snapshot.rs`): the state machine's image at a committed index, as the
+//!   saved-snapshot file `conclave snapshot save` writes, taken without stopping writes.
 //! - Every answer and every error carries the fencing token as the node knew it when it
 //!   answered, but `unavailable` (the node stopped: nothing to read).
 
 mod convert;
+mod snapshot;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -31,6 +34,7 @@ use conclave_statemachine::{
     JobId, JobOutcome, KvCommand, KvOutcome, Outcome, Write,
 };
 
+pub use self::snapshot::SnapshotImage;
 use crate::election::{Fenced, LogRefusal};
 use crate::events::unix_millis;
 use crate::machine::WriteOutcome;
