@@ -33,7 +33,7 @@ pub enum AmnesiaCause {
     /// being created (WAL-5). Before it takes part as a member that never voted, it asks the
     /// voters: once every other voter answered, all at term 0, the cluster is new and it
     /// records a genesis; if any shows a term above 0, the cluster exists, and it abstains as
-    /// a node that lost its WAL does (issue 24, item 2).
+    /// a node that lost its WAL does (MEMB-5).
     NewCluster,
 }
 

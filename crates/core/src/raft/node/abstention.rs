@@ -1,4 +1,5 @@
-//! Abstention after a lost hard state (WAL-2, WAL-5).
+//! Abstention after a lost hard state (WAL-2, WAL-5), and the question a node of a new cluster
+//! asks before it records a genesis (MEMB-5).
 //!
 //! A node whose WAL holds no hard state — deleted, wiped, or repaired — may have voted,
 //! before it lost its WAL, in terms it no longer knows. Voting again in one of them could
@@ -217,7 +218,7 @@ impl Raft {
         }
     }
 
-    /// WAL-5, issue 24 item 2: a node started for a new cluster takes part as a member that
+    /// WAL-5, MEMB-5: a node started for a new cluster takes part as a member that
     /// never voted once every other voter answered, none past term 0; a voter past term 0
     /// shows that the cluster exists, and the node goes on abstaining as a node that lost its
     /// WAL does. Whether it ended the abstention.
