@@ -65,6 +65,20 @@ impl ClientError {
         }
     }
 
+    /// The exit code of a client command that failed with this: 75 for what may work when
+    /// run again (a transient refusal, or any 503 and above), 64 for a request the node found
+    /// malformed (400), 1 for another refusal, else [`ClientError::exit_code`].
+    pub(crate) fn command_exit_code(&self) -> u8 {
+        match self.refusal() {
+            Some(answer) if answer.error.is_transient() || answer.status() >= 503 => {
+                crate::EXIT_TEMPFAIL
+            }
+            Some(answer) if answer.status() == 400 => crate::EXIT_USAGE,
+            Some(_) => 1,
+            None => self.exit_code(),
+        }
+    }
+
     /// The node's error answer, when it refused.
     pub(crate) fn refusal(&self) -> Option<&ErrorAnswer> {
         match self {

@@ -99,15 +99,7 @@ fn failed(args: &ClientArgs, err: &ClientError) -> ExitCode {
         print_json(answer);
     }
     errln!("error: {err}");
-    let code = match err.refusal() {
-        Some(answer) if answer.error.is_transient() || answer.status() >= 503 => {
-            crate::EXIT_TEMPFAIL
-        }
-        Some(answer) if answer.status() == 400 => crate::EXIT_USAGE,
-        Some(_) => 1,
-        None => err.exit_code(),
-    };
-    ExitCode::from(code)
+    ExitCode::from(err.command_exit_code())
 }
 
 /// Reports a value that could not be read (`-`, `@FILE`); its exit code.

@@ -219,15 +219,7 @@ pub(crate) fn save(args: &ClientArgs, file: &Path, stale: bool) -> ExitCode {
 /// Reports a failed request; its exit code (75 for what may work when run again).
 fn failed(err: &ClientError) -> ExitCode {
     errln!("error: {err}");
-    let code = match err.refusal() {
-        Some(answer) if answer.error.is_transient() || answer.status() >= 503 => {
-            crate::EXIT_TEMPFAIL
-        }
-        Some(answer) if answer.status() == 400 => crate::EXIT_USAGE,
-        Some(_) => 1,
-        None => err.exit_code(),
-    };
-    ExitCode::from(code)
+    ExitCode::from(err.command_exit_code())
 }
 
 /// `conclave snapshot restore FILE --config PATH`.
