@@ -57,6 +57,7 @@ pub use error::ElectionError;
 pub use machine::{Election, ElectionConfig};
 pub use message::{ElectionMessage, GossipMessage, PriorityMessage};
 pub(crate) use outbox::Published;
+pub(crate) use outbox::has_outbox;
 pub(crate) use outbox::sealed::Sealed as SealedOutbox;
 pub use outbox::{HasOutbox, Outbox, Outputs};
 pub use ready::{AfterPersist, DurableWrite, Outgoing, PersistBatch, PersistSeq, Persisted, Ready};

@@ -271,6 +271,25 @@ pub trait HasOutbox: sealed::Sealed {
     fn outbox_mut(&mut self) -> &mut Outbox;
 }
 
+/// Implements [`HasOutbox`] for a mode whose `outbox` field holds its [`Outbox`]; invoked in
+/// the mode's own module, where the field is visible.
+macro_rules! has_outbox {
+    ($mode:ty) => {
+        impl $crate::election::SealedOutbox for $mode {}
+
+        impl $crate::election::HasOutbox for $mode {
+            fn outbox(&self) -> &$crate::election::Outbox {
+                &self.outbox
+            }
+
+            fn outbox_mut(&mut self) -> &mut $crate::election::Outbox {
+                &mut self.outbox
+            }
+        }
+    };
+}
+pub(crate) use has_outbox;
+
 pub(crate) mod sealed {
     /// Keeps [`super::HasOutbox`] to the core's modes.
     pub trait Sealed {}

@@ -780,14 +780,4 @@ pub struct GossipStatus {
     pub ignored_outside_view: u64,
 }
 
-impl crate::election::SealedOutbox for Gossip {}
-
-impl crate::election::HasOutbox for Gossip {
-    fn outbox(&self) -> &Outbox {
-        &self.outbox
-    }
-
-    fn outbox_mut(&mut self) -> &mut Outbox {
-        &mut self.outbox
-    }
-}
+crate::election::has_outbox!(Gossip);

@@ -1336,14 +1336,4 @@ fn random_byte(rng: &mut SeededRng) -> u8 {
     u8::try_from(rng.below(256)).unwrap_or(0)
 }
 
-impl crate::election::SealedOutbox for Priority {}
-
-impl crate::election::HasOutbox for Priority {
-    fn outbox(&self) -> &Outbox {
-        &self.outbox
-    }
-
-    fn outbox_mut(&mut self) -> &mut Outbox {
-        &mut self.outbox
-    }
-}
+crate::election::has_outbox!(Priority);

@@ -380,14 +380,4 @@ impl StaticLeader {
     }
 }
 
-impl crate::election::SealedOutbox for StaticLeader {}
-
-impl crate::election::HasOutbox for StaticLeader {
-    fn outbox(&self) -> &Outbox {
-        &self.outbox
-    }
-
-    fn outbox_mut(&mut self) -> &mut Outbox {
-        &mut self.outbox
-    }
-}
+crate::election::has_outbox!(StaticLeader);

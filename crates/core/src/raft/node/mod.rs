@@ -1301,14 +1301,4 @@ impl Raft {
     }
 }
 
-impl crate::election::SealedOutbox for Raft {}
-
-impl crate::election::HasOutbox for Raft {
-    fn outbox(&self) -> &Outbox {
-        &self.outbox
-    }
-
-    fn outbox_mut(&mut self) -> &mut Outbox {
-        &mut self.outbox
-    }
-}
+crate::election::has_outbox!(Raft);
