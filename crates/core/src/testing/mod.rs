@@ -14,16 +14,13 @@
 //! - Outputs: [`drain`] empties any machine of the core ([`Drain`]); [`sent`], [`published`]
 //!   and [`leader_changes`] read a drained batch; [`carry`] sorts one action into what a test
 //!   network does with it ([`Carried`]), the only `match` on [`Action`] a test network needs.
-//! - [`RaftNetwork`]: a few raft nodes on a lossless network with a fixed latency, driven on
-//!   virtual time, with crashes and isolation (RAFT-1..10 scenarios).
-
-mod network;
+//!
+//! A few raft nodes on a lossless network (`RaftNetwork`) and the whole simulator are in the
+//! `conclave-harness` crate.
 
 use std::time::Duration;
 
 use conclave_protocol::{AppendResp, PeerId, Vote};
-
-pub use network::{Published, RaftNetwork};
 
 use crate::election::{
     Action, Election, ElectionMessage, Event, HardState, LeaderChangeCause, Outbox, Outputs as _,

@@ -13,13 +13,16 @@
 // Test helpers: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::time::Duration;
 
 use conclave_core::Instant;
 use conclave_core::election::{Command, Event, HardState, HealthReading, LeaderChangeCause};
 use conclave_core::raft::{LogPosition, RaftConfig};
-use conclave_core::testing::{RaftNetwork, id, raft_node};
+use conclave_core::testing::{id, raft_node};
 use conclave_protocol::PeerId;
+use support::RaftNetwork;
 
 const HEARTBEAT: Duration = Duration::from_millis(50);
 const TIMEOUT_MIN: Duration = Duration::from_millis(150);

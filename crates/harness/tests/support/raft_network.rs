@@ -8,20 +8,20 @@ use std::time::Duration;
 
 use conclave_protocol::PeerId;
 
-use super::{Carried, carry};
-use crate::Instant;
-use crate::election::{ElectionMessage, Event, LeaderChangeCause};
-use crate::raft::{Raft, RaftMessage};
+use conclave_core::Instant;
+use conclave_core::election::{ElectionMessage, Event, LeaderChangeCause};
+use conclave_core::raft::{Raft, RaftMessage};
+use conclave_core::testing::{Carried, carry};
 
 /// Something a node published, and when.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Published {
+pub(crate) struct Published {
     /// When it was published.
-    pub at: Instant,
+    pub(crate) at: Instant,
     /// The index of the node that published it.
-    pub node: usize,
+    pub(crate) node: usize,
     /// What it published.
-    pub event: Event,
+    pub(crate) event: Event,
 }
 
 /// A message on its way.
@@ -40,7 +40,7 @@ struct InFlight {
 /// is followed by draining the node: its messages leave, its events are kept with the time
 /// ([`RaftNetwork::published`]); persists are taken as durable at once.
 #[derive(Debug)]
-pub struct RaftNetwork {
+pub(crate) struct RaftNetwork {
     ids: Vec<PeerId>,
     /// `None` once crashed.
     nodes: Vec<Option<Raft>>,
@@ -54,7 +54,7 @@ pub struct RaftNetwork {
 
 impl RaftNetwork {
     /// A network of `nodes`, all started at time zero, whose messages take `latency`.
-    pub fn new(nodes: Vec<Raft>, latency: Duration) -> Self {
+    pub(crate) fn new(nodes: Vec<Raft>, latency: Duration) -> Self {
         Self {
             ids: nodes.iter().map(Raft::id).collect(),
             nodes: nodes.into_iter().map(Some).collect(),
@@ -68,17 +68,17 @@ impl RaftNetwork {
     }
 
     /// The current virtual time.
-    pub fn now(&self) -> Instant {
+    pub(crate) fn now(&self) -> Instant {
         self.now
     }
 
     /// Node `n`, unless it crashed.
-    pub fn node(&self, n: usize) -> Option<&Raft> {
+    pub(crate) fn node(&self, n: usize) -> Option<&Raft> {
         self.nodes[n].as_ref()
     }
 
     /// The index of the node named `id`; panics if there is none.
-    pub fn index(&self, id: PeerId) -> usize {
+    pub(crate) fn index(&self, id: PeerId) -> usize {
         self.ids
             .iter()
             .position(|known| *known == id)
@@ -86,13 +86,13 @@ impl RaftNetwork {
     }
 
     /// Everything published so far, in order.
-    pub fn published(&self) -> &[Published] {
+    pub(crate) fn published(&self) -> &[Published] {
         &self.published
     }
 
     /// Feeds node `n` one input at the current time (`input(node, now)`), then carries out
     /// what it queued; panics if the node crashed.
-    pub fn input<R>(&mut self, n: usize, input: impl FnOnce(&mut Raft, Instant) -> R) -> R {
+    pub(crate) fn input<R>(&mut self, n: usize, input: impl FnOnce(&mut Raft, Instant) -> R) -> R {
         let now = self.now;
         let raft = self.nodes[n]
             .as_mut()
@@ -104,27 +104,27 @@ impl RaftNetwork {
 
     /// Node `n` stops at once, as in a crash: it takes no more input, and what was on its way
     /// to it is lost.
-    pub fn crash(&mut self, n: usize) {
+    pub(crate) fn crash(&mut self, n: usize) {
         self.nodes[n] = None;
         self.in_flight.retain(|message| message.to != n);
     }
 
     /// Cuts node `n` off: what it sends and what is sent to it is lost, including what is on
     /// its way now, until [`RaftNetwork::recover`].
-    pub fn isolate(&mut self, n: usize) {
+    pub(crate) fn isolate(&mut self, n: usize) {
         self.isolated.insert(n);
         self.in_flight
             .retain(|message| message.from != n && message.to != n);
     }
 
     /// Ends every isolation.
-    pub fn recover(&mut self) {
+    pub(crate) fn recover(&mut self) {
         self.isolated.clear();
     }
 
     /// Runs every input due up to `until`, in time order, and leaves the clock at `until`. A
     /// message due at the same time as a timer is delivered first.
-    pub fn run_until(&mut self, until: Instant) {
+    pub(crate) fn run_until(&mut self, until: Instant) {
         loop {
             let next_message = self
                 .in_flight
@@ -167,13 +167,13 @@ impl RaftNetwork {
     }
 
     /// Runs for `duration` of virtual time.
-    pub fn run_for(&mut self, duration: Duration) {
+    pub(crate) fn run_for(&mut self, duration: Duration) {
         self.run_until(self.now + duration);
     }
 
     /// The index of the single leader every live node agrees on (same leader, same term), if
     /// there is one.
-    pub fn agreed_leader(&self) -> Option<usize> {
+    pub(crate) fn agreed_leader(&self) -> Option<usize> {
         let live: Vec<&Raft> = self.nodes.iter().flatten().collect();
         let leaders: Vec<&Raft> = live.iter().copied().filter(|r| r.is_leader()).collect();
         let [leader] = leaders.as_slice() else {
@@ -185,7 +185,7 @@ impl RaftNetwork {
     }
 
     /// Leader changes node `n` published at or after `since`: (time, leader, cause).
-    pub fn leader_changes(
+    pub(crate) fn leader_changes(
         &self,
         n: usize,
         since: Instant,
@@ -205,7 +205,7 @@ impl RaftNetwork {
         let Some(raft) = self.nodes[n].as_mut() else {
             return;
         };
-        let actions = super::drain(raft);
+        let actions = conclave_core::testing::drain(raft);
         for action in actions {
             match carry(action) {
                 Carried::Message {
@@ -246,9 +246,9 @@ impl RaftNetwork {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::election::HardState;
-    use crate::raft::LogPosition;
-    use crate::testing::{raft_config, raft_node};
+    use conclave_core::election::HardState;
+    use conclave_core::raft::LogPosition;
+    use conclave_core::testing::{raft_config, raft_node};
 
     const NAMES: [&str; 3] = ["a", "b", "c"];
 
