@@ -1,5 +1,5 @@
 //! The ElectionActor (RAFT-1..10, GOS-1..6, PRI-1..6, STA-1, CB-5, CB-6): drives the node's
-//! [`Election`](conclave_core::election::Election), whatever its mode, and carries out its
+//! [`Election`], whatever its mode, and carries out its
 //! actions. Every decision — who campaigns, who votes for whom, who leads — is the core's;
 //! this actor only moves messages, time and bytes, and names no mode's own types.
 //!

@@ -8,7 +8,7 @@
 //!
 //! Beside the registry, a render adds what the exporter cannot hold: the standard `process_*`
 //! series of the whole process, read from `/proc` at each scrape (see
-//! [`crate::process_metrics`]), and `conclave_leaderless_seconds_total`, a counter of
+//! `process_metrics`), and `conclave_leaderless_seconds_total`, a counter of
 //! fractional seconds (the exporter's counters count whole numbers) that includes the
 //! leaderless stretch still running at the scrape. `conclave_build_info{version,commit}` is 1,
 //! with the commit the binary was built from (`unknown` outside a git checkout;
@@ -671,7 +671,7 @@ impl NodeMetrics {
         self.gauge("conclave_log_snapshot_bytes", &[]).set(0.0);
     }
 
-    /// `conclave_log_proposals_total{result}`, one of [`PROPOSAL_RESULTS`]: `committed`,
+    /// `conclave_log_proposals_total{result}`, one of `PROPOSAL_RESULTS`: `committed`,
     /// `not_leader`, `lost` (the entry was replaced: its leader lost its term), `busy` (the
     /// leader is handing over or stopping) or `too_large` (it would not fit a frame).
     pub fn proposal(&self, result: &'static str) {
@@ -682,7 +682,7 @@ impl NodeMetrics {
         .increment(1);
     }
 
-    /// `conclave_log_reads_total{result}`, one of [`READ_RESULTS`] (LOG-7): a linearizable read
+    /// `conclave_log_reads_total{result}`, one of `READ_RESULTS` (LOG-7): a linearizable read
     /// `served` at its read index, refused or failed as `not_leader` (this node does not lead,
     /// or stepped down before a heartbeat round confirmed the read), or `busy` (stopping, or
     /// too many reads waiting).

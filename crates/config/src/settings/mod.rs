@@ -326,7 +326,7 @@ pub struct ElectionSection {
     /// "raft": Raft leader election ([election.raft]).
     /// "gossip": Hyperledger Fabric's gossip election, lowest id wins ([election.gossip]).
     /// "priority": the ESP-NOW pods' master election by battery, uptime and signal
-    /// ([election.priority], with the battery from [health]).
+    /// (`[election.priority]`, with the battery from `[health]`).
     /// "static": the leader is election.static.leader; nobody elects, the others track its liveness
     /// ([election.static]).
     /// The keys of one mode's section belong to that mode: setting a key of another mode's section
@@ -373,8 +373,8 @@ pub struct RaftSection {
     /// Priority inside a safe election (keepalived's preemption): this node's priority, 0-255,
     /// higher preferred. A lower-priority node waits longer before it campaigns, and a
     /// leader hands leadership over to a caught-up voter of higher priority after
-    /// preempt_delay_ms. Absent (the default): this node takes no part in preemption. A [health]
-    /// file or command that reports `priority=NN` replaces it while the node runs.
+    /// preempt_delay_ms. Absent (the default): this node takes no part in preemption. A
+    /// `[health]` file or command that reports `priority=NN` replaces it while the node runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<u64> = raft_defaults(default_id()).priority.map(u64::from), example Some(100),
     pub preempt_delay_ms: u64 = ms(raft_defaults(default_id()).preempt_delay),
@@ -432,7 +432,7 @@ pub struct PrioritySection {
     /// of silence (must be more than announce_interval_ms) and elect again.
     pub announce_interval_ms: u64 = ms(priority_defaults().announce_interval),
     pub master_timeout_ms: u64 = ms(priority_defaults().master_timeout),
-    /// A master whose battery ([health]) is at or below this resigns, naming a successor whose
+    /// A master whose battery (`[health]`) is at or below this resigns, naming a successor whose
     /// battery is above it. Below 100.
     pub low_battery_percent: u64 = u64::from(priority_defaults().low_battery_percent),
     /// This node is master regardless of score (`conclave leader set` does it at run time).
@@ -524,7 +524,7 @@ pub struct EspNowSection {
     /// 32 hex characters: encrypt unicast frames to peers, or empty.
     #[serde(default)]
     pub lmk: String,
-    /// "<peer id>=<32 hex characters>" each: a peer's own key instead of lmk.
+    /// `"<peer id>=<32 hex characters>"` each: a peer's own key instead of lmk.
     #[serde(default)]
     pub peer_lmks: Vec<String>,
 }
@@ -538,7 +538,7 @@ pub struct AdminSection {
     /// File holding the bearer token for mutations (surrounding whitespace trimmed). Required when
     /// listen is not a loopback address; there every endpoint but /health needs it. "" = no token.
     pub token_file: PathBuf,
-    /// The admin API of the other nodes, "<peer id>=<http://host:port>" each (the scheme may be
+    /// The admin API of the other nodes, `"<peer id>=<http://host:port>"` each (the scheme may be
     /// left out). A follower names the leader's in its answers, so `conclave leader resign` can
     /// be sent to any node; `conclave cluster status` and `auto-election --cluster` ask them all.
     ///   peer_urls = ["gw-b=http://10.0.0.2:7070", "gw-c=http://10.0.0.3:7070"]

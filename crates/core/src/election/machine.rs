@@ -157,7 +157,7 @@ impl ElectionConfig {
     }
 }
 
-/// One node's election, in the mode its configuration picked. See the [module docs](self).
+/// One node's election, in the mode its configuration picked. See the module docs.
 #[derive(Debug)]
 #[allow(
     clippy::large_enum_variant,

@@ -24,7 +24,7 @@ use super::ready::{AfterPersist, DurableWrite, Outgoing, PersistBatch, PersistSe
 use super::{Action, ElectionMessage, Event, HardState, LeaderChangeCause, Role};
 
 /// What a mode has decided and its driver has not yet taken, with what was last persisted and
-/// published. See the [module docs](self).
+/// published. See the module docs.
 #[derive(Debug)]
 pub struct Outbox {
     actions: VecDeque<Action>,

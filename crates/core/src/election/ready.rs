@@ -96,7 +96,7 @@ pub struct AfterPersist {
     pub events: Vec<Event>,
 }
 
-/// One batch of an election's outputs. See the [module docs](self).
+/// One batch of an election's outputs. See the module docs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Ready {
     /// What to make durable now, if anything.

@@ -458,7 +458,7 @@ enum Input {
     Health(HealthReading),
 }
 
-/// A deterministic simulated cluster. See the [module docs](self).
+/// A deterministic simulated cluster. See the module docs.
 pub struct Simulation {
     seed: u64,
     now: Instant,

@@ -211,7 +211,7 @@ struct Abstention {
     new_cluster: bool,
 }
 
-/// The election state machine of one node. See the [module docs](self).
+/// The election state machine of one node. See the module docs.
 #[derive(Debug)]
 pub struct Raft {
     config: RaftConfig,
