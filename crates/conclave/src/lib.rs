@@ -45,4 +45,4 @@ pub use conclave_protocol::{ClusterId, IdError, PeerId};
 pub use error::{ConfigProblems, Error, Result};
 pub use events::{BlockingEvents, Event, LeaderChange, PeerChange, Subscription};
 pub use node::{Node, Peer};
-pub use store::{Jobs, Kv};
+pub use store::{Backup, Jobs, Kv};

@@ -216,7 +216,37 @@ impl Jobs<'_> {
     }
 }
 
+/// A backup of the replicated state (MEMB-6): the file `conclave snapshot save` writes, which
+/// `conclave snapshot status` checks and `conclave snapshot restore` seeds a new cluster from.
+#[derive(Debug, Clone)]
+pub struct Backup {
+    /// The file's bytes: header, the state machine's image, and its SHA-256.
+    pub bytes: Vec<u8>,
+    /// The last log index the image covers (a committed one).
+    pub index: u64,
+    /// The term of the entry at that index.
+    pub term: u64,
+    /// The checksum the file ends with, as 64 lowercase hex digits.
+    pub sha256: String,
+}
+
 impl Node {
+    /// A backup of the replicated state (MEMB-6), as `GET /v1/snapshot` answers it: on the
+    /// leader after a read barrier, so it holds every write acknowledged before the call
+    /// (another node refuses with `not_leader`), or with `stale` this node's own copy at its
+    /// applied index. Writes go on meanwhile; write [`Backup::bytes`] to a file to keep it.
+    pub fn backup(&self, stale: bool) -> Result<Backup> {
+        let image = self
+            .store
+            .run(move |service| async move { service.snapshot(stale).await })?;
+        Ok(Backup {
+            bytes: image.bytes,
+            index: image.last.index,
+            term: image.last.term,
+            sha256: image.checksum.to_string(),
+        })
+    }
+
     /// The replicated key-value store through this node (the node runs with
     /// `log.enabled = true`; otherwise every call is the error `log_disabled`).
     pub fn kv(&self) -> Kv<'_> {
