@@ -562,7 +562,9 @@ fn an_entry_chunk_adds_at_most_36_bytes_beside_its_data() {
                 data: vec![0xa5; len],
             });
         }
-        let frame = codec.encode(&envelope, usize::MAX).expect("a chunk encodes");
+        let frame = codec
+            .encode(&envelope, usize::MAX)
+            .expect("a chunk encodes");
         assert!(
             frame.len() - base - len <= 36,
             "{len} bytes of data: {} beside them",
