@@ -215,9 +215,10 @@ pub struct AppendEntries {
     #[serde(default)]
     pub read_round: Option<u64>,
     /// MEMB-6: a piece of the entry just after `prev_index`, when that entry alone does not
-    /// fit a frame; `entries` is then empty. The last field, left out when `None`.
+    /// fit a frame; `entries` is then empty. The last field, left out when `None`. Boxed, so
+    /// that every other body stays as small as it was.
     #[serde(default)]
-    pub chunk: Option<EntryChunk>,
+    pub chunk: Option<Box<EntryChunk>>,
 }
 
 impl Serialize for AppendEntries {
@@ -964,14 +965,14 @@ mod tests {
             prev_index: 4,
             prev_term: 2,
             commit: 4,
-            chunk: Some(EntryChunk {
+            chunk: Some(Box::new(EntryChunk {
                 index: 5,
                 term: 2,
                 kind: EntryKind::Command,
                 offset: 3,
                 total_len: 6,
                 data: vec![7, 8, 9],
-            }),
+            })),
             ..AppendEntries::new(2, leader)
         };
         let bytes = rmp_serde::to_vec(&Body::AppendEntries(piece.clone())).unwrap();

@@ -236,7 +236,7 @@ fn body_of_kind(kind: BodyKind) -> BoxedStrategy<Body> {
             wide_u64(),
             any::<bool>(),
             option::of(wide_u64()),
-            option::of(entry_chunk()),
+            option::of(entry_chunk().prop_map(Box::new)),
         )
             .prop_map(
                 |(

@@ -553,14 +553,14 @@ fn an_entry_chunk_adds_at_most_36_bytes_beside_its_data() {
     for len in [0, 1, 200, 255, 256, 1221] {
         let mut envelope = scenario.heartbeat(Some(scenario.b));
         if let conclave_protocol::Body::AppendEntries(append) = &mut envelope.body {
-            append.chunk = Some(conclave_protocol::EntryChunk {
+            append.chunk = Some(Box::new(conclave_protocol::EntryChunk {
                 index: u64::MAX,
                 term: u64::MAX,
                 kind: EntryKind::Command,
                 offset: u32::MAX,
                 total_len: u32::MAX,
                 data: vec![0xa5; len],
-            });
+            }));
         }
         let frame = codec
             .encode(&envelope, usize::MAX)

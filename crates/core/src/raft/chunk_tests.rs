@@ -86,7 +86,7 @@ fn chunks_in(messages: &[RaftMessage]) -> Vec<EntryChunk> {
     messages
         .iter()
         .filter_map(|message| match message {
-            RaftMessage::AppendEntries(append) => append.chunk.clone(),
+            RaftMessage::AppendEntries(append) => append.chunk.as_deref().cloned(),
             _ => None,
         })
         .collect()
@@ -257,14 +257,14 @@ fn chunk_of(
         prev_index: 1,
         prev_term: 1,
         commit: 1,
-        chunk: Some(EntryChunk {
+        chunk: Some(Box::new(EntryChunk {
             index: 2,
             term: entry_term,
             kind: conclave_protocol::EntryKind::Command,
             offset: offset as u32,
             total_len: value.len() as u32,
             data: value[offset..offset + len].to_vec(),
-        }),
+        })),
         ..AppendEntries::new(term, id(leader))
     })
 }

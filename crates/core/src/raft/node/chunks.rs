@@ -161,7 +161,7 @@ impl Raft {
             prev_term,
             commit: self.log.commit(),
             pinned: self.hard.manual_override == Some(self.config.id),
-            chunk: Some(chunk),
+            chunk: Some(Box::new(chunk)),
             ..AppendEntries::new(self.hard.term, self.config.id)
         };
         if let Some(progress) = self.progress_of(peer) {
