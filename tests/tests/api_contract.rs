@@ -384,7 +384,7 @@ async fn errors_are_stable_codes_with_messages() {
         .call(
             "PUT",
             "/v1/kv/big",
-            json_body(json!({"value": "v".repeat(3000)})),
+            json_body(json!({"value": "v".repeat(64 * 1024 + 1)})),
         )
         .await;
     expect(&big, 413, Some("too_large"));

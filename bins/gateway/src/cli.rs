@@ -484,10 +484,10 @@ pub(crate) enum KvCommand {
     /// which reads it from FILE (`@@…` is a value starting with `@`; a value that is `-`
     /// itself: `printf %s - | conclave kv put KEY -`). What is read is stored byte for byte,
     /// a trailing newline included (`echo` adds one, `printf` does not), and must be UTF-8
-    /// text. A write — the value with its key (a job's payload with its queue) and request
-    /// id — must fit one log entry of at most log.max_append_bytes bytes: 1024 by default, room
-    /// for a value of about 880 bytes; raise log.max_append_bytes up to 1221 with UDP links
-    /// only (an ESP-NOW link allows 164). A larger write is refused (exit 1).
+    /// text. A write's value (a job's payload) may be up to 64 KiB (65,536 bytes), its key up to
+    /// 512 bytes (a job's queue up to 128) and its request id up to 128 bytes; a write larger than
+    /// one frame travels in pieces, over UDP and ESP-NOW links alike. A larger write is refused
+    /// (exit 1).
     Put {
         key: String,
         /// The value: text, `-` for standard input, or `@FILE`.
@@ -544,10 +544,9 @@ pub(crate) enum JobsCommand {
     /// PAYLOAD is taken as written, except `-`, which reads it from standard input, and
     /// `@FILE`, which reads it from FILE (`@@…` is a payload starting with `@`). What is read
     /// is stored byte for byte, a trailing newline included (`echo` adds one, `printf` does
-    /// not), and must be UTF-8 text. A write — the value with its key (a job's payload with
-    /// its queue) and request id — must fit one log entry of at most log.max_append_bytes
-    /// bytes: 1024 by default, room for a value of about 880 bytes; raise
-    /// log.max_append_bytes up to 1221 with UDP links only (an ESP-NOW link allows 164). A
+    /// not), and must be UTF-8 text. A write's value (a job's payload) may be up to 64 KiB (65,536
+    /// bytes), its key up to 512 bytes (a job's queue up to 128) and its request id up to 128
+    /// bytes; a write larger than one frame travels in pieces, over UDP and ESP-NOW links alike. A
     /// larger write is refused (exit 1).
     Add {
         /// The job: text, `-` for standard input, or `@FILE`.

@@ -1,7 +1,8 @@
 //! `conclave demo --log` (CB-7, LOG-1, issue 16 item 10): the demo's nodes run the replicated
 //! log over their virtual ESP-NOW dongles, so the client verbs work against the admin URLs it
 //! prints: a write sent to a follower is redirected to the leader, committed, and read back
-//! from another node; `air` tells what the air carried. With `--air-kbps` the air time is
+//! from another node, a 64 KiB value too (sent in chunks over the 250-byte frames); `air`
+//! tells what the air carried. With `--air-kbps` the air time is
 //! modelled and a write still commits.
 //! `--log` outside raft mode is refused with a message naming both options.
 
@@ -59,9 +60,9 @@ fn until_done(admin: &str, args: &[&str]) -> String {
     }
 }
 
-/// Starts a three-node demo with the log and these extra options; writes through a follower
-/// (the CLI follows its redirect), reads the value back through another node, then `quit`s.
-fn write_through_a_follower_and_read_back(extra: &[&str]) {
+/// Starts a three-node demo with the log and these extra options; writes `value` through a
+/// follower (the CLI follows its redirect), reads it back through another node, then `quit`s.
+fn write_through_a_follower_and_read_back(extra: &[&str], value: &str) {
     let mut args = vec!["--nodes", "3", "--seed", "7", "--log"];
     args.extend_from_slice(extra);
     let mut demo = Demo::start(None, &args);
@@ -87,11 +88,11 @@ fn write_through_a_follower_and_read_back(extra: &[&str]) {
 
     let put = until_done(
         follower,
-        &["kv", "put", "greeting", "hello", "--request-id", "demo-1"],
+        &["kv", "put", "greeting", value, "--request-id", "demo-1"],
     );
     assert!(put.contains("revision"), "{put}");
     let got = until_done(other, &["kv", "get", "greeting"]);
-    assert_eq!(got.trim(), "hello");
+    assert!(got.trim() == value, "read back {} bytes", got.trim().len());
 
     // `air` says what the air carried: frames and their bytes on the air.
     demo.send("air");
@@ -115,14 +116,24 @@ fn write_through_a_follower_and_read_back(extra: &[&str]) {
 
 #[test]
 fn demo_with_the_log_commits_a_write_sent_to_a_follower() {
-    write_through_a_follower_and_read_back(&[]);
+    write_through_a_follower_and_read_back(&[], "hello");
+}
+
+/// MEMB-6: a 64 KiB value, the largest a write may carry, goes over the virtual ESP-NOW air's
+/// 250-byte frames in chunks, commits, and reads back through another node.
+#[test]
+fn demo_with_the_log_commits_a_64_kib_value_over_esp_now() {
+    let value: String = (0..64 * 1024)
+        .map(|n: usize| char::from(b'a' + ((n * 7 + n / 251) % 26) as u8))
+        .collect();
+    write_through_a_follower_and_read_back(&[], &value);
 }
 
 /// The same over an air whose time is modelled at ESP-NOW's rate: frames take turns, and the
 /// write still commits.
 #[test]
 fn demo_with_the_log_commits_over_a_timed_air() {
-    write_through_a_follower_and_read_back(&["--air-kbps", "214"]);
+    write_through_a_follower_and_read_back(&["--air-kbps", "214"], "hello");
 }
 
 /// `--log` is raft's only: with another mode the demo refuses at once, with the usage exit

@@ -441,8 +441,9 @@ fn watch_log_and_status_follow_the_writes() {
     );
     assert_eq!(served, Some(3.0));
 
-    // A write that cannot fit one frame of the link is refused whole, and nothing changes.
-    let big = "v".repeat(2000);
+    // A write over the limit (a value one byte past 64 KiB) is refused whole, and nothing
+    // changes.
+    let big = "v".repeat(64 * 1024 + 1);
     let (code, answer) = cli(&cluster, follower, &["kv", "put", "big", &big]);
     assert_eq!(code, 1, "{answer}");
     assert_eq!(answer["error"], "too_large", "{answer}");

@@ -673,7 +673,7 @@ impl NodeMetrics {
 
     /// `conclave_log_proposals_total{result}`, one of `PROPOSAL_RESULTS`: `committed`,
     /// `not_leader`, `lost` (the entry was replaced: its leader lost its term), `busy` (the
-    /// leader is handing over or stopping) or `too_large` (it would not fit a frame).
+    /// leader is handing over or stopping) or `too_large` (larger than a log entry may carry).
     pub fn proposal(&self, result: &'static str) {
         self.counter(
             "conclave_log_proposals_total",

@@ -13,10 +13,10 @@ pub const DEADLINE_HEADER: &str = "conclave-deadline";
 
 /// How large a write may be, as the 413 `too_large` answer, `kv put --help`, `jobs add --help`,
 /// `conclave defaults` and the documentation all say it.
-pub const WRITE_SIZE_LIMIT: &str = "A write — the value with its key (a job's payload with its \
-    queue) and request id — must fit one log entry of at most log.max_append_bytes bytes: 1024 \
-    by default, room for a value of about 880 bytes; raise log.max_append_bytes up to 1221 with \
-    UDP links only (an ESP-NOW link allows 164).";
+pub const WRITE_SIZE_LIMIT: &str = "A write's value (a job's payload) may be up to 64 KiB \
+    (65,536 bytes), its key up to 512 bytes (a job's queue up to 128) and its request id up to \
+    128 bytes; a write larger than one frame travels in pieces, over UDP and ESP-NOW links \
+    alike.";
 
 /// The header an EventSource sends when it reconnects: the `id:` of the last event it
 /// received, from which the stream resumes.

@@ -34,10 +34,12 @@ fn log_simulated_acknowledged_writes_survive_every_fault() {
     let (mut taken, mut installed, mut restored, mut chunks, mut resumes) = (0, 0, 0, 0, 0);
     let mut seeds_installing = 0;
     let mut reads = 0;
+    let mut large = 0;
     for seed in 0..seeds {
         match run_seed(Scenario::ReplicatedLog, seed, false).result {
             Ok(report) => {
                 acknowledged += report.log.acknowledged;
+                large += report.log.large_acknowledged;
                 applied += report.log.applied;
                 refused += report.log.refused;
                 steps += report.steps;
@@ -54,7 +56,8 @@ fn log_simulated_acknowledged_writes_survive_every_fault() {
     }
     let _ = writeln!(
         std::io::stderr(),
-        "simulated {seeds} seeds (log): {acknowledged} writes acknowledged, {reads} reads \
+        "simulated {seeds} seeds (log): {acknowledged} writes acknowledged ({large} of them \
+         larger than a frame, sent in chunks), {reads} reads \
          answered at their read index, {applied} indices applied, {refused} operations refused \
          by followers; every property held after \
          each of {steps} steps, and every history was linearizable; snapshots: {taken} taken, \
@@ -64,6 +67,11 @@ fn log_simulated_acknowledged_writes_survive_every_fault() {
     assert!(
         acknowledged > seeds * 20,
         "the client's writes are acknowledged: {acknowledged} in {seeds} seeds"
+    );
+    // MEMB-6: writes larger than a frame are acknowledged too, under the same faults.
+    assert!(
+        large > seeds,
+        "writes sent in chunks are acknowledged: {large} in {seeds} seeds"
     );
     // LOG-7: reads are answered by the read index, not only refused.
     assert!(

@@ -159,8 +159,39 @@ pub struct LogEntry {
     pub data: Vec<u8>,
 }
 
-/// Log replication and the leader's heartbeat (an empty `entries`) (RAFT-4, LOG-2).
+/// One piece of a log entry too large for one frame (MEMB-6): the entry at `index`, of
+/// `term` and `kind`, whose data is `total_len` bytes long, of which this carries the bytes
+/// from `offset` on. A follower gathers the pieces of one entry in order and appends the entry
+/// only once it holds all of its data.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntryChunk {
+    /// The entry's position in the log: always just after the AppendEntries' `prev_index`.
+    pub index: u64,
+    /// The term of the leader that created the entry.
+    pub term: u64,
+    /// What the entry carries.
+    pub kind: EntryKind,
+    /// The byte offset of `data` in the entry's data.
+    pub offset: u32,
+    /// The length of the entry's whole data.
+    pub total_len: u32,
+    /// This piece of the entry's data; encoded as MessagePack `bin`.
+    #[serde(with = "wire_bytes")]
+    pub data: Vec<u8>,
+}
+
+/// A follower's progress on an entry sent in chunks (MEMB-6): it holds the first
+/// `next_offset` bytes of the data of the entry at `index` and wants the bytes from there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkAck {
+    /// The entry being received.
+    pub index: u64,
+    /// The offset of the next bytes wanted.
+    pub next_offset: u32,
+}
+
+/// Log replication and the leader's heartbeat (an empty `entries`) (RAFT-4, LOG-2).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct AppendEntries {
     /// The leader's term.
     pub term: u64,
@@ -180,9 +211,46 @@ pub struct AppendEntries {
     pub pinned: bool,
     /// LOG-7: the leader's latest read round while linearizable reads wait for it, echoed in
     /// the [`AppendResp`]: a majority echoing a round confirms the leader still led after the
-    /// reads were taken. The last field, and left out when `None`, as `priority` is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// reads were taken. Left out when it and `chunk` are `None`, as `priority` is.
+    #[serde(default)]
     pub read_round: Option<u64>,
+    /// MEMB-6: a piece of the entry just after `prev_index`, when that entry alone does not
+    /// fit a frame; `entries` is then empty. The last field, left out when `None`. Boxed, so
+    /// that every other body stays as small as it was.
+    #[serde(default)]
+    pub chunk: Option<Box<EntryChunk>>,
+}
+
+impl Serialize for AppendEntries {
+    /// Optional trailing fields are left out from the last `None` backwards; one before a
+    /// present field is written as nil, so every field stays at its place in the array.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let trailing = if self.chunk.is_some() {
+            2
+        } else {
+            usize::from(self.read_round.is_some())
+        };
+        let mut fields = serializer.serialize_struct("AppendEntries", 7 + trailing)?;
+        fields.serialize_field("term", &self.term)?;
+        fields.serialize_field("leader", &self.leader)?;
+        fields.serialize_field("prev_index", &self.prev_index)?;
+        fields.serialize_field("prev_term", &self.prev_term)?;
+        fields.serialize_field("entries", &self.entries)?;
+        fields.serialize_field("commit", &self.commit)?;
+        fields.serialize_field("pinned", &self.pinned)?;
+        if trailing >= 1 {
+            fields.serialize_field("read_round", &self.read_round)?;
+        } else {
+            fields.skip_field("read_round")?;
+        }
+        if trailing == 2 {
+            fields.serialize_field("chunk", &self.chunk)?;
+        } else {
+            fields.skip_field("chunk")?;
+        }
+        fields.end()
+    }
 }
 
 impl AppendEntries {
@@ -199,6 +267,7 @@ impl AppendEntries {
             commit: 0,
             pinned: false,
             read_round: None,
+            chunk: None,
         }
     }
 }
@@ -230,9 +299,14 @@ pub struct AppendResp {
     #[serde(default)]
     pub priority: Option<u8>,
     /// LOG-7: the read round of the AppendEntries answered, echoed; only a follower that took
-    /// its sender as the leader of this term echoes one. The last field, left out when `None`.
+    /// its sender as the leader of this term echoes one. Left out when it and every field
+    /// after it are `None`.
     #[serde(default)]
     pub read_round: Option<u64>,
+    /// MEMB-6: how much of an entry sent in chunks the follower holds, answering a chunk it
+    /// has not yet the whole entry from. The last field, left out when `None`.
+    #[serde(default)]
+    pub chunk: Option<ChunkAck>,
 }
 
 impl Serialize for AppendResp {
@@ -240,7 +314,9 @@ impl Serialize for AppendResp {
     /// present field is written as nil, so every field stays at its place in the array.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let trailing = if self.read_round.is_some() {
+        let trailing = if self.chunk.is_some() {
+            3
+        } else if self.read_round.is_some() {
             2
         } else {
             usize::from(self.priority.is_some())
@@ -255,10 +331,15 @@ impl Serialize for AppendResp {
         } else {
             fields.skip_field("priority")?;
         }
-        if trailing == 2 {
+        if trailing >= 2 {
             fields.serialize_field("read_round", &self.read_round)?;
         } else {
             fields.skip_field("read_round")?;
+        }
+        if trailing == 3 {
+            fields.serialize_field("chunk", &self.chunk)?;
+        } else {
+            fields.skip_field("chunk")?;
         }
         fields.end()
     }
@@ -871,6 +952,62 @@ mod tests {
         assert_eq!(
             rmp_serde::from_slice::<Body>(&bytes).unwrap(),
             Body::AppendResp(both)
+        );
+    }
+
+    /// MEMB-6: `chunk` is the last trailing field of `AppendEntries` and `AppendResp`; the
+    /// fields before it are written as nil when absent, and a frame without it is the bytes
+    /// sent before it existed.
+    #[test]
+    fn memb6_chunk_is_an_optional_trailing_field() {
+        let leader = PeerId::new("a").unwrap();
+        let piece = AppendEntries {
+            prev_index: 4,
+            prev_term: 2,
+            commit: 4,
+            chunk: Some(Box::new(EntryChunk {
+                index: 5,
+                term: 2,
+                kind: EntryKind::Command,
+                offset: 3,
+                total_len: 6,
+                data: vec![7, 8, 9],
+            })),
+            ..AppendEntries::new(2, leader)
+        };
+        let bytes = rmp_serde::to_vec(&Body::AppendEntries(piece.clone())).unwrap();
+        // [18, [2, "a", 4, 2, [], 4, false, nil, [5, 2, 1, 3, 6, bin 7 8 9]]]
+        assert_eq!(
+            bytes,
+            vec![
+                0x92, 0x12, 0x99, 0x02, 0xa1, b'a', 0x04, 0x02, 0x90, 0x04, 0xc2, 0xc0, 0x96, 0x05,
+                0x02, 0x01, 0x03, 0x06, 0xc4, 0x03, 0x07, 0x08, 0x09
+            ]
+        );
+        assert_eq!(
+            rmp_serde::from_slice::<Body>(&bytes).unwrap(),
+            Body::AppendEntries(piece)
+        );
+        let ack = AppendResp {
+            term: 3,
+            success: true,
+            match_index: 4,
+            chunk: Some(ChunkAck {
+                index: 5,
+                next_offset: 6,
+            }),
+            ..AppendResp::default()
+        };
+        let bytes = rmp_serde::to_vec(&Body::AppendResp(ack)).unwrap();
+        assert_eq!(
+            bytes,
+            vec![
+                0x92, 0x13, 0x97, 0x03, 0xc3, 0x04, 0xc0, 0xc0, 0xc0, 0x92, 0x05, 0x06
+            ]
+        );
+        assert_eq!(
+            rmp_serde::from_slice::<Body>(&bytes).unwrap(),
+            Body::AppendResp(ack)
         );
     }
 

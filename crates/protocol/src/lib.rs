@@ -25,10 +25,11 @@ mod replay;
 
 pub use auth::{AuthKey, DEFAULT_TAG_LEN, MAX_TAG_LEN, MIN_KEY_LEN, MIN_TAG_LEN};
 pub use body::{
-    AppendEntries, AppendResp, Body, BodyKind, Candidate, Challenge, ChallengeAck, ConflictHint,
-    DUPLICATE_PEER_ID, Declaration, Discover, DiscoverAck, EntryKind, Goodbye, Hello, HelloAck,
-    InstallSnapshot, LeaderAssign, LogEntry, MasterAnnounce, MasterResign, NotLeader, Ping, Pong,
-    PriorityVote, Proposal, RequestVote, ResignReason, SnapshotResp, TimeoutNow, Vote,
+    AppendEntries, AppendResp, Body, BodyKind, Candidate, Challenge, ChallengeAck, ChunkAck,
+    ConflictHint, DUPLICATE_PEER_ID, Declaration, Discover, DiscoverAck, EntryChunk, EntryKind,
+    Goodbye, Hello, HelloAck, InstallSnapshot, LeaderAssign, LogEntry, MasterAnnounce,
+    MasterResign, NotLeader, Ping, Pong, PriorityVote, Proposal, RequestVote, ResignReason,
+    SnapshotResp, TimeoutNow, Vote,
 };
 pub use envelope::{Envelope, PROTOCOL_VERSION};
 pub use error::{DropReason, FrameError, IdError, KeyError};

@@ -15,11 +15,11 @@ use std::fmt::Debug;
 
 use conclave_protocol::{
     AppendEntries, AppendResp, AuthKey, Body, BodyKind, Candidate, Challenge, ChallengeAck,
-    ClusterId, ConflictHint, DEFAULT_TAG_LEN, Declaration, Discover, DiscoverAck, ESPNOW_V1_MTU,
-    EntryKind, Envelope, FrameCodec, FrameError, FrameReceiver, Goodbye, Hello, HelloAck,
-    InstallSnapshot, LeaderAssign, LogEntry, MAX_ID_LEN, MAX_TAG_LEN, MIN_KEY_LEN, MIN_TAG_LEN,
-    MasterAnnounce, MasterResign, NotLeader, PROTOCOL_VERSION, PeerId, Ping, Pong, PriorityVote,
-    Proposal, RequestVote, ResignReason, SnapshotResp, TimeoutNow, Vote,
+    ChunkAck, ClusterId, ConflictHint, DEFAULT_TAG_LEN, Declaration, Discover, DiscoverAck,
+    ESPNOW_V1_MTU, EntryChunk, EntryKind, Envelope, FrameCodec, FrameError, FrameReceiver, Goodbye,
+    Hello, HelloAck, InstallSnapshot, LeaderAssign, LogEntry, MAX_ID_LEN, MAX_TAG_LEN, MIN_KEY_LEN,
+    MIN_TAG_LEN, MasterAnnounce, MasterResign, NotLeader, PROTOCOL_VERSION, PeerId, Ping, Pong,
+    PriorityVote, Proposal, RequestVote, ResignReason, SnapshotResp, TimeoutNow, Vote,
 };
 use proptest::collection::vec;
 use proptest::option;
@@ -147,6 +147,18 @@ fn log_entry() -> impl Strategy<Value = LogEntry> {
         })
 }
 
+/// MEMB-6: a piece of an entry too large for one frame.
+fn entry_chunk() -> impl Strategy<Value = EntryChunk> {
+    (log_entry(), any::<u32>(), any::<u32>()).prop_map(|(entry, offset, total_len)| EntryChunk {
+        index: entry.index,
+        term: entry.term,
+        kind: entry.kind,
+        offset,
+        total_len,
+        data: entry.data,
+    })
+}
+
 /// Bodies of one kind. The match has no wildcard, so a new kind does not compile until it has
 /// a strategy here.
 fn body_of_kind(kind: BodyKind) -> BoxedStrategy<Body> {
@@ -224,9 +236,20 @@ fn body_of_kind(kind: BodyKind) -> BoxedStrategy<Body> {
             wide_u64(),
             any::<bool>(),
             option::of(wide_u64()),
+            option::of(entry_chunk().prop_map(Box::new)),
         )
             .prop_map(
-                |(term, leader, prev_index, prev_term, entries, commit, pinned, read_round)| {
+                |(
+                    term,
+                    leader,
+                    prev_index,
+                    prev_term,
+                    entries,
+                    commit,
+                    pinned,
+                    read_round,
+                    chunk,
+                )| {
                     AppendEntries {
                         term,
                         leader,
@@ -236,6 +259,7 @@ fn body_of_kind(kind: BodyKind) -> BoxedStrategy<Body> {
                         commit,
                         pinned,
                         read_round,
+                        chunk,
                     }
                     .into()
                 },
@@ -250,18 +274,25 @@ fn body_of_kind(kind: BodyKind) -> BoxedStrategy<Body> {
             ),
             option::of(any::<u8>()),
             option::of(wide_u64()),
+            option::of(
+                (wide_u64(), any::<u32>())
+                    .prop_map(|(index, next_offset)| ChunkAck { index, next_offset }),
+            ),
         )
-            .prop_map(|(term, success, match_index, hint, priority, read_round)| {
-                AppendResp {
-                    term,
-                    success,
-                    match_index,
-                    hint,
-                    priority,
-                    read_round,
-                }
-                .into()
-            })
+            .prop_map(
+                |(term, success, match_index, hint, priority, read_round, chunk)| {
+                    AppendResp {
+                        term,
+                        success,
+                        match_index,
+                        hint,
+                        priority,
+                        read_round,
+                        chunk,
+                    }
+                    .into()
+                },
+            )
             .boxed(),
         BodyKind::InstallSnapshot => (
             wide_u64(),

@@ -538,3 +538,37 @@ fn largest_append_entries_batch_matches_the_doc() {
     assert_eq!(largest_batch(&codec, &scenario, 183, ESPNOW_V1_MTU), 1);
     assert_eq!(largest_batch(&codec, &scenario, 184, ESPNOW_V1_MTU), 0);
 }
+
+/// MEMB-6: what a chunk of an entry adds to an AppendEntries beside its data is at most 36
+/// bytes (the nil standing for an absent read round, then the chunk's fields at their widest),
+/// the overhead the leader counts against `log.max_append_bytes` when it cuts an entry.
+#[test]
+fn an_entry_chunk_adds_at_most_36_bytes_beside_its_data() {
+    let scenario = Scenario::worst_case();
+    let codec = FrameCodec::new(scenario.cluster, None);
+    let base = codec
+        .encode(&scenario.heartbeat(Some(scenario.b)), usize::MAX)
+        .expect("a heartbeat encodes")
+        .len();
+    for len in [0, 1, 200, 255, 256, 1221] {
+        let mut envelope = scenario.heartbeat(Some(scenario.b));
+        if let conclave_protocol::Body::AppendEntries(append) = &mut envelope.body {
+            append.chunk = Some(Box::new(conclave_protocol::EntryChunk {
+                index: u64::MAX,
+                term: u64::MAX,
+                kind: EntryKind::Command,
+                offset: u32::MAX,
+                total_len: u32::MAX,
+                data: vec![0xa5; len],
+            }));
+        }
+        let frame = codec
+            .encode(&envelope, usize::MAX)
+            .expect("a chunk encodes");
+        assert!(
+            frame.len() - base - len <= 36,
+            "{len} bytes of data: {} beside them",
+            frame.len() - base - len
+        );
+    }
+}

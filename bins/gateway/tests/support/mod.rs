@@ -514,15 +514,35 @@ pub(crate) fn conclave(args: &[&str]) -> std::process::Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn conclave");
+    // Drained while it runs: an answer larger than a pipe holds (a 64 KiB value) would
+    // otherwise block it before it exits.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|pipe| Box::new(pipe) as _));
+    let stderr = drain(child.stderr.take().map(|pipe| Box::new(pipe) as _));
     let deadline = SystemTime::now() + BOUND;
-    while child.try_wait().expect("poll conclave").is_none() {
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("poll conclave") {
+            break status;
+        }
         if SystemTime::now() > deadline {
             let _ = child.kill();
             panic!("conclave {args:?} did not exit within {BOUND:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
+    };
+    std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
     }
-    child.wait_with_output().expect("conclave's output")
 }
 
 /// Bytes a process printed, as text.

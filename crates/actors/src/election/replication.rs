@@ -98,7 +98,7 @@ pub enum LogRefusal {
     /// Nothing was applied; the write may be retried (with its request id).
     #[error("the write was not committed: its leader lost its term; retry")]
     Lost,
-    /// The write does not fit one replication frame (`log.max_append_bytes`).
+    /// The write is larger than a log entry may carry.
     #[error("{0}")]
     TooLarge(String),
     /// The node stopped before the outcome was known: the write may or may not have been

@@ -600,10 +600,10 @@ pub struct LogSection {
     pub enabled: bool = false,
     /// Bytes of log entries in one AppendEntries frame at most, 64-1221: 1221 is what one UDP
     /// datagram holds beside the envelope with the longest ids and tag, and an ESP-NOW link
-    /// lowers it to what one 250-byte radio frame holds. A write — the value with its key (a
-    /// job's payload with its queue) and request id — must fit one log entry of at most
-    /// log.max_append_bytes bytes: 1024 by default, room for a value of about 880 bytes; raise
-    /// log.max_append_bytes up to 1221 with UDP links only (an ESP-NOW link allows 164).
+    /// lowers it to what one 250-byte radio frame holds. A write's value (a job's payload) may be
+    /// up to 64 KiB (65,536 bytes), its key up to 512 bytes (a job's queue up to 128) and its
+    /// request id up to 128 bytes; a write larger than one frame travels in pieces, over UDP and
+    /// ESP-NOW links alike.
     pub max_append_bytes: u64 = LogConfig::default().max_append_bytes as u64,
     /// Log entries in one AppendEntries frame at most, 1-4096.
     pub max_append_entries: u64 = LogConfig::default().max_append_entries as u64,

@@ -1622,6 +1622,9 @@ pub(crate) fn frame_entry_budget(
         // where it fits beside the entries, and otherwise leaves it to an empty heartbeat,
         // so that the largest single write stays what it was before reads had rounds.
         read_round: None,
+        // MEMB-6: an entry sent in chunks fills the same budget (the chunk's own fields are
+        // counted against it by the leader).
+        chunk: None,
     };
     let envelope = Envelope::new(
         cluster,

@@ -100,7 +100,7 @@ pub struct RaftConfig {
 pub struct LogConfig {
     /// Bytes of entries in one AppendEntries at most: what fits the smallest link's frame
     /// beside the envelope (UDP: one datagram; ESP-NOW: 250-byte frames). An entry larger than
-    /// this still travels, alone.
+    /// this travels alone, in chunks that fit it (MEMB-6).
     pub max_append_bytes: usize,
     /// Entries in one AppendEntries at most.
     pub max_append_entries: usize,

@@ -122,6 +122,18 @@ impl RaftLog {
         self.entry(index).map(|entry| entry.term)
     }
 
+    /// The entry at `index`, when held (not compacted, not past the end).
+    pub(crate) fn entry_at(&self, index: u64) -> Option<&LogEntry> {
+        self.entry(index)
+    }
+
+    /// Whether this log holds the leader's entry at `prev` (LOG-2's consistency check, as
+    /// [`RaftLog::append_from_leader`] makes it): one behind the snapshot is committed, so it
+    /// matches.
+    pub(crate) fn holds(&self, prev: LogPosition) -> bool {
+        prev.index < self.snapshot.index || self.term_at(prev.index) == Some(prev.term)
+    }
+
     fn entry(&self, index: u64) -> Option<&LogEntry> {
         let offset = index.checked_sub(self.snapshot.index + 1)?;
         self.entries.get(usize::try_from(offset).ok()?)
@@ -387,8 +399,8 @@ impl RaftLog {
         entries
     }
 
-    /// Entries from `index` on whose encoded data fits `budget` bytes (at least one when any
-    /// exists, so an entry larger than the budget still travels alone), at most `max`.
+    /// Entries from `index` on whose encoded data fits `budget` bytes, at most `max`; none
+    /// when the first is larger than the budget (it travels in chunks, MEMB-6).
     pub(crate) fn batch_from(&self, index: u64, budget: usize, max: usize) -> Vec<LogEntry> {
         let Some(offset) = index.checked_sub(self.snapshot.index + 1) else {
             return Vec::new();
@@ -402,7 +414,8 @@ impl RaftLog {
             .take(max)
         {
             let size = entry_wire_size(entry);
-            if !batch.is_empty() && used + size > budget {
+            if used + size > budget {
+                // MEMB-6: an entry larger than the budget alone goes in chunks, not here.
                 break;
             }
             used += size;
@@ -517,7 +530,8 @@ mod tests {
         assert!(log.take_committed(10).is_empty());
     }
 
-    /// A batch fits its byte budget, but one oversized entry still travels alone.
+    /// A batch fits its byte budget; an entry larger than the budget is left out of batches,
+    /// to travel in chunks (MEMB-6).
     #[test]
     fn batches_fit_the_budget() {
         let mut log = RaftLog::starting_after(LogPosition::default());
@@ -528,7 +542,7 @@ mod tests {
         assert_eq!(log.batch_from(1, 250, 64).len(), 2);
         assert_eq!(log.batch_from(1, 1000, 64).len(), 4);
         assert_eq!(log.batch_from(1, 1000, 2).len(), 2);
-        assert_eq!(log.batch_from(1, 10, 64).len(), 1);
+        assert!(log.batch_from(1, 10, 64).is_empty());
         assert!(log.batch_from(5, 1000, 64).is_empty());
     }
 

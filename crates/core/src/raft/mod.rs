@@ -21,6 +21,8 @@ mod node;
 mod state;
 
 #[cfg(test)]
+mod chunk_tests;
+#[cfg(test)]
 mod pipeline_tests;
 #[cfg(test)]
 mod priority_tests;
@@ -33,5 +35,7 @@ mod tests;
 
 pub use config::{LogConfig, QuorumMode, RaftConfig, majority_threshold};
 pub use message::RaftMessage;
-pub use node::{LogStatus, LogWrite, ProposeError, Raft, ReadError, ReadId, ReplicatedLog};
+pub use node::{
+    LogStatus, LogWrite, MAX_ENTRY_BYTES, ProposeError, Raft, ReadError, ReadId, ReplicatedLog,
+};
 pub use state::{LogPosition, RaftStatus};

@@ -26,6 +26,7 @@ fn ack(term: u64, match_index: u64, round: Option<u64>) -> RaftMessage {
         success: true,
         match_index,
         read_round: round,
+        chunk: None,
         ..AppendResp::default()
     })
 }

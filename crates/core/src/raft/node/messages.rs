@@ -70,6 +70,7 @@ impl Raft {
                     hint: None,
                     priority: self.priority,
                     read_round: None,
+                    chunk: None,
                 }),
             ),
             RaftMessage::RequestVote(request) => {
@@ -305,6 +306,7 @@ impl Raft {
                 hint: None,
                 priority: self.priority,
                 read_round: None,
+                chunk: None,
             }
         } else {
             AppendResp {
@@ -321,6 +323,7 @@ impl Raft {
                 }),
                 priority: self.priority,
                 read_round: None,
+                chunk: None,
             }
         };
         self.send(from, RaftMessage::AppendResp(response));

@@ -26,7 +26,9 @@
 //! - `tracker.rs`: a leader's progress per follower (probe, replicate, snapshot; LOG-2, LOG-4);
 //! - `read_index.rs`: linearizable reads by a read index confirmed by a heartbeat round (LOG-7);
 //! - `snapshot.rs`: snapshots and compaction (LOG-4): when one is due, `InstallSnapshot` in
-//!   chunks to a follower behind the compaction point, and the follower's install.
+//!   chunks to a follower behind the compaction point, and the follower's install;
+//! - `chunks.rs`: entries larger than a frame, sent in chunks and gathered by the follower
+//!   (MEMB-6).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -49,6 +51,7 @@ use crate::storage::DurableState;
 use crate::time::Instant;
 
 mod abstention;
+mod chunks;
 mod commands;
 mod messages;
 mod priority;
@@ -57,6 +60,10 @@ mod replication;
 mod snapshot;
 mod tracker;
 
+#[cfg(test)]
+pub(crate) use chunks::CHUNK_OVERHEAD;
+use chunks::IncomingEntry;
+pub use chunks::MAX_ENTRY_BYTES;
 use read_index::ReadQueue;
 pub use read_index::{ReadError, ReadId};
 use replication::PendingAck;
@@ -229,6 +236,8 @@ pub struct Raft {
     pending_ack: Option<PendingAck>,
     /// LOG-4: the chunks of a leader's snapshot received so far.
     incoming_snapshot: Option<IncomingSnapshot>,
+    /// MEMB-6: the chunks of an entry larger than a frame received so far.
+    incoming_entry: Option<IncomingEntry>,
     /// LOG-4: a snapshot installed in the log that the driver has not taken yet (to restore
     /// its machine from and save).
     snapshot_to_install: Option<crate::storage::Snapshot>,
@@ -339,6 +348,7 @@ impl Raft {
             log: RaftLog::starting_after(last_log),
             pending_ack: None,
             incoming_snapshot: None,
+            incoming_entry: None,
             snapshot_to_install: None,
             reads: ReadQueue::default(),
             log_catch_up: false,
@@ -1006,6 +1016,8 @@ impl Raft {
         if term > self.hard.term {
             self.hard.term = term;
             self.hard.vote = None;
+            // MEMB-6: the next leader may have another entry at that index.
+            self.incoming_entry = None;
         }
         self.phase = Phase::Follower;
         self.votes.clear();
@@ -1197,6 +1209,7 @@ impl Raft {
             commit: 0,
             pinned: self.hard.manual_override == Some(self.config.id),
             read_round: None,
+            chunk: None,
         };
         self.send(peer, RaftMessage::AppendEntries(heartbeat));
     }

@@ -50,6 +50,7 @@ use conclave_protocol::{EntryKind, LogEntry};
 
 use crate::raft::log::entry_wire_size;
 
+use super::chunks::MAX_ENTRY_BYTES;
 use super::read_index::READ_ROUND_WIRE_BYTES;
 use super::tracker::{Progress, ReplicationState};
 use super::*;
@@ -91,11 +92,11 @@ pub enum ProposeError {
     /// The node is stopping.
     #[error("the node is shutting down")]
     ShuttingDown,
-    /// The entry would not fit one AppendEntries frame (`max_append_bytes`), so it could
-    /// never reach a follower: every frame must fit the smallest link (PROTO-4).
-    #[error("the entry takes {size} bytes in a frame; at most {max} fit (log.max_append_bytes)")]
+    /// The entry's data is larger than an entry may carry ([`MAX_ENTRY_BYTES`]), the bound
+    /// of what a follower holds of an entry it receives in chunks (MEMB-6).
+    #[error("the entry carries {size} bytes; at most {max} fit one entry")]
     TooLarge {
-        /// Its size in a frame.
+        /// Its data's size.
         size: usize,
         /// What fits.
         max: usize,
@@ -163,13 +164,12 @@ impl ReplicatedLog<'_> {
         if raft.transfer().is_some() {
             return Err(ProposeError::Transferring);
         }
-        let max = raft
-            .config
-            .log
-            .map_or(usize::MAX, |log| log.max_append_bytes);
-        let size = crate::raft::log::wire_size_of(data.len());
-        if size > max {
-            return Err(ProposeError::TooLarge { size, max });
+        // MEMB-6: an entry larger than a frame travels in chunks, up to this bound.
+        if data.len() > MAX_ENTRY_BYTES {
+            return Err(ProposeError::TooLarge {
+                size: data.len(),
+                max: MAX_ENTRY_BYTES,
+            });
         }
         let term = raft.hard.term;
         let index = raft.log.append_new(term, EntryKind::Command, data);
@@ -322,6 +322,9 @@ impl Raft {
         let Some(progress) = self.progress_of(peer) else {
             return AppendSent::Nothing;
         };
+        if progress.chunks().is_some() {
+            return self.send_entry_chunk(now, peer, log_config.max_append_bytes);
+        }
         if progress.snapshot().is_some() || progress.next <= compacted {
             // LOG-4: the entries it needs next are gone behind the snapshot.
             // An InstallSnapshot carries no read round; the follower could not confirm one
@@ -344,6 +347,18 @@ impl Raft {
         }
         let next = progress.next;
         let probing = progress.is_probing();
+        let idle = matches!(progress.state(), ReplicationState::Replicate { inflight } if inflight.is_empty());
+        if !probing && self.needs_chunks(next, log_config.max_append_bytes) {
+            // MEMB-6: an entry larger than a frame goes in chunks once everything before it
+            // is answered, so that the follower's match ends just before it.
+            if !idle {
+                return AppendSent::Nothing;
+            }
+            if let Some(progress) = self.progress_of(peer) {
+                progress.become_chunks();
+            }
+            return self.send_entry_chunk(now, peer, log_config.max_append_bytes);
+        }
         let prev_index = next - 1;
         let Some(prev_term) = self.log.term_at(prev_index) else {
             // Unreachable while `next` stays past the snapshot (checked above); kept as the
@@ -383,6 +398,7 @@ impl Raft {
             commit,
             pinned: self.hard.manual_override == Some(self.config.id),
             read_round,
+            chunk: None,
         };
         self.send(peer, RaftMessage::AppendEntries(append));
         if read_round.is_none() && self.reads.round_to_carry().is_some() {
@@ -408,6 +424,7 @@ impl Raft {
             commit: self.log.commit().min(matched),
             pinned: self.hard.manual_override == Some(self.config.id),
             read_round: self.reads.round_to_carry(),
+            chunk: None,
         };
         self.send(peer, RaftMessage::AppendEntries(append));
     }
@@ -436,6 +453,9 @@ impl Raft {
         };
         if response.success {
             progress.acknowledged(response.match_index, now);
+            if let Some(ack) = response.chunk {
+                progress.chunk_answered(ack);
+            }
             self.advance_commit(now);
         } else if let Some(hint) = response.hint {
             progress.refused(hint.index);
@@ -494,24 +514,58 @@ impl Raft {
     /// An AppendEntries from the leader of this term (LOG-2): entries appended, the commit
     /// index learned, and the answer sent now or once the entries are durable.
     pub(super) fn follow_append(&mut self, from: PeerId, append: &AppendEntries) {
-        let term = self.hard.term;
+        if self
+            .incoming_entry
+            .as_ref()
+            .is_some_and(|incoming| !incoming.is_of_term(self.hard.term))
+        {
+            // MEMB-6: a new leader may have another entry at that index.
+            self.incoming_entry = None;
+        }
+        if let Some(chunk) = &append.chunk {
+            self.follow_chunk(from, append, chunk);
+            return;
+        }
         let prev = LogPosition::new(append.prev_term, append.prev_index);
-        match self.log.append_from_leader(prev, &append.entries) {
+        self.accept_append(
+            from,
+            prev,
+            &append.entries,
+            append.commit,
+            append.read_round,
+        );
+    }
+
+    /// Appends `entries` after the leader's entry at `prev` when this log holds that entry:
+    /// the commit index learned and the answer sent now or once durable; otherwise refused
+    /// with a hint (LOG-2).
+    pub(super) fn accept_append(
+        &mut self,
+        from: PeerId,
+        prev: LogPosition,
+        entries: &[LogEntry],
+        commit: u64,
+        read_round: Option<u64>,
+    ) {
+        let term = self.hard.term;
+        match self.log.append_from_leader(prev, entries) {
             Ok(matched) => {
-                self.log.commit_to(append.commit.min(matched));
+                self.log.commit_to(commit.min(matched));
                 if self.log_catch_up
-                    && append.commit > 0
-                    && append.commit <= matched
-                    && self.log.term_at(append.commit) == Some(term)
+                    && commit > 0
+                    && commit <= matched
+                    && self.log.term_at(commit) == Some(term)
                 {
                     // The leader committed an entry of its own term, so its log through that
                     // entry holds every entry committed before; this log matches it there.
-                    self.catch_up_target = Some(append.commit);
+                    self.catch_up_target = Some(commit);
                 }
                 self.end_catch_up_if_durable();
-                self.ack_when_durable(from, matched, append.read_round);
+                self.ack_when_durable(from, matched, read_round);
             }
             Err(hint) => {
+                // MEMB-6: an entry being received no longer follows this log.
+                self.incoming_entry = None;
                 // LOG-7: a refusal still says this node follows `from` in this term.
                 let response = AppendResp {
                     term,
@@ -519,7 +573,8 @@ impl Raft {
                     match_index: 0,
                     hint: Some(hint),
                     priority: self.priority,
-                    read_round: append.read_round,
+                    read_round,
+                    chunk: None,
                 };
                 self.send(from, RaftMessage::AppendResp(response));
             }
@@ -638,6 +693,7 @@ impl Raft {
             hint: None,
             priority: self.priority,
             read_round,
+            chunk: None,
         };
         self.send(leader, RaftMessage::AppendResp(response));
     }

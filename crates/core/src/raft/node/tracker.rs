@@ -14,6 +14,9 @@
 //! - **Snapshot**: the entries the follower needs next were compacted away, so it is sent the
 //!   snapshot in chunks (LOG-4, `snapshot.rs`); its acknowledgement of the install moves it to
 //!   Replicate from the snapshot's index on.
+//! - **Chunks**: the follower's next entry is larger than a frame, so it is sent in chunks,
+//!   one at a time, each resent past the retransmission timeout (MEMB-6, `chunks.rs`); the
+//!   follower's durable acknowledgement of the whole entry moves it back to Replicate.
 //!
 //! Each state carries only what it needs, so a probe with a pipeline behind it, or entries in
 //! flight beside a snapshot, cannot be written down. The sending itself (which message, which
@@ -22,6 +25,8 @@
 
 use std::collections::VecDeque;
 use std::time::Duration;
+
+use conclave_protocol::ChunkAck;
 
 use super::snapshot::SnapshotTransfer;
 use crate::time::Instant;
@@ -43,6 +48,21 @@ pub(super) enum ReplicationState {
     },
     /// The follower is behind the compaction point and gets the snapshot instead of entries.
     Snapshot(SnapshotTransfer),
+    /// The follower's next entry is larger than a frame: it is sent in chunks, one at a time
+    /// (MEMB-6, `chunks.rs`).
+    Chunks(ChunkTransfer),
+}
+
+/// A leader's transfer of one entry in chunks to one follower (MEMB-6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ChunkTransfer {
+    /// The entry being sent: always the follower's `next`, just past its match.
+    pub(super) index: u64,
+    /// The byte offset in the entry's data of the chunk to send next (or in flight): what the
+    /// follower last said it holds.
+    pub(super) offset: u32,
+    /// When the chunk at `offset` went out, while it is unanswered.
+    pub(super) sent: Option<Instant>,
 }
 
 /// How a leader replicates to one follower. See the [module docs](self).
@@ -110,6 +130,43 @@ impl Progress {
         };
     }
 
+    /// The entry being sent in chunks, in the Chunks state.
+    pub(super) fn chunks(&self) -> Option<&ChunkTransfer> {
+        match &self.state {
+            ReplicationState::Chunks(transfer) => Some(transfer),
+            _ => None,
+        }
+    }
+
+    /// Send the entry at `next` in chunks, from its start (MEMB-6).
+    pub(super) fn become_chunks(&mut self) {
+        self.state = ReplicationState::Chunks(ChunkTransfer {
+            index: self.next,
+            offset: 0,
+            sent: None,
+        });
+    }
+
+    /// The chunk at the transfer's offset went out `now`.
+    pub(super) fn sent_chunk(&mut self, now: Instant) {
+        if let ReplicationState::Chunks(transfer) = &mut self.state {
+            transfer.sent = Some(now);
+        }
+    }
+
+    /// The follower holds the first `ack.next_offset` bytes of the entry at `ack.index`: the
+    /// next chunk starts there. An answer about another entry (an old one) changes nothing, and
+    /// one repeating the offset already known (a duplicate) leaves the chunk in flight alone;
+    /// a lower offset than known means the follower lost what it had, and is believed.
+    pub(super) fn chunk_answered(&mut self, ack: ChunkAck) {
+        if let ReplicationState::Chunks(transfer) = &mut self.state {
+            if transfer.index == ack.index && transfer.offset != ack.next_offset {
+                transfer.offset = ack.next_offset;
+                transfer.sent = None;
+            }
+        }
+    }
+
     /// Send `transfer`'s snapshot instead of entries. `next` is left alone: entries resume
     /// from the acknowledged install, not from it.
     pub(super) fn become_snapshot(&mut self, transfer: SnapshotTransfer) {
@@ -125,8 +182,9 @@ impl Progress {
                 self.next = last + 1;
                 inflight.push_back((last, now));
             }
-            // Entries never go beside a snapshot (`send_append` sends a chunk instead).
-            ReplicationState::Snapshot(_) => {}
+            // Entries never go beside a snapshot (`send_append` sends a chunk instead), nor
+            // beside an entry sent in chunks.
+            ReplicationState::Snapshot(_) | ReplicationState::Chunks(_) => {}
         }
     }
 
@@ -157,6 +215,11 @@ impl Progress {
                 self.become_replicate();
             }
             ReplicationState::Snapshot(_) => {}
+            // MEMB-6: the whole entry is durable there; back to batches after it.
+            ReplicationState::Chunks(transfer) if matched >= transfer.index => {
+                self.become_replicate();
+            }
+            ReplicationState::Chunks(_) => {}
         }
     }
 
@@ -193,6 +256,18 @@ impl Progress {
             }
             ReplicationState::Probe { sent } => {
                 *sent = false;
+                false
+            }
+            ReplicationState::Chunks(transfer) => {
+                // MEMB-6: a chunk (or its answer) unanswered past the timeout is taken as
+                // lost and sent again; what the follower holds is kept.
+                let timeout = self.round_trip.loss_timeout(floor, ceiling);
+                let lost = transfer
+                    .sent
+                    .is_some_and(|sent| now.saturating_duration_since(sent) >= timeout);
+                if lost {
+                    transfer.sent = None;
+                }
                 false
             }
             ReplicationState::Replicate { inflight } => {

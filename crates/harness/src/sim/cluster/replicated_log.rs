@@ -19,7 +19,8 @@
 //!   at once and is saved the same way; a restart restores the machine from the durable
 //!   snapshot and applies from there.
 //! - **Client.** Every [`SimConfig::client_interval`] a client writes a unique value to one of
-//!   three registers, or reads one, through a random live node; a node that does not lead
+//!   three registers, or reads one, through a random live node; one write in ten is padded to
+//!   one to four frames' worth of bytes, so that it travels in chunks (MEMB-6); a node that does not lead
 //!   refuses it, as the admin API redirects. A write is *acknowledged* when the node that took
 //!   it applies the entry at the position it was given, with its data — what the admin API
 //!   answers 200 on. A read goes by the read index, as the node's linearizable reads do
@@ -90,10 +91,11 @@ impl SimMachine {
             let value = u64::from_be_bytes(bytes);
             self.slots[(value % SLOTS as u64) as usize] = value;
         }
-        if let [WRITE, key, value @ ..] = entry.data.as_slice() {
-            if let (Some(register), Ok(value)) = (
+        if let [WRITE, key, rest @ ..] = entry.data.as_slice() {
+            // A large write pads its value (MEMB-6); the padding is in the digest.
+            if let (Some(register), Some(Ok(value))) = (
                 self.registers.get_mut(usize::from(*key)),
-                <[u8; 8]>::try_from(value),
+                rest.get(..8).map(<[u8; 8]>::try_from),
             ) {
                 *register = u64::from_be_bytes(value);
             }
@@ -261,6 +263,12 @@ pub(super) struct LogBook {
 /// overlap.
 const REGISTERS: u8 = 3;
 
+/// The share of the client's writes that are larger than a frame (MEMB-6).
+const LARGE_WRITES: f64 = 0.1;
+
+/// The length of a write that is not padded: the kind, the register and the value.
+const SMALL_WRITE_LEN: usize = 10;
+
 /// The first byte of an entry's data: a write of a register.
 const WRITE: u8 = b'W';
 
@@ -271,6 +279,8 @@ pub struct LogCounts {
     pub proposed: u64,
     /// Writes acknowledged.
     pub acknowledged: u64,
+    /// Of those, writes padded past a frame, which travelled in chunks (MEMB-6).
+    pub large_acknowledged: u64,
     /// Writes refused by a node that did not lead.
     pub refused: u64,
     /// Distinct indices applied anywhere.
@@ -397,6 +407,17 @@ impl Simulation {
         }
         let mut data = vec![WRITE, key];
         data.extend_from_slice(&value.to_be_bytes());
+        if self.rng.chance(LARGE_WRITES) {
+            // MEMB-6: a write several frames long, sent in chunks; its bytes follow from the
+            // value, so a chunk misplaced anywhere shows in the digests.
+            let frame = match &self.config.election {
+                super::ElectionConfig::Raft(raft) => raft.log.map(|log| log.max_append_bytes),
+                _ => None,
+            };
+            let frame = frame.unwrap_or(1024);
+            let len = frame * self.rng.between(1, 5) as usize;
+            data.extend((0..len).map(|n| (value as usize).wrapping_add(n * 31) as u8));
+        }
         let operation = self.log_book.history.len();
         let node = &mut self.nodes[index];
         let Some(driver) = node.driver.as_mut() else {
@@ -748,6 +769,12 @@ impl Simulation {
         LogCounts {
             proposed: self.log_book.next_value - self.log_book.refused,
             acknowledged: self.log_book.acknowledged.len() as u64,
+            large_acknowledged: self
+                .log_book
+                .acknowledged
+                .iter()
+                .filter(|(_, data, _)| data.len() > SMALL_WRITE_LEN)
+                .count() as u64,
             refused: self.log_book.refused,
             applied: self.log_book.applied.len() as u64,
             snapshots_taken: self.log_book.snapshots_taken,
