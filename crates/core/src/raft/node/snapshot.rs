@@ -78,7 +78,7 @@ impl ReplicatedLog<'_> {
     /// instead of the few entries it lacks (on an ESP-NOW radio, hundreds of frames instead of
     /// a few). A follower being probed again counts as catching up as long as it answers (on a
     /// link that reorders frames, a busy follower refuses a message that overtook its
-    /// predecessor and is probed often). One silent for the last [`ANSWERING_HEARTBEATS`]
+    /// predecessor and is probed often). One silent for the last `ANSWERING_HEARTBEATS`
     /// heartbeat intervals delays nothing; one that answers but falls ever further behind
     /// delays compaction by that bound at most.
     #[must_use]
