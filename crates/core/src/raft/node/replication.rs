@@ -138,7 +138,7 @@ pub struct LogStatus {
     pub followers: Vec<(PeerId, u64)>,
 }
 
-/// The log's API for the driver of a raft node with `[log]` (see the [module docs](self)).
+/// The log's API for the driver of a raft node with `[log]` (see the module docs).
 /// After every call that takes `now`, drain the node's actions: messages may be queued.
 #[derive(Debug)]
 pub struct ReplicatedLog<'a> {
