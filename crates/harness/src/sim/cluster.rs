@@ -1701,5 +1701,6 @@ fn event_hash(event: &Event) -> u64 {
         Event::VoteCast { term, granted, .. } => 50 ^ term.wrapping_mul(13) ^ u64::from(*granted),
         Event::SplitBrain { term, .. } => 60 ^ term,
         Event::TransferAborted { .. } => 70,
+        Event::ConfigurationChanged { index, .. } => 80 ^ index.wrapping_mul(17),
     }
 }
