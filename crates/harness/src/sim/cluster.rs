@@ -61,6 +61,7 @@ use conclave_core::static_leader::StaticConfig;
 use conclave_core::storage::DurableState;
 
 mod linearizability;
+mod membership_changes;
 mod replicated_log;
 
 pub use replicated_log::LogCounts;
@@ -414,6 +415,8 @@ struct SimNode {
     routes: BTreeMap<PeerId, usize>,
     /// Its replicated log's storage and pending fsyncs.
     log: NodeLog,
+    /// Removed from the cluster and decommissioned: it never restarts.
+    retired: bool,
 }
 
 impl SimNode {
@@ -436,6 +439,7 @@ impl SimNode {
             replay_guard: None,
             routes: BTreeMap::new(),
             log: NodeLog::default(),
+            retired: false,
         }
     }
 }
@@ -1360,7 +1364,7 @@ impl Simulation {
 
     /// Starts a crashed node again from its durable state.
     pub fn restart(&mut self, index: usize) {
-        if self.nodes[index].driver.is_some() {
+        if self.nodes[index].driver.is_some() || self.nodes[index].retired {
             return;
         }
         self.nodes[index].restarts += 1;
