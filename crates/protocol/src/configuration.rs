@@ -75,4 +75,51 @@ mod tests {
         assert_eq!(Configuration::decode(&config.encode()), Ok(config));
         assert!(Configuration::decode(&[0xc1]).is_err());
     }
+
+    /// MEMB-1: the wire form docs/wire-protocol.md gives: `[voters, learners]`, ascending.
+    #[test]
+    fn memb1_a_configuration_is_two_arrays_of_peer_ids() {
+        let config = Configuration {
+            voters: [PeerId::from_static("b"), PeerId::from_static("a")].into(),
+            learners: Default::default(),
+        };
+        assert_eq!(
+            config.encode(),
+            vec![0x92, 0x92, 0xa1, b'a', 0xa1, b'b', 0x90]
+        );
+    }
+
+    /// MEMB-1: an `InstallSnapshot` without a configuration is the seven fields it always
+    /// was; with one, the eighth field carries it, and both decode.
+    #[test]
+    fn memb1_install_snapshot_carries_a_configuration_only_when_given_one() {
+        let chunk = crate::InstallSnapshot {
+            term: 2,
+            leader: PeerId::from_static("a"),
+            last_index: 9,
+            last_term: 2,
+            offset: 0,
+            data: vec![1, 2],
+            done: true,
+            config: None,
+        };
+        let bytes = rmp_serde::to_vec(&chunk).unwrap();
+        assert_eq!(bytes[0], 0x97);
+        assert_eq!(
+            rmp_serde::from_slice::<crate::InstallSnapshot>(&bytes).unwrap(),
+            chunk
+        );
+        let with = crate::InstallSnapshot {
+            config: Some(Box::new(Configuration::with_voters([PeerId::from_static(
+                "a",
+            )]))),
+            ..chunk
+        };
+        let bytes = rmp_serde::to_vec(&with).unwrap();
+        assert_eq!(bytes[0], 0x98);
+        assert_eq!(
+            rmp_serde::from_slice::<crate::InstallSnapshot>(&bytes).unwrap(),
+            with
+        );
+    }
 }
