@@ -235,3 +235,26 @@ fn memb1_a_follower_acts_on_appended_configurations_and_reverts_on_truncation() 
     assert_eq!(raft.role(), Role::Follower);
     assert_eq!(raft.term(), 2);
 }
+
+/// MEMB-1, LOG-7: a leader that removed itself is no part of any majority while it still
+/// leads: with `b` the only voter left, a read is confirmed only once `b` echoes the round.
+#[test]
+fn memb1_a_removed_leader_confirms_no_read_alone() {
+    let config = raft_config("a", &["a", "b"]).with_log(log_config());
+    let mut raft = raft_node(config, HardState::default(), LogPosition::default(), 7);
+    let now = win_election(&mut raft, &["b"]);
+    persist_log(&mut raft, now);
+    raft.handle_message(now, id("b"), append_ack(1, 1));
+    drain(&mut raft);
+    change(&mut raft, now, MembershipChange::Remove(id("a"))).unwrap();
+    persist_log(&mut raft, now);
+    drain(&mut raft);
+    assert_eq!(raft.role(), Role::Leader);
+    let mut log = raft.replicated_log().unwrap();
+    log.request_read(now, crate::raft::ReadId(1)).unwrap();
+    let later = now + std::time::Duration::from_millis(60);
+    raft.handle_timeout(later);
+    drain(&mut raft);
+    let answered = raft.replicated_log().unwrap().take_read_results();
+    assert!(answered.is_empty(), "answered alone: {answered:?}");
+}

@@ -856,11 +856,13 @@ impl Raft {
             return;
         };
         if self.config.check_quorum && now >= leading.quorum_check_deadline {
-            let active = 1 + leading
-                .recent_active
-                .iter()
-                .filter(|peer| self.counts_for_quorum(peer))
-                .count();
+            // MEMB-1: a leader that removed itself does not count itself.
+            let active = usize::from(self.counts_for_quorum(&self.config.id))
+                + leading
+                    .recent_active
+                    .iter()
+                    .filter(|peer| self.counts_for_quorum(peer))
+                    .count();
             if active < self.quorum_size() {
                 warn!(
                     term = self.hard.term,
