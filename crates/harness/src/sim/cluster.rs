@@ -417,6 +417,9 @@ struct SimNode {
     log: NodeLog,
     /// Removed from the cluster and decommissioned: it never restarts.
     retired: bool,
+    /// `cluster.voters` of its own, instead of the simulation's (a control's misconfigured
+    /// node).
+    seed_voters: Option<Vec<PeerId>>,
 }
 
 impl SimNode {
@@ -440,6 +443,7 @@ impl SimNode {
             routes: BTreeMap::new(),
             log: NodeLog::default(),
             retired: false,
+            seed_voters: None,
         }
     }
 }
@@ -733,7 +737,10 @@ impl Simulation {
 
     fn boot(&mut self, index: usize) {
         let id = self.nodes[index].id;
-        let members: Vec<PeerId> = (0..self.config.nodes).map(node_id).collect();
+        let members: Vec<PeerId> = self.nodes[index]
+            .seed_voters
+            .clone()
+            .unwrap_or_else(|| (0..self.config.nodes).map(node_id).collect());
         let mut election_config = self.config.election.for_member(id, &members);
         let node_rng = self.rng.fork();
         let durable = self.nodes[index].durable;

@@ -3,7 +3,7 @@
 
 use conclave_core::election::Election;
 use conclave_core::raft::{LogPosition, MembershipChange, MembershipError};
-use conclave_protocol::Configuration;
+use conclave_protocol::{Configuration, PeerId};
 
 use super::{LinkAddr, SimNode, Simulation, node_id};
 
@@ -12,12 +12,18 @@ impl Simulation {
     /// which does not name it: it takes no part until a leader adds it, and then learns the
     /// log (and the configuration) as a learner. Returns its index.
     pub fn add_node(&mut self) -> usize {
+        self.add_node_seeded(None)
+    }
+
+    /// [`Simulation::add_node`] with `cluster.voters` of its own (`None`: the simulation's):
+    /// the control's node started with a configuration that names itself, as a careless join
+    /// would.
+    pub fn add_node_seeded(&mut self, seed_voters: Option<Vec<PeerId>>) -> usize {
         let index = self.nodes.len();
         let id = node_id(index);
-        self.nodes.push(SimNode::new(
-            id,
-            LinkAddr::new(format!("sim:{}", index + 1)),
-        ));
+        let mut node = SimNode::new(id, LinkAddr::new(format!("sim:{}", index + 1)));
+        node.seed_voters = seed_voters;
+        self.nodes.push(node);
         self.network.add_node();
         self.trace
             .record(self.now, id, || "new node started".to_string(), 9);
