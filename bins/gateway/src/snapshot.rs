@@ -256,6 +256,9 @@ pub(crate) fn restore(file: &Path, config_path: &Path) -> ExitCode {
     let snapshot = Snapshot {
         last: backup.last,
         data: backup.image,
+        // A restore seeds a new cluster: its configuration is the new `cluster.voters`, not
+        // the one the backed-up cluster had (etcdctl's model).
+        config: None,
     };
     let mode = config.election.mode();
     match WalFile::init_from_snapshot(&config.data_dir, mode, snapshot) {

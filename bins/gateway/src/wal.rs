@@ -716,6 +716,7 @@ impl From<&SegmentContent> for SegmentContentJson {
                         kind: match entry.kind {
                             EntryKind::Noop => "noop",
                             EntryKind::Command => "command",
+                            EntryKind::Config => "config",
                         },
                         data_bytes: entry.data.len(),
                     })
@@ -1080,6 +1081,7 @@ mod tests {
         wal.save_snapshot(Snapshot {
             last: LogPosition::new(2, 5),
             data: b"image".to_vec(),
+            config: None,
         })
         .unwrap();
         drop(wal);

@@ -472,6 +472,13 @@ impl ElectionActor {
             Event::TransferAborted { target } => {
                 warn!(%target, "leadership transfer did not complete in time");
             }
+            Event::ConfigurationChanged {
+                index,
+                voters,
+                learners,
+            } => {
+                info!(index, ?voters, ?learners, "cluster configuration changed");
+            }
         }
     }
 

@@ -63,7 +63,8 @@ impl ClusterMachine {
     /// older version's read barrier (an entry without data) included, so that the machine's
     /// applied index follows the log's; the answer for the client that wrote it.
     pub fn apply(&mut self, entry: &LogEntry) -> WriteOutcome {
-        let applied = if entry.kind == EntryKind::Noop || entry.data.is_empty() {
+        // A configuration entry (MEMB-1) is raft's, not the machine's: it takes the index.
+        let applied = if entry.kind != EntryKind::Command || entry.data.is_empty() {
             self.state.apply_noop(entry.index)
         } else {
             self.state.apply(entry.index, &entry.data)

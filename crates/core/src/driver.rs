@@ -315,10 +315,14 @@ impl Driver {
 
     /// LOG-4: the machine's image at `snapshot.last`: the core compacts its log behind it, and
     /// it is saved ([`DiskWrite::Snapshot`]). Whether the core took it.
-    pub fn snapshot_taken(&mut self, now: Instant, snapshot: Snapshot) -> bool {
+    pub fn snapshot_taken(&mut self, now: Instant, mut snapshot: Snapshot) -> bool {
         let Some(mut log) = self.election.replicated_log() else {
             return false;
         };
+        // MEMB-1: the configuration the compacted entries carried is saved with the image.
+        if snapshot.config.is_none() {
+            snapshot.config = log.configuration_at(snapshot.last.index);
+        }
         if !log.snapshot_taken(now, snapshot.clone()) {
             return false;
         }

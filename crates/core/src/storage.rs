@@ -13,7 +13,7 @@
 //! Writes are ordered: a later sync makes every earlier write durable, so a driver that
 //! syncs once for many writes (group commit) keeps the order the core gave them in.
 
-use conclave_protocol::LogEntry;
+use conclave_protocol::{Configuration, LogEntry};
 
 use crate::election::HardState;
 use crate::raft::LogPosition;
@@ -48,6 +48,9 @@ pub struct Snapshot {
     pub last: LogPosition,
     /// The state machine's bytes, opaque to raft.
     pub data: Vec<u8>,
+    /// MEMB-1: the cluster's configuration in force at `last`, which the compacted entries
+    /// carried; `None` when the log never held one (`cluster.voters` is then in force).
+    pub config: Option<Configuration>,
 }
 
 /// Where raft's durable state is kept. See the [module docs](self).
@@ -251,6 +254,7 @@ mod tests {
             .save_snapshot(Snapshot {
                 last: LogPosition::new(1, 2),
                 data: b"image".to_vec(),
+                config: None,
             })
             .unwrap();
         storage.crash();

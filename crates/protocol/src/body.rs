@@ -12,6 +12,7 @@ use serde::de::{self, SeqAccess, Visitor};
 use serde::ser::SerializeTuple;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::configuration::Configuration;
 use crate::ids::PeerId;
 
 /// The `error_reason` a node puts in a refused [`HelloAck`] when the id is already live (MEM-3).
@@ -123,6 +124,9 @@ pub enum EntryKind {
     Noop,
     /// An application command for the replicated state machine.
     Command,
+    /// MEMB-1: a new configuration of the cluster ([`Configuration`](crate::Configuration)
+    /// encoded); raft acts on it as soon as it is appended, the state machine ignores it.
+    Config,
 }
 
 impl From<EntryKind> for u8 {
@@ -130,6 +134,7 @@ impl From<EntryKind> for u8 {
         match kind {
             EntryKind::Noop => 0,
             EntryKind::Command => 1,
+            EntryKind::Config => 2,
         }
     }
 }
@@ -140,6 +145,7 @@ impl TryFrom<u8> for EntryKind {
         match value {
             0 => Ok(Self::Noop),
             1 => Ok(Self::Command),
+            2 => Ok(Self::Config),
             other => Err(format!("unknown log entry kind {other}")),
         }
     }
@@ -363,6 +369,13 @@ pub struct InstallSnapshot {
     pub data: Vec<u8>,
     /// This is the last chunk.
     pub done: bool,
+    /// MEMB-1: on the last chunk, the cluster's configuration in force at `last_index`, when
+    /// the leader's log ever held one. The last field, and left out entirely when `None`: a
+    /// snapshot of a cluster that never changed its configuration is sent in the same bytes as
+    /// before the field existed, and a frame without it decodes as `None`.
+    /// Boxed: it is rare, and every other body stays as small as it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<Box<Configuration>>,
 }
 
 /// A follower's answer to [`InstallSnapshot`].

@@ -17,6 +17,7 @@
 
 mod auth;
 mod body;
+mod configuration;
 mod envelope;
 mod error;
 mod frame;
@@ -31,6 +32,7 @@ pub use body::{
     MasterResign, NotLeader, Ping, Pong, PriorityVote, Proposal, RequestVote, ResignReason,
     SnapshotResp, TimeoutNow, Vote,
 };
+pub use configuration::{Configuration, ConfigurationError};
 pub use envelope::{Envelope, PROTOCOL_VERSION};
 pub use error::{DropReason, FrameError, IdError, KeyError};
 pub use frame::{ESPNOW_V1_MTU, ESPNOW_V2_MTU, FrameCodec, FrameReceiver, UDP_MTU};

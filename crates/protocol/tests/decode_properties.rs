@@ -136,7 +136,11 @@ fn log_entry() -> impl Strategy<Value = LogEntry> {
     (
         wide_u64(),
         wide_u64(),
-        prop_oneof![Just(EntryKind::Noop), Just(EntryKind::Command)],
+        prop_oneof![
+            Just(EntryKind::Noop),
+            Just(EntryKind::Command),
+            Just(EntryKind::Config)
+        ],
         bytes(64),
     )
         .prop_map(|(index, term, kind, data)| LogEntry {
@@ -313,6 +317,7 @@ fn body_of_kind(kind: BodyKind) -> BoxedStrategy<Body> {
                         offset,
                         data,
                         done,
+                        config: None,
                     }
                     .into()
                 },

@@ -7,10 +7,10 @@
 //! MTU) and the §11 target of at most 64 bytes for a heartbeat, vote or ping with its tag.
 
 use conclave_protocol::{
-    AppendEntries, AuthKey, Candidate, Challenge, ChallengeAck, ClusterId, DEFAULT_TAG_LEN,
-    Discover, DiscoverAck, ESPNOW_V1_MTU, EntryKind, Envelope, FrameCodec, FrameError, LogEntry,
-    MAX_ID_LEN, MAX_TAG_LEN, MasterAnnounce, MasterResign, PeerId, Ping, Pong, PriorityVote,
-    RequestVote, ResignReason, Vote,
+    AppendEntries, AuthKey, Candidate, Challenge, ChallengeAck, ClusterId, Configuration,
+    DEFAULT_TAG_LEN, Discover, DiscoverAck, ESPNOW_V1_MTU, EntryKind, Envelope, FrameCodec,
+    FrameError, LogEntry, MAX_ID_LEN, MAX_TAG_LEN, MasterAnnounce, MasterResign, PeerId, Ping,
+    Pong, PriorityVote, RequestVote, ResignReason, Vote,
 };
 
 /// The document whose numbers these tests hold to.
@@ -571,4 +571,39 @@ fn an_entry_chunk_adds_at_most_36_bytes_beside_its_data() {
             frame.len() - base - len
         );
     }
+}
+
+/// MEMB-1: a configuration entry is an entry like any other on the wire (its kind is one
+/// byte, as a command's), and a five-voter, two-learner configuration of realistic ids fits
+/// one ESP-NOW v1 frame, so it needs no chunks.
+#[test]
+fn memb1_a_configuration_entry_fits_espnow_v1() {
+    let scenario = Scenario::realistic();
+    let codec = codec(scenario.cluster, DEFAULT_TAG_LEN);
+    let id = |name: &str| PeerId::new(name).unwrap();
+    let config = Configuration {
+        voters: ["gw-a", "gw-b", "gw-c", "gw-d", "gw-e"].map(id).into(),
+        learners: ["gw-f", "gw-g"].map(id).into(),
+    };
+    let data = config.encode();
+    let entry = |kind| LogEntry {
+        index: scenario.index + 1,
+        term: scenario.term,
+        kind,
+        data: data.clone(),
+    };
+    let config_frame = codec
+        .encode(
+            &scenario.append_entries(Some(scenario.b), vec![entry(EntryKind::Config)]),
+            ESPNOW_V1_MTU,
+        )
+        .unwrap();
+    let command_frame = codec
+        .encode(
+            &scenario.append_entries(Some(scenario.b), vec![entry(EntryKind::Command)]),
+            ESPNOW_V1_MTU,
+        )
+        .unwrap();
+    assert_eq!(config_frame.len(), command_frame.len());
+    assert!(config_frame.len() <= ESPNOW_V1_MTU);
 }

@@ -45,7 +45,8 @@ pub trait StateMachine {
     /// Applies a committed log entry, a no-op or a command.
     fn apply_entry(&mut self, entry: &LogEntry) -> Self::Output {
         match entry.kind {
-            EntryKind::Noop => self.apply_noop(entry.index),
+            // A configuration entry (MEMB-1) is raft's: the machine only takes its index.
+            EntryKind::Noop | EntryKind::Config => self.apply_noop(entry.index),
             EntryKind::Command => self.apply(entry.index, &entry.data),
         }
     }

@@ -98,6 +98,7 @@ mod tests {
         Snapshot {
             last: LogPosition::new(term, index),
             data: b"\x01image".to_vec(),
+            config: None,
         }
     }
 

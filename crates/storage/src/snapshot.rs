@@ -10,6 +10,12 @@
 //! then        u32 LE    CRC-32 of every byte before it
 //! ```
 //!
+//! A snapshot that carries the cluster's configuration (MEMB-1: the configuration the
+//! compacted entries held, which must outlive them) is written in layout 2, magic `b"CSN2"`:
+//! the same header and data, then a `u32 LE` length and the configuration's bytes
+//! ([`Configuration::encode`]) before the checksum. A snapshot without one is written in
+//! layout 1, byte for byte as before, and files of both layouts are read.
+//!
 //! A snapshot is written to `<name>.tmp`, fsynced, renamed to its name and the directory
 //! fsynced (WAL-3), so a crash leaves the old snapshot or the new one, whole; a leftover
 //! temporary file is dropped at the next open. A snapshot file that does not check out was
@@ -21,13 +27,16 @@ use std::path::{Path, PathBuf};
 
 use conclave_core::raft::LogPosition;
 use conclave_core::storage::Snapshot;
+use conclave_protocol::Configuration;
 use tracing::warn;
 
 use crate::error::{LogDamage, WalError};
 use crate::file::{io_error, remove_if_present, sync_dir};
 
-/// The first four bytes of every snapshot file.
+/// The first four bytes of a snapshot file without a configuration.
 const SNAPSHOT_MAGIC: [u8; 4] = *b"CSN1";
+/// The first four bytes of a snapshot file with a configuration (MEMB-1).
+const SNAPSHOT_MAGIC_WITH_CONFIG: [u8; 4] = *b"CSN2";
 /// Bytes before the data: magic, index, term, data length.
 const SNAPSHOT_HEADER_LEN: usize = 28;
 /// The checksum after the data.
@@ -57,11 +66,20 @@ fn parse_snapshot_name(name: &str) -> Option<LogPosition> {
 pub(crate) fn encode(snapshot: &Snapshot) -> Vec<u8> {
     let mut bytes =
         Vec::with_capacity(SNAPSHOT_HEADER_LEN + snapshot.data.len() + SNAPSHOT_TRAILER_LEN);
-    bytes.extend_from_slice(&SNAPSHOT_MAGIC);
+    let config = snapshot.config.as_ref().map(Configuration::encode);
+    bytes.extend_from_slice(if config.is_some() {
+        &SNAPSHOT_MAGIC_WITH_CONFIG
+    } else {
+        &SNAPSHOT_MAGIC
+    });
     bytes.extend_from_slice(&snapshot.last.index.to_le_bytes());
     bytes.extend_from_slice(&snapshot.last.term.to_le_bytes());
     bytes.extend_from_slice(&(snapshot.data.len() as u64).to_le_bytes());
     bytes.extend_from_slice(&snapshot.data);
+    if let Some(config) = config {
+        bytes.extend_from_slice(&(config.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&config);
+    }
     let crc = crc32fast::hash(&bytes);
     bytes.extend_from_slice(&crc.to_le_bytes());
     bytes
@@ -72,9 +90,11 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Snapshot, &'static str> {
     if bytes.len() < SNAPSHOT_HEADER_LEN + SNAPSHOT_TRAILER_LEN {
         return Err("shorter than a snapshot's header and checksum");
     }
-    if bytes[..4] != SNAPSHOT_MAGIC {
-        return Err("not a conclave snapshot (bad magic)");
-    }
+    let with_config = match &bytes[..4] {
+        magic if magic == SNAPSHOT_MAGIC.as_slice() => false,
+        magic if magic == SNAPSHOT_MAGIC_WITH_CONFIG.as_slice() => true,
+        _ => return Err("not a conclave snapshot (bad magic)"),
+    };
     let (body, crc) = bytes.split_at(bytes.len() - SNAPSHOT_TRAILER_LEN);
     let mut stored = [0; 4];
     stored.copy_from_slice(crc);
@@ -86,13 +106,31 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Snapshot, &'static str> {
         array.copy_from_slice(&body[at..at + 8]);
         u64::from_le_bytes(array)
     };
-    let data = &body[SNAPSHOT_HEADER_LEN..];
-    if word(20) != data.len() as u64 {
-        return Err("data length does not match the file's size");
-    }
+    let rest = &body[SNAPSHOT_HEADER_LEN..];
+    let (data, config) = if with_config {
+        let data_len = usize::try_from(word(20)).map_err(|_| "data length out of range")?;
+        if rest.len() < data_len.saturating_add(4) {
+            return Err("data length does not match the file's size");
+        }
+        let (data, tail) = rest.split_at(data_len);
+        let (len, config) = tail.split_at(4);
+        let mut array = [0; 4];
+        array.copy_from_slice(len);
+        if u32::from_le_bytes(array) as usize != config.len() {
+            return Err("configuration length does not match the file's size");
+        }
+        let config = Configuration::decode(config).map_err(|_| "configuration does not decode")?;
+        (data, Some(config))
+    } else {
+        if word(20) != rest.len() as u64 {
+            return Err("data length does not match the file's size");
+        }
+        (rest, None)
+    };
     Ok(Snapshot {
         last: LogPosition::new(word(12), word(4)),
         data: data.to_vec(),
+        config,
     })
 }
 
@@ -246,6 +284,7 @@ mod tests {
         Snapshot {
             last: LogPosition::new(term, index),
             data: data.to_vec(),
+            config: None,
         }
     }
 
@@ -279,5 +318,40 @@ mod tests {
             }
             assert!(decode(&bytes[..at]).is_err(), "cut at {at}");
         }
+    }
+
+    /// MEMB-1: a snapshot with the cluster's configuration is written in layout 2 and reads
+    /// back whole, damaged copies are refused; one without is written in layout 1, byte for
+    /// byte as files written before layout 2 existed, which still read.
+    #[test]
+    fn memb1_the_configuration_survives_in_the_snapshot_file() {
+        let id = |name: &str| conclave_protocol::PeerId::new(name).unwrap();
+        let with = Snapshot {
+            config: Some(Configuration {
+                voters: [id("a"), id("b")].into(),
+                learners: [id("c")].into(),
+            }),
+            ..snapshot(9, 3, b"image")
+        };
+        let bytes = encode(&with);
+        assert_eq!(&bytes[..4], b"CSN2");
+        assert_eq!(decode(&bytes), Ok(with));
+        for at in 0..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x10;
+            assert!(decode(&damaged).is_err(), "byte {at}");
+            assert!(decode(&bytes[..at]).is_err(), "cut at {at}");
+        }
+
+        // A layout-1 file as an earlier version wrote it, laid out by hand.
+        let mut old = b"CSN1".to_vec();
+        old.extend_from_slice(&9u64.to_le_bytes());
+        old.extend_from_slice(&3u64.to_le_bytes());
+        old.extend_from_slice(&5u64.to_le_bytes());
+        old.extend_from_slice(b"image");
+        let crc = crc32fast::hash(&old);
+        old.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(decode(&old), Ok(snapshot(9, 3, b"image")));
+        assert_eq!(encode(&snapshot(9, 3, b"image")), old);
     }
 }

@@ -175,6 +175,7 @@ fn conform(dir: &Path, segment_size: u64, steps: &[Step]) {
                 let snapshot = Snapshot {
                     last: LogPosition::new(term, *index),
                     data: format!("image at {index}").into_bytes(),
+                    config: None,
                 };
                 memory.save_snapshot(snapshot.clone()).unwrap();
                 disk.save_snapshot(snapshot).unwrap();
@@ -287,6 +288,7 @@ fn random_steps(rng: &mut SeededRng, count: usize) -> Vec<Step> {
                     .save_snapshot(Snapshot {
                         last: LogPosition::new(0, *index),
                         data: Vec::new(),
+                        config: None,
                     })
                     .unwrap();
                 next = next.max(index + 1);
@@ -607,6 +609,7 @@ fn log4_compaction_deletes_whole_segments_and_keeps_the_rest_readable() {
     let snapshot = Snapshot {
         last: LogPosition::new(1, index),
         data: b"state at 21".to_vec(),
+        config: None,
     };
     wal.save_snapshot(snapshot.clone()).unwrap();
     let after = segments(dir.path());
@@ -628,6 +631,7 @@ fn log4_compaction_deletes_whole_segments_and_keeps_the_rest_readable() {
     wal.save_snapshot(Snapshot {
         last: LogPosition::new(1, 50),
         data: b"state at 50".to_vec(),
+        config: None,
     })
     .unwrap();
     assert_eq!(segments(dir.path()), vec![after.last().unwrap().clone()]);
@@ -661,6 +665,7 @@ fn wal3_damaged_snapshot_is_refused_and_an_interrupted_one_ignored() {
     let snapshot = Snapshot {
         last: LogPosition::new(1, 4),
         data: b"image".to_vec(),
+        config: None,
     };
     wal.save_snapshot(snapshot.clone()).unwrap();
     drop(wal);
@@ -947,6 +952,7 @@ fn log2_docs_segment_and_snapshot_examples_match_the_encoder() {
     let snapshot = Snapshot {
         last: LogPosition::new(2, 2),
         data: b"ok".to_vec(),
+        config: None,
     };
     assert_eq!(hex(snapshot_text), crate::snapshot::encode(&snapshot));
     assert!(doc.contains("magic \"CLS1\" (43 4c 53 31)"));
@@ -965,6 +971,7 @@ fn wal3_an_older_snapshot_left_by_a_crash_is_superseded() {
     let older = Snapshot {
         last: LogPosition::new(1, 3),
         data: b"at 3".to_vec(),
+        config: None,
     };
     wal.save_snapshot(older.clone()).unwrap();
     let older_path = log_dir(dir.path()).join(crate::snapshot::snapshot_file_name(older.last));
@@ -972,6 +979,7 @@ fn wal3_an_older_snapshot_left_by_a_crash_is_superseded() {
     let newer = Snapshot {
         last: LogPosition::new(1, 6),
         data: b"at 6".to_vec(),
+        config: None,
     };
     wal.save_snapshot(newer.clone()).unwrap();
     assert!(!older_path.exists());

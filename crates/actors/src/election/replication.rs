@@ -288,7 +288,14 @@ impl ElectionActor {
             }
         };
         let bytes = data.len();
-        let taken = self.driver.snapshot_taken(now, Snapshot { last, data });
+        let taken = self.driver.snapshot_taken(
+            now,
+            Snapshot {
+                last,
+                data,
+                config: None,
+            },
+        );
         if taken {
             debug!(index = last.index, bytes, "snapshot taken");
         }

@@ -138,6 +138,9 @@ pub(crate) fn log_entry(entry: &conclave_protocol::LogEntry) -> api::LogEntry {
     use conclave_protocol::EntryKind;
     let (kind, command) = match entry.kind {
         EntryKind::Noop => (api::LogEntryKind::Noop, None),
+        // MEMB-1: nothing proposes configuration entries through the API yet; they carry no
+        // command, so they show as raft's own entries until the API gets a kind for them.
+        EntryKind::Config => (api::LogEntryKind::Noop, None),
         // Read barriers: older versions wrote one per linearizable read, and logs and
         // snapshots written then still hold them.
         EntryKind::Command if entry.data.is_empty() => (api::LogEntryKind::Barrier, None),

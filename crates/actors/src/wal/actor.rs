@@ -588,6 +588,7 @@ mod tests {
         let snapshot = Snapshot {
             last: LogPosition::new(1, 2),
             data: vec![7],
+            config: None,
         };
         answers.push(answer(
             wal.save_snapshot

@@ -224,6 +224,18 @@ pub enum Event {
         /// The target.
         target: PeerId,
     },
+    /// MEMB-1: the configuration this node acts on changed: a configuration entry was
+    /// appended to its log (acted on at once, committed or not), or a truncation removed one
+    /// and the one before it is back.
+    ConfigurationChanged {
+        /// The index of the entry that carries it; the snapshot's index when it came with a
+        /// snapshot, 0 for the configuration `cluster.voters` seeds.
+        index: u64,
+        /// Its voters, ascending.
+        voters: Vec<PeerId>,
+        /// Its learners, ascending.
+        learners: Vec<PeerId>,
+    },
 }
 
 /// One output of an election mode, as [`Election::poll_action`] hands them out. The driver

@@ -33,10 +33,20 @@
 //!   (at most the old commit when the log was dropped), and moves to the snapshot's index once
 //!   the driver reports the snapshot saved ([`RaftLog::snapshot_persisted`]), so that an
 //!   acknowledgement still only counts what a crash keeps.
+//!
+//! # Configurations (MEMB-1)
+//!
+//! The log also knows the cluster's configuration: the latest
+//! [`EntryKind::Config`] entry it holds, appended or not yet durable or committed (Raft
+//! dissertation §4.1: a node acts on a configuration as soon as it is in its log), and, when
+//! no such entry follows the snapshot, the configuration in force at the snapshot's index,
+//! which a compaction keeps (`snapshot_config`). A truncation that removes a configuration
+//! entry brings the one before it back. An entry whose data does not decode is ignored: only
+//! a leader makes these entries, from a [`Configuration`] it encoded.
 
 use std::collections::VecDeque;
 
-use conclave_protocol::{ConflictHint, EntryKind, LogEntry};
+use conclave_protocol::{Configuration, ConflictHint, EntryKind, LogEntry};
 
 use crate::raft::state::LogPosition;
 use crate::storage::{DurableState, Snapshot};
@@ -60,6 +70,10 @@ pub(crate) struct RaftLog {
     /// waits, so that one write is with the disk at a time and the next one takes
     /// everything that piled up meanwhile (group commit).
     write_in_flight: bool,
+    /// MEMB-1: the configuration in force at the snapshot's index, when one was ever known.
+    snapshot_config: Option<Configuration>,
+    /// MEMB-1: the configuration entries among `entries`, by index, ascending.
+    configs: VecDeque<(u64, Configuration)>,
 }
 
 /// Why a follower could not append: the answer's hint (LOG-2).
@@ -78,6 +92,8 @@ impl RaftLog {
             commit: base.index,
             applied: base.index,
             write_in_flight: false,
+            snapshot_config: None,
+            configs: VecDeque::new(),
         }
     }
 
@@ -90,6 +106,7 @@ impl RaftLog {
             .map_or_else(LogPosition::default, |s| s.last);
         let mut log = Self::starting_after(base);
         log.image = state.snapshot.clone();
+        log.snapshot_config = state.snapshot.as_ref().and_then(|s| s.config.clone());
         for (expected, entry) in (base.index + 1..).zip(&state.entries) {
             if entry.index != expected {
                 // Storage hands over a contiguous run; anything else would be a gap in the
@@ -97,6 +114,7 @@ impl RaftLog {
                 break;
             }
             log.entries.push_back(entry.clone());
+            log.note_config(entry);
         }
         log.persisted = log.last().index;
         log.unstable_from = log.persisted + 1;
@@ -170,13 +188,60 @@ impl RaftLog {
     /// A leader's new entry at the end, of `term`.
     pub(crate) fn append_new(&mut self, term: u64, kind: EntryKind, data: Vec<u8>) -> u64 {
         let index = self.last().index + 1;
-        self.entries.push_back(LogEntry {
+        let entry = LogEntry {
             index,
             term,
             kind,
             data,
-        });
+        };
+        self.note_config(&entry);
+        self.entries.push_back(entry);
         index
+    }
+
+    /// MEMB-1: the configuration this node acts on: the latest configuration entry in the
+    /// log, or the one in force at the snapshot; `None` when the log never held one (then
+    /// `cluster.voters` is the configuration).
+    pub(crate) fn configuration(&self) -> Option<&Configuration> {
+        self.configs
+            .back()
+            .map(|(_, config)| config)
+            .or(self.snapshot_config.as_ref())
+    }
+
+    /// MEMB-1: the index of the latest configuration entry held after the snapshot.
+    pub(crate) fn configuration_index(&self) -> Option<u64> {
+        self.configs.back().map(|(index, _)| *index)
+    }
+
+    /// MEMB-1: the configuration in force at `index` (at or after the snapshot's): the latest
+    /// configuration entry at or before it, or the snapshot's.
+    pub(crate) fn configuration_at(&self, index: u64) -> Option<&Configuration> {
+        self.configs
+            .iter()
+            .rev()
+            .find(|(at, _)| *at <= index)
+            .map(|(_, config)| config)
+            .or(self.snapshot_config.as_ref())
+    }
+
+    /// Records `entry` when it is a configuration entry that decodes; entries arrive in
+    /// index order after every truncation.
+    fn note_config(&mut self, entry: &LogEntry) {
+        if entry.kind != EntryKind::Config {
+            return;
+        }
+        if let Ok(config) = Configuration::decode(&entry.data) {
+            self.configs.push_back((entry.index, config));
+        }
+    }
+
+    /// Appends entries already known to follow the last one.
+    fn extend_entries(&mut self, entries: &[LogEntry]) {
+        for entry in entries {
+            self.note_config(entry);
+            self.entries.push_back(entry.clone());
+        }
     }
 
     /// A follower's append (LOG-2): `entries` follow the leader's entry at `(prev_term,
@@ -221,11 +286,11 @@ impl RaftLog {
                         return Err(self.conflict_at(entry.index));
                     }
                     self.truncate_from(entry.index);
-                    self.entries.extend(entries[offset..].iter().cloned());
+                    self.extend_entries(&entries[offset..]);
                     return Ok(last_sent);
                 }
                 None => {
-                    self.entries.extend(entries[offset..].iter().cloned());
+                    self.extend_entries(&entries[offset..]);
                     return Ok(last_sent);
                 }
             }
@@ -256,6 +321,8 @@ impl RaftLog {
     fn truncate_from(&mut self, index: u64) {
         let keep = index.saturating_sub(self.snapshot.index + 1) as usize;
         self.entries.truncate(keep);
+        // MEMB-1: a configuration whose entry is gone is no longer the node's.
+        self.configs.retain(|(at, _)| *at < index);
         self.unstable_from = self.unstable_from.min(index);
         self.persisted = self.persisted.min(index - 1);
     }
@@ -330,6 +397,10 @@ impl RaftLog {
         {
             return false;
         }
+        let mut snapshot = snapshot;
+        if snapshot.config.is_none() {
+            snapshot.config = self.configuration_at(last.index).cloned();
+        }
         self.drop_through(last.index);
         self.snapshot = last;
         self.image = Some(snapshot);
@@ -340,6 +411,12 @@ impl RaftLog {
     fn drop_through(&mut self, index: u64) {
         let count = index.saturating_sub(self.snapshot.index) as usize;
         self.entries.drain(..count.min(self.entries.len()));
+        // MEMB-1: the latest configuration at or before the new snapshot stays in force there.
+        while self.configs.front().is_some_and(|(at, _)| *at <= index) {
+            if let Some((_, config)) = self.configs.pop_front() {
+                self.snapshot_config = Some(config);
+            }
+        }
     }
 
     /// A leader's snapshot, received whole by a follower whose commit index is below it: the
@@ -355,8 +432,15 @@ impl RaftLog {
             self.drop_through(last.index);
         } else {
             self.entries.clear();
+            // The leader's snapshot says which configuration was in force at its index; the
+            // dropped log's entries no longer do.
+            self.configs.clear();
             // What was durable and matched the leader's log: the committed prefix.
             self.persisted = self.persisted.min(self.commit);
+        }
+        if snapshot.config.is_some() {
+            // The leader's word on the configuration at its snapshot's index.
+            self.snapshot_config = snapshot.config.clone();
         }
         self.snapshot = last;
         self.image = Some(snapshot);
@@ -550,6 +634,7 @@ mod tests {
         Snapshot {
             last: LogPosition::new(term, index),
             data: vec![7; 3],
+            config: None,
         }
     }
 
@@ -605,5 +690,48 @@ mod tests {
         assert!(log.snapshot_persisted(6));
         assert_eq!(log.persisted(), 6);
         assert!(!log.snapshot_persisted(7), "past the snapshot");
+    }
+
+    /// MEMB-1: the configuration outlives the entry that carried it: a compaction keeps the
+    /// one in force at the snapshot in the snapshot, a later entry still wins, a restart from
+    /// the snapshot has it back, and a leader's snapshot that replaces the log brings its own.
+    #[test]
+    fn memb1_the_configuration_survives_compaction_restart_and_install() {
+        use conclave_protocol::{Configuration, PeerId};
+        let id = |name: &str| PeerId::new(name).unwrap();
+        let first = Configuration::with_voters([id("a"), id("b")]);
+        let second = Configuration::with_voters([id("a")]);
+        let mut log = RaftLog::starting_after(LogPosition::default());
+        log.append_new(1, EntryKind::Noop, Vec::new());
+        log.append_new(1, EntryKind::Config, first.encode());
+        log.append_new(1, EntryKind::Command, vec![1]);
+        log.append_new(1, EntryKind::Config, second.encode());
+        log.take_unstable();
+        log.persisted_to(LogPosition::new(1, 4));
+        log.commit_to(4);
+        log.take_committed(3);
+        assert!(log.compact(image(1, 3)));
+        assert_eq!(log.configuration(), Some(&second));
+        assert_eq!(log.configuration_at(3), Some(&first));
+        assert_eq!(
+            log.image().and_then(|i| i.config.clone()),
+            Some(first.clone())
+        );
+        log.truncate_from(4);
+        assert_eq!(log.configuration(), Some(&first), "the snapshot's is back");
+
+        let restarted = RaftLog::restored(&DurableState {
+            snapshot: log.image().cloned(),
+            ..DurableState::default()
+        });
+        assert_eq!(restarted.configuration(), Some(&first));
+
+        let mut follower = log_of(&[1, 1]);
+        let leaders = Snapshot {
+            config: Some(second.clone()),
+            ..image(2, 9)
+        };
+        assert!(follower.install(leaders));
+        assert_eq!(follower.configuration(), Some(&second));
     }
 }

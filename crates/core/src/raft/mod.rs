@@ -23,6 +23,8 @@ mod state;
 #[cfg(test)]
 mod chunk_tests;
 #[cfg(test)]
+mod membership_tests;
+#[cfg(test)]
 mod pipeline_tests;
 #[cfg(test)]
 mod priority_tests;
@@ -36,6 +38,7 @@ mod tests;
 pub use config::{LogConfig, QuorumMode, RaftConfig, majority_threshold};
 pub use message::RaftMessage;
 pub use node::{
-    LogStatus, LogWrite, MAX_ENTRY_BYTES, ProposeError, Raft, ReadError, ReadId, ReplicatedLog,
+    LogStatus, LogWrite, MAX_ENTRY_BYTES, MembershipChange, MembershipError, ProposeError, Raft,
+    ReadError, ReadId, ReplicatedLog,
 };
 pub use state::{LogPosition, RaftStatus};

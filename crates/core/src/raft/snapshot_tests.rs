@@ -65,6 +65,7 @@ fn leader_with_snapshot(writes: u64, image: usize) -> (Raft, Instant, Snapshot, 
     let snapshot = Snapshot {
         last: due,
         data: (0..image).map(|n| n as u8).collect(),
+        config: None,
     };
     assert!(log.snapshot_taken(at, snapshot.clone()));
     assert_eq!(log.status().snapshot, due);
@@ -98,6 +99,7 @@ fn log4_a_snapshot_falls_due_and_compacts_the_log() {
     let ahead = Snapshot {
         last: LogPosition::new(1, 9),
         data: Vec::new(),
+        config: None,
     };
     assert!(!log.snapshot_taken(at, ahead));
     assert_eq!(log.status().snapshot, snapshot.last);
@@ -126,6 +128,7 @@ fn log4_a_follower_far_behind_gets_the_snapshot_in_chunks_then_entries() {
             offset: 0,
             data: snapshot.data[..64].to_vec(),
             done: false,
+            config: None,
         }
     );
     let resp = |next_offset, success| {
@@ -198,6 +201,7 @@ fn log4_a_follower_installs_a_snapshot_and_acknowledges_it_once_durable() {
             offset: offset as u64,
             data: data[offset..end].to_vec(),
             done,
+            config: None,
         })
     };
     let answers = |raft: &mut Raft| -> Vec<RaftMessage> {
@@ -243,6 +247,7 @@ fn log4_a_follower_installs_a_snapshot_and_acknowledges_it_once_durable() {
         Snapshot {
             last: LogPosition::new(2, 40),
             data: data.clone(),
+            config: None,
         }
     );
     let status = log.status();
@@ -306,6 +311,7 @@ fn log4_a_snapshot_already_held_is_acknowledged_not_installed() {
             offset: 0,
             data: vec![0; 64],
             done: false,
+            config: None,
         }),
     );
     let answers: Vec<RaftMessage> = sent(&drain(&mut follower))

@@ -61,6 +61,7 @@ use conclave_core::static_leader::StaticConfig;
 use conclave_core::storage::DurableState;
 
 mod linearizability;
+mod membership_changes;
 mod replicated_log;
 
 pub use replicated_log::LogCounts;
@@ -414,6 +415,11 @@ struct SimNode {
     routes: BTreeMap<PeerId, usize>,
     /// Its replicated log's storage and pending fsyncs.
     log: NodeLog,
+    /// Removed from the cluster and decommissioned: it never restarts.
+    retired: bool,
+    /// `cluster.voters` of its own, instead of the simulation's (a control's misconfigured
+    /// node).
+    seed_voters: Option<Vec<PeerId>>,
 }
 
 impl SimNode {
@@ -436,6 +442,8 @@ impl SimNode {
             replay_guard: None,
             routes: BTreeMap::new(),
             log: NodeLog::default(),
+            retired: false,
+            seed_voters: None,
         }
     }
 }
@@ -729,7 +737,10 @@ impl Simulation {
 
     fn boot(&mut self, index: usize) {
         let id = self.nodes[index].id;
-        let members: Vec<PeerId> = (0..self.config.nodes).map(node_id).collect();
+        let members: Vec<PeerId> = self.nodes[index]
+            .seed_voters
+            .clone()
+            .unwrap_or_else(|| (0..self.config.nodes).map(node_id).collect());
         let mut election_config = self.config.election.for_member(id, &members);
         let node_rng = self.rng.fork();
         let durable = self.nodes[index].durable;
@@ -1360,7 +1371,7 @@ impl Simulation {
 
     /// Starts a crashed node again from its durable state.
     pub fn restart(&mut self, index: usize) {
-        if self.nodes[index].driver.is_some() {
+        if self.nodes[index].driver.is_some() || self.nodes[index].retired {
             return;
         }
         self.nodes[index].restarts += 1;
@@ -1701,5 +1712,6 @@ fn event_hash(event: &Event) -> u64 {
         Event::VoteCast { term, granted, .. } => 50 ^ term.wrapping_mul(13) ^ u64::from(*granted),
         Event::SplitBrain { term, .. } => 60 ^ term,
         Event::TransferAborted { .. } => 70,
+        Event::ConfigurationChanged { index, .. } => 80 ^ index.wrapping_mul(17),
     }
 }

@@ -16,6 +16,7 @@
 
 mod cluster;
 pub mod invariants;
+mod membership_scenario;
 mod network;
 pub mod scenario;
 mod trace;
@@ -24,6 +25,7 @@ pub use cluster::{
     AdmissionModel, DEFAULT_MAILBOX_DELAY, LogCounts, Observation, SIM_UNIX_EPOCH, SentKind,
     SimConfig, SimFailure, Simulation, node_id,
 };
+pub use membership_scenario::{MembershipFamily, run_disjoint_seed_control, run_membership_seed};
 pub use network::NetworkConfig;
 pub use scenario::{
     Scenario, SeedReport, SeedRun, failover_bound, gossip_tightened, heal_bound,

@@ -148,12 +148,12 @@ impl Scenario {
 }
 
 /// Chaos lasts this long before healing.
-const CHAOS: Duration = Duration::from_secs(3);
+pub(crate) const CHAOS: Duration = Duration::from_secs(3);
 /// Bound on every convergence once faults stop; election timeouts are 150–300 ms, so this is
 /// dozens of election rounds.
-const CONVERGENCE_BOUND: Duration = Duration::from_secs(10);
+pub(crate) const CONVERGENCE_BOUND: Duration = Duration::from_secs(10);
 /// After converging, the leader must stay the leader this long.
-const SETTLE: Duration = Duration::from_secs(1);
+pub(crate) const SETTLE: Duration = Duration::from_secs(1);
 
 /// What a passing seed did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -474,7 +474,11 @@ fn log_script(sim: &mut Simulation, plan: &mut SeededRng) -> Result<Duration, Si
 }
 
 /// Faults at random moments for `duration`.
-fn chaos(sim: &mut Simulation, plan: &mut SeededRng, duration: Duration) -> Result<(), SimFailure> {
+pub(crate) fn chaos(
+    sim: &mut Simulation,
+    plan: &mut SeededRng,
+    duration: Duration,
+) -> Result<(), SimFailure> {
     chaos_paced(sim, plan, duration, (20, 600))
 }
 
@@ -573,7 +577,7 @@ fn voter_down_script(sim: &mut Simulation, plan: &mut SeededRng) -> Result<Durat
     Ok(convergence)
 }
 
-fn inject_fault(sim: &mut Simulation, plan: &mut SeededRng) -> Result<(), SimFailure> {
+pub(crate) fn inject_fault(sim: &mut Simulation, plan: &mut SeededRng) -> Result<(), SimFailure> {
     let n = sim.len();
     let quorumless = matches!(
         sim.election_mode(),
@@ -890,7 +894,7 @@ pub fn heal_bound(election: &ElectionConfig) -> Duration {
 
 /// Stops every fault: healed network, no loss, nominal delays, every node running (a node
 /// still handing over from a graceful stop finishes stopping first, then starts again).
-fn calm(sim: &mut Simulation) -> Result<(), SimFailure> {
+pub(crate) fn calm(sim: &mut Simulation) -> Result<(), SimFailure> {
     for index in 0..sim.len() {
         if sim.is_stopping(index) {
             sim.stop_gracefully(index)?;
@@ -914,7 +918,7 @@ fn calm(sim: &mut Simulation) -> Result<(), SimFailure> {
 }
 
 /// Two non-empty sides (for two or more nodes).
-fn random_split(n: usize, plan: &mut SeededRng) -> Vec<u32> {
+pub(crate) fn random_split(n: usize, plan: &mut SeededRng) -> Vec<u32> {
     loop {
         let groups: Vec<u32> = (0..n).map(|_| plan.below(2) as u32).collect();
         let ones = groups.iter().filter(|&&g| g == 1).count();

@@ -70,9 +70,9 @@ use super::*;
 impl Raft {
     /// A message while abstaining: note the sender's term, refuse votes, follow nobody.
     pub(super) fn abstaining_step(&mut self, now: Instant, from: PeerId, message: RaftMessage) {
-        let counts = match &self.config.quorum {
-            QuorumMode::Voters(voters) => voters.contains(&from),
-            QuorumMode::Connected => true,
+        let counts = match self.electorate() {
+            Electorate::Voters(voters) => voters.contains(&from),
+            Electorate::Connected => true,
         };
         if let (true, Some(term), Some(abstention)) =
             (counts, evidence_term(&message), self.abstention.as_mut())
@@ -130,9 +130,9 @@ impl Raft {
     /// after it began, so that membership has found the peers there are to hear.
     pub(super) fn abstention_min_end(&self) -> Option<Instant> {
         let abstention = self.abstention.as_ref()?;
-        match self.config.quorum {
-            QuorumMode::Voters(_) => None,
-            QuorumMode::Connected => Some(abstention.since + self.config.election_timeout_max * 2),
+        match self.electorate() {
+            Electorate::Voters(_) => None,
+            Electorate::Connected => Some(abstention.since + self.config.election_timeout_max * 2),
         }
     }
 
@@ -151,9 +151,9 @@ impl Raft {
     /// Every peer whose term an abstaining node may need: the other voters (in `connected`
     /// mode, the connected peers).
     pub(super) fn abstention_peers(&self) -> Vec<PeerId> {
-        let peers: Vec<PeerId> = match &self.config.quorum {
-            QuorumMode::Voters(voters) => voters.iter().copied().collect(),
-            QuorumMode::Connected => self.connected.iter().copied().collect(),
+        let peers: Vec<PeerId> = match self.electorate() {
+            Electorate::Voters(voters) => voters.iter().copied().collect(),
+            Electorate::Connected => self.connected.iter().copied().collect(),
         };
         peers
             .into_iter()
@@ -185,12 +185,12 @@ impl Raft {
     /// voters or fewer: hearing them all needs no settling time) and in `connected` mode,
     /// which has no electorate to count.
     pub(super) fn settled_need(&self) -> Option<usize> {
-        match &self.config.quorum {
-            QuorumMode::Voters(voters) => {
+        match self.electorate() {
+            Electorate::Voters(voters) => {
                 let need = voters.len().div_ceil(2);
                 (need < voters.len().saturating_sub(1)).then_some(need)
             }
-            QuorumMode::Connected => None,
+            Electorate::Connected => None,
         }
     }
 
@@ -230,7 +230,7 @@ impl Raft {
     /// family when a majority is taken as enough. With five voters or more, the lost-WAL
     /// rule's settled majority still ends the wait with a voter down.
     fn end_as_new_cluster(&mut self, now: Instant) -> bool {
-        if !matches!(self.config.quorum, QuorumMode::Voters(_)) {
+        if !matches!(self.electorate(), Electorate::Voters(_)) {
             return false;
         }
         let all_heard = self.abstention_waiting_for().is_empty();

@@ -25,9 +25,9 @@ impl Raft {
                 Ok(CommandOutcome::Applied)
             }
             Command::SetLeader(_) if self.abstention.is_some() => Err(ElectionError::Abstaining),
-            Command::SetLeader(target) => match &self.config.quorum {
-                QuorumMode::Connected => self.assign_leader(now, target),
-                QuorumMode::Voters(_) => self.request_transfer(now, target),
+            Command::SetLeader(target) => match self.electorate() {
+                Electorate::Connected => self.assign_leader(now, target),
+                Electorate::Voters(_) => self.request_transfer(now, target),
             },
             Command::Resign => self.resign(now),
         }

@@ -128,8 +128,15 @@ impl Raft {
         // WAL-2: after an abstention, the node may have voted in the terms up to the floor
         // before it lost its WAL.
         let forgotten = self.vote_floor.is_some_and(|floor| request.term <= floor);
+        // MEMB-1, MEMB-2: once the configuration is replicated state, a node answers whatever
+        // its own configuration says of it (dissertation §4.1; etcd's learners do the same,
+        // etcd-io/etcd#10998): the candidate's configuration may be newer — a promotion this
+        // learner has not received, the removal of a leader that still needs this vote — and
+        // a vote counts only where the candidate's configuration names a voter. With a static
+        // `cluster.voters`, a node outside it never votes, as before.
+        let may_vote = self.is_voter(self.config.id) || self.log.configuration().is_some();
         let granted = request.candidate == from
-            && self.is_voter(self.config.id)
+            && may_vote
             && self.is_voter(from)
             && free_to_vote
             && !forgotten
@@ -356,8 +363,8 @@ impl Raft {
         from: PeerId,
         assign: LeaderAssign,
     ) {
-        match &self.config.quorum {
-            QuorumMode::Connected => {
+        match self.electorate() {
+            Electorate::Connected => {
                 if let Some(current) = self.leader {
                     if current != assign.leader && current > assign.leader {
                         // Two claims in one term resolve to the larger id everywhere.
@@ -377,7 +384,7 @@ impl Raft {
                     );
                 }
             }
-            QuorumMode::Voters(_) => {
+            Electorate::Voters(_) => {
                 if self.is_leader() && assign.term == self.hard.term {
                     if assign.leader == self.config.id {
                         self.pin_self(now);

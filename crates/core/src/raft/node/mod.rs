@@ -20,6 +20,7 @@
 //! - `messages.rs`: what each Raft message does (RAFT-2..7);
 //! - `commands.rs`: the operator's commands (RAFT-8) and the graceful stop (CB-2);
 //! - `priority.rs`: priorities and preemption (RAFT-10);
+//! - `membership.rs`: membership changes, one server at a time (MEMB-1, MEMB-2);
 //! - `abstention.rs`: the abstention of a node that lost its WAL (WAL-2, WAL-5);
 //! - `replication.rs`: the replicated log (LOG-1..3): proposals, AppendEntries with entries,
 //!   durable acknowledgements, commit, and the [`ReplicatedLog`] seam its driver uses;
@@ -33,8 +34,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use conclave_protocol::{
-    AppendEntries, AppendResp, ConflictHint, LeaderAssign, PeerId, RequestVote, SnapshotResp,
-    TimeoutNow, Vote,
+    AppendEntries, AppendResp, Configuration, ConflictHint, LeaderAssign, PeerId, RequestVote,
+    SnapshotResp, TimeoutNow, Vote,
 };
 use tracing::{debug, info, warn};
 
@@ -53,6 +54,7 @@ use crate::time::Instant;
 mod abstention;
 mod chunks;
 mod commands;
+mod membership;
 mod messages;
 mod priority;
 mod read_index;
@@ -64,6 +66,7 @@ mod tracker;
 pub(crate) use chunks::CHUNK_OVERHEAD;
 use chunks::IncomingEntry;
 pub use chunks::MAX_ENTRY_BYTES;
+pub use membership::{MembershipChange, MembershipError};
 use read_index::ReadQueue;
 pub use read_index::{ReadError, ReadId};
 use replication::PendingAck;
@@ -126,6 +129,17 @@ impl Phase {
     }
 }
 
+/// Who elects and counts now: in `voters` mode the voters of the configuration in force
+/// (MEMB-1: the latest in the log, `cluster.voters` until the log holds one); in `connected`
+/// mode whoever membership reports connected.
+#[derive(Debug, Clone, Copy)]
+enum Electorate<'a> {
+    /// The voters of the configuration in force.
+    Voters(&'a BTreeSet<PeerId>),
+    /// Whoever is connected.
+    Connected,
+}
+
 /// How a campaign starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Campaign {
@@ -181,6 +195,9 @@ struct Leadership {
     /// RAFT-10: when this leader last started a preemption transfer; the next one waits
     /// `preempt_delay` after it.
     last_preemption: Option<Instant>,
+    /// MEMB-1: the voters whose granted votes elected it (itself included), as its
+    /// configuration counted them; empty for a leader assigned without a vote.
+    electors: BTreeSet<PeerId>,
 }
 
 /// Where a stopping node is (CB-2; see [`Raft::handle_shutdown`]).
@@ -301,6 +318,9 @@ pub struct Raft {
     priority: Option<u8>,
     /// RAFT-10: the priority each peer last sent (a peer that sent none is absent).
     peer_priorities: BTreeMap<PeerId, u8>,
+    /// MEMB-1: the configuration in force at the end of the last input, with the index of the
+    /// entry that carries it, so that a change is published once.
+    observed_config: Option<(u64, Configuration)>,
 }
 
 impl Raft {
@@ -324,6 +344,8 @@ impl Raft {
     ) -> Result<Self, ElectionError> {
         let mut raft = Self::with_last_log(config, durable.hard, LogPosition::default(), rng, now)?;
         raft.log = RaftLog::restored(durable);
+        // What a restart recovers is where it starts, not a change.
+        raft.observed_config = raft.configuration_in_force();
         Ok(raft)
     }
 
@@ -374,7 +396,9 @@ impl Raft {
             shutdown: None,
             priority,
             peer_priorities: BTreeMap::new(),
+            observed_config: None,
         };
+        raft.observed_config = raft.configuration_in_force();
         raft.reset_election_timer(now);
         Ok(raft)
     }
@@ -389,20 +413,20 @@ impl Raft {
         if self.abstention.is_some() {
             return true;
         }
-        let others = match &self.config.quorum {
-            QuorumMode::Voters(voters) => {
+        let others = match self.electorate() {
+            Electorate::Voters(voters) => {
                 if !voters.contains(&self.config.id) {
                     return false;
                 }
                 voters.len() - 1
             }
-            QuorumMode::Connected if cause == AmnesiaCause::NewCluster => {
+            Electorate::Connected if cause == AmnesiaCause::NewCluster => {
                 // No electorate to ask: a new cluster in `connected` mode, which promises no
                 // single leader per term across partitions anyway, starts from its genesis.
                 self.outbox.push(Action::PersistGenesis);
                 return false;
             }
-            QuorumMode::Connected => usize::MAX,
+            Electorate::Connected => usize::MAX,
         };
         if others == 0 {
             if cause == AmnesiaCause::NewCluster {
@@ -771,6 +795,12 @@ impl Raft {
         self.log.snapshot().index
     }
 
+    /// MEMB-1: while it leads, the voters whose granted votes elected it, itself included
+    /// (what a check that two elections of one term share a voter reads).
+    pub fn electors(&self) -> Option<&BTreeSet<PeerId>> {
+        self.phase.leadership().map(|leading| &leading.electors)
+    }
+
     /// The state it must persist.
     pub fn hard_state(&self) -> HardState {
         self.hard
@@ -791,9 +821,9 @@ impl Raft {
 
     /// Votes needed to win an election now.
     pub fn quorum_size(&self) -> usize {
-        match &self.config.quorum {
-            QuorumMode::Voters(voters) => voters.len() / 2 + 1,
-            QuorumMode::Connected => majority_threshold(self.electorate_size()),
+        match self.electorate() {
+            Electorate::Voters(voters) => voters.len() / 2 + 1,
+            Electorate::Connected => majority_threshold(self.electorate_size()),
         }
     }
 
@@ -826,11 +856,13 @@ impl Raft {
             return;
         };
         if self.config.check_quorum && now >= leading.quorum_check_deadline {
-            let active = 1 + leading
-                .recent_active
-                .iter()
-                .filter(|peer| self.counts_for_quorum(peer))
-                .count();
+            // MEMB-1: a leader that removed itself does not count itself.
+            let active = usize::from(self.counts_for_quorum(&self.config.id))
+                + leading
+                    .recent_active
+                    .iter()
+                    .filter(|peer| self.counts_for_quorum(peer))
+                    .count();
             if active < self.quorum_size() {
                 warn!(
                     term = self.hard.term,
@@ -895,8 +927,31 @@ impl Raft {
         self.auto_election
             && !self.quarantined
             && !self.log_catch_up
-            && self.is_voter(self.config.id)
+            && self.may_stand()
             && self.yielded_until.is_none_or(|until| now >= until)
+    }
+
+    /// MEMB-1: whether this node may stand for election: a voter of its latest configuration,
+    /// or a voter of the one before while the latest, which removes it, is not known committed
+    /// (dissertation §4.2.2). Until then it may hold the only copy of that entry — a leader
+    /// that removed itself and crashed before the removal committed — and the remaining voters
+    /// refuse every candidate whose log lacks it. It never counts its own vote then: the tally
+    /// counts the voters of its latest configuration only.
+    fn may_stand(&self) -> bool {
+        if self.is_voter(self.config.id) {
+            return true;
+        }
+        let Some(index) = self.log.configuration_index() else {
+            return false;
+        };
+        if index <= self.log.commit() {
+            return false;
+        }
+        match (self.log.configuration_at(index - 1), &self.config.quorum) {
+            (Some(config), _) => config.voters.contains(&self.config.id),
+            (None, QuorumMode::Voters(seed)) => seed.contains(&self.config.id),
+            (None, QuorumMode::Connected) => false,
+        }
     }
 
     // -----------------------------------------------------------------------------------------
@@ -981,6 +1036,12 @@ impl Raft {
             .filter(|&(peer, &granted)| granted && *peer != self.config.id)
             .map(|(peer, _)| *peer)
             .collect();
+        let electors = self
+            .votes
+            .iter()
+            .filter(|&(peer, &granted)| granted && self.counts_for_quorum(peer))
+            .map(|(peer, _)| *peer)
+            .collect();
         self.votes.clear();
         self.phase = Phase::Leader(Box::new(Leadership {
             heartbeat_deadline: now,
@@ -991,6 +1052,7 @@ impl Raft {
             last_heard: BTreeMap::new(),
             outranked_since: None,
             last_preemption: None,
+            electors,
         }));
         if std::mem::take(&mut self.pin_on_win) {
             self.hard.manual_override = Some(self.config.id);
@@ -1088,25 +1150,120 @@ impl Raft {
                 .is_some_and(|heard| now.saturating_duration_since(heard) < lease)
     }
 
-    fn is_voter(&self, peer: PeerId) -> bool {
+    /// Who elects and counts now (MEMB-1). See [`Electorate`].
+    fn electorate(&self) -> Electorate<'_> {
         match &self.config.quorum {
-            QuorumMode::Voters(voters) => voters.contains(&peer),
-            QuorumMode::Connected => true,
+            QuorumMode::Voters(seed) => Electorate::Voters(
+                self.log
+                    .configuration()
+                    .map_or(seed, |config| &config.voters),
+            ),
+            QuorumMode::Connected => Electorate::Connected,
+        }
+    }
+
+    /// MEMB-1: the configuration in force in `voters` mode: the latest in the log, or the one
+    /// `cluster.voters` seeds; `None` in `connected` mode.
+    pub fn configuration(&self) -> Option<Configuration> {
+        match &self.config.quorum {
+            QuorumMode::Voters(seed) => Some(
+                self.log
+                    .configuration()
+                    .cloned()
+                    .unwrap_or_else(|| Configuration::with_voters(seed.iter().copied())),
+            ),
+            QuorumMode::Connected => None,
+        }
+    }
+
+    /// MEMB-1: the configuration in force with the index of the entry that carries it (the
+    /// snapshot's index when it came with the snapshot, 0 when `cluster.voters` seeds it).
+    fn configuration_in_force(&self) -> Option<(u64, Configuration)> {
+        let index = match (self.log.configuration_index(), self.log.configuration()) {
+            (Some(index), _) => index,
+            (None, Some(_)) => self.log.snapshot().index,
+            (None, None) => 0,
+        };
+        self.configuration().map(|config| (index, config))
+    }
+
+    /// MEMB-1: after an input, publishes a change of the configuration in force, says once
+    /// when this node is no voter of it (it does not campaign), and forgets the replication
+    /// of members it no longer has.
+    fn observe_configuration(&mut self) {
+        let current = self.configuration_in_force();
+        if current == self.observed_config {
+            return;
+        }
+        let previous = std::mem::replace(&mut self.observed_config, current.clone());
+        let Some((index, config)) = current else {
+            return;
+        };
+        info!(
+            index,
+            voters = ?config.voters,
+            learners = ?config.learners,
+            "cluster configuration changed"
+        );
+        if !config.voters.contains(&self.config.id) {
+            let role = if config.learners.contains(&self.config.id) {
+                "a learner"
+            } else {
+                "not a member"
+            };
+            if self.may_stand() {
+                info!(
+                    index,
+                    "this node is {role} in the cluster's latest configuration: it campaigns \
+                     only until that configuration commits, without counting its own vote"
+                );
+            } else {
+                info!(
+                    index,
+                    "this node is {role} in the cluster's configuration: it does not campaign"
+                );
+            }
+        }
+        if let (Some((_, old)), Some(leading)) = (previous, self.phase.leadership_mut()) {
+            for gone in old.members().filter(|peer| !config.contains(peer)) {
+                leading.progress.remove(gone);
+                leading.recent_active.remove(gone);
+            }
+        }
+        self.outbox.publish(Event::ConfigurationChanged {
+            index,
+            voters: config.voters.iter().copied().collect(),
+            learners: config.learners.iter().copied().collect(),
+        });
+    }
+
+    /// MEMB-2: the learners of the configuration in force (none before the log holds one).
+    fn learners(&self) -> impl Iterator<Item = PeerId> + '_ {
+        self.log
+            .configuration()
+            .into_iter()
+            .flat_map(|config| config.learners.iter().copied())
+    }
+
+    fn is_voter(&self, peer: PeerId) -> bool {
+        match self.electorate() {
+            Electorate::Voters(voters) => voters.contains(&peer),
+            Electorate::Connected => true,
         }
     }
 
     /// Whether `peer`'s vote or activity counts towards the quorum now.
     fn counts_for_quorum(&self, peer: &PeerId) -> bool {
-        match &self.config.quorum {
-            QuorumMode::Voters(voters) => voters.contains(peer),
-            QuorumMode::Connected => *peer == self.config.id || self.connected.contains(peer),
+        match self.electorate() {
+            Electorate::Voters(voters) => voters.contains(peer),
+            Electorate::Connected => *peer == self.config.id || self.connected.contains(peer),
         }
     }
 
     fn electorate_size(&self) -> usize {
-        match &self.config.quorum {
-            QuorumMode::Voters(voters) => voters.len(),
-            QuorumMode::Connected => 1 + self.connected.len(),
+        match self.electorate() {
+            Electorate::Voters(voters) => voters.len(),
+            Electorate::Connected => 1 + self.connected.len(),
         }
     }
 
@@ -1134,21 +1291,23 @@ impl Raft {
 
     /// Peers asked for votes.
     fn election_peers(&self) -> Vec<PeerId> {
-        match &self.config.quorum {
-            QuorumMode::Voters(voters) => voters
+        match self.electorate() {
+            Electorate::Voters(voters) => voters
                 .iter()
                 .copied()
                 .filter(|peer| *peer != self.config.id)
                 .collect(),
-            QuorumMode::Connected => self.connected.iter().copied().collect(),
+            Electorate::Connected => self.connected.iter().copied().collect(),
         }
     }
 
-    /// Peers that get heartbeats: the voters plus whoever is connected (non-voting followers).
+    /// Peers that get heartbeats: the voters and learners (MEMB-2) plus whoever is connected
+    /// (non-voting followers).
     fn replication_peers(&self) -> Vec<PeerId> {
         let mut peers: BTreeSet<PeerId> = self.connected.clone();
-        if let QuorumMode::Voters(voters) = &self.config.quorum {
+        if let Electorate::Voters(voters) = self.electorate() {
             peers.extend(voters.iter().copied());
+            peers.extend(self.learners());
         }
         peers.remove(&self.config.id);
         peers.into_iter().collect()
@@ -1236,9 +1395,9 @@ impl Raft {
     /// This node's rank among the electable nodes, without the current or last leader, larger
     /// ids first; and how many there are. `None` when it is not electable itself.
     fn election_rank(&self) -> Option<(u32, u32)> {
-        let mut electable: Vec<PeerId> = match &self.config.quorum {
-            QuorumMode::Voters(voters) => voters.iter().copied().collect(),
-            QuorumMode::Connected => self
+        let mut electable: Vec<PeerId> = match self.electorate() {
+            Electorate::Voters(voters) => voters.iter().copied().collect(),
+            Electorate::Connected => self
                 .connected
                 .iter()
                 .copied()
@@ -1285,6 +1444,7 @@ impl Raft {
 
     /// Ends an input: persist, then publish what changed, once (RAFT-9).
     fn finish(&mut self) {
+        self.observe_configuration();
         self.handover = None;
         self.flush_hard_state();
         self.outbox.finish(Published {

@@ -203,8 +203,9 @@ impl Raft {
     /// Starts the next round: every follower gets an AppendEntries carrying it now.
     fn start_read_round(&mut self, now: Instant) {
         self.reads.last_round += 1;
-        if self.quorum_size() <= 1 {
-            // Alone in the electorate: this node's own word is the majority.
+        if self.quorum_size() <= 1 && self.counts_for_quorum(&self.config.id) {
+            // Alone in the electorate: this node's own word is the majority. (A leader that
+            // removed itself is not in it, MEMB-1: the remaining voter must answer.)
             self.reads.confirmed = self.reads.last_round;
             return;
         }
@@ -241,7 +242,12 @@ impl Raft {
             .iter()
             .filter(|(peer, _)| self.counts_for_quorum(peer))
             .map(|(_, &round)| round)
-            .chain(std::iter::once(self.reads.last_round))
+            // MEMB-1: a leader that removed itself leads until the removal commits, but its
+            // own word is no longer part of any majority.
+            .chain(
+                self.counts_for_quorum(&self.config.id)
+                    .then_some(self.reads.last_round),
+            )
             .collect();
         rounds.sort_unstable_by(|a, b| b.cmp(a));
         if let Some(&majority) = rounds.get(self.quorum_size().saturating_sub(1)) {

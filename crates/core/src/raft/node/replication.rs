@@ -46,7 +46,7 @@
 //! AppendEntries, up to what they verified matches. Every node hands out committed, durable
 //! entries in order, once ([`ReplicatedLog::take_committed`]); effects happen on apply only.
 
-use conclave_protocol::{EntryKind, LogEntry};
+use conclave_protocol::{Configuration, EntryKind, LogEntry};
 
 use crate::raft::log::entry_wire_size;
 
@@ -136,6 +136,13 @@ pub struct LogStatus {
     pub snapshot: LogPosition,
     /// On a leader: each follower's last matching index.
     pub followers: Vec<(PeerId, u64)>,
+    /// MEMB-1: the configuration in force (`cluster.voters` until the log holds one).
+    pub configuration: Configuration,
+    /// MEMB-1: the index of the entry that carries it (the snapshot's when it came with the
+    /// snapshot, 0 when `cluster.voters` seeds it); committed once `commit` reaches it.
+    pub configuration_index: u64,
+    /// MEMB-2: on a leader, how many entries each learner is behind its last entry.
+    pub learner_lag: Vec<(PeerId, u64)>,
 }
 
 /// The log's API for the driver of a raft node with `[log]` (see the module docs).
@@ -262,6 +269,9 @@ impl Raft {
             persisted: self.log.persisted(),
             snapshot: self.log.snapshot(),
             followers,
+            configuration: self.configuration().unwrap_or_default(),
+            configuration_index: self.configuration_in_force().map_or(0, |(index, _)| index),
+            learner_lag: self.learner_lag(),
         })
     }
 
@@ -469,7 +479,7 @@ impl Raft {
         if !self.is_leader() || self.config.log.is_none() {
             return;
         }
-        let QuorumMode::Voters(voters) = &self.config.quorum else {
+        let Electorate::Voters(voters) = self.electorate() else {
             return;
         };
         let mut held: Vec<u64> = voters
@@ -490,6 +500,28 @@ impl Raft {
         if candidate > self.log.commit() && self.log.term_at(candidate) == Some(self.hard.term) {
             self.log.commit_to(candidate);
             self.read_index_committed(now);
+        }
+        self.step_down_if_removed(now);
+    }
+
+    /// MEMB-1: a leader that its latest configuration leaves out of the voters led until that
+    /// configuration committed (counting the others only, above), so that the change took
+    /// effect; now that it has, a leader outside the electorate steps down. The remaining
+    /// voters elect a successor once their election timeouts pass.
+    fn step_down_if_removed(&mut self, now: Instant) {
+        if !self.is_leader() || self.is_voter(self.config.id) {
+            return;
+        }
+        let committed = self
+            .log
+            .configuration_index()
+            .is_none_or(|index| index <= self.log.commit());
+        if committed {
+            info!(
+                term = self.hard.term,
+                "the configuration that removes this leader committed; stepping down"
+            );
+            self.become_follower(now, self.hard.term, None, LeaderChangeCause::Resign);
         }
     }
 
@@ -597,7 +629,7 @@ impl Raft {
         } else {
             self.catch_up_empty_peers.remove(&from);
         }
-        let QuorumMode::Voters(voters) = &self.config.quorum else {
+        let Electorate::Voters(voters) = self.electorate() else {
             return;
         };
         let everyone_empty = voters

@@ -56,6 +56,10 @@ pub(super) struct SnapshotTransfer {
     pub(super) sent: bool,
 }
 
+/// What the configuration adds to a last chunk beyond its encoded bytes: MessagePack's `bin`
+/// header of the optional field (at most 5 bytes), with margin.
+const CONFIG_OVERHEAD: usize = 8;
+
 /// A follower's snapshot being received, chunk by chunk.
 #[derive(Debug, Clone)]
 pub(super) struct IncomingSnapshot {
@@ -198,7 +202,14 @@ impl Raft {
             return true;
         }
         let offset = transfer.offset.min(len);
-        let end = offset.saturating_add(max_bytes as u64).min(len);
+        // MEMB-1: the last chunk carries the configuration in force at the snapshot; every
+        // chunk leaves room for it, so that whichever is last still fits the frame.
+        let config = self.log.image().and_then(|image| image.config.clone());
+        let room = config
+            .as_ref()
+            .map_or(0, |config| config.encode().len() + CONFIG_OVERHEAD);
+        let budget = (max_bytes as u64).saturating_sub(room as u64).max(1);
+        let end = offset.saturating_add(budget).min(len);
         let data = self
             .log
             .image()
@@ -212,6 +223,7 @@ impl Raft {
             offset,
             data,
             done: end == len,
+            config: config.filter(|_| end == len).map(Box::new),
         };
         self.send(peer, RaftMessage::InstallSnapshot(chunk));
         true
@@ -306,6 +318,7 @@ impl Raft {
         let snapshot = Snapshot {
             last,
             data: incoming.data,
+            config: chunk.config.map(|config| *config),
         };
         info!(
             %from,

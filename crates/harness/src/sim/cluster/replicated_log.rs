@@ -613,6 +613,7 @@ impl Simulation {
         let snapshot = Snapshot {
             last,
             data: node.log.machine.encode(),
+            config: None,
         };
         driver.snapshot_taken(now, snapshot)
     }

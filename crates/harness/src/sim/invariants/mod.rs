@@ -2,6 +2,9 @@
 //!
 //! Safety invariants implement [`Invariant`] and are checked after every step:
 //! - [`OneLeaderPerTerm`] (`voters` mode): at most one leader per term, anywhere, ever;
+//! - [`ElectoratesIntersect`] (`voters` mode with the log, MEMB-1): every leader was elected
+//!   by a majority of the voters it counted, and no two elections of one term were won by
+//!   disjoint sets of voters, however the configuration changed;
 //! - [`OneVotePerTerm`]: no node grants its vote to two candidates in one term, across
 //!   restarts too;
 //! - [`DurableStateMonotonic`]: a node's persisted term never goes back, and its persisted
@@ -20,6 +23,7 @@
 //!   stable partition has exactly one leader that all its members know.
 
 mod durable_state_monotonic;
+mod electorates_intersect;
 mod fencing_token_monotonic;
 pub mod liveness;
 mod one_leader_per_term;
@@ -29,6 +33,7 @@ mod persisted_before_sent;
 mod token_declared_by_leader;
 
 pub use durable_state_monotonic::DurableStateMonotonic;
+pub use electorates_intersect::ElectoratesIntersect;
 pub use fencing_token_monotonic::FencingTokenMonotonic;
 pub use one_leader_per_term::OneLeaderPerTerm;
 pub use one_vote_per_term::OneVotePerTerm;
@@ -68,6 +73,16 @@ pub fn standard(election: &ElectionConfig) -> Vec<Box<dyn Invariant>> {
     };
     if one_leader {
         invariants.push(Box::new(OneLeaderPerTerm::default()));
+    }
+    if matches!(
+        election,
+        ElectionConfig::Raft(RaftConfig {
+            quorum: QuorumMode::Voters(_),
+            log: Some(_),
+            ..
+        })
+    ) {
+        invariants.push(Box::new(ElectoratesIntersect::default()));
     }
     if matches!(
         election,

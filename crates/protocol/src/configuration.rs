@@ -1,0 +1,125 @@
+//! The membership of a replicated log's cluster as the log carries it (MEMB-1, MEMB-2).
+//!
+//! A [`Configuration`] is the data of an [`EntryKind::Config`](crate::EntryKind::Config)
+//! entry: the voters, who elect and count toward commit, and the learners, who receive the
+//! log and do neither. It is encoded as MessagePack, two arrays of peer ids, so that a node
+//! decodes exactly the set the leader proposed.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::PeerId;
+
+/// The voters and learners of one configuration (MEMB-1, MEMB-2). A peer is in one set at
+/// most.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Configuration {
+    /// Members that vote and count toward commit and quorum.
+    pub voters: BTreeSet<PeerId>,
+    /// Members that receive the log and never vote or count.
+    pub learners: BTreeSet<PeerId>,
+}
+
+/// A configuration entry's data did not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("configuration entry does not decode: {0}")]
+pub struct ConfigurationError(String);
+
+impl Configuration {
+    /// Only `voters`, no learner: the configuration `cluster.voters` seeds.
+    pub fn with_voters(voters: impl IntoIterator<Item = PeerId>) -> Self {
+        Self {
+            voters: voters.into_iter().collect(),
+            learners: BTreeSet::new(),
+        }
+    }
+
+    /// Whether `peer` is a voter or a learner.
+    pub fn contains(&self, peer: &PeerId) -> bool {
+        self.voters.contains(peer) || self.learners.contains(peer)
+    }
+
+    /// Every member, voters then learners.
+    pub fn members(&self) -> impl Iterator<Item = &PeerId> {
+        self.voters.iter().chain(self.learners.iter())
+    }
+
+    /// The bytes of a configuration entry's data.
+    pub fn encode(&self) -> Vec<u8> {
+        // Two arrays of short strings cannot fail to encode into a Vec.
+        rmp_serde::to_vec(self).unwrap_or_default()
+    }
+
+    /// A configuration entry's data back; a peer in both sets counts as a voter.
+    pub fn decode(bytes: &[u8]) -> Result<Self, ConfigurationError> {
+        let mut config: Self =
+            rmp_serde::from_slice(bytes).map_err(|error| ConfigurationError(error.to_string()))?;
+        let voters = config.voters.clone();
+        config.learners.retain(|peer| !voters.contains(peer));
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// MEMB-1: a configuration survives its entry's encoding.
+    #[test]
+    fn memb1_a_configuration_round_trips() {
+        let config = Configuration {
+            voters: [PeerId::from_static("a"), PeerId::from_static("b")].into(),
+            learners: [PeerId::from_static("c")].into(),
+        };
+        assert_eq!(Configuration::decode(&config.encode()), Ok(config));
+        assert!(Configuration::decode(&[0xc1]).is_err());
+    }
+
+    /// MEMB-1: the wire form docs/wire-protocol.md gives: `[voters, learners]`, ascending.
+    #[test]
+    fn memb1_a_configuration_is_two_arrays_of_peer_ids() {
+        let config = Configuration {
+            voters: [PeerId::from_static("b"), PeerId::from_static("a")].into(),
+            learners: Default::default(),
+        };
+        assert_eq!(
+            config.encode(),
+            vec![0x92, 0x92, 0xa1, b'a', 0xa1, b'b', 0x90]
+        );
+    }
+
+    /// MEMB-1: an `InstallSnapshot` without a configuration is the seven fields it always
+    /// was; with one, the eighth field carries it, and both decode.
+    #[test]
+    fn memb1_install_snapshot_carries_a_configuration_only_when_given_one() {
+        let chunk = crate::InstallSnapshot {
+            term: 2,
+            leader: PeerId::from_static("a"),
+            last_index: 9,
+            last_term: 2,
+            offset: 0,
+            data: vec![1, 2],
+            done: true,
+            config: None,
+        };
+        let bytes = rmp_serde::to_vec(&chunk).unwrap();
+        assert_eq!(bytes[0], 0x97);
+        assert_eq!(
+            rmp_serde::from_slice::<crate::InstallSnapshot>(&bytes).unwrap(),
+            chunk
+        );
+        let with = crate::InstallSnapshot {
+            config: Some(Box::new(Configuration::with_voters([PeerId::from_static(
+                "a",
+            )]))),
+            ..chunk
+        };
+        let bytes = rmp_serde::to_vec(&with).unwrap();
+        assert_eq!(bytes[0], 0x98);
+        assert_eq!(
+            rmp_serde::from_slice::<crate::InstallSnapshot>(&bytes).unwrap(),
+            with
+        );
+    }
+}
