@@ -118,7 +118,7 @@ impl ReplicatedLog<'_> {
     /// is the entry's position. The change is in force on every node that appends it and is
     /// done when that entry commits. Refused while another change is uncommitted, before this
     /// leader committed an entry of its term, for a learner not caught up, and for the last
-    /// voter (see the [module docs](self)).
+    /// voter (see the module docs).
     pub fn propose_membership(
         &mut self,
         now: Instant,

@@ -379,8 +379,21 @@ impl Raft {
             }
             return AppendSent::Nothing;
         };
+        self.send_entry_batch(now, peer, (prev_index, prev_term), probing, log_config)
+    }
+
+    /// Sends `peer` the entries after `prev` that fit one frame (none for a probe at the end
+    /// of the log), with the commit index and, where it fits, the pending read round.
+    fn send_entry_batch(
+        &mut self,
+        now: Instant,
+        peer: PeerId,
+        (prev_index, prev_term): (u64, u64),
+        probing: bool,
+        log_config: crate::raft::LogConfig,
+    ) -> AppendSent {
         let entries = self.log.batch_from(
-            next,
+            prev_index + 1,
             log_config.max_append_bytes,
             log_config.max_append_entries,
         );
