@@ -15,10 +15,7 @@ use conclave_core::raft::{LogConfig, MembershipChange};
 
 use crate::sim::cluster::{SimConfig, SimFailure, Simulation};
 use crate::sim::invariants::liveness::{await_agreed_leader, check_still_agreed};
-use crate::sim::scenario::{
-    CONVERGENCE_BOUND, SETTLE, SeedReport, SeedRun, calm, inject_fault, random_split,
-};
-use crate::sim::trace::TraceEntry;
+use crate::sim::scenario::{CONVERGENCE_BOUND, SETTLE, SeedRun, calm, inject_fault, random_split};
 
 /// One family of membership changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,21 +141,8 @@ pub fn run_membership_seed(family: MembershipFamily, seed: u64, record_trace: bo
         }
     };
     sim.set_replay_hint(family.replay_command(seed));
-    let result = script(family, &mut sim, &mut plan).map(|convergence| SeedReport {
-        seed,
-        nodes,
-        convergence,
-        steps: sim.steps(),
-        messages: sim.messages_sent(),
-        digest: sim.digest(),
-        wal_losses: sim.wal_losses(),
-        leaders_at_heal: sim.leaders_at_heal(),
-        log: sim.log_counts(),
-    });
-    SeedRun {
-        result,
-        trace: sim.trace().map(<[TraceEntry]>::to_vec),
-    }
+    let outcome = script(family, &mut sim, &mut plan);
+    SeedRun::of(&sim, seed, nodes, outcome)
 }
 
 fn script(

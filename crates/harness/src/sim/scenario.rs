@@ -188,6 +188,33 @@ pub struct SeedRun {
     pub trace: Option<Vec<TraceEntry>>,
 }
 
+impl SeedRun {
+    /// The run of `seed` on `nodes` nodes that ended with `outcome` (the time its cluster
+    /// took to converge, or the first broken property), with what `sim` counted and recorded.
+    pub(crate) fn of(
+        sim: &Simulation,
+        seed: u64,
+        nodes: usize,
+        outcome: Result<Duration, SimFailure>,
+    ) -> Self {
+        let result = outcome.map(|convergence| SeedReport {
+            seed,
+            nodes,
+            convergence,
+            steps: sim.steps(),
+            messages: sim.messages_sent(),
+            digest: sim.digest(),
+            wal_losses: sim.wal_losses(),
+            leaders_at_heal: sim.leaders_at_heal(),
+            log: sim.log_counts(),
+        });
+        SeedRun {
+            result,
+            trace: sim.trace().map(<[TraceEntry]>::to_vec),
+        }
+    }
+}
+
 /// Runs one seed of `scenario`.
 pub fn run_seed(scenario: Scenario, seed: u64, record_trace: bool) -> SeedRun {
     run_seed_with(scenario, seed, record_trace, Control::None)
@@ -400,21 +427,8 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, control: Con
         sim.set_invariants(invariants);
     }
     sim.set_unconfirmed_reads(control == Control::UnconfirmedReads);
-    let result = script(scenario, &mut sim, &mut plan).map(|convergence| SeedReport {
-        seed,
-        nodes,
-        convergence,
-        steps: sim.steps(),
-        messages: sim.messages_sent(),
-        digest: sim.digest(),
-        wal_losses: sim.wal_losses(),
-        leaders_at_heal: sim.leaders_at_heal(),
-        log: sim.log_counts(),
-    });
-    SeedRun {
-        result,
-        trace: sim.trace().map(<[TraceEntry]>::to_vec),
-    }
+    let outcome = script(scenario, &mut sim, &mut plan);
+    SeedRun::of(&sim, seed, nodes, outcome)
 }
 
 fn script(
