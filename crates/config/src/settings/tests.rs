@@ -2018,6 +2018,26 @@ fn node_outside_the_voters_is_a_non_voting_follower() {
     assert_warning(&warnings, "cluster.voters", "non-voting follower");
 }
 
+/// With the replicated log, a node outside `cluster.voters` is one waiting to be added: the
+/// warning says how it becomes a voter instead of saying it never will.
+#[test]
+fn an_unlisted_node_with_the_log_is_told_how_it_joins() {
+    let toml = r#"
+        [node]
+        id = "gw-d"
+        [cluster]
+        voters = ["gw-a", "gw-b", "gw-c"]
+        [link.udp]
+        listen = "127.0.0.1:7949"
+        peers = ["127.0.0.1:7946"]
+        [log]
+        enabled = true
+        "#;
+    let warnings = warnings(toml);
+    assert_warning(&warnings, "cluster.voters", "conclave init --join URL");
+    assert_warning(&warnings, "cluster.voters", "conclave member promote gw-d");
+}
+
 /// Other voters but no link: no quorum can ever be reached, which deserves a warning.
 #[test]
 fn voters_without_a_link_warn() {

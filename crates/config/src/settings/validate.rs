@@ -791,13 +791,22 @@ impl Settings {
                     return Some(vec![node_id]);
                 }
                 if !voters.contains(&node_id) {
-                    f.warn(
-                        "cluster.voters",
+                    // With the log, the voters in force are the log's configuration, which
+                    // `conclave member` changes: a node added at runtime starts this way.
+                    let warning = if self.log.enabled {
+                        format!(
+                            "node.id {node_id} is not listed: this node starts as a non-voting \
+                             follower and votes only once the cluster's configuration makes it a \
+                             voter (`conclave init --join URL`, then `conclave member promote \
+                             {node_id}`)"
+                        )
+                    } else {
                         format!(
                             "node.id {node_id} is not listed: this node follows the leader but \
                              never campaigns or votes (a non-voting follower)"
-                        ),
-                    );
+                        )
+                    };
+                    f.warn("cluster.voters", warning);
                 }
                 let no_link = self.link.udp.is_none() && self.link.espnow.is_none();
                 if no_link && voters.iter().any(|&voter| voter != node_id) {
