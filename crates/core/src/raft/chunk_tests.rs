@@ -1,5 +1,5 @@
-//! MEMB-6 unit tests: an entry larger than a frame goes to a follower in chunks, one at a
-//! time, each within the frame budget; the follower gathers them and appends the entry only
+//! MEMB-6 unit tests: an entry larger than a frame goes to a follower in chunks, a window
+//! of them at a time, each within the frame budget; the follower gathers them and appends the entry only
 //! once whole, so a partial entry is never applied nor counted for commit; a lost chunk is sent
 //! again from where the follower is; a leader change mid-entry leaves nothing behind.
 
@@ -106,14 +106,15 @@ fn big_value(len: usize) -> Vec<u8> {
     (0..len).map(|n| (n * 7 % 251) as u8).collect()
 }
 
-/// MEMB-6: a 1,000-byte entry goes to `b` in chunks that each fit the frame budget, one at a
-/// time; `b` appends it only with the last one, and the leader commits it only once `b`
-/// acknowledged the whole entry durable.
+/// MEMB-6: a 1,000-byte entry goes to `b` in chunks that each fit the frame budget, up to
+/// `max_inflight` of them unanswered at a time, in order; `b` appends it only with the last
+/// one, and the leader commits it only once `b` acknowledged the whole entry durable.
 #[test]
 fn memb6_an_entry_larger_than_a_frame_travels_in_chunks_and_commits_whole() {
     let (mut a, now) = leader();
     let mut b = follower(now);
     let value = big_value(1_000);
+    let step = BUDGET - CHUNK_OVERHEAD;
     let position = a
         .replicated_log()
         .unwrap()
@@ -122,17 +123,26 @@ fn memb6_an_entry_larger_than_a_frame_travels_in_chunks_and_commits_whole() {
     persist_log(&mut a, now);
     let mut to_b = sent_to(&mut a, "b");
     let mut pieces = 0;
+    let mut rounds = 0;
     loop {
         let chunks = chunks_in(&to_b);
-        assert_eq!(chunks.len(), 1, "one chunk at a time: {to_b:?}");
-        let chunk = &chunks[0];
-        assert!(chunk.data.len() + CHUNK_OVERHEAD <= BUDGET);
-        assert_eq!(chunk.offset as usize, pieces * (BUDGET - CHUNK_OVERHEAD));
-        pieces += 1;
+        assert!(
+            (1..=8).contains(&chunks.len()),
+            "a window of at most max_inflight chunks: {to_b:?}"
+        );
+        for chunk in &chunks {
+            assert!(chunk.data.len() + CHUNK_OVERHEAD <= BUDGET);
+            assert_eq!(chunk.offset as usize, pieces * step, "in order, none twice");
+            pieces += 1;
+        }
+        rounds += 1;
+        let end = chunks
+            .last()
+            .map_or(0, |chunk| chunk.offset as usize + chunk.data.len());
+        let last = end == value.len();
         for message in to_b {
             b.handle_message(now, id("a"), message);
         }
-        let last = (chunk.offset as usize + chunk.data.len()) == value.len();
         if !last {
             assert_eq!(
                 b.replicated_log().unwrap().last().index,
@@ -142,15 +152,24 @@ fn memb6_an_entry_larger_than_a_frame_travels_in_chunks_and_commits_whole() {
         }
         persist_log(&mut b, now);
         let answers = chunk_answers(&sent_to(&mut b, "a"));
-        assert_eq!(answers.len(), 1);
+        assert_eq!(answers.len(), chunks.len(), "each chunk answered");
         if !last {
             assert_eq!(
-                answers[0].chunk.map(|ack| ack.next_offset as usize),
-                Some(chunk.offset as usize + chunk.data.len())
+                answers
+                    .last()
+                    .and_then(|answer| answer.chunk)
+                    .map(|ack| ack.next_offset as usize),
+                Some(end)
             );
-            assert!(answers[0].match_index < position.index);
+            assert!(
+                answers
+                    .iter()
+                    .all(|answer| answer.match_index < position.index)
+            );
         }
-        a.handle_message(now, id("b"), RaftMessage::AppendResp(answers[0]));
+        for answer in answers {
+            a.handle_message(now, id("b"), RaftMessage::AppendResp(answer));
+        }
         let committed = a.replicated_log().unwrap().status().commit;
         if last {
             assert_eq!(
@@ -165,7 +184,8 @@ fn memb6_an_entry_larger_than_a_frame_travels_in_chunks_and_commits_whole() {
         );
         to_b = sent_to(&mut a, "b");
     }
-    assert_eq!(pieces, value.len().div_ceil(BUDGET - CHUNK_OVERHEAD));
+    assert_eq!(pieces, value.len().div_ceil(step));
+    assert_eq!(rounds, pieces.div_ceil(8), "a full window each round trip");
     let held = b.replicated_log().unwrap().committed_from(2, 1);
     assert!(held.is_empty() || held[0].data == value);
     // The next small write goes in a batch, as before.
@@ -188,8 +208,14 @@ fn memb6_an_entry_larger_than_a_frame_travels_in_chunks_and_commits_whole() {
     assert_eq!(a_view.committed_from(position.index, 1)[0].data, value);
 }
 
-/// MEMB-6: a chunk lost on the way is sent again once the retransmission timeout passed, from
-/// the offset the follower holds; a follower that lost what it had asks for an earlier offset
+fn offsets(chunks: &[EntryChunk]) -> Vec<u32> {
+    chunks.iter().map(|chunk| chunk.offset).collect()
+}
+
+/// MEMB-6: a chunk lost on the way shows as answers that stop moving: the leader sends again
+/// from there once, however many chunks behind the lost one repeat the answer; with every
+/// answer lost, the chunks go again from the offset the follower holds once the
+/// retransmission timeout passed; a follower that lost what it had asks for an earlier offset
 /// and gets it.
 #[test]
 fn memb6_a_lost_chunk_is_sent_again() {
@@ -197,17 +223,31 @@ fn memb6_a_lost_chunk_is_sent_again() {
     let value = big_value(500);
     a.replicated_log().unwrap().propose(now, value).unwrap();
     persist_log(&mut a, now);
-    let first = chunks_in(&sent_to(&mut a, "b"));
-    assert_eq!(first.len(), 1);
-    // b answers the first chunk; the second is lost.
     let step = (BUDGET - CHUNK_OVERHEAD) as u32;
+    let all: Vec<u32> = (0..6).map(|n| n * step).collect();
+    assert_eq!(offsets(&chunks_in(&sent_to(&mut a, "b"))), all);
+    // b holds the first chunk; the second is lost, so the four behind it are answered with
+    // the offset b still waits for.
     a.handle_message(now, id("b"), chunk_ack(1, 1, 2, step));
-    let second = chunks_in(&sent_to(&mut a, "b"));
-    assert_eq!(
-        second.iter().map(|chunk| chunk.offset).collect::<Vec<_>>(),
-        [step]
+    assert!(
+        chunks_in(&sent_to(&mut a, "b")).is_empty(),
+        "an answer that moves sends nothing new: all went"
     );
-    // Nothing more goes until the timeout (a heartbeat interval before any measurement).
+    a.handle_message(now, id("b"), chunk_ack(1, 1, 2, step));
+    assert_eq!(
+        offsets(&chunks_in(&sent_to(&mut a, "b"))),
+        all[1..],
+        "back to the lost chunk once"
+    );
+    for _ in 0..3 {
+        a.handle_message(now, id("b"), chunk_ack(1, 1, 2, step));
+        assert!(
+            chunks_in(&sent_to(&mut a, "b")).is_empty(),
+            "the same answer again sends nothing"
+        );
+    }
+    // Everything sent again is lost: nothing more goes until the timeout (a heartbeat
+    // interval before any measurement).
     let mut resent = Vec::new();
     while resent.is_empty() {
         let at = a.poll_timeout().expect("a leader has a heartbeat timer");
@@ -219,17 +259,10 @@ fn memb6_a_lost_chunk_is_sent_again() {
         a.handle_timeout(now);
         resent = chunks_in(&sent_to(&mut a, "b"));
     }
-    assert_eq!(
-        resent.iter().map(|chunk| chunk.offset).collect::<Vec<_>>(),
-        [step]
-    );
+    assert_eq!(offsets(&resent), all[1..]);
     // b restarted and lost what it had: it asks for the start again.
     a.handle_message(now, id("b"), chunk_ack(1, 1, 2, 0));
-    let restart = chunks_in(&sent_to(&mut a, "b"));
-    assert_eq!(
-        restart.iter().map(|chunk| chunk.offset).collect::<Vec<_>>(),
-        [0]
-    );
+    assert_eq!(offsets(&chunks_in(&sent_to(&mut a, "b"))), all);
     // A duplicate of that answer sends nothing more.
     a.handle_message(now, id("b"), chunk_ack(1, 1, 2, 0));
     assert!(chunks_in(&sent_to(&mut a, "b")).is_empty());

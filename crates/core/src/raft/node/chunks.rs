@@ -6,12 +6,15 @@
 //! An entry whose wire size exceeds `max_append_bytes` never goes in a batch. When it is next
 //! for a follower being replicated to, and nothing is in flight to that follower (so its match
 //! is known to end just before the entry), the follower's progress moves to the *chunks*
-//! state ([`ChunkTransfer`]): one AppendEntries at a time carries, in its trailing `chunk`
-//! field, the bytes of the entry's data from an offset on, with `prev_index` just before the
-//! entry and no `entries`. The follower answers each chunk with how much of the entry it holds
-//! ([`ChunkAck`]), and the leader sends on from there; a chunk unanswered past the follower's
-//! retransmission timeout is sent again from the offset last acknowledged, and a follower that
-//! lost what it had (a restart) says so by asking for an earlier offset. Once the follower
+//! state ([`ChunkTransfer`](super::tracker::ChunkTransfer)): each AppendEntries carries, in its trailing `chunk` field, the
+//! bytes of the entry's data from an offset on, with `prev_index` just before the entry and no
+//! `entries`, and up to `max_inflight` of them are in flight at once, as batches are. The
+//! follower answers each chunk with how much of the entry it holds ([`ChunkAck`]); it keeps
+//! only bytes that continue what it holds, so after a lost chunk its answers stop moving and
+//! the leader sends again from there (once per offset: the chunks behind the lost one answer
+//! the same). The oldest chunk unanswered past the follower's retransmission timeout sends the
+//! chunks again from the offset last acknowledged, and a follower that lost what it had (a
+//! restart) says so by asking for an earlier offset. Once the follower
 //! acknowledges the entry durable, as it would a batch, the follower is replicated to as
 //! before. Small entries are sent exactly as before, in batches that fit the frame.
 //!
@@ -31,7 +34,6 @@
 use conclave_protocol::{AppendEntries, ChunkAck, EntryChunk, EntryKind, LogEntry};
 
 use super::replication::AppendSent;
-use super::tracker::ChunkTransfer;
 use super::*;
 
 /// The most bytes of data one log entry may carry: room for the largest command of the
@@ -112,26 +114,45 @@ impl Raft {
             .is_some_and(|entry| crate::raft::log::entry_wire_size(entry) > budget)
     }
 
-    /// Sends `peer` the next chunk of the entry its progress is sending in chunks, unless one
-    /// is in flight; what went.
-    pub(super) fn send_entry_chunk(
+    /// Sends `peer` the next chunks of the entry its progress is sending in chunks, as many
+    /// as `max_inflight` allows; what went.
+    pub(super) fn send_entry_chunks(
         &mut self,
         now: Instant,
         peer: PeerId,
         budget: usize,
+        max_inflight: usize,
     ) -> AppendSent {
-        let Some(progress) = self.progress_of(peer) else {
-            return AppendSent::Nothing;
-        };
-        let Some(&ChunkTransfer {
-            index,
-            offset,
-            sent,
-        }) = progress.chunks()
+        let mut sent = AppendSent::Nothing;
+        loop {
+            match self.send_entry_chunk(now, peer, budget, max_inflight) {
+                AppendSent::Nothing => return sent,
+                more => sent = more,
+            }
+        }
+    }
+
+    /// Sends `peer` the next chunk of the entry its progress is sending in chunks, if the
+    /// window allows one; what went.
+    fn send_entry_chunk(
+        &mut self,
+        now: Instant,
+        peer: PeerId,
+        budget: usize,
+        max_inflight: usize,
+    ) -> AppendSent {
+        let Some((index, offset, in_flight)) = self
+            .progress_of(peer)
+            .and_then(|progress| progress.chunks())
+            .map(|transfer| (transfer.index, transfer.sent_to, transfer.in_flight()))
         else {
             return AppendSent::Nothing;
         };
-        if sent.is_some() {
+        let all_sent = self
+            .log
+            .entry_at(index)
+            .is_some_and(|entry| offset as usize >= entry.data.len());
+        if in_flight >= max_inflight || all_sent {
             return AppendSent::Nothing;
         }
         let (Some(entry), Some(prev_term)) =
@@ -165,7 +186,7 @@ impl Raft {
             ..AppendEntries::new(self.hard.term, self.config.id)
         };
         if let Some(progress) = self.progress_of(peer) {
-            progress.sent_chunk(now);
+            progress.sent_chunk(u32::try_from(end).unwrap_or(u32::MAX), now);
         }
         self.send(peer, RaftMessage::AppendEntries(append));
         // LOG-7: the chunk fills the frame; a pending read round goes on a heartbeat.

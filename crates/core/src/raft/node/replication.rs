@@ -333,7 +333,12 @@ impl Raft {
             return AppendSent::Nothing;
         };
         if progress.chunks().is_some() {
-            return self.send_entry_chunk(now, peer, log_config.max_append_bytes);
+            return self.send_entry_chunks(
+                now,
+                peer,
+                log_config.max_append_bytes,
+                log_config.max_inflight,
+            );
         }
         if progress.snapshot().is_some() || progress.next <= compacted {
             // LOG-4: the entries it needs next are gone behind the snapshot.
@@ -367,7 +372,12 @@ impl Raft {
             if let Some(progress) = self.progress_of(peer) {
                 progress.become_chunks();
             }
-            return self.send_entry_chunk(now, peer, log_config.max_append_bytes);
+            return self.send_entry_chunks(
+                now,
+                peer,
+                log_config.max_append_bytes,
+                log_config.max_inflight,
+            );
         }
         let prev_index = next - 1;
         let Some(prev_term) = self.log.term_at(prev_index) else {
@@ -477,7 +487,7 @@ impl Raft {
         if response.success {
             progress.acknowledged(response.match_index, now);
             if let Some(ack) = response.chunk {
-                progress.chunk_answered(ack);
+                progress.chunk_answered(ack, now);
             }
             self.advance_commit(now);
         } else if let Some(hint) = response.hint {

@@ -15,8 +15,12 @@
 //!   snapshot in chunks (LOG-4, `snapshot.rs`); its acknowledgement of the install moves it to
 //!   Replicate from the snapshot's index on.
 //! - **Chunks**: the follower's next entry is larger than a frame, so it is sent in chunks,
-//!   one at a time, each resent past the retransmission timeout (MEMB-6, `chunks.rs`); the
-//!   follower's durable acknowledgement of the whole entry moves it back to Replicate.
+//!   up to `max_inflight` unanswered ones at a time (MEMB-6, `chunks.rs`): the follower keeps
+//!   only bytes that continue what it holds and answers each chunk with how much it holds, so
+//!   a lost chunk shows as an answer that does not move, and the leader goes back to that
+//!   offset once (go-back-N), or when the oldest chunk is unanswered past the retransmission
+//!   timeout. The follower's durable acknowledgement of the whole entry moves it back to
+//!   Replicate.
 //!
 //! Each state carries only what it needs, so a probe with a pipeline behind it, or entries in
 //! flight beside a snapshot, cannot be written down. The sending itself (which message, which
@@ -48,21 +52,39 @@ pub(super) enum ReplicationState {
     },
     /// The follower is behind the compaction point and gets the snapshot instead of entries.
     Snapshot(SnapshotTransfer),
-    /// The follower's next entry is larger than a frame: it is sent in chunks, one at a time
-    /// (MEMB-6, `chunks.rs`).
+    /// The follower's next entry is larger than a frame: it is sent in chunks, pipelined up to
+    /// `max_inflight` (MEMB-6, `chunks.rs`).
     Chunks(ChunkTransfer),
 }
 
 /// A leader's transfer of one entry in chunks to one follower (MEMB-6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct ChunkTransfer {
     /// The entry being sent: always the follower's `next`, just past its match.
     pub(super) index: u64,
-    /// The byte offset in the entry's data of the chunk to send next (or in flight): what the
-    /// follower last said it holds.
+    /// What the follower last said it holds: the entry's first `offset` bytes.
     pub(super) offset: u32,
-    /// When the chunk at `offset` went out, while it is unanswered.
-    pub(super) sent: Option<Instant>,
+    /// Where the next chunk to send starts: at or past `offset`.
+    pub(super) sent_to: u32,
+    /// The unanswered chunks, oldest first: where each ends and when it left.
+    inflight: VecDeque<(u32, Instant)>,
+    /// The offset the leader last went back to after an answer that did not move: the answers
+    /// of the chunks already in flight behind a lost one repeat that offset, and only the
+    /// first of them means anything. Set, no round trip is measured (Karn's rule).
+    went_back_to: Option<u32>,
+}
+
+impl ChunkTransfer {
+    /// How many chunks are unanswered.
+    pub(super) fn in_flight(&self) -> usize {
+        self.inflight.len()
+    }
+
+    /// Sends again from what the follower holds.
+    fn go_back(&mut self) {
+        self.sent_to = self.offset;
+        self.inflight.clear();
+    }
 }
 
 /// How a leader replicates to one follower. See the [module docs](self).
@@ -143,27 +165,55 @@ impl Progress {
         self.state = ReplicationState::Chunks(ChunkTransfer {
             index: self.next,
             offset: 0,
-            sent: None,
+            sent_to: 0,
+            inflight: VecDeque::new(),
+            went_back_to: None,
         });
     }
 
-    /// The chunk at the transfer's offset went out `now`.
-    pub(super) fn sent_chunk(&mut self, now: Instant) {
+    /// The chunk of the transfer's entry that ends at `end` went out `now`.
+    pub(super) fn sent_chunk(&mut self, end: u32, now: Instant) {
         if let ReplicationState::Chunks(transfer) = &mut self.state {
-            transfer.sent = Some(now);
+            transfer.sent_to = end;
+            transfer.inflight.push_back((end, now));
         }
     }
 
-    /// The follower holds the first `ack.next_offset` bytes of the entry at `ack.index`: the
-    /// next chunk starts there. An answer about another entry (an old one) changes nothing, and
-    /// one repeating the offset already known (a duplicate) leaves the chunk in flight alone;
-    /// a lower offset than known means the follower lost what it had, and is believed.
-    pub(super) fn chunk_answered(&mut self, ack: ChunkAck) {
-        if let ReplicationState::Chunks(transfer) = &mut self.state {
-            if transfer.index == ack.index && transfer.offset != ack.next_offset {
-                transfer.offset = ack.next_offset;
-                transfer.sent = None;
+    /// The follower holds the first `ack.next_offset` bytes of the entry at `ack.index`, heard
+    /// `now`. An answer about another entry (an old one) changes nothing. One that moves the
+    /// offset on answers the chunks that end there or before. One that repeats the known
+    /// offset while chunks past it are in flight says a chunk was lost (the follower keeps
+    /// only bytes that continue what it holds): the leader goes back to it, once per offset. A
+    /// lower offset than known means the follower lost what it had, and is believed.
+    pub(super) fn chunk_answered(&mut self, ack: ChunkAck, now: Instant) {
+        let ReplicationState::Chunks(transfer) = &mut self.state else {
+            return;
+        };
+        if transfer.index != ack.index {
+            return;
+        }
+        let held = ack.next_offset;
+        if held > transfer.offset {
+            transfer.offset = held;
+            transfer.sent_to = transfer.sent_to.max(held);
+            let mut answered = None;
+            while transfer
+                .inflight
+                .front()
+                .is_some_and(|&(end, _)| end <= held)
+            {
+                answered = transfer.inflight.pop_front();
             }
+            if let (Some((_, sent)), None) = (answered, transfer.went_back_to) {
+                self.round_trip.sample(now.saturating_duration_since(sent));
+            }
+        } else if held < transfer.offset {
+            transfer.offset = held;
+            transfer.went_back_to = Some(held);
+            transfer.go_back();
+        } else if transfer.sent_to > held && transfer.went_back_to != Some(held) {
+            transfer.went_back_to = Some(held);
+            transfer.go_back();
         }
     }
 
@@ -259,14 +309,17 @@ impl Progress {
                 false
             }
             ReplicationState::Chunks(transfer) => {
-                // MEMB-6: a chunk (or its answer) unanswered past the timeout is taken as
-                // lost and sent again; what the follower holds is kept.
+                // MEMB-6: the oldest chunk (or its answer) unanswered past the timeout is
+                // taken as lost; the chunks go again from what the follower holds.
                 let timeout = self.round_trip.loss_timeout(floor, ceiling);
                 let lost = transfer
-                    .sent
-                    .is_some_and(|sent| now.saturating_duration_since(sent) >= timeout);
+                    .inflight
+                    .front()
+                    .is_some_and(|&(_, sent)| now.saturating_duration_since(sent) >= timeout);
                 if lost {
-                    transfer.sent = None;
+                    self.round_trip.lost(floor, ceiling);
+                    transfer.went_back_to = None;
+                    transfer.go_back();
                 }
                 false
             }
