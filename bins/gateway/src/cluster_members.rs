@@ -91,8 +91,9 @@ impl Members {
 fn most_reported(
     reports: impl Iterator<Item = ConfigurationAnswer>,
 ) -> Option<ConfigurationAnswer> {
-    let mut tally: BTreeMap<(u64, Vec<String>, Vec<String>), (usize, ConfigurationAnswer)> =
-        BTreeMap::new();
+    // Keyed by what makes two reports the same configuration; counted with one of them.
+    type Same = (u64, Vec<String>, Vec<String>);
+    let mut tally: BTreeMap<Same, (usize, ConfigurationAnswer)> = BTreeMap::new();
     for report in reports {
         let key = (report.index, report.voters.clone(), report.learners.clone());
         tally.entry(key).or_insert((0, report)).0 += 1;
