@@ -131,6 +131,9 @@
 //!         Received::Event(NodeEvent::PeerStatusChanged(change)) => {
 //!             println!("{}: {:?} -> {:?}", change.peer, change.old, change.new);
 //!         }
+//!         Received::Event(NodeEvent::MembershipChanged(change)) => {
+//!             println!("voters {:?}, learners {:?}", change.voters, change.learners);
+//!         }
 //!         // Some events were lost (already logged and counted): re-read the node's status.
 //!         Received::Lagged(_missed) => {}
 //!     }
