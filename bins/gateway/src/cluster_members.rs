@@ -108,7 +108,7 @@ fn most_reported(
 
 /// Where the answering nodes' configurations differ (a change on its way, or a node cut off
 /// from the leader): `index 12 at a, b; index 10 at c`, or `None` when they agree.
-pub(crate) fn disagreement(answering: &[&StatusAnswer]) -> Option<String> {
+fn disagreement(answering: &[&StatusAnswer]) -> Option<String> {
     let mut at: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
     for status in answering {
         if let Some(configuration) = status
@@ -126,6 +126,16 @@ pub(crate) fn disagreement(answering: &[&StatusAnswer]) -> Option<String> {
             .map(|(index, nodes)| format!("index {index} at {}", nodes.join(", ")))
             .collect::<Vec<_>>()
             .join("; ")
+    })
+}
+
+/// The note `cluster status` gives when the answering nodes' configurations differ.
+pub(crate) fn disagreement_note(answering: &[&StatusAnswer]) -> Option<String> {
+    disagreement(answering).map(|differ| {
+        format!(
+            "nodes act on different configurations ({differ}): a membership change is on its \
+             way, or a node is cut off from the leader"
+        )
     })
 }
 

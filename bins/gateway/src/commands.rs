@@ -464,12 +464,7 @@ fn assess(views: &[NodeView]) -> (Vec<String>, Vec<String>) {
         .filter(|status| !status.auto_election)
         .map(|status| status.node_id.as_str())
         .collect();
-    if let Some(differ) = cluster_members::disagreement(&answering) {
-        notes.push(format!(
-            "nodes act on different configurations ({differ}): a membership change is on its \
-             way, or a node is cut off from the leader"
-        ));
-    }
+    notes.extend(cluster_members::disagreement_note(&answering));
     if !auto_off.is_empty() {
         notes.push(format!(
             "automatic election is off on {}: {} not start elections (`conclave auto-election \
