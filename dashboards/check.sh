@@ -25,7 +25,9 @@ METRICS_RS=crates/actors/src/metrics.rs
 #   admin event stream) falls behind and loses events.
 #   conclave_dongle_rssi_dbm: one series per peer heard over the radio; gw-b's lone virtual
 #   dongle hears nobody.
-LAZY_NAMES=(conclave_events_lagged_total conclave_dongle_rssi_dbm)
+#   conclave_log_learner_lag_entries: one series per learner, on the leader; both nodes here
+#   are voters, and adding a learner needs a third process.
+LAZY_NAMES=(conclave_events_lagged_total conclave_dongle_rssi_dbm conclave_log_learner_lag_entries)
 
 step() { printf '\n==> %s\n' "$*"; }
 

@@ -105,7 +105,9 @@ async fn five_gateways_split_three_two_on_the_air() {
                     Some(me),
                     "node {index} led a minority: {change:?}"
                 ),
-                Received::Event(NodeEvent::PeerStatusChanged(_)) => {}
+                Received::Event(
+                    NodeEvent::PeerStatusChanged(_) | NodeEvent::MembershipChanged(_),
+                ) => {}
                 Received::Lagged(missed) => panic!("node {index}: {missed} events lost"),
             }
         }

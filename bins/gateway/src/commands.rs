@@ -19,6 +19,7 @@ use serde::Serialize;
 
 use crate::cli::{ClientArgs, ClusterCommand, Commands, LeaderCommand, Switch};
 use crate::client::{AdminClient, ClientError};
+use crate::cluster_members::{self, Members};
 use crate::output::{errln, out, outln};
 use crate::render;
 
@@ -285,11 +286,14 @@ fn survey(cli: &ClientArgs, client: &AdminClient) -> Result<Vec<NodeView>, Clien
     if cli.endpoints.is_empty() {
         let status: StatusAnswer = client.get("/v1/status")?;
         targets.push((Some(status.node_id.clone()), Some(client.base().to_owned())));
-        let mut others: BTreeSet<&String> = status.voters.iter().collect();
-        others.extend(status.peer_admin_urls.keys());
+        // The members the node reports (its `cluster.voters` when it reports none), and
+        // whoever else it has an admin URL for.
+        let members = Members::judge(&[&status]);
+        let mut others: BTreeSet<&str> = members.everyone().into_iter().collect();
+        others.extend(status.peer_admin_urls.keys().map(String::as_str));
         for id in others {
-            if *id != status.node_id {
-                targets.push((Some(id.clone()), status.peer_admin_urls.get(id).cloned()));
+            if id != status.node_id {
+                targets.push((Some(id.to_owned()), status.peer_admin_urls.get(id).cloned()));
             }
         }
         first = Some(status);
@@ -318,21 +322,22 @@ fn survey(cli: &ClientArgs, client: &AdminClient) -> Result<Vec<NodeView>, Clien
             })
             .collect()
     });
-    // Voters some node names but no endpoint answered as: they are part of the picture too.
+    // Members the nodes report but no endpoint answered as: they are part of the picture too.
     let answered: BTreeSet<String> = views
         .iter()
         .filter_map(|view| view.status.as_ref().map(|s| s.node_id.clone()))
         .collect();
     let expected: BTreeSet<String> = views.iter().filter_map(|v| v.expected_id.clone()).collect();
-    let voters: BTreeSet<String> = views
-        .iter()
-        .filter_map(|view| view.status.as_ref())
-        .flat_map(|status| status.voters.iter().cloned())
+    let answering: Vec<&StatusAnswer> = views.iter().filter_map(|v| v.status.as_ref()).collect();
+    let members: Vec<String> = Members::judge(&answering)
+        .everyone()
+        .into_iter()
+        .map(str::to_owned)
         .collect();
-    for voter in voters {
-        if !answered.contains(&voter) && !expected.contains(&voter) {
+    for member in members {
+        if !answered.contains(&member) && !expected.contains(&member) {
             views.push(NodeView {
-                expected_id: Some(voter),
+                expected_id: Some(member),
                 url: None,
                 status: None,
                 error: Some("not among --endpoints".to_owned()),
@@ -459,6 +464,7 @@ fn assess(views: &[NodeView]) -> (Vec<String>, Vec<String>) {
         .filter(|status| !status.auto_election)
         .map(|status| status.node_id.as_str())
         .collect();
+    notes.extend(cluster_members::disagreement_note(&answering));
     if !auto_off.is_empty() {
         notes.push(format!(
             "automatic election is off on {}: {} not start elections (`conclave auto-election \
@@ -506,6 +512,8 @@ fn cluster_status(cli: &ClientArgs, client: &AdminClient) -> Result<ExitCode, Cl
 /// The table of `cluster status`, then its problems and notes.
 fn cluster_table(views: &[NodeView], problems: &[String], notes: &[String]) -> String {
     use std::fmt::Write;
+    let answering: Vec<&StatusAnswer> = views.iter().filter_map(|v| v.status.as_ref()).collect();
+    let members = Members::judge(&answering);
     let mut out = format!(
         "{:<16} {:<28} {:<13} {:>6}  {:<16} {:<5} {:<6} {}\n",
         "NODE", "ADMIN", "ROLE", "TERM", "LEADER", "AUTO", "READY", "VOTERS REACHED"
@@ -519,19 +527,22 @@ fn cluster_table(views: &[NodeView], problems: &[String], notes: &[String]) -> S
                     "{:<16} {:<28} {:<13} {:>6}  {:<16} {:<5} {:<6} {}/{}",
                     status.node_id,
                     url,
-                    status.role,
+                    members.role_of(status),
                     status.fencing.term,
                     status.fencing.leader.as_deref().unwrap_or("-"),
                     if status.auto_election { "on" } else { "OFF" },
                     if status.ready { "yes" } else { "NO" },
                     status.reachable_voters,
-                    status.voters.len().max(1)
+                    members.voters().len().max(1)
                 );
             }
             None => {
                 let _ = writeln!(out, "{:<16} {url:<28} NO ANSWER", view.name());
             }
         }
+    }
+    if let Some(line) = members.line() {
+        let _ = writeln!(out, "\n{line}");
     }
     if problems.is_empty() {
         let agreed = views

@@ -137,6 +137,18 @@ fn peer_id(name: &str) -> PeerId {
     PeerId::new(name).unwrap_or_else(|err| panic!("demo node names are valid ids: {err}"))
 }
 
+/// Peer ids separated by spaces, `none` for no peer.
+fn peer_list(peers: &[PeerId]) -> String {
+    if peers.is_empty() {
+        return "none".to_owned();
+    }
+    peers
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn clock() -> String {
     let millis = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -440,6 +452,11 @@ impl Demo {
                         "{name:<8} peer {} {}",
                         change.peer,
                         change.new.map_or("left", |s| s.label())
+                    ),
+                    Received::Event(NodeEvent::MembershipChanged(change)) => format!(
+                        "{name:<8} members: voters {}; learners {}",
+                        peer_list(&change.voters),
+                        peer_list(&change.learners)
                     ),
                     Received::Lagged(missed) => format!("{name:<8} missed {missed} events"),
                 };

@@ -22,6 +22,7 @@
 
 mod cli;
 mod client;
+mod cluster_members;
 mod commands;
 mod demo;
 mod dongle;

@@ -4,8 +4,8 @@ use std::fmt::Write;
 use std::io::IsTerminal;
 
 use conclave_api::{
-    CommandAnswer, HistoryAnswer, PeerAnswer, PeersAnswer, StatusAnswer, UnansweredAnswer,
-    human_duration, rfc3339_utc,
+    CommandAnswer, ConfigurationAnswer, HistoryAnswer, LogStatus, PeerAnswer, PeersAnswer,
+    StatusAnswer, UnansweredAnswer, human_duration, rfc3339_utc,
 };
 
 /// Whether output to `stream` may carry colour: only on a terminal, and never with `NO_COLOR`
@@ -89,26 +89,7 @@ pub(crate) fn status(status: &StatusAnswer) -> String {
             .map_or_else(|| "none".to_owned(), |pinned| format!("pins {pinned}"))
     );
     if let Some(log) = &status.log {
-        let _ = writeln!(
-            out,
-            "log         last {}, commit {}, applied {}, durable {}{}",
-            log.last_index,
-            log.commit_index,
-            log.applied_index,
-            log.persisted_index,
-            if log.snapshot_index > 0 {
-                format!(", snapshot at {}", log.snapshot_index)
-            } else {
-                String::new()
-            }
-        );
-        for follower in &log.followers {
-            let _ = writeln!(
-                out,
-                "            {} matches {} ({} behind)",
-                follower.peer_id, follower.match_index, follower.lag
-            );
-        }
+        log_lines(&mut out, log);
     }
     if let Some(priority) = &status.priority {
         let _ = writeln!(
@@ -219,6 +200,68 @@ pub(crate) fn status(status: &StatusAnswer) -> String {
 /// forged: it has other voters, peers it heard, configured peer addresses, or a radio. A node
 /// alone (the defaults of `conclave run`) has none, and its missing key is no risk worth a
 /// warning. The answer does not carry the configured links, so these are what tells.
+/// The replicated log's lines of `conclave status`: positions, followers, members.
+fn log_lines(out: &mut String, log: &LogStatus) {
+    let _ = writeln!(
+        out,
+        "log         last {}, commit {}, applied {}, durable {}{}",
+        log.last_index,
+        log.commit_index,
+        log.applied_index,
+        log.persisted_index,
+        if log.snapshot_index > 0 {
+            format!(", snapshot at {}", log.snapshot_index)
+        } else {
+            String::new()
+        }
+    );
+    for follower in &log.followers {
+        let _ = writeln!(
+            out,
+            "            {} matches {} ({} behind)",
+            follower.peer_id, follower.match_index, follower.lag
+        );
+    }
+    if let Some(configuration) = &log.configuration {
+        let _ = writeln!(out, "members     {}", members(configuration));
+    }
+}
+
+/// The configuration on one line: `voters gw-a gw-b gw-c; learners gw-d (12 behind) (index
+/// 42)`. A learner's lag is known on the leader only.
+pub(crate) fn members(configuration: &ConfigurationAnswer) -> String {
+    let voters = if configuration.voters.is_empty() {
+        "no voters".to_owned()
+    } else {
+        format!("voters {}", configuration.voters.join(" "))
+    };
+    let learners = if configuration.learners.is_empty() {
+        "no learners".to_owned()
+    } else {
+        let named: Vec<String> = configuration
+            .learners
+            .iter()
+            .map(|learner| {
+                match configuration
+                    .learner_lag
+                    .iter()
+                    .find(|lag| &lag.peer_id == learner)
+                {
+                    Some(lag) => format!("{learner} ({} behind)", lag.lag),
+                    None => learner.clone(),
+                }
+            })
+            .collect();
+        format!("learners {}", named.join(" "))
+    };
+    let origin = match (configuration.index, configuration.committed) {
+        (0, _) => "from cluster.voters".to_owned(),
+        (index, true) => format!("index {index}"),
+        (index, false) => format!("index {index}, NOT COMMITTED yet"),
+    };
+    format!("{voters}; {learners} ({origin})")
+}
+
 fn networked(status: &StatusAnswer) -> bool {
     status.voters.iter().any(|voter| *voter != status.node_id)
         || !status.peers.is_empty()
@@ -538,6 +581,52 @@ mod tests {
             text.contains("static      leader gw-b (NOT REACHABLE; configured gw-a)"),
             "{text}"
         );
+    }
+
+    /// MEMB-1, MEMB-2: the status shows the configuration in force, each learner's lag where
+    /// the leader reports it, and whether the configuration is committed yet.
+    #[test]
+    fn status_table_shows_members_and_learner_lag() {
+        let mut answer = status_answer();
+        answer.log = Some(LogStatus {
+            last_index: 50,
+            commit_index: 48,
+            applied_index: 48,
+            persisted_index: 50,
+            snapshot_index: 0,
+            followers: Vec::new(),
+            configuration: Some(ConfigurationAnswer {
+                voters: vec!["gw-a".into(), "gw-b".into(), "gw-c".into()],
+                learners: vec!["gw-d".into(), "gw-e".into()],
+                index: 42,
+                committed: true,
+                learner_lag: vec![conclave_api::LearnerLagAnswer {
+                    peer_id: "gw-d".into(),
+                    lag: 12,
+                }],
+            }),
+        });
+        let text = status(&answer);
+        assert!(
+            text.contains(
+                "members     voters gw-a gw-b gw-c; learners gw-d (12 behind) gw-e (index 42)\n"
+            ),
+            "{text}"
+        );
+        let log = answer.log.as_mut().unwrap();
+        let configuration = log.configuration.as_mut().unwrap();
+        configuration.committed = false;
+        configuration.index = 49;
+        configuration.learners.clear();
+        assert_eq!(
+            members(configuration),
+            "voters gw-a gw-b gw-c; no learners (index 49, NOT COMMITTED yet)"
+        );
+        configuration.index = 0;
+        assert!(members(configuration).ends_with("(from cluster.voters)"));
+        // A node of an older version reports no configuration: no line.
+        log.configuration = None;
+        assert!(!status(&answer).contains("members"));
     }
 
     /// A disconnected peer's round trip is unknown, not its last figure.

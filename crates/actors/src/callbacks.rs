@@ -1,4 +1,4 @@
-//! The hook runner (CB-1, CB-2, CB-5, MEM-5): [`CallbackActor`] reads the node's event bus and
+//! The hook runner (CB-1, CB-2, CB-5, MEM-5, MEMB-1): [`CallbackActor`] reads the node's event bus and
 //! runs the configured `[hooks]` commands, like keepalived's notify scripts.
 //!
 //! # Which hooks an event runs
@@ -10,6 +10,7 @@
 //! | `LeaderChanged`, this node stopped leading, no leader known | `on_leader_change`, `on_follower` |
 //! | `LeaderChanged`, no leader, this node did not lead | `on_leader_change` |
 //! | `PeerStatusChanged` (joined, left, connected, disconnected) | `on_peer_status` |
+//! | `MembershipChanged` (the log cluster's configuration this node acts on) | `on_membership_change` |
 //!
 //! **`on_follower` runs on every transition out of leader** (CB-2), whatever the cause — the
 //! quorum lost (check-quorum), a higher term, a resignation or transfer, a duplicate-id
@@ -77,8 +78,8 @@
 //! | variable | events | value |
 //! |---|---|---|
 //! | `CONCLAVE_NODE_ID` | all | this node's id |
-//! | `CONCLAVE_HOOK` | all | `on_leader`, `on_follower`, `on_leader_change` or `on_peer_status` |
-//! | `CONCLAVE_EVENT` | all | `leader_changed` or `peer_status_changed` |
+//! | `CONCLAVE_HOOK` | all | `on_leader`, `on_follower`, `on_leader_change`, `on_peer_status` or `on_membership_change` |
+//! | `CONCLAVE_EVENT` | all | `leader_changed`, `peer_status_changed` or `membership_changed` |
 //! | `CONCLAVE_AT_UNIX_MS` | all | when the event happened, milliseconds since the Unix epoch |
 //! | `CONCLAVE_ROLE` | `leader_changed` | this node's role: `follower`, `candidate` (a raft pre-candidate too), `leader` |
 //! | `CONCLAVE_TERM` | `leader_changed` | the term, a decimal number: raft's term, the gossip leadership epoch, the priority round, or the static assignment epoch |
@@ -91,6 +92,11 @@
 //! | `CONCLAVE_PEER_CHANGE` | `peer_status_changed` | `joined`, `left` or `changed` (status change of a known peer) |
 //! | `CONCLAVE_PEER_STATUS` | `peer_status_changed` | status now: `connected`, `disconnected`, or `none` when it left |
 //! | `CONCLAVE_PEER_PREVIOUS_STATUS` | `peer_status_changed` | status before: `connected`, `disconnected`, or `none` when it just joined |
+//! | `CONCLAVE_CONFIGURATION_INDEX` | `membership_changed` | the log index of the entry that carries the configuration; 0 for the one `cluster.voters` seeds |
+//! | `CONCLAVE_VOTERS` | `membership_changed` | its voters, ascending, separated by spaces |
+//! | `CONCLAVE_LEARNERS` | `membership_changed` | its learners, ascending, separated by spaces; empty without any |
+//! | `CONCLAVE_MEMBER` | `membership_changed` | `true` when this node is in it (voter or learner), else `false` |
+//! | `CONCLAVE_MEMBERSHIP` | `membership_changed` | what this node is in it: `voter`, `learner` or `none` |
 //!
 //! Whatever a hook drives should remember the highest `CONCLAVE_TERM` it has seen and refuse
 //! orders stamped with a lower one: that is what keeps a deposed leader's late hook from
@@ -124,6 +130,9 @@
 //!         }
 //!         Received::Event(NodeEvent::PeerStatusChanged(change)) => {
 //!             println!("{}: {:?} -> {:?}", change.peer, change.old, change.new);
+//!         }
+//!         Received::Event(NodeEvent::MembershipChanged(change)) => {
+//!             println!("voters {:?}, learners {:?}", change.voters, change.learners);
 //!         }
 //!         // Some events were lost (already logged and counted): re-read the node's status.
 //!         Received::Lagged(_missed) => {}
@@ -164,7 +173,8 @@ use tokio::time::Instant;
 use tracing::{debug, error, warn};
 
 use crate::events::{
-    BusProgress, EventSubscription, LeaderChange, NodeEvent, PeerChange, Received,
+    BusProgress, EventSubscription, LeaderChange, MemberRole, MembershipChange, NodeEvent,
+    PeerChange, Received,
 };
 use crate::metrics::NodeMetrics;
 
@@ -185,21 +195,23 @@ pub const SETTLE_TIMEOUTS: u32 = 2;
 /// keep the pipe open longer, and the next run must not wait for that.
 const OUTPUT_GRACE: Duration = Duration::from_millis(100);
 
-/// The four hooks of `[hooks]`.
+/// The five hooks of `[hooks]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Hook {
     Leader,
     Follower,
     LeaderChange,
     PeerStatus,
+    MembershipChange,
 }
 
 impl Hook {
-    const ALL: [Hook; 4] = [
+    const ALL: [Hook; 5] = [
         Hook::Leader,
         Hook::Follower,
         Hook::LeaderChange,
         Hook::PeerStatus,
+        Hook::MembershipChange,
     ];
 
     /// The config key, the `hook` metric label and `CONCLAVE_HOOK`.
@@ -209,6 +221,7 @@ impl Hook {
             Hook::Follower => "on_follower",
             Hook::LeaderChange => "on_leader_change",
             Hook::PeerStatus => "on_peer_status",
+            Hook::MembershipChange => "on_membership_change",
         }
     }
 
@@ -219,6 +232,7 @@ impl Hook {
             Hook::Follower => "hook:on_follower",
             Hook::LeaderChange => "hook:on_leader_change",
             Hook::PeerStatus => "hook:on_peer_status",
+            Hook::MembershipChange => "hook:on_membership_change",
         }
     }
 
@@ -229,6 +243,7 @@ impl Hook {
             Hook::Follower => 1,
             Hook::LeaderChange => 2,
             Hook::PeerStatus => 3,
+            Hook::MembershipChange => 4,
         }
     }
 
@@ -238,6 +253,7 @@ impl Hook {
             Hook::Follower => &hooks.on_follower,
             Hook::LeaderChange => &hooks.on_leader_change,
             Hook::PeerStatus => &hooks.on_peer_status,
+            Hook::MembershipChange => &hooks.on_membership_change,
         }
     }
 
@@ -250,6 +266,7 @@ impl Hook {
                 change.stepped_down || change.leader.is_some_and(|leader| leader != node_id)
             }
             (Hook::PeerStatus, NodeEvent::PeerStatusChanged(_)) => true,
+            (Hook::MembershipChange, NodeEvent::MembershipChanged(_)) => true,
             _ => false,
         }
     }
@@ -270,7 +287,7 @@ pub struct CallbackActor {
     timeout: Duration,
     metrics: NodeMetrics,
     /// One per hook, at [`Hook::index`].
-    runners: [HookRunner; 4],
+    runners: [HookRunner; 5],
     subscription: Option<EventSubscription>,
     reader: Option<JoinHandle<()>>,
     /// Events published on the bus since this runner subscribed, and how many of them (or
@@ -586,8 +603,31 @@ fn hook_environment(node_id: PeerId, hook: Hook, event: &NodeEvent) -> Vec<(&'st
                 ),
             ]);
         }
+        NodeEvent::MembershipChanged(change) => env.extend(membership_environment(change)),
     }
     env
+}
+
+/// The variables of a `membership_changed` event; lists are space-separated, as a shell's
+/// `for` reads them (peer ids hold no spaces).
+fn membership_environment(change: &MembershipChange) -> [(&'static str, String); 6] {
+    let list = |ids: &[PeerId]| {
+        ids.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    [
+        ("CONCLAVE_AT_UNIX_MS", change.at_unix_ms.to_string()),
+        ("CONCLAVE_CONFIGURATION_INDEX", change.index.to_string()),
+        ("CONCLAVE_VOTERS", list(&change.voters)),
+        ("CONCLAVE_LEARNERS", list(&change.learners)),
+        (
+            "CONCLAVE_MEMBER",
+            (change.role != MemberRole::None).to_string(),
+        ),
+        ("CONCLAVE_MEMBERSHIP", change.role.label().to_owned()),
+    ]
 }
 
 /// One run of a hook: its commands, in order, for one event.
@@ -1133,6 +1173,73 @@ mod tests {
             ),
             Some(0.0)
         );
+    }
+
+    /// CB-2, MEMB-1: a configuration change runs `on_membership_change` (and no leader hook)
+    /// with the configuration in the environment; a node removed from it reads
+    /// `CONCLAVE_MEMBER=false`, so that its hook can stop what it runs.
+    #[actix_rt::test]
+    async fn cb2_membership_change_runs_its_hook_with_the_configuration() {
+        let _log = test_log();
+        let dir = tempfile::tempdir().unwrap();
+        let me = PeerId::from_static("gw-c");
+        let mut config = hooks(Duration::from_secs(10));
+        config.on_leader_change = vec![dump_env(dir.path(), "on_leader_change")];
+        config.on_membership_change = vec![shell(format!(
+            "env | grep '^CONCLAVE_' > '{}'/change-\"$CONCLAVE_CONFIGURATION_INDEX\"",
+            dir.path().display()
+        ))];
+        let node = start(me, config, HOOK_QUEUE_CAPACITY);
+        let ids = |names: &[&'static str]| -> Vec<PeerId> {
+            names.iter().map(|n| PeerId::from_static(n)).collect()
+        };
+        let change = |index, voters: Vec<PeerId>, learners: Vec<PeerId>| {
+            let role = MemberRole::of(me, &voters, &learners);
+            NodeEvent::MembershipChanged(MembershipChange {
+                index,
+                voters,
+                learners,
+                role,
+                at_unix_ms: 1_700_000_000_900,
+            })
+        };
+        node.bus.publish(change(
+            12,
+            ids(&["gw-a", "gw-b", "gw-c"]),
+            ids(&["gw-d", "gw-e"]),
+        ));
+        node.bus
+            .publish(change(15, ids(&["gw-a", "gw-b"]), Vec::new()));
+        eventually("on_membership_change to run twice", || {
+            runs(&node.metrics, "on_membership_change", "ok") == 2.0
+        })
+        .await;
+
+        let common = [
+            "CONCLAVE_NODE_ID=gw-c",
+            "CONCLAVE_HOOK=on_membership_change",
+            "CONCLAVE_EVENT=membership_changed",
+            "CONCLAVE_AT_UNIX_MS=1700000000900",
+        ];
+        let mut member = common.to_vec();
+        member.extend([
+            "CONCLAVE_CONFIGURATION_INDEX=12",
+            "CONCLAVE_VOTERS=gw-a gw-b gw-c",
+            "CONCLAVE_LEARNERS=gw-d gw-e",
+            "CONCLAVE_MEMBER=true",
+            "CONCLAVE_MEMBERSHIP=voter",
+        ]);
+        assert_eq!(env_lines(&dir.path().join("change-12")), expected(&member));
+        let mut removed = common.to_vec();
+        removed.extend([
+            "CONCLAVE_CONFIGURATION_INDEX=15",
+            "CONCLAVE_VOTERS=gw-a gw-b",
+            "CONCLAVE_LEARNERS=",
+            "CONCLAVE_MEMBER=false",
+            "CONCLAVE_MEMBERSHIP=none",
+        ]);
+        assert_eq!(env_lines(&dir.path().join("change-15")), expected(&removed));
+        assert!(!dir.path().join("on_leader_change").exists());
     }
 
     /// CB-2, CB-5: a leader change to another node runs `on_follower` and `on_leader_change`

@@ -50,8 +50,11 @@ use crate::messages::{
 use crate::metrics::NodeMetrics;
 use crate::wal::{AppendLog, Persist, SaveSnapshot};
 
+mod configuration;
 mod replication;
 
+#[cfg(any(test, feature = "test-support"))]
+pub use configuration::ProposeMembershipForTest;
 use replication::LogDriver;
 pub use replication::{
     CommittedEntries, Fenced, LogRefusal, ProposeWrite, ReadCommitted, ReadLinearizable, ReadLocal,
@@ -476,9 +479,7 @@ impl ElectionActor {
                 index,
                 voters,
                 learners,
-            } => {
-                info!(index, ?voters, ?learners, "cluster configuration changed");
-            }
+            } => self.configuration_changed(index, voters, learners),
         }
     }
 

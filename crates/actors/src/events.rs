@@ -1,6 +1,6 @@
-//! What a node tells the world (CB-1, CB-5, MEM-5): leader changes and peer status changes,
-//! published on an [`EventBus`] that in-process subscribers, the hook runner and the admin
-//! API's event stream read.
+//! What a node tells the world (CB-1, CB-5, MEM-5, MEMB-1): leader changes, peer status
+//! changes and changes of the log's cluster configuration, published on an [`EventBus`] that
+//! in-process subscribers, the hook runner and the admin API's event stream read.
 //!
 //! The bus is bounded: a subscriber that falls behind loses the oldest events, the loss is
 //! logged and counted in `conclave_events_lagged_total{subscriber}`, and the subscriber goes
@@ -71,6 +71,57 @@ pub struct PeerChange {
     pub at_unix_ms: u64,
 }
 
+/// What a node is in a configuration of the log's cluster (MEMB-1, MEMB-2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberRole {
+    /// It votes and counts toward commit.
+    Voter,
+    /// It receives the log and neither votes nor counts.
+    Learner,
+    /// It is not in the configuration: never added, or removed.
+    None,
+}
+
+impl MemberRole {
+    /// What `node` is in a configuration of `voters` and `learners`.
+    pub fn of(node: PeerId, voters: &[PeerId], learners: &[PeerId]) -> Self {
+        if voters.contains(&node) {
+            Self::Voter
+        } else if learners.contains(&node) {
+            Self::Learner
+        } else {
+            Self::None
+        }
+    }
+
+    /// The name the event stream and `CONCLAVE_MEMBERSHIP` give it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Voter => "voter",
+            Self::Learner => "learner",
+            Self::None => "none",
+        }
+    }
+}
+
+/// The configuration of the log's cluster this node acts on changed (MEMB-1): a configuration
+/// entry reached its log (acted on at once, committed or not), or a truncation took one away
+/// and the one before it is back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MembershipChange {
+    /// The index of the entry that carries it; the snapshot's when it came with one, 0 for the
+    /// configuration `cluster.voters` seeds.
+    pub index: u64,
+    /// Its voters, ascending.
+    pub voters: Vec<PeerId>,
+    /// Its learners, ascending.
+    pub learners: Vec<PeerId>,
+    /// What this node is in it.
+    pub role: MemberRole,
+    /// When, in milliseconds since the Unix epoch.
+    pub at_unix_ms: u64,
+}
+
 /// Something a node publishes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NodeEvent {
@@ -78,6 +129,8 @@ pub enum NodeEvent {
     LeaderChanged(LeaderChange),
     /// A peer's status changed.
     PeerStatusChanged(PeerChange),
+    /// The configuration of the log's cluster changed.
+    MembershipChanged(MembershipChange),
 }
 
 impl NodeEvent {
@@ -86,6 +139,7 @@ impl NodeEvent {
         match self {
             NodeEvent::LeaderChanged(_) => "leader_changed",
             NodeEvent::PeerStatusChanged(_) => "peer_status_changed",
+            NodeEvent::MembershipChanged(_) => "membership_changed",
         }
     }
 
@@ -109,6 +163,17 @@ impl NodeEvent {
                     peer_id: change.peer.to_string(),
                     old: change.old.map(|status| status.label().to_owned()),
                     new: change.new.map(|status| status.label().to_owned()),
+                    at_unix_ms: change.at_unix_ms,
+                })
+            }
+            NodeEvent::MembershipChanged(change) => {
+                let names = |ids: &[PeerId]| ids.iter().map(ToString::to_string).collect();
+                conclave_api::StreamEvent::MembershipChanged(conclave_api::MembershipChangedEvent {
+                    index: change.index,
+                    voters: names(&change.voters),
+                    learners: names(&change.learners),
+                    member: change.role != MemberRole::None,
+                    membership: change.role.label().to_owned(),
                     at_unix_ms: change.at_unix_ms,
                 })
             }

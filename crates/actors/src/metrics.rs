@@ -15,6 +15,7 @@
 //! `CONCLAVE_BUILD_COMMIT` at build time overrides it). The output passes
 //! `promtool check metrics` (`dashboards/check.sh` checks a live node).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -124,6 +125,29 @@ pub const METRIC_NAMES: &[(&str, &str)] = &[
         "On the leader: entries each follower is behind its log",
     ),
     (
+        "conclave_log_voters",
+        "Voters in the configuration of the log's cluster this node acts on",
+    ),
+    (
+        "conclave_log_learners",
+        "Learners (members that receive the log and do not vote) in the configuration this \
+         node acts on",
+    ),
+    (
+        "conclave_log_configuration_index",
+        "Log index of the entry that carries the configuration in force (0: the one \
+         cluster.voters seeds)",
+    ),
+    (
+        "conclave_log_configuration_changes_total",
+        "Changes of the configuration this node acts on: configuration entries appended, or \
+         taken away by a truncation",
+    ),
+    (
+        "conclave_log_learner_lag_entries",
+        "On the leader: entries each learner is behind its log",
+    ),
+    (
         "conclave_log_proposals_total",
         "Client writes offered to the replicated log, by result",
     ),
@@ -206,6 +230,11 @@ const READ_RESULTS: &[&str] = &["served", "not_leader", "busy"];
 /// `conclave_leaderless_seconds_total`, rendered by [`NodeMetrics::render`] itself.
 const LEADERLESS: &str = "conclave_leaderless_seconds_total";
 
+/// `conclave_log_learner_lag_entries{peer}`, rendered by [`NodeMetrics::render`] itself: the
+/// exporter cannot drop one series, and a peer that stopped being a learner (promoted,
+/// removed) or a node that stopped leading must not keep showing its last lag.
+const LEARNER_LAG: &str = "conclave_log_learner_lag_entries";
+
 /// The commit this crate was built from (`build.rs`), `unknown` outside a git checkout.
 pub const BUILD_COMMIT: &str = env!("CONCLAVE_BUILD_COMMIT");
 
@@ -238,6 +267,8 @@ struct Inner {
     dropped: Vec<Counter>,
     /// Frames dropped per reason since the transport last logged a summary of them.
     dropped_unlogged: Vec<AtomicU64>,
+    /// On the leader, each learner's lag: the series of [`LEARNER_LAG`].
+    learner_lag: Mutex<BTreeMap<PeerId, u64>>,
 }
 
 /// One node's metrics. Cheap to clone; clones share the registry.
@@ -279,7 +310,7 @@ impl NodeMetrics {
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
         for (name, help) in METRIC_NAMES {
-            if *name == LEADERLESS {
+            if *name == LEADERLESS || *name == LEARNER_LAG {
                 continue;
             }
             let unit = name.ends_with("_seconds").then_some(Unit::Seconds);
@@ -305,6 +336,7 @@ impl NodeMetrics {
                 phase: Mutex::new(Role::Follower.label()),
                 dropped,
                 dropped_unlogged: DropReason::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
+                learner_lag: Mutex::new(BTreeMap::new()),
             }),
         };
         metrics.preregister();
@@ -400,8 +432,34 @@ impl NodeMetrics {
             text,
             "# HELP {LEADERLESS} {help}\n# TYPE {LEADERLESS} counter\n{LEADERLESS} {leaderless}\n"
         );
+        self.render_learner_lag(&mut text);
         crate::process_metrics::render(&mut text);
         text
+    }
+
+    /// The series of [`LEARNER_LAG`], when this node leads a cluster with learners: a family
+    /// without samples is left out, as the exporter leaves out its own.
+    fn render_learner_lag(&self, text: &mut String) {
+        let lag = self
+            .inner
+            .learner_lag
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if lag.is_empty() {
+            return;
+        }
+        let help = METRIC_NAMES
+            .iter()
+            .find(|(name, _)| *name == LEARNER_LAG)
+            .map_or("", |(_, help)| help);
+        let _ = writeln!(
+            text,
+            "# HELP {LEARNER_LAG} {help}\n# TYPE {LEARNER_LAG} gauge"
+        );
+        for (peer, entries) in lag.iter() {
+            // Peer ids are letters, digits, `.`, `_` and `-`: nothing to escape in a label.
+            let _ = writeln!(text, "{LEARNER_LAG}{{peer=\"{peer}\"}} {entries}");
+        }
     }
 
     /// Folds the samples recorded into the histograms since the last render into their
@@ -640,6 +698,37 @@ impl NodeMetrics {
         .set(lag as f64);
     }
 
+    /// `conclave_log_voters`, `conclave_log_learners` and `conclave_log_configuration_index`
+    /// (MEMB-1, MEMB-2): the configuration this node acts on.
+    pub fn set_configuration(&self, voters: usize, learners: usize, index: u64) {
+        self.gauge("conclave_log_voters", &[]).set(voters as f64);
+        self.gauge("conclave_log_learners", &[])
+            .set(learners as f64);
+        self.gauge("conclave_log_configuration_index", &[])
+            .set(index as f64);
+    }
+
+    /// `conclave_log_configuration_changes_total` (MEMB-1).
+    pub fn configuration_changed(&self) {
+        self.counter("conclave_log_configuration_changes_total", &[])
+            .increment(1);
+    }
+
+    /// `conclave_log_learner_lag_entries{peer}` (MEMB-2): on the leader, each learner's lag;
+    /// empty elsewhere. Replaces the whole set, so that a peer no longer a learner, or a node
+    /// that no longer leads, shows no stale lag.
+    pub fn set_learner_lag(&self, lag: &[(PeerId, u64)]) {
+        let mut kept = self
+            .inner
+            .learner_lag
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Compared first: this runs after every input, and a replaced map would allocate.
+        if kept.len() != lag.len() || lag.iter().any(|(peer, n)| kept.get(peer) != Some(n)) {
+            *kept = lag.iter().copied().collect();
+        }
+    }
+
     /// Creates the replicated log's series at zero on a node that runs the log (LOG-3): the
     /// indices, every proposal result and the batch histogram, so that the dashboard shows the
     /// log before its first write and `increase()` sees the first proposal of each result.
@@ -669,6 +758,10 @@ impl NodeMetrics {
             .absolute(0);
         }
         self.gauge("conclave_log_snapshot_bytes", &[]).set(0.0);
+        // The configuration's gauges wait for the ElectionActor's first look at its log: a
+        // zero here would read as a cluster without voters.
+        self.counter("conclave_log_configuration_changes_total", &[])
+            .absolute(0);
     }
 
     /// `conclave_log_proposals_total{result}`, one of `PROPOSAL_RESULTS`: `committed`,
@@ -943,6 +1036,51 @@ mod tests {
             metrics.value("conclave_log_entries_per_fsync_count", &[]),
             Some(0.0)
         );
+    }
+
+    /// MEMB-1, MEMB-2: the configuration's gauges, the change counter, and a learner's lag
+    /// that disappears from the scrape once the peer is no learner (or the node no leader).
+    #[test]
+    fn memb2_learner_lag_series_go_with_the_learner() {
+        let metrics = NodeMetrics::new();
+        metrics.preregister_log();
+        assert_eq!(
+            metrics.value("conclave_log_configuration_changes_total", &[]),
+            Some(0.0)
+        );
+        assert_eq!(metrics.value("conclave_log_voters", &[]), None);
+        assert!(!metrics.render().contains(LEARNER_LAG));
+
+        let (d, e) = (PeerId::from_static("gw-d"), PeerId::from_static("gw-e"));
+        metrics.set_configuration(3, 2, 42);
+        metrics.configuration_changed();
+        metrics.set_learner_lag(&[(d, 12), (e, 0)]);
+        assert_eq!(metrics.value("conclave_log_voters", &[]), Some(3.0));
+        assert_eq!(metrics.value("conclave_log_learners", &[]), Some(2.0));
+        assert_eq!(
+            metrics.value("conclave_log_configuration_index", &[]),
+            Some(42.0)
+        );
+        assert_eq!(
+            metrics.value("conclave_log_configuration_changes_total", &[]),
+            Some(1.0)
+        );
+        assert_eq!(metrics.value(LEARNER_LAG, &[("peer", "gw-d")]), Some(12.0));
+        let text = metrics.render();
+        assert_eq!(
+            text.matches(&format!("# TYPE {LEARNER_LAG} gauge\n"))
+                .count(),
+            1,
+            "{text}"
+        );
+
+        // gw-d promoted: its series goes, gw-e's stays.
+        metrics.set_learner_lag(&[(e, 3)]);
+        assert_eq!(metrics.value(LEARNER_LAG, &[("peer", "gw-d")]), None);
+        assert_eq!(metrics.value(LEARNER_LAG, &[("peer", "gw-e")]), Some(3.0));
+        // No longer leading: no learner lag at all, not even the family's header.
+        metrics.set_learner_lag(&[]);
+        assert!(!metrics.render().contains(LEARNER_LAG));
     }
 
     /// Two registries do not share values.

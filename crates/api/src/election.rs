@@ -173,6 +173,40 @@ pub struct LogStatus {
     /// On the leader: each follower's last matching index and how far behind it is.
     #[serde(default)]
     pub followers: Vec<FollowerAnswer>,
+    /// The cluster's membership this node acts on; absent from nodes of versions without
+    /// online membership changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configuration: Option<ConfigurationAnswer>,
+}
+
+/// The configuration of the log's cluster in force on one node: who votes, who only
+/// receives the log, and which log entry says so.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ConfigurationAnswer {
+    /// Members that vote and count toward commit, ascending.
+    pub voters: Vec<String>,
+    /// Members that receive the log and neither vote nor count, ascending.
+    pub learners: Vec<String>,
+    /// The index of the log entry that carries it (a snapshot's index when it came with one);
+    /// 0 for the configuration `cluster.voters` seeds.
+    pub index: u64,
+    /// Whether that entry is committed. A node acts on a configuration as soon as it has the
+    /// entry, so an uncommitted one may still be replaced.
+    pub committed: bool,
+    /// On the leader: how many entries each learner is behind its last one; empty elsewhere.
+    #[serde(default)]
+    pub learner_lag: Vec<LearnerLagAnswer>,
+}
+
+/// How far one learner is behind the leader's log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct LearnerLagAnswer {
+    /// The learner.
+    pub peer_id: String,
+    /// Entries it is behind the leader's last.
+    pub lag: u64,
 }
 
 /// One follower as the leader sees its replication.

@@ -1,4 +1,5 @@
-//! The data of `GET /v1/events`, the node's server-sent event stream (CB-1, CB-5, MEM-5):
+//! The data of `GET /v1/events`, the node's server-sent event stream (CB-1, CB-5, MEM-5,
+//! MEMB-1):
 //! each event's `event:` line names its kind and its `data:` line is the [`StreamEvent`]
 //! object, tagged by the same name.
 
@@ -13,6 +14,8 @@ pub enum StreamEvent {
     LeaderChanged(LeaderChangedEvent),
     /// A peer joined, left or changed status.
     PeerStatusChanged(PeerStatusChangedEvent),
+    /// The configuration of the log's cluster this node acts on changed.
+    MembershipChanged(MembershipChangedEvent),
     /// Events were lost: the reader fell behind, or asked to resume from an event the node
     /// no longer has. Read `/v1/status` again if completeness matters.
     Lagged(LaggedEvent),
@@ -24,6 +27,7 @@ impl StreamEvent {
         match self {
             Self::LeaderChanged(_) => "leader_changed",
             Self::PeerStatusChanged(_) => "peer_status_changed",
+            Self::MembershipChanged(_) => "membership_changed",
             Self::Lagged(_) => "lagged",
         }
     }
@@ -61,6 +65,27 @@ pub struct PeerStatusChangedEvent {
     pub old: Option<String>,
     /// Its status now, or null when it left.
     pub new: Option<String>,
+    /// When, in milliseconds since the Unix epoch.
+    pub at_unix_ms: u64,
+}
+
+/// The configuration of the log's cluster this node acts on changed: a configuration entry
+/// reached its log (it acts on it at once, before it commits: `/v1/status` says when it has),
+/// or a truncation took one away and the one before it is back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct MembershipChangedEvent {
+    /// The index of the entry that carries the configuration; 0 for the one `cluster.voters`
+    /// seeds.
+    pub index: u64,
+    /// Its voters, ascending.
+    pub voters: Vec<String>,
+    /// Its learners, ascending.
+    pub learners: Vec<String>,
+    /// Whether this node is in it, as a voter or a learner.
+    pub member: bool,
+    /// What this node is in it: `voter`, `learner` or `none`.
+    pub membership: String,
     /// When, in milliseconds since the Unix epoch.
     pub at_unix_ms: u64,
 }

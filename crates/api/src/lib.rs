@@ -43,7 +43,10 @@ pub use election::{
     HistoryAnswer, HistoryEntry, LogStatus, Outcome, PeerAnswer, PeersAnswer, PriorityAnswer,
     ReadyAnswer, SetLeaderRequest, StaticAnswer, StatusAnswer, UnansweredAnswer,
 };
-pub use events::{LaggedEvent, LeaderChangedEvent, PeerStatusChangedEvent, StreamEvent};
+pub use election::{ConfigurationAnswer, LearnerLagAnswer};
+pub use events::{
+    LaggedEvent, LeaderChangedEvent, MembershipChangedEvent, PeerStatusChangedEvent, StreamEvent,
+};
 pub use format::{human_duration, rfc3339_utc, rtt_millis};
 pub use jobs::{
     AckRequest, AttemptFailure, ClaimRequest, EnqueueRequest, Job, JobAnswer, JobListAnswer,

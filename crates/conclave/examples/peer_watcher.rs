@@ -38,6 +38,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .leader
                     .map_or("none".to_owned(), |leader| leader.to_string())
             ),
+            Event::MembershipChanged(change) => println!(
+                "members: voters {:?}, learners {:?}",
+                change.voters, change.learners
+            ),
             Event::Lagged { missed } => {
                 println!("{missed} events missed; the table now:");
                 for peer in node.peers()? {

@@ -1,5 +1,6 @@
-//! In-process subscribers of a node's events (CB-1, EMB-1): leader changes with their fencing
-//! token, peer status changes, and the count of events a slow subscriber lost.
+//! In-process subscribers of a node's events (CB-1, EMB-1, MEMB-1): leader changes with their
+//! fencing token, peer status changes, changes of the log cluster's configuration, and the
+//! count of events a slow subscriber lost.
 //!
 //! A [`Subscription`] reads the node's bounded event bus (seed 000's broadcast channel of 256
 //! events). A subscriber that falls further behind than that loses the oldest events and is
@@ -21,7 +22,7 @@ use futures_util::{Stream, StreamExt, stream};
 
 use crate::block::{block_on, block_on_within};
 
-pub use conclave_actors::events::{LeaderChange, PeerChange};
+pub use conclave_actors::events::{LeaderChange, MemberRole, MembershipChange, PeerChange};
 
 /// What a subscriber receives.
 ///
@@ -34,6 +35,9 @@ pub use conclave_actors::events::{LeaderChange, PeerChange};
 ///         }
 ///         conclave::Event::PeerStatusChanged(change) => {
 ///             println!("{}: {:?} -> {:?}", change.peer, change.old, change.new)
+///         }
+///         conclave::Event::MembershipChanged(change) => {
+///             println!("voters {:?}, learners {:?}", change.voters, change.learners)
 ///         }
 ///         conclave::Event::Lagged { missed } => {
 ///             println!("{missed} events lost; re-reading the node's state");
@@ -49,6 +53,9 @@ pub enum Event {
     LeaderChanged(LeaderChange),
     /// A peer joined, left or changed status.
     PeerStatusChanged(PeerChange),
+    /// The configuration of the log's cluster this node acts on changed (with `[log]`):
+    /// its voters, its learners, and what this node is in it.
+    MembershipChanged(MembershipChange),
     /// This subscriber fell behind and lost the `missed` oldest events (also logged and
     /// counted in `conclave_events_lagged_total{subscriber="embedded"}`).
     Lagged {
@@ -63,6 +70,9 @@ impl From<Received> for Event {
             Received::Event(NodeEvent::LeaderChanged(change)) => Event::LeaderChanged(change),
             Received::Event(NodeEvent::PeerStatusChanged(change)) => {
                 Event::PeerStatusChanged(change)
+            }
+            Received::Event(NodeEvent::MembershipChanged(change)) => {
+                Event::MembershipChanged(change)
             }
             Received::Lagged(missed) => Event::Lagged { missed },
         }

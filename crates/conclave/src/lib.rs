@@ -43,6 +43,8 @@ pub use conclave_core::PeerStatus;
 pub use conclave_core::election::{CommandOutcome, FencingToken, LeaderChangeCause, Role};
 pub use conclave_protocol::{ClusterId, IdError, PeerId};
 pub use error::{ConfigProblems, Error, Result};
-pub use events::{BlockingEvents, Event, LeaderChange, PeerChange, Subscription};
+pub use events::{
+    BlockingEvents, Event, LeaderChange, MemberRole, MembershipChange, PeerChange, Subscription,
+};
 pub use node::{Node, Peer};
 pub use store::{Backup, Jobs, Kv};

@@ -221,6 +221,8 @@ pub struct HooksConfig {
     pub on_leader_change: Vec<HookCommand>,
     /// Run when a peer joins, leaves, connects or disconnects.
     pub on_peer_status: Vec<HookCommand>,
+    /// Run when the configuration of the log's cluster changes (MEMB-1).
+    pub on_membership_change: Vec<HookCommand>,
     /// `timeout_ms`: a hook still running after this is killed.
     pub timeout: Duration,
 }
@@ -233,6 +235,7 @@ impl Default for HooksConfig {
             on_follower: Vec::new(),
             on_leader_change: Vec::new(),
             on_peer_status: Vec::new(),
+            on_membership_change: Vec::new(),
             timeout: Duration::from_millis(5000),
         }
     }

@@ -37,6 +37,9 @@ pub(crate) fn run(events: impl IntoIterator<Item = Event>, entry: Weak<Entry>) {
                 peer_status_code(change.old),
                 peer_status_code(change.new),
             ),
+            // The C ABI has no membership callback (seed 000's API has none); a host that
+            // needs the configuration reads it from the admin API's status.
+            Event::MembershipChanged(_) => {}
             Event::Lagged { missed } => {
                 warn!(
                     missed,

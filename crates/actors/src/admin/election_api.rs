@@ -8,10 +8,10 @@ use std::time::{Duration, SystemTime};
 use actix_web::web::{self, Data};
 use actix_web::{HttpRequest, HttpResponse};
 use conclave_api::{
-    self as api, AutoElectionRequest, CommandAnswer, DongleAnswer, ErrorAnswer, ErrorCode, Fencing,
-    FollowerAnswer, GossipAnswer, HealthAnswer, HistoryAnswer, HistoryEntry, LogStatus, Outcome,
-    PeerAnswer, PeersAnswer, PriorityAnswer, ReadyAnswer, SetLeaderRequest, StaticAnswer,
-    StatusAnswer, UnansweredAnswer,
+    self as api, AutoElectionRequest, CommandAnswer, ConfigurationAnswer, DongleAnswer,
+    ErrorAnswer, ErrorCode, Fencing, FollowerAnswer, GossipAnswer, HealthAnswer, HistoryAnswer,
+    HistoryEntry, LearnerLagAnswer, LogStatus, Outcome, PeerAnswer, PeersAnswer, PriorityAnswer,
+    ReadyAnswer, SetLeaderRequest, StaticAnswer, StatusAnswer, UnansweredAnswer,
 };
 use conclave_core::PeerInfo;
 use conclave_core::election::{Command, CommandOutcome, ElectionError, ElectionStatus, ModeStatus};
@@ -85,6 +85,20 @@ fn quorum_of(election: &ElectionStatus) -> (&'static str, usize, usize, Option<P
     }
 }
 
+/// MEMB-1: the voters of the configuration this node acts on; `cluster.voters` only seeds the
+/// first one, and is all there is without the replicated log.
+fn voters_in_force(status: &NodeStatus) -> Vec<PeerId> {
+    match &status.election.detail {
+        ModeStatus::Raft(raft) => match &raft.log {
+            Some(log) if !log.configuration.voters.is_empty() => {
+                log.configuration.voters.iter().copied().collect()
+            }
+            _ => status.voters.clone(),
+        },
+        _ => status.voters.clone(),
+    }
+}
+
 /// Voters this node reaches (itself included when it is one), the votes a quorum needs, and
 /// why the node is not ready, if it is not.
 fn readiness(status: &NodeStatus) -> (usize, usize, Option<String>) {
@@ -93,8 +107,7 @@ fn readiness(status: &NodeStatus) -> (usize, usize, Option<String>) {
     let reachable = if quorum_mode == "connected" {
         electorate
     } else {
-        status
-            .voters
+        voters_in_force(status)
             .iter()
             .filter(|voter| {
                 **voter == status.node_id
@@ -173,22 +186,10 @@ fn status_answer(
             .map(|(peer, url)| (peer.to_string(), url.clone()))
             .collect(),
         log: match &election.detail {
-            ModeStatus::Raft(raft) => raft.log.as_ref().map(|log| LogStatus {
-                last_index: raft.last_log.index,
-                commit_index: log.commit,
-                applied_index: log.applied,
-                persisted_index: log.persisted,
-                snapshot_index: log.snapshot.index,
-                followers: log
-                    .followers
-                    .iter()
-                    .map(|(peer, matched)| FollowerAnswer {
-                        peer_id: peer.to_string(),
-                        match_index: *matched,
-                        lag: raft.last_log.index.saturating_sub(*matched),
-                    })
-                    .collect(),
-            }),
+            ModeStatus::Raft(raft) => raft
+                .log
+                .as_ref()
+                .map(|log| log_answer(log, raft.last_log.index)),
             _ => None,
         },
         priority: match &election.detail {
@@ -225,6 +226,50 @@ fn status_answer(
             }),
             _ => None,
         },
+    }
+}
+
+/// The replicated log's part of the status answer; `last` is the log's last index.
+fn log_answer(log: &conclave_core::raft::LogStatus, last: u64) -> LogStatus {
+    LogStatus {
+        last_index: last,
+        commit_index: log.commit,
+        applied_index: log.applied,
+        persisted_index: log.persisted,
+        snapshot_index: log.snapshot.index,
+        followers: log
+            .followers
+            .iter()
+            .map(|(peer, matched)| FollowerAnswer {
+                peer_id: peer.to_string(),
+                match_index: *matched,
+                lag: last.saturating_sub(*matched),
+            })
+            .collect(),
+        configuration: Some(configuration_answer(log)),
+    }
+}
+
+/// MEMB-1, MEMB-2: the configuration in force, whether its entry is committed, and on the
+/// leader each learner's lag.
+fn configuration_answer(log: &conclave_core::raft::LogStatus) -> ConfigurationAnswer {
+    let names = |peers: &std::collections::BTreeSet<PeerId>| {
+        peers.iter().map(ToString::to_string).collect()
+    };
+    ConfigurationAnswer {
+        voters: names(&log.configuration.voters),
+        learners: names(&log.configuration.learners),
+        index: log.configuration_index,
+        // The seed (index 0) and a configuration that came with a snapshot are committed.
+        committed: log.configuration_index <= log.commit.max(log.snapshot.index),
+        learner_lag: log
+            .learner_lag
+            .iter()
+            .map(|(peer, lag)| LearnerLagAnswer {
+                peer_id: peer.to_string(),
+                lag: *lag,
+            })
+            .collect(),
     }
 }
 

@@ -206,6 +206,7 @@ impl ElectionActor {
         let status = log.status();
         let last = log.last().index;
         self.metrics.set_log_indices(status.commit, status.applied);
+        self.configuration_metrics(&status);
         for (peer, matched) in status.followers {
             self.metrics
                 .set_replication_lag(peer, last.saturating_sub(matched));

@@ -578,6 +578,9 @@ pub struct HooksSection {
     pub on_leader_change: Vec<HookEntry>,
     /// A peer joined, left, connected or disconnected.
     pub on_peer_status: Vec<HookEntry>,
+    /// The replicated log's cluster configuration changed: a member was added, promoted or
+    /// removed (CONCLAVE_VOTERS, CONCLAVE_LEARNERS; CONCLAVE_MEMBER=false on a node removed).
+    pub on_membership_change: Vec<HookEntry>,
     /// A hook still running after this many milliseconds is killed. A node that stops gracefully
     /// waits up to twice this for the hooks of its last events (its on_follower above all).
     pub timeout_ms: u64 = ms(HooksConfig::default().timeout),

@@ -252,6 +252,7 @@ fn key_list_matches_the_settings_structs() {
         on_follower = ["b"]
         on_leader_change = ["c"]
         on_peer_status = ["d"]
+        on_membership_change = ["e"]
         "#,
     );
     let tree = config::Config::try_from(&full).unwrap().collect().unwrap();

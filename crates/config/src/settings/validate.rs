@@ -1085,12 +1085,15 @@ impl Settings {
         let on_follower = f.commands("hooks.on_follower", &hooks.on_follower);
         let on_leader_change = f.commands("hooks.on_leader_change", &hooks.on_leader_change);
         let on_peer_status = f.commands("hooks.on_peer_status", &hooks.on_peer_status);
+        let on_membership_change =
+            f.commands("hooks.on_membership_change", &hooks.on_membership_change);
         let timeout = f.millis("hooks.timeout_ms", hooks.timeout_ms);
         Some(HooksConfig {
             on_leader: on_leader?,
             on_follower: on_follower?,
             on_leader_change: on_leader_change?,
             on_peer_status: on_peer_status?,
+            on_membership_change: on_membership_change?,
             timeout: timeout?,
         })
     }
