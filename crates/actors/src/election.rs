@@ -50,8 +50,10 @@ use crate::messages::{
 use crate::metrics::NodeMetrics;
 use crate::wal::{AppendLog, Persist, SaveSnapshot};
 
+mod members;
 mod replication;
 
+pub use members::ProposeMembership;
 use replication::LogDriver;
 pub use replication::{
     CommittedEntries, Fenced, LogRefusal, ProposeWrite, ReadCommitted, ReadLinearizable, ReadLocal,
@@ -165,6 +167,9 @@ pub struct ElectionActor {
     /// Status queries that came while the core was ahead of the disk, answered once nothing is
     /// held: a status never names a term, vote or leader before it is durable and announced.
     status_waiters: Vec<tokio::sync::oneshot::Sender<ElectionStatus>>,
+    /// MEMB-3: the address book of the configuration in force, shared with the transport and
+    /// the admin API.
+    directory: crate::member_directory::MemberDirectory,
 }
 
 impl ElectionActor {
@@ -210,6 +215,7 @@ impl ElectionActor {
             log,
             stamps: VecDeque::new(),
             status_waiters: Vec::new(),
+            directory: crate::member_directory::MemberDirectory::new(),
         }
     }
 
@@ -478,6 +484,7 @@ impl ElectionActor {
                 learners,
             } => {
                 info!(index, ?voters, ?learners, "cluster configuration changed");
+                self.learn_member_addresses();
             }
         }
     }
