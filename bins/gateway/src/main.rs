@@ -29,6 +29,7 @@ mod generated;
 mod init;
 mod input;
 mod log_client;
+mod member_client;
 mod logging;
 mod notify;
 mod output;
@@ -182,6 +183,7 @@ fn command(cli: Cli) -> ExitCode {
         }
         Commands::Kv { client, command } => log_client::kv(&client, &command),
         Commands::Jobs { client, command } => log_client::jobs(&client, &command),
+        Commands::Member { client, command } => member_client::member(&client, &command),
         Commands::Wal {
             json,
             command: WalCommand::Inspect { dir },
