@@ -40,7 +40,9 @@ fn expect(reply: &Reply, status: u16, error: Option<&str>) {
     if let Some(code) = error {
         assert_eq!(reply.body["error"], code, "{}", reply.body);
         assert!(
-            reply.body["message"].as_str().is_some_and(|m| !m.is_empty()),
+            reply.body["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
             "an error without a message: {}",
             reply.body
         );
@@ -100,18 +102,27 @@ async fn members_are_listed_added_refused_and_removed() {
     assert!(own["match_index"].is_u64(), "{}", listed.body);
 
     let add = json!({"id": "d", "udp": "127.0.0.1:7949", "admin_url": "http://127.0.0.1:7073"});
-    let added = api.call("POST", "/v1/members", Body::Json(add.clone())).await;
+    let added = api
+        .call("POST", "/v1/members", Body::Json(add.clone()))
+        .await;
     expect(&added, 200, None);
     assert_eq!(added.body["committed"], true, "{}", added.body);
     let d = member(&added.body, "d").unwrap();
     assert_eq!(d["role"], "learner");
     assert_eq!(d["udp"], "127.0.0.1:7949");
     assert_eq!(d["admin_url"], "http://127.0.0.1:7073");
-    assert!(d["lag"].as_u64().is_some_and(|lag| lag > 0), "{}", added.body);
+    assert!(
+        d["lag"].as_u64().is_some_and(|lag| lag > 0),
+        "{}",
+        added.body
+    );
     // The same request again (a retry, or the joining node asking for itself).
     let again = api.call("POST", "/v1/members", Body::Json(add)).await;
     expect(&again, 200, None);
-    assert_eq!(again.body["configuration_index"], added.body["configuration_index"]);
+    assert_eq!(
+        again.body["configuration_index"],
+        added.body["configuration_index"]
+    );
 
     let voter = json!({"id": cluster.id(follower).as_str()});
     expect(
@@ -122,12 +133,16 @@ async fn members_are_listed_added_refused_and_removed() {
     let behind = api.call("POST", "/v1/members/d/promote", Body::Empty).await;
     expect(&behind, 409, Some("not_caught_up"));
     assert!(
-        behind.body["message"].as_str().unwrap_or("").contains("entries behind"),
+        behind.body["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("entries behind"),
         "{}",
         behind.body
     );
     expect(
-        &api.call("POST", "/v1/members/zz/promote", Body::Empty).await,
+        &api.call("POST", "/v1/members/zz/promote", Body::Empty)
+            .await,
         404,
         Some("no_such_member"),
     );
@@ -151,7 +166,10 @@ async fn members_are_listed_added_refused_and_removed() {
     // A follower lists what it acts on, with the learner's URL from the configuration, and
     // redirects a change to the leader.
     let seen = committed_with(&on_follower, "d").await;
-    assert_eq!(member(&seen, "d").unwrap()["admin_url"], "http://127.0.0.1:7073");
+    assert_eq!(
+        member(&seen, "d").unwrap()["admin_url"],
+        "http://127.0.0.1:7073"
+    );
     assert_eq!(member(&seen, "d").unwrap()["match_index"], Value::Null);
     let redirected = on_follower
         .call("DELETE", "/v1/members/d", Body::Empty)

@@ -117,7 +117,14 @@ impl Writer {
                     let key = format!("w/{n:05}");
                     let id = format!("writer-{n}");
                     let output = conclave(&[
-                        "kv", "put", &key, "v", "--request-id", &id, "--admin", &admin,
+                        "kv",
+                        "put",
+                        &key,
+                        "v",
+                        "--request-id",
+                        &id,
+                        "--admin",
+                        &admin,
                     ]);
                     if output.status.success() {
                         acked.lock().unwrap().push(key);
@@ -156,8 +163,7 @@ fn add_voter(cluster: &ProcessCluster, via: &str, id: &str) {
         ALL.iter()
             .filter(|node| c.is_running(node))
             .all(|node| {
-                members(c, node)
-                    .is_some_and(|m| m.contains(&(id.to_owned(), "voter".to_owned())))
+                members(c, node).is_some_and(|m| m.contains(&(id.to_owned(), "voter".to_owned())))
             })
             .then_some(())
     });
@@ -208,11 +214,16 @@ fn memb3_grow_to_five_and_shrink_to_three_under_writes() {
     });
     cluster.stop(follower);
     cluster.stop(&leader);
-    let (successor, _) = cluster.wait_for("a leader among the three", ProcessCluster::agreed_leader);
+    let (successor, _) =
+        cluster.wait_for("a leader among the three", ProcessCluster::agreed_leader);
     assert!(stays.contains(&successor.as_str()), "{successor}");
 
     let acked: BTreeSet<String> = writer.finish().into_iter().collect();
-    assert!(acked.len() > 10, "the writer got few writes through: {}", acked.len());
+    assert!(
+        acked.len() > 10,
+        "the writer got few writes through: {}",
+        acked.len()
+    );
     for node in &stays {
         assert_eq!(members(&cluster, node).unwrap().len(), 3, "{node}");
         // Linearizable, through this node (redirected to the leader).

@@ -138,10 +138,7 @@ mod tests {
             directory.udp_addresses(),
             vec![SocketAddr::from(([127, 0, 0, 1], 7949))]
         );
-        let urls = AdminUrls::new(
-            [(a, "http://file-a".to_owned())].into(),
-            directory.clone(),
-        );
+        let urls = AdminUrls::new([(a, "http://file-a".to_owned())].into(), directory.clone());
         assert_eq!(urls.get(&d).as_deref(), Some("http://127.0.0.1:7073"));
         assert_eq!(urls.get(&a).as_deref(), Some("http://file-a"));
         assert_eq!(urls.all().len(), 2);

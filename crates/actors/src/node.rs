@@ -36,11 +36,10 @@ use crate::election::{
     GetHistory, LeaveElection, ProposeMembership, ProposeWrite, ReadCommitted, ReadLinearizable,
     ReadLocal,
 };
-use conclave_core::raft::MembershipChange;
 use crate::events::{EventBus, EventSubscription};
-use crate::member_directory::MemberDirectory;
 use crate::health::{HealthActor, ReplaceHealth};
 use crate::machine::{ClusterMachine, MachineRead, WriteOutcome};
+use crate::member_directory::MemberDirectory;
 use crate::membership::{GetPeers, MembershipActor, MembershipOutputs, SayGoodbye};
 use crate::memory::MemoryHub;
 use crate::metrics::NodeMetrics;
@@ -49,6 +48,7 @@ use crate::transport::{
     TransportActor,
 };
 use crate::wal::{AppendLog, CloseWal, Persist, SaveSnapshot, WalActor};
+use conclave_core::raft::MembershipChange;
 
 /// Why a node could not start or answer.
 #[derive(Debug, thiserror::Error)]

@@ -80,12 +80,12 @@ use tokio::task::JoinHandle;
 use tracing::{debug, error, warn};
 
 use crate::clock::NodeClock;
+use crate::member_directory::MemberDirectory;
 use crate::memory::{MemoryFrame, MemoryHub};
 use crate::messages::{
     Destination, ElectionArrived, FrameArrived, HelloContested, PeerAdmission, PeerSignalUpdate,
     Transmit,
 };
-use crate::member_directory::MemberDirectory;
 use crate::metrics::NodeMetrics;
 
 /// Largest datagram read from a socket; anything longer is cut by the kernel and then fails

@@ -35,7 +35,10 @@ pub struct Configuration {
 /// MEMB-3: where a member is reached: the UDP address its frames come from and its admin API.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemberAddress {
-    /// Its `link.udp.listen` address, tried until a frame from it shows its route.
+    /// Its `link.udp.listen` address, tried until a frame from it shows its route. On the
+    /// wire the text `ip:port`, not serde's binary form of an address, so that the encoding
+    /// the protocol document gives is plain.
+    #[serde(with = "socket_addr_text")]
     pub udp: Option<SocketAddr>,
     /// The URL of its admin API (`http://host:port`), named in redirects and listings.
     pub admin_url: Option<String>,
@@ -89,6 +92,31 @@ impl Configuration {
         let members: BTreeSet<PeerId> = config.members().copied().collect();
         config.addresses.retain(|peer, _| members.contains(peer));
         Ok(config)
+    }
+}
+
+/// An optional socket address as its text, `ip:port`.
+mod socket_addr_text {
+    use std::net::SocketAddr;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(
+        addr: &Option<SocketAddr>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match addr {
+            Some(addr) => serializer.serialize_some(&addr.to_string()),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<SocketAddr>, D::Error> {
+        Option::<String>::deserialize(deserializer)?
+            .map(|text| text.parse().map_err(serde::de::Error::custom))
+            .transpose()
     }
 }
 
@@ -148,6 +176,14 @@ mod tests {
         );
         let bytes = with.encode();
         assert_eq!(bytes[0], 0x93);
+        // The address book: a map of peer id to `[udp, admin_url]`.
+        assert_eq!(
+            &bytes[7..],
+            &[
+                0x81, 0xa1, b'd', 0x92, 0xc0, 0xad, b'h', b't', b't', b'p', b':', b'/', b'/', b'd',
+                b':', b'7', b'0', b'7', b'0'
+            ]
+        );
         assert_eq!(Configuration::decode(&bytes), Ok(with));
     }
 

@@ -33,7 +33,11 @@ pub(super) fn routes(config: &mut web::ServiceConfig) {
 
 /// The member id of a `/v1/members/{id}` path, as given (the operation checks it).
 fn member_of(request: &HttpRequest) -> String {
-    request.match_info().get("id").unwrap_or_default().to_owned()
+    request
+        .match_info()
+        .get("id")
+        .unwrap_or_default()
+        .to_owned()
 }
 
 async fn list(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {

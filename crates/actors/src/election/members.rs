@@ -9,8 +9,8 @@ use actix::prelude::*;
 use conclave_core::raft::{LogPosition, MembershipChange, MembershipError};
 use tokio::sync::oneshot;
 
-use super::replication::{Fenced, LogRefusal};
 use super::ElectionActor;
+use super::replication::{Fenced, LogRefusal};
 
 /// An operator's membership change (MEMB-3), on the leader: answered with the index of its
 /// configuration entry once that entry is committed and applied, or refused at once.
@@ -33,7 +33,10 @@ impl ElectionActor {
     }
 
     /// Shares the directory this actor keeps current (see [`Self::learn_member_addresses`]).
-    pub fn with_member_directory(mut self, directory: crate::member_directory::MemberDirectory) -> Self {
+    pub fn with_member_directory(
+        mut self,
+        directory: crate::member_directory::MemberDirectory,
+    ) -> Self {
         self.directory = directory;
         self.learn_member_addresses();
         self
@@ -49,13 +52,14 @@ impl ElectionActor {
         let Some(mut log) = self.driver.election_mut().replicated_log() else {
             return Err(LogRefusal::Disabled);
         };
-        log.propose_membership(now, change).map_err(|err| match err {
-            MembershipError::NotLeader { leader: known } => LogRefusal::NotLeader {
-                leader: known.or(leader),
-            },
-            MembershipError::Transferring | MembershipError::ShuttingDown => LogRefusal::Busy,
-            other => LogRefusal::Membership(other),
-        })
+        log.propose_membership(now, change)
+            .map_err(|err| match err {
+                MembershipError::NotLeader { leader: known } => LogRefusal::NotLeader {
+                    leader: known.or(leader),
+                },
+                MembershipError::Transferring | MembershipError::ShuttingDown => LogRefusal::Busy,
+                other => LogRefusal::Membership(other),
+            })
     }
 }
 

@@ -92,7 +92,13 @@ impl LogService {
         let peer = self.member_id(&request.id).await?;
         let address = self.member_address(&request).await?;
         self.change_membership(MembershipChange::AddLearner(peer, address), |err| {
-            matches!(err, MembershipError::AlreadyMember { role: "learner", .. })
+            matches!(
+                err,
+                MembershipError::AlreadyMember {
+                    role: "learner",
+                    ..
+                }
+            )
         })
         .await
     }
@@ -115,7 +121,9 @@ impl LogService {
         }
         Err(self.error(
             ErrorCode::NoSuchMember,
-            format!("{peer} is no member of the cluster: add it as a learner first (POST /v1/members)"),
+            format!(
+                "{peer} is no member of the cluster: add it as a learner first (POST /v1/members)"
+            ),
             Some(current.fencing),
         ))
     }

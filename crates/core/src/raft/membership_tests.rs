@@ -96,7 +96,10 @@ fn memb3_addresses_come_with_the_learner_and_go_with_its_removal() {
         MembershipChange::AddLearner(id("d"), address.clone()),
     )
     .unwrap();
-    assert_eq!(configuration(&mut raft).addresses.get(&id("d")), Some(&address));
+    assert_eq!(
+        configuration(&mut raft).addresses.get(&id("d")),
+        Some(&address)
+    );
     persist_log(&mut raft, now);
     raft.handle_message(now, id("b"), append_ack(1, 2));
     drain(&mut raft);

@@ -294,7 +294,9 @@ fn drive(sim: &mut Simulation, goals: &mut VecDeque<Goal>) {
 /// The change that moves towards `goal`.
 fn change_of(sim: &Simulation, goal: Goal) -> MembershipChange {
     match goal {
-        Goal::Learner(index) => MembershipChange::AddLearner(sim.id(index), MemberAddress::default()),
+        Goal::Learner(index) => {
+            MembershipChange::AddLearner(sim.id(index), MemberAddress::default())
+        }
         Goal::Voter(index) => MembershipChange::Promote(sim.id(index)),
         Goal::Gone(index) => MembershipChange::Remove(sim.id(index)),
     }
