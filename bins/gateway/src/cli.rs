@@ -319,6 +319,22 @@ pub(crate) enum Commands {
         #[command(subcommand)]
         command: JobsCommand,
     },
+    /// The voters and learners of the replicated log's cluster (needs log.enabled = true).
+    ///
+    /// list shows the members as the node at --admin sees them (the leader adds how far each
+    /// log matches). add brings in a new node as a learner, waits until it holds the log,
+    /// then makes it a voter; promote and remove change one member. A change goes to the
+    /// leader (a node that does not lead redirects, which this follows) and is answered once
+    /// committed; one change runs at a time. Exits 0 when done, 1 when the cluster said no
+    /// (a learner not caught up, the last voter, an unknown member), 69 when no node
+    /// answered, 75 when the cluster could not answer in time or another change is under way
+    /// (run it again).
+    Member {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(subcommand)]
+        command: MemberCommand,
+    },
     /// Back up the replicated log's state to a file, and restore it into a new cluster.
     ///
     /// save takes a consistent, checksummed image of the key-value store and the job queue
@@ -363,6 +379,7 @@ impl Commands {
             | Commands::Leader { client, .. }
             | Commands::Kv { client, .. }
             | Commands::Jobs { client, .. }
+            | Commands::Member { client, .. }
             | Commands::Snapshot {
                 command: SnapshotCommand::Save { client, .. },
             } => Some(client.clone()),
@@ -639,6 +656,44 @@ pub(crate) enum JobsCommand {
         /// Read this node's copy as it is, without asking the leader.
         #[arg(long)]
         stale: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum MemberCommand {
+    /// One line per member: id, role, UDP address, admin URL and, from the leader, how far
+    /// its log matches and how far a learner is behind.
+    List,
+    /// Add node ID: as a learner, then, once it holds the log, as a voter (printing each
+    /// step). Start the node first, with its own node.id, cluster.voters naming the current
+    /// voters (not itself) and link.udp.peers naming them.
+    Add {
+        /// The new node's node.id.
+        id: String,
+        /// Its link.udp.listen address, IP:PORT: where every node reaches it.
+        #[arg(long, value_name = "ADDR")]
+        udp: String,
+        /// Its admin API (http://host:port), named in redirects and listings.
+        #[arg(long, value_name = "URL")]
+        admin_url: Option<String>,
+        /// Stop once it is a learner; `member promote ID` makes it a voter later.
+        #[arg(long)]
+        learner: bool,
+        /// Seconds to wait for the learner to catch up before giving up (exit 75; it stays
+        /// a learner, and `member promote ID` finishes the job).
+        #[arg(long, value_name = "SECS", default_value_t = 60)]
+        wait: u64,
+    },
+    /// Make the learner ID a voter; refused (exit 1) while it is behind, saying how far.
+    Promote {
+        /// The learner's node id.
+        id: String,
+    },
+    /// Remove the voter or learner ID. A leader that removes itself steps down once the
+    /// change is committed; stop a removed node afterwards.
+    Remove {
+        /// The member's node id.
+        id: String,
     },
 }
 

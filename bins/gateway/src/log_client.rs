@@ -32,7 +32,7 @@ use crate::output::{errln, outln};
 
 /// The client of a `kv` or `jobs` command: a write waits for its entry to be applied, which
 /// the node answers within 10 s, so the timeout is at least a little more than that.
-fn client(args: &ClientArgs) -> Result<AdminClient, ClientError> {
+pub(crate) fn client(args: &ClientArgs) -> Result<AdminClient, ClientError> {
     AdminClient::new(
         &args.admin,
         args.token.clone(),
@@ -41,7 +41,7 @@ fn client(args: &ClientArgs) -> Result<AdminClient, ClientError> {
 }
 
 /// `method path` (with `body`), on the leader if the node named is not it.
-fn send<B: Serialize, T: DeserializeOwned>(
+pub(crate) fn send<B: Serialize, T: DeserializeOwned>(
     client: &AdminClient,
     method: &str,
     path: &str,
@@ -86,7 +86,7 @@ fn encode(text: &str, keep_slash: bool) -> String {
 }
 
 /// Prints `answer` as JSON.
-fn print_json<T: Serialize>(answer: &T) {
+pub(crate) fn print_json<T: Serialize>(answer: &T) {
     match serde_json::to_string(answer) {
         Ok(text) => outln!("{text}"),
         Err(err) => errln!("error: cannot print the answer as JSON: {err}"),
@@ -94,7 +94,7 @@ fn print_json<T: Serialize>(answer: &T) {
 }
 
 /// Reports a failed command; its exit code.
-fn failed(args: &ClientArgs, err: &ClientError) -> ExitCode {
+pub(crate) fn failed(args: &ClientArgs, err: &ClientError) -> ExitCode {
     if let (true, Some(answer)) = (args.json, err.refusal()) {
         print_json(answer);
     }
@@ -436,7 +436,7 @@ pub(crate) fn jobs(args: &ClientArgs, command: &JobsCommand) -> ExitCode {
 }
 
 /// The exit code of a command that printed its answer, or of its failure.
-fn done(args: &ClientArgs, result: Result<(), ClientError>) -> ExitCode {
+pub(crate) fn done(args: &ClientArgs, result: Result<(), ClientError>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => failed(args, &err),

@@ -31,6 +31,7 @@ mod init;
 mod input;
 mod log_client;
 mod logging;
+mod member_client;
 mod notify;
 mod output;
 mod preflight;
@@ -183,6 +184,7 @@ fn command(cli: Cli) -> ExitCode {
         }
         Commands::Kv { client, command } => log_client::kv(&client, &command),
         Commands::Jobs { client, command } => log_client::jobs(&client, &command),
+        Commands::Member { client, command } => member_client::member(&client, &command),
         Commands::Wal {
             json,
             command: WalCommand::Inspect { dir },

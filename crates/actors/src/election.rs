@@ -51,10 +51,12 @@ use crate::metrics::NodeMetrics;
 use crate::wal::{AppendLog, Persist, SaveSnapshot};
 
 mod configuration;
+mod members;
 mod replication;
 
 #[cfg(any(test, feature = "test-support"))]
 pub use configuration::ProposeMembershipForTest;
+pub use members::ProposeMembership;
 use replication::LogDriver;
 pub use replication::{
     CommittedEntries, Fenced, LogRefusal, ProposeWrite, ReadCommitted, ReadLinearizable, ReadLocal,
@@ -168,6 +170,9 @@ pub struct ElectionActor {
     /// Status queries that came while the core was ahead of the disk, answered once nothing is
     /// held: a status never names a term, vote or leader before it is durable and announced.
     status_waiters: Vec<tokio::sync::oneshot::Sender<ElectionStatus>>,
+    /// MEMB-3: the address book of the configuration in force, shared with the transport and
+    /// the admin API.
+    directory: crate::member_directory::MemberDirectory,
 }
 
 impl ElectionActor {
@@ -213,6 +218,7 @@ impl ElectionActor {
             log,
             stamps: VecDeque::new(),
             status_waiters: Vec::new(),
+            directory: crate::member_directory::MemberDirectory::new(),
         }
     }
 
@@ -479,7 +485,10 @@ impl ElectionActor {
                 index,
                 voters,
                 learners,
-            } => self.configuration_changed(index, voters, learners),
+            } => {
+                self.configuration_changed(index, voters, learners);
+                self.learn_member_addresses();
+            }
         }
     }
 

@@ -33,6 +33,7 @@ pub mod events;
 pub mod health;
 pub mod log_service;
 pub mod machine;
+pub mod member_directory;
 pub mod membership;
 pub mod memory;
 pub mod messages;

@@ -33,11 +33,13 @@ use crate::callbacks::{CallbackActor, ReplaceHooks, SettleHooks};
 use crate::clock::NodeClock;
 use crate::election::{
     CommittedEntries, ElectionActor, ElectionCommand, ElectionOutputs, Fenced, GetElectionStatus,
-    GetHistory, LeaveElection, ProposeWrite, ReadCommitted, ReadLinearizable, ReadLocal,
+    GetHistory, LeaveElection, ProposeMembership, ProposeWrite, ReadCommitted, ReadLinearizable,
+    ReadLocal,
 };
 use crate::events::{EventBus, EventSubscription};
 use crate::health::{HealthActor, ReplaceHealth};
 use crate::machine::{ClusterMachine, MachineRead, WriteOutcome};
+use crate::member_directory::MemberDirectory;
 use crate::membership::{GetPeers, MembershipActor, MembershipOutputs, SayGoodbye};
 use crate::memory::MemoryHub;
 use crate::metrics::NodeMetrics;
@@ -46,6 +48,7 @@ use crate::transport::{
     TransportActor,
 };
 use crate::wal::{AppendLog, CloseWal, Persist, SaveSnapshot, WalActor};
+use conclave_core::raft::MembershipChange;
 
 /// Why a node could not start or answer.
 #[derive(Debug, thiserror::Error)]
@@ -364,6 +367,9 @@ impl NodeBuilder {
             // Challenge nonces only have to be new since this start.
             SeededRng::new(self.seed.map_or_else(entropy_seed, |seed| !seed)),
         );
+        // MEMB-3: kept by the election from the replicated configuration, read by the
+        // transport and the admin API.
+        let directory = MemberDirectory::new();
         let transport = TransportActor::new(
             config.node_id,
             recovered.incarnation,
@@ -373,6 +379,7 @@ impl NodeBuilder {
             links,
             metrics.clone(),
         )
+        .with_member_directory(directory.clone())
         .start();
         let (wal, wal_log, wal_snapshot, wal_close): (
             Recipient<Persist>,
@@ -411,6 +418,7 @@ impl NodeBuilder {
             recovered.history,
             machine,
         )
+        .with_member_directory(directory.clone())
         .start();
         let mut membership_config = config.membership;
         if membership_config.expected_peers == 0 {
@@ -466,6 +474,7 @@ impl NodeBuilder {
                 wal_close,
                 events,
                 metrics,
+                directory,
             }),
         }
     }
@@ -642,6 +651,8 @@ struct HandleInner {
     wal_close: Recipient<CloseWal>,
     events: EventBus,
     metrics: NodeMetrics,
+    /// MEMB-3: where members added at runtime are reached.
+    directory: MemberDirectory,
 }
 
 /// A running node, with its HTTP servers.
@@ -828,6 +839,25 @@ impl NodeHandle {
     /// This node's metrics.
     pub fn metrics(&self) -> &NodeMetrics {
         &self.inner.metrics
+    }
+
+    /// MEMB-3: the addresses the replicated configuration gives members added at runtime.
+    pub fn member_directory(&self) -> &MemberDirectory {
+        &self.inner.directory
+    }
+
+    /// MEMB-3: an operator's membership change, on the leader: answered with the index of its
+    /// configuration entry once that entry is applied, or refused at once (`not_leader`
+    /// naming the leader, or the core's reason).
+    pub async fn change_membership(
+        &self,
+        change: MembershipChange,
+    ) -> Result<Fenced<u64>, NodeError> {
+        self.inner
+            .election
+            .send(ProposeMembership(change))
+            .await
+            .map_err(|_| NodeError::Stopped)
     }
 
     /// A new event subscriber named `name` (CB-1).

@@ -42,7 +42,9 @@
 //! The transport learns which link and address reach each peer from the frames admission
 //! accepts (and the address a sender answered a challenge from). A body for a peer with no
 //! learned route goes to every configured address, addressed to that peer (others drop it as
-//! misaddressed), which is how the first contact happens.
+//! misaddressed), which is how the first contact happens. The UDP addresses of members added
+//! at runtime, which no configuration file names, come from the replicated configuration's
+//! address book ([`MemberDirectory`], MEMB-3) and are tried the same way.
 //!
 //! Links: `udp` (a tokio socket), `espnow` (the USB dongle, through `conclave-espnow`'s
 //! driver) and `memory` (a [`MemoryHub`], for tests). On ESP-NOW, a peer's MAC address is
@@ -78,6 +80,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, error, warn};
 
 use crate::clock::NodeClock;
+use crate::member_directory::MemberDirectory;
 use crate::memory::{MemoryFrame, MemoryHub};
 use crate::messages::{
     Destination, ElectionArrived, FrameArrived, HelloContested, PeerAdmission, PeerSignalUpdate,
@@ -549,6 +552,8 @@ pub struct TransportActor {
     signal: Option<Recipient<PeerSignalUpdate>>,
     /// The strength last handed to the election for each peer, and when.
     signal_sent: BTreeMap<PeerId, (f64, conclave_core::Instant)>,
+    /// MEMB-3: the addresses of members added at runtime, tried as configured ones are.
+    directory: MemberDirectory,
 }
 
 impl TransportActor {
@@ -589,7 +594,15 @@ impl TransportActor {
             rssi: BTreeMap::new(),
             signal: None,
             signal_sent: BTreeMap::new(),
+            directory: MemberDirectory::new(),
         }
+    }
+
+    /// MEMB-3: also tries the UDP addresses the replicated configuration gives its members.
+    #[must_use]
+    pub fn with_member_directory(mut self, directory: MemberDirectory) -> Self {
+        self.directory = directory;
+        self
     }
 
     /// The largest frame every link can carry: the dongle's payload limit once it is known
@@ -681,8 +694,16 @@ impl TransportActor {
         if self.links.espnow.is_some() {
             addresses.push(LinkAddress::EspNow(Mac::BROADCAST));
         }
-        if let Some((_, peers)) = &self.links.udp {
+        if let Some((socket, peers)) = &self.links.udp {
             addresses.extend(peers.iter().copied().map(LinkAddress::Udp));
+            let local = socket.local_addr().ok();
+            addresses.extend(
+                self.directory
+                    .udp_addresses()
+                    .into_iter()
+                    .filter(|addr| !peers.contains(addr) && Some(*addr) != local)
+                    .map(LinkAddress::Udp),
+            );
         }
         if let Some((hub, own)) = &self.links.memory {
             addresses.extend(

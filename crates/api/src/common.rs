@@ -65,6 +65,8 @@ pub enum ErrorCode {
     NoneReady,
     /// 404: no endpoint at this path.
     NoSuchEndpoint,
+    /// 404: the id is no member of the log's cluster (a promote or removal of a stranger).
+    NoSuchMember,
     /// 405: the path exists but not for this method; the `Allow` header lists those it takes.
     MethodNotAllowed,
     /// 409: an ack or nack from a worker that does not hold the job.
@@ -76,8 +78,17 @@ pub enum ErrorCode {
     /// 409: the node runs no replicated log (`log.enabled = false`).
     LogDisabled,
     /// 409: the node's configuration does not allow this (a leader by configuration cannot
-    /// resign).
+    /// resign, a cluster without a voter set has no members to change).
     NotAllowed,
+    /// 409: another membership change is not committed yet; one change at a time.
+    ChangeInProgress,
+    /// 409: the learner does not hold the log through the commit index yet; the message says
+    /// how many entries behind it is.
+    NotCaughtUp,
+    /// 409: the member is the cluster's last voter, which it cannot do without.
+    LastVoter,
+    /// 409: the id is a voter already (adding it as a learner would demote it).
+    AlreadyMember,
     /// 412: a compare-and-set did not hold; nothing changed.
     CompareFailed,
     /// 413: the write does not fit one log entry (`log.max_append_bytes`), or the body is
@@ -112,6 +123,9 @@ pub enum ErrorCode {
     /// 503: the node abstains after starting without a term or vote, until the other voters
     /// show which terms are over.
     Abstaining,
+    /// 503: the leader was elected moments ago and has not committed an entry of its term,
+    /// which a membership change waits for; retry shortly.
+    NotReady,
     /// 504: the cluster did not answer in time (no leader, no quorum); a write may still be
     /// applied later: retry it with the same request id.
     Timeout,
@@ -130,13 +144,21 @@ impl ErrorCode {
             | Self::InvalidArgument
             | Self::NotOffered => 400,
             Self::Unauthorized => 401,
-            Self::NotFound | Self::UnknownJob | Self::NoneReady | Self::NoSuchEndpoint => 404,
+            Self::NotFound
+            | Self::UnknownJob
+            | Self::NoneReady
+            | Self::NoSuchEndpoint
+            | Self::NoSuchMember => 404,
             Self::MethodNotAllowed => 405,
             Self::NotHeld
             | Self::NotDead
             | Self::RequestIdInUse
             | Self::LogDisabled
-            | Self::NotAllowed => 409,
+            | Self::NotAllowed
+            | Self::ChangeInProgress
+            | Self::NotCaughtUp
+            | Self::LastVoter
+            | Self::AlreadyMember => 409,
             Self::CompareFailed => 412,
             Self::TooLarge => 413,
             Self::UnsupportedMediaType => 415,
@@ -150,7 +172,8 @@ impl ErrorCode {
             | Self::TooManyConnections
             | Self::TooManyStreams
             | Self::Quarantined
-            | Self::Abstaining => 503,
+            | Self::Abstaining
+            | Self::NotReady => 503,
             Self::Timeout => 504,
         }
     }
@@ -168,12 +191,17 @@ impl ErrorCode {
             Self::UnknownJob => "unknown_job",
             Self::NoneReady => "none_ready",
             Self::NoSuchEndpoint => "no_such_endpoint",
+            Self::NoSuchMember => "no_such_member",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::NotHeld => "not_held",
             Self::NotDead => "not_dead",
             Self::RequestIdInUse => "request_id_in_use",
             Self::LogDisabled => "log_disabled",
             Self::NotAllowed => "not_allowed",
+            Self::ChangeInProgress => "change_in_progress",
+            Self::NotCaughtUp => "not_caught_up",
+            Self::LastVoter => "last_voter",
+            Self::AlreadyMember => "already_member",
             Self::CompareFailed => "compare_failed",
             Self::TooLarge => "too_large",
             Self::UnsupportedMediaType => "unsupported_media_type",
@@ -188,6 +216,7 @@ impl ErrorCode {
             Self::TooManyStreams => "too_many_streams",
             Self::Quarantined => "quarantined",
             Self::Abstaining => "abstaining",
+            Self::NotReady => "not_ready",
             Self::Timeout => "timeout",
             Self::Unknown => "unknown",
         }
@@ -206,6 +235,8 @@ impl ErrorCode {
                 | Self::TooManyConnections
                 | Self::TooManyStreams
                 | Self::Abstaining
+                | Self::NotReady
+                | Self::ChangeInProgress
         )
     }
 }

@@ -30,6 +30,7 @@ mod format;
 mod jobs;
 mod kv;
 mod log;
+mod members;
 #[cfg(feature = "schema")]
 pub mod openapi;
 mod paging;
@@ -57,6 +58,7 @@ pub use kv::{
     KvListQuery, KvWatchEvent, KvWriteAnswer, PutRequest,
 };
 pub use log::{LogCommand, LogEntriesAnswer, LogEntry, LogEntryKind, LogQuery, LogWrite};
+pub use members::{AddMemberRequest, Member, MemberRole, MembersAnswer};
 pub use paging::{
     Continuation, ContinuationError, DEFAULT_PAGE_LIMIT, LOG_DEFAULT_LIMIT, LOG_MAX_LIMIT,
     MAX_PAGE_LIMIT,

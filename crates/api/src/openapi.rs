@@ -108,11 +108,25 @@ const COMMAND_ERRORS: &[ErrorCode] = &[
     ErrorCode::Abstaining,
 ];
 
+/// What a membership change may answer, beyond its own outcomes.
+const MEMBERSHIP_ERRORS: &[ErrorCode] = &[
+    ErrorCode::NotLeader,
+    ErrorCode::LogDisabled,
+    ErrorCode::NotAllowed,
+    ErrorCode::ChangeInProgress,
+    ErrorCode::NotReady,
+    ErrorCode::Busy,
+    ErrorCode::Lost,
+    ErrorCode::OutcomeUnknown,
+    ErrorCode::Timeout,
+];
+
 /// Every endpoint of the admin API.
 pub fn endpoints() -> Vec<Endpoint> {
     let mut all = election_endpoints();
     all.extend(kv_endpoints());
     all.extend(job_endpoints());
+    all.extend(member_endpoints());
     all.push(Endpoint {
         method: "get",
         path: "/v1/log",
@@ -374,6 +388,52 @@ fn job_endpoints() -> Vec<Endpoint> {
     ]
 }
 
+fn member_endpoints() -> Vec<Endpoint> {
+    let change = |method, path, summary, body: Option<SchemaOf>, errors| Endpoint {
+        method,
+        path,
+        summary,
+        mutation: true,
+        body,
+        query: None,
+        success: Success::Json(schema::<MembersAnswer>),
+        errors,
+    };
+    vec![
+        Endpoint {
+            method: "get",
+            path: "/v1/members",
+            summary: "The voters and learners of the log's cluster, as this node sees them",
+            mutation: false,
+            body: None,
+            query: None,
+            success: Success::Json(schema::<MembersAnswer>),
+            errors: &[ErrorCode::LogDisabled],
+        },
+        change(
+            "post",
+            "/v1/members",
+            "Add a learner, answered once the change is committed",
+            Some(schema::<AddMemberRequest>),
+            &[ErrorCode::AlreadyMember],
+        ),
+        change(
+            "post",
+            "/v1/members/{id}/promote",
+            "Make a caught-up learner a voter, answered once the change is committed",
+            None,
+            &[ErrorCode::NoSuchMember, ErrorCode::NotCaughtUp],
+        ),
+        change(
+            "delete",
+            "/v1/members/{id}",
+            "Remove a voter or a learner, answered once the change is committed",
+            None,
+            &[ErrorCode::NoSuchMember, ErrorCode::LastVoter],
+        ),
+    ]
+}
+
 /// The errors `endpoint` may answer, each once, in the order of [`ErrorCode::status`].
 pub fn errors_of(endpoint: &Endpoint) -> Vec<ErrorCode> {
     let mut codes: Vec<ErrorCode> = COMMON_ERRORS.to_vec();
@@ -387,6 +447,9 @@ pub fn errors_of(endpoint: &Endpoint) -> Vec<ErrorCode> {
         && (endpoint.path.starts_with("/v1/kv") || endpoint.path.starts_with("/v1/jobs"))
     {
         codes.extend_from_slice(WRITE_ERRORS);
+    }
+    if endpoint.mutation && endpoint.path.starts_with("/v1/members") {
+        codes.extend_from_slice(MEMBERSHIP_ERRORS);
     }
     codes.extend_from_slice(endpoint.errors);
     let mut unique = Vec::new();
@@ -471,7 +534,13 @@ fn query_type_names() -> [&'static str; 7] {
 }
 
 fn path_parameter(path: &str) -> Option<Value> {
-    if path.contains("{key}") {
+    if path.starts_with("/v1/members/") {
+        Some(json!({
+            "name": "id", "in": "path", "required": true,
+            "description": "The member's node id.",
+            "schema": {"type": "string", "minLength": 1},
+        }))
+    } else if path.contains("{key}") {
         Some(json!({
             "name": "key", "in": "path", "required": true,
             "description": "The key, percent-encoded; it may contain `/` and any UTF-8 text, \

@@ -32,7 +32,7 @@ pub use body::{
     MasterResign, NotLeader, Ping, Pong, PriorityVote, Proposal, RequestVote, ResignReason,
     SnapshotResp, TimeoutNow, Vote,
 };
-pub use configuration::{Configuration, ConfigurationError};
+pub use configuration::{Configuration, ConfigurationError, MemberAddress};
 pub use envelope::{Envelope, PROTOCOL_VERSION};
 pub use error::{DropReason, FrameError, IdError, KeyError};
 pub use frame::{ESPNOW_V1_MTU, ESPNOW_V2_MTU, FrameCodec, FrameReceiver, UDP_MTU};

@@ -584,6 +584,7 @@ fn memb1_a_configuration_entry_fits_espnow_v1() {
     let config = Configuration {
         voters: ["gw-a", "gw-b", "gw-c", "gw-d", "gw-e"].map(id).into(),
         learners: ["gw-f", "gw-g"].map(id).into(),
+        addresses: Default::default(),
     };
     let data = config.encode();
     let entry = |kind| LogEntry {

@@ -330,6 +330,7 @@ mod tests {
             config: Some(Configuration {
                 voters: [id("a"), id("b")].into(),
                 learners: [id("c")].into(),
+                addresses: Default::default(),
             }),
             ..snapshot(9, 3, b"image")
         };

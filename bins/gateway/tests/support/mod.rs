@@ -276,6 +276,24 @@ impl ProcessCluster {
         self.children.insert(id.to_owned(), child);
     }
 
+    /// Starts node `id` with `text` as its whole configuration file, for a test that shapes a
+    /// node's configuration itself (a node added at runtime names only the voters it joins).
+    pub(crate) fn start_with_config(&mut self, id: &str, text: &str) {
+        assert!(
+            !self.children.contains_key(id),
+            "node {id} is already running"
+        );
+        let path = self.config_path(id);
+        std::fs::write(&path, text).expect("write the node's configuration");
+        let child = self
+            .command(id)
+            .args(["run", "--config"])
+            .arg(&path)
+            .spawn()
+            .expect("spawn conclave run");
+        self.children.insert(id.to_owned(), child);
+    }
+
     /// Starts node `id` from a configuration file of the user's (such as the README's
     /// `config/examples/three-udp/node-a.toml`) with this cluster's addresses, data directory
     /// and fast timings laid over it through `CONCLAVE__...` environment variables, which

@@ -362,7 +362,7 @@ async fn status(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
                 .await;
         }
     };
-    let mut answer = status_answer(&status, state.node.now(), &state.options.peer_urls);
+    let mut answer = status_answer(&status, state.node.now(), &state.service.admin_urls().all());
     answer.unanswered = unanswered_answers(&unanswered);
     HttpResponse::Ok().json(answer)
 }

@@ -4,7 +4,8 @@
 //! (re-exported here as [`api`]), which the CLI and the Rust façade share; `docs/api.md`
 //! documents every endpoint and `docs/openapi.json` describes them. The election's endpoints
 //! are in `election_api.rs`, the replicated log's (`/v1/kv`, `/v1/jobs`, `/v1/log`) in
-//! `log_api.rs` on top of [`crate::log_service`], the event streams in `streams.rs`.
+//! `log_api.rs` on top of [`crate::log_service`], the log cluster's membership (`/v1/members`,
+//! MEMB-3) in `members_api.rs`, the event streams in `streams.rs`.
 //!
 //! # One contract for every answer
 //!
@@ -94,6 +95,7 @@ macro_rules! admit {
 mod election_api;
 mod limits;
 mod log_api;
+mod members_api;
 mod streams;
 
 use std::collections::BTreeMap;
@@ -303,6 +305,7 @@ pub fn admin_routes(
         config.app_data(Data::new(state.clone()));
         election_api::routes(config);
         log_api::routes(config);
+        members_api::routes(config);
         config.default_service(web::to(no_such_endpoint));
     }
 }
@@ -449,9 +452,10 @@ impl AdminState {
         Ok(Some(deadline))
     }
 
-    /// The admin URL of `peer`, when `admin.peer_urls` names it.
+    /// The admin URL of `peer`, when `admin.peer_urls` or the replicated configuration
+    /// (MEMB-3) names it.
     fn admin_url(&self, peer: Option<PeerId>) -> Option<String> {
-        peer.and_then(|peer| self.options.peer_urls.get(&peer).cloned())
+        peer.and_then(|peer| self.service.admin_urls().get(&peer))
     }
 
     /// The HTTP answer of `error`: its status, this node's id and the fencing token (read now

@@ -38,7 +38,7 @@
 use std::collections::BTreeMap;
 
 use actix::prelude::*;
-use conclave_core::raft::{LogPosition, ProposeError, ReadError, ReadId};
+use conclave_core::raft::{LogPosition, MembershipError, ProposeError, ReadError, ReadId};
 use conclave_core::storage::Snapshot;
 use conclave_protocol::{LogEntry, PeerId};
 use tokio::sync::oneshot;
@@ -105,6 +105,10 @@ pub enum LogRefusal {
     /// applied. Retry with the same request id.
     #[error("the node stopped before the write's outcome was known; retry with its request id")]
     Unknown,
+    /// MEMB-1..3: the leader refused a membership change (one at a time, a learner not caught
+    /// up, the last voter, ...).
+    #[error(transparent)]
+    Membership(MembershipError),
 }
 
 /// A client's write (LOG-1): `data` is the state machine's encoded command. Answered once its
@@ -351,6 +355,19 @@ impl ElectionActor {
         let _ = reply.send(fence.wrap(Ok(answer)));
     }
 
+    /// Registers `reply` for the entry at `position`, answered once it is applied (or lost).
+    pub(super) fn wait_for(
+        &mut self,
+        position: LogPosition,
+        reply: oneshot::Sender<Fenced<WriteOutcome>>,
+    ) {
+        if let Some(driver) = self.log.as_mut() {
+            driver
+                .waiting
+                .insert(position.index, (position.term, Waiter(reply)));
+        }
+    }
+
     /// Appends `data` on the leader and registers who waits for it.
     fn propose(&mut self, data: Vec<u8>, waiter: Waiter) {
         let now = self.clock.now();
@@ -421,7 +438,7 @@ impl ElectionActor {
     }
 
     /// The fencing token now, for the answers about to be sent.
-    fn fence(&self) -> Fence {
+    pub(super) fn fence(&self) -> Fence {
         Fence {
             term: self.driver.election().term(),
             leader: self.driver.election().leader(),
@@ -431,13 +448,13 @@ impl ElectionActor {
 
 /// The fencing token `(term, leader)` an answer carries.
 #[derive(Debug, Clone, Copy)]
-struct Fence {
+pub(super) struct Fence {
     term: u64,
     leader: Option<PeerId>,
 }
 
 impl Fence {
-    fn wrap<T>(self, outcome: Result<T, LogRefusal>) -> Fenced<T> {
+    pub(super) fn wrap<T>(self, outcome: Result<T, LogRefusal>) -> Fenced<T> {
         Fenced {
             outcome,
             term: self.term,

@@ -19,6 +19,7 @@
 //!   answered, but `unavailable` (the node stopped: nothing to read).
 
 mod convert;
+mod members;
 mod snapshot;
 
 use std::collections::BTreeMap;
@@ -38,6 +39,7 @@ pub use self::snapshot::SnapshotImage;
 use crate::election::{Fenced, LogRefusal};
 use crate::events::unix_millis;
 use crate::machine::WriteOutcome;
+use crate::member_directory::AdminUrls;
 use crate::node::{NodeError, NodeHandle};
 
 /// How long a write waits for its entry to be applied, or a linearizable read for its read
@@ -57,14 +59,21 @@ pub type Answer<T> = Result<T, Box<ErrorAnswer>>;
 #[derive(Debug, Clone)]
 pub struct LogService {
     node: NodeHandle,
-    peer_urls: BTreeMap<PeerId, String>,
+    peer_urls: AdminUrls,
 }
 
 impl LogService {
-    /// The operations of `node`; `peer_urls` (`admin.peer_urls`) names the leader's admin API
-    /// in a `not_leader` refusal.
+    /// The operations of `node`; `peer_urls` (`admin.peer_urls`), and the admin URLs the
+    /// replicated configuration gives members added at runtime (MEMB-3), name the leader's
+    /// admin API in a `not_leader` refusal.
     pub fn new(node: NodeHandle, peer_urls: BTreeMap<PeerId, String>) -> Self {
+        let peer_urls = AdminUrls::new(peer_urls, node.member_directory().clone());
         Self { node, peer_urls }
+    }
+
+    /// Every admin URL this node knows, by peer: `admin.peer_urls` and the configuration's.
+    pub fn admin_urls(&self) -> &AdminUrls {
+        &self.peer_urls
     }
 
     // -----------------------------------------------------------------------------------------
@@ -466,19 +475,20 @@ impl LogService {
             LogRefusal::Busy => (ErrorCode::Busy, refusal.to_string()),
             LogRefusal::Lost => (ErrorCode::Lost, refusal.to_string()),
             LogRefusal::Unknown => (ErrorCode::OutcomeUnknown, refusal.to_string()),
+            LogRefusal::Membership(err) => Self::membership_refusal(err),
         };
         let mut error = self.error(code, message, Some(fencing));
         if let LogRefusal::NotLeader {
             leader: Some(leader),
         } = refusal
         {
-            error.leader_admin_url = self.peer_urls.get(&leader).cloned();
+            error.leader_admin_url = self.peer_urls.get(&leader);
         }
         error
     }
 
     /// 504: not applied (or not read) in time.
-    async fn timed_out(&self) -> Box<ErrorAnswer> {
+    pub(super) async fn timed_out(&self) -> Box<ErrorAnswer> {
         self.error_now(
             ErrorCode::Timeout,
             format!(

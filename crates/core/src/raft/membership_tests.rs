@@ -1,7 +1,7 @@
 //! MEMB-1, MEMB-2 unit tests: the configuration as replicated state, and the rules a leader
 //! keeps when it changes it.
 
-use conclave_protocol::{AppendEntries, Configuration, EntryKind, LogEntry};
+use conclave_protocol::{AppendEntries, Configuration, EntryKind, LogEntry, MemberAddress};
 
 use crate::election::{Event, HardState, Role};
 use crate::raft::{LogConfig, LogPosition, MembershipChange, MembershipError, Raft, RaftMessage};
@@ -52,7 +52,12 @@ fn memb1_one_change_at_a_time_in_force_when_appended() {
         configuration(&mut raft),
         Configuration::with_voters([id("a"), id("b"), id("c")])
     );
-    let position = change(&mut raft, now, MembershipChange::AddLearner(id("d"))).unwrap();
+    let position = change(
+        &mut raft,
+        now,
+        MembershipChange::AddLearner(id("d"), MemberAddress::default()),
+    )
+    .unwrap();
     assert_eq!(position, LogPosition::new(1, 2));
     let config = configuration(&mut raft);
     assert_eq!(config.learners, [id("d")].into());
@@ -76,12 +81,45 @@ fn memb1_one_change_at_a_time_in_force_when_appended() {
     assert!(change(&mut raft, now, MembershipChange::Remove(id("c"))).is_ok());
 }
 
+/// MEMB-3: a learner added with its addresses has them in the configuration, which every
+/// node appends; its removal drops them.
+#[test]
+fn memb3_addresses_come_with_the_learner_and_go_with_its_removal() {
+    let (mut raft, now) = leader();
+    let address = MemberAddress {
+        udp: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 7949))),
+        admin_url: Some("http://127.0.0.1:7073".to_owned()),
+    };
+    change(
+        &mut raft,
+        now,
+        MembershipChange::AddLearner(id("d"), address.clone()),
+    )
+    .unwrap();
+    assert_eq!(
+        configuration(&mut raft).addresses.get(&id("d")),
+        Some(&address)
+    );
+    persist_log(&mut raft, now);
+    raft.handle_message(now, id("b"), append_ack(1, 2));
+    drain(&mut raft);
+    change(&mut raft, now, MembershipChange::Remove(id("d"))).unwrap();
+    let config = configuration(&mut raft);
+    assert!(!config.contains(&id("d")));
+    assert!(config.addresses.is_empty());
+}
+
 /// MEMB-2: a learner not caught up is not promoted, and the refusal says how far behind it
 /// is; once it holds the log through the commit index it is.
 #[test]
 fn memb2_promote_waits_for_the_learner_to_catch_up() {
     let (mut raft, now) = leader();
-    change(&mut raft, now, MembershipChange::AddLearner(id("d"))).unwrap();
+    change(
+        &mut raft,
+        now,
+        MembershipChange::AddLearner(id("d"), MemberAddress::default()),
+    )
+    .unwrap();
     persist_log(&mut raft, now);
     raft.handle_message(now, id("b"), append_ack(1, 2));
     drain(&mut raft);
@@ -176,6 +214,7 @@ fn memb1_a_follower_acts_on_appended_configurations_and_reverts_on_truncation() 
     let with_d = Configuration {
         voters: [id("a"), id("b"), id("c"), id("d")].into(),
         learners: Default::default(),
+        addresses: Default::default(),
     };
     let entry = |index, term, kind, data| LogEntry {
         index,

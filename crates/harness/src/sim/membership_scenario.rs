@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use conclave_core::SeededRng;
 use conclave_core::raft::{LogConfig, MembershipChange};
+use conclave_protocol::MemberAddress;
 
 use crate::sim::cluster::{SimConfig, SimFailure, Simulation};
 use crate::sim::invariants::liveness::{await_agreed_leader, check_still_agreed};
@@ -293,7 +294,9 @@ fn drive(sim: &mut Simulation, goals: &mut VecDeque<Goal>) {
 /// The change that moves towards `goal`.
 fn change_of(sim: &Simulation, goal: Goal) -> MembershipChange {
     match goal {
-        Goal::Learner(index) => MembershipChange::AddLearner(sim.id(index)),
+        Goal::Learner(index) => {
+            MembershipChange::AddLearner(sim.id(index), MemberAddress::default())
+        }
         Goal::Voter(index) => MembershipChange::Promote(sim.id(index)),
         Goal::Gone(index) => MembershipChange::Remove(sim.id(index)),
     }

@@ -22,15 +22,16 @@
 //!
 //! The argument in full is in `docs/design.md` (MEMB-1, MEMB-2).
 
-use conclave_protocol::{Configuration, EntryKind};
+use conclave_protocol::{Configuration, EntryKind, MemberAddress};
 
 use super::*;
 
-/// One change of the configuration (MEMB-1, MEMB-2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One change of the configuration (MEMB-1, MEMB-2, MEMB-3).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MembershipChange {
-    /// A new member that receives the log and does not vote.
-    AddLearner(PeerId),
+    /// A new member that receives the log and does not vote, with where it is reached
+    /// (MEMB-3: kept in the configuration's address book, so every node can reach it).
+    AddLearner(PeerId, MemberAddress),
     /// A learner becomes a voter, once caught up.
     Promote(PeerId),
     /// A voter or learner leaves the cluster.
@@ -125,10 +126,11 @@ impl ReplicatedLog<'_> {
         change: MembershipChange,
     ) -> Result<LogPosition, MembershipError> {
         let raft = &mut *self.raft;
+        let asked = change.clone();
         let next = raft.next_configuration(change)?;
         let term = raft.hard.term;
         let index = raft.log.append_new(term, EntryKind::Config, next.encode());
-        info!(index, ?change, "membership change proposed");
+        info!(index, change = ?asked, "membership change proposed");
         raft.replicate_to_all(now);
         // A single voter commits alone, once its write is durable.
         raft.advance_commit(now);
@@ -183,11 +185,14 @@ impl Raft {
             });
         }
         match change {
-            MembershipChange::AddLearner(peer) => {
+            MembershipChange::AddLearner(peer, address) => {
                 if let Some(role) = role_in(&config, peer) {
                     return Err(MembershipError::AlreadyMember { peer, role });
                 }
                 config.learners.insert(peer);
+                if !address.is_empty() {
+                    config.addresses.insert(peer, address);
+                }
             }
             MembershipChange::Promote(peer) => {
                 if !config.learners.contains(&peer) {
@@ -214,6 +219,7 @@ impl Raft {
                 }
                 config.voters.remove(&peer);
                 config.learners.remove(&peer);
+                config.addresses.remove(&peer);
             }
         }
         Ok(config)

@@ -321,6 +321,22 @@ pub struct Raft {
     /// MEMB-1: the configuration in force at the end of the last input, with the index of the
     /// entry that carries it, so that a change is published once.
     observed_config: Option<(u64, Configuration)>,
+    /// MEMB-3: whether this node was a member of a configuration it acted on, and whether it
+    /// has said that its removal committed: said once, when it did.
+    self_membership: SelfMembership,
+}
+
+/// MEMB-3: this node's place in the configurations it has acted on, so that a removal is
+/// announced once, and a node that was never a member (one not added yet, catching up on
+/// configurations from before its time) announces nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SelfMembership {
+    /// Not in any configuration it acted on.
+    Never,
+    /// In the configuration it last acted on, or in one before.
+    Member,
+    /// Its removal is committed and was announced.
+    Removed,
 }
 
 impl Raft {
@@ -346,6 +362,7 @@ impl Raft {
         raft.log = RaftLog::restored(durable);
         // What a restart recovers is where it starts, not a change.
         raft.observed_config = raft.configuration_in_force();
+        raft.self_membership = raft.initial_self_membership();
         Ok(raft)
     }
 
@@ -397,8 +414,10 @@ impl Raft {
             priority,
             peer_priorities: BTreeMap::new(),
             observed_config: None,
+            self_membership: SelfMembership::Never,
         };
         raft.observed_config = raft.configuration_in_force();
+        raft.self_membership = raft.initial_self_membership();
         raft.reset_election_timer(now);
         Ok(raft)
     }
@@ -1193,6 +1212,7 @@ impl Raft {
     fn observe_configuration(&mut self) {
         let current = self.configuration_in_force();
         if current == self.observed_config {
+            self.notice_removal();
             return;
         }
         let previous = std::mem::replace(&mut self.observed_config, current.clone());
@@ -1235,6 +1255,38 @@ impl Raft {
             voters: config.voters.iter().copied().collect(),
             learners: config.learners.iter().copied().collect(),
         });
+        self.notice_removal();
+    }
+
+    /// MEMB-3: where this node stands at start: a member when the configuration in force
+    /// names it.
+    fn initial_self_membership(&self) -> SelfMembership {
+        match &self.observed_config {
+            Some((_, config)) if config.contains(&self.config.id) => SelfMembership::Member,
+            _ => SelfMembership::Never,
+        }
+    }
+
+    /// MEMB-3: says once, in one line, that this node was removed, when the configuration
+    /// that leaves it out is known committed here: from then on it neither campaigns nor
+    /// counts (`may_stand`), and the operator learns why a node that still runs does nothing.
+    fn notice_removal(&mut self) {
+        let Some((index, config)) = &self.observed_config else {
+            return;
+        };
+        if config.contains(&self.config.id) {
+            self.self_membership = SelfMembership::Member;
+            return;
+        }
+        if self.self_membership == SelfMembership::Member && *index <= self.log.commit() {
+            self.self_membership = SelfMembership::Removed;
+            info!(
+                index = *index,
+                "this node was removed from the cluster (the configuration at index {index} \
+                 that leaves it out is committed): it no longer campaigns; stop it, or add it \
+                 again as a learner"
+            );
+        }
     }
 
     /// MEMB-2: the learners of the configuration in force (none before the log holds one).

@@ -54,6 +54,7 @@ impl Simulation {
         };
         let now = self.now;
         let id = self.nodes[leader].id;
+        let shown = format!("{change:?}");
         let proposed = self.nodes[leader]
             .driver
             .as_mut()
@@ -61,7 +62,7 @@ impl Simulation {
             .map(|mut log| log.propose_membership(now, change))
             .unwrap_or(Err(MembershipError::NotLeader { leader: None }));
         self.trace
-            .record(now, id, || format!("{change:?} proposed: {proposed:?}"), 9);
+            .record(now, id, || format!("{shown} proposed: {proposed:?}"), 9);
         self.pump(leader, None);
         proposed
     }

@@ -1,0 +1,210 @@
+//! The membership endpoints (MEMB-1, MEMB-2, MEMB-3) over real HTTP to real nodes, every
+//! answer checked by [`ApiClient`] against `docs/openapi.json`:
+//!
+//! - `GET /v1/members` lists the voters, then the learners, on any node; the leader adds how
+//!   far each log matches and each learner's lag.
+//! - `POST /v1/members` adds a learner with its addresses, answered once committed; the same
+//!   request again answers the members (a retry is safe); a voter is 409 `already_member`.
+//! - A learner that holds nothing is not promoted: 409 `not_caught_up`, saying how far
+//!   behind; a stranger is 404 `no_such_member`; bad ids and addresses are 400.
+//! - A follower redirects a change with 421 `not_leader` and names a member added at runtime
+//!   with the admin URL the configuration gives it.
+//! - The last voter is not removed: 409 `last_voter`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use conclave_config::{AdminConfig, Quorum};
+use conclave_core::election::ElectionConfig;
+use conclave_core::raft::LogConfig;
+use conclave_tests::api_client::{ApiClient, Body, Reply, serve};
+use conclave_tests::{ClusterOptions, MemoryCluster, test_log};
+use serde_json::{Value, json};
+
+/// Nodes named `names` running the replicated log, with a leader elected.
+async fn cluster_with_log(names: &[&str]) -> (MemoryCluster, usize) {
+    let cluster =
+        MemoryCluster::start_with(names, ClusterOptions::real_time(Quorum::Voters), |config| {
+            if let ElectionConfig::Raft(raft) = &mut config.election {
+                raft.log = Some(LogConfig::default());
+            }
+        })
+        .await;
+    let leader = cluster.await_leader(Duration::from_secs(10)).await;
+    (cluster, leader)
+}
+
+#[track_caller]
+fn expect(reply: &Reply, status: u16, error: Option<&str>) {
+    assert_eq!(reply.status, status, "{}", reply.body);
+    if let Some(code) = error {
+        assert_eq!(reply.body["error"], code, "{}", reply.body);
+        assert!(
+            reply.body["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "an error without a message: {}",
+            reply.body
+        );
+    }
+}
+
+/// The member `id` of a members answer.
+fn member<'a>(answer: &'a Value, id: &str) -> Option<&'a Value> {
+    answer["members"]
+        .as_array()?
+        .iter()
+        .find(|member| member["id"] == id)
+}
+
+/// A leader's answer, once the member `id` is committed (a change is in force on a follower
+/// when it appends it, and committed there a heartbeat later).
+async fn committed_with(api: &ApiClient, id: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = api.call("GET", "/v1/members", Body::Empty).await;
+        expect(&reply, 200, None);
+        if reply.body["committed"] == true && member(&reply.body, id).is_some() {
+            return reply.body;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{id} never committed: {}",
+            reply.body
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// MEMB-3: add, list, the refusals of promote, the follower's redirect and view, remove.
+#[actix_rt::test]
+async fn members_are_listed_added_refused_and_removed() {
+    let _log = test_log();
+    let (cluster, leader) = cluster_with_log(&["a", "b", "c"]).await;
+    let follower = (leader + 1) % 3;
+    let leader_url = "http://leader.example:7070".to_owned();
+    let (leader_addr, leader_server) = serve(cluster.handle(leader), AdminConfig::default());
+    let (follower_addr, follower_server) = serve(
+        cluster.handle(follower),
+        AdminConfig {
+            peer_urls: BTreeMap::from([(cluster.id(leader), leader_url.clone())]),
+            ..AdminConfig::default()
+        },
+    );
+    let api = ApiClient::new(leader_addr);
+    let on_follower = ApiClient::new(follower_addr);
+
+    let listed = api.call("GET", "/v1/members", Body::Empty).await;
+    expect(&listed, 200, None);
+    assert_eq!(listed.body["members"].as_array().map(Vec::len), Some(3));
+    let own = member(&listed.body, cluster.id(leader).as_str()).unwrap();
+    assert_eq!(own["role"], "voter");
+    assert!(own["match_index"].is_u64(), "{}", listed.body);
+
+    let add = json!({"id": "d", "udp": "127.0.0.1:7949", "admin_url": "http://127.0.0.1:7073"});
+    let added = api
+        .call("POST", "/v1/members", Body::Json(add.clone()))
+        .await;
+    expect(&added, 200, None);
+    assert_eq!(added.body["committed"], true, "{}", added.body);
+    let d = member(&added.body, "d").unwrap();
+    assert_eq!(d["role"], "learner");
+    assert_eq!(d["udp"], "127.0.0.1:7949");
+    assert_eq!(d["admin_url"], "http://127.0.0.1:7073");
+    assert!(
+        d["lag"].as_u64().is_some_and(|lag| lag > 0),
+        "{}",
+        added.body
+    );
+    // The same request again (a retry, or the joining node asking for itself).
+    let again = api.call("POST", "/v1/members", Body::Json(add)).await;
+    expect(&again, 200, None);
+    assert_eq!(
+        again.body["configuration_index"],
+        added.body["configuration_index"]
+    );
+
+    let voter = json!({"id": cluster.id(follower).as_str()});
+    expect(
+        &api.call("POST", "/v1/members", Body::Json(voter)).await,
+        409,
+        Some("already_member"),
+    );
+    let behind = api.call("POST", "/v1/members/d/promote", Body::Empty).await;
+    expect(&behind, 409, Some("not_caught_up"));
+    assert!(
+        behind.body["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("entries behind"),
+        "{}",
+        behind.body
+    );
+    expect(
+        &api.call("POST", "/v1/members/zz/promote", Body::Empty)
+            .await,
+        404,
+        Some("no_such_member"),
+    );
+    expect(
+        &api.call("DELETE", "/v1/members/zz", Body::Empty).await,
+        404,
+        Some("no_such_member"),
+    );
+    for bad in [
+        json!({"id": "not an id!"}),
+        json!({"id": "e", "udp": "localhost"}),
+        json!({"id": "e", "admin_url": "ftp://x"}),
+    ] {
+        expect(
+            &api.call("POST", "/v1/members", Body::Json(bad)).await,
+            400,
+            Some("invalid_argument"),
+        );
+    }
+
+    // A follower lists what it acts on, with the learner's URL from the configuration, and
+    // redirects a change to the leader.
+    let seen = committed_with(&on_follower, "d").await;
+    assert_eq!(
+        member(&seen, "d").unwrap()["admin_url"],
+        "http://127.0.0.1:7073"
+    );
+    assert_eq!(member(&seen, "d").unwrap()["match_index"], Value::Null);
+    let redirected = on_follower
+        .call("DELETE", "/v1/members/d", Body::Empty)
+        .await;
+    expect(&redirected, 421, Some("not_leader"));
+    assert_eq!(
+        redirected.header("location"),
+        Some(format!("{leader_url}/v1/members/d").as_str())
+    );
+
+    let removed = api.call("DELETE", "/v1/members/d", Body::Empty).await;
+    expect(&removed, 200, None);
+    assert!(member(&removed.body, "d").is_none(), "{}", removed.body);
+    leader_server.stop(true).await;
+    follower_server.stop(true).await;
+    cluster.stop().await;
+}
+
+/// MEMB-1: a cluster keeps a voter: the only one is not removed.
+#[actix_rt::test]
+async fn the_last_voter_is_not_removed() {
+    let _log = test_log();
+    let (cluster, leader) = cluster_with_log(&["solo"]).await;
+    let (addr, server) = serve(cluster.handle(leader), AdminConfig::default());
+    let api = ApiClient::new(addr);
+    // A new leader commits an entry of its term before it changes the configuration.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let refused = loop {
+        let reply = api.call("DELETE", "/v1/members/solo", Body::Empty).await;
+        if reply.body["error"] != "not_ready" || tokio::time::Instant::now() > deadline {
+            break reply;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    expect(&refused, 409, Some("last_voter"));
+    server.stop(true).await;
+    cluster.stop().await;
+}
