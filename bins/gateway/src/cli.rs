@@ -162,10 +162,40 @@ pub(crate) enum Commands {
     /// voter that starts without a WAL abstains until the other voters show which terms are
     /// over, as a node that lost its WAL must. Refused (exit code 1) for a data directory a
     /// node has used before: never initialise a node that lost its WAL (docs/wal.md).
+    ///
+    /// With --join URL, the node joins a running cluster instead (raft with [log]): it is
+    /// added to the cluster's configuration as a learner through the admin API at URL (any
+    /// member; the request is passed on to the leader), then its WAL is created. Started, it
+    /// receives the leader's snapshot and the entries after it; it votes only once `conclave
+    /// member promote ID` makes it a voter. Its configuration lists the cluster's voters in
+    /// cluster.voters, not itself, and the other nodes in link.udp.peers. Exit codes as for
+    /// the client commands (docs/cli.md) when the cluster refuses or cannot be reached.
     Init {
         /// Configuration file (TOML) of the node; the built-in defaults when absent.
         #[arg(long, short)]
         config: Option<PathBuf>,
+        /// Join the running cluster whose admin API is at URL (http://host:port or host:port).
+        #[arg(long, value_name = "URL")]
+        join: Option<String>,
+        /// Bearer token of the cluster's admin API, when it requires one (with --join).
+        #[arg(
+            long,
+            env = "CONCLAVE_ADMIN_TOKEN",
+            hide_env_values = true,
+            requires = "join"
+        )]
+        token: Option<String>,
+        /// The UDP address the other nodes reach this one at (with --join); by default
+        /// link.udp.listen, unless that is 0.0.0.0.
+        #[arg(long, value_name = "ADDR", requires = "join")]
+        udp: Option<String>,
+        /// This node's admin API as the others should name it (with --join); by default
+        /// http:// and admin.listen, unless that is 0.0.0.0.
+        #[arg(long, value_name = "URL", requires = "join")]
+        admin_url: Option<String>,
+        /// Seconds to wait for each answer of the cluster (with --join).
+        #[arg(long, value_name = "SECS", default_value_t = 10, requires = "join")]
+        timeout: u64,
     },
     /// Run a whole cluster in this process, on virtual ESP-NOW dongles: no hardware, no
     /// configuration.

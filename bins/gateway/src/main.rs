@@ -177,7 +177,23 @@ fn command(cli: Cli) -> ExitCode {
                 ExitCode::from(EXIT_USAGE)
             }
         },
-        Commands::Init { config } => init::init(config.as_deref()),
+        Commands::Init {
+            config,
+            join,
+            token,
+            udp,
+            admin_url,
+            timeout,
+        } => {
+            let join = join.map(|url| init::Join {
+                url,
+                token,
+                udp,
+                admin_url,
+                timeout,
+            });
+            init::init(config.as_deref(), join.as_ref())
+        }
         Commands::Defaults => {
             output::out!("{}", conclave_config::settings::defaults_toml());
             ExitCode::SUCCESS

@@ -54,8 +54,6 @@ mod configuration;
 mod members;
 mod replication;
 
-#[cfg(any(test, feature = "test-support"))]
-pub use configuration::ProposeMembershipForTest;
 pub use members::ProposeMembership;
 use replication::LogDriver;
 pub use replication::{

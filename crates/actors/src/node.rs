@@ -815,12 +815,6 @@ pub struct NodeStatus {
 }
 
 impl NodeHandle {
-    /// The ElectionActor, for the messages only tests send.
-    #[cfg(any(test, feature = "test-support"))]
-    pub(crate) fn election_actor(&self) -> &Addr<ElectionActor> {
-        &self.inner.election
-    }
-
     /// This node's id.
     pub fn node_id(&self) -> PeerId {
         self.inner.node_id

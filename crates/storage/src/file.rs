@@ -308,18 +308,25 @@ impl WalFile {
         )
     }
 
+    /// Whether `dir` is one [`WalFile::init`] would take: refused ([`WalError::NotNew`]) when
+    /// a node has used it before (see `init`). Checks, writes nothing.
+    pub fn check_new(dir: &Path) -> Result<(), WalError> {
+        match earlier_node(dir)? {
+            Some(reason) => Err(WalError::NotNew {
+                dir: dir.to_path_buf(),
+                reason,
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Creates the WAL of a member of a new cluster (WAL-5, `conclave init`): `dir/conclave.wal`
     /// starting with the election mode and a genesis record, so the node takes part in
     /// elections from its first start. Refused ([`WalError::NotNew`]) for a directory a node
     /// has used before: a genesis there would make a node that lost its WAL vote again in
     /// terms it may have voted in. Returns what a start would recover from it.
     pub fn init(dir: &Path, mode: Mode) -> Result<Recovered, WalError> {
-        if let Some(reason) = earlier_node(dir)? {
-            return Err(WalError::NotNew {
-                dir: dir.to_path_buf(),
-                reason,
-            });
-        }
+        Self::check_new(dir)?;
         let (_wal, recovered) = Self::open_with(
             dir,
             WalOptions {
