@@ -12,6 +12,11 @@
 //!
 //! The original voters' files name neither newcomer: they reach them through the addresses
 //! the configuration carries.
+//!
+//! Two runbooks of `docs/operations.md` are followed as written: a voter whose disk died is
+//! replaced (removed, a new node joined with `conclave init --join` and promoted) under
+//! writes (MEMB-4), and a node moved to a new UDP address follows again with the other
+//! nodes' files unchanged.
 
 #![allow(clippy::unwrap_used)]
 
@@ -226,20 +231,139 @@ fn memb3_grow_to_five_and_shrink_to_three_under_writes() {
     );
     for node in &stays {
         assert_eq!(members(&cluster, node).unwrap().len(), 3, "{node}");
-        // Linearizable, through this node (redirected to the leader).
-        let (code, shown) = cli(&cluster, node, &["kv", "list", "w/", "--json"]);
+    }
+    assert_readable_everywhere(&cluster, &stays, &acked);
+}
+
+/// Every key of `acked` is read back through each of `nodes` (linearizable, redirected to the
+/// leader) and found in each one's own copy.
+fn assert_readable_everywhere(cluster: &ProcessCluster, nodes: &[&str], acked: &BTreeSet<String>) {
+    for node in nodes {
+        let (code, shown) = cli(cluster, node, &["kv", "list", "w/", "--json"]);
         assert_eq!(code, 0, "{shown}");
         let listed: Value = serde_json::from_str(shown.trim()).unwrap_or(Value::Null);
         let keys = keys_of(&listed);
         let missing: Vec<&String> = acked.iter().filter(|k| !keys.contains(*k)).collect();
         assert!(missing.is_empty(), "through {node}, missing {missing:?}");
-        // This node's own copy.
         cluster.wait_for(&format!("every acknowledged write in {node}'s copy"), |c| {
             let own = c.get(node, "/v1/kv?prefix=w/&limit=1000&stale=true")?;
             let keys = keys_of(&own);
             acked.iter().all(|k| keys.contains(k)).then_some(())
         });
     }
+}
+
+/// docs/operations.md, "Replace a voter whose disk died", followed as written under writes:
+/// the dead voter is removed, a new node with a new id joins with `conclave init --join`,
+/// starts, and is promoted once caught up; every acknowledged write is then on all three.
+#[test]
+fn memb4_a_dead_voter_is_replaced_by_the_runbook() {
+    let mut cluster = ProcessCluster::new(&ALL);
+    for id in ORIGINAL {
+        let text = config(&cluster, id);
+        cluster.start_with_config(id, &text);
+    }
+    cluster.wait_for("a first leader", ProcessCluster::agreed_leader);
+    let targets = Arc::new(Mutex::new(
+        ["gw-a", "gw-b"].map(|id| cluster.admin_url(id)).to_vec(),
+    ));
+    let writer = Writer::start(targets.clone());
+
+    // gw-c's disk dies.
+    cluster.wait_for("a few writes", |_| {
+        (writer.acked.lock().unwrap().len() > 3).then_some(())
+    });
+    cluster.kill("gw-c");
+    std::fs::remove_dir_all(cluster.data_dir("gw-c")).unwrap();
+
+    // 1. The dead voter is removed, from a live node (once the two have a leader again: the
+    //    dead one may have led).
+    cluster.wait_for("gw-c removed", |c| {
+        let (code, _) = cli(c, "gw-a", &["member", "remove", "gw-c"]);
+        (code == 0).then_some(())
+    });
+
+    // 2. A new node, a new id: init --join, start, promote once caught up.
+    let joining = config(&cluster, "gw-d");
+    let path = cluster.config_path("gw-d");
+    std::fs::write(&path, &joining).unwrap();
+    let path = path.to_string_lossy().into_owned();
+    let via = cluster.admin_url("gw-b");
+    let joined = conclave(&["init", "--join", &via, "--config", &path]);
+    let shown = format!("{}{}", text(&joined.stdout), text(&joined.stderr));
+    assert!(joined.status.success(), "init --join: {shown}");
+    assert!(
+        shown.contains("gw-d joined cluster") && shown.contains("as a learner"),
+        "{shown}"
+    );
+    // A second init on the same directory is refused, and adds nothing twice.
+    let again = conclave(&["init", "--join", &via, "--config", &path]);
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again.stderr));
+    cluster.start_with_config("gw-d", &joining);
+    cluster.wait_for("gw-d promoted", |c| {
+        let (code, _) = cli(c, "gw-a", &["member", "promote", "gw-d"]);
+        (code == 0).then_some(())
+    });
+    targets.lock().unwrap().push(cluster.admin_url("gw-d"));
+    cluster.wait_for("a write through gw-d", |_| {
+        let n = writer.acked.lock().unwrap().len();
+        (n > 0).then_some(())
+    });
+
+    let acked: BTreeSet<String> = writer.finish().into_iter().collect();
+    let now: Vec<(String, String)> = ["gw-a", "gw-b", "gw-d"]
+        .map(|id| (id.to_owned(), "voter".to_owned()))
+        .to_vec();
+    cluster.wait_for("gw-a, gw-b, gw-d the voters everywhere", |c| {
+        ["gw-a", "gw-b", "gw-d"]
+            .iter()
+            .all(|node| members(c, node).is_some_and(|m| m == now))
+            .then_some(())
+    });
+    assert_readable_everywhere(&cluster, &["gw-a", "gw-b", "gw-d"], &acked);
+    // The replaced cluster elects without gw-c: stop its leader, two of three remain.
+    let (leader, _) = cluster.wait_for("the leader", ProcessCluster::agreed_leader);
+    cluster.kill(&leader);
+    cluster.wait_for("a leader of the two others", |c| {
+        let others: Vec<&str> = ["gw-a", "gw-b", "gw-d"]
+            .into_iter()
+            .filter(|id| *id != leader)
+            .collect();
+        let views: BTreeSet<String> = others
+            .iter()
+            .filter_map(|id| c.status(id)?["leader"].as_str().map(str::to_owned))
+            .collect();
+        (views.len() == 1 && views.iter().all(|l| others.contains(&l.as_str()))).then_some(())
+    });
+}
+
+/// docs/operations.md, "Move a node to a new address": a follower restarted on another UDP
+/// port, the other nodes' files unchanged, follows the leader again and gets new writes.
+#[test]
+fn memb_a_node_moved_to_a_new_address_follows_again() {
+    let mut cluster = ProcessCluster::new(&ALL);
+    for id in ORIGINAL {
+        let text = config(&cluster, id);
+        cluster.start_with_config(id, &text);
+    }
+    let (leader, _) = cluster.wait_for("a first leader", ProcessCluster::agreed_leader);
+    let moved = ORIGINAL.into_iter().find(|id| *id != leader).unwrap();
+    cluster.stop(moved);
+    // The address of a node this cluster never starts: free on its loopback address.
+    let old = cluster.udp_addr(moved);
+    let new = cluster.udp_addr("gw-e");
+    let text =
+        config(&cluster, moved).replace(&format!("listen = {old:?}"), &format!("listen = {new:?}"));
+    assert!(text.contains(&new), "the UDP listen address is in the file");
+    cluster.start_with_config(moved, &text);
+    let (code, shown) = cli(&cluster, &leader, &["kv", "put", "w/after-move", "here"]);
+    assert_eq!(code, 0, "{shown}");
+    cluster.wait_for(&format!("the write in {moved}'s copy"), |c| {
+        let own = c.get(moved, "/v1/kv/w/after-move?stale=true")?;
+        (own["value"].as_str() == Some("here")).then_some(())
+    });
+    let status = cluster.status(moved).unwrap();
+    assert_eq!(status["leader"].as_str(), Some(leader.as_str()), "{status}");
 }
 
 /// The keys of a `kv list` answer.
