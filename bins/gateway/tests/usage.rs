@@ -2,7 +2,8 @@
 //! 64, clap's own included, with its message on standard error, while `--help` exits 0; the
 //! client options are refused, by name, by the commands they do not affect, and taken after
 //! the verb (or before it, as earlier versions took them) by those they do; a missing input
-//! (a WAL, a value's `@FILE`) exits 66; `check-config` takes `--config` as `run` does.
+//! (a WAL, a value's `@FILE`) exits 66; `check-config` takes `--config` as `run` does;
+//! `init --join` refuses a configuration that cannot join a cluster before it asks one.
 
 #![allow(clippy::unwrap_used)]
 
@@ -113,4 +114,62 @@ fn check_config_takes_the_file_as_run_does() {
         let (code, stderr) = run(args);
         assert_eq!(code, Some(0), "{args:?}: {stderr}");
     }
+}
+
+/// `init --join` refuses, before it asks any cluster or writes anything, a configuration that
+/// cannot join one: another election mode, no replicated log, its own id among
+/// `cluster.voters` (64); and a data directory a node has used (1). The client options it
+/// takes are refused without `--join`.
+#[test]
+fn init_join_refuses_what_cannot_join() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = |name: &str, voters: &str, extra: &str| {
+        let path = dir.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &path,
+            format!(
+                "[node]\nid = \"gw-d\"\ndata_dir = {:?}\n[cluster]\nvoters = [{voters}]\n\
+                 [link.udp]\nlisten = \"127.0.0.1:1\"\npeers = [\"127.0.0.1:2\"]\n{extra}",
+                data.display().to_string()
+            ),
+        )
+        .unwrap();
+        path.display().to_string()
+    };
+    // Nothing listens at this URL: each refusal comes before any request.
+    let join = ["init", "--join", "http://127.0.0.1:1", "--config"];
+    let cases = [
+        (
+            config("no-log", "\"gw-a\", \"gw-b\"", ""),
+            "[log] enabled = true",
+        ),
+        (
+            config(
+                "gossip",
+                "\"gw-a\", \"gw-b\"",
+                "[election]\nmode = \"gossip\"\n",
+            ),
+            "election.mode = \"raft\"",
+        ),
+        (
+            config("listed", "\"gw-a\", \"gw-d\"", "[log]\nenabled = true\n"),
+            "node.id gw-d is listed in cluster.voters",
+        ),
+    ];
+    for (file, said) in cases {
+        let (code, stderr) = run(&[&join[..], &[file.as_str()]].concat());
+        assert_eq!(code, Some(64), "{said}: {stderr}");
+        assert!(stderr.contains(said), "{said}: {stderr}");
+        assert!(!data.exists(), "{said}: a data directory was created");
+    }
+    // A used data directory: refused before the cluster is asked.
+    let file = config("used-dir", "\"gw-a\", \"gw-b\"", "[log]\nenabled = true\n");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("conclave.wal"), b"").unwrap();
+    let (code, stderr) = run(&[&join[..], &[file.as_str()]].concat());
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("holds a WAL"), "{stderr}");
+    let (code, stderr) = run(&["init", "--token", "x", "--config", &file]);
+    assert_eq!(code, Some(64), "{stderr}");
 }
