@@ -21,7 +21,7 @@ What the program does, for each size in `--state-mb`:
    `GET /v1/members` every 50 ms until the leader reports the learner's lag at 0 (it holds
    the whole log, by snapshot and entries), then `POST /v1/members/gw-d/promote`;
 5. prints each step's time, the total, the new node's resident memory, and what the new
-   node's metrics say it received (snapshots installed, entries appended).
+   node's metrics say it received (snapshots installed from the leader, the applied index).
 
 Standard library only (Python 3.11). Run from anywhere:
     python3 bench/learner_join.py --conclave-bin target/release/conclave
@@ -193,14 +193,14 @@ def one_size(binary: Path, root: Path, megabytes: int, args: argparse.Namespace)
         wait_http(joining.http_port)
         times = bring_in(port, udp, joining.http_port, args.timeout)
         received = scrape(joining.metrics_port, {
-            "snapshots": "conclave_log_snapshots_installed_total",
-            "appended": "conclave_log_entries_appended_total",
+            "snapshots": 'conclave_log_snapshots_total{origin="installed"}',
+            "applied": "conclave_log_applied_index",
         })
         log(f"{megabytes} MB: add {times['add'] * 1000:.0f} ms, catch-up {times['catch_up']:.2f} s, "
             f"promote {times['promote'] * 1000:.0f} ms, total {times['total']:.2f} s; "
             f"{NEW_NODE} RSS {joining.rss_mib():.1f} MiB, snapshots installed "
-            f"{received.get('snapshots', float('nan')):.0f}, entries appended "
-            f"{received.get('appended', float('nan')):.0f}")
+            f"{received.get('snapshots', 0.0):.0f}, applied index "
+            f"{received.get('applied', float('nan')):.0f}")
     finally:
         if joining is not None:
             cluster.members[NEW_NODE] = joining
