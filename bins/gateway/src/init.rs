@@ -111,6 +111,13 @@ fn run_command(file: Option<&Path>) -> String {
 /// MEMB-4: checks that this node can join, then adds it to the running cluster's
 /// configuration as a learner. On failure, what went wrong is said and the exit code returned.
 fn join_cluster(config: &NodeConfig, join: &Join) -> Result<(), ExitCode> {
+    check_joinable(config)?;
+    add_as_learner(config, join)
+}
+
+/// What this node's own configuration and data directory say, before any cluster is asked:
+/// 64 for a configuration that cannot join, 1 for a used data directory.
+fn check_joinable(config: &NodeConfig) -> Result<(), ExitCode> {
     let usage = |message: String| {
         errln!("error: {message}");
         ExitCode::from(crate::EXIT_USAGE)
@@ -141,6 +148,13 @@ fn join_cluster(config: &NodeConfig, join: &Join) -> Result<(), ExitCode> {
         errln!("error: {error}");
         return Err(ExitCode::FAILURE);
     }
+    Ok(())
+}
+
+/// Asks the cluster at `join.url` to add this node as a learner, unless it is one already;
+/// refused for another cluster's id and for a voter.
+fn add_as_learner(config: &NodeConfig, join: &Join) -> Result<(), ExitCode> {
+    let me = config.node_id;
     let request = AddMemberRequest {
         id: me.to_string(),
         udp: join.udp.clone().or_else(|| advertised_udp(config)),

@@ -32,7 +32,7 @@ impl ElectionActor {
         }
     }
 
-    /// Shares the directory this actor keeps current (see [`Self::learn_member_addresses`]).
+    /// Shares the directory this actor keeps current (see `learn_member_addresses`).
     pub fn with_member_directory(
         mut self,
         directory: crate::member_directory::MemberDirectory,
