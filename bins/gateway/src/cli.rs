@@ -982,6 +982,23 @@ mod tests {
     /// A client option is refused by a command it does not affect, naming the option, and
     /// is not listed in its help: `run --admin` does not silently bind its own address.
     #[test]
+    fn init_takes_its_client_options_only_with_join() {
+        for args in [
+            &["init", "--timeout", "3"][..],
+            &["init", "--token", "t"],
+            &["init", "--udp", "127.0.0.1:1"],
+        ] {
+            let err = parse(args).map(|_| ()).unwrap_err();
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "{args:?}"
+            );
+        }
+        assert!(parse(&["init", "--join", "h:1", "--token", "t", "--timeout", "3"]).is_ok());
+    }
+
+    #[test]
     fn client_options_are_refused_where_they_do_not_apply() {
         for args in [
             &["run", "--admin", "127.0.0.1:17999"][..],
@@ -989,7 +1006,7 @@ mod tests {
             &["defaults", "--json"],
             &["--json", "defaults"],
             &["demo", "--token", "t"],
-            &["init", "--timeout", "3"],
+            &["init", "--admin", "x"],
             &["man", "--json"],
             &["completions", "bash", "--admin", "x"],
             &["check-config", "f.toml", "--json"],
@@ -1020,9 +1037,16 @@ mod tests {
         }
         let mut command = Cli::command();
         command.build();
+        // `init` takes --token and --timeout, for --join only
+        // (`init_takes_its_client_options_only_with_join`); never --admin, --endpoints, --json.
+        let init = command.find_subcommand("init").unwrap();
+        assert!(
+            init.get_arguments()
+                .filter_map(|arg| arg.get_long())
+                .all(|option| !["admin", "endpoints", "json"].contains(&option))
+        );
         for verb in [
             "run",
-            "init",
             "defaults",
             "demo",
             "man",
