@@ -31,6 +31,17 @@ pub(crate) enum ClientError {
          --admin or CONCLAVE_ADMIN at its admin.listen address)"
     )]
     Unreachable { url: String, reason: String },
+    /// A node named another as the leader, and that one did not answer: it may have just
+    /// died, with a new leader being elected.
+    #[error(
+        "{via} names {url} as the leader's admin API, but it does not answer: {reason} (the \
+         leader may have just stopped and another be elected; run the command again)"
+    )]
+    LeaderUnreachable {
+        via: String,
+        url: String,
+        reason: String,
+    },
     /// Something answered, but not a conclave admin API.
     #[error(
         "{url} answered {status} but is not a conclave admin API ({what}); point --admin at the \
@@ -56,10 +67,12 @@ pub(crate) enum ClientError {
 }
 
 impl ClientError {
-    /// The exit code: 69 when the API cannot be reached, 64 for a bad address, else 1.
+    /// The exit code: 69 when the API cannot be reached, 75 when the leader a node named does
+    /// not answer (run again), 64 for a bad address, else 1.
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
             ClientError::Unreachable { .. } => crate::EXIT_UNAVAILABLE,
+            ClientError::LeaderUnreachable { .. } => crate::EXIT_TEMPFAIL,
             ClientError::BadAddress { .. } => crate::EXIT_USAGE,
             _ => 1,
         }
@@ -241,11 +254,20 @@ impl AdminClient {
     ) -> Result<T, ClientError> {
         let mut hops = 0;
         let mut other: Option<AdminClient> = None;
+        // The node whose redirect led to `other`.
+        let mut previous = self.base.clone();
         loop {
             let client = other.as_ref().unwrap_or(self);
-            let err = match call(client) {
-                Err(err) => err,
-                done => return done,
+            let err = match (call(client), &other) {
+                (Err(ClientError::Unreachable { reason, .. }), Some(leader)) => {
+                    return Err(ClientError::LeaderUnreachable {
+                        via: previous.clone(),
+                        url: leader.base.clone(),
+                        reason,
+                    });
+                }
+                (Err(err), _) => err,
+                (done, _) => return done,
             };
             let Some(url) = err
                 .refusal()
@@ -262,6 +284,7 @@ impl AdminClient {
                 moved(answer, &url);
             }
             hops += 1;
+            client.base.clone_into(&mut previous);
             other = Some(next);
         }
     }

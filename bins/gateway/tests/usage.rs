@@ -3,7 +3,8 @@
 //! client options are refused, by name, by the commands they do not affect, and taken after
 //! the verb (or before it, as earlier versions took them) by those they do; a missing input
 //! (a WAL, a value's `@FILE`) exits 66; `check-config` takes `--config` as `run` does;
-//! `init --join` refuses a configuration that cannot join a cluster before it asks one.
+//! `init --join` refuses a configuration that cannot join a cluster before it asks one; a
+//! redirect to a leader that does not answer exits 75, not 69.
 
 #![allow(clippy::unwrap_used)]
 
@@ -172,4 +173,44 @@ fn init_join_refuses_what_cannot_join() {
     assert!(stderr.contains("holds a WAL"), "{stderr}");
     let (code, stderr) = run(&["init", "--token", "x", "--config", &file]);
     assert_eq!(code, Some(64), "{stderr}");
+}
+
+/// A node that names a leader which does not answer (it just died, say) is not "no node
+/// answered" (69) but a moment to run the command again (75), and the message says which node
+/// named which leader.
+#[test]
+fn a_redirect_to_a_leader_that_does_not_answer_exits_75() {
+    use std::io::{Read, Write};
+    // A port nothing listens on: bound, then closed.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_url = format!("http://{}", dead.local_addr().unwrap());
+    drop(dead);
+    let follower = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let follower_url = format!("http://{}", follower.local_addr().unwrap());
+    let body = format!(
+        "{{\"error\":\"not_leader\",\"message\":\"this node is not the leader\",\
+         \"term\":3,\"leader\":\"gw-c\",\"fencing_token\":\"3:gw-c\",\
+         \"leader_admin_url\":\"{dead_url}\"}}"
+    );
+    let location = format!("{dead_url}/v1/kv/k");
+    let server = std::thread::spawn(move || {
+        // Answers the one request the CLI sends it.
+        let (mut stream, _) = follower.accept().unwrap();
+        let mut request = [0u8; 4096];
+        let _ = stream.read(&mut request).unwrap();
+        let answer = format!(
+            "HTTP/1.1 421 Misdirected Request\r\nContent-Type: application/json\r\n\
+             Location: {location}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(answer.as_bytes()).unwrap();
+    });
+    let (code, stderr) = run(&["kv", "put", "k", "v", "--admin", &follower_url]);
+    server.join().unwrap();
+    assert_eq!(code, Some(75), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{follower_url} names {dead_url} as the leader")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("run the command again"), "{stderr}");
 }
