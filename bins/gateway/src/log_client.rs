@@ -583,7 +583,16 @@ fn purged(args: &ClientArgs, answer: &PurgeAnswer) {
         outln!("purged 0");
     } else {
         let ids: Vec<String> = answer.jobs.iter().map(u64::to_string).collect();
-        outln!("purged {} ({})", answer.purged, ids.join(" "));
+        let more = answer.purged.saturating_sub(answer.jobs.len());
+        if more == 0 {
+            outln!("purged {} ({})", answer.purged, ids.join(" "));
+        } else {
+            outln!(
+                "purged {} ({} and {more} more)",
+                answer.purged,
+                ids.join(" ")
+            );
+        }
     }
 }
 

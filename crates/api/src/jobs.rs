@@ -220,7 +220,8 @@ pub struct JobAnswer {
 pub struct PurgeAnswer {
     /// How many dead jobs were deleted.
     pub purged: usize,
-    /// Their ids, in order.
+    /// Their ids, ascending: all of them for one job, the first 100 for a purge of a queue's
+    /// or every queue's dead jobs (`purged` counts them all).
     pub jobs: Vec<u64>,
     /// The request id was applied before: these are the jobs it deleted then.
     pub replayed: bool,

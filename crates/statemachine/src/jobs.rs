@@ -175,7 +175,21 @@ pub enum JobOutcome {
         /// Where the job is.
         state: JobState,
     },
+    // Appended after `NotDead`: a purge of every dead job answered with all their ids made an
+    // answer (and the outcome kept with its request id, in every snapshot) as large as the
+    // dead-letter pile. Older nodes answered such a purge with `Purged`.
+    /// The dead jobs of a queue, or of all queues, were deleted: how many, and the ids of
+    /// the first [`PURGE_ANSWER_IDS`] of them.
+    PurgedMany {
+        /// How many were deleted.
+        count: u64,
+        /// The lowest ids among them, at most [`PURGE_ANSWER_IDS`], ascending.
+        first: Vec<JobId>,
+    },
 }
+
+/// How many ids the answer to a purge of every dead job names: the count covers the rest.
+pub const PURGE_ANSWER_IDS: usize = 100;
 
 /// The job queue of seed 004.
 ///
@@ -443,7 +457,10 @@ impl JobQueue {
         for id in &doomed {
             self.jobs.remove(id);
         }
-        JobOutcome::Purged { jobs: doomed }
+        JobOutcome::PurgedMany {
+            count: doomed.len() as u64,
+            first: doomed.into_iter().take(PURGE_ANSWER_IDS).collect(),
+        }
     }
 
     /// Says why the job is not dead, if it is not.
@@ -1071,24 +1088,45 @@ mod tests {
 
         assert_eq!(
             purge_dead(&mut queue, Some("mail")),
-            JobOutcome::Purged {
-                jobs: vec![mail_1, mail_2]
+            JobOutcome::PurgedMany {
+                count: 2,
+                first: vec![mail_1, mail_2]
             }
         );
         assert_eq!(ids(queue.list(JobStateKind::Dead)), [default_2]);
         assert_eq!(
             purge_dead(&mut queue, Some("mail")),
-            JobOutcome::Purged { jobs: vec![] }
+            JobOutcome::PurgedMany {
+                count: 0,
+                first: vec![]
+            }
         );
         assert_eq!(
             purge_dead(&mut queue, None),
-            JobOutcome::Purged {
-                jobs: vec![default_2]
+            JobOutcome::PurgedMany {
+                count: 1,
+                first: vec![default_2]
             }
         );
         assert!(queue.list(JobStateKind::Dead).is_empty());
         assert_eq!(ids(queue.list(JobStateKind::Ready)), [alive]);
         assert_eq!(enqueue(&mut queue, "new", 1), JobId(alive.0 + 1));
+    }
+
+    /// A purge of every dead job answers with their count and only the first ids: the
+    /// outcome kept with its request id stays small however many dead letters there were.
+    #[test]
+    fn a_purge_of_many_dead_jobs_names_only_the_first() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        let dead: Vec<JobId> = (0..PURGE_ANSWER_IDS + 50)
+            .map(|_| dead_job(&mut queue, "mail"))
+            .collect();
+        let JobOutcome::PurgedMany { count, first } = purge_dead(&mut queue, None) else {
+            panic!("a purge of every dead job answers PurgedMany");
+        };
+        assert_eq!(count, dead.len() as u64);
+        assert_eq!(first, dead[..PURGE_ANSWER_IDS]);
+        assert!(queue.list(JobStateKind::Dead).is_empty());
     }
 
     /// A restored queue rebuilds its indexes from the jobs as retry and purge left them: the

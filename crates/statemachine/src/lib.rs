@@ -40,6 +40,7 @@ pub use command::{
 pub use error::{Error, InvalidCommand, Result};
 pub use jobs::{
     AttemptFailure, DONE_JOB_RETENTION, Job, JobId, JobOutcome, JobQueue, JobState, JobStateKind,
+    PURGE_ANSWER_IDS,
 };
 pub use kv::{Change, KeyFilter, KeyValue, KvOutcome, KvStore};
 pub use requests::REQUEST_ID_CAPACITY;

@@ -514,7 +514,13 @@ mod tests {
 
         let purge_all = purge_dead(None).with_request_id("purge-1");
         let first = answered(write(&mut state, &purge_all));
-        assert_eq!(first, Outcome::Jobs(JobOutcome::Purged { jobs: vec![job] }));
+        assert_eq!(
+            first,
+            Outcome::Jobs(JobOutcome::PurgedMany {
+                count: 1,
+                first: vec![job]
+            })
+        );
         write(&mut state, &enqueue("poison too"));
         let second = kill_next(&mut state);
         assert_eq!(replayed(write(&mut state, &purge_all)), first);
@@ -599,7 +605,10 @@ mod tests {
         assert_eq!(claimed(&answers[4]).0, JobId(4));
         assert_eq!(
             answers[5].outcome(),
-            Some(&Outcome::Jobs(JobOutcome::Purged { jobs: vec![kept] }))
+            Some(&Outcome::Jobs(JobOutcome::PurgedMany {
+                count: 1,
+                first: vec![kept]
+            }))
         );
         assert_eq!(
             answers[6].outcome(),
@@ -1028,7 +1037,9 @@ mod tests {
                             job.id
                         );
                     }
-                    Applied::Answered(Outcome::Jobs(JobOutcome::Purged { jobs })) => {
+                    Applied::Answered(Outcome::Jobs(
+                        JobOutcome::Purged { jobs } | JobOutcome::PurgedMany { first: jobs, .. },
+                    )) => {
                         purged.extend(jobs);
                     }
                     _ => {}

@@ -644,6 +644,12 @@ impl LogService {
                 replayed,
                 fencing,
             }),
+            JobOutcome::PurgedMany { count, first } => Ok(api::PurgeAnswer {
+                purged: usize::try_from(count).unwrap_or(usize::MAX),
+                jobs: first.iter().map(|job| job.0).collect(),
+                replayed,
+                fencing,
+            }),
             other => self.job_refusal(other, fencing),
         }
     }
