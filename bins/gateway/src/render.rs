@@ -4,8 +4,8 @@ use std::fmt::Write;
 use std::io::IsTerminal;
 
 use conclave_api::{
-    CommandAnswer, ConfigurationAnswer, HistoryAnswer, LogStatus, PeerAnswer, PeersAnswer,
-    StatusAnswer, UnansweredAnswer, human_duration, rfc3339_utc,
+    CommandAnswer, ConfigurationAnswer, DongleAnswer, HistoryAnswer, LogStatus, PeerAnswer,
+    PeersAnswer, StatusAnswer, UnansweredAnswer, human_duration, rfc3339_utc,
 };
 
 /// Whether output to `stream` may carry colour: only on a terminal, and never with `NO_COLOR`
@@ -61,6 +61,23 @@ pub(crate) fn status(status: &StatusAnswer) -> String {
         or_dash(status.fencing.leader.as_deref()),
         or_dash(status.fencing.fencing_token.as_deref())
     );
+    quorum_lines(&mut out, status);
+    if let Some(log) = &status.log {
+        log_lines(&mut out, log);
+    }
+    mode_lines(&mut out, status);
+    if let Some(dongle) = &status.dongle {
+        dongle_lines(&mut out, dongle);
+    }
+    warning_lines(&mut out, status);
+    out.push('\n');
+    out.push_str(&peers(&status.peers));
+    out.push_str(&unanswered(&status.unanswered));
+    out
+}
+
+/// The quorum and election lines of `conclave status`.
+fn quorum_lines(out: &mut String, status: &StatusAnswer) {
     let ready = if status.ready { "ready" } else { "NOT READY" };
     if status.quorum == "none" {
         let _ = writeln!(
@@ -88,9 +105,10 @@ pub(crate) fn status(status: &StatusAnswer) -> String {
             .as_ref()
             .map_or_else(|| "none".to_owned(), |pinned| format!("pins {pinned}"))
     );
-    if let Some(log) = &status.log {
-        log_lines(&mut out, log);
-    }
+}
+
+/// The lines of the priority, gossip and static modes, for the mode the node runs.
+fn mode_lines(out: &mut String, status: &StatusAnswer) {
     if let Some(priority) = &status.priority {
         let _ = writeln!(
             out,
@@ -135,39 +153,41 @@ pub(crate) fn status(status: &StatusAnswer) -> String {
             fixed.assigned_leader, fixed.configured_leader
         );
     }
-    if let Some(dongle) = &status.dongle {
-        let state = if dongle.connected {
-            format!(
-                "connected, mac {}, firmware {}, channel {}",
-                or_dash(dongle.mac.as_deref()),
-                or_dash(dongle.firmware.as_deref()),
-                dongle
-                    .channel
-                    .map_or_else(|| "-".to_owned(), |c| c.to_string())
-            )
-        } else {
-            format!("NOT CONNECTED ({})", or_dash(dongle.last_error.as_deref()))
-        };
-        let _ = writeln!(out, "dongle      {} {state}", dongle.port);
-        let _ = writeln!(
-            out,
-            "            {} sent, {} received, {} not delivered, {} CRC errors, queue {}",
-            dongle.tx_frames,
-            dongle.rx_frames,
-            dongle.tx_failures,
-            dongle.crc_errors,
-            dongle.queue_len
-        );
-        // PRI-1 uses these; an operator placing nodes wants them too.
-        if !dongle.rssi_dbm.is_empty() {
-            let heard: Vec<String> = dongle
-                .rssi_dbm
-                .iter()
-                .map(|(peer, dbm)| format!("{peer} {dbm:.1} dBm"))
-                .collect();
-            let _ = writeln!(out, "            signal: {}", heard.join(", "));
-        }
+}
+
+/// The dongle lines of `conclave status`.
+fn dongle_lines(out: &mut String, dongle: &DongleAnswer) {
+    let state = if dongle.connected {
+        format!(
+            "connected, mac {}, firmware {}, channel {}",
+            or_dash(dongle.mac.as_deref()),
+            or_dash(dongle.firmware.as_deref()),
+            dongle
+                .channel
+                .map_or_else(|| "-".to_owned(), |c| c.to_string())
+        )
+    } else {
+        format!("NOT CONNECTED ({})", or_dash(dongle.last_error.as_deref()))
+    };
+    let _ = writeln!(out, "dongle      {} {state}", dongle.port);
+    let _ = writeln!(
+        out,
+        "            {} sent, {} received, {} not delivered, {} CRC errors, queue {}",
+        dongle.tx_frames, dongle.rx_frames, dongle.tx_failures, dongle.crc_errors, dongle.queue_len
+    );
+    // PRI-1 uses these; an operator placing nodes wants them too.
+    if !dongle.rssi_dbm.is_empty() {
+        let heard: Vec<String> = dongle
+            .rssi_dbm
+            .iter()
+            .map(|(peer, dbm)| format!("{peer} {dbm:.1} dBm"))
+            .collect();
+        let _ = writeln!(out, "            signal: {}", heard.join(", "));
     }
+}
+
+/// The WARNING lines of `conclave status`.
+fn warning_lines(out: &mut String, status: &StatusAnswer) {
     if status.abstaining {
         let waiting = &status.abstaining_until_heard;
         let _ = writeln!(
@@ -190,10 +210,6 @@ pub(crate) fn status(status: &StatusAnswer) -> String {
              its links can forge frames\n",
         );
     }
-    out.push('\n');
-    out.push_str(&peers(&status.peers));
-    out.push_str(&unanswered(&status.unanswered));
-    out
 }
 
 /// Whether the node exchanges frames with other hosts, where unauthenticated frames could be
