@@ -357,53 +357,12 @@ impl NodeBuilder {
             events,
             clock,
         } = instruments;
-        let codec = FrameCodec::new(config.cluster_id, config.auth_key.clone());
-        let admission = Admission::new(
-            AdmissionConfig {
-                reserved: config.voters.iter().copied().collect(),
-                owner_timeout: AdmissionConfig::owner_timeout_for(&config.membership),
-                ..AdmissionConfig::new(config.node_id, recovered.incarnation)
-            },
-            // Challenge nonces only have to be new since this start.
-            SeededRng::new(self.seed.map_or_else(entropy_seed, |seed| !seed)),
-        );
         // MEMB-3: kept by the election from the replicated configuration, read by the
         // transport and the admin API.
         let directory = MemberDirectory::new();
-        let transport = TransportActor::new(
-            config.node_id,
-            recovered.incarnation,
-            codec,
-            admission,
-            clock,
-            links,
-            metrics.clone(),
-        )
-        .with_member_directory(directory.clone())
-        .start();
-        let (wal, wal_log, wal_snapshot, wal_close): (
-            Recipient<Persist>,
-            Recipient<AppendLog>,
-            Recipient<SaveSnapshot>,
-            Recipient<CloseWal>,
-        ) = if self.wal_on_event_loop {
-            let actor = WalActor::start_on_event_loop(wal, metrics.clone());
-            (
-                actor.clone().recipient(),
-                actor.clone().recipient(),
-                actor.clone().recipient(),
-                actor.recipient(),
-            )
-        } else {
-            let actor = WalActor::start_on_thread(wal, metrics.clone());
-            (
-                actor.clone().recipient(),
-                actor.clone().recipient(),
-                actor.clone().recipient(),
-                actor.recipient(),
-            )
-        };
-
+        let transport =
+            self.start_transport(recovered.incarnation, clock, links, &metrics, &directory);
+        let (wal, wal_log, wal_snapshot, wal_close) = self.start_wal(wal, &metrics);
         let election = ElectionActor::new(
             election,
             clock,
@@ -420,28 +379,7 @@ impl NodeBuilder {
         )
         .with_member_directory(directory.clone())
         .start();
-        let mut membership_config = config.membership;
-        if membership_config.expected_peers == 0 {
-            let other_voters = config
-                .voters
-                .iter()
-                .filter(|voter| **voter != config.node_id)
-                .count();
-            let udp_peers = config.udp.as_ref().map_or(0, |udp| udp.peers.len());
-            membership_config.expected_peers = other_voters.max(udp_peers);
-        }
-        let membership = MembershipActor::new(
-            Membership::new(config.node_id, membership_config, clock.now()),
-            clock,
-            MembershipOutputs {
-                transport: transport.clone().recipient(),
-                reachability: election.clone().recipient(),
-                refused: election.clone().recipient(),
-            },
-            events.clone(),
-            metrics.clone(),
-        )
-        .start();
+        let membership = self.start_membership(&transport, &election, &events, &metrics, clock);
         transport.do_send(ConnectReceivers {
             membership: membership.clone().recipient(),
             election: election.clone().recipient(),
@@ -477,6 +415,96 @@ impl NodeBuilder {
                 directory,
             }),
         }
+    }
+
+    /// The TransportActor, with this start's frame codec and admission (MEM-3, PROTO-2).
+    fn start_transport(
+        &self,
+        incarnation: u64,
+        clock: NodeClock,
+        links: Links,
+        metrics: &NodeMetrics,
+        directory: &MemberDirectory,
+    ) -> Addr<TransportActor> {
+        let config = &self.config;
+        let codec = FrameCodec::new(config.cluster_id, config.auth_key.clone());
+        let admission = Admission::new(
+            AdmissionConfig {
+                reserved: config.voters.iter().copied().collect(),
+                owner_timeout: AdmissionConfig::owner_timeout_for(&config.membership),
+                ..AdmissionConfig::new(config.node_id, incarnation)
+            },
+            // Challenge nonces only have to be new since this start.
+            SeededRng::new(self.seed.map_or_else(entropy_seed, |seed| !seed)),
+        );
+        TransportActor::new(
+            config.node_id,
+            incarnation,
+            codec,
+            admission,
+            clock,
+            links,
+            metrics.clone(),
+        )
+        .with_member_directory(directory.clone())
+        .start()
+    }
+
+    /// The WAL actor, on its own thread (or on the event loop, for paused-clock tests), and
+    /// the recipients of its four messages.
+    fn start_wal(&self, wal: WalFile, metrics: &NodeMetrics) -> WalRecipients {
+        if self.wal_on_event_loop {
+            let actor = WalActor::start_on_event_loop(wal, metrics.clone());
+            (
+                actor.clone().recipient(),
+                actor.clone().recipient(),
+                actor.clone().recipient(),
+                actor.recipient(),
+            )
+        } else {
+            let actor = WalActor::start_on_thread(wal, metrics.clone());
+            (
+                actor.clone().recipient(),
+                actor.clone().recipient(),
+                actor.clone().recipient(),
+                actor.recipient(),
+            )
+        }
+    }
+
+    /// The MembershipActor, expecting the other voters or the configured UDP peers unless
+    /// `membership.expected_peers` says how many.
+    fn start_membership(
+        &self,
+        transport: &Addr<TransportActor>,
+        election: &Addr<ElectionActor>,
+        events: &EventBus,
+        metrics: &NodeMetrics,
+        clock: NodeClock,
+    ) -> Addr<MembershipActor> {
+        let config = &self.config;
+        let mut membership_config = config.membership;
+        if membership_config.expected_peers == 0 {
+            let other_voters = config
+                .voters
+                .iter()
+                .filter(|voter| **voter != config.node_id)
+                .count();
+            let udp_peers = config.udp.as_ref().map_or(0, |udp| udp.peers.len());
+            membership_config.expected_peers = other_voters.max(udp_peers);
+        }
+        MembershipActor::new(
+            Membership::new(config.node_id, membership_config, clock.now()),
+            clock,
+            MembershipOutputs {
+                transport: transport.clone().recipient(),
+                reachability: election.clone().recipient(),
+                refused: election.clone().recipient(),
+            },
+            events.clone(),
+            metrics.clone(),
+        )
+        .start()
     }
 
     /// Serves the admin API and the metrics endpoint on the listeners reserved first, and
@@ -536,6 +564,14 @@ struct Endpoints {
     /// `metrics.listen`, when configured.
     metrics: Option<std::net::TcpListener>,
 }
+
+/// The WAL actor's recipients: hard-state records, log entries, snapshots, and its close.
+type WalRecipients = (
+    Recipient<Persist>,
+    Recipient<AppendLog>,
+    Recipient<SaveSnapshot>,
+    Recipient<CloseWal>,
+);
 
 /// What opening the storage hands on: the WAL, open and locked, and what it held.
 #[derive(Debug)]
