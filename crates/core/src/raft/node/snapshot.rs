@@ -81,8 +81,8 @@ impl ReplicatedLog<'_> {
     /// last snapshot: compacting now would make it take the whole machine image, in chunks,
     /// instead of the few entries it lacks (on an ESP-NOW radio, hundreds of frames instead of
     /// a few). A follower being probed again counts as catching up as long as it answers (on a
-    /// link that reorders frames, a busy follower refuses a message that overtook its
-    /// predecessor and is probed often). One silent for the last `ANSWERING_HEARTBEATS`
+    /// link that reorders frames, a follower whose reorder buffer is full refuses a message
+    /// that overtook its predecessor and is probed again). One silent for the last `ANSWERING_HEARTBEATS`
     /// heartbeat intervals delays nothing; one that answers but falls ever further behind
     /// delays compaction by that bound at most.
     #[must_use]
@@ -330,6 +330,8 @@ impl Raft {
         if self.log.install(snapshot.clone()) {
             self.snapshot_to_install = Some(snapshot);
         }
+        // LOG-2: held messages were placed against the log the snapshot replaced.
+        self.drop_reorder_buffer();
         // The install counts once it is durable (handle_snapshot_persisted).
         self.ack_when_durable(from, last.index, None);
     }
