@@ -255,6 +255,9 @@ pub struct Raft {
     pending_ack: Option<PendingAck>,
     /// LOG-4: the chunks of a leader's snapshot received so far.
     incoming_snapshot: Option<IncomingSnapshot>,
+    /// LOG-4: what `incoming_snapshot` may hold, at most ([`snapshot::MAX_INCOMING_SNAPSHOT_BYTES`];
+    /// lowered by unit tests only).
+    incoming_snapshot_limit: usize,
     /// MEMB-6: the chunks of an entry larger than a frame received so far.
     incoming_entry: Option<IncomingEntry>,
     /// LOG-2: AppendEntries from the leader that overtook their predecessors.
@@ -391,6 +394,7 @@ impl Raft {
             log: RaftLog::starting_after(last_log),
             pending_ack: None,
             incoming_snapshot: None,
+            incoming_snapshot_limit: snapshot::MAX_INCOMING_SNAPSHOT_BYTES,
             incoming_entry: None,
             reorder: None,
             snapshot_to_install: None,
