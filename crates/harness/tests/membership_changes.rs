@@ -2,7 +2,7 @@
 //! server at a time under a client's writes and reads, amid crashes, partitions, loss,
 //! duplication and reordering — a learner added and promoted, a follower removed, the leader
 //! removed, a change during a partition, a change cut short by a leader crash, a replaced
-//! node. After every step: one leader per term, one vote per term, state machine safety,
+//! node, a just-promoted voter that loses its whole WAL. After every step: one leader per term, one vote per term, state machine safety,
 //! leader completeness, and no two disjoint sets of voters electing a leader in one term.
 //! Once faults stop: every change completes, every live node acts on the same configuration,
 //! every acknowledged write is held and applied everywhere, the logs match, and the history
@@ -18,15 +18,17 @@ use conclave_harness::sim::{
 /// Seeds per family in a plain `cargo test`.
 const DEFAULT_SEEDS: u64 = 2000;
 
-fn run_family(family: MembershipFamily) {
+/// Runs `family` over the seeds; how many crashes lost a whole WAL.
+fn run_family(family: MembershipFamily) -> u64 {
     let seeds = seed_count(DEFAULT_SEEDS);
-    let (mut acknowledged, mut steps, mut installed) = (0, 0, 0);
+    let (mut acknowledged, mut steps, mut installed, mut losses) = (0, 0, 0, 0);
     for seed in 0..seeds {
         match run_membership_seed(family, seed, false).result {
             Ok(report) => {
                 acknowledged += report.log.acknowledged;
                 steps += report.steps;
                 installed += report.log.snapshots_installed;
+                losses += report.wal_losses;
             }
             Err(failure) => panic!("simulation seed failed: {failure}"),
         }
@@ -34,7 +36,7 @@ fn run_family(family: MembershipFamily) {
     let _ = writeln!(
         std::io::stderr(),
         "simulated {seeds} seeds ({}): {acknowledged} writes acknowledged, {installed} \
-         snapshots installed; every property held after each of {steps} steps, every change \
+         snapshots installed, {losses} WALs lost; every property held after each of {steps} steps, every change \
          completed and every history was linearizable",
         family.name(),
     );
@@ -42,6 +44,7 @@ fn run_family(family: MembershipFamily) {
         acknowledged > seeds * 3,
         "the client's writes are acknowledged: {acknowledged} in {seeds} seeds"
     );
+    losses
 }
 
 /// MEMB-2: a fresh node joins as a learner and is promoted once caught up.
@@ -78,6 +81,19 @@ fn memb_simulated_a_change_cut_short_by_a_leader_crash() {
 #[test]
 fn memb_simulated_a_replaced_node() {
     run_family(MembershipFamily::Replace);
+}
+
+/// MEMB-2, WAL-2: a learner added and promoted, then crashed losing its whole WAL and
+/// restarted amid faults and elections: it abstains and catches up, and nothing acknowledged
+/// is lost.
+#[test]
+fn memb_simulated_a_promoted_voter_loses_its_wal() {
+    let losses = run_family(MembershipFamily::PromotedWalLoss);
+    let seeds = seed_count(DEFAULT_SEEDS);
+    assert!(
+        losses * 10 >= seeds * 9,
+        "the promoted voter loses its WAL in nearly every seed: {losses} in {seeds}"
+    );
 }
 
 /// The control of the disjoint-electorates check: two nodes joined with a `cluster.voters`

@@ -31,6 +31,8 @@ mod priority_tests;
 #[cfg(test)]
 mod read_index_tests;
 #[cfg(test)]
+mod reorder_tests;
+#[cfg(test)]
 mod snapshot_tests;
 #[cfg(test)]
 mod tests;

@@ -404,3 +404,63 @@ fn log4_a_probed_follower_that_answers_holds_the_snapshot_back_a_silent_one_does
         Some(LogPosition::new(term, 6))
     );
 }
+
+/// LOG-4: what a follower holds of a snapshot being received is bounded. Past the bound it
+/// drops what it holds and refuses the rest of that snapshot, even from its start again,
+/// answering each chunk as a copy of one it has (so the leader resends only at heartbeat
+/// pace) and installing nothing; another snapshot is received afresh.
+#[test]
+fn log4_a_snapshot_past_the_bound_is_dropped_and_refused() {
+    let mut raft = node("b");
+    raft.limit_incoming_snapshot(100);
+    let at = Instant::ZERO;
+    let data: Vec<u8> = (0..=255).collect();
+    let chunk = |last_index: u64, offset: usize, end: usize, done| {
+        RaftMessage::InstallSnapshot(InstallSnapshot {
+            term: 2,
+            leader: id("a"),
+            last_index,
+            last_term: 2,
+            offset: offset as u64,
+            data: data[offset..end].to_vec(),
+            done,
+            config: None,
+        })
+    };
+    let resp = |last_index, next_offset, success| {
+        RaftMessage::SnapshotResp(SnapshotResp {
+            term: 2,
+            last_index,
+            next_offset,
+            success,
+        })
+    };
+    let answers = |raft: &mut Raft| -> Vec<RaftMessage> {
+        sent(&drain(raft))
+            .into_iter()
+            .map(|(_, message)| message)
+            .collect()
+    };
+    raft.handle_message(at, id("a"), chunk(40, 0, 64, false));
+    assert_eq!(answers(&mut raft), vec![resp(40, 64, true)]);
+    // 128 bytes would be held: past the bound.
+    raft.handle_message(at, id("a"), chunk(40, 64, 128, false));
+    assert_eq!(answers(&mut raft), vec![resp(40, 64, true)]);
+    for (offset, end, done) in [(0, 64, false), (64, 128, false), (128, 200, true)] {
+        raft.handle_message(at, id("a"), chunk(40, offset, end, done));
+        assert_eq!(answers(&mut raft), vec![resp(40, offset as u64, true)]);
+    }
+    assert!(
+        raft.replicated_log()
+            .unwrap()
+            .take_snapshot_to_install()
+            .is_none()
+    );
+    assert_eq!(
+        raft.replicated_log().unwrap().last(),
+        LogPosition::default()
+    );
+    // A new snapshot is another matter.
+    raft.handle_message(at, id("a"), chunk(50, 0, 64, false));
+    assert_eq!(answers(&mut raft), vec![resp(50, 64, true)]);
+}

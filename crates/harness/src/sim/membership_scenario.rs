@@ -1,7 +1,8 @@
 //! Membership-change families (MEMB-1, MEMB-2): a replicated-log cluster under a client's
 //! writes and reads changes its configuration one server at a time, amid faults: a learner
 //! added and promoted, a follower removed, the leader removed, a change during a partition, a
-//! change cut short by a leader crash, a replaced node. Every step keeps the Figure-3
+//! change cut short by a leader crash, a replaced node, a just-promoted voter that loses its
+//! whole WAL (MEMB-2 with WAL-2). Every step keeps the Figure-3
 //! invariants and the check that no two disjoint sets of voters elect a leader in one term
 //! ([`ElectoratesIntersect`](crate::sim::invariants::ElectoratesIntersect)); once faults stop,
 //! every change completes, every live node acts on the same configuration, every acknowledged
@@ -33,6 +34,9 @@ pub enum MembershipFamily {
     CutShort,
     /// A voter removed and decommissioned, a fresh node added and promoted in its place.
     Replace,
+    /// A fresh node added and promoted, then crashed losing its whole WAL and restarted,
+    /// while faults and elections go on (MEMB-2, WAL-2).
+    PromotedWalLoss,
 }
 
 impl MembershipFamily {
@@ -44,6 +48,7 @@ impl MembershipFamily {
         MembershipFamily::DuringPartition,
         MembershipFamily::CutShort,
         MembershipFamily::Replace,
+        MembershipFamily::PromotedWalLoss,
     ];
 
     /// The name used on the replay command line.
@@ -55,6 +60,7 @@ impl MembershipFamily {
             MembershipFamily::DuringPartition => "memb-partition",
             MembershipFamily::CutShort => "memb-cut-short",
             MembershipFamily::Replace => "memb-replace",
+            MembershipFamily::PromotedWalLoss => "memb-promoted-wal-loss",
         }
     }
 
@@ -95,6 +101,9 @@ pub fn run_membership_seed(family: MembershipFamily, seed: u64, record_trace: bo
     let mut plan = SeededRng::new(seed ^ 0x3e3b_e125_3e3b_e125);
     let sizes: &[usize] = match family {
         MembershipFamily::AddAndPromote => &[1, 2, 3, 3, 4],
+        // Two voters at least besides the new one: a voter that lost its WAL votes only once
+        // it caught up with a leader, which one other voter alone cannot elect (WAL-2).
+        MembershipFamily::PromotedWalLoss => &[2, 3, 3, 4],
         MembershipFamily::RemoveFollower | MembershipFamily::RemoveLeader => &[2, 3, 3, 4, 5],
         MembershipFamily::DuringPartition
         | MembershipFamily::CutShort
@@ -157,7 +166,7 @@ fn script(
     let leader = sim.leaders().first().copied().unwrap_or(0);
     let follower = (leader + 1 + plan.below(n as u64 - 1) as usize) % n;
     let mut goals: VecDeque<Goal> = match family {
-        MembershipFamily::AddAndPromote => {
+        MembershipFamily::AddAndPromote | MembershipFamily::PromotedWalLoss => {
             let new = sim.add_node();
             [Goal::Learner(new), Goal::Voter(new)].into()
         }
@@ -214,6 +223,7 @@ fn script(
                 }
             }
         }
+        MembershipFamily::PromotedWalLoss => promote_then_lose_wal(sim, plan, &mut goals)?,
         _ => chaos_with_changes(sim, plan, &mut goals)?,
     }
     calm(sim)?;
@@ -252,6 +262,55 @@ fn chaos_with_changes(
     while sim.now() < end {
         let next = sim.now() + Duration::from_millis(plan.between(20, 400));
         drive_until(sim, goals, next.min(end))?;
+        if next < end {
+            inject_fault(sim, plan)?;
+        }
+    }
+    Ok(())
+}
+
+/// MEMB-2, WAL-2: the learner is added and promoted under loss and reordering, then, at once
+/// or a little later (caught up or not), crashes losing its whole WAL; it restarts at a
+/// random moment of the faults that follow, the leader crashed first in half the seeds so
+/// that elections run while the new voter has no memory of its votes or entries. A change
+/// that does not complete here is reported by the script once calm.
+fn promote_then_lose_wal(
+    sim: &mut Simulation,
+    plan: &mut SeededRng,
+    goals: &mut VecDeque<Goal>,
+) -> Result<(), SimFailure> {
+    let Some(&Goal::Voter(new)) = goals.back() else {
+        return Ok(());
+    };
+    if plan.chance(0.5) {
+        sim.set_delay(Duration::from_millis(1), Duration::from_millis(40));
+    }
+    sim.set_loss(plan.below(10) as f64 / 100.0);
+    let by = sim.now() + CONVERGENCE_BOUND;
+    while !goals.is_empty() && sim.now() < by {
+        drive_until(sim, goals, sim.now() + RETRY)?;
+    }
+    if !goals.is_empty() {
+        return Ok(());
+    }
+    sim.run_for(Duration::from_millis(plan.below(300)))?;
+    sim.crash_losing_wal(new);
+    if plan.chance(0.5)
+        && let Some(&leader) = sim.leaders().iter().find(|leader| **leader != new)
+    {
+        sim.crash(leader);
+    }
+    let end = sim.now() + CHAOS;
+    let restart_at = sim.now() + Duration::from_millis(plan.between(50, 800));
+    let mut restarted = false;
+    while sim.now() < end {
+        let next = (sim.now() + Duration::from_millis(plan.between(20, 300))).min(end);
+        if !restarted && restart_at <= next {
+            sim.run_until(restart_at)?;
+            sim.restart(new);
+            restarted = true;
+        }
+        sim.run_until(next)?;
         if next < end {
             inject_fault(sim, plan)?;
         }

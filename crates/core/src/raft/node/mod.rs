@@ -58,6 +58,7 @@ mod membership;
 mod messages;
 mod priority;
 mod read_index;
+mod reorder;
 mod replication;
 mod snapshot;
 mod tracker;
@@ -69,6 +70,7 @@ pub use chunks::MAX_ENTRY_BYTES;
 pub use membership::{MembershipChange, MembershipError};
 use read_index::ReadQueue;
 pub use read_index::{ReadError, ReadId};
+use reorder::ReorderBuffer;
 use replication::PendingAck;
 pub use replication::{LogStatus, LogWrite, ProposeError, ReplicatedLog};
 use snapshot::IncomingSnapshot;
@@ -253,8 +255,13 @@ pub struct Raft {
     pending_ack: Option<PendingAck>,
     /// LOG-4: the chunks of a leader's snapshot received so far.
     incoming_snapshot: Option<IncomingSnapshot>,
+    /// LOG-4: what `incoming_snapshot` may hold, at most ([`snapshot::MAX_INCOMING_SNAPSHOT_BYTES`];
+    /// lowered by unit tests only).
+    incoming_snapshot_limit: usize,
     /// MEMB-6: the chunks of an entry larger than a frame received so far.
     incoming_entry: Option<IncomingEntry>,
+    /// LOG-2: AppendEntries from the leader that overtook their predecessors.
+    reorder: Option<ReorderBuffer>,
     /// LOG-4: a snapshot installed in the log that the driver has not taken yet (to restore
     /// its machine from and save).
     snapshot_to_install: Option<crate::storage::Snapshot>,
@@ -387,7 +394,9 @@ impl Raft {
             log: RaftLog::starting_after(last_log),
             pending_ack: None,
             incoming_snapshot: None,
+            incoming_snapshot_limit: snapshot::MAX_INCOMING_SNAPSHOT_BYTES,
             incoming_entry: None,
+            reorder: None,
             snapshot_to_install: None,
             reads: ReadQueue::default(),
             log_catch_up: false,
@@ -1077,6 +1086,7 @@ impl Raft {
             self.hard.manual_override = Some(self.config.id);
         }
         self.pending_ack = None;
+        self.drop_reorder_buffer();
         if self.config.log.is_some() {
             self.start_replication();
         }
@@ -1099,6 +1109,8 @@ impl Raft {
             self.hard.vote = None;
             // MEMB-6: the next leader may have another entry at that index.
             self.incoming_entry = None;
+            // LOG-2: what the old leader pipelined is no use to the next one.
+            self.drop_reorder_buffer();
         }
         self.phase = Phase::Follower;
         self.votes.clear();

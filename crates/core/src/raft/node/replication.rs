@@ -581,19 +581,25 @@ impl Raft {
             self.follow_chunk(from, append, chunk);
             return;
         }
+        // LOG-2: a pipelined message that overtook its predecessor waits for it.
+        if self.hold_overtaking(from, append) {
+            return;
+        }
         let prev = LogPosition::new(append.prev_term, append.prev_index);
-        self.accept_append(
+        if self.accept_append(
             from,
             prev,
             &append.entries,
             append.commit,
             append.read_round,
-        );
+        ) {
+            self.release_held(from, !append.entries.is_empty());
+        }
     }
 
     /// Appends `entries` after the leader's entry at `prev` when this log holds that entry:
     /// the commit index learned and the answer sent now or once durable; otherwise refused
-    /// with a hint (LOG-2).
+    /// with a hint (LOG-2). Whether it was accepted.
     pub(super) fn accept_append(
         &mut self,
         from: PeerId,
@@ -601,7 +607,7 @@ impl Raft {
         entries: &[LogEntry],
         commit: u64,
         read_round: Option<u64>,
-    ) {
+    ) -> bool {
         let term = self.hard.term;
         match self.log.append_from_leader(prev, entries) {
             Ok(matched) => {
@@ -617,6 +623,7 @@ impl Raft {
                 }
                 self.end_catch_up_if_durable();
                 self.ack_when_durable(from, matched, read_round);
+                true
             }
             Err(hint) => {
                 // MEMB-6: an entry being received no longer follows this log.
@@ -632,6 +639,7 @@ impl Raft {
                     chunk: None,
                 };
                 self.send(from, RaftMessage::AppendResp(response));
+                false
             }
         }
     }

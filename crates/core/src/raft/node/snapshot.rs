@@ -34,6 +34,12 @@
 //! snapshot's index, so the leader counts it like any durable acknowledgement and goes on with
 //! entries from there. A chunk of a snapshot this node already holds committed is answered the
 //! same way, as far as it is durable.
+//!
+//! The image is gathered in memory until its last chunk, so what one follower holds of it is
+//! bounded ([`MAX_INCOMING_SNAPSHOT_BYTES`]): past the bound, the follower drops what it
+//! holds, says so once at WARN, and refuses the rest of that snapshot, answering each further
+//! chunk as a copy of one it has (the leader then sends it again only at heartbeat pace, not
+//! in a hot loop). A new snapshot, term or leader is received afresh.
 
 use conclave_protocol::InstallSnapshot;
 
@@ -44,6 +50,13 @@ use crate::storage::Snapshot;
 /// A follower heard from within this many heartbeat intervals before the last heartbeat is
 /// answering: a snapshot waits for it while it catches up by entries.
 const ANSWERING_HEARTBEATS: u32 = 2;
+
+/// LOG-4: what a follower holds of one snapshot being received, at most: 1 GiB. The leader
+/// keeps its whole image in memory to send it (the scale this is built for is a machine of a
+/// few megabytes), so an image larger than this is not one a sound leader sends; the bound
+/// only keeps a follower from being made to grow without limit by a faulty or hostile
+/// sender, and is kept far above any real image, so it is not a setting.
+pub(crate) const MAX_INCOMING_SNAPSHOT_BYTES: usize = 1 << 30;
 
 /// A leader's transfer of its snapshot to one follower.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +82,8 @@ pub(super) struct IncomingSnapshot {
     term: u64,
     last: LogPosition,
     data: Vec<u8>,
+    /// It grew past the bound: `data` was dropped, and its further chunks are refused.
+    refused: bool,
 }
 
 impl ReplicatedLog<'_> {
@@ -81,8 +96,8 @@ impl ReplicatedLog<'_> {
     /// last snapshot: compacting now would make it take the whole machine image, in chunks,
     /// instead of the few entries it lacks (on an ESP-NOW radio, hundreds of frames instead of
     /// a few). A follower being probed again counts as catching up as long as it answers (on a
-    /// link that reorders frames, a busy follower refuses a message that overtook its
-    /// predecessor and is probed often). One silent for the last `ANSWERING_HEARTBEATS`
+    /// link that reorders frames, a follower whose reorder buffer is full refuses a message
+    /// that overtook its predecessor and is probed again). One silent for the last `ANSWERING_HEARTBEATS`
     /// heartbeat intervals delays nothing; one that answers but falls ever further behind
     /// delays compaction by that bound at most.
     #[must_use]
@@ -288,11 +303,19 @@ impl Raft {
             .take()
             .filter(|held| held.leader == from && held.term == term && held.last == last);
         let mut incoming = match held {
+            Some(held) if held.refused => {
+                self.incoming_snapshot = Some(held);
+                // Answered as a copy of a chunk it has: the leader waits for the heartbeat to
+                // send again rather than resending at once.
+                self.send_snapshot_resp(from, chunk.last_index, chunk.offset, true);
+                return;
+            }
             _ if chunk.offset == 0 => IncomingSnapshot {
                 leader: from,
                 term,
                 last,
                 data: Vec::new(),
+                refused: false,
             },
             Some(held) if held.data.len() as u64 == chunk.offset => held,
             held => {
@@ -308,6 +331,10 @@ impl Raft {
                 return;
             }
         };
+        if incoming.data.len().saturating_add(chunk.data.len()) > self.incoming_snapshot_limit {
+            self.refuse_oversized_snapshot(from, incoming, &chunk);
+            return;
+        }
         incoming.data.extend_from_slice(&chunk.data);
         if !chunk.done {
             let next = incoming.data.len() as u64;
@@ -330,8 +357,43 @@ impl Raft {
         if self.log.install(snapshot.clone()) {
             self.snapshot_to_install = Some(snapshot);
         }
+        // LOG-2: held messages were placed against the log the snapshot replaced.
+        self.drop_reorder_buffer();
         // The install counts once it is durable (handle_snapshot_persisted).
         self.ack_when_durable(from, last.index, None);
+    }
+
+    /// LOG-4: the snapshot `incoming` would grow past the bound with `chunk`: what it holds is
+    /// dropped, and it is remembered as refused so that its further chunks are too.
+    fn refuse_oversized_snapshot(
+        &mut self,
+        from: PeerId,
+        incoming: IncomingSnapshot,
+        chunk: &InstallSnapshot,
+    ) {
+        let size = incoming.data.len().saturating_add(chunk.data.len());
+        warn!(
+            %from,
+            index = incoming.last.index,
+            term = incoming.last.term,
+            size,
+            bound = self.incoming_snapshot_limit,
+            "the leader's snapshot grows past the {} bytes a follower holds of one ({size} \
+             bytes with this chunk); dropped, and its further chunks refused",
+            self.incoming_snapshot_limit
+        );
+        self.incoming_snapshot = Some(IncomingSnapshot {
+            data: Vec::new(),
+            refused: true,
+            ..incoming
+        });
+        self.send_snapshot_resp(from, chunk.last_index, chunk.offset, true);
+    }
+
+    /// Lowers the bound of what this follower holds of a snapshot being received.
+    #[cfg(test)]
+    pub(crate) fn limit_incoming_snapshot(&mut self, bytes: usize) {
+        self.incoming_snapshot_limit = bytes;
     }
 
     fn send_snapshot_resp(&mut self, to: PeerId, last_index: u64, next_offset: u64, success: bool) {
