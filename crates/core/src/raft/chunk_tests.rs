@@ -152,7 +152,24 @@ fn memb6_an_entry_larger_than_a_frame_travels_in_chunks_and_commits_whole() {
         }
         persist_log(&mut b, now);
         let answers = chunk_answers(&sent_to(&mut b, "a"));
-        assert_eq!(answers.len(), chunks.len(), "each chunk answered");
+        // Each chunk answered; the last one twice: at once, as received whole (so that the
+        // leader may send on), and once the entry is durable (what counts for the commit).
+        assert_eq!(
+            answers.len(),
+            chunks.len() + usize::from(last),
+            "each chunk answered"
+        );
+        if last {
+            let received = answers[answers.len() - 2];
+            assert_eq!(
+                received.chunk.map(|ack| ack.next_offset as usize),
+                Some(value.len())
+            );
+            assert!(
+                received.match_index < position.index,
+                "received is not durable"
+            );
+        }
         if !last {
             assert_eq!(
                 answers

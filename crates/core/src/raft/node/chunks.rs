@@ -237,13 +237,22 @@ impl Raft {
         }
         // Otherwise a piece resent or out of order: answered with the offset wanted.
         if incoming.data.len() == incoming.total_len as usize {
+            let received = ChunkAck {
+                index: incoming.index,
+                next_offset: incoming.total_len,
+            };
             let entry = LogEntry {
                 index: incoming.index,
                 term: incoming.term,
                 kind: incoming.kind,
                 data: incoming.data,
             };
-            self.accept_append(from, prev, &[entry], append.commit, append.read_round);
+            if self.accept_append(from, prev, &[entry], append.commit, append.read_round) {
+                // Appended whole; its durable acknowledgement follows once it is written.
+                // Saying now that it arrived lets the leader send the next entry meanwhile,
+                // so that one write here can cover several large entries.
+                self.send_chunk_ack(from, prev.index, received);
+            }
             return;
         }
         let ack = ChunkAck {
@@ -252,16 +261,31 @@ impl Raft {
         };
         self.incoming_entry = Some(incoming);
         self.log.commit_to(append.commit.min(prev.index));
+        self.send_chunk_ack_with_round(from, prev.index, ack, append.read_round);
+    }
+
+    /// Tells the leader how much of the entry after `prev_index` this node holds.
+    fn send_chunk_ack(&mut self, to: PeerId, prev_index: u64, ack: ChunkAck) {
+        self.send_chunk_ack_with_round(to, prev_index, ack, None);
+    }
+
+    fn send_chunk_ack_with_round(
+        &mut self,
+        to: PeerId,
+        prev_index: u64,
+        ack: ChunkAck,
+        read_round: Option<u64>,
+    ) {
         let response = AppendResp {
-            term,
+            term: self.hard.term,
             success: true,
             // Only what is durable is acknowledged as matching (LOG-3).
-            match_index: self.log.persisted().min(prev.index),
+            match_index: self.log.persisted().min(prev_index),
             hint: None,
             priority: self.priority,
-            read_round: append.read_round,
+            read_round,
             chunk: Some(ack),
         };
-        self.send(from, RaftMessage::AppendResp(response));
+        self.send(to, RaftMessage::AppendResp(response));
     }
 }

@@ -362,13 +362,11 @@ impl Raft {
         }
         let next = progress.next;
         let probing = progress.is_probing();
-        let idle = matches!(progress.state(), ReplicationState::Replicate { inflight } if inflight.is_empty());
         if !probing && self.needs_chunks(next, log_config.max_append_bytes) {
-            // MEMB-6: an entry larger than a frame goes in chunks once everything before it
-            // is answered, so that the follower's match ends just before it.
-            if !idle {
-                return AppendSent::Nothing;
-            }
+            // MEMB-6: an entry larger than a frame goes in chunks after what was sent before
+            // it. The follower takes a chunk only where its log holds the entry before (in
+            // flight to its disk or not), and refuses it otherwise, which sends it back to
+            // probing as any refusal does.
             if let Some(progress) = self.progress_of(peer) {
                 progress.become_chunks();
             }
@@ -487,7 +485,10 @@ impl Raft {
         if response.success {
             progress.acknowledged(response.match_index, now);
             if let Some(ack) = response.chunk {
-                progress.chunk_answered(ack, now);
+                let len = self.log.entry_at(ack.index).map(|entry| entry.data.len());
+                if let Some(progress) = self.progress_of(from) {
+                    progress.chunk_answered(ack, len, now);
+                }
             }
             self.advance_commit(now);
         } else if let Some(hint) = response.hint {

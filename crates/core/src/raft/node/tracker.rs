@@ -185,7 +185,7 @@ impl Progress {
     /// offset while chunks past it are in flight says a chunk was lost (the follower keeps
     /// only bytes that continue what it holds): the leader goes back to it, once per offset. A
     /// lower offset than known means the follower lost what it had, and is believed.
-    pub(super) fn chunk_answered(&mut self, ack: ChunkAck, now: Instant) {
+    pub(super) fn chunk_answered(&mut self, ack: ChunkAck, len: Option<usize>, now: Instant) {
         let ReplicationState::Chunks(transfer) = &mut self.state else {
             return;
         };
@@ -193,6 +193,17 @@ impl Progress {
             return;
         }
         let held = ack.next_offset;
+        if len == Some(held as usize) {
+            // The follower appended the whole entry: it waits for its durable acknowledgement
+            // like a batch in flight, and what follows it can go meanwhile.
+            let sent = transfer.inflight.back().map_or(now, |&(_, sent)| sent);
+            let index = transfer.index;
+            self.next = index + 1;
+            self.state = ReplicationState::Replicate {
+                inflight: VecDeque::from([(index, sent)]),
+            };
+            return;
+        }
         if held > transfer.offset {
             transfer.offset = held;
             transfer.sent_to = transfer.sent_to.max(held);
