@@ -1,12 +1,13 @@
-//! Entries larger than a frame (MEMB-6): a leader sends such an entry in chunks, one at a
-//! time, and the follower gathers them and appends the entry only once it holds all of it.
+//! Entries larger than a frame (MEMB-6): a leader sends such an entry in chunks, one entry at
+//! a time, and the follower gathers them and appends the entry only once it holds all of it.
 //!
 //! # Sending one
 //!
 //! An entry whose wire size exceeds `max_append_bytes` never goes in a batch. When it is next
-//! for a follower being replicated to, and nothing is in flight to that follower (so its match
-//! is known to end just before the entry), the follower's progress moves to the *chunks*
-//! state ([`ChunkTransfer`](super::tracker::ChunkTransfer)): each AppendEntries carries, in its trailing `chunk` field, the
+//! for a follower being replicated to, the follower's progress moves to the *chunks* state
+//! ([`ChunkTransfer`](super::tracker::ChunkTransfer)); what was sent before it may still be in
+//! flight, since the follower takes a chunk only where its log holds the entry before, and
+//! refuses it otherwise. Each AppendEntries carries, in its trailing `chunk` field, the
 //! bytes of the entry's data from an offset on, with `prev_index` just before the entry and no
 //! `entries`, and up to `max_inflight` of them are in flight at once, as batches are. The
 //! follower answers each chunk with how much of the entry it holds ([`ChunkAck`]); it keeps
@@ -14,9 +15,11 @@
 //! the leader sends again from there (once per offset: the chunks behind the lost one answer
 //! the same). The oldest chunk unanswered past the follower's retransmission timeout sends the
 //! chunks again from the offset last acknowledged, and a follower that lost what it had (a
-//! restart) says so by asking for an earlier offset. Once the follower
-//! acknowledges the entry durable, as it would a batch, the follower is replicated to as
-//! before. Small entries are sent exactly as before, in batches that fit the frame.
+//! restart) says so by asking for an earlier offset. Once the follower says it holds the
+//! whole entry (appended, its write under way), the entry waits for its durable
+//! acknowledgement as a batch in flight does, and what follows it is sent meanwhile, so that
+//! one write on the follower can cover several large entries. Small entries are sent exactly
+//! as before, in batches that fit the frame.
 //!
 //! # Receiving one
 //!
@@ -26,7 +29,8 @@
 //! where the bytes held end. The entry being received is dropped when the term changes (a new
 //! leader may have another entry at that index), when a message from the leader does not match
 //! this log, and when a chunk of another entry arrives. With its last chunk the whole entry is
-//! appended like a batch of one and acknowledged once durable; until then it is in no log, so
+//! appended like a batch of one, said to be received at once, and acknowledged as matching
+//! once durable; until then it is in no log, so
 //! it is never applied nor counted towards a commit, and a leader change mid-entry leaves
 //! nothing behind but a buffer that is dropped. A chunk of an entry this log already holds
 //! (same index and term: the same entry) is acknowledged as that entry.
