@@ -137,18 +137,7 @@ pub fn run_membership_seed(family: MembershipFamily, seed: u64, record_trace: bo
     config.record_trace = record_trace;
     let mut sim = match Simulation::new(seed, config) {
         Ok(sim) => sim,
-        Err(error) => {
-            return SeedRun {
-                result: Err(SimFailure {
-                    seed,
-                    at: conclave_core::Instant::ZERO,
-                    invariant: "configuration",
-                    detail: error.to_string(),
-                    replay: Some(family.replay_command(seed)),
-                }),
-                trace: None,
-            };
-        }
+        Err(error) => return SeedRun::refused(seed, error, family.replay_command(seed)),
     };
     sim.set_replay_hint(family.replay_command(seed));
     let outcome = script(family, &mut sim, &mut plan);

@@ -189,6 +189,20 @@ pub struct SeedRun {
 }
 
 impl SeedRun {
+    /// A seed whose cluster configuration the simulator refused before it ran a step.
+    pub(crate) fn refused(seed: u64, error: impl std::fmt::Display, replay: String) -> Self {
+        SeedRun {
+            result: Err(SimFailure {
+                seed,
+                at: conclave_core::Instant::ZERO,
+                invariant: "configuration",
+                detail: error.to_string(),
+                replay: Some(replay),
+            }),
+            trace: None,
+        }
+    }
+
     /// The run of `seed` on `nodes` nodes that ended with `outcome` (the time its cluster
     /// took to converge, or the first broken property), with what `sim` counted and recorded.
     pub(crate) fn of(
@@ -400,18 +414,7 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, control: Con
 
     let mut sim = match Simulation::new(seed, config) {
         Ok(sim) => sim,
-        Err(err) => {
-            return SeedRun {
-                result: Err(SimFailure {
-                    seed,
-                    at: conclave_core::Instant::ZERO,
-                    invariant: "configuration",
-                    detail: err.to_string(),
-                    replay: Some(scenario.replay_command(seed)),
-                }),
-                trace: None,
-            };
-        }
+        Err(err) => return SeedRun::refused(seed, err, scenario.replay_command(seed)),
     };
     sim.set_replay_hint(scenario.replay_command(seed));
     sim.set_abstain_after_wal_loss(control != Control::NoAbstention);
