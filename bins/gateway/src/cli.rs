@@ -545,6 +545,10 @@ pub(crate) enum KvCommand {
         /// Only if the key's value is this; else exit 1.
         #[arg(long, value_name = "VALUE")]
         if_value: Option<String>,
+        /// Tie the key to live session ID (`conclave session grant`): it is deleted when the
+        /// session ends. Without it, a put unties the key from any session.
+        #[arg(long, value_name = "ID")]
+        session: Option<u64>,
         /// The write's request id (applied at most once); made up when absent.
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
@@ -618,8 +622,12 @@ pub(crate) enum JobsCommand {
         #[arg(long)]
         queue: Option<String>,
         /// How long the worker may hold it before the leader takes it back (30000 when absent).
-        #[arg(long, value_name = "MS")]
+        #[arg(long, value_name = "MS", conflicts_with = "session")]
         lease_ms: Option<u64>,
+        /// Hold the job for as long as live session ID lives, instead of for a lease: when the
+        /// session ends (revoked, or no keepalive within its TTL) the job is ready again at once.
+        #[arg(long, value_name = "ID")]
+        session: Option<u64>,
         /// The write's request id (applied at most once); made up when absent.
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,

@@ -120,6 +120,7 @@ pub(crate) fn kv(args: &ClientArgs, command: &KvCommand) -> ExitCode {
             value,
             if_revision,
             if_value,
+            session,
             request_id,
         } => {
             let value = match crate::input::value("VALUE", value) {
@@ -130,6 +131,7 @@ pub(crate) fn kv(args: &ClientArgs, command: &KvCommand) -> ExitCode {
                 value,
                 if_revision: *if_revision,
                 if_value: if_value.clone(),
+                session: *session,
                 request_id: Some(request_id.clone().unwrap_or_else(made_up_request_id)),
             };
             let path = format!("/v1/kv/{}", encode_key(key));
@@ -394,11 +396,13 @@ pub(crate) fn jobs(args: &ClientArgs, command: &JobsCommand) -> ExitCode {
             worker,
             queue,
             lease_ms,
+            session,
             request_id,
         } => JobWrite::Claim(ClaimRequest {
             worker: worker.clone(),
             queue: queue.clone(),
             lease_ms: *lease_ms,
+            session: *session,
             request_id: request_id_of(request_id),
         }),
         JobsCommand::Ack {
@@ -628,6 +632,8 @@ mod tests {
             max_attempts: 5,
             worker: None,
             lease_until_unix_ms: None,
+            lease_ms: None,
+            session: None,
             last_failure: None,
         }
     }

@@ -38,6 +38,7 @@ fn image() -> Vec<u8> {
             value: format!("value of {key}"),
             if_revision: None,
             if_value: None,
+            session: None,
         }));
         machine.apply(&LogEntry {
             index,

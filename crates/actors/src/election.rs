@@ -51,9 +51,11 @@ use crate::metrics::NodeMetrics;
 use crate::wal::{AppendLog, Persist, SaveSnapshot};
 
 mod configuration;
+mod leases;
 mod members;
 mod replication;
 
+pub use leases::{SessionKeepalive, SessionsRemaining};
 pub use members::ProposeMembership;
 use replication::LogDriver;
 pub use replication::{
@@ -68,9 +70,9 @@ const LEAVE_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
 /// Senders of another mode's election messages logged once each, at most this many.
 const WARNED_PEERS_BOUND: usize = 256;
 
-/// How often a leader asks its state machine whether it needs a write of its own (the job
-/// queue's lease expiry): a lease ends at most this much late.
-const LOG_UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often a leader asks its lease clock which job leases and sessions ran out (SESS-0): a
+/// lease or a session ends at most this much late (and the time to commit its expiry).
+const LOG_UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Entries of the leadership history kept in memory for the admin API.
 const HISTORY_IN_MEMORY: usize = 1000;

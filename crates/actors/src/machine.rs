@@ -11,10 +11,7 @@
 //! the actor at the point the read's consistency asks for.
 
 use conclave_protocol::{EntryKind, LogEntry};
-use conclave_statemachine::{
-    Applied, ClusterState, Command, Job, JobCommand, JobOutcome, JobStateKind, Outcome,
-    StateMachine, Write,
-};
+use conclave_statemachine::{Applied, ClusterState, Job, JobOutcome, Outcome, StateMachine};
 use tracing::warn;
 
 /// Why a machine could not make or read a snapshot (LOG-4), with its source kept.
@@ -92,29 +89,6 @@ impl ClusterMachine {
             _ => Vec::new(),
         };
         WriteOutcome { applied, jobs }
-    }
-
-    /// On the leader, now and then: the command the leader must write for the machine's own
-    /// sake, the job queue's lease expiry, decided on the leader's clock and applied by all.
-    pub fn upkeep(&self, now_unix_ms: u64) -> Option<Vec<u8>> {
-        let lapsed = self
-            .state
-            .jobs()
-            .list(JobStateKind::Claimed)
-            .iter()
-            .any(|job| match &job.state {
-                conclave_statemachine::JobState::Claimed {
-                    lease_until_unix_ms,
-                    ..
-                } => *lease_until_unix_ms <= now_unix_ms,
-                _ => false,
-            });
-        if !lapsed {
-            return None;
-        }
-        Command::new(Write::Jobs(JobCommand::ExpireLeases { now_unix_ms }))
-            .encode()
-            .ok()
     }
 
     /// LOG-4: the whole state, as [`ClusterMachine::restore`] reads it back.

@@ -1047,6 +1047,31 @@ impl NodeHandle {
         })
     }
 
+    /// A session's keepalive (SESS-1), answered by the leader from its own clock: the
+    /// session's TTL, counted again from now, or `None` when no such session is live.
+    pub async fn session_keepalive(
+        &self,
+        session: conclave_statemachine::SessionId,
+    ) -> Result<Fenced<Option<u64>>, NodeError> {
+        self.inner
+            .election
+            .send(crate::election::SessionKeepalive { session })
+            .await
+            .map_err(|_| NodeError::Stopped)
+    }
+
+    /// How long each live session has left on the leader's clock (SESS-1).
+    pub async fn sessions_remaining(
+        &self,
+    ) -> Result<Fenced<std::collections::BTreeMap<conclave_statemachine::SessionId, u64>>, NodeError>
+    {
+        self.inner
+            .election
+            .send(crate::election::SessionsRemaining)
+            .await
+            .map_err(|_| NodeError::Stopped)
+    }
+
     /// Committed log entries from `from` on, at most `max` (`GET /v1/log`), with the commit
     /// index.
     pub async fn committed_entries(

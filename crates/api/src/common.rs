@@ -67,6 +67,9 @@ pub enum ErrorCode {
     NoSuchEndpoint,
     /// 404: the id is no member of the log's cluster (a promote or removal of a stranger).
     NoSuchMember,
+    /// 404: no such live session (never granted, revoked, or expired): a keepalive, a
+    /// revoke, or a key or claim that names it.
+    NoSuchSession,
     /// 405: the path exists but not for this method; the `Allow` header lists those it takes.
     MethodNotAllowed,
     /// 409: an ack or nack from a worker that does not hold the job.
@@ -89,6 +92,10 @@ pub enum ErrorCode {
     LastVoter,
     /// 409: the id is a voter already (adding it as a learner would demote it).
     AlreadyMember,
+    /// 409: as many sessions as the cluster keeps are live (100000); nothing changed.
+    TooManySessions,
+    /// 409: the session holds as many claims as its `max_claims`; nothing changed.
+    TooManyClaims,
     /// 412: a compare-and-set did not hold; nothing changed.
     CompareFailed,
     /// 413: the write does not fit one log entry (`log.max_append_bytes`), or the body is
@@ -148,7 +155,8 @@ impl ErrorCode {
             | Self::UnknownJob
             | Self::NoneReady
             | Self::NoSuchEndpoint
-            | Self::NoSuchMember => 404,
+            | Self::NoSuchMember
+            | Self::NoSuchSession => 404,
             Self::MethodNotAllowed => 405,
             Self::NotHeld
             | Self::NotDead
@@ -158,7 +166,9 @@ impl ErrorCode {
             | Self::ChangeInProgress
             | Self::NotCaughtUp
             | Self::LastVoter
-            | Self::AlreadyMember => 409,
+            | Self::AlreadyMember
+            | Self::TooManySessions
+            | Self::TooManyClaims => 409,
             Self::CompareFailed => 412,
             Self::TooLarge => 413,
             Self::UnsupportedMediaType => 415,
@@ -192,6 +202,7 @@ impl ErrorCode {
             Self::NoneReady => "none_ready",
             Self::NoSuchEndpoint => "no_such_endpoint",
             Self::NoSuchMember => "no_such_member",
+            Self::NoSuchSession => "no_such_session",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::NotHeld => "not_held",
             Self::NotDead => "not_dead",
@@ -202,6 +213,8 @@ impl ErrorCode {
             Self::NotCaughtUp => "not_caught_up",
             Self::LastVoter => "last_voter",
             Self::AlreadyMember => "already_member",
+            Self::TooManySessions => "too_many_sessions",
+            Self::TooManyClaims => "too_many_claims",
             Self::CompareFailed => "compare_failed",
             Self::TooLarge => "too_large",
             Self::UnsupportedMediaType => "unsupported_media_type",

@@ -55,6 +55,14 @@ pub enum AttemptFailure {
         /// What it said; null when it said nothing.
         reason: Option<String>,
     },
+    /// The session that held the claim ended (revoked, or its holder stopped keeping it
+    /// alive), and the leader took the job back at once.
+    SessionEnded {
+        /// The worker that held it.
+        worker: String,
+        /// Its session.
+        session: u64,
+    },
 }
 
 /// A job: the one shape of a job everywhere it appears (an enqueue, a claim, an ack, a nack,
@@ -76,9 +84,16 @@ pub struct Job {
     pub max_attempts: u32,
     /// While claimed: the worker holding it; null otherwise.
     pub worker: Option<String>,
-    /// While claimed: when the lease ends, in milliseconds since the Unix epoch, on the clock
-    /// of the leader that granted it; null otherwise.
+    /// While claimed with a lease: when the lease would end, in milliseconds since the Unix
+    /// epoch, on the wall clock of the leader that granted it; null otherwise. For display:
+    /// the lease ends once `lease_ms` has passed on the leader's monotonic clock, counted
+    /// afresh by each new leader, so never before this time and possibly after it.
     pub lease_until_unix_ms: Option<u64>,
+    /// While claimed with a lease: how long the lease is, in milliseconds; null otherwise.
+    pub lease_ms: Option<u64>,
+    /// While claimed under a session: the session, which holds the job for as long as it
+    /// lives; null otherwise.
+    pub session: Option<u64>,
     /// Why its last attempt failed; null if none did.
     pub last_failure: Option<AttemptFailure>,
 }
@@ -112,8 +127,13 @@ pub struct ClaimRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
     /// How long the worker may hold it before the leader takes it back; 30000 without it.
+    /// Not used with `session`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_ms: Option<u64>,
+    /// Hold the job for as long as this session lives instead of for a lease: when the
+    /// session ends, the job is ready again at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u64>,
     /// The client's id for this write (applied at most once: a retried claim gets the same
     /// job and lease).
     #[serde(default, skip_serializing_if = "Option::is_none")]

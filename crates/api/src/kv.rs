@@ -20,6 +20,9 @@ pub struct KeyValue {
     pub create_revision: u64,
     /// Puts since it was created, from 1.
     pub version: u64,
+    /// The session it goes with: it is deleted when that session ends; null for a key of
+    /// its own.
+    pub session: Option<u64>,
 }
 
 /// `PUT /v1/kv/{key}`: set the key, if the comparisons given hold.
@@ -35,6 +38,10 @@ pub struct PutRequest {
     /// Only if the key exists with this value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub if_value: Option<String>,
+    /// Tie the key to this live session: it is deleted when the session ends. A put without
+    /// it unties the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u64>,
     /// The client's id for this write: sent again (after an answer that did not arrive) it is
     /// applied at most once, and answers what the first one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]

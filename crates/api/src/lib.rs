@@ -34,6 +34,7 @@ mod members;
 #[cfg(feature = "schema")]
 pub mod openapi;
 mod paging;
+mod sessions;
 mod snapshot;
 
 pub use common::{
@@ -57,11 +58,17 @@ pub use kv::{
     Compacted, KeyValue, KvDeleteQuery, KvDeleted, KvGetAnswer, KvGetQuery, KvListAnswer,
     KvListQuery, KvWatchEvent, KvWriteAnswer, PutRequest,
 };
-pub use log::{LogCommand, LogEntriesAnswer, LogEntry, LogEntryKind, LogQuery, LogWrite};
+pub use log::{
+    ExpiredClaim, LogCommand, LogEntriesAnswer, LogEntry, LogEntryKind, LogQuery, LogWrite,
+};
 pub use members::{AddMemberRequest, Member, MemberRole, MembersAnswer};
 pub use paging::{
     Continuation, ContinuationError, DEFAULT_PAGE_LIMIT, LOG_DEFAULT_LIMIT, LOG_MAX_LIMIT,
     MAX_PAGE_LIMIT,
+};
+pub use sessions::{
+    Session, SessionAnswer, SessionGrantRequest, SessionKeepaliveQuery, SessionListAnswer,
+    SessionListQuery, SessionRevokeAnswer, SessionRevokeQuery, SessionStreamEvent,
 };
 pub use snapshot::{
     FENCING_TOKEN_HEADER, LEADER_HEADER, SNAPSHOT_INDEX_HEADER, SNAPSHOT_MEDIA_TYPE,

@@ -49,6 +49,8 @@ pub enum LogWrite {
         if_revision: Option<u64>,
         /// The compare on the key's value, if any.
         if_value: Option<String>,
+        /// The session the key goes with, if any.
+        session: Option<u64>,
     },
     /// `DELETE /v1/kv/{key}`.
     KvDelete {
@@ -74,8 +76,10 @@ pub enum LogWrite {
         worker: String,
         /// The lease.
         lease_ms: u64,
-        /// The leader's clock when it proposed the claim.
+        /// The leader's wall clock when it proposed the claim (shown, never compared).
         now_unix_ms: u64,
+        /// The session that holds the claim, if any.
+        session: Option<u64>,
     },
     /// `POST /v1/jobs/{id}/ack`.
     JobAck {
@@ -93,7 +97,7 @@ pub enum LogWrite {
         /// Why, if it said.
         reason: Option<String>,
     },
-    /// The leader takes back the leases that ended by its clock.
+    /// An older leader took back the leases that ended by its wall clock.
     JobExpireLeases {
         /// The leader's clock when it proposed the expiry.
         now_unix_ms: u64,
@@ -113,6 +117,40 @@ pub enum LogWrite {
         /// Only this queue's dead jobs; null: every queue's.
         queue: Option<String>,
     },
+    /// The leader takes back the claims whose lease ran out on its clock.
+    JobExpireClaims {
+        /// The claims: each a job and the index of the entry that claimed it.
+        claims: Vec<ExpiredClaim>,
+    },
+    /// `POST /v1/sessions`.
+    SessionGrant {
+        /// The session's time to live.
+        ttl_ms: u64,
+        /// Its name, if any.
+        name: Option<String>,
+        /// The claims it may hold.
+        max_claims: u32,
+    },
+    /// `DELETE /v1/sessions/{id}`.
+    SessionRevoke {
+        /// The session.
+        session: u64,
+    },
+    /// The leader ends the sessions that got no keepalive for their TTL on its clock.
+    SessionExpire {
+        /// The sessions.
+        sessions: Vec<u64>,
+    },
+}
+
+/// A claim a [`LogWrite::JobExpireClaims`] names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ExpiredClaim {
+    /// The job.
+    pub job: u64,
+    /// The index of the entry that claimed it.
+    pub claimed_at: u64,
 }
 
 /// A command: the write with the client's request id.

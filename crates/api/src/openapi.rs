@@ -34,6 +34,9 @@ pub enum Success {
     /// 200 with a binary body of [`SNAPSHOT_MEDIA_TYPE`], described thus, and the fencing
     /// token in headers.
     Binary(&'static str),
+    /// 200 with this JSON, or, when the query asks for a stream, server-sent events whose
+    /// `data:` is the second JSON, described thus.
+    JsonOrStream(SchemaOf, SchemaOf, &'static str),
 }
 
 /// One endpoint of the API.
@@ -127,6 +130,7 @@ pub fn endpoints() -> Vec<Endpoint> {
     all.extend(kv_endpoints());
     all.extend(job_endpoints());
     all.extend(member_endpoints());
+    all.extend(session_endpoints());
     all.push(Endpoint {
         method: "get",
         path: "/v1/log",
@@ -277,7 +281,7 @@ fn kv_endpoints() -> Vec<Endpoint> {
             body: Some(schema::<PutRequest>),
             query: None,
             success: Success::Json(schema::<KvWriteAnswer>),
-            errors: &[ErrorCode::CompareFailed],
+            errors: &[ErrorCode::CompareFailed, ErrorCode::NoSuchSession],
         },
         Endpoint {
             method: "delete",
@@ -326,9 +330,14 @@ fn job_endpoints() -> Vec<Endpoint> {
         },
         write(
             "/v1/jobs/claim",
-            "Give the oldest ready job of a queue to a worker, with a lease",
+            "Give the oldest ready job of a queue to a worker, with a lease or for as long as \
+                its session lives",
             schema::<ClaimRequest>,
-            &[ErrorCode::NoneReady],
+            &[
+                ErrorCode::NoneReady,
+                ErrorCode::NoSuchSession,
+                ErrorCode::TooManyClaims,
+            ],
         ),
         write(
             "/v1/jobs/{id}/ack",
@@ -434,6 +443,70 @@ fn member_endpoints() -> Vec<Endpoint> {
     ]
 }
 
+fn session_endpoints() -> Vec<Endpoint> {
+    vec![
+        Endpoint {
+            method: "get",
+            path: "/v1/sessions",
+            summary: "Every live session, with how long each has left on the leader's clock",
+            mutation: false,
+            body: None,
+            query: Some(schema::<SessionListQuery>),
+            success: Success::Json(schema::<SessionListAnswer>),
+            errors: READ_ERRORS,
+        },
+        Endpoint {
+            method: "post",
+            path: "/v1/sessions",
+            summary: "Start a session that lives while keepalives reach the leader within its TTL",
+            mutation: true,
+            body: Some(schema::<SessionGrantRequest>),
+            query: None,
+            success: Success::Json(schema::<SessionAnswer>),
+            errors: &[ErrorCode::TooManySessions],
+        },
+        Endpoint {
+            method: "post",
+            path: "/v1/sessions/{id}/keepalive",
+            summary: "Keep a session alive: once, or, with `stream`, for as long as the request \
+                stays open",
+            mutation: true,
+            body: None,
+            query: Some(schema::<SessionKeepaliveQuery>),
+            success: Success::JsonOrStream(
+                schema::<SessionAnswer>,
+                schema::<SessionStreamEvent>,
+                "The session's TTL, counted again from now on the leader's clock; with \
+                 `stream`, server-sent events `keepalive` (one every third of the TTL), then \
+                 `ended` or `stopped`, the last.",
+            ),
+            errors: &[
+                ErrorCode::NoSuchSession,
+                ErrorCode::NotLeader,
+                ErrorCode::LogDisabled,
+                ErrorCode::Timeout,
+                ErrorCode::BadQuery,
+                ErrorCode::BadPath,
+                ErrorCode::TooManyStreams,
+            ],
+        },
+        Endpoint {
+            method: "delete",
+            path: "/v1/sessions/{id}",
+            summary: "End a session now: its keys are deleted and its jobs ready again",
+            mutation: true,
+            body: None,
+            query: Some(schema::<SessionRevokeQuery>),
+            success: Success::Json(schema::<SessionRevokeAnswer>),
+            errors: &[
+                ErrorCode::NoSuchSession,
+                ErrorCode::BadQuery,
+                ErrorCode::BadPath,
+            ],
+        },
+    ]
+}
+
 /// The errors `endpoint` may answer, each once, in the order of [`ErrorCode::status`].
 pub fn errors_of(endpoint: &Endpoint) -> Vec<ErrorCode> {
     let mut codes: Vec<ErrorCode> = COMMON_ERRORS.to_vec();
@@ -444,7 +517,9 @@ pub fn errors_of(endpoint: &Endpoint) -> Vec<ErrorCode> {
         codes.extend_from_slice(BODY_ERRORS);
     }
     if endpoint.mutation
-        && (endpoint.path.starts_with("/v1/kv") || endpoint.path.starts_with("/v1/jobs"))
+        && (endpoint.path.starts_with("/v1/kv")
+            || endpoint.path.starts_with("/v1/jobs")
+            || endpoint.path.starts_with("/v1/sessions"))
     {
         codes.extend_from_slice(WRITE_ERRORS);
     }
@@ -521,8 +596,11 @@ fn generator(settings: SchemaSettings) -> SchemaGenerator {
 }
 
 /// The query structs, whose fields become parameters rather than schemas of their own.
-fn query_type_names() -> [&'static str; 7] {
+fn query_type_names() -> [&'static str; 10] {
     [
+        "SessionListQuery",
+        "SessionKeepaliveQuery",
+        "SessionRevokeQuery",
         "KvListQuery",
         "KvGetQuery",
         "KvDeleteQuery",
@@ -546,6 +624,12 @@ fn path_parameter(path: &str) -> Option<Value> {
             "description": "The key, percent-encoded; it may contain `/` and any UTF-8 text, \
                 and must not be empty.",
             "schema": {"type": "string", "minLength": 1},
+        }))
+    } else if path.starts_with("/v1/sessions/") {
+        Some(json!({
+            "name": "id", "in": "path", "required": true,
+            "description": "The session's id.",
+            "schema": {"type": "integer", "format": "uint64", "minimum": 1},
         }))
     } else if path.contains("{id}") {
         Some(json!({
@@ -624,6 +708,13 @@ fn responses(endpoint: &Endpoint, answers: &mut SchemaGenerator, error: &Schema)
             },
         }),
         Success::Binary(description) => binary_response(description),
+        Success::JsonOrStream(answer, event, description) => json!({
+            "description": description,
+            "content": {
+                "application/json": {"schema": answer(answers)},
+                "text/event-stream": {"schema": event(answers)},
+            },
+        }),
     };
     responses.insert("200".to_owned(), ok);
     let mut by_status: Vec<(u16, Vec<&'static str>)> = Vec::new();

@@ -90,6 +90,7 @@ impl Kv<'_> {
                 value: value.into(),
                 if_revision: None,
                 if_value: None,
+                session: None,
                 request_id: None,
             },
         )
@@ -154,6 +155,7 @@ impl Kv<'_> {
 ///     worker: "worker-1".into(),
 ///     queue: None,
 ///     lease_ms: Some(60_000),
+///     session: None,
 ///     request_id: None,
 /// })?;
 /// // ... do the work, then:

@@ -54,6 +54,7 @@ fn keys_are_written_and_read_in_process() {
             value: "x".into(),
             if_revision: Some(first.revision + 100),
             if_value: None,
+            session: None,
             request_id: None,
         },
     ));
@@ -113,6 +114,7 @@ fn a_job_goes_through_its_life_in_process() {
         worker: worker.into(),
         queue: None,
         lease_ms: Some(60_000),
+        session: None,
         request_id: None,
     };
     let claimed = jobs.claim(claim("w1")).unwrap();

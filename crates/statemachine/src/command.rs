@@ -25,7 +25,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, InvalidCommand, Result};
-use crate::jobs::JobId;
+use crate::jobs::{ClaimRef, JobId};
+use crate::sessions::{
+    MAX_SESSION_CLAIMS, MAX_SESSION_TTL_MS, MIN_SESSION_TTL_MS, SessionCommand, SessionId,
+};
 
 /// The format byte in front of every encoded command.
 pub const COMMAND_FORMAT: u8 = 1;
@@ -46,6 +49,9 @@ pub const MAX_REASON_LEN: usize = 1024;
 pub const MAX_LEASE_MS: u64 = 24 * 60 * 60 * 1000;
 /// The most attempts a job may be given.
 pub const MAX_ATTEMPTS_LIMIT: u32 = 1000;
+/// The most claims or sessions one expiry entry names; the leader writes more entries for
+/// more.
+pub const MAX_EXPIRE_BATCH: usize = 1000;
 
 /// The queue of a job whose client named none; filled in by the node, not by the state machine.
 pub const DEFAULT_QUEUE: &str = "default";
@@ -70,6 +76,8 @@ pub enum Write {
     Kv(KvCommand),
     /// To the job queue.
     Jobs(JobCommand),
+    /// About sessions (SESS-1); appended, as variants are encoded by name.
+    Sessions(SessionCommand),
 }
 
 /// A write to the key-value store.
@@ -87,6 +95,10 @@ pub enum KvCommand {
         /// The key must exist with this value.
         #[serde(default)]
         if_value: Option<String>,
+        /// The session the key goes with (SESS-2): deleted when it ends. A put without one
+        /// unties the key from the session it had.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<SessionId>,
     },
     /// Removes `key`, if the comparison given holds.
     Delete {
@@ -111,7 +123,8 @@ pub enum JobCommand {
         /// client named none).
         max_attempts: u32,
     },
-    /// Gives the oldest ready job of `queue` to `worker` until `now_unix_ms + lease_ms`.
+    /// Gives the oldest ready job of `queue` to `worker`, for `lease_ms` on the clock of the
+    /// leader (SESS-0), or for as long as `session` lives.
     Claim {
         /// The queue.
         queue: String,
@@ -119,8 +132,13 @@ pub enum JobCommand {
         worker: String,
         /// How long the worker may hold it before it can be given to another.
         lease_ms: u64,
-        /// The leader's clock when it proposed the claim.
+        /// The leader's wall clock when it proposed the claim: shown with the job, never used
+        /// to end the lease.
         now_unix_ms: u64,
+        /// The session that holds the claim (SESS-2): the job is the worker's while the
+        /// session lives, and ready again when it ends; `lease_ms` does not apply.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<SessionId>,
     },
     /// `worker` finished `job`: it is done and never runs again.
     Ack {
@@ -139,9 +157,10 @@ pub enum JobCommand {
         #[serde(default)]
         reason: Option<String>,
     },
-    /// Written by the leader only: every claim whose lease ends at or before `now_unix_ms` is
-    /// taken back; its job is ready again, or dead if its attempts are used up. Followers never
-    /// expire a lease on their own clock.
+    /// Written by leaders of earlier builds only, and still applied as they meant it: every
+    /// claim whose `lease_until_unix_ms` is at or before `now_unix_ms` is taken back. A
+    /// wall-clock comparison, so a leader whose clock ran ahead ended leases early; later
+    /// leaders write [`JobCommand::ExpireClaims`].
     ExpireLeases {
         /// The leader's clock when it proposed the expiry.
         now_unix_ms: u64,
@@ -164,6 +183,14 @@ pub enum JobCommand {
         /// Only this queue's dead jobs; all of them when `None`.
         #[serde(default)]
         queue: Option<String>,
+    },
+    /// Written by the leader only (SESS-0): these claims' leases ran out on the leader's
+    /// monotonic clock. A claim named that has ended already (acked, given back, or claimed
+    /// again since: another `claimed_at`) is skipped; the others are taken back, their jobs
+    /// ready again or dead if their attempts are used up.
+    ExpireClaims {
+        /// The claims, at most [`MAX_EXPIRE_BATCH`].
+        claims: Vec<ClaimRef>,
     },
 }
 
@@ -265,12 +292,40 @@ impl Command {
             Write::Jobs(JobCommand::PurgeDead { queue: Some(queue) }) => {
                 check_length("queue", queue, MAX_NAME_LEN)?;
             }
+            Write::Jobs(JobCommand::ExpireClaims { claims }) => {
+                check_range("claims", claims.len() as u64, 1, MAX_EXPIRE_BATCH as u64)?;
+            }
             Write::Jobs(
                 JobCommand::ExpireLeases { .. }
                 | JobCommand::Retry { .. }
                 | JobCommand::Purge { .. }
                 | JobCommand::PurgeDead { queue: None },
             ) => {}
+            Write::Sessions(SessionCommand::Grant {
+                ttl_ms,
+                name,
+                max_claims,
+            }) => {
+                check_range("ttl_ms", *ttl_ms, MIN_SESSION_TTL_MS, MAX_SESSION_TTL_MS)?;
+                if let Some(name) = name {
+                    check_length("name", name, MAX_NAME_LEN)?;
+                }
+                check_range(
+                    "max_claims",
+                    u64::from(*max_claims),
+                    1,
+                    u64::from(MAX_SESSION_CLAIMS),
+                )?;
+            }
+            Write::Sessions(SessionCommand::Expire { sessions }) => {
+                check_range(
+                    "sessions",
+                    sessions.len() as u64,
+                    1,
+                    MAX_EXPIRE_BATCH as u64,
+                )?;
+            }
+            Write::Sessions(SessionCommand::Revoke { .. }) => {}
         }
         Ok(())
     }
@@ -320,6 +375,7 @@ mod tests {
             value: value.into(),
             if_revision: None,
             if_value: None,
+            session: None,
         }))
     }
 
@@ -378,6 +434,7 @@ mod tests {
                     worker: "w".into(),
                     lease_ms: 500,
                     now_unix_ms: 1_700_000_000_000,
+                    session: None,
                 })),
                 concat!(
                     "0181a5777269746581a44a6f627381a5436c61696d84a57175657565a171a677",
@@ -479,6 +536,7 @@ mod tests {
             worker: "w".into(),
             lease_ms: 0,
             now_unix_ms: 1,
+            session: None,
         }));
         assert_eq!(
             zero_lease.validate(),

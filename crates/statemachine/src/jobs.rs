@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::command::JobCommand;
 use crate::error::{Error, Result};
+use crate::sessions::SessionId;
 
 /// Done jobs kept, the oldest forgotten first. A constant of the state machine, not a
 /// setting: replicas that kept different numbers would answer a late ack differently.
@@ -32,12 +33,25 @@ impl std::fmt::Display for JobId {
 pub enum JobState {
     /// Waiting for a worker.
     Ready,
-    /// Held by `worker` until the leader expires the lease at or after `lease_until_unix_ms`.
+    /// Held by `worker` until its lease runs out on the leader's clock, or for as long as
+    /// its session lives.
     Claimed {
         /// The worker holding it.
         worker: String,
-        /// When the lease ends, on the clock of the leader that granted it.
+        /// When the lease would end on the wall clock of the leader that granted it, had no
+        /// leader changed: shown to operators, never compared with a clock (SESS-0). The
+        /// largest `u64` for a claim held by a session.
         lease_until_unix_ms: u64,
+        // The fields below were added later, with defaults, so older snapshots still read.
+        /// The lease asked for; 0 in claims older than this field.
+        #[serde(default)]
+        lease_ms: u64,
+        /// The log index of the claim's entry: which claim of the job this is.
+        #[serde(default)]
+        claimed_at: u64,
+        /// The session that holds the claim, if one does.
+        #[serde(default)]
+        session: Option<SessionId>,
     },
     /// Acknowledged; it never runs again.
     Done,
@@ -86,6 +100,24 @@ pub enum AttemptFailure {
         /// What it said.
         reason: Option<String>,
     },
+    /// The session that held the claim ended (appended: outcomes and jobs in snapshots keep
+    /// the variants above).
+    SessionEnded {
+        /// The worker.
+        worker: String,
+        /// Its session.
+        session: SessionId,
+    },
+}
+
+/// One claim of one job: a claim's job and the index of the entry that made it, so that an
+/// expiry decided for a claim never ends a later claim of the same job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ClaimRef {
+    /// The job.
+    pub job: JobId,
+    /// The index of the claim's entry.
+    pub claimed_at: u64,
 }
 
 /// A job.
@@ -203,13 +235,16 @@ pub const PURGE_ANSWER_IDS: usize = 100;
 ///                       └── Retry (attempts = 0) ───────────────────────────────┘  PurgeDead
 /// ```
 ///
-/// Time never comes from this node's clock: a claim carries the leader's `now_unix_ms`, and a
-/// lease ends only when the leader writes [`JobCommand::ExpireLeases`] into the log. A worker
-/// whose lease has run out may still ack until that entry is applied, everywhere at the same
-/// point of the log. The consequence of a leader whose clock runs ahead is that leases end
-/// early and a job may run twice concurrently (delivery is at least once); what never happens
-/// is a job running again once it is acked: a done job is never ready again, and an ack or a
-/// nack from a worker that no longer holds the job is refused.
+/// Time never comes from this node's clock, nor from any wall clock: a claim records how long
+/// its lease is (`lease_ms`) and which entry made it (`claimed_at`), and a lease ends only when
+/// the leader writes [`JobCommand::ExpireClaims`] for it into the log, once the lease has run
+/// on the leader's monotonic clock (see [`LeaseClock`](crate::LeaseClock)). A worker whose
+/// lease has run out may still ack until that entry is applied, everywhere at the same point
+/// of the log. A claim made with a session is the worker's until the session ends
+/// ([`JobQueue::release_session`]). Delivery is at least once (a worker slower than its lease
+/// may see its job given to another); what never happens is a job running again once it is
+/// acked: a done job is never ready again, and an ack or a nack from a worker that no longer
+/// holds the job is refused.
 ///
 /// Job ids come from a counter in the state, so every replica numbers jobs alike. A claim
 /// takes the ready job with the lowest id in its queue: a job given back keeps its place at
@@ -235,9 +270,13 @@ pub struct JobQueue {
     /// Ready jobs per queue; derived from `jobs`, rebuilt on restore.
     #[serde(skip)]
     ready: BTreeMap<String, BTreeSet<JobId>>,
-    /// Claimed jobs by lease end; derived from `jobs`, rebuilt on restore.
+    /// Claimed jobs without a session, by wall-clock lease end (what an older leader's
+    /// [`JobCommand::ExpireLeases`] compares); derived from `jobs`, rebuilt on restore.
     #[serde(skip)]
     leases: BTreeSet<(u64, JobId)>,
+    /// Claimed jobs by the session holding them; derived from `jobs`, rebuilt on restore.
+    #[serde(skip)]
+    held: BTreeMap<SessionId, BTreeSet<JobId>>,
     #[serde(skip)]
     done_retention: usize,
 }
@@ -250,6 +289,7 @@ impl JobQueue {
             done_order: VecDeque::new(),
             ready: BTreeMap::new(),
             leases: BTreeSet::new(),
+            held: BTreeMap::new(),
             done_retention,
         }
     }
@@ -301,7 +341,20 @@ impl JobQueue {
         (page, more)
     }
 
-    pub(crate) fn apply(&mut self, command: &JobCommand) -> JobOutcome {
+    /// The jobs claimed without a session (their leases run on the leader's clock), by
+    /// wall-clock lease end.
+    pub fn leased(&self) -> impl Iterator<Item = &Job> {
+        self.leases.iter().filter_map(|(_, id)| self.jobs.get(id))
+    }
+
+    /// How many claims `session` holds.
+    #[must_use]
+    pub fn held_by(&self, session: SessionId) -> usize {
+        self.held.get(&session).map_or(0, BTreeSet::len)
+    }
+
+    /// Applies `command`, carried by the entry at `index`.
+    pub(crate) fn apply(&mut self, index: u64, command: &JobCommand) -> JobOutcome {
         match command {
             JobCommand::Enqueue {
                 queue,
@@ -313,7 +366,21 @@ impl JobQueue {
                 worker,
                 lease_ms,
                 now_unix_ms,
-            } => self.claim(queue, worker, now_unix_ms.saturating_add(*lease_ms)),
+                session,
+            } => {
+                let lease_until_unix_ms = match session {
+                    Some(_) => u64::MAX,
+                    None => now_unix_ms.saturating_add(*lease_ms),
+                };
+                let claim = JobState::Claimed {
+                    worker: worker.clone(),
+                    lease_until_unix_ms,
+                    lease_ms: *lease_ms,
+                    claimed_at: index,
+                    session: *session,
+                };
+                self.claim(queue, claim)
+            }
             JobCommand::Ack { job, worker } => self.ack(*job, worker),
             JobCommand::Nack {
                 job,
@@ -324,6 +391,7 @@ impl JobQueue {
             JobCommand::Retry { job } => self.retry(*job),
             JobCommand::Purge { job } => self.purge(*job),
             JobCommand::PurgeDead { queue } => self.purge_dead(queue.as_deref()),
+            JobCommand::ExpireClaims { claims } => self.expire_claims(claims),
         }
     }
 
@@ -346,7 +414,8 @@ impl JobQueue {
         JobOutcome::Enqueued { job: id }
     }
 
-    fn claim(&mut self, queue: &str, worker: &str, lease_until_unix_ms: u64) -> JobOutcome {
+    /// Gives the oldest ready job of `queue` the `claim` (a [`JobState::Claimed`]).
+    fn claim(&mut self, queue: &str, claim: JobState) -> JobOutcome {
         let Some(ready) = self.ready.get_mut(queue) else {
             return JobOutcome::NoneReady;
         };
@@ -358,11 +427,22 @@ impl JobQueue {
             return JobOutcome::NoneReady;
         };
         job.attempts = job.attempts.saturating_add(1);
-        job.state = JobState::Claimed {
-            worker: worker.to_owned(),
-            lease_until_unix_ms,
-        };
-        self.leases.insert((lease_until_unix_ms, job.id));
+        match &claim {
+            JobState::Claimed {
+                session: Some(session),
+                ..
+            } => {
+                self.held.entry(*session).or_default().insert(job.id);
+            }
+            JobState::Claimed {
+                lease_until_unix_ms,
+                ..
+            } => {
+                self.leases.insert((*lease_until_unix_ms, job.id));
+            }
+            _ => {}
+        }
+        job.state = claim;
         JobOutcome::Claimed(Box::new(job.clone()))
     }
 
@@ -424,6 +504,79 @@ impl JobQueue {
         }
     }
 
+    /// The leader's expiry of the claims named (SESS-0): each that still stands (same
+    /// `claimed_at`, no session) is taken back.
+    fn expire_claims(&mut self, claims: &[ClaimRef]) -> JobOutcome {
+        let mut requeued = Vec::new();
+        let mut dead_lettered = Vec::new();
+        for claim in claims {
+            let worker = match self.jobs.get(&claim.job).map(|job| &job.state) {
+                Some(JobState::Claimed {
+                    worker,
+                    claimed_at,
+                    session: None,
+                    ..
+                }) if *claimed_at == claim.claimed_at => worker.clone(),
+                _ => continue,
+            };
+            self.forget_claim(claim.job);
+            match self.give_back(claim.job, AttemptFailure::LeaseExpired { worker }) {
+                Some((_, true)) => dead_lettered.push(claim.job),
+                Some((_, false)) => requeued.push(claim.job),
+                None => {}
+            }
+        }
+        JobOutcome::LeasesExpired {
+            requeued,
+            dead_lettered,
+        }
+    }
+
+    /// Takes back every job `session` holds, because it ended (SESS-2): each is ready again,
+    /// or dead if its attempts are used up; the claim counts as a failed attempt. Returns
+    /// the jobs requeued and those dead-lettered, by id.
+    pub(crate) fn release_session(&mut self, session: SessionId) -> (Vec<JobId>, Vec<JobId>) {
+        let mut requeued = Vec::new();
+        let mut dead_lettered = Vec::new();
+        for id in self.held.remove(&session).unwrap_or_default() {
+            let worker = match self.jobs.get(&id).map(|job| &job.state) {
+                Some(JobState::Claimed { worker, .. }) => worker.clone(),
+                _ => continue,
+            };
+            match self.give_back(id, AttemptFailure::SessionEnded { worker, session }) {
+                Some((_, true)) => dead_lettered.push(id),
+                Some((_, false)) => requeued.push(id),
+                None => {}
+            }
+        }
+        (requeued, dead_lettered)
+    }
+
+    /// Drops a claimed job from the indexes of claims (its lease or its session's).
+    fn forget_claim(&mut self, id: JobId) {
+        let Some(JobState::Claimed {
+            lease_until_unix_ms,
+            session,
+            ..
+        }) = self.jobs.get(&id).map(|job| &job.state)
+        else {
+            return;
+        };
+        match session {
+            Some(session) => {
+                if let Some(held) = self.held.get_mut(session) {
+                    held.remove(&id);
+                    if held.is_empty() {
+                        self.held.remove(session);
+                    }
+                }
+            }
+            None => {
+                self.leases.remove(&(*lease_until_unix_ms, id));
+            }
+        }
+    }
+
     fn retry(&mut self, id: JobId) -> JobOutcome {
         if let Err(refusal) = self.check_dead(id) {
             return refusal;
@@ -481,11 +634,8 @@ impl JobQueue {
             return Err(JobOutcome::UnknownJob { job: id });
         };
         match &job.state {
-            JobState::Claimed {
-                worker: holder,
-                lease_until_unix_ms,
-            } if holder == worker => {
-                self.leases.remove(&(*lease_until_unix_ms, id));
+            JobState::Claimed { worker: holder, .. } if holder == worker => {
+                self.forget_claim(id);
                 Ok(())
             }
             state => Err(JobOutcome::NotHeld {
@@ -515,6 +665,7 @@ impl JobQueue {
     pub(crate) fn restored(mut self, done_retention: usize) -> Result<Self> {
         self.ready.clear();
         self.leases.clear();
+        self.held.clear();
         let mut done = 0;
         for (id, job) in &self.jobs {
             if job.id != *id || id.0 == 0 || id.0 >= self.next_id {
@@ -523,6 +674,12 @@ impl JobQueue {
             match &job.state {
                 JobState::Ready => {
                     self.ready.entry(job.queue.clone()).or_default().insert(*id);
+                }
+                JobState::Claimed {
+                    session: Some(session),
+                    ..
+                } => {
+                    self.held.entry(*session).or_default().insert(*id);
                 }
                 JobState::Claimed {
                     lease_until_unix_ms,
@@ -562,23 +719,30 @@ mod tests {
     const LEASE_MS: u64 = 500;
 
     fn enqueue(queue: &mut JobQueue, payload: &str, max_attempts: u32) -> JobId {
-        match queue.apply(&JobCommand::Enqueue {
-            queue: "default".into(),
-            payload: payload.into(),
-            max_attempts,
-        }) {
+        match queue.apply(
+            0,
+            &JobCommand::Enqueue {
+                queue: "default".into(),
+                payload: payload.into(),
+                max_attempts,
+            },
+        ) {
             JobOutcome::Enqueued { job } => job,
             other => panic!("enqueue answered {other:?}"),
         }
     }
 
     fn claim(queue: &mut JobQueue, worker: &str, now_unix_ms: u64) -> JobOutcome {
-        queue.apply(&JobCommand::Claim {
-            queue: "default".into(),
-            worker: worker.into(),
-            lease_ms: LEASE_MS,
-            now_unix_ms,
-        })
+        queue.apply(
+            0,
+            &JobCommand::Claim {
+                queue: "default".into(),
+                worker: worker.into(),
+                lease_ms: LEASE_MS,
+                now_unix_ms,
+                session: None,
+            },
+        )
     }
 
     fn claimed_id(outcome: JobOutcome) -> JobId {
@@ -589,22 +753,28 @@ mod tests {
     }
 
     fn ack(queue: &mut JobQueue, job: JobId, worker: &str) -> JobOutcome {
-        queue.apply(&JobCommand::Ack {
-            job,
-            worker: worker.into(),
-        })
+        queue.apply(
+            0,
+            &JobCommand::Ack {
+                job,
+                worker: worker.into(),
+            },
+        )
     }
 
     fn nack(queue: &mut JobQueue, job: JobId, worker: &str, reason: &str) -> JobOutcome {
-        queue.apply(&JobCommand::Nack {
-            job,
-            worker: worker.into(),
-            reason: Some(reason.into()),
-        })
+        queue.apply(
+            0,
+            &JobCommand::Nack {
+                job,
+                worker: worker.into(),
+                reason: Some(reason.into()),
+            },
+        )
     }
 
     fn expire(queue: &mut JobQueue, now_unix_ms: u64) -> JobOutcome {
-        queue.apply(&JobCommand::ExpireLeases { now_unix_ms })
+        queue.apply(0, &JobCommand::ExpireLeases { now_unix_ms })
     }
 
     fn ids(jobs: Vec<&Job>) -> Vec<JobId> {
@@ -666,6 +836,9 @@ mod tests {
                 state: JobState::Claimed {
                     worker: "worker-1".into(),
                     lease_until_unix_ms: 10_000 + LEASE_MS,
+                    lease_ms: LEASE_MS,
+                    claimed_at: 0,
+                    session: None,
                 },
                 last_failure: None,
             }
@@ -822,6 +995,9 @@ mod tests {
         let held = JobState::Claimed {
             worker: "w1".into(),
             lease_until_unix_ms: LEASE_MS,
+            lease_ms: LEASE_MS,
+            claimed_at: 0,
+            session: None,
         };
         assert_eq!(
             ack(&mut queue, id, "w2"),
@@ -883,18 +1059,25 @@ mod tests {
     #[test]
     fn claims_take_from_their_own_queue() {
         let mut queue = JobQueue::new(DONE_JOB_RETENTION);
-        let mail = queue.apply(&JobCommand::Enqueue {
-            queue: "mail".into(),
-            payload: "send".into(),
-            max_attempts: 1,
-        });
+        let mail = queue.apply(
+            0,
+            &JobCommand::Enqueue {
+                queue: "mail".into(),
+                payload: "send".into(),
+                max_attempts: 1,
+            },
+        );
         assert_eq!(claim(&mut queue, "w", 0), JobOutcome::NoneReady);
-        let claimed = queue.apply(&JobCommand::Claim {
-            queue: "mail".into(),
-            worker: "w".into(),
-            lease_ms: 1,
-            now_unix_ms: 0,
-        });
+        let claimed = queue.apply(
+            0,
+            &JobCommand::Claim {
+                queue: "mail".into(),
+                worker: "w".into(),
+                lease_ms: 1,
+                now_unix_ms: 0,
+                session: None,
+            },
+        );
         assert!(
             matches!((mail, claimed), (JobOutcome::Enqueued { job }, JobOutcome::Claimed(got)) if got.id == job)
         );
@@ -922,17 +1105,20 @@ mod tests {
     }
 
     fn retry(queue: &mut JobQueue, job: JobId) -> JobOutcome {
-        queue.apply(&JobCommand::Retry { job })
+        queue.apply(0, &JobCommand::Retry { job })
     }
 
     fn purge(queue: &mut JobQueue, job: JobId) -> JobOutcome {
-        queue.apply(&JobCommand::Purge { job })
+        queue.apply(0, &JobCommand::Purge { job })
     }
 
     fn purge_dead(queue: &mut JobQueue, of: Option<&str>) -> JobOutcome {
-        queue.apply(&JobCommand::PurgeDead {
-            queue: of.map(str::to_owned),
-        })
+        queue.apply(
+            0,
+            &JobCommand::PurgeDead {
+                queue: of.map(str::to_owned),
+            },
+        )
     }
 
     /// Claims the next job of the default queue and nacks it, `times` times.
@@ -947,19 +1133,26 @@ mod tests {
 
     /// A dead job of `queue_name` with one attempt.
     fn dead_job(queue: &mut JobQueue, queue_name: &str) -> JobId {
-        let JobOutcome::Enqueued { job } = queue.apply(&JobCommand::Enqueue {
-            queue: queue_name.into(),
-            payload: format!("dies in {queue_name}"),
-            max_attempts: 1,
-        }) else {
+        let JobOutcome::Enqueued { job } = queue.apply(
+            0,
+            &JobCommand::Enqueue {
+                queue: queue_name.into(),
+                payload: format!("dies in {queue_name}"),
+                max_attempts: 1,
+            },
+        ) else {
             panic!("not enqueued");
         };
-        let claimed = queue.apply(&JobCommand::Claim {
-            queue: queue_name.into(),
-            worker: "w".into(),
-            lease_ms: LEASE_MS,
-            now_unix_ms: 0,
-        });
+        let claimed = queue.apply(
+            0,
+            &JobCommand::Claim {
+                queue: queue_name.into(),
+                worker: "w".into(),
+                lease_ms: LEASE_MS,
+                now_unix_ms: 0,
+                session: None,
+            },
+        );
         assert_eq!(claimed_id(claimed), job);
         assert!(matches!(
             nack(queue, job, "w", "poison"),
@@ -1029,6 +1222,9 @@ mod tests {
         let held = JobState::Claimed {
             worker: "w".into(),
             lease_until_unix_ms: LEASE_MS,
+            lease_ms: LEASE_MS,
+            claimed_at: 0,
+            session: None,
         };
         let before = queue.clone();
         for (job, state) in [

@@ -4,12 +4,13 @@
 //!
 //! How it behaves is documented on [`KvStore`].
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
 use crate::command::KvCommand;
 use crate::error::{Error, Result};
+use crate::sessions::SessionId;
 
 /// A key and its value as a read sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,6 +25,10 @@ pub struct KeyValue {
     pub mod_revision: u64,
     /// Puts since it was created, from 1.
     pub version: u64,
+    /// The session it goes with (SESS-2), if any: it is deleted when that session ends.
+    /// Appended with a default, so older snapshots and outcomes still read.
+    #[serde(default)]
+    pub session: Option<SessionId>,
 }
 
 /// What a write to the store answered.
@@ -104,6 +109,8 @@ struct StoredValue {
     create_revision: u64,
     mod_revision: u64,
     version: u64,
+    #[serde(default)]
+    session: Option<SessionId>,
 }
 
 /// The key-value store of cluster facts.
@@ -128,6 +135,9 @@ pub struct KvStore {
     /// A setting of this node, not replicated state: kept out of snapshots.
     #[serde(skip)]
     history_limit: usize,
+    /// Keys by the session they go with; derived from `entries`, rebuilt on restore.
+    #[serde(skip)]
+    owned: BTreeMap<SessionId, BTreeSet<String>>,
 }
 
 impl KvStore {
@@ -137,7 +147,14 @@ impl KvStore {
             entries: BTreeMap::new(),
             history: VecDeque::new(),
             history_limit,
+            owned: BTreeMap::new(),
         }
+    }
+
+    /// How many keys go with `session`.
+    #[must_use]
+    pub fn owned_by(&self, session: SessionId) -> usize {
+        self.owned.get(&session).map_or(0, BTreeSet::len)
     }
 
     /// The store's revision: the number of changes ever applied.
@@ -229,7 +246,8 @@ impl KvStore {
                 value,
                 if_revision,
                 if_value,
-            } => self.put(key, value, *if_revision, if_value.as_deref()),
+                session,
+            } => self.put(key, value, (*if_revision, if_value.as_deref()), *session),
             KvCommand::Delete { key, if_revision } => self.delete(key, *if_revision),
         }
     }
@@ -238,8 +256,8 @@ impl KvStore {
         &mut self,
         key: &str,
         value: &str,
-        if_revision: Option<u64>,
-        if_value: Option<&str>,
+        (if_revision, if_value): (Option<u64>, Option<&str>),
+        session: Option<SessionId>,
     ) -> KvOutcome {
         let current = self.entries.get(key);
         if !compare(current, if_revision, if_value) {
@@ -255,14 +273,25 @@ impl KvStore {
                 create_revision: before.create_revision,
                 mod_revision: revision,
                 version: before.version.saturating_add(1),
+                session,
             },
             None => StoredValue {
                 value: value.to_owned(),
                 create_revision: revision,
                 mod_revision: revision,
                 version: 1,
+                session,
             },
         };
+        if let Some(before) = previous.as_ref().and_then(|before| before.session) {
+            self.disown(before, key);
+        }
+        if let Some(session) = session {
+            self.owned
+                .entry(session)
+                .or_default()
+                .insert(key.to_owned());
+        }
         let now = key_value(key, &stored);
         self.entries.insert(key.to_owned(), stored);
         self.record(Change::Put(now));
@@ -279,7 +308,7 @@ impl KvStore {
         let Some(previous) = self.get(key) else {
             return KvOutcome::NotFound;
         };
-        self.entries.remove(key);
+        self.remove(key);
         let revision = self.next_revision();
         self.record(Change::Delete {
             key: key.to_owned(),
@@ -288,6 +317,38 @@ impl KvStore {
         KvOutcome::Applied {
             revision,
             previous: Some(previous),
+        }
+    }
+
+    /// Deletes every key that goes with `session`, because it ended (SESS-2): one change, and
+    /// one revision, per key, in key order, so watchers see each delete. Returns how many.
+    pub(crate) fn delete_owned(&mut self, session: SessionId) -> u64 {
+        let keys = self.owned.remove(&session).unwrap_or_default();
+        let mut deleted = 0;
+        for key in keys {
+            if self.entries.remove(&key).is_none() {
+                continue;
+            }
+            let revision = self.next_revision();
+            self.record(Change::Delete { key, revision });
+            deleted += 1;
+        }
+        deleted
+    }
+
+    /// Removes a key and its place in the index of session keys.
+    fn remove(&mut self, key: &str) {
+        if let Some(session) = self.entries.remove(key).and_then(|stored| stored.session) {
+            self.disown(session, key);
+        }
+    }
+
+    fn disown(&mut self, session: SessionId, key: &str) {
+        if let Some(keys) = self.owned.get_mut(&session) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.owned.remove(&session);
+            }
         }
     }
 
@@ -309,6 +370,12 @@ impl KvStore {
 
     /// Checks a store decoded from a snapshot and adopts this node's history length.
     pub(crate) fn restored(mut self, history_limit: usize) -> Result<Self> {
+        self.owned.clear();
+        for (key, stored) in &self.entries {
+            if let Some(session) = stored.session {
+                self.owned.entry(session).or_default().insert(key.clone());
+            }
+        }
         for stored in self.entries.values() {
             let ordered = 1 <= stored.create_revision
                 && stored.create_revision <= stored.mod_revision
@@ -370,6 +437,7 @@ fn key_value(key: &str, stored: &StoredValue) -> KeyValue {
         create_revision: stored.create_revision,
         mod_revision: stored.mod_revision,
         version: stored.version,
+        session: stored.session,
     }
 }
 
@@ -383,6 +451,7 @@ mod tests {
             value: value.into(),
             if_revision: None,
             if_value: None,
+            session: None,
         })
     }
 
@@ -398,6 +467,7 @@ mod tests {
             value: value.into(),
             if_revision,
             if_value: if_value.map(str::to_owned),
+            session: None,
         })
     }
 
@@ -415,6 +485,7 @@ mod tests {
             create_revision: create,
             mod_revision: modified,
             version,
+            session: None,
         }
     }
 

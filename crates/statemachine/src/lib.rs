@@ -19,8 +19,9 @@
 //!                                                  applied the read index (LOG-7)
 //! ```
 //!
-//! The leader also writes [`JobCommand::ExpireLeases`] with its clock from time to time:
-//! leases end only through the log, never on a follower's clock.
+//! Leases and sessions end only through the log: the leader counts them on its own monotonic
+//! clock ([`LeaseClock`]) and writes [`JobCommand::ExpireClaims`] and
+//! [`SessionCommand::Expire`]; no node compares a wall clock, and no follower counts at all.
 
 #![deny(missing_docs)]
 
@@ -29,19 +30,27 @@ mod command;
 mod error;
 mod jobs;
 mod kv;
+mod lease_clock;
 mod requests;
+mod sessions;
 mod state;
 
 pub use command::{
     COMMAND_FORMAT, Command, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobCommand, KvCommand,
-    MAX_ATTEMPTS_LIMIT, MAX_KEY_LEN, MAX_LEASE_MS, MAX_NAME_LEN, MAX_PAYLOAD_LEN, MAX_REASON_LEN,
-    MAX_REQUEST_ID_LEN, MAX_VALUE_LEN, Write,
+    MAX_ATTEMPTS_LIMIT, MAX_EXPIRE_BATCH, MAX_KEY_LEN, MAX_LEASE_MS, MAX_NAME_LEN, MAX_PAYLOAD_LEN,
+    MAX_REASON_LEN, MAX_REQUEST_ID_LEN, MAX_VALUE_LEN, Write,
 };
 pub use error::{Error, InvalidCommand, Result};
 pub use jobs::{
-    AttemptFailure, DONE_JOB_RETENTION, Job, JobId, JobOutcome, JobQueue, JobState, JobStateKind,
-    PURGE_ANSWER_IDS,
+    AttemptFailure, ClaimRef, DONE_JOB_RETENTION, Job, JobId, JobOutcome, JobQueue, JobState,
+    JobStateKind, PURGE_ANSWER_IDS,
 };
 pub use kv::{Change, KeyFilter, KeyValue, KvOutcome, KvStore};
+pub use lease_clock::{EXPIRY_RETRY_MS, LeaseClock, UNRECORDED_LEASE_MS};
 pub use requests::REQUEST_ID_CAPACITY;
+pub use sessions::{
+    DEFAULT_SESSION_CLAIMS, EndedSession, MAX_LIVE_SESSIONS, MAX_SESSION_CLAIMS,
+    MAX_SESSION_TTL_MS, MIN_SESSION_TTL_MS, Session, SessionCommand, SessionId, SessionOutcome,
+    Sessions,
+};
 pub use state::{Applied, ClusterState, Outcome, SNAPSHOT_FORMAT, StateConfig, StateMachine};

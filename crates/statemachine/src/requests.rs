@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::command::{JobCommand, KvCommand, Write};
 use crate::error::{Error, Result};
 use crate::jobs::JobId;
+use crate::sessions::{SessionCommand, SessionId};
 use crate::state::Outcome;
 
 /// Request ids remembered, the oldest forgotten first. A constant of the state machine, not a
@@ -39,6 +40,10 @@ pub(crate) enum RequestScope {
     Retry { job: JobId },
     Purge { job: JobId },
     PurgeDead { queue: Option<String> },
+    ExpireClaims,
+    SessionGrant,
+    SessionRevoke { session: SessionId },
+    SessionExpire,
 }
 
 impl RequestScope {
@@ -61,6 +66,12 @@ impl RequestScope {
             Write::Jobs(JobCommand::PurgeDead { queue }) => Self::PurgeDead {
                 queue: queue.clone(),
             },
+            Write::Jobs(JobCommand::ExpireClaims { .. }) => Self::ExpireClaims,
+            Write::Sessions(SessionCommand::Grant { .. }) => Self::SessionGrant,
+            Write::Sessions(SessionCommand::Revoke { session }) => {
+                Self::SessionRevoke { session: *session }
+            }
+            Write::Sessions(SessionCommand::Expire { .. }) => Self::SessionExpire,
         }
     }
 }

@@ -6,11 +6,12 @@
 use conclave_protocol::{EntryKind, LogEntry};
 use serde::{Deserialize, Serialize};
 
-use crate::command::{Command, Write};
+use crate::command::{Command, JobCommand, KvCommand, Write};
 use crate::error::{Error, Result};
 use crate::jobs::{DONE_JOB_RETENTION, JobOutcome, JobQueue};
 use crate::kv::{KvOutcome, KvStore};
 use crate::requests::{REQUEST_ID_CAPACITY, RequestLedger, RequestScope};
+use crate::sessions::{EndedSession, SessionCommand, SessionId, SessionOutcome, Sessions};
 
 /// The format byte in front of every snapshot.
 pub const SNAPSHOT_FORMAT: u8 = 1;
@@ -60,6 +61,8 @@ pub enum Outcome {
     Kv(KvOutcome),
     /// A job-queue write's.
     Jobs(JobOutcome),
+    /// A session write's, or the refusal of a write that named a session (appended).
+    Sessions(SessionOutcome),
 }
 
 /// What applying one entry to a [`ClusterState`] did.
@@ -184,6 +187,9 @@ pub struct ClusterState {
     jobs: JobQueue,
     requests: RequestLedger,
     rejected_entries: u64,
+    /// Appended with a default: a snapshot of a build without sessions has none.
+    #[serde(default)]
+    sessions: Sessions,
     #[serde(skip)]
     config: StateConfig,
     #[serde(skip)]
@@ -210,6 +216,7 @@ impl ClusterState {
             jobs: JobQueue::new(capacities.done_jobs),
             requests: RequestLedger::new(capacities.request_ids),
             rejected_entries: 0,
+            sessions: Sessions::default(),
             config,
             capacities,
         }
@@ -225,6 +232,12 @@ impl ClusterState {
     #[must_use]
     pub fn jobs(&self) -> &JobQueue {
         &self.jobs
+    }
+
+    /// The live sessions, for reads.
+    #[must_use]
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
     }
 
     /// Entries whose data was not a valid command, applied as no-ops.
@@ -252,14 +265,83 @@ impl ClusterState {
                 };
             }
         }
-        let outcome = match &write {
-            Write::Kv(command) => Outcome::Kv(self.kv.apply(command)),
-            Write::Jobs(command) => Outcome::Jobs(self.jobs.apply(command)),
-        };
+        let outcome = self.apply_write(&write);
         if let (Some(id), Some(scope)) = (request_id, scope) {
             self.requests.record(id, scope, outcome.clone());
         }
         Applied::Answered(outcome)
+    }
+
+    /// Applies a write at the applied index. A key or a claim that names a session needs it
+    /// live (and, for a claim, under its `max_claims`); a session that ends takes its keys
+    /// and claims with it, in the same entry (SESS-2).
+    fn apply_write(&mut self, write: &Write) -> Outcome {
+        let index = self.applied_index;
+        match write {
+            Write::Kv(command @ KvCommand::Put { session, .. }) => {
+                if let Some(refused) = session.and_then(|session| self.refuse_session(session)) {
+                    return Outcome::Sessions(refused);
+                }
+                Outcome::Kv(self.kv.apply(command))
+            }
+            Write::Kv(command) => Outcome::Kv(self.kv.apply(command)),
+            Write::Jobs(command @ JobCommand::Claim { session, .. }) => {
+                if let Some(session) = *session {
+                    if let Some(refused) = self.refuse_session(session) {
+                        return Outcome::Sessions(refused);
+                    }
+                    let limit = self.sessions.get(session).map_or(0, |s| s.max_claims);
+                    if self.jobs.held_by(session) >= limit as usize {
+                        return Outcome::Sessions(SessionOutcome::TooManyClaims { session, limit });
+                    }
+                }
+                Outcome::Jobs(self.jobs.apply(index, command))
+            }
+            Write::Jobs(command) => Outcome::Jobs(self.jobs.apply(index, command)),
+            Write::Sessions(command) => Outcome::Sessions(self.apply_session(index, command)),
+        }
+    }
+
+    fn refuse_session(&self, session: SessionId) -> Option<SessionOutcome> {
+        self.sessions
+            .get(session)
+            .is_none()
+            .then_some(SessionOutcome::UnknownSession { session })
+    }
+
+    fn apply_session(&mut self, index: u64, command: &SessionCommand) -> SessionOutcome {
+        match command {
+            SessionCommand::Grant {
+                ttl_ms,
+                name,
+                max_claims,
+            } => self
+                .sessions
+                .grant(index, *ttl_ms, name.clone(), *max_claims),
+            SessionCommand::Revoke { session } => match self.end_session(*session) {
+                Some(ended) => SessionOutcome::Revoked(ended),
+                None => SessionOutcome::UnknownSession { session: *session },
+            },
+            SessionCommand::Expire { sessions } => SessionOutcome::Expired {
+                ended: sessions
+                    .iter()
+                    .filter_map(|session| self.end_session(*session))
+                    .collect(),
+            },
+        }
+    }
+
+    /// Ends a live session: its keys are deleted and its claims taken back.
+    fn end_session(&mut self, session: SessionId) -> Option<EndedSession> {
+        self.sessions.end(session)?;
+        let deleted_keys = self.kv.delete_owned(session);
+        let (requeued, dead_lettered) = self.jobs.release_session(session);
+        Some(EndedSession {
+            session,
+            deleted_keys,
+            requeued,
+            dead_lettered,
+        })
     }
 
     /// Moves the applied index to `index` if it is the next one; otherwise says why not.
@@ -318,6 +400,7 @@ impl StateMachine for ClusterState {
             jobs: decoded.jobs.restored(self.capacities.done_jobs)?,
             requests: decoded.requests.restored(self.capacities.request_ids)?,
             rejected_entries: decoded.rejected_entries,
+            sessions: decoded.sessions.restored()?,
             config: self.config,
             capacities: self.capacities,
         };
@@ -343,6 +426,7 @@ mod tests {
             value: value.into(),
             if_revision: None,
             if_value: None,
+            session: None,
         }))
     }
 
@@ -360,6 +444,7 @@ mod tests {
             worker: worker.into(),
             lease_ms: 1_000,
             now_unix_ms,
+            session: None,
         }))
     }
 
@@ -862,19 +947,25 @@ mod tests {
             next_random(&mut self.rng) % n
         }
 
+        /// No session half the time; otherwise one of the first few, live or not.
+        fn session(&mut self) -> Option<SessionId> {
+            [None, Some(SessionId(1 + self.pick(4)))][self.pick(2) as usize]
+        }
+
         fn one_of<T: Clone>(&mut self, items: &[T]) -> T {
             items[self.pick(items.len() as u64) as usize].clone()
         }
 
         fn write(&mut self) -> Write {
             self.clock += self.pick(400);
-            match self.pick(11) {
+            match self.pick(13) {
                 0 | 1 => Write::Kv(KvCommand::Put {
                     key: self.one_of(&Self::KEYS).into(),
                     value: self.pick(3).to_string(),
                     if_revision: [None, None, Some(0), Some(self.pick(20))][self.pick(4) as usize],
                     if_value: [None, None, Some(self.pick(3).to_string())][self.pick(3) as usize]
                         .clone(),
+                    session: self.session(),
                 }),
                 2 => Write::Kv(KvCommand::Delete {
                     key: self.one_of(&Self::KEYS).into(),
@@ -890,6 +981,26 @@ mod tests {
                     worker: self.one_of(&Self::WORKERS).into(),
                     lease_ms: 1 + self.pick(1_000),
                     now_unix_ms: self.clock,
+                    session: self.session(),
+                }),
+                11 => match self.pick(3) {
+                    0 => Write::Sessions(SessionCommand::Grant {
+                        ttl_ms: 1_000,
+                        name: None,
+                        max_claims: 1 + self.pick(2) as u32,
+                    }),
+                    1 => Write::Sessions(SessionCommand::Revoke {
+                        session: SessionId(1 + self.pick(4)),
+                    }),
+                    _ => Write::Sessions(SessionCommand::Expire {
+                        sessions: vec![SessionId(1 + self.pick(4)), SessionId(1 + self.pick(4))],
+                    }),
+                },
+                12 => Write::Jobs(JobCommand::ExpireClaims {
+                    claims: vec![crate::ClaimRef {
+                        job: JobId(1 + self.pick(12)),
+                        claimed_at: self.pick(200),
+                    }],
                 }),
                 6 => Write::Jobs(JobCommand::Ack {
                     job: JobId(1 + self.pick(12)),

@@ -5,7 +5,8 @@
 //! documents every endpoint and `docs/openapi.json` describes them. The election's endpoints
 //! are in `election_api.rs`, the replicated log's (`/v1/kv`, `/v1/jobs`, `/v1/log`) in
 //! `log_api.rs` on top of [`crate::log_service`], the log cluster's membership (`/v1/members`,
-//! MEMB-3) in `members_api.rs`, the event streams in `streams.rs`.
+//! MEMB-3) in `members_api.rs`, sessions (`/v1/sessions`, SESS-1) in `sessions_api.rs`, the
+//! event streams in `streams.rs`.
 //!
 //! # One contract for every answer
 //!
@@ -96,6 +97,7 @@ mod election_api;
 mod limits;
 mod log_api;
 mod members_api;
+mod sessions_api;
 mod streams;
 
 use std::collections::BTreeMap;
@@ -306,6 +308,7 @@ pub fn admin_routes(
         election_api::routes(config);
         log_api::routes(config);
         members_api::routes(config);
+        sessions_api::routes(config);
         config.default_service(web::to(no_such_endpoint));
     }
 }

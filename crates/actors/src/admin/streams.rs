@@ -37,7 +37,7 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 const WATCH_POLL: Duration = Duration::from_millis(50);
 
 /// One server-sent event: `id:` (if any), `event:`, `data:` and the blank line.
-fn sse<T: Serialize>(id: Option<&str>, name: &str, data: &T) -> String {
+pub(super) fn sse<T: Serialize>(id: Option<&str>, name: &str, data: &T) -> String {
     let data = serde_json::to_string(data).unwrap_or_else(|_| "null".to_owned());
     match id {
         Some(id) => format!("id: {id}\nevent: {name}\ndata: {data}\n\n"),
@@ -56,7 +56,7 @@ fn last_event_id(request: &HttpRequest) -> Option<String> {
 }
 
 /// A place among `admin.max_event_streams`, or the refusal.
-fn stream_slot(state: &AdminState) -> Result<Slot, Box<ErrorAnswer>> {
+pub(super) fn stream_slot(state: &AdminState) -> Result<Slot, Box<ErrorAnswer>> {
     let permit = state.streams.open(state.options.max_event_streams);
     if permit.over() {
         return Err(state.busy(
@@ -70,7 +70,7 @@ fn stream_slot(state: &AdminState) -> Result<Slot, Box<ErrorAnswer>> {
     Ok(permit)
 }
 
-fn event_stream(
+pub(super) fn event_stream(
     stream: impl futures_util::Stream<Item = Result<Bytes, Infallible>> + 'static,
 ) -> HttpResponse {
     HttpResponse::Ok()

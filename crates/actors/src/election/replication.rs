@@ -41,6 +41,7 @@ use actix::prelude::*;
 use conclave_core::raft::{LogPosition, MembershipError, ProposeError, ReadError, ReadId};
 use conclave_core::storage::Snapshot;
 use conclave_protocol::{LogEntry, PeerId};
+use conclave_statemachine::LeaseClock;
 use tokio::sync::oneshot;
 use tracing::{debug, warn};
 
@@ -152,13 +153,15 @@ struct PendingRead {
 
 /// The log's side of the ElectionActor. See the [module docs](self).
 pub(super) struct LogDriver {
-    machine: ClusterMachine,
+    pub(super) machine: ClusterMachine,
     /// Clients waiting, by the position their entry was given.
     waiting: BTreeMap<u64, (u64, Waiter)>,
     /// The id of the last read registered with the core.
     last_read: u64,
     /// LOG-7: reads the core took and the driver has not answered yet.
     reads: BTreeMap<ReadId, PendingRead>,
+    /// SESS-0, SESS-1: the leader's count of job leases and sessions.
+    pub(super) lease_clock: LeaseClock,
 }
 
 impl LogDriver {
@@ -170,6 +173,7 @@ impl LogDriver {
             waiting: BTreeMap::new(),
             last_read: 0,
             reads: BTreeMap::new(),
+            lease_clock: LeaseClock::new(),
         }
     }
 }
@@ -400,27 +404,6 @@ impl ElectionActor {
                 let _ = waiter.0.send(fence.wrap(Err(LogRefusal::Busy)));
             }
         }
-    }
-
-    /// On the leader, every second: what the machine needs written (lease expiry, LOG-5).
-    pub(super) fn log_upkeep(&mut self, ctx: &mut Context<Self>) {
-        if !self.driver.election().is_leader() {
-            return;
-        }
-        let now_unix_ms = crate::events::unix_millis(std::time::SystemTime::now());
-        let Some(data) = self
-            .log
-            .as_ref()
-            .and_then(|driver| driver.machine.upkeep(now_unix_ms))
-        else {
-            return;
-        };
-        let now = self.clock.now();
-        if let Some(mut log) = self.driver.election_mut().replicated_log() {
-            // Refused while handing over: the next leader's upkeep writes it.
-            let _ = log.propose(now, data);
-        }
-        self.pump(ctx);
     }
 
     /// The node halts or stops: whoever still waits cannot be told the outcome. A read

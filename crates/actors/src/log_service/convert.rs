@@ -13,6 +13,7 @@ pub(crate) fn key_value(kv: &machine::KeyValue) -> api::KeyValue {
         revision: kv.mod_revision,
         create_revision: kv.create_revision,
         version: kv.version,
+        session: kv.session.map(|session| session.0),
     }
 }
 
@@ -38,12 +39,29 @@ pub(crate) fn state_kind(state: api::JobState) -> machine::JobStateKind {
 
 /// A job as the API shows it.
 pub(crate) fn job(job: &machine::Job) -> api::Job {
-    let (worker, lease_until_unix_ms) = match &job.state {
+    let (worker, lease_until_unix_ms, lease_ms, session) = match &job.state {
+        machine::JobState::Claimed {
+            worker,
+            session: Some(session),
+            ..
+        } => (Some(worker.clone()), None, None, Some(session.0)),
         machine::JobState::Claimed {
             worker,
             lease_until_unix_ms,
-        } => (Some(worker.clone()), Some(*lease_until_unix_ms)),
-        _ => (None, None),
+            lease_ms,
+            ..
+        } => (
+            Some(worker.clone()),
+            Some(*lease_until_unix_ms),
+            // A claim older than recorded leases counts the default one.
+            Some(if *lease_ms == 0 {
+                machine::UNRECORDED_LEASE_MS
+            } else {
+                *lease_ms
+            }),
+            None,
+        ),
+        _ => (None, None, None, None),
     };
     api::Job {
         id: job.id.0,
@@ -54,6 +72,8 @@ pub(crate) fn job(job: &machine::Job) -> api::Job {
         max_attempts: job.max_attempts,
         worker,
         lease_until_unix_ms,
+        lease_ms,
+        session,
         last_failure: job.last_failure.as_ref().map(|failure| match failure {
             machine::AttemptFailure::LeaseExpired { worker } => api::AttemptFailure::LeaseExpired {
                 worker: worker.clone(),
@@ -62,24 +82,32 @@ pub(crate) fn job(job: &machine::Job) -> api::Job {
                 worker: worker.clone(),
                 reason: reason.clone(),
             },
+            machine::AttemptFailure::SessionEnded { worker, session } => {
+                api::AttemptFailure::SessionEnded {
+                    worker: worker.clone(),
+                    session: session.0,
+                }
+            }
         }),
     }
 }
 
 /// A command of the log as the API shows it.
 pub(crate) fn log_command(command: &machine::Command) -> api::LogCommand {
-    use machine::{JobCommand, KvCommand, Write};
+    use machine::{JobCommand, KvCommand, SessionCommand, Write};
     let write = match &command.write {
         Write::Kv(KvCommand::Put {
             key,
             value,
             if_revision,
             if_value,
+            session,
         }) => api::LogWrite::KvPut {
             key: key.clone(),
             value: value.clone(),
             if_revision: *if_revision,
             if_value: if_value.clone(),
+            session: session.map(|session| session.0),
         },
         Write::Kv(KvCommand::Delete { key, if_revision }) => api::LogWrite::KvDelete {
             key: key.clone(),
@@ -99,11 +127,13 @@ pub(crate) fn log_command(command: &machine::Command) -> api::LogCommand {
             worker,
             lease_ms,
             now_unix_ms,
+            session,
         }) => api::LogWrite::JobClaim {
             queue: queue.clone(),
             worker: worker.clone(),
             lease_ms: *lease_ms,
             now_unix_ms: *now_unix_ms,
+            session: session.map(|session| session.0),
         },
         Write::Jobs(JobCommand::Ack { job, worker }) => api::LogWrite::JobAck {
             job: job.0,
@@ -125,6 +155,30 @@ pub(crate) fn log_command(command: &machine::Command) -> api::LogCommand {
         Write::Jobs(JobCommand::Purge { job }) => api::LogWrite::JobPurge { job: job.0 },
         Write::Jobs(JobCommand::PurgeDead { queue }) => api::LogWrite::JobPurgeDead {
             queue: queue.clone(),
+        },
+        Write::Jobs(JobCommand::ExpireClaims { claims }) => api::LogWrite::JobExpireClaims {
+            claims: claims
+                .iter()
+                .map(|claim| api::ExpiredClaim {
+                    job: claim.job.0,
+                    claimed_at: claim.claimed_at,
+                })
+                .collect(),
+        },
+        Write::Sessions(SessionCommand::Grant {
+            ttl_ms,
+            name,
+            max_claims,
+        }) => api::LogWrite::SessionGrant {
+            ttl_ms: *ttl_ms,
+            name: name.clone(),
+            max_claims: *max_claims,
+        },
+        Write::Sessions(SessionCommand::Revoke { session }) => {
+            api::LogWrite::SessionRevoke { session: session.0 }
+        }
+        Write::Sessions(SessionCommand::Expire { sessions }) => api::LogWrite::SessionExpire {
+            sessions: sessions.iter().map(|session| session.0).collect(),
         },
     };
     api::LogCommand {
@@ -175,6 +229,9 @@ mod tests {
             state: machine::JobState::Claimed {
                 worker: "w2".into(),
                 lease_until_unix_ms: 1_700_000_000_000,
+                lease_ms: 30_000,
+                claimed_at: 12,
+                session: None,
             },
             last_failure: Some(machine::AttemptFailure::Nacked {
                 worker: "w1".into(),
@@ -186,7 +243,8 @@ mod tests {
             json!({
                 "id": 7, "queue": "mail", "payload": "send 1", "state": "claimed",
                 "attempts": 2, "max_attempts": 5, "worker": "w2",
-                "lease_until_unix_ms": 1_700_000_000_000u64,
+                "lease_until_unix_ms": 1_700_000_000_000u64, "lease_ms": 30_000,
+                "session": null,
                 "last_failure": {"kind": "nacked", "worker": "w1", "reason": "smtp down"},
             })
         );
@@ -200,9 +258,33 @@ mod tests {
         let json = serde_json::to_value(job(&dead)).unwrap();
         assert_eq!(json["state"], "dead");
         assert_eq!(json["worker"], serde_json::Value::Null);
+        assert_eq!(json["lease_ms"], serde_json::Value::Null);
         assert_eq!(
             json["last_failure"],
             json!({"kind": "lease_expired", "worker": "w2"})
+        );
+        // SESS-2: a claim held by a session names it, and shows no lease.
+        let held = machine::Job {
+            state: machine::JobState::Claimed {
+                worker: "w3".into(),
+                lease_until_unix_ms: u64::MAX,
+                lease_ms: 30_000,
+                claimed_at: 14,
+                session: Some(machine::SessionId(4)),
+            },
+            last_failure: Some(machine::AttemptFailure::SessionEnded {
+                worker: "w2".into(),
+                session: machine::SessionId(3),
+            }),
+            ..dead
+        };
+        let json = serde_json::to_value(job(&held)).unwrap();
+        assert_eq!(json["session"], 4);
+        assert_eq!(json["lease_until_unix_ms"], serde_json::Value::Null);
+        assert_eq!(json["lease_ms"], serde_json::Value::Null);
+        assert_eq!(
+            json["last_failure"],
+            json!({"kind": "session_ended", "worker": "w2", "session": 3})
         );
     }
 
@@ -214,13 +296,14 @@ mod tests {
             value: "red".into(),
             if_revision: Some(0),
             if_value: None,
+            session: None,
         }))
         .with_request_id("r1");
         assert_eq!(
             serde_json::to_value(log_command(&command)).unwrap(),
             json!({
                 "type": "kv_put", "key": "color", "value": "red", "if_revision": 0,
-                "if_value": null, "request_id": "r1",
+                "if_value": null, "session": null, "request_id": "r1",
             })
         );
         let purge = machine::Command::new(machine::Write::Jobs(machine::JobCommand::PurgeDead {

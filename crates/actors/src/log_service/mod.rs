@@ -20,6 +20,7 @@
 
 mod convert;
 mod members;
+mod sessions;
 mod snapshot;
 
 use std::collections::BTreeMap;
@@ -86,6 +87,7 @@ impl LogService {
             value: request.value,
             if_revision: request.if_revision,
             if_value: request.if_value.clone(),
+            session: request.session.map(machine::SessionId),
         });
         let (outcome, fencing) = self.write(write, request.request_id).await?;
         let compare = Compare {
@@ -233,8 +235,9 @@ impl LogService {
             queue: queue.clone(),
             worker: request.worker,
             lease_ms: request.lease_ms.unwrap_or(DEFAULT_LEASE_MS),
-            // LOG-5: the lease runs on the leader's clock, written into the entry.
+            // Shown with the job; the lease itself runs on the leader's monotonic clock.
             now_unix_ms: unix_millis(SystemTime::now()),
+            session: request.session.map(machine::SessionId),
         });
         let (outcome, fencing) = self.write(write, request.request_id).await?;
         self.job_answer(outcome, fencing, Some(&queue))
@@ -552,6 +555,7 @@ impl LogService {
     ) -> Answer<api::KvWriteAnswer> {
         let (outcome, replayed) = match self.outcome(outcome.applied, &fencing)? {
             (Outcome::Kv(outcome), replayed) => (outcome, replayed),
+            (Outcome::Sessions(refusal), _) => return Err(self.session_refusal(refusal, fencing)),
             (Outcome::Jobs(_), _) => return Err(self.mismatched(fencing)),
         };
         match outcome {
@@ -594,6 +598,7 @@ impl LogService {
         let jobs = outcome.jobs;
         let (outcome, replayed) = match self.outcome(outcome.applied, &fencing)? {
             (Outcome::Jobs(outcome), replayed) => (outcome, replayed),
+            (Outcome::Sessions(refusal), _) => return Err(self.session_refusal(refusal, fencing)),
             (Outcome::Kv(_), _) => return Err(self.mismatched(fencing)),
         };
         let answer = |job: &machine::Job| api::JobAnswer {
@@ -635,6 +640,7 @@ impl LogService {
     fn purge_answer(&self, outcome: WriteOutcome, fencing: Fencing) -> Answer<api::PurgeAnswer> {
         let (outcome, replayed) = match self.outcome(outcome.applied, &fencing)? {
             (Outcome::Jobs(outcome), replayed) => (outcome, replayed),
+            (Outcome::Sessions(refusal), _) => return Err(self.session_refusal(refusal, fencing)),
             (Outcome::Kv(_), _) => return Err(self.mismatched(fencing)),
         };
         match outcome {

@@ -1,0 +1,122 @@
+//! The leader's half of job leases and sessions in the ElectionActor (SESS-0, SESS-1): the
+//! [`LeaseClock`](conclave_statemachine::LeaseClock) counted on the node's monotonic clock,
+//! keepalives answered from it, and the expiry entries it says are due proposed like any
+//! write.
+//!
+//! Only a leader counts. A node that is not leading forgets its counts at the next upkeep, so
+//! when it leads again (in a later term) it counts every lease and session afresh from then:
+//! a failover lengthens a lease or a session and never shortens one. No wall clock is read
+//! here; the node's clock is actix's monotonic one.
+
+use actix::prelude::*;
+use conclave_statemachine::SessionId;
+
+use super::ElectionActor;
+use super::replication::{Fenced, LogRefusal};
+
+/// A session's keepalive (`POST /v1/sessions/{id}/keepalive`): answered by the leader with
+/// the session's TTL, counted again from now, or `None` when no such session is live.
+#[derive(Message)]
+#[rtype(result = "Fenced<Option<u64>>")]
+pub struct SessionKeepalive {
+    /// The session.
+    pub session: SessionId,
+}
+
+/// How long each live session has left on the leader's clock, by session (`GET
+/// /v1/sessions`); a node that does not lead refuses.
+#[derive(Message)]
+#[rtype(result = "Fenced<std::collections::BTreeMap<SessionId, u64>>")]
+pub struct SessionsRemaining;
+
+impl ElectionActor {
+    /// The node's monotonic clock in milliseconds, as the lease clock counts.
+    fn lease_now(&self) -> u64 {
+        self.clock.now().as_millis()
+    }
+
+    /// On every upkeep tick: a leader proposes the expiries its lease clock says are due; a
+    /// node that does not lead forgets its counts.
+    pub(super) fn log_upkeep(&mut self, ctx: &mut Context<Self>) {
+        let now_ms = self.lease_now();
+        let leading = self.driver.election().is_leader();
+        let term = self.driver.election().term();
+        let Some(driver) = self.log.as_mut() else {
+            return;
+        };
+        if !leading {
+            driver.lease_clock.forget();
+            return;
+        }
+        let due = driver.lease_clock.due(driver.machine.state(), term, now_ms);
+        if due.is_empty() {
+            return;
+        }
+        let now = self.clock.now();
+        if let Some(mut log) = self.driver.election_mut().replicated_log() {
+            for command in due {
+                match command.encode() {
+                    // Refused while handing over: the next leader counts afresh.
+                    Ok(data) => {
+                        let _ = log.propose(now, data);
+                    }
+                    Err(err) => tracing::warn!(%err, "an expiry entry does not encode"),
+                }
+            }
+        }
+        self.pump(ctx);
+    }
+}
+
+impl Handler<SessionKeepalive> for ElectionActor {
+    type Result = MessageResult<SessionKeepalive>;
+
+    fn handle(&mut self, keepalive: SessionKeepalive, _: &mut Self::Context) -> Self::Result {
+        let _span = self.span.clone().entered();
+        let fence = self.fence();
+        let now_ms = self.lease_now();
+        let leading = self.driver.election().is_leader();
+        let term = self.driver.election().term();
+        let leader = self.driver.election().leader();
+        MessageResult(fence.wrap(match self.log.as_mut() {
+            None => Err(LogRefusal::Disabled),
+            Some(_) if !leading => Err(LogRefusal::NotLeader { leader }),
+            Some(driver) => Ok(driver.lease_clock.keepalive(
+                driver.machine.state(),
+                term,
+                keepalive.session,
+                now_ms,
+            )),
+        }))
+    }
+}
+
+impl Handler<SessionsRemaining> for ElectionActor {
+    type Result = MessageResult<SessionsRemaining>;
+
+    fn handle(&mut self, _: SessionsRemaining, _: &mut Self::Context) -> Self::Result {
+        let _span = self.span.clone().entered();
+        let fence = self.fence();
+        let now_ms = self.lease_now();
+        let leading = self.driver.election().is_leader();
+        let leader = self.driver.election().leader();
+        MessageResult(
+            fence.wrap(match self.log.as_ref() {
+                None => Err(LogRefusal::Disabled),
+                Some(_) if !leading => Err(LogRefusal::NotLeader { leader }),
+                Some(driver) => Ok(driver
+                    .machine
+                    .state()
+                    .sessions()
+                    .iter()
+                    .filter_map(|session| {
+                        driver
+                            .lease_clock
+                            .session_remaining(session.id, now_ms)
+                            .map(|left| (session.id, left))
+                    })
+                    .collect()),
+            }),
+        )
+    }
+}
