@@ -311,6 +311,19 @@ impl ProcessCluster {
         );
     }
 
+    /// [`Self::start_from_file`] with extra environment variables for this process only
+    /// (such as a preloaded library that shifts its wall clock).
+    pub(crate) fn start_from_file_with(&mut self, id: &str, config: &Path, env: &[(&str, &str)]) {
+        let mut all = vec![
+            ("CONCLAVE__ELECTION__RAFT__HEARTBEAT_MS", "50"),
+            ("CONCLAVE__ELECTION__RAFT__ELECTION_TIMEOUT_MIN_MS", "250"),
+            ("CONCLAVE__ELECTION__RAFT__ELECTION_TIMEOUT_MAX_MS", "500"),
+            ("CONCLAVE__MEMBERSHIP__HEARTBEAT_MS", "50"),
+        ];
+        all.extend_from_slice(env);
+        self.start_over_file(id, config, &all);
+    }
+
     /// Starts node `id` from an example file of a mode other than raft (such as
     /// `config/examples/three-priority/node-a.toml`) with this cluster's addresses and data
     /// directory laid over it, like [`Self::start_from_file`], but with the file's own timings:
@@ -561,6 +574,34 @@ pub(crate) fn conclave(args: &[&str]) -> std::process::Output {
         stdout: stdout.join().unwrap_or_default(),
         stderr: stderr.join().unwrap_or_default(),
     }
+}
+
+/// The path of libfaketime's shared library (Debian's `libfaketime`), installed with apt when
+/// it is missing and the tests run as root, as the CI machine does; a test that needs it
+/// fails with what to install otherwise.
+pub(crate) fn libfaketime() -> PathBuf {
+    let arch = std::env::consts::ARCH;
+    let path = PathBuf::from(format!(
+        "/usr/lib/{arch}-linux-gnu/faketime/libfaketime.so.1"
+    ));
+    if !path.exists() {
+        let installed = Command::new("sh")
+            .args([
+                "-c",
+                "command -v apt-get >/dev/null && { DEBIAN_FRONTEND=noninteractive apt-get \
+                 install -y -qq libfaketime >/dev/null 2>&1 || { apt-get update -qq >/dev/null \
+                 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libfaketime \
+                 >/dev/null 2>&1; }; }",
+            ])
+            .status();
+        assert!(
+            installed.is_ok() && path.exists(),
+            "this test runs a node under libfaketime: install the Debian package libfaketime \
+             (apt-get install libfaketime), which puts {}",
+            path.display()
+        );
+    }
+    path
 }
 
 /// Bytes a process printed, as text.

@@ -1,0 +1,382 @@
+//! Sessions and job leases through three real `conclave run` processes (SESS-0..2), from the
+//! README's `config/examples/three-udp` files with this test's own addresses and timings.
+//!
+//! - A worker's jobs claimed under a 2 s session stay its own while its keepalive stream runs
+//!   (well past a second worker's claim, which finds none ready) and are ready again, each
+//!   with a `session_ended` failure, once the stream is cut as a `kill -9` of the worker
+//!   cuts it — while a job it claimed with a 10-minute lease stays claimed.
+//! - A key written with a session is deleted when the session is revoked, and a watcher of
+//!   the key sees the delete.
+//! - A leader whose wall clock runs two minutes ahead (libfaketime; its monotonic clock
+//!   untouched) ends no lease early: a job claimed with a 60 s lease from the leader before
+//!   it is still held after the new leader took back a 3 s lease of its own.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use support::{ProcessCluster, conclave, example_config, libfaketime, text};
+
+const NODES: [&str; 3] = ["gw-a", "gw-b", "gw-c"];
+
+/// `conclave ARGS --admin <node> --json`: exit code and the JSON answer.
+fn cli(cluster: &ProcessCluster, node: &str, args: &[&str]) -> (i32, Value) {
+    let admin = cluster.admin_url(node);
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--admin", admin.as_str(), "--json"]);
+    let output = conclave(&all);
+    let code = output.status.code().unwrap_or(-1);
+    let answer = serde_json::from_str(text(&output.stdout).trim()).unwrap_or(Value::Null);
+    (code, answer)
+}
+
+/// A three-node cluster from the README's files, and its leader.
+fn cluster() -> (ProcessCluster, String) {
+    let mut cluster = ProcessCluster::new(&NODES);
+    for id in NODES {
+        cluster.start_from_file(id, &example_config(id));
+    }
+    let (leader, _) = cluster.wait_for("a first leader", ProcessCluster::agreed_leader);
+    (cluster, leader)
+}
+
+/// An HTTP client without the harness's short timeout, for requests that stay open.
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+/// `POST path` with a JSON body on `node`: the status and the answer.
+fn post(cluster: &ProcessCluster, node: &str, path: &str, body: &Value) -> (u16, Value) {
+    let url = format!("{}{path}", cluster.admin_url(node));
+    let mut response = agent().post(&url).send_json(body).unwrap();
+    let status = response.status().as_u16();
+    (
+        status,
+        response.body_mut().read_json().unwrap_or(Value::Null),
+    )
+}
+
+/// A session of `ttl_ms` granted by the leader: its id.
+fn grant(cluster: &ProcessCluster, leader: &str, ttl_ms: u64) -> u64 {
+    let (status, answer) = post(cluster, leader, "/v1/sessions", &json!({"ttl_ms": ttl_ms}));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["ttl_ms"], ttl_ms, "{answer}");
+    answer["session"].as_u64().unwrap()
+}
+
+/// The job `id` as the leader's linearizable read gives it.
+fn job(cluster: &ProcessCluster, leader: &str, id: u64) -> Value {
+    let jobs = cluster.get(leader, "/v1/jobs?limit=100").unwrap();
+    jobs["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|job| job["id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("job {id} is listed: {jobs}"))
+}
+
+/// Enqueues a job on `queue` through the leader: its id.
+fn enqueue(cluster: &ProcessCluster, leader: &str, queue: &str) -> u64 {
+    let (code, answer) = cli(cluster, leader, &["jobs", "add", "work", "--queue", queue]);
+    assert_eq!(code, 0, "{answer}");
+    answer["job"]["id"].as_u64().unwrap()
+}
+
+/// Claims from `queue` through the leader with `extra` in the request: the job's id.
+fn claim(cluster: &ProcessCluster, leader: &str, queue: &str, worker: &str, extra: Value) -> u64 {
+    let mut request = json!({"worker": worker, "queue": queue});
+    for (key, value) in extra.as_object().unwrap() {
+        request[key] = value.clone();
+    }
+    let (status, answer) = post(cluster, leader, "/v1/jobs/claim", &request);
+    assert_eq!(status, 200, "{answer}");
+    answer["job"]["id"].as_u64().unwrap()
+}
+
+/// SESS-1, SESS-2: jobs claimed under a session are the worker's while its keepalives flow,
+/// and ready again once they stop, long before a lease would have ended.
+#[test]
+fn a_dead_workers_session_jobs_are_ready_again_at_once() {
+    let (cluster, leader) = cluster();
+    let jobs: Vec<u64> = (0..3).map(|_| enqueue(&cluster, &leader, "work")).collect();
+    let session = grant(&cluster, &leader, 2_000);
+    let held: Vec<u64> = (0..2)
+        .map(|_| claim(&cluster, &leader, "work", "w1", json!({"session": session})))
+        .collect();
+    let leased = claim(
+        &cluster,
+        &leader,
+        "work",
+        "w1",
+        json!({"lease_ms": 600_000}),
+    );
+    assert_eq!(held, jobs[..2], "the oldest jobs first");
+    assert_eq!(leased, jobs[2]);
+    assert_eq!(job(&cluster, &leader, held[0])["session"], session);
+
+    // The worker's keepalives: one streaming request, read on a thread of its own; dropping
+    // the reader closes the connection, which is all the leader sees of a `kill -9`.
+    let url = format!(
+        "{}/v1/sessions/{session}/keepalive?stream=true",
+        cluster.admin_url(&leader)
+    );
+    let (events, received) = mpsc::channel::<String>();
+    let (cut, cut_signal) = mpsc::channel::<()>();
+    let worker = std::thread::spawn(move || {
+        let response = agent().post(&url).send_empty().unwrap();
+        let mut lines = BufReader::new(response.into_body().into_reader()).lines();
+        while cut_signal.try_recv().is_err() {
+            match lines.next() {
+                Some(Ok(line)) if line.starts_with("event: ") => {
+                    if events.send(line).is_err() {
+                        return;
+                    }
+                }
+                Some(Ok(_)) => {}
+                _ => return,
+            }
+        }
+    });
+    // Seven keepalives, a third of the TTL apart: the session has lived past its TTL twice
+    // over on the leader's clock, and its jobs are still held.
+    for _ in 0..7 {
+        let event = received.recv_timeout(support::BOUND).unwrap();
+        assert_eq!(event, "event: keepalive");
+    }
+    for id in &held {
+        let job = job(&cluster, &leader, *id);
+        assert_eq!(
+            (job["state"].as_str(), job["worker"].as_str()),
+            (Some("claimed"), Some("w1"))
+        );
+    }
+    let (status, answer) = post(
+        &cluster,
+        &leader,
+        "/v1/jobs/claim",
+        &json!({"worker": "w2", "queue": "work"}),
+    );
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (404, Some("none_ready")),
+        "{answer}"
+    );
+    let listed = cluster.get(&leader, "/v1/sessions").unwrap();
+    assert_eq!(listed["sessions"][0]["claims"], 2, "{listed}");
+
+    // The worker dies: its keepalive stream stops.
+    cut.send(()).unwrap();
+    drop(received);
+    worker.join().unwrap();
+    cluster.wait_for("the dead worker's session jobs ready again", |c| {
+        held.iter()
+            .all(|id| job(c, &leader, *id)["state"] == "ready")
+            .then_some(())
+    });
+    for id in &held {
+        let failure = &job(&cluster, &leader, *id)["last_failure"];
+        assert_eq!(
+            failure,
+            &json!({"kind": "session_ended", "worker": "w1", "session": session})
+        );
+    }
+    let lease = job(&cluster, &leader, leased);
+    assert_eq!(
+        (lease["state"].as_str(), lease["worker"].as_str()),
+        (Some("claimed"), Some("w1"))
+    );
+    let (status, answer) = post(
+        &cluster,
+        &leader,
+        &format!("/v1/sessions/{session}/keepalive"),
+        &json!({}),
+    );
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (404, Some("no_such_session")),
+        "{answer}"
+    );
+}
+
+/// SESS-2: a key written with a session goes when the session is revoked, and its watcher
+/// sees the delete.
+#[test]
+fn a_session_key_is_deleted_with_its_session_and_watched_going() {
+    let (cluster, leader) = cluster();
+    let session = grant(&cluster, &leader, 10_000);
+    let session_text = session.to_string();
+    let (code, answer) = cli(
+        &cluster,
+        &leader,
+        &["kv", "put", "svc/printer", "up", "--session", &session_text],
+    );
+    assert_eq!(code, 0, "{answer}");
+    let (code, answer) = cli(&cluster, &leader, &["kv", "get", "svc/printer"]);
+    assert_eq!(
+        (code, answer["session"].as_u64()),
+        (0, Some(session)),
+        "{answer}"
+    );
+
+    let mut watcher = Command::new(env!("CARGO_BIN_EXE_conclave"))
+        .args(["kv", "watch", "svc/printer", "--from", "1"])
+        .args(["--admin", &cluster.admin_url(&leader)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (lines, watched) = mpsc::channel::<String>();
+    let stdout = watcher.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let first = watched.recv_timeout(support::BOUND).unwrap();
+    assert!(first.starts_with("put up @"), "{first}");
+
+    let url = format!("{}/v1/sessions/{session}", cluster.admin_url(&leader));
+    let mut response = agent().delete(&url).call().unwrap();
+    let revoked: Value = response.body_mut().read_json().unwrap();
+    assert_eq!(revoked["deleted_keys"], 1, "{revoked}");
+    let deleted = watched.recv_timeout(support::BOUND).unwrap();
+    assert!(deleted.starts_with("delete @"), "{deleted}");
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+    let (code, _) = cli(&cluster, &leader, &["kv", "get", "svc/printer"]);
+    assert_eq!(code, 1, "the key is gone");
+    let (status, answer) = post(
+        &cluster,
+        &leader,
+        "/v1/jobs/claim",
+        &json!({"worker": "w", "session": session}),
+    );
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (404, Some("no_such_session")),
+        "{answer}"
+    );
+}
+
+/// SESS-0: leases run on the leader's monotonic clock. A node whose wall clock is two
+/// minutes ahead takes over the lead: it takes back the lease that ran out (3 s) and not the
+/// one that did not (60 s), though by its wall clock that one ended a minute ago.
+#[test]
+fn a_leader_whose_clock_runs_ahead_ends_no_lease_early() {
+    let faketime = libfaketime();
+    let mut cluster = ProcessCluster::new(&NODES);
+    for id in ["gw-a", "gw-b"] {
+        cluster.start_from_file(id, &example_config(id));
+    }
+    let preload = faketime.display().to_string();
+    cluster.start_from_file_with(
+        "gw-c",
+        &example_config("gw-c"),
+        &[
+            ("LD_PRELOAD", preload.as_str()),
+            ("FAKETIME", "+2m"),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+        ],
+    );
+    let (mut leader, _) = cluster.wait_for("a first leader", ProcessCluster::agreed_leader);
+    if leader == "gw-c" {
+        // Straight to the API: the CLI's `conclave-deadline` header is a wall-clock time,
+        // which gw-c, two minutes ahead, finds long passed.
+        let (status, answer) = post(
+            &cluster,
+            "gw-c",
+            "/v1/leader",
+            &json!({"peer_id": "gw-a", "wait_ms": 10_000}),
+        );
+        assert_eq!(status, 200, "{answer}");
+        leader = cluster.wait_for("gw-a leading", |c| {
+            c.agreed_leader()
+                .filter(|(id, _)| id == "gw-a")
+                .map(|(id, _)| id)
+        });
+    }
+    let long = enqueue(&cluster, &leader, "q");
+    claim(
+        &cluster,
+        &leader,
+        "q",
+        "w-long",
+        json!({"lease_ms": 60_000}),
+    );
+
+    let admin = cluster.admin_url(&leader);
+    let moved = conclave(&["leader", "set", "gw-c", "--wait", "10", "--admin", &admin]);
+    assert!(moved.status.success(), "{}", text(&moved.stderr));
+    cluster.wait_for("gw-c leading", |c| {
+        c.agreed_leader().filter(|(id, _)| id == "gw-c")
+    });
+    // gw-c's wall clock is indeed ahead: a claim it grants shows its lease ending about three
+    // minutes from now (60 s lease + 2 min), not one.
+    let (status, answer) = post(
+        &cluster,
+        "gw-c",
+        "/v1/jobs",
+        &json!({"payload": "p", "queue": "probe"}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let probe = answer["job"]["id"].as_u64().unwrap();
+    claim(
+        &cluster,
+        "gw-c",
+        "probe",
+        "w-probe",
+        json!({"lease_ms": 60_000}),
+    );
+    let now_ms = u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap();
+    let until = job(&cluster, "gw-c", probe)["lease_until_unix_ms"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        until > now_ms + 150_000,
+        "gw-c's wall clock runs ahead: {until} vs {now_ms}"
+    );
+
+    // A 3 s lease granted by gw-c itself: once gw-c takes it back, gw-c has been leading for
+    // at least 3 s on its own clock, long enough for a wall-clock expiry to have ended the
+    // 60 s lease two minutes early.
+    let (status, answer) = post(
+        &cluster,
+        "gw-c",
+        "/v1/jobs",
+        &json!({"payload": "p", "queue": "q"}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let short = answer["job"]["id"].as_u64().unwrap();
+    claim(&cluster, "gw-c", "q", "w-short", json!({"lease_ms": 3_000}));
+    cluster.wait_for("the 3 s lease taken back by gw-c", |c| {
+        (job(c, "gw-c", short)["state"] == "ready").then_some(())
+    });
+    let held = job(&cluster, "gw-c", long);
+    assert_eq!(
+        (held["state"].as_str(), held["worker"].as_str()),
+        (Some("claimed"), Some("w-long")),
+        "{held}"
+    );
+    assert_eq!(
+        job(&cluster, "gw-c", short)["last_failure"],
+        json!({"kind": "lease_expired", "worker": "w-short"})
+    );
+}
