@@ -22,8 +22,9 @@ use conclave_tests::{ClusterOptions, MemoryCluster, test_log};
 use serde_json::Value;
 
 /// Keys whose values change from run to run: compared by JSON type only.
-const VOLATILE: [&str; 7] = [
+const VOLATILE: [&str; 8] = [
     "term",
+    "expires_in_ms",
     "fencing_token",
     "lease_until_unix_ms",
     "now_unix_ms",
