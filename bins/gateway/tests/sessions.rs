@@ -103,6 +103,14 @@ fn claim(cluster: &ProcessCluster, leader: &str, queue: &str, worker: &str, extr
     answer["job"]["id"].as_u64().unwrap()
 }
 
+/// The value of `series` (name and labels, as printed) in a metrics text.
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics.lines().find_map(|line| {
+        let value = line.strip_prefix(series)?.strip_prefix(' ')?;
+        value.trim().parse().ok()
+    })
+}
+
 /// SESS-1, SESS-2: jobs claimed under a session are the worker's while its keepalives flow,
 /// and ready again once they stop, long before a lease would have ended.
 #[test]
@@ -190,6 +198,18 @@ fn a_dead_workers_session_jobs_are_ready_again_at_once() {
             &json!({"kind": "session_ended", "worker": "w1", "session": session})
         );
     }
+    // The leader says what it did: one session expired; none is live (the gauge follows
+    // within its upkeep).
+    let metrics = cluster.metrics(&leader).unwrap();
+    assert_eq!(
+        sample(&metrics, "conclave_log_expiries_total{kind=\"session\"}"),
+        Some(1.0),
+        "{metrics}"
+    );
+    cluster.wait_for("the leader's gauge of live sessions at 0", |c| {
+        let metrics = c.metrics(&leader)?;
+        (sample(&metrics, "conclave_log_sessions") == Some(0.0)).then_some(())
+    });
     let lease = job(&cluster, &leader, leased);
     assert_eq!(
         (lease["state"].as_str(), lease["worker"].as_str()),

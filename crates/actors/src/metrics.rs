@@ -163,6 +163,15 @@ pub const METRIC_NAMES: &[(&str, &str)] = &[
         "conclave_log_snapshot_bytes",
         "Size of the latest snapshot of the state machine",
     ),
+    (
+        "conclave_log_sessions",
+        "Live sessions in this node's copy of the state machine",
+    ),
+    (
+        "conclave_log_expiries_total",
+        "On the leader: job leases and sessions whose time ran out on its clock, proposed for \
+         expiry, by kind",
+    ),
     ("conclave_callbacks_total", "Hook runs, by hook and result"),
     (
         "conclave_events_lagged_total",
@@ -708,6 +717,18 @@ impl NodeMetrics {
             .set(index as f64);
     }
 
+    /// `conclave_log_sessions` (SESS-1): live sessions in this node's copy.
+    pub fn set_sessions(&self, live: usize) {
+        self.gauge("conclave_log_sessions", &[]).set(live as f64);
+    }
+
+    /// `conclave_log_expiries_total{kind}` (SESS-0, SESS-1): on the leader, `count` job leases
+    /// (`lease`) or sessions (`session`) proposed for expiry.
+    pub fn expiries_proposed(&self, kind: &'static str, count: usize) {
+        self.counter("conclave_log_expiries_total", &[("kind", kind.to_owned())])
+            .increment(count as u64);
+    }
+
     /// `conclave_log_configuration_changes_total` (MEMB-1).
     pub fn configuration_changed(&self) {
         self.counter("conclave_log_configuration_changes_total", &[])
@@ -758,6 +779,11 @@ impl NodeMetrics {
             .absolute(0);
         }
         self.gauge("conclave_log_snapshot_bytes", &[]).set(0.0);
+        self.set_sessions(0);
+        for kind in ["lease", "session"] {
+            self.counter("conclave_log_expiries_total", &[("kind", kind.to_owned())])
+                .absolute(0);
+        }
         // The configuration's gauges wait for the ElectionActor's first look at its log: a
         // zero here would read as a cluster without voters.
         self.counter("conclave_log_configuration_changes_total", &[])

@@ -9,7 +9,7 @@
 //! here; the node's clock is actix's monotonic one.
 
 use actix::prelude::*;
-use conclave_statemachine::SessionId;
+use conclave_statemachine::{JobCommand, SessionCommand, SessionId, Write};
 
 use super::ElectionActor;
 use super::replication::{Fenced, LogRefusal};
@@ -44,6 +44,8 @@ impl ElectionActor {
         let Some(driver) = self.log.as_mut() else {
             return;
         };
+        self.metrics
+            .set_sessions(driver.machine.state().sessions().len());
         if !leading {
             driver.lease_clock.forget();
             return;
@@ -53,6 +55,17 @@ impl ElectionActor {
             return;
         }
         let now = self.clock.now();
+        for command in &due {
+            match &command.write {
+                Write::Jobs(JobCommand::ExpireClaims { claims }) => {
+                    self.metrics.expiries_proposed("lease", claims.len());
+                }
+                Write::Sessions(SessionCommand::Expire { sessions }) => {
+                    self.metrics.expiries_proposed("session", sessions.len());
+                }
+                _ => {}
+            }
+        }
         if let Some(mut log) = self.driver.election_mut().replicated_log() {
             for command in due {
                 match command.encode() {
