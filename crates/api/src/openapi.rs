@@ -484,6 +484,7 @@ fn session_endpoints() -> Vec<Endpoint> {
                 ErrorCode::NoSuchSession,
                 ErrorCode::NotLeader,
                 ErrorCode::LogDisabled,
+                ErrorCode::Busy,
                 ErrorCode::Timeout,
                 ErrorCode::BadQuery,
                 ErrorCode::BadPath,

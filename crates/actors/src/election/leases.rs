@@ -94,12 +94,18 @@ impl Handler<SessionKeepalive> for ElectionActor {
         MessageResult(fence.wrap(match self.log.as_mut() {
             None => Err(LogRefusal::Disabled),
             Some(_) if !leading => Err(LogRefusal::NotLeader { leader }),
-            Some(driver) => Ok(driver.lease_clock.keepalive(
+            Some(driver) => match driver.lease_clock.keepalive(
                 driver.machine.state(),
                 term,
                 keepalive.session,
                 now_ms,
-            )),
+            ) {
+                Some(ttl) => Ok(Some(ttl)),
+                // A leader elected moments ago may not have applied the grant yet, though it
+                // is committed: until it applies an entry of its own term, ask again.
+                None if driver.applied_term < term => Err(LogRefusal::Busy),
+                None => Ok(None),
+            },
         }))
     }
 }

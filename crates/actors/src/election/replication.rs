@@ -162,6 +162,10 @@ pub(super) struct LogDriver {
     reads: BTreeMap<ReadId, PendingRead>,
     /// SESS-0, SESS-1: the leader's count of job leases and sessions.
     pub(super) lease_clock: LeaseClock,
+    /// The term of the last entry applied (or of the snapshot restored): a leader whose
+    /// machine has applied no entry of its own term may not have applied every committed
+    /// grant yet, so it does not say a session is unknown (SESS-1).
+    pub(super) applied_term: u64,
 }
 
 impl LogDriver {
@@ -174,6 +178,7 @@ impl LogDriver {
             last_read: 0,
             reads: BTreeMap::new(),
             lease_clock: LeaseClock::new(),
+            applied_term: 0,
         }
     }
 }
@@ -194,6 +199,7 @@ impl ElectionActor {
             self.halt(&reason, ctx);
             return false;
         }
+        driver.applied_term = snapshot.last.term;
         debug!(
             index = snapshot.last.index,
             bytes = snapshot.data.len(),
@@ -335,6 +341,7 @@ impl ElectionActor {
             return;
         };
         let answer = driver.machine.apply(entry);
+        driver.applied_term = entry.term;
         // Anyone waiting for an earlier index missed it: its entry was replaced and a shorter
         // log committed past it.
         while let Some((&index, _)) = driver.waiting.first_key_value() {

@@ -17,6 +17,11 @@ use super::{APPLY_TIMEOUT, Answer, LogService, fencing};
 /// may be lost before the session ends.
 const STREAM_KEEPALIVES_PER_TTL: u32 = 3;
 
+/// How long the streaming keepalive waits before asking again a leader that answered `busy`
+/// (elected moments ago, or handing over), and how many times it asks before it stops.
+const STREAM_BUSY_PAUSE: Duration = Duration::from_millis(100);
+const STREAM_BUSY_RETRIES: u32 = 20;
+
 impl LogService {
     /// `POST /v1/sessions`.
     pub async fn session_grant(
@@ -86,18 +91,28 @@ impl LogService {
     ) -> impl futures_util::Stream<Item = api::SessionStreamEvent> + use<> {
         // The pause before the next keepalive is taken when the next event is asked for, so
         // a reader that stops reading stops the keepalives too.
-        let first = Some((self.clone(), Duration::ZERO));
+        let first = Some((self.clone(), Duration::ZERO, 0));
         futures_util::stream::unfold(first, move |next| async move {
-            let (service, pause) = next?;
-            tokio::time::sleep(pause).await;
-            match service.keepalive_once(SessionId(session)).await {
-                Ok((Some(ttl_ms), _)) => {
-                    let pause = Duration::from_millis(ttl_ms) / STREAM_KEEPALIVES_PER_TTL;
-                    let event = api::SessionStreamEvent::Keepalive { session, ttl_ms };
-                    Some((event, Some((service, pause))))
+            let (service, mut pause, mut busy) = next?;
+            loop {
+                tokio::time::sleep(pause).await;
+                match service.keepalive_once(SessionId(session)).await {
+                    Ok((Some(ttl_ms), _)) => {
+                        let pause = Duration::from_millis(ttl_ms) / STREAM_KEEPALIVES_PER_TTL;
+                        let event = api::SessionStreamEvent::Keepalive { session, ttl_ms };
+                        return Some((event, Some((service, pause, 0))));
+                    }
+                    Ok((None, _)) => {
+                        return Some((api::SessionStreamEvent::Ended { session }, None));
+                    }
+                    // A leader elected moments ago, or one handing over: ask again shortly,
+                    // for a while, before giving the stream up.
+                    Err(error) if error.error == ErrorCode::Busy && busy < STREAM_BUSY_RETRIES => {
+                        busy += 1;
+                        pause = STREAM_BUSY_PAUSE;
+                    }
+                    Err(error) => return Some((api::SessionStreamEvent::Stopped { error }, None)),
                 }
-                Ok((None, _)) => Some((api::SessionStreamEvent::Ended { session }, None)),
-                Err(error) => Some((api::SessionStreamEvent::Stopped { error }, None)),
             }
         })
     }
