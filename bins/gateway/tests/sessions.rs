@@ -228,6 +228,106 @@ fn a_dead_workers_session_jobs_are_ready_again_at_once() {
     );
 }
 
+/// A session's holder: keeps `session` alive with streaming keepalives to whichever node
+/// leads, opening a new stream when one ends, and reports each keepalive with the node that
+/// counted it, until `stop` says so.
+fn holder(
+    urls: Vec<(String, String)>,
+    session: u64,
+    events: mpsc::Sender<String>,
+    stop: mpsc::Receiver<()>,
+) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_connect(Some(std::time::Duration::from_millis(200)))
+        .build()
+        .into();
+    loop {
+        for (node, url) in &urls {
+            if stop.try_recv().is_ok() {
+                return;
+            }
+            let url = format!("{url}/v1/sessions/{session}/keepalive?stream=true");
+            let Ok(response) = agent.post(&url).send_empty() else {
+                continue;
+            };
+            if response.status() != 200 {
+                continue;
+            }
+            let lines = BufReader::new(response.into_body().into_reader()).lines();
+            for line in lines.map_while(Result::ok) {
+                if stop.try_recv().is_ok() {
+                    return;
+                }
+                if line == "event: keepalive" && events.send(node.clone()).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// SESS-1: a failover ends no session whose holder keeps it alive: the new leader counts a
+/// full TTL from its election, the holder's keepalives reach it, and the session, its key
+/// and its claim outlive the old leader by several TTLs.
+#[test]
+fn a_session_outlives_a_leader_kill_while_its_holder_keeps_it_alive() {
+    let (mut cluster, leader) = cluster();
+    let session = grant(&cluster, &leader, 2_000);
+    let job_id = enqueue(&cluster, &leader, "work");
+    claim(&cluster, &leader, "work", "w1", json!({"session": session}));
+    let put = cli(
+        &cluster,
+        &leader,
+        &[
+            "kv",
+            "put",
+            "svc/w1",
+            "up",
+            "--session",
+            &session.to_string(),
+        ],
+    );
+    assert_eq!(put.0, 0, "{}", put.1);
+
+    let urls: Vec<(String, String)> = NODES
+        .iter()
+        .map(|id| ((*id).to_owned(), cluster.admin_url(id)))
+        .collect();
+    let (events, counted) = mpsc::channel::<String>();
+    let (stop, stopped) = mpsc::channel::<()>();
+    let holding = std::thread::spawn(move || holder(urls, session, events, stopped));
+    for _ in 0..2 {
+        assert_eq!(counted.recv_timeout(support::BOUND).unwrap(), leader);
+    }
+
+    cluster.kill(&leader);
+    // The survivors name the killed leader until they notice: wait for another.
+    let (next, _) = cluster.wait_for("a new leader", |c| {
+        c.agreed_leader().filter(|(id, _)| *id != leader)
+    });
+    // Six keepalives counted by the new leader: two TTLs and more under its lead.
+    let mut by_next = 0;
+    while by_next < 6 {
+        let node = counted.recv_timeout(support::BOUND).unwrap();
+        if node == next {
+            by_next += 1;
+        }
+    }
+    let listed = cluster.get(&next, "/v1/sessions").unwrap();
+    assert_eq!(listed["sessions"][0]["session"], session, "{listed}");
+    assert_eq!(listed["sessions"][0]["keys"], 1, "{listed}");
+    assert_eq!(listed["sessions"][0]["claims"], 1, "{listed}");
+    let held = job(&cluster, &next, job_id);
+    assert_eq!(
+        (held["state"].as_str(), held["session"].as_u64()),
+        (Some("claimed"), Some(session))
+    );
+    stop.send(()).unwrap();
+    drop(counted);
+    holding.join().unwrap();
+}
+
 /// SESS-2: a key written with a session goes when the session is revoked, and its watcher
 /// sees the delete.
 #[test]
