@@ -195,6 +195,7 @@ impl ElectionActor {
             bytes = snapshot.data.len(),
             "state machine restored from the leader's snapshot"
         );
+        self.job_wakeups.wake();
         self.answer_covered_waiters(snapshot.last.index);
         true
     }
@@ -331,6 +332,10 @@ impl ElectionActor {
             return;
         };
         let answer = driver.machine.apply(entry);
+        if crate::job_wakeups::makes_job_ready(&answer.applied) {
+            // SESS-3: claims waiting for a job look again.
+            self.job_wakeups.wake();
+        }
         // Anyone waiting for an earlier index missed it: its entry was replaced and a shorter
         // log committed past it.
         while let Some((&index, _)) = driver.waiting.first_key_value() {
@@ -426,6 +431,8 @@ impl ElectionActor {
     /// The node halts or stops: whoever still waits cannot be told the outcome. A read
     /// changed nothing, so it is only to be asked again (of the next leader).
     pub(super) fn abandon_waiters(&mut self) {
+        // SESS-3: claims waiting for a job find the node stopped and say so.
+        self.job_wakeups.wake();
         let fence = self.fence();
         if let Some(driver) = self.log.as_mut() {
             for (_, (_, Waiter(reply))) in std::mem::take(&mut driver.waiting) {
