@@ -8,7 +8,8 @@
 //!   `none_ready`, having written nothing.
 //! - Several claims waiting on one queue: one enqueue writes one claim, which gets the job;
 //!   the others go on waiting and get the next jobs.
-//! - A leader change answers a waiting claim with 421 `not_leader`.
+//! - A leader change answers a waiting claim with 421 `not_leader`; a node that stops, with
+//!   503 `unavailable`.
 //! - A waiting claim whose client hangs up stops waiting at once.
 //! - `wait_ms` above the bound is refused, naming the field and the bound.
 
@@ -247,6 +248,25 @@ async fn a_leader_change_answers_a_waiting_claim_with_not_leader() {
     assert_eq!(claims_waiting(&node), 0.0);
     server.stop(true).await;
     cluster.stop().await;
+}
+
+/// SESS-3: a claim waiting on a node that stops answers 503 `unavailable` at once.
+#[actix_rt::test]
+async fn a_waiting_claim_on_a_node_that_stops_answers_unavailable() {
+    let _log = test_log();
+    let (mut cluster, leader) = MemoryCluster::start_with_log(&["solo"]).await;
+    let node = cluster.handle(leader).clone();
+    let (addr, server) = serve(&node, AdminConfig::default());
+    let api = ApiClient::new(addr);
+
+    let waiting = claim(&api, "w1", "photos", LONG_WAIT_MS);
+    await_waiting(&cluster, &node, 1.0).await;
+    cluster.kill(leader).await;
+    let answer = waiting.await.expect("the claim's task ends");
+    assert_eq!(answer.status, 503, "{}", answer.body);
+    assert_eq!(answer.body["error"], "unavailable", "{}", answer.body);
+    assert_eq!(claims_waiting(&node), 0.0);
+    server.stop(true).await;
 }
 
 /// SESS-3: a claim whose client hangs up while it waits stops waiting (its HTTP request is

@@ -630,7 +630,8 @@ pub(crate) enum JobsCommand {
         /// The write's request id (applied at most once); made up when absent.
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
-        /// When no job is ready, wait up to SECS seconds (0 to 60) for one.
+        /// When no job is ready, wait up to SECS seconds (0 to 60) for one (--timeout is
+        /// counted on top of the wait).
         #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(0..=MAX_CLAIM_WAIT_SECS))]
         wait: Option<u64>,
     },

@@ -533,6 +533,11 @@ impl Actor for ElectionActor {
             });
         }
     }
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        // SESS-3: claims waiting for a job look again, find the node stopped and say so.
+        self.job_wakeups.wake();
+    }
 }
 
 impl Handler<ElectionArrived> for ElectionActor {

@@ -1,10 +1,11 @@
 //! The wake-ups of claims that wait for a ready job (SESS-3). The ElectionActor, which applies
 //! the replicated log, bumps one counter whenever something a waiting claim must look at again
 //! happened: an applied entry made a job ready (an enqueue, a nack, a lease expiry, a retry of
-//! a dead job), a leader's snapshot replaced the state, this node's leader changed, or the node
-//! stops. Each waiting claim holds a receiver and, woken, reads the leader's applied state
-//! again: a job of its queue ready means it proposes its claim; another leader means it answers
-//! `not_leader`. Nothing is written to the log while a claim waits.
+//! a dead job), a leader's snapshot replaced the state, this node's leader changed, or the
+//! actor stopped. Each waiting claim holds a receiver and, woken, reads the leader's applied
+//! state again: a job of its queue ready means it proposes its claim; another leader means it
+//! answers `not_leader`; a stopped node, `unavailable`. Nothing is written to the log while a
+//! claim waits.
 //!
 //! A `tokio::sync::watch` keeps only the latest count, so a burst of entries wakes a waiter
 //! once, and a waiter that subscribes before it looks at the state misses nothing that changes

@@ -431,8 +431,6 @@ impl ElectionActor {
     /// The node halts or stops: whoever still waits cannot be told the outcome. A read
     /// changed nothing, so it is only to be asked again (of the next leader).
     pub(super) fn abandon_waiters(&mut self) {
-        // SESS-3: claims waiting for a job find the node stopped and say so.
-        self.job_wakeups.wake();
         let fence = self.fence();
         if let Some(driver) = self.log.as_mut() {
             for (_, (_, Waiter(reply))) in std::mem::take(&mut driver.waiting) {

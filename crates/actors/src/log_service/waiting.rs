@@ -217,3 +217,47 @@ impl LogService {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting_claims() -> (WaitingClaims, NodeMetrics) {
+        let metrics = NodeMetrics::new();
+        (WaitingClaims::new(JobWakeups::new(), &metrics), metrics)
+    }
+
+    fn gauge(metrics: &NodeMetrics) -> Option<f64> {
+        metrics.value("conclave_log_claims_waiting", &[])
+    }
+
+    /// SESS-3: at most [`MAX_WAITING_CLAIMS`] claims wait at once; a place given back (a claim
+    /// answered, or dropped with its request) takes one more; the gauge follows.
+    #[test]
+    fn waiting_claims_are_bounded_and_counted() {
+        let (claims, metrics) = waiting_claims();
+        let mut slots: Vec<WaitSlot<'_>> = (0..MAX_WAITING_CLAIMS)
+            .map(|_| claims.enter().expect("a place below the bound"))
+            .collect();
+        assert!(claims.enter().is_none());
+        assert_eq!(gauge(&metrics), Some(MAX_WAITING_CLAIMS as f64));
+        slots.pop();
+        assert!(claims.enter().is_some());
+        drop(slots);
+        assert_eq!(gauge(&metrics), Some(0.0));
+    }
+
+    /// SESS-3: the claims of one queue share a turn while any holds it; another queue's is
+    /// another, and a turn nobody holds is swept when a new one is made.
+    #[test]
+    fn claims_of_one_queue_share_a_turn() {
+        let (claims, _metrics) = waiting_claims();
+        let photos = claims.turn("photos");
+        assert!(Arc::ptr_eq(&photos, &claims.turn("photos")));
+        assert!(!Arc::ptr_eq(&photos, &claims.turn("mail")));
+        drop(photos);
+        let _videos = claims.turn("videos");
+        let turns = claims.turns.lock().unwrap_or_else(PoisonError::into_inner);
+        assert_eq!(turns.keys().collect::<Vec<_>>(), ["videos"]);
+    }
+}
