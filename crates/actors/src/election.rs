@@ -227,7 +227,7 @@ impl ElectionActor {
 
     /// SESS-3: the wake-ups this actor gives the node's waiting claims (see
     /// [`crate::job_wakeups`]).
-    pub fn with_job_wakeups(mut self, wakeups: JobWakeups) -> Self {
+    pub(crate) fn with_job_wakeups(mut self, wakeups: JobWakeups) -> Self {
         self.job_wakeups = wakeups;
         self
     }

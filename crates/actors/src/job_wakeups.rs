@@ -21,17 +21,11 @@ use tokio::sync::watch;
 /// The sending side of the wake-ups: kept by the ElectionActor, which bumps it, and by the
 /// node's waiting claims, which subscribe to it. Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct JobWakeups(Arc<watch::Sender<u64>>);
-
-impl Default for JobWakeups {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+pub(crate) struct JobWakeups(Arc<watch::Sender<u64>>);
 
 impl JobWakeups {
     /// Wake-ups nobody listens to yet.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self(Arc::new(watch::Sender::new(0)))
     }
 

@@ -31,7 +31,7 @@ pub mod clock;
 pub mod election;
 pub mod events;
 pub mod health;
-pub mod job_wakeups;
+mod job_wakeups;
 pub mod log_service;
 pub mod machine;
 pub mod member_directory;

@@ -40,7 +40,8 @@ use conclave_statemachine::{
 };
 
 pub use self::snapshot::SnapshotImage;
-pub use self::waiting::{MAX_WAITING_CLAIMS, WaitingClaims};
+pub use self::waiting::MAX_WAITING_CLAIMS;
+pub(crate) use self::waiting::WaitingClaims;
 use crate::election::{Fenced, LogRefusal};
 use crate::events::unix_millis;
 use crate::machine::WriteOutcome;

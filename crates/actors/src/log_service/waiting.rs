@@ -42,7 +42,7 @@ pub const MAX_WAITING_CLAIMS: usize = 10_000;
 /// The claims waiting on one node: their number, the wake-ups they listen to, and each
 /// queue's turn to propose. The node keeps one, shared by its admin API and the Rust façade.
 #[derive(Debug)]
-pub struct WaitingClaims {
+pub(crate) struct WaitingClaims {
     wakeups: JobWakeups,
     /// How many wait now, at most [`MAX_WAITING_CLAIMS`].
     waiting: Mutex<usize>,
@@ -55,7 +55,7 @@ pub struct WaitingClaims {
 
 impl WaitingClaims {
     /// No claim waiting yet; `wakeups` is what the node's ElectionActor bumps.
-    pub fn new(wakeups: JobWakeups, metrics: &NodeMetrics) -> Self {
+    pub(crate) fn new(wakeups: JobWakeups, metrics: &NodeMetrics) -> Self {
         Self {
             wakeups,
             waiting: Mutex::new(0),
@@ -135,7 +135,7 @@ impl LogService {
         loop {
             wakeups.borrow_and_update();
             if self.claimable(&queue, &request).await? {
-                if let Some(answer) = self.claim_in_turn(&queue, &request).await? {
+                if let Some(answer) = self.claim_in_turn(&queue, &request, deadline).await? {
                     return Ok(answer);
                 }
             }
@@ -185,14 +185,18 @@ impl LogService {
     }
 
     /// Proposes the claim in its queue's turn, after looking again: another waiting claim may
-    /// have taken the job meanwhile. `None`: nothing to claim after all, wait on.
+    /// have taken the job meanwhile. `None`: nothing to claim after all (or the wait passed
+    /// before the turn came), wait on.
     async fn claim_in_turn(
         &self,
         queue: &str,
         request: &api::ClaimRequest,
+        deadline: tokio::time::Instant,
     ) -> Answer<Option<api::JobAnswer>> {
         let turn = self.node.waiting_claims().turn(queue);
-        let _turn = turn.lock().await;
+        let Ok(_turn) = tokio::time::timeout_at(deadline, turn.lock()).await else {
+            return Ok(None);
+        };
         if !self.claimable(queue, request).await? {
             return Ok(None);
         }
