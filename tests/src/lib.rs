@@ -192,6 +192,20 @@ impl MemoryCluster {
         cluster
     }
 
+    /// Nodes named `names` running the replicated log, in real time, with a leader elected;
+    /// the cluster and the leader's index.
+    pub async fn start_with_log(names: &[&str]) -> (Self, usize) {
+        let cluster =
+            Self::start_with(names, ClusterOptions::real_time(Quorum::Voters), |config| {
+                if let ElectionConfig::Raft(raft) = &mut config.election {
+                    raft.log = Some(conclave_core::raft::LogConfig::default());
+                }
+            })
+            .await;
+        let leader = cluster.await_leader(Duration::from_secs(10)).await;
+        (cluster, leader)
+    }
+
     /// The number of nodes, running or not.
     pub fn len(&self) -> usize {
         self.nodes.len()

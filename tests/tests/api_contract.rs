@@ -16,27 +16,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use conclave_config::{AdminConfig, Quorum};
-use conclave_core::election::ElectionConfig;
-use conclave_core::raft::LogConfig;
 use conclave_tests::api_client::{ApiClient, Body, Event, Reply, serve};
 use conclave_tests::{ClusterOptions, MemoryCluster, test_log};
 use serde_json::{Value, json};
 
 /// How long a stream is read at most before the test fails.
 const PATIENCE: Duration = Duration::from_secs(10);
-
-/// Nodes named `names` running the replicated log, with a leader elected.
-async fn cluster_with_log(names: &[&str]) -> (MemoryCluster, usize) {
-    let cluster =
-        MemoryCluster::start_with(names, ClusterOptions::real_time(Quorum::Voters), |config| {
-            if let ElectionConfig::Raft(raft) = &mut config.election {
-                raft.log = Some(LogConfig::default());
-            }
-        })
-        .await;
-    let leader = cluster.await_leader(Duration::from_secs(10)).await;
-    (cluster, leader)
-}
 
 fn json_body(value: Value) -> Body {
     Body::Json(value)
@@ -60,7 +45,7 @@ fn expect(reply: &Reply, status: u16, error: Option<&str>) {
 #[actix_rt::test]
 async fn answers_are_snake_case_and_a_job_has_one_shape() {
     let _log = test_log();
-    let (cluster, leader) = cluster_with_log(&["solo"]).await;
+    let (cluster, leader) = MemoryCluster::start_with_log(&["solo"]).await;
     let (addr, server) = serve(cluster.handle(leader), AdminConfig::default());
     let api = ApiClient::new(addr);
 
@@ -257,7 +242,7 @@ async fn answers_are_snake_case_and_a_job_has_one_shape() {
 #[actix_rt::test]
 async fn errors_are_stable_codes_with_messages() {
     let _log = test_log();
-    let (cluster, leader) = cluster_with_log(&["solo"]).await;
+    let (cluster, leader) = MemoryCluster::start_with_log(&["solo"]).await;
     let (addr, server) = serve(cluster.handle(leader), AdminConfig::default());
     let api = ApiClient::new(addr);
 
@@ -431,7 +416,7 @@ async fn errors_are_stable_codes_with_messages() {
 #[actix_rt::test]
 async fn a_follower_sends_clients_to_the_leader() {
     let _log = test_log();
-    let (cluster, leader) = cluster_with_log(&["a", "b", "c"]).await;
+    let (cluster, leader) = MemoryCluster::start_with_log(&["a", "b", "c"]).await;
     let follower = (leader + 1) % 3;
     let leader_url = "http://leader.example:7070".to_owned();
     let (addr, server) = serve(
@@ -473,7 +458,7 @@ async fn a_follower_sends_clients_to_the_leader() {
 #[actix_rt::test]
 async fn lists_are_bounded_and_paged() {
     let _log = test_log();
-    let (cluster, leader) = cluster_with_log(&["solo"]).await;
+    let (cluster, leader) = MemoryCluster::start_with_log(&["solo"]).await;
     let (addr, server) = serve(cluster.handle(leader), AdminConfig::default());
     let api = ApiClient::new(addr);
     for n in 0..101 {
@@ -539,7 +524,7 @@ async fn lists_are_bounded_and_paged() {
 #[actix_rt::test]
 async fn event_streams_resume_from_last_event_id() {
     let _log = test_log();
-    let (cluster, leader) = cluster_with_log(&["a", "b", "c"]).await;
+    let (cluster, leader) = MemoryCluster::start_with_log(&["a", "b", "c"]).await;
     let (addr, server) = serve(cluster.handle(leader), AdminConfig::default());
     let api = ApiClient::new(addr);
     let incarnation = api.call("GET", "/v1/status", Body::Empty).await.body["incarnation"]

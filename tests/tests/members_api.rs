@@ -14,25 +14,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use conclave_config::{AdminConfig, Quorum};
-use conclave_core::election::ElectionConfig;
-use conclave_core::raft::LogConfig;
+use conclave_config::AdminConfig;
 use conclave_tests::api_client::{ApiClient, Body, Reply, serve};
-use conclave_tests::{ClusterOptions, MemoryCluster, test_log};
+use conclave_tests::{MemoryCluster, test_log};
 use serde_json::{Value, json};
-
-/// Nodes named `names` running the replicated log, with a leader elected.
-async fn cluster_with_log(names: &[&str]) -> (MemoryCluster, usize) {
-    let cluster =
-        MemoryCluster::start_with(names, ClusterOptions::real_time(Quorum::Voters), |config| {
-            if let ElectionConfig::Raft(raft) = &mut config.election {
-                raft.log = Some(LogConfig::default());
-            }
-        })
-        .await;
-    let leader = cluster.await_leader(Duration::from_secs(10)).await;
-    (cluster, leader)
-}
 
 #[track_caller]
 fn expect(reply: &Reply, status: u16, error: Option<&str>) {
@@ -80,7 +65,7 @@ async fn committed_with(api: &ApiClient, id: &str) -> Value {
 #[actix_rt::test]
 async fn members_are_listed_added_refused_and_removed() {
     let _log = test_log();
-    let (cluster, leader) = cluster_with_log(&["a", "b", "c"]).await;
+    let (cluster, leader) = MemoryCluster::start_with_log(&["a", "b", "c"]).await;
     let follower = (leader + 1) % 3;
     let leader_url = "http://leader.example:7070".to_owned();
     let (leader_addr, leader_server) = serve(cluster.handle(leader), AdminConfig::default());
@@ -192,7 +177,7 @@ async fn members_are_listed_added_refused_and_removed() {
 #[actix_rt::test]
 async fn the_last_voter_is_not_removed() {
     let _log = test_log();
-    let (cluster, leader) = cluster_with_log(&["solo"]).await;
+    let (cluster, leader) = MemoryCluster::start_with_log(&["solo"]).await;
     let (addr, server) = serve(cluster.handle(leader), AdminConfig::default());
     let api = ApiClient::new(addr);
     // A new leader commits an entry of its term before it changes the configuration.

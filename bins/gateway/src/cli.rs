@@ -81,6 +81,9 @@ pub(crate) struct Endpoints {
 }
 
 /// The client options, as [`ClientArgs`] parses them, and whether each takes a value.
+/// The longest `jobs claim --wait`, in seconds: the API's bound on a claim's wait.
+const MAX_CLAIM_WAIT_SECS: u64 = conclave_api::MAX_CLAIM_WAIT_MS / 1000;
+
 const CLIENT_OPTIONS: [(&str, bool); 5] = [
     ("--admin", true),
     ("--endpoints", true),
@@ -614,6 +617,10 @@ pub(crate) enum JobsCommand {
     },
     /// Give the oldest ready job of a queue to WORKER; prints its id and payload, exit 1 when
     /// none is ready.
+    ///
+    /// With --wait, a claim that finds no job ready waits up to SECS seconds (at most 60) on the
+    /// leader for one, and exits 1 only when none became ready in that time. If the leader
+    /// changes meanwhile, the claim goes on waiting on the new leader for the rest of the time.
     Claim {
         /// Who takes the job.
         #[arg(long)]
@@ -631,6 +638,10 @@ pub(crate) enum JobsCommand {
         /// The write's request id (applied at most once); made up when absent.
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
+        /// When no job is ready, wait up to SECS seconds (0 to 60) for one (--timeout is
+        /// counted on top of the wait).
+        #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(0..=MAX_CLAIM_WAIT_SECS))]
+        wait: Option<u64>,
     },
     /// WORKER finished job ID: it never runs again. Exit 1 when the worker does not hold it.
     Ack {
@@ -985,6 +996,23 @@ mod tests {
         assert!(parse(&["--admin", "status"]).is_err());
         let cli = parse(&["--json", "wal", "inspect", "/var/lib/x"]).unwrap();
         assert!(matches!(cli.command, Commands::Wal { json: true, .. }));
+    }
+
+    /// SESS-3: `jobs claim --wait SECS` takes 0 to 60 seconds, the API's bound; more is a
+    /// usage error.
+    #[test]
+    fn a_claim_waits_at_most_a_minute() {
+        let claim = |wait: &str| parse(&["jobs", "claim", "--worker", "w", "--wait", wait]);
+        let cli = claim("60").unwrap();
+        assert!(matches!(
+            cli.command,
+            Commands::Jobs {
+                command: JobsCommand::Claim { wait: Some(60), .. },
+                ..
+            }
+        ));
+        assert!(claim("0").is_ok());
+        assert!(claim("61").is_err());
     }
 
     /// A client option is refused by a command it does not affect, naming the option, and

@@ -398,12 +398,14 @@ pub(crate) fn jobs(args: &ClientArgs, command: &JobsCommand) -> ExitCode {
             lease_ms,
             session,
             request_id,
+            wait,
         } => JobWrite::Claim(ClaimRequest {
             worker: worker.clone(),
             queue: queue.clone(),
             lease_ms: *lease_ms,
             session: *session,
             request_id: request_id_of(request_id),
+            wait_ms: wait.map(|secs| secs.saturating_mul(1000)),
         }),
         JobsCommand::Ack {
             job,
@@ -488,7 +490,10 @@ impl JobWrite {
     fn send(&self, client: &AdminClient) -> Result<JobAnswer, ClientError> {
         match self {
             Self::Enqueue(request) => send(client, "POST", "/v1/jobs", Some(request)),
-            Self::Claim(request) => send(client, "POST", "/v1/jobs/claim", Some(request)),
+            Self::Claim(request) => match request.wait_ms {
+                Some(wait_ms) if wait_ms > 0 => claim_waiting(client, request, wait_ms),
+                _ => send(client, "POST", "/v1/jobs/claim", Some(request)),
+            },
             Self::Ack(job, request) => send(
                 client,
                 "POST",
@@ -520,6 +525,30 @@ impl JobWrite {
             Self::Retry(..) => format!("job {} ready again (attempts reset)", job.id),
         }
     }
+}
+
+/// `jobs claim --wait`: the node may answer only when the wait has passed, so this client
+/// waits that much longer than usual; a node that stops leading meanwhile sends the claim to
+/// the new leader, which is asked to wait for what is left of the time.
+fn claim_waiting(
+    client: &AdminClient,
+    request: &ClaimRequest,
+    wait_ms: u64,
+) -> Result<JobAnswer, ClientError> {
+    let deadline = SystemTime::now() + Duration::from_millis(wait_ms);
+    client.follow_leader(
+        |client| {
+            let left = deadline
+                .duration_since(SystemTime::now())
+                .unwrap_or(Duration::ZERO);
+            let request = ClaimRequest {
+                wait_ms: Some(u64::try_from(left.as_millis()).unwrap_or(wait_ms)),
+                ..request.clone()
+            };
+            client.request("POST", "/v1/jobs/claim", Some(&request), left)
+        },
+        |_, _| {},
+    )
 }
 
 /// `jobs purge ID` or `jobs purge --all [--queue Q]`.

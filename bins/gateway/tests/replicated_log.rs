@@ -481,6 +481,45 @@ fn watch_log_and_status_follow_the_writes() {
     );
 }
 
+/// SESS-3: `conclave jobs claim --wait`, sent to a follower, waits on the leader until a job
+/// of its queue is added, then prints it; with nothing added it exits 1 (`none_ready`) once
+/// its wait has passed.
+#[test]
+fn a_waiting_claim_gets_the_job_added_after_it() {
+    let mut cluster = ProcessCluster::new(&NODES);
+    for id in NODES {
+        start(&mut cluster, id);
+    }
+    let (leader, _) = cluster.wait_for("a first leader", ProcessCluster::agreed_leader);
+    let follower = NODES.iter().copied().find(|id| *id != leader).unwrap();
+    let claim = [
+        "jobs", "claim", "--worker", "w", "--queue", "mail", "--wait",
+    ];
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| cli(&cluster, follower, &[&claim[..], &["30"]].concat()));
+        cluster.wait_for("the claim waiting on the leader", |c| {
+            let waiting = sample(&c.metrics(&leader)?, "conclave_log_claims_waiting")?;
+            (waiting == 1.0).then_some(())
+        });
+        let (code, added) = cli(
+            &cluster,
+            follower,
+            &["jobs", "add", "hello", "--queue", "mail"],
+        );
+        assert_eq!(code, 0, "{added}");
+        let (code, claimed) = waiting.join().unwrap();
+        assert_eq!(code, 0, "{claimed}");
+        assert_eq!(claimed["job"]["id"], added["job"]["id"], "{claimed}");
+        assert_eq!(claimed["job"]["worker"], "w", "{claimed}");
+    });
+    let (code, nothing) = cli(&cluster, follower, &[&claim[..], &["1"]].concat());
+    assert_eq!(
+        (code, &nothing["error"]),
+        (1, &"none_ready".into()),
+        "{nothing}"
+    );
+}
+
 /// The value of the sample `series` (name and labels, as exposed) in a metrics text.
 fn sample(metrics: &str, series: &str) -> Option<f64> {
     metrics.lines().find_map(|line| {

@@ -43,6 +43,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::clock::{CoreTimer, NodeClock};
 use crate::events::{EventBus, LeaderChange, NodeEvent, unix_millis};
+use crate::job_wakeups::JobWakeups;
 use crate::messages::{
     Destination, ElectionArrived, HealthUpdate, IdRefused, PeerReachability, PeerSignalUpdate,
     Transmit,
@@ -173,6 +174,9 @@ pub struct ElectionActor {
     /// MEMB-3: the address book of the configuration in force, shared with the transport and
     /// the admin API.
     directory: crate::member_directory::MemberDirectory,
+    /// SESS-3: bumped when an applied entry made a job ready or the leader changed, for the
+    /// claims waiting on this node.
+    job_wakeups: JobWakeups,
 }
 
 impl ElectionActor {
@@ -219,7 +223,15 @@ impl ElectionActor {
             stamps: VecDeque::new(),
             status_waiters: Vec::new(),
             directory: crate::member_directory::MemberDirectory::new(),
+            job_wakeups: JobWakeups::new(),
         }
+    }
+
+    /// SESS-3: the wake-ups this actor gives the node's waiting claims (see
+    /// [`crate::job_wakeups`]).
+    pub(crate) fn with_job_wakeups(mut self, wakeups: JobWakeups) -> Self {
+        self.job_wakeups = wakeups;
+        self
     }
 
     /// After an input: carries out what the driver hands out, snapshots the machine when the
@@ -431,6 +443,8 @@ impl ElectionActor {
         while self.history.len() > HISTORY_IN_MEMORY {
             self.history.pop_front();
         }
+        // SESS-3: a claim waiting on a node that no longer leads answers `not_leader`.
+        self.job_wakeups.wake();
         self.events.publish(NodeEvent::LeaderChanged(LeaderChange {
             term,
             leader,
@@ -520,6 +534,11 @@ impl Actor for ElectionActor {
                 actor.log_upkeep(ctx);
             });
         }
+    }
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        // SESS-3: claims waiting for a job look again, find the node stopped and say so.
+        self.job_wakeups.wake();
     }
 }
 

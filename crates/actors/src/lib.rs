@@ -31,6 +31,7 @@ pub mod clock;
 pub mod election;
 pub mod events;
 pub mod health;
+mod job_wakeups;
 pub mod log_service;
 pub mod machine;
 pub mod member_directory;

@@ -156,6 +156,10 @@ pub const METRIC_NAMES: &[(&str, &str)] = &[
         "Linearizable reads of the replicated log (by read index), by result",
     ),
     (
+        "conclave_log_claims_waiting",
+        "Job claims waiting on this node for a job to become ready (wait_ms)",
+    ),
+    (
         "conclave_log_snapshots_total",
         "Snapshots of the state machine saved, by origin: taken here, or installed from the leader",
     ),
@@ -784,6 +788,7 @@ impl NodeMetrics {
             self.counter("conclave_log_expiries_total", &[("kind", kind.to_owned())])
                 .absolute(0);
         }
+        self.claims_waiting().set(0.0);
         // The configuration's gauges wait for the ElectionActor's first look at its log: a
         // zero here would read as a cluster without voters.
         self.counter("conclave_log_configuration_changes_total", &[])
@@ -820,6 +825,12 @@ impl NodeMetrics {
         .increment(1);
         self.gauge("conclave_log_snapshot_bytes", &[])
             .set(bytes as f64);
+    }
+
+    /// `conclave_log_claims_waiting` (SESS-3): the gauge of the claims waiting for a ready
+    /// job, taken once and kept by the node's waiting claims, which add and take away one each.
+    pub(crate) fn claims_waiting(&self) -> Gauge {
+        self.gauge("conclave_log_claims_waiting", &[])
     }
 
     /// `conclave_log_entries_per_fsync`: how many log entries one fsync made durable (group

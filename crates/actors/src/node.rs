@@ -38,6 +38,8 @@ use crate::election::{
 };
 use crate::events::{EventBus, EventSubscription};
 use crate::health::{HealthActor, ReplaceHealth};
+use crate::job_wakeups::JobWakeups;
+use crate::log_service::WaitingClaims;
 use crate::machine::{ClusterMachine, MachineRead, WriteOutcome};
 use crate::member_directory::MemberDirectory;
 use crate::membership::{GetPeers, MembershipActor, MembershipOutputs, SayGoodbye};
@@ -360,6 +362,8 @@ impl NodeBuilder {
         // MEMB-3: kept by the election from the replicated configuration, read by the
         // transport and the admin API.
         let directory = MemberDirectory::new();
+        // SESS-3: bumped by the election, watched by the claims waiting for a job.
+        let job_wakeups = JobWakeups::new();
         let transport =
             self.start_transport(recovered.incarnation, clock, links, &metrics, &directory);
         let (wal, wal_log, wal_snapshot, wal_close) = self.start_wal(wal, &metrics);
@@ -378,6 +382,7 @@ impl NodeBuilder {
             machine,
         )
         .with_member_directory(directory.clone())
+        .with_job_wakeups(job_wakeups.clone())
         .start();
         let membership = self.start_membership(&transport, &election, &events, &metrics, clock);
         transport.do_send(ConnectReceivers {
@@ -411,6 +416,7 @@ impl NodeBuilder {
                 health,
                 wal_close,
                 events,
+                waiting_claims: WaitingClaims::new(job_wakeups, &metrics),
                 metrics,
                 directory,
             }),
@@ -689,6 +695,8 @@ struct HandleInner {
     metrics: NodeMetrics,
     /// MEMB-3: where members added at runtime are reached.
     directory: MemberDirectory,
+    /// SESS-3: the claims waiting on this node for a ready job.
+    waiting_claims: WaitingClaims,
 }
 
 /// A running node, with its HTTP servers.
@@ -874,6 +882,11 @@ impl NodeHandle {
     /// MEMB-3: the addresses the replicated configuration gives members added at runtime.
     pub fn member_directory(&self) -> &MemberDirectory {
         &self.inner.directory
+    }
+
+    /// SESS-3: the claims waiting on this node for a ready job, whichever client sent them.
+    pub(crate) fn waiting_claims(&self) -> &WaitingClaims {
+        &self.inner.waiting_claims
     }
 
     /// MEMB-3: an operator's membership change, on the leader: answered with the index of its

@@ -110,7 +110,8 @@ pub enum ErrorCode {
     Internal,
     /// 503: the node has stopped, or is stopping.
     Unavailable,
-    /// 503: the leader is handing over, or has too many reads waiting; retry shortly.
+    /// 503: the leader is handing over, or has too many reads or claims waiting; retry
+    /// shortly.
     Busy,
     /// 503: the write was not committed (its leader lost its term) and was not applied; retry
     /// it with the same request id.

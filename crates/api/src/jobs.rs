@@ -1,9 +1,15 @@
-//! The job queue's endpoints (LOG-5, LOG-6): enqueue, claim with a lease, ack, nack, the dead
-//! letters' retry and purge, and the paged list.
+//! The job queue's endpoints (LOG-5, LOG-6, SESS-3): enqueue, claim with a lease (at once, or
+//! waiting a bounded time for a job to become ready), ack, nack, the dead letters' retry and
+//! purge, and the paged list.
 
 use serde::{Deserialize, Serialize};
 
 use crate::common::Fencing;
+
+/// The longest a claim may wait for a ready job (`wait_ms`), in milliseconds: a worker that
+/// wants to wait longer claims again. Bounded so that a waiting claim never outlives the
+/// clients, proxies and connections that carry it by much.
+pub const MAX_CLAIM_WAIT_MS: u64 = 60_000;
 
 /// Where a job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -138,6 +144,13 @@ pub struct ClaimRequest {
     /// job and lease).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+    /// When no job of the queue is ready: how long the leader waits for one, in milliseconds,
+    /// 0 to 60000, before it answers `none_ready`; without it (or 0) the claim answers at
+    /// once. Waiting writes nothing to the log. A leader change ends the wait with
+    /// `not_leader`, naming the new leader when known: claim there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(max = MAX_CLAIM_WAIT_MS)))]
+    pub wait_ms: Option<u64>,
 }
 
 /// `POST /v1/jobs/{id}/ack`: the worker finished the job.

@@ -52,7 +52,8 @@ pub use events::{
 pub use format::{human_duration, rfc3339_utc, rtt_millis};
 pub use jobs::{
     AckRequest, AttemptFailure, ClaimRequest, EnqueueRequest, Job, JobAnswer, JobListAnswer,
-    JobListQuery, JobState, NackRequest, PurgeAnswer, PurgeOneQuery, PurgeRequest, RetryRequest,
+    JobListQuery, JobState, MAX_CLAIM_WAIT_MS, NackRequest, PurgeAnswer, PurgeOneQuery,
+    PurgeRequest, RetryRequest,
 };
 pub use kv::{
     Compacted, KeyValue, KvDeleteQuery, KvDeleted, KvGetAnswer, KvGetQuery, KvListAnswer,

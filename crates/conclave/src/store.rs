@@ -151,12 +151,14 @@ impl Kv<'_> {
 ///     max_attempts: None,
 ///     request_id: None,
 /// })?;
+/// // Waits up to 30 s for a job when none is ready (`wait_ms`).
 /// let claimed = jobs.claim(ClaimRequest {
 ///     worker: "worker-1".into(),
 ///     queue: None,
 ///     lease_ms: Some(60_000),
 ///     session: None,
 ///     request_id: None,
+///     wait_ms: Some(30_000),
 /// })?;
 /// // ... do the work, then:
 /// jobs.ack(claimed.job.id, AckRequest { worker: "worker-1".into(), request_id: None })?;
@@ -176,6 +178,11 @@ impl Jobs<'_> {
     }
 
     /// Gives the oldest ready job of a queue to a worker (`none_ready` when there is none).
+    ///
+    /// With `wait_ms`, a claim that finds no job ready blocks the calling thread until one
+    /// becomes ready (and is claimed) or `wait_ms` has passed (`none_ready`), at most
+    /// [`api::MAX_CLAIM_WAIT_MS`]; it waits on the leader, so a node that does not lead, or
+    /// stops leading meanwhile, answers `not_leader` naming the leader: claim there.
     pub fn claim(&self, request: api::ClaimRequest) -> Result<api::JobAnswer> {
         self.node
             .store

@@ -116,6 +116,7 @@ fn a_job_goes_through_its_life_in_process() {
         lease_ms: Some(60_000),
         session: None,
         request_id: None,
+        wait_ms: None,
     };
     let claimed = jobs.claim(claim("w1")).unwrap();
     assert_eq!(claimed.job.id, added.job.id);
@@ -168,6 +169,49 @@ fn a_job_goes_through_its_life_in_process() {
         .unwrap();
     assert_eq!(listed.jobs, [done.job]);
     node.stop();
+}
+
+/// SESS-3 in process: a claim with `wait_ms` blocks until a job is enqueued and answers with
+/// it, or answers `none_ready` once its wait has passed.
+#[test]
+fn a_claim_waits_for_a_job_in_process() {
+    let _log = test_log();
+    let dir = TempDir::new().unwrap();
+    let node = std::sync::Arc::new(single_node_with_the_log(&dir));
+    let claim = |wait_ms: u64| ClaimRequest {
+        worker: "w1".into(),
+        queue: Some("photos".into()),
+        lease_ms: None,
+        session: None,
+        request_id: None,
+        wait_ms: Some(wait_ms),
+    };
+    assert_eq!(
+        api_error(node.jobs().claim(claim(50))).error,
+        ErrorCode::NoneReady
+    );
+    let waiting = {
+        let node = std::sync::Arc::clone(&node);
+        std::thread::spawn(move || node.jobs().claim(claim(60_000)))
+    };
+    // Whether the claim is waiting yet or not, the job is its: it is the only claim.
+    let added = node
+        .jobs()
+        .enqueue(EnqueueRequest {
+            payload: "resize 8".into(),
+            queue: Some("photos".into()),
+            max_attempts: None,
+            request_id: None,
+        })
+        .unwrap();
+    let claimed = waiting.join().unwrap().unwrap();
+    assert_eq!(
+        (claimed.job.id, claimed.job.worker.as_deref()),
+        (added.job.id, Some("w1"))
+    );
+    let too_long = api_error(node.jobs().claim(claim(60_001)));
+    assert_eq!(too_long.error, ErrorCode::InvalidArgument, "{too_long:?}");
+    assert!(too_long.message.contains("wait_ms"), "{too_long:?}");
 }
 
 /// MEMB-6 in process: a backup of a node with keys is the file `conclave snapshot status`

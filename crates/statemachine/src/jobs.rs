@@ -312,6 +312,13 @@ impl JobQueue {
         self.jobs.get(&job)
     }
 
+    /// Whether a job of `queue` is ready, so that a claim of it now would get one (SESS-3: a
+    /// waiting claim looks before it proposes).
+    #[must_use]
+    pub fn has_ready(&self, queue: &str) -> bool {
+        self.ready.get(queue).is_some_and(|ready| !ready.is_empty())
+    }
+
     /// The jobs in `state`, by id.
     #[must_use]
     pub fn list(&self, state: JobStateKind) -> Vec<&Job> {
@@ -1081,6 +1088,21 @@ mod tests {
         assert!(
             matches!((mail, claimed), (JobOutcome::Enqueued { job }, JobOutcome::Claimed(got)) if got.id == job)
         );
+    }
+
+    /// SESS-3: a queue has a ready job from its enqueue until it is claimed, and again once
+    /// it is given back; another queue's jobs do not count.
+    #[test]
+    fn a_queue_has_a_ready_job_while_a_claim_would_get_one() {
+        let mut queue = JobQueue::new(DONE_JOB_RETENTION);
+        assert!(!queue.has_ready("default"));
+        let id = enqueue(&mut queue, "resize", 3);
+        assert!(queue.has_ready("default"));
+        assert!(!queue.has_ready("mail"));
+        assert_eq!(claimed_id(claim(&mut queue, "w", 0)), id);
+        assert!(!queue.has_ready("default"));
+        nack(&mut queue, id, "w", "busy");
+        assert!(queue.has_ready("default"));
     }
 
     /// LOG-5: done jobs are kept up to the retention, then forgotten oldest first; a late ack

@@ -252,6 +252,14 @@ impl ClusterState {
         self.requests.len()
     }
 
+    /// Whether request id `id` is remembered: a write carrying it now would be answered
+    /// with its first outcome, changing nothing (SESS-3: a waiting claim retried after its
+    /// answer was lost gets that answer at once instead of waiting).
+    #[must_use]
+    pub fn remembers_request(&self, id: &str) -> bool {
+        self.requests.get(id).is_some()
+    }
+
     fn apply_command(&mut self, command: Command) -> Applied {
         let Command { request_id, write } = command;
         let scope = request_id.as_ref().map(|_| RequestScope::of(&write));
@@ -736,6 +744,9 @@ mod tests {
         replayed(write(&mut state, &oldest));
         write(&mut state, &enqueue("3").with_request_id("r3"));
         assert_eq!(state.remembered_requests(), 2);
+        // SESS-3: what a waiting claim asks before it proposes.
+        assert!(state.remembers_request("r2") && state.remembers_request("r3"));
+        assert!(!state.remembers_request("r1"));
         assert_eq!(
             answered(write(&mut state, &oldest)),
             Outcome::Jobs(JobOutcome::Enqueued { job: JobId(4) })

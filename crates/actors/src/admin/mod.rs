@@ -61,6 +61,13 @@
 //!   streams are the gauges `conclave_admin_connections` and `conclave_admin_event_streams`.
 //! - The metrics endpoint serves [`limits::METRICS_MAX_CONNECTIONS`] connections at once.
 //!
+//! # A request whose client has gone ends
+//!
+//! A connection the client closes while its request runs ends that request: its handler is
+//! dropped, whatever it waited for. A claim waiting for a job (`wait_ms`) stops waiting at
+//! once, rather than take a job for a worker that is gone. (A client that only closes its
+//! sending side to wait for the answer is cut off too; HTTP clients do not do that.)
+//!
 //! # A mutation whose client has gone never runs
 //!
 //! A request can wait in the kernel's backlog, or behind a full server, long after its client
@@ -211,6 +218,10 @@ pub fn serve_admin(
         .on_connect(move |_, extensions| {
             extensions.insert(connections.open(max_connections));
         })
+        // SESS-3: a client that hangs up ends its request: a claim waiting for a job stops
+        // waiting (and cannot take a job nobody will work on). HTTP clients do not half-close
+        // a connection to wait for the answer, so none is refused an answer by this.
+        .h1_allow_half_closed(false)
         // A stopping node finishes requests in flight but does not wait long for idle
         // connections (an event-stream reader keeps one open).
         .shutdown_timeout(1)

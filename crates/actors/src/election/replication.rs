@@ -205,6 +205,7 @@ impl ElectionActor {
             bytes = snapshot.data.len(),
             "state machine restored from the leader's snapshot"
         );
+        self.job_wakeups.wake();
         self.answer_covered_waiters(snapshot.last.index);
         true
     }
@@ -342,6 +343,10 @@ impl ElectionActor {
         };
         let answer = driver.machine.apply(entry);
         driver.applied_term = entry.term;
+        if crate::job_wakeups::makes_job_ready(&answer.applied) {
+            // SESS-3: claims waiting for a job look again.
+            self.job_wakeups.wake();
+        }
         // Anyone waiting for an earlier index missed it: its entry was replaced and a shorter
         // log committed past it.
         while let Some((&index, _)) = driver.waiting.first_key_value() {

@@ -13,6 +13,9 @@
 //!   `timeout`, one whose node stopped is `outcome_unknown`: either may still be applied, so
 //!   the client retries with the same request id (LOG-6). `lost`: its leader lost its term and
 //!   it was not applied.
+//! - **Waiting claims** (`waiting.rs`, SESS-3): a claim with `wait_ms` that finds no job
+//!   ready waits on the leader, writing nothing, until one is (then claims it) or the wait
+//!   has passed (`none_ready`); a leader change ends it with `not_leader`.
 //! - **Snapshots** (`snapshot.rs`): the state machine's image at a committed index, as the
 //!   saved-snapshot file `conclave snapshot save` writes, taken without stopping writes.
 //! - Every answer and every error carries the fencing token as the node knew it when it
@@ -22,6 +25,7 @@ mod convert;
 mod members;
 mod sessions;
 mod snapshot;
+mod waiting;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -37,6 +41,8 @@ use conclave_statemachine::{
 };
 
 pub use self::snapshot::SnapshotImage;
+pub use self::waiting::MAX_WAITING_CLAIMS;
+pub(crate) use self::waiting::WaitingClaims;
 use crate::election::{Fenced, LogRefusal};
 use crate::events::unix_millis;
 use crate::machine::WriteOutcome;
@@ -228,8 +234,30 @@ impl LogService {
         self.job_answer(outcome, fencing, None)
     }
 
-    /// `POST /v1/jobs/claim`.
+    /// `POST /v1/jobs/claim`: at once, or with `wait_ms` waiting for a job to become ready
+    /// (SESS-3, `waiting.rs`).
     pub async fn claim(&self, request: api::ClaimRequest) -> Answer<api::JobAnswer> {
+        match request.wait_ms {
+            None | Some(0) => self.claim_now(request).await,
+            Some(wait_ms) if wait_ms > api::MAX_CLAIM_WAIT_MS => Err(self
+                .error_now(
+                    ErrorCode::InvalidArgument,
+                    format!(
+                        "wait_ms must be 0 to {}, found {wait_ms}: a worker that wants to wait \
+                         longer claims again",
+                        api::MAX_CLAIM_WAIT_MS
+                    ),
+                )
+                .await),
+            Some(wait_ms) => {
+                self.claim_waiting(request, Duration::from_millis(wait_ms))
+                    .await
+            }
+        }
+    }
+
+    /// A claim answered at once: the oldest ready job, or `none_ready`.
+    async fn claim_now(&self, request: api::ClaimRequest) -> Answer<api::JobAnswer> {
         let queue = request.queue.unwrap_or_else(|| DEFAULT_QUEUE.to_owned());
         let write = Write::Jobs(JobCommand::Claim {
             queue: queue.clone(),
