@@ -10,14 +10,35 @@
 //! - A follower redirects a change with 421 `not_leader` and names a member added at runtime
 //!   with the admin URL the configuration gives it.
 //! - The last voter is not removed: 409 `last_voter`.
+//! - One change at a time: while a change is not committed, the next is 409
+//!   `change_in_progress`; the first still commits once its leader reaches the voters.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use conclave_config::AdminConfig;
+use conclave_config::{AdminConfig, Quorum};
+use conclave_core::election::ElectionConfig;
+use conclave_core::raft::{LogConfig, RaftConfig};
 use conclave_tests::api_client::{ApiClient, Body, Reply, serve};
-use conclave_tests::{MemoryCluster, test_log};
+use conclave_tests::{ClusterOptions, MemoryCluster, test_log};
 use serde_json::{Value, json};
+
+/// The same, with each node's raft settings (its own id in `raft.id`) changed by `customize`.
+async fn cluster_with_log_and(
+    names: &[&str],
+    customize: impl Fn(&mut RaftConfig),
+) -> (MemoryCluster, usize) {
+    let cluster =
+        MemoryCluster::start_with(names, ClusterOptions::real_time(Quorum::Voters), |config| {
+            if let ElectionConfig::Raft(raft) = &mut config.election {
+                raft.log = Some(LogConfig::default());
+                customize(raft);
+            }
+        })
+        .await;
+    let leader = cluster.await_leader(Duration::from_secs(10)).await;
+    (cluster, leader)
+}
 
 #[track_caller]
 fn expect(reply: &Reply, status: u16, error: Option<&str>) {
@@ -45,18 +66,41 @@ fn member<'a>(answer: &'a Value, id: &str) -> Option<&'a Value> {
 /// A leader's answer, once the member `id` is committed (a change is in force on a follower
 /// when it appends it, and committed there a heartbeat later).
 async fn committed_with(api: &ApiClient, id: &str) -> Value {
+    members_once(api, &format!("{id} committed"), |answer| {
+        answer["committed"] == true && member(answer, id).is_some()
+    })
+    .await
+}
+
+/// The node's `GET /v1/members` answer once `holds` accepts it; panics, naming `what`, when
+/// no answer does within 10 s.
+async fn members_once(api: &ApiClient, what: &str, holds: impl Fn(&Value) -> bool) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         let reply = api.call("GET", "/v1/members", Body::Empty).await;
         expect(&reply, 200, None);
-        if reply.body["committed"] == true && member(&reply.body, id).is_some() {
+        if holds(&reply.body) {
             return reply.body;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "{id} never committed: {}",
+            "never {what}: {}",
             reply.body
         );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The answer to a change sent to a leader elected moments ago: it commits an entry of its
+/// term before it changes the configuration, and says `not_ready` until then; the first
+/// other answer, within 10 s.
+async fn once_settled(api: &ApiClient, method: &str, path: &str, body: Body) -> Reply {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = api.call(method, path, body.clone()).await;
+        if reply.body["error"] != "not_ready" || tokio::time::Instant::now() > deadline {
+            return reply;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -180,16 +224,87 @@ async fn the_last_voter_is_not_removed() {
     let (cluster, leader) = MemoryCluster::start_with_log(&["solo"]).await;
     let (addr, server) = serve(cluster.handle(leader), AdminConfig::default());
     let api = ApiClient::new(addr);
-    // A new leader commits an entry of its term before it changes the configuration.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let refused = loop {
-        let reply = api.call("DELETE", "/v1/members/solo", Body::Empty).await;
-        if reply.body["error"] != "not_ready" || tokio::time::Instant::now() > deadline {
-            break reply;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let refused = once_settled(&api, "DELETE", "/v1/members/solo", Body::Empty).await;
     expect(&refused, 409, Some("last_voter"));
+    server.stop(true).await;
+    cluster.stop().await;
+}
+
+/// MEMB-1, MEMB-3: one change at a time (Raft dissertation §4.1). While the leader is cut off
+/// from every voter, the learner it adds is in force in its log but cannot commit, and the
+/// request waits; meanwhile a second add, a promote and a removal are each refused with 409
+/// `change_in_progress` in the one error shape, changing nothing. Once the leader reaches its
+/// followers again, the first change commits, its request is answered with it, and the next
+/// change is taken.
+#[actix_rt::test]
+async fn a_change_is_refused_while_another_is_not_committed() {
+    let _log = test_log();
+    // Only `a` campaigns, and no leader steps down for want of a quorum: while `a` is cut off
+    // its followers elect nobody, so it keeps leading with its change pending, neither
+    // committed nor overwritten by another leader's log, for as long as the test needs.
+    let (cluster, leader) = cluster_with_log_and(&["a", "b", "c"], |raft| {
+        raft.auto_election = raft.id.as_str() == "a";
+        raft.check_quorum = false;
+    })
+    .await;
+    assert_eq!(cluster.id(leader).as_str(), "a");
+    let (addr, server) = serve(cluster.handle(leader), AdminConfig::default());
+    let api = ApiClient::new(addr);
+    // A change that commits: the leader is settled, and `d` is a learner to promote or remove.
+    let added = once_settled(&api, "POST", "/v1/members", Body::Json(json!({"id": "d"}))).await;
+    expect(&added, 200, None);
+    assert_eq!(added.body["committed"], true, "{}", added.body);
+
+    cluster
+        .hub
+        .isolate(u32::try_from(leader).expect("few nodes"));
+    let held = {
+        let api = api.clone();
+        actix_rt::spawn(async move {
+            api.call("POST", "/v1/members", Body::Json(json!({"id": "e"})))
+                .await
+        })
+    };
+    // The leader appended the change: `e` is in the configuration it acts on, uncommitted.
+    let pending = members_once(&api, "e appended", |answer| member(answer, "e").is_some()).await;
+    assert_eq!(pending["committed"], false, "{pending}");
+    let pending_index = pending["configuration_index"].clone();
+
+    for (method, path, body) in [
+        ("POST", "/v1/members", Body::Json(json!({"id": "f"}))),
+        ("POST", "/v1/members/d/promote", Body::Empty),
+        ("DELETE", "/v1/members/d", Body::Empty),
+    ] {
+        let refused = api.call(method, path, body).await;
+        expect(&refused, 409, Some("change_in_progress"));
+        let message = refused.body["message"].as_str().unwrap_or("");
+        assert!(
+            message.contains(&format!("index {pending_index} is not committed")),
+            "{method} {path}: {}",
+            refused.body
+        );
+    }
+    assert!(
+        !held.is_finished(),
+        "a change was answered before it could commit"
+    );
+    let unchanged = api.call("GET", "/v1/members", Body::Empty).await;
+    expect(&unchanged, 200, None);
+    assert_eq!(unchanged.body["configuration_index"], pending_index);
+    assert!(member(&unchanged.body, "f").is_none(), "{}", unchanged.body);
+    assert_eq!(member(&unchanged.body, "d").unwrap()["role"], "learner");
+
+    cluster.hub.heal();
+    let answered = held.await.expect("the held request's task ends");
+    expect(&answered, 200, None);
+    assert_eq!(answered.body["committed"], true, "{}", answered.body);
+    assert_eq!(answered.body["configuration_index"], pending_index);
+    assert_eq!(member(&answered.body, "e").unwrap()["role"], "learner");
+    assert!(member(&answered.body, "f").is_none(), "{}", answered.body);
+    // Committed, the change no longer holds the next one back.
+    let removed = api.call("DELETE", "/v1/members/d", Body::Empty).await;
+    expect(&removed, 200, None);
+    assert!(member(&removed.body, "d").is_none(), "{}", removed.body);
     server.stop(true).await;
     cluster.stop().await;
 }
