@@ -63,9 +63,12 @@ use conclave_core::storage::DurableState;
 mod linearizability;
 mod membership_changes;
 mod replicated_log;
+mod sessions;
 
 pub use replicated_log::LogCounts;
 use replicated_log::{LogBook, NodeLog};
+use sessions::SessionBook;
+pub use sessions::{SessionControl, SessionCounts};
 
 /// The shape of a simulated cluster.
 #[derive(Debug, Clone)]
@@ -497,6 +500,8 @@ pub struct Simulation {
     leaders_at_heal: usize,
     /// What the replicated log's properties remember.
     log_book: LogBook,
+    /// The sessions family's state machines, holders and checks, when it runs.
+    session_book: Option<Box<SessionBook>>,
 }
 
 impl std::fmt::Debug for Simulation {
@@ -548,6 +553,7 @@ impl Simulation {
             drops: BTreeMap::new(),
             leaders_at_heal: 0,
             log_book: LogBook::default(),
+            session_book: None,
         };
         for index in 0..sim.nodes.len() {
             sim.boot(index);
@@ -708,6 +714,9 @@ impl Simulation {
         if let Some(detail) = self.take_log_violation() {
             return Err(self.failure("replicated log (Figure 3)", detail));
         }
+        if let Some(detail) = self.take_session_violation() {
+            return Err(self.failure("sessions (SESS-0..2)", detail));
+        }
         let observations = std::mem::take(&mut self.observations);
         let mut invariants = std::mem::take(&mut self.invariants);
         let mut result = Ok(());
@@ -792,6 +801,7 @@ impl Simulation {
             self.seed ^ ((index as u64) << 40) ^ (u64::from(restarts) << 20) ^ 0xad31_5510,
         );
         self.restore_machine_at_boot(index);
+        self.session_boot(index);
         let node = &mut self.nodes[index];
         node.driver = Some(Driver::new(election));
         node.membership = membership;
@@ -1313,6 +1323,7 @@ impl Simulation {
         node.log.crash();
         let id = node.id;
         self.trace.record(self.now, id, || "crash".to_owned(), 2);
+        self.session_crash(index);
     }
 
     /// Stops node `index` at once and loses its whole WAL, as a wiped or deleted data directory

@@ -24,7 +24,7 @@
 
 use std::time::Duration;
 
-use crate::sim::cluster::{LogCounts, SimConfig, SimFailure, Simulation, node_id};
+use crate::sim::cluster::{LogCounts, SessionCounts, SimConfig, SimFailure, Simulation, node_id};
 use crate::sim::invariants::liveness::{await_agreed_leader, check_still_agreed, describe};
 use crate::sim::invariants::partition_convergence::check_partitions_converged;
 use crate::sim::trace::TraceEntry;
@@ -77,6 +77,12 @@ pub enum Scenario {
     /// Figure 3 properties are checked as it runs, and once faults stop every live node must
     /// hold and apply every acknowledged write.
     ReplicatedLog,
+    /// Sessions on the replicated log (SESS-0..2), `voters` quorum, 3–5 nodes: every node
+    /// applies the entries to the built-in state machine and runs the leader's lease clock;
+    /// holders grant sessions, tie a key and a job to them and send keepalives while leaders
+    /// are killed, partitioned and cut off, keepalives are lost and wall clocks step (see
+    /// `cluster/sessions.rs` for the invariants).
+    Sessions,
 }
 
 impl Scenario {
@@ -95,6 +101,7 @@ impl Scenario {
             Scenario::GossipRestart => "gossip-restart",
             Scenario::PriorityRestart => "priority-restart",
             Scenario::ReplicatedLog => "log",
+            Scenario::Sessions => "sessions",
         }
     }
 
@@ -112,6 +119,7 @@ impl Scenario {
         Scenario::GossipRestart,
         Scenario::PriorityRestart,
         Scenario::ReplicatedLog,
+        Scenario::Sessions,
     ];
 
     /// The test file (`crates/harness/tests/<name>.rs`) that runs this scenario.
@@ -126,6 +134,7 @@ impl Scenario {
             | Scenario::GossipRestart
             | Scenario::PriorityRestart => "simulation_modes",
             Scenario::ReplicatedLog => "replicated_log",
+            Scenario::Sessions => "sessions",
         }
     }
 
@@ -177,6 +186,8 @@ pub struct SeedReport {
     pub leaders_at_heal: usize,
     /// What the client wrote ([`Scenario::ReplicatedLog`]).
     pub log: LogCounts,
+    /// What the holders did ([`Scenario::Sessions`]).
+    pub sessions: SessionCounts,
 }
 
 /// A finished run: its result and, when recording was asked for, its trace.
@@ -221,6 +232,7 @@ impl SeedRun {
             wal_losses: sim.wal_losses(),
             leaders_at_heal: sim.leaders_at_heal(),
             log: sim.log_counts(),
+            sessions: sim.session_counts(),
         });
         SeedRun {
             result,
@@ -327,6 +339,14 @@ enum Control {
 }
 
 fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, control: Control) -> SeedRun {
+    if scenario == Scenario::Sessions {
+        // A family of its own (`sessions_scenario.rs`); its controls are its own too.
+        return crate::sim::sessions_scenario::run_sessions_seed(
+            seed,
+            record_trace,
+            crate::sim::SessionControl::None,
+        );
+    }
     let mut plan = SeededRng::new(seed ^ 0x5ced_5ced_5ced_5ced);
     let sizes: &[usize] = match scenario {
         Scenario::Voters => &[1, 2, 3, 3, 4, 5, 5, 5],
@@ -339,7 +359,7 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, control: Con
         | Scenario::Priority
         | Scenario::PriorityDefaults => &[1, 2, 3, 3, 4, 5, 5],
         Scenario::GossipRestart | Scenario::PriorityRestart => &[3, 3, 4, 5],
-        Scenario::ReplicatedLog => &[1, 2, 3, 3, 3, 4, 5, 5],
+        Scenario::ReplicatedLog | Scenario::Sessions => &[1, 2, 3, 3, 3, 4, 5, 5],
     };
     let nodes = sizes[plan.below(sizes.len() as u64) as usize];
     let heartbeat = Duration::from_millis(50);
@@ -348,7 +368,7 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, control: Con
         Scenario::Voters | Scenario::WalLoss | Scenario::WalLossVoterDown => {
             SimConfig::voters(nodes, heartbeat, min, max)
         }
-        Scenario::ReplicatedLog => {
+        Scenario::ReplicatedLog | Scenario::Sessions => {
             let mut config = SimConfig::voters(nodes, heartbeat, min, max);
             if let Some(raft) = config.raft_mut() {
                 // Small batches and windows too, so that backing off, pipelining and lost
@@ -448,7 +468,7 @@ fn script(
             return restart_script(sim, plan);
         }
         Scenario::WalLossVoterDown => return voter_down_script(sim, plan),
-        Scenario::ReplicatedLog => return log_script(sim, plan),
+        Scenario::ReplicatedLog | Scenario::Sessions => return log_script(sim, plan),
         Scenario::Voters | Scenario::Connected | Scenario::WalLoss | Scenario::Static => {}
     }
     if scenario == Scenario::WalLoss {

@@ -259,6 +259,17 @@ pub(super) struct LogBook {
     reads_answered: u64,
 }
 
+/// What happens next beside messages and timers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LogEvent {
+    /// A node's oldest pending fsync completes.
+    Sync(usize),
+    /// The client writes or reads.
+    ClientWrite,
+    /// The sessions family's upkeep of a node or a holder's action.
+    Sessions(super::sessions::Target),
+}
+
 /// Registers the client writes and reads (`k0`, `k1`, `k2`): few, so that operations on one
 /// overlap.
 const REGISTERS: u8 = 3;
@@ -306,31 +317,40 @@ impl Simulation {
         self.config.log_enabled()
     }
 
-    /// The next log event: an fsync completing or the client's next write.
-    pub(super) fn next_log_event(&self) -> Option<(Instant, Option<usize>)> {
+    /// The next log event: an fsync completing, the client's next write, or (in the
+    /// sessions family) a node's lease upkeep or a holder's action.
+    pub(super) fn next_log_event(&self) -> Option<(Instant, LogEvent)> {
         if !self.has_log() && !self.hard_state_takes_time() {
             return None;
         }
-        let mut best: Option<(Instant, Option<usize>)> =
-            self.log_book.next_write.map(|at| (at, None));
+        let mut best: Option<(Instant, LogEvent)> = self
+            .log_book
+            .next_write
+            .map(|at| (at, LogEvent::ClientWrite));
         for (index, node) in self.nodes.iter().enumerate() {
             if node.driver.is_none() {
                 continue;
             }
             if let Some(&(due, _)) = node.log.syncs.front() {
                 if best.is_none_or(|(at, _)| due < at) {
-                    best = Some((due, Some(index)));
+                    best = Some((due, LogEvent::Sync(index)));
                 }
+            }
+        }
+        if let Some((due, target)) = self.next_session_event() {
+            if best.is_none_or(|(at, _)| due < at) {
+                best = Some((due, LogEvent::Sessions(target)));
             }
         }
         best
     }
 
     /// Carries out the log event chosen by [`Simulation::next_log_event`].
-    pub(super) fn log_event(&mut self, node: Option<usize>) {
-        match node {
-            Some(index) => self.complete_sync(index),
-            None => self.client_write(),
+    pub(super) fn log_event(&mut self, event: LogEvent) {
+        match event {
+            LogEvent::Sync(index) => self.complete_sync(index),
+            LogEvent::ClientWrite => self.client_write(),
+            LogEvent::Sessions(target) => self.session_event(target),
         }
     }
 
@@ -727,6 +747,7 @@ impl Simulation {
                 }
             }
         }
+        self.session_apply(index, entry);
         self.observations.push(Observation::Applied {
             node: index,
             index: entry.index,
