@@ -141,6 +141,10 @@ struct Replica {
     proposed: BTreeMap<u64, (u64, Proposal)>,
     /// The state machine as saved on disk at the last crash, if it was saved.
     saved: Option<Vec<u8>>,
+    /// The term of the last entry this process applied (0 after a restore, whose entries'
+    /// terms it does not know): a leader whose machine has applied no entry of its own term
+    /// answers a keepalive for a session it does not know as busy, as the node does.
+    applied_term: u64,
 }
 
 /// What an entry a node proposed was for.
@@ -229,6 +233,7 @@ impl Replica {
             grant_seen: BTreeMap::new(),
             proposed: BTreeMap::new(),
             saved: None,
+            applied_term: 0,
         }
     }
 
@@ -759,7 +764,12 @@ impl Simulation {
         let answer = replica
             .clock
             .keepalive(&replica.state, clock_term, session, clock_now);
-        if answer.is_some() {
+        // As the node does (crates/actors/src/election/leases.rs): a leader that has applied
+        // no entry of its own term may not have applied the grant yet, and answers busy.
+        let busy = answer.is_none() && replica.applied_term < term;
+        if busy {
+            book.counts.keepalives_failed += 1;
+        } else if answer.is_some() {
             replica.keepalives.insert(session, mono);
             book.counts.keepalives += 1;
             book.holders[holder].accepting_terms.insert(term);
@@ -893,6 +903,7 @@ impl Simulation {
             // Restored from a saved state machine past this entry.
             return;
         }
+        replica.applied_term = entry.term;
         let mono = replica.mono_ms(now);
         if let Some(Outcome::Sessions(SessionOutcome::Granted(session))) = applied.outcome() {
             replica.grant_seen.insert(session.id, mono);
