@@ -409,28 +409,7 @@ pub(crate) enum Commands {
     /// ran; 126 when CMD could not be run, 127 when it was not found; before CMD runs, as for
     /// `kv`: 1 refused, 64 usage, 69 no node answered, 75 the cluster could not answer in
     /// time (or the session ended while waiting); 128+N when signal N came before CMD ran.
-    Lock {
-        /// The lock's name: the key conclave/locks/NAME holds it.
-        name: String,
-        /// The session's time to live in milliseconds: how long the lock outlives a holder
-        /// that stopped sending keepalives (killed, cut off from the leader).
-        #[arg(
-            long,
-            value_name = "MS",
-            default_value_t = 10_000,
-            value_parser = clap::value_parser!(u64).range(500..=86_400_000)
-        )]
-        ttl: u64,
-        /// Give up (exit 124) when the lock is still held by another after SECS; without it,
-        /// wait for as long as it takes.
-        #[arg(long, value_name = "SECS")]
-        wait: Option<u64>,
-        /// The command to run while holding the lock, and its arguments, after `--`.
-        #[arg(last = true, required = true, value_name = "CMD")]
-        command: Vec<OsString>,
-        #[command(flatten)]
-        client: LockClientArgs,
-    },
+    Lock(LockArgs),
     /// Back up the replicated log's state to a file, and restore it into a new cluster.
     ///
     /// save takes a consistent, checksummed image of the key-value store and the job queue
@@ -489,7 +468,7 @@ impl Commands {
                 endpoints: endpoints.endpoints.clone(),
                 ..client.clone()
             }),
-            Commands::Lock { client, .. } => Some(client.client_args()),
+            Commands::Lock(lock) => Some(lock.client.client_args()),
             Commands::Run { .. }
             | Commands::Init { .. }
             | Commands::Demo { .. }
@@ -860,6 +839,31 @@ pub(crate) enum SessionCommand {
     },
 }
 
+/// The arguments of `conclave lock`.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct LockArgs {
+    /// The lock's name: the key conclave/locks/NAME holds it.
+    pub(crate) name: String,
+    /// The session's time to live in milliseconds: how long the lock outlives a holder
+    /// that stopped sending keepalives (killed, cut off from the leader).
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 10_000,
+        value_parser = clap::value_parser!(u64).range(500..=86_400_000)
+    )]
+    pub(crate) ttl: u64,
+    /// Give up (exit 124) when the lock is still held by another after SECS; without it,
+    /// wait for as long as it takes.
+    #[arg(long, value_name = "SECS")]
+    pub(crate) wait: Option<u64>,
+    /// The command to run while holding the lock, and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub(crate) command: Vec<OsString>,
+    #[command(flatten)]
+    pub(crate) client: LockClientArgs,
+}
+
 /// The client options of `conclave lock`: those of [`ClientArgs`] but `--json`, since
 /// standard output belongs to the command run under the lock.
 #[derive(Debug, Clone, clap::Args)]
@@ -1124,6 +1128,10 @@ mod tests {
             &["auto-election", "on", "--admin", url],
             &["snapshot", "save", "f.snapshot", "--admin", url],
             &["snapshot", "save", "--admin", url, "f.snapshot", "--stale"],
+            &["session", "list", "--admin", url],
+            &["--admin", url, "session", "keepalive", "7", "--follow"],
+            &["lock", "L", "--admin", url, "--", "true"],
+            &["--admin", url, "lock", "L", "--", "true"],
         ] {
             assert_eq!(client(args).admin, url, "{args:?}");
         }
@@ -1186,6 +1194,8 @@ mod tests {
                 "t",
             ],
             &["snapshot", "save", "f.snapshot", "--endpoints", "a:1"],
+            &["lock", "L", "--json", "--", "true"],
+            &["--json", "lock", "L", "--", "true"],
         ] {
             let err = parse(args).map(|_| ()).unwrap_err();
             assert_eq!(
@@ -1281,6 +1291,47 @@ mod tests {
         );
         assert!(parse(&["snapshot", "restore", "b.snapshot"]).is_err());
         assert!(parse(&["snapshot", "save"]).is_err());
+    }
+
+    /// SESS-4: `lock` takes its command after `--`, whole (its options stay its own), and
+    /// refuses a TTL the cluster would refuse.
+    #[test]
+    fn sess4_lock_takes_its_command_after_the_separator() {
+        let cli = parse(&[
+            "lock",
+            "build",
+            "--ttl",
+            "2000",
+            "--wait",
+            "3",
+            "--",
+            "sh",
+            "-c",
+            "make --jobs 2",
+        ])
+        .unwrap();
+        let Commands::Lock(lock) = cli.command else {
+            panic!("not a lock");
+        };
+        assert_eq!(
+            (lock.name.as_str(), lock.ttl, lock.wait),
+            ("build", 2000, Some(3))
+        );
+        assert_eq!(lock.command, ["sh", "-c", "make --jobs 2"]);
+        assert!(parse(&["lock", "build"]).is_err());
+        assert!(parse(&["lock", "build", "--ttl", "100", "--", "true"]).is_err());
+        let cli = parse(&["session", "grant", "--ttl", "5000", "--max-claims", "2"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Commands::Session {
+                command: SessionCommand::Grant {
+                    ttl: 5000,
+                    max_claims: Some(2),
+                    ..
+                },
+                ..
+            }
+        ));
     }
 
     /// `demo --duration 0` would end before it began: a usage error.

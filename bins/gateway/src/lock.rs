@@ -35,7 +35,7 @@ use tokio::sync::mpsc;
 // is the one clippy.toml allows.
 use tokio::time::Instant;
 
-use crate::cli::ClientArgs;
+use crate::cli::{ClientArgs, LockArgs};
 use crate::client::{AdminClient, ClientError};
 use crate::event_stream::ServerEvents;
 use crate::log_client::{client, encode_key, failed, made_up_request_id, send};
@@ -101,8 +101,21 @@ enum NotAcquired {
     Client(ClientError),
 }
 
+impl From<&LockArgs> for LockOptions {
+    fn from(args: &LockArgs) -> Self {
+        Self {
+            name: args.name.clone(),
+            ttl: Duration::from_millis(args.ttl),
+            wait: args.wait.map(Duration::from_secs),
+            command: args.command.clone(),
+        }
+    }
+}
+
 /// Runs `conclave lock`.
-pub(crate) fn lock(args: &ClientArgs, options: &LockOptions) -> ExitCode {
+pub(crate) fn lock(lock_args: &LockArgs) -> ExitCode {
+    let args = lock_args.client.client_args();
+    let options = LockOptions::from(lock_args);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -113,7 +126,7 @@ pub(crate) fn lock(args: &ClientArgs, options: &LockOptions) -> ExitCode {
             return ExitCode::from(crate::EXIT_SOFTWARE);
         }
     };
-    runtime.block_on(lock_and_run(args, options))
+    runtime.block_on(lock_and_run(&args, &options))
 }
 
 /// Grants the session, takes the lock, runs CMD, releases.
@@ -463,17 +476,15 @@ enum Waited {
 
 /// Waits for the lock, a signal, or the loss of the session, whichever comes first.
 async fn wait_for_lock(signals: &mut Signals, events: &mut mpsc::Receiver<LockEvent>) -> Waited {
-    loop {
-        tokio::select! {
-            signal = signals.recv() => return Waited::Signal(signal),
-            event = events.recv() => match event {
-                Some(LockEvent::Acquired(token)) => return Waited::Acquired(token),
-                Some(LockEvent::NotAcquired(why)) => return Waited::NotAcquired(why),
-                Some(LockEvent::Lost(why)) => return Waited::Lost(why),
-                // Both threads hold a sender until they have reported.
-                None => return Waited::Lost("the lock's threads stopped".to_owned()),
-            },
-        }
+    tokio::select! {
+        signal = signals.recv() => Waited::Signal(signal),
+        event = events.recv() => match event {
+            Some(LockEvent::Acquired(token)) => Waited::Acquired(token),
+            Some(LockEvent::NotAcquired(why)) => Waited::NotAcquired(why),
+            Some(LockEvent::Lost(why)) => Waited::Lost(why),
+            // Both threads hold a sender until they have reported.
+            None => Waited::Lost("the lock's threads stopped".to_owned()),
+        },
     }
 }
 

@@ -220,21 +220,7 @@ fn command(cli: Cli) -> ExitCode {
         Commands::Jobs { client, command } => log_client::jobs(&client, &command),
         Commands::Member { client, command } => member_client::member(&client, &command),
         Commands::Session { client, command } => session_client::session(&client, &command),
-        Commands::Lock {
-            name,
-            ttl,
-            wait,
-            command,
-            client,
-        } => lock::lock(
-            &client.client_args(),
-            &lock::LockOptions {
-                name,
-                ttl: std::time::Duration::from_millis(ttl),
-                wait: wait.map(std::time::Duration::from_secs),
-                command,
-            },
-        ),
+        Commands::Lock(lock) => lock::lock(&lock),
         Commands::Wal {
             json,
             command: WalCommand::Inspect { dir },

@@ -248,7 +248,7 @@ fn sess1_session_verbs_grant_keepalive_list_revoke() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| s["session"].to_string() == id)
+        .find(|s| s["session"].as_u64() == id.parse().ok())
         .unwrap_or_else(|| panic!("session {id} not listed: {list}"))
         .clone();
     assert_eq!(session["name"], "flow");
