@@ -8,6 +8,9 @@
 //!   larger `CONCLAVE_LOCK_TOKEN`, and the key is gone once both are done.
 //! - A holder killed with SIGKILL stops its keepalives; the leader ends its session within
 //!   the TTL, which deletes the key, and the waiter takes the lock.
+//! - SIGTERM to `conclave lock` reaches CMD, whose exit code it exits with, and the lock is
+//!   released; a session revoked under a running CMD is the lock lost: CMD gets SIGTERM and
+//!   `conclave lock` exits 125.
 //! - `conclave session grant`, `keepalive` (once and `--follow`), `list` and `revoke` in one
 //!   small flow, with a key tied to the session deleted with it.
 //!
@@ -271,4 +274,67 @@ fn sess1_session_verbs_grant_keepalive_list_revoke() {
     let mut err = String::new();
     std::io::Read::read_to_string(&mut follow.stderr.take().unwrap(), &mut err).unwrap();
     assert!(err.contains(&format!("session {id} ended")), "{err}");
+}
+
+/// A command that records its token, that it started, and SIGTERM when it comes (then exits
+/// 7); otherwise it runs until `<tag>.go`.
+fn terminable_script(tag: &str) -> String {
+    format!(
+        "trap 'touch \"$MARKS/{tag}.term\"; exit 7' TERM; {}",
+        holding_script(tag)
+    )
+}
+
+/// SESS-4: SIGTERM to `conclave lock` is passed on to CMD, `conclave lock` exits with CMD's
+/// exit code, and the lock is released (the key is gone).
+#[test]
+fn sess4_a_signal_is_passed_to_the_command_and_the_lock_released() {
+    let (cluster, leader) = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let marks = dir.path();
+    let admin = cluster.admin_url(&leader);
+    let mut holder = spawn_lock(marks, &admin, "a", &[], &terminable_script("a"));
+    cluster.wait_for("the holder's command to start", |_| {
+        marks.join("a.started").exists().then_some(())
+    });
+    let kill = Command::new("kill")
+        .args(["-TERM", &holder.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    assert_eq!(
+        exit_code(&cluster, "the holder to exit", &mut holder),
+        7,
+        "{}",
+        read(marks.join("a.err"))
+    );
+    assert!(marks.join("a.term").exists(), "CMD did not get SIGTERM");
+    let (_, key, _) = token(marks, "a");
+    let get = conclave(&["kv", "get", &key, "--admin", &admin]);
+    assert_eq!(get.status.code(), Some(1), "{}", text(&get.stdout));
+}
+
+/// SESS-4: a session that ends under a running CMD (revoked here by an operator) is the lock
+/// lost: `conclave lock` says so, sends CMD SIGTERM and exits 125.
+#[test]
+fn sess4_a_lost_lock_stops_the_command_and_exits_125() {
+    let (cluster, leader) = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let marks = dir.path();
+    let admin = cluster.admin_url(&leader);
+    let ttl = ["--ttl", "1500"];
+    let mut holder = spawn_lock(marks, &admin, "a", &ttl, &terminable_script("a"));
+    cluster.wait_for("the holder's command to start", |_| {
+        marks.join("a.started").exists().then_some(())
+    });
+    let (_, _, session) = token(marks, "a");
+    let revoked = conclave(&["session", "revoke", &session.to_string(), "--admin", &admin]);
+    assert_eq!(revoked.status.code(), Some(0), "{}", text(&revoked.stderr));
+    assert_eq!(
+        exit_code(&cluster, "the holder to notice and exit", &mut holder),
+        125
+    );
+    assert!(marks.join("a.term").exists(), "CMD did not get SIGTERM");
+    let err = read(marks.join("a.err"));
+    assert!(err.contains("lost conclave/locks/build"), "{err}");
 }
