@@ -143,7 +143,7 @@ async fn lock_and_run(args: &ClientArgs, options: &LockOptions) -> ExitCode {
     let (events_sender, mut events) = mpsc::channel(4);
     let session = match Session::grant(args, options, events_sender.clone()) {
         Ok(session) => session,
-        Err(err) => return failed(args, &err),
+        Err(code) => return code,
     };
     let deadline = options.wait.map(|wait| Instant::now() + wait);
     let taker = LockTaker {
@@ -206,13 +206,23 @@ struct Session {
 
 impl Session {
     /// Grants the session and starts its keepalives, which report to `events` when it is
-    /// lost.
+    /// lost; the exit code of a failure, said on standard error.
     fn grant(
         args: &ClientArgs,
         options: &LockOptions,
         events: mpsc::Sender<LockEvent>,
-    ) -> Result<Self, ClientError> {
-        let client = client(args)?;
+    ) -> Result<Self, ExitCode> {
+        // One keepalive waits at most until the next is due, so a silent leader leaves time
+        // for more tries within the TTL.
+        let clients = client(args).and_then(|client| {
+            let keepalives = AdminClient::new(
+                &args.admin,
+                args.token.clone(),
+                options.ttl / KEEPALIVES_PER_TTL,
+            )?;
+            Ok((client, keepalives))
+        });
+        let (client, keepalives) = clients.map_err(|err| failed(args, &err))?;
         let request = SessionGrantRequest {
             ttl_ms: u64::try_from(options.ttl.as_millis()).unwrap_or(u64::MAX),
             name: Some(format!("conclave lock {}", options.name)),
@@ -221,13 +231,16 @@ impl Session {
         };
         // Taken before the grant is sent: the leader starts the TTL no earlier.
         let sent = Instant::now();
-        let id = grant(&client, &request)?.session;
-        let keeper = match Keeper::start(args, id, options.ttl, sent, events) {
+        let id = grant(&client, &request)
+            .map_err(|err| failed(args, &err))?
+            .session;
+        let keeper = match Keeper::start(keepalives, id, options.ttl, sent, events) {
             Ok(keeper) => keeper,
             Err(err) => {
+                errln!("error: cannot start the keepalive thread: {err}");
                 // The session would otherwise live on for a TTL with nobody behind it.
                 let _ = revoke(&client, id, &made_up_request_id());
-                return Err(err);
+                return Err(ExitCode::from(crate::EXIT_SOFTWARE));
             }
         };
         Ok(Self {
@@ -264,23 +277,16 @@ struct Keeper {
 
 impl Keeper {
     fn start(
-        args: &ClientArgs,
+        client: AdminClient,
         session: u64,
         ttl: Duration,
         granted: Instant,
         events: mpsc::Sender<LockEvent>,
-    ) -> Result<Self, ClientError> {
-        // One keepalive waits at most until the next is due, so a silent leader leaves time
-        // for more tries within the TTL.
-        let client = AdminClient::new(&args.admin, args.token.clone(), ttl / KEEPALIVES_PER_TTL)?;
+    ) -> std::io::Result<Self> {
         let (stop, stopped) = std_mpsc::channel();
         thread::Builder::new()
             .name("lock keepalive".to_owned())
-            .spawn(move || keep_alive(&client, session, ttl, granted, &stopped, &events))
-            .map_err(|err| ClientError::Malformed {
-                url: args.admin.clone(),
-                reason: format!("cannot start the keepalive thread: {err}"),
-            })?;
+            .spawn(move || keep_alive(&client, session, ttl, granted, &stopped, &events))?;
         Ok(Self { stop })
     }
 
@@ -546,7 +552,14 @@ impl Held {
                 }
                 signal = signals.recv() => send_signal(pid, signal),
                 event = events.recv(), if !lost => {
-                    if let Some(LockEvent::Lost(why)) = event {
+                    // The keepalive thread holds a sender for as long as it keeps the session
+                    // alive: a closed channel is keepalives that stopped.
+                    let lost_now = match event {
+                        Some(LockEvent::Lost(why)) => Some(why),
+                        None => Some("the keepalives stopped".to_owned()),
+                        Some(_) => None,
+                    };
+                    if let Some(why) = lost_now {
                         errln!(
                             "conclave lock: lost {}: {why}; another may hold it now. Sending \
                              {} SIGTERM",

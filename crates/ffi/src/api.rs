@@ -246,8 +246,9 @@ c_api! {
     /// Takes the cluster-wide lock `name` (the key conclave/locks/NAME of the replicated
     /// log, the lock `conclave lock NAME` takes) and writes its fencing token to `*token`:
     /// the store revision at which the lock was taken, larger for every later holder. Waits
-    /// while another holds it, at most `timeout_ms` (0: try once; UINT64_MAX: as long as it
-    /// takes), then CONCLAVE_ERR_TIMEOUT. The lock's session is kept alive by the library
+    /// while another holds it (this handle too, if it holds `name` already), at most
+    /// `timeout_ms` (0: try once; UINT64_MAX: as long as it takes), then
+    /// CONCLAVE_ERR_TIMEOUT. The lock's session is kept alive by the library
     /// until ConclaveUnlock or ConclaveStop; if this process dies, the lock ends one session
     /// TTL (10 s) later. Served by this node: needs log.enabled = true, and the node must
     /// lead (CONCLAVE_ERR_REFUSED otherwise, the message naming the leader).
