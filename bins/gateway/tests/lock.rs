@@ -11,6 +11,8 @@
 //! - SIGTERM to `conclave lock` reaches CMD, whose exit code it exits with, and the lock is
 //!   released; a session revoked under a running CMD is the lock lost: CMD gets SIGTERM and
 //!   `conclave lock` exits 125.
+//! - The fencing script of docs/operations.md runs as written: holders write with growing
+//!   tokens, and a late holder with an older token is refused.
 //! - `conclave session grant`, `keepalive` (once and `--follow`), `list` and `revoke` in one
 //!   small flow, with a key tied to the session deleted with it.
 //!
@@ -337,4 +339,79 @@ fn sess4_a_lost_lock_stops_the_command_and_exits_125() {
     assert!(marks.join("a.term").exists(), "CMD did not get SIGTERM");
     let err = read(marks.join("a.err"));
     assert!(err.contains("lost conclave/locks/build"), "{err}");
+}
+
+/// SESS-4: the fencing script of docs/operations.md, as written there (its slow part made a
+/// no-op), under `conclave lock`: each holder writes the key with its token, a later holder's
+/// write replaces an earlier one, and a holder with an older token than the last written is
+/// refused and changes nothing.
+#[test]
+fn sess4_the_fencing_script_of_the_operators_guide_works() {
+    if !Command::new("jq")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+    {
+        eprintln!("skipped: no jq, which the script of docs/operations.md uses");
+        return;
+    }
+    let (cluster, leader) = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let guide = read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/operations.md"));
+    let opening = "#!/bin/sh\n# publish.sh";
+    let body = guide
+        .split_once(&format!("```sh\n{opening}"))
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(body, _)| body)
+        .expect("docs/operations.md shows publish.sh");
+    let script = format!("{opening}{body}").replace("build-and-upload \"$1\"", "true");
+    assert!(script.contains("--if-revision"), "{script}");
+    let path = dir.path().join("publish.sh");
+    std::fs::write(&path, script).unwrap();
+    let binaries = Path::new(env!("CARGO_BIN_EXE_conclave")).parent().unwrap();
+    let search = format!(
+        "{}:{}",
+        binaries.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let admin = cluster.admin_url(&leader);
+    let run = |command: &mut Command| {
+        let output = command
+            .env("PATH", &search)
+            .env("CONCLAVE_ADMIN", &admin)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (output.status.code(), text(&output.stderr))
+    };
+    let current = || {
+        let (code, value) = cli(&admin, &["kv", "get", "site/current"]);
+        assert_eq!(code, 0);
+        value.trim().to_owned()
+    };
+    let publish = |version: &str| {
+        run(Command::new(env!("CARGO_BIN_EXE_conclave"))
+            .args(["lock", "publish", "--"])
+            .args(["sh", &path.display().to_string(), version]))
+    };
+    assert_eq!(publish("2.4"), (Some(0), String::new()));
+    let first = current();
+    assert!(first.ends_with(" 2.4"), "{first}");
+    assert_eq!(publish("2.5"), (Some(0), String::new()));
+    let second = current();
+    let token_of = |value: &str| value.split(' ').next().unwrap().parse::<u64>().unwrap();
+    assert!(second.ends_with(" 2.5"), "{second}");
+    assert!(
+        token_of(&second) > token_of(&first),
+        "{first} then {second}"
+    );
+    // A late holder, its token older than the last written.
+    let (code, stderr) = run(Command::new("sh")
+        .arg(&path)
+        .arg("2.3")
+        .env("CONCLAVE_LOCK_TOKEN", token_of(&first).to_string()));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("refused"), "{stderr}");
+    assert_eq!(current(), second);
 }
