@@ -821,9 +821,10 @@ pub(crate) enum SessionCommand {
         #[arg(long)]
         follow: bool,
     },
-    /// End session ID now: the keys written with it are deleted, the jobs it held are ready
-    /// again (or dead, when their attempts are used up); prints what ended with it. Exit 1
-    /// when it is not live.
+    /// End session ID now; prints what ended with it.
+    ///
+    /// The keys written with it are deleted (watchers see the delete), the jobs it held are
+    /// ready again (or dead, when their attempts are used up). Exit 1 when it is not live.
     Revoke {
         /// The session.
         session: u64,
