@@ -145,7 +145,10 @@ async fn lock_and_run(args: &ClientArgs, options: &LockOptions) -> ExitCode {
         Ok(session) => session,
         Err(code) => return code,
     };
-    let deadline = options.wait.map(|wait| Instant::now() + wait);
+    // A wait too long to be a moment on this clock is no deadline at all.
+    let deadline = options
+        .wait
+        .and_then(|wait| Instant::now().checked_add(wait));
     let taker = LockTaker {
         client: match session.client.other(session.client.base()) {
             Ok(client) => client,

@@ -346,7 +346,10 @@ impl Node {
         };
         let value = format!("node {}, session {session}", self.id());
         let wanted = guard.key.clone();
-        let deadline = options.wait.map(|wait| Instant::now() + wait);
+        // A wait too long to be a moment on this clock is no deadline at all.
+        let deadline = options
+            .wait
+            .and_then(|wait| Instant::now().checked_add(wait));
         let taken = self.store.run(move |service| async move {
             take(&service, &wanted, session, &value, deadline).await
         })?;
