@@ -67,12 +67,16 @@ extern "C" {
 #define CONCLAVE_ERR_START -4
 /* The node has halted (its WAL failed) or is stopping. */
 #define CONCLAVE_ERR_STOPPED -5
-/* The election refused the command (unknown peer, not offered in this mode, ...). */
+/* The node refused: an election command (unknown peer, ...) or a lock (no log, not the leader). */
 #define CONCLAVE_ERR_REFUSED -6
 /* The caller's buffer is too small; what fits was written, NUL-terminated. */
 #define CONCLAVE_ERR_BUFFER_TOO_SMALL -7
 /* A defect inside the library (a caught panic); the message says where. */
 #define CONCLAVE_ERR_INTERNAL -8
+/* ConclaveLock: another still held the lock when timeout_ms ran out. */
+#define CONCLAVE_ERR_TIMEOUT -9
+/* ConclaveUnlock: the handle holds no lock of that name, or it was lost (its session ended). */
+#define CONCLAVE_ERR_NOT_HELD -10
 
 /* Roles (the leader-changed callback's role). */
 /* Follows a leader or waits for one. */
@@ -129,7 +133,8 @@ int32_t ConclaveStart(const char *config_toml, ConclaveHandle *handle);
  * a caught-up peer first, peers are told goodbye, the WAL is closed. Returns once the
  * node has stopped and its callback thread has delivered its last event (unless called
  * from a callback, which returns without waiting for its own thread). The handle is
- * refused from then on.
+ * refused from then on. Locks the handle holds are released first. A ConclaveLock
+ * waiting on another thread is waited for.
  */
 int32_t ConclaveStop(ConclaveHandle handle);
 
@@ -179,6 +184,27 @@ int32_t RegisterPeerStatusCallback(ConclaveHandle handle, ConclavePeerStatusCall
  * (replacing any earlier one; NULL unregisters). Its strings live until it returns.
  */
 int32_t RegisterLeaderChangedCallback(ConclaveHandle handle, ConclaveLeaderChangedCallback callback, void *user_data);
+
+/*
+ * Takes the cluster-wide lock `name` (the key conclave/locks/NAME of the replicated
+ * log, the lock `conclave lock NAME` takes) and writes its fencing token to `*token`:
+ * the store revision at which the lock was taken, larger for every later holder. Waits
+ * while another holds it (this handle too, if it holds `name` already), at most
+ * `timeout_ms` (0: try once; UINT64_MAX: as long as it takes), then
+ * CONCLAVE_ERR_TIMEOUT. The lock's session is kept alive by the library
+ * until ConclaveUnlock or ConclaveStop; if this process dies, the lock ends one session
+ * TTL (10 s) later. Served by this node: needs log.enabled = true, and the node must
+ * lead (CONCLAVE_ERR_REFUSED otherwise, the message naming the leader).
+ */
+int32_t ConclaveLock(ConclaveHandle handle, const char *name, uint64_t timeout_ms, uint64_t *token);
+
+/*
+ * Releases the lock `name` taken with ConclaveLock on this handle: its session is
+ * revoked and the key deleted, and the next waiter takes it. CONCLAVE_ERR_NOT_HELD when
+ * the handle does not hold it, or when it was lost meanwhile (its session ended: the
+ * message says so, and whatever the lock protected may have been changed by another).
+ */
+int32_t ConclaveUnlock(ConclaveHandle handle, const char *name);
 
 /*
  * Writes the message of the last call on this thread that failed into `message`

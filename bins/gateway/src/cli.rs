@@ -368,6 +368,51 @@ pub(crate) enum Commands {
         #[command(subcommand)]
         command: MemberCommand,
     },
+    /// Sessions: a client's proof of life, which keys and claimed jobs can be tied to
+    /// (needs log.enabled = true).
+    ///
+    /// A session lives while keepalives reach the leader: the leader ends it when none came
+    /// within its TTL (counted on the leader's own clock; a new leader starts every session's
+    /// TTL afresh), or when it is revoked. What it holds ends with it: the keys written with
+    /// `kv put --session ID` are deleted (watchers see the delete), the jobs claimed with
+    /// `jobs claim --session ID` are ready again at once. So a client that dies, or is cut
+    /// off from the leader, lets go of what it held within one TTL, without anyone cleaning
+    /// up after it. grant starts one and prints its id; keepalive keeps it alive once, or
+    /// with --follow for as long as it runs; revoke ends it; list shows the live ones.
+    /// Redirects, request ids and exit codes as for `kv`.
+    Session {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(subcommand)]
+        command: SessionCommand,
+    },
+    /// Run CMD while holding the cluster-wide lock NAME, with a fencing token in its
+    /// environment (needs log.enabled = true).
+    ///
+    /// `conclave lock NAME -- CMD ARGS...` starts a session (TTL --ttl), keeps it alive while
+    /// it runs, and takes the lock by creating the key conclave/locks/NAME with that session
+    /// (a create that succeeds only where the key does not exist). While another holds the
+    /// lock it waits, watching the key until it is deleted, then tries again; --wait gives up
+    /// after SECS. Once it holds the lock it runs CMD with CONCLAVE_LOCK_TOKEN (the store
+    /// revision at which the key was created: larger for every later holder, so a resource
+    /// can refuse a holder older than the last one it served), CONCLAVE_LOCK_KEY and
+    /// CONCLAVE_SESSION in its environment. When CMD exits the session is revoked, which
+    /// deletes the key, and the next waiter takes the lock. SIGINT, SIGTERM and SIGHUP are
+    /// passed to CMD; the lock is released once CMD exits.
+    ///
+    /// If the keepalives stop while CMD runs (the session ended, or no keepalive reached the
+    /// leader for a whole TTL), the lock may be someone else's already: conclave lock says so,
+    /// sends CMD SIGTERM (SIGKILL one TTL later if it still runs) and exits 125. If conclave
+    /// lock itself is killed with SIGKILL, its keepalives stop and the leader ends the session
+    /// — and so the lock — within one TTL: that is how a crashed holder lets go. CMD is not
+    /// stopped then, which is why a resource should check the token.
+    ///
+    /// Exit codes: CMD's own exit code (128+N when signal N ended it); 124 when --wait ran
+    /// out before the lock was free (CMD did not run); 125 when the lock was lost while CMD
+    /// ran; 126 when CMD could not be run, 127 when it was not found; before CMD runs, as for
+    /// `kv`: 1 refused, 64 usage, 69 no node answered, 75 the cluster could not answer in
+    /// time (or the session ended while waiting); 128+N when signal N came before CMD ran.
+    Lock(LockArgs),
     /// Back up the replicated log's state to a file, and restore it into a new cluster.
     ///
     /// save takes a consistent, checksummed image of the key-value store and the job queue
@@ -413,6 +458,7 @@ impl Commands {
             | Commands::Kv { client, .. }
             | Commands::Jobs { client, .. }
             | Commands::Member { client, .. }
+            | Commands::Session { client, .. }
             | Commands::Snapshot {
                 command: SnapshotCommand::Save { client, .. },
             } => Some(client.clone()),
@@ -425,6 +471,7 @@ impl Commands {
                 endpoints: endpoints.endpoints.clone(),
                 ..client.clone()
             }),
+            Commands::Lock(lock) => Some(lock.client.client_args()),
             Commands::Run { .. }
             | Commands::Init { .. }
             | Commands::Demo { .. }
@@ -747,6 +794,117 @@ pub(crate) enum MemberCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub(crate) enum SessionCommand {
+    /// Start a session with a time to live; prints its id.
+    ///
+    /// The session lives while a keepalive reaches the leader at least once per TTL
+    /// (`session keepalive ID --follow` sends them for as long as it runs). Keys written with
+    /// `kv put --session ID` and jobs claimed with `jobs claim --session ID` are held by it,
+    /// and let go when it ends.
+    Grant {
+        /// How long the leader waits for a keepalive before it ends the session, in
+        /// milliseconds (500 to 86400000).
+        #[arg(long, value_name = "MS")]
+        ttl: u64,
+        /// What to call it, for operators (shown by `session list`).
+        #[arg(long)]
+        name: Option<String>,
+        /// The jobs it may hold claimed at once (1 to 10000; 64 when absent).
+        #[arg(long, value_name = "N")]
+        max_claims: Option<u32>,
+        /// The write's request id (applied at most once: run again, it prints the same
+        /// session); made up when absent.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+    },
+    /// Keep session ID alive: its TTL counts again from now on the leader's clock.
+    ///
+    /// Once by default (exit 1 when the session is no longer live). With --follow, for as
+    /// long as this runs: the leader sends a keepalive every third of the TTL over one
+    /// streaming request, and a line is printed for each. It ends when the session ends
+    /// (revoked or expired: exit 1) or when the node stops leading or stops answering (exit
+    /// 75; the session lives on until its TTL runs out, so run it again to reach the new
+    /// leader). Interrupting it stops the keepalives: the session then ends within its TTL.
+    Keepalive {
+        /// The session.
+        session: u64,
+        /// Keep it alive until interrupted, printing each keepalive.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// End session ID now; prints what ended with it.
+    ///
+    /// The keys written with it are deleted (watchers see the delete), the jobs it held are
+    /// ready again (or dead, when their attempts are used up). Exit 1 when it is not live.
+    Revoke {
+        /// The session.
+        session: u64,
+        /// The write's request id (applied at most once); made up when absent.
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+    },
+    /// The live sessions, one per line: id, name, TTL, time left, keys and claims held.
+    List {
+        /// Read this node's copy as it is, without asking the leader (no time left then).
+        #[arg(long)]
+        stale: bool,
+    },
+}
+
+/// The arguments of `conclave lock`.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct LockArgs {
+    /// The lock's name: the key conclave/locks/NAME holds it.
+    pub(crate) name: String,
+    /// The session's time to live in milliseconds: how long the lock outlives a holder
+    /// that stopped sending keepalives (killed, cut off from the leader).
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 10_000,
+        value_parser = clap::value_parser!(u64).range(500..=86_400_000)
+    )]
+    pub(crate) ttl: u64,
+    /// Give up (exit 124) when the lock is still held by another after SECS; without it,
+    /// wait for as long as it takes.
+    #[arg(long, value_name = "SECS")]
+    pub(crate) wait: Option<u64>,
+    /// The command to run while holding the lock, and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub(crate) command: Vec<OsString>,
+    #[command(flatten)]
+    pub(crate) client: LockClientArgs,
+}
+
+/// The client options of `conclave lock`: those of [`ClientArgs`] but `--json`, since
+/// standard output belongs to the command run under the lock.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct LockClientArgs {
+    /// Admin API of the node to talk to: http://host:port or host:port.
+    #[arg(long, env = "CONCLAVE_ADMIN", default_value = "http://127.0.0.1:7070")]
+    pub(crate) admin: String,
+    /// Seconds to wait for each node's answer.
+    #[arg(long, default_value_t = 5, value_name = "SECS")]
+    pub(crate) timeout: u64,
+    /// Bearer token, when the node requires one (its admin.token_file).
+    #[arg(long, env = "CONCLAVE_ADMIN_TOKEN", hide_env_values = true)]
+    pub(crate) token: Option<String>,
+}
+
+impl LockClientArgs {
+    /// The same options as the other client commands take them.
+    pub(crate) fn client_args(&self) -> ClientArgs {
+        ClientArgs {
+            admin: self.admin.clone(),
+            endpoints: Vec::new(),
+            timeout: self.timeout,
+            token: self.token.clone(),
+            json: false,
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
 pub(crate) enum ClusterCommand {
     /// One line per node, from each node's own admin API: role, term, leader, automatic
     /// election, readiness. Flags disagreement (two leaders, different terms or leaders, a
@@ -982,6 +1140,10 @@ mod tests {
             &["auto-election", "on", "--admin", url],
             &["snapshot", "save", "f.snapshot", "--admin", url],
             &["snapshot", "save", "--admin", url, "f.snapshot", "--stale"],
+            &["session", "list", "--admin", url],
+            &["--admin", url, "session", "keepalive", "7", "--follow"],
+            &["lock", "L", "--admin", url, "--", "true"],
+            &["--admin", url, "lock", "L", "--", "true"],
         ] {
             assert_eq!(client(args).admin, url, "{args:?}");
         }
@@ -1061,6 +1223,8 @@ mod tests {
                 "t",
             ],
             &["snapshot", "save", "f.snapshot", "--endpoints", "a:1"],
+            &["lock", "L", "--json", "--", "true"],
+            &["--json", "lock", "L", "--", "true"],
         ] {
             let err = parse(args).map(|_| ()).unwrap_err();
             assert_eq!(
@@ -1156,6 +1320,47 @@ mod tests {
         );
         assert!(parse(&["snapshot", "restore", "b.snapshot"]).is_err());
         assert!(parse(&["snapshot", "save"]).is_err());
+    }
+
+    /// SESS-4: `lock` takes its command after `--`, whole (its options stay its own), and
+    /// refuses a TTL the cluster would refuse.
+    #[test]
+    fn sess4_lock_takes_its_command_after_the_separator() {
+        let cli = parse(&[
+            "lock",
+            "build",
+            "--ttl",
+            "2000",
+            "--wait",
+            "3",
+            "--",
+            "sh",
+            "-c",
+            "make --jobs 2",
+        ])
+        .unwrap();
+        let Commands::Lock(lock) = cli.command else {
+            panic!("not a lock");
+        };
+        assert_eq!(
+            (lock.name.as_str(), lock.ttl, lock.wait),
+            ("build", 2000, Some(3))
+        );
+        assert_eq!(lock.command, ["sh", "-c", "make --jobs 2"]);
+        assert!(parse(&["lock", "build"]).is_err());
+        assert!(parse(&["lock", "build", "--ttl", "100", "--", "true"]).is_err());
+        let cli = parse(&["session", "grant", "--ttl", "5000", "--max-claims", "2"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Commands::Session {
+                command: SessionCommand::Grant {
+                    ttl: 5000,
+                    max_claims: Some(2),
+                    ..
+                },
+                ..
+            }
+        ));
     }
 
     /// `demo --duration 0` would end before it began: a usage error.

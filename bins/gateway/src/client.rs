@@ -244,6 +244,58 @@ impl AdminClient {
         answer(&url, response)
     }
 
+    /// `method path` answered by a stream of server-sent events: the open stream, to be read
+    /// a line at a time, or the node's error answer. A read that waits longer than
+    /// `idle` for the next bytes fails (a node gone silent is noticed), and the whole stream
+    /// ends after `total` when given. Mutations carry a deadline as [`AdminClient::request`]
+    /// does: the moment this client stops waiting for the stream to start.
+    pub(crate) fn open_stream(
+        &self,
+        method: &str,
+        path: &str,
+        idle: Duration,
+        total: Option<Duration>,
+    ) -> Result<impl std::io::BufRead + use<>, ClientError> {
+        let url = format!("{}{path}", self.base);
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_connect(Some(self.timeout))
+            .timeout_recv_response(Some(self.timeout))
+            .timeout_per_read(Some(idle))
+            .timeout_global(total)
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let bearer = self.token.as_ref().map(|token| format!("Bearer {token}"));
+        let response = if method == "GET" {
+            let mut request = agent.get(&url);
+            if let Some(bearer) = &bearer {
+                request = request.header("Authorization", bearer);
+            }
+            request.call()
+        } else {
+            let deadline = unix_millis(SystemTime::now() + self.timeout).to_string();
+            let mut request = agent.post(&url).header(DEADLINE_HEADER, &deadline);
+            if let Some(bearer) = &bearer {
+                request = request.header("Authorization", bearer);
+            }
+            request.send_empty()
+        }
+        .map_err(|err| unreachable(&url, &err))?;
+        let events = response
+            .headers()
+            .get("content-type")
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.starts_with("text/event-stream"));
+        if response.status().is_success() && events {
+            return Ok(std::io::BufReader::new(response.into_body().into_reader()));
+        }
+        let _: serde::de::IgnoredAny = answer(&url, response)?;
+        Err(ClientError::Malformed {
+            url,
+            reason: "a JSON answer where a stream of events was expected".to_owned(),
+        })
+    }
+
     /// Runs `call` on this node and, while a node refuses with `not_leader` naming the
     /// leader's admin API, on that one instead (at most [`MAX_REDIRECTS`] hops); `moved` is
     /// told of each hop, for the user.

@@ -188,6 +188,8 @@ mod tests {
             crate::output::EXIT_IO,
             crate::EXIT_TEMPFAIL,
             crate::EXIT_NOPERM,
+            crate::lock::EXIT_WAIT_EXPIRED,
+            crate::lock::EXIT_LOCK_LOST,
         ] {
             assert!(
                 section.contains(&format!(".TP\n\\fB{code}\\fR\n")),

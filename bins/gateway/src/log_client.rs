@@ -54,7 +54,7 @@ pub(crate) fn send<B: Serialize, T: DeserializeOwned>(
 }
 
 /// A request id for a write the user gave none for: unique enough across clients and retries.
-fn made_up_request_id() -> String {
+pub(crate) fn made_up_request_id() -> String {
     let nanos = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_nanos());
@@ -62,12 +62,12 @@ fn made_up_request_id() -> String {
 }
 
 /// Percent-encodes a key for a URL path (every byte but unreserved ones and `/`).
-fn encode_key(key: &str) -> String {
+pub(crate) fn encode_key(key: &str) -> String {
     encode(key, true)
 }
 
 /// Percent-encodes a query value (every byte but unreserved ones).
-fn encode_query(value: &str) -> String {
+pub(crate) fn encode_query(value: &str) -> String {
     encode(value, false)
 }
 

@@ -26,9 +26,11 @@ mod cluster_members;
 mod commands;
 mod demo;
 mod dongle;
+mod event_stream;
 mod generated;
 mod init;
 mod input;
+mod lock;
 mod log_client;
 mod logging;
 mod member_client;
@@ -38,6 +40,7 @@ mod preflight;
 mod reload;
 mod render;
 mod run;
+mod session_client;
 mod snapshot;
 mod wal;
 
@@ -104,7 +107,7 @@ pub(crate) const EXIT_STATUSES: &[(&str, &str)] = &[
     ("74", "EX_IOERR: standard output could not be written."),
     (
         "75",
-        "EX_TEMPFAIL: kv, jobs, snapshot save: the cluster could not answer in time (no leader \
+        "EX_TEMPFAIL: kv, jobs, session, lock, snapshot save: the cluster could not answer in time (no leader \
          known, or the write's outcome is not known yet). Run the command again: a write \
          carries its request id, so it is applied at most once.",
     ),
@@ -114,9 +117,24 @@ pub(crate) const EXIT_STATUSES: &[(&str, &str)] = &[
          write the data directory or its files; snapshot save: nor the file.",
     ),
     (
+        "124",
+        "lock: --wait ran out while another held the lock; the command did not run.",
+    ),
+    (
+        "125",
+        "lock: the lock was lost while the command ran (its session ended, or no keepalive \
+         reached the leader for a whole TTL); the command was sent SIGTERM.",
+    ),
+    (
+        "126, 127",
+        "lock: the command could not be run (126), or was not found (127). Otherwise lock \
+         exits with the command's own exit code.",
+    ),
+    (
         "128+N",
         "A second terminating signal N during a graceful stop (run), or signal N ending demo \
-         --duration before its verdict (after a graceful stop).",
+         --duration before its verdict (after a graceful stop); lock: signal N ended the \
+         command, or came before it ran.",
     ),
 ];
 
@@ -201,6 +219,8 @@ fn command(cli: Cli) -> ExitCode {
         Commands::Kv { client, command } => log_client::kv(&client, &command),
         Commands::Jobs { client, command } => log_client::jobs(&client, &command),
         Commands::Member { client, command } => member_client::member(&client, &command),
+        Commands::Session { client, command } => session_client::session(&client, &command),
+        Commands::Lock(lock) => lock::lock(&lock),
         Commands::Wal {
             json,
             command: WalCommand::Inspect { dir },

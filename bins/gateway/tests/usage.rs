@@ -33,6 +33,8 @@ fn every_usage_error_exits_64() {
         (&["defaults", "--json"], "'--json'"),
         (&["demo", "--token", "t"], "'--token'"),
         (&["jobs", "add", "@"], "@@"),
+        (&["lock", "build"], "<CMD>"),
+        (&["lock", "build", "--json", "--", "true"], "'--json'"),
     ] {
         let (code, stderr) = run(args);
         assert_eq!(code, Some(64), "{args:?}: {stderr}");

@@ -33,6 +33,15 @@ pub enum Error {
     /// stable code (`not_leader`, `not_found`, `compare_failed`, `none_ready`, …) and message.
     #[error("{0}")]
     Api(Box<conclave_api::ErrorAnswer>),
+    /// [`Node::lock_with`](crate::Node::lock_with): another still held the lock when the
+    /// wait ran out.
+    #[error("{key} is still held by another after {waited:?}")]
+    LockTimeout {
+        /// The lock's key.
+        key: String,
+        /// How long it was waited for.
+        waited: std::time::Duration,
+    },
     /// A peer id that breaks PROTO-1's rules (1–32 bytes of `[A-Za-z0-9._-]`).
     #[error(transparent)]
     Id(#[from] conclave_protocol::IdError),

@@ -4,8 +4,9 @@
 //! fencing token, the peer table and the whole status, gives the operator's commands
 //! (`set_leader`, `enable_auto_election`, `resign`), subscribes to leader and peer changes,
 //! reads and writes the replicated key-value store and job queue ([`Node::kv`],
-//! [`Node::jobs`], with the admin API's own types, [`api`]), and stops the node with a
-//! hand-over. The node is the daemon's node, started the same way
+//! [`Node::jobs`], with the admin API's own types, [`api`]), keeps sessions and takes
+//! cluster-wide locks with a fencing token ([`Node::sessions`], [`Node::lock`]), and stops
+//! the node with a hand-over. The node is the daemon's node, started the same way
 //! from the same configuration; it runs on a thread of its own with its own actix system, so
 //! the program may use tokio, another runtime, or none.
 //!
@@ -33,6 +34,7 @@ pub mod config;
 mod error;
 mod events;
 mod node;
+mod sessions;
 mod store;
 
 pub use conclave_actors::node::{NodeError, NodeStatus};
@@ -47,4 +49,5 @@ pub use events::{
     BlockingEvents, Event, LeaderChange, MemberRole, MembershipChange, PeerChange, Subscription,
 };
 pub use node::{Node, Peer};
+pub use sessions::{LOCK_KEY_PREFIX, LockGuard, LockOptions, Sessions};
 pub use store::{Backup, Jobs, Kv};

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::node::Node;
 
 /// The operations of one node, and the event loop they run on.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Store {
     service: LogService,
     arbiter: actix_rt::ArbiterHandle,
@@ -42,7 +42,7 @@ impl Store {
 
     /// Runs `call` on the node's event loop (its timers are that loop's) and waits here for
     /// the answer.
-    fn run<T, F, Fut>(&self, call: F) -> Result<T>
+    pub(crate) fn run<T, F, Fut>(&self, call: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(LogService) -> Fut + Send + 'static,
@@ -63,6 +63,19 @@ impl Store {
             Ok(Err(error)) => Err(Error::Api(error)),
             Err(_) => Err(Error::Node(NodeError::Stopped)),
         }
+    }
+
+    /// Starts `task` on the node's event loop, to run on its own; `false` when the node has
+    /// stopped.
+    pub(crate) fn spawn<F, Fut>(&self, task: F) -> bool
+    where
+        F: FnOnce(LogService) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        let service = self.service.clone();
+        self.arbiter.spawn_fn(move || {
+            actix_rt::spawn(task(service));
+        })
     }
 }
 

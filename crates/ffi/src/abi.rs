@@ -73,7 +73,7 @@ pub(crate) const STATUS_CODES: &[Constant] = &[
     (
         "CONCLAVE_ERR_REFUSED",
         -6,
-        "The election refused the command (unknown peer, not offered in this mode, ...).",
+        "The node refused: an election command (unknown peer, ...) or a lock (no log, not the leader).",
     ),
     (
         "CONCLAVE_ERR_BUFFER_TOO_SMALL",
@@ -84,6 +84,16 @@ pub(crate) const STATUS_CODES: &[Constant] = &[
         "CONCLAVE_ERR_INTERNAL",
         -8,
         "A defect inside the library (a caught panic); the message says where.",
+    ),
+    (
+        "CONCLAVE_ERR_TIMEOUT",
+        -9,
+        "ConclaveLock: another still held the lock when timeout_ms ran out.",
+    ),
+    (
+        "CONCLAVE_ERR_NOT_HELD",
+        -10,
+        "ConclaveUnlock: the handle holds no lock of that name, or it was lost (its session ended).",
     ),
 ];
 
@@ -149,6 +159,8 @@ pub(crate) const ERR_STOPPED: i32 = value(STATUS_CODES, "CONCLAVE_ERR_STOPPED");
 pub(crate) const ERR_REFUSED: i32 = value(STATUS_CODES, "CONCLAVE_ERR_REFUSED");
 pub(crate) const ERR_BUFFER_TOO_SMALL: i32 = value(STATUS_CODES, "CONCLAVE_ERR_BUFFER_TOO_SMALL");
 pub(crate) const ERR_INTERNAL: i32 = value(STATUS_CODES, "CONCLAVE_ERR_INTERNAL");
+pub(crate) const ERR_TIMEOUT: i32 = value(STATUS_CODES, "CONCLAVE_ERR_TIMEOUT");
+pub(crate) const ERR_NOT_HELD: i32 = value(STATUS_CODES, "CONCLAVE_ERR_NOT_HELD");
 
 pub(crate) const ROLE_FOLLOWER: i32 = value(ROLES, "CONCLAVE_ROLE_FOLLOWER");
 pub(crate) const ROLE_CANDIDATE: i32 = value(ROLES, "CONCLAVE_ROLE_CANDIDATE");

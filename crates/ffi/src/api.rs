@@ -62,6 +62,7 @@ c_api! {
             node: RwLock::new(Some(node)),
             callbacks: Mutex::default(),
             dispatcher: Mutex::new(None),
+            locks: Mutex::default(),
         });
         let weak = Arc::downgrade(&entry);
         let dispatcher = std::thread::Builder::new()
@@ -82,9 +83,13 @@ c_api! {
     /// a caught-up peer first, peers are told goodbye, the WAL is closed. Returns once the
     /// node has stopped and its callback thread has delivered its last event (unless called
     /// from a callback, which returns without waiting for its own thread). The handle is
-    /// refused from then on.
+    /// refused from then on. Locks the handle holds are released first. A ConclaveLock
+    /// waiting on another thread is waited for.
     fn ConclaveStop(handle: ConclaveHandle) {
         let entry = registry::remove(handle)?;
+        // Released while the node still runs: their sessions are revoked, their keys deleted.
+        let locks = std::mem::take(&mut *entry.locks());
+        drop(locks);
         let node = entry
             .node
             .write()
@@ -236,6 +241,63 @@ c_api! {
             callbacks.leader_changed = callback.map(|cb| (Some(cb), UserData(user_data)));
         });
         Ok(abi::OK)
+    }
+
+    /// Takes the cluster-wide lock `name` (the key conclave/locks/NAME of the replicated
+    /// log, the lock `conclave lock NAME` takes) and writes its fencing token to `*token`:
+    /// the store revision at which the lock was taken, larger for every later holder. Waits
+    /// while another holds it (this handle too, if it holds `name` already), at most
+    /// `timeout_ms` (0: try once; UINT64_MAX: as long as it takes), then
+    /// CONCLAVE_ERR_TIMEOUT. The lock's session is kept alive by the library
+    /// until ConclaveUnlock or ConclaveStop; if this process dies, the lock ends one session
+    /// TTL (10 s) later. Served by this node: needs log.enabled = true, and the node must
+    /// lead (CONCLAVE_ERR_REFUSED otherwise, the message naming the leader).
+    fn ConclaveLock(
+        handle: ConclaveHandle,
+        name: *const c_char,
+        timeout_ms: u64,
+        token: *mut u64,
+    ) {
+        if token.is_null() {
+            return Err(FfiError::Null("token"));
+        }
+        // SAFETY: the caller provides NULL or a NUL-terminated string (header rules).
+        let name = unsafe { string_arg(name, "name") }?;
+        let mut options = embedded::LockOptions::default();
+        if timeout_ms != u64::MAX {
+            options = options.wait(std::time::Duration::from_millis(timeout_ms));
+        }
+        let entry = registry::get(handle)?;
+        let guard = entry.with_node(|node| Ok(node.lock_with(&name, options)?))?;
+        let value = guard.token();
+        // A guard left under this name was lost (another took the lock since): dropped
+        // outside the table's lock, it tries to revoke its ended session.
+        let lost = entry.locks().insert(name, guard);
+        drop(lost);
+        // SAFETY: `token` is not NULL (checked above) and points to a uint64_t the caller owns.
+        unsafe { token.write(value) };
+        Ok(abi::OK)
+    }
+
+    /// Releases the lock `name` taken with ConclaveLock on this handle: its session is
+    /// revoked and the key deleted, and the next waiter takes it. CONCLAVE_ERR_NOT_HELD when
+    /// the handle does not hold it, or when it was lost meanwhile (its session ended: the
+    /// message says so, and whatever the lock protected may have been changed by another).
+    fn ConclaveUnlock(handle: ConclaveHandle, name: *const c_char) {
+        // SAFETY: the caller provides NULL or a NUL-terminated string (header rules).
+        let name = unsafe { string_arg(name, "name") }?;
+        let entry = registry::get(handle)?;
+        let guard = entry.locks().remove(&name);
+        let guard = guard.ok_or_else(|| FfiError::NotHeld(name.clone()))?;
+        match guard.release() {
+            Ok(_) => Ok(abi::OK),
+            Err(embedded::Error::Api(error))
+                if error.error == embedded::api::ErrorCode::NoSuchSession =>
+            {
+                Err(FfiError::Lost(name))
+            }
+            Err(err) => Err(err.into()),
+        }
     }
 
     /// Writes the message of the last call on this thread that failed into `message`

@@ -153,6 +153,7 @@ mod tests {
                 peer_status: None,
             }),
             dispatcher: Mutex::new(None),
+            locks: Mutex::default(),
         });
         let earlier = LeaderChange {
             term: 0,

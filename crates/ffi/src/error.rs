@@ -38,6 +38,15 @@ pub(crate) enum FfiError {
     /// The embedding API failed.
     #[error(transparent)]
     Embedded(#[from] embedded::Error),
+    /// `ConclaveUnlock` of a lock the handle does not hold.
+    #[error("this handle holds no lock {0:?} (never taken, or unlocked already)")]
+    NotHeld(String),
+    /// `ConclaveUnlock` of a lock whose session had ended: it was lost while held.
+    #[error(
+        "lock {0:?} was lost before it was unlocked: its session ended (no keepalive reached \
+         the leader within its TTL, or it was revoked), and another may have held it since"
+    )]
+    Lost(String),
     /// A caller's buffer was too small.
     #[error("{what} needs {needed} bytes; the buffer holds {given}")]
     BufferTooSmall {
@@ -75,8 +84,10 @@ impl FfiError {
             FfiError::Embedded(E::Id(_)) => abi::ERR_INVALID_ARGUMENT,
             FfiError::Embedded(E::Node(embedded::NodeError::Stopped)) => abi::ERR_STOPPED,
             FfiError::Embedded(E::Node(_)) => abi::ERR_START,
-            // The C ABI offers no store or queue calls; were it to, their refusals are these.
+            // The log's refusals of a lock (not the leader, no log, ...) and the election's.
             FfiError::Embedded(E::Refused(_) | E::Api(_)) => abi::ERR_REFUSED,
+            FfiError::Embedded(E::LockTimeout { .. }) => abi::ERR_TIMEOUT,
+            FfiError::NotHeld(_) | FfiError::Lost(_) => abi::ERR_NOT_HELD,
             FfiError::BufferTooSmall { .. } => abi::ERR_BUFFER_TOO_SMALL,
             FfiError::Embedded(E::Thread(_) | E::ThreadLost)
             | FfiError::Thread(_)

@@ -2,8 +2,9 @@
 //!
 //! `libconclave.so` / `libconclave.a` export `ConclaveStart`, `ConclaveStop`, `SetLeader`,
 //! `EnableAutoLeaderElection`, `GetCurrentLeader`, `IsLeader`, `GetPeerList`,
-//! `RegisterPeerStatusCallback`, `RegisterLeaderChangedCallback` and `ConclaveLastError`,
-//! declared in `include/conclave.h`, which [`header`] writes from the definitions here.
+//! `RegisterPeerStatusCallback`, `RegisterLeaderChangedCallback`, `ConclaveLastError`, and
+//! the lock pair `ConclaveLock` / `ConclaveUnlock` (SESS-4), declared in
+//! `include/conclave.h`, which [`header`] writes from the definitions here.
 //!
 //! Everything a function does goes through the façade crate `conclave`; this crate only
 //! turns C's arguments into Rust values and back ([`api`]), keeps the running nodes behind

@@ -40,6 +40,8 @@ pub(crate) struct Entry {
     /// The thread that calls the callbacks, and its id (a stop called from a callback must
     /// not wait for itself).
     pub(crate) dispatcher: Mutex<Option<(JoinHandle<()>, ThreadId)>>,
+    /// The locks taken with `ConclaveLock` and not yet unlocked, by name.
+    pub(crate) locks: Mutex<BTreeMap<String, embedded::LockGuard>>,
 }
 
 impl Entry {
@@ -58,6 +60,11 @@ impl Entry {
             .callbacks
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The locks held, to change.
+    pub(crate) fn locks(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, embedded::LockGuard>> {
+        self.locks.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Changes the callbacks.

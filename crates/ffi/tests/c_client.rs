@@ -167,3 +167,27 @@ fn start_stop_cycles_leak_nothing() {
     println!("{out}");
     assert!(out.ends_with("ok\n"), "{out}");
 }
+
+/// SESS-4: the lock pair from C, on one node with the replicated log: a token, a held lock
+/// refused at once with timeout 0, a waiting thread served after the unlock with a larger
+/// token, misuse refused, locks released by ConclaveStop.
+#[test]
+fn sess4_lock_pair_from_c() {
+    if !have("cc") {
+        eprintln!("skipped: no C compiler (cc) to build the C client with");
+        return;
+    }
+    let dir = TempDir::new().unwrap();
+    let exe = compile("lock.c", dir.path(), &[]);
+    let config = dir.path().join("locker.toml");
+    let mut toml = support::node_toml(
+        "locker",
+        dir.path(),
+        &["locker"],
+        Some(("127.0.0.1:0", &[])),
+    );
+    toml.push_str("[log]\nenabled = true\n");
+    std::fs::write(&config, toml).unwrap();
+    let out = run_client("C lock client", Command::new(&exe).arg(&config));
+    assert!(out.ends_with("ok\n"), "{out}");
+}
