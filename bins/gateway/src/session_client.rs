@@ -3,9 +3,9 @@
 //!
 //! grant, keepalive and revoke go to the leader, following a `not_leader` redirect as
 //! `conclave kv` does; grant and revoke carry a request id (made up unless given). `keepalive
-//! --follow` first sends one keepalive the ordinary way, which finds the leader, then opens
-//! the streaming keepalive there: a streaming keepalive opened on a follower would only say
-//! `stopped` (`not_leader`) at once. Its exit codes say why it ended: 1 when the session is
+//! --follow` first sends one keepalive the ordinary way, which follows the redirect to the
+//! leader, then opens the streaming keepalive there (which a follower would refuse with the
+//! redirect, before any stream). Its exit codes say why it ended: 1 when the session is
 //! no longer live (`ended`), 75 when the keepalives stopped while it may still live
 //! (`stopped`, or a stream that broke or went silent for a whole TTL). Other exit codes as for
 //! `conclave kv`.

@@ -388,6 +388,32 @@ fn a_session_key_is_deleted_with_its_session_and_watched_going() {
         (404, Some("no_such_session")),
         "{answer}"
     );
+    // A streaming keepalive is refused as a single one is, before any stream starts: the
+    // ended session is 404 on the leader, and a follower redirects.
+    let (status, answer) = post(
+        &cluster,
+        &leader,
+        &format!("/v1/sessions/{session}/keepalive?stream=true"),
+        &json!({}),
+    );
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (404, Some("no_such_session")),
+        "{answer}"
+    );
+    let live = grant(&cluster, &leader, 10_000);
+    let follower = NODES.iter().find(|id| **id != leader).unwrap();
+    let (status, answer) = post(
+        &cluster,
+        follower,
+        &format!("/v1/sessions/{live}/keepalive?stream=true"),
+        &json!({}),
+    );
+    assert_eq!(
+        (status, answer["leader"].as_str()),
+        (421, Some(leader.as_str())),
+        "{answer}"
+    );
 }
 
 /// SESS-0: leases run on the leader's monotonic clock. A node whose wall clock is two

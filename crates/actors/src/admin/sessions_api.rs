@@ -76,7 +76,13 @@ async fn keepalive(state: Data<AdminState>, request: HttpRequest) -> HttpRespons
         Ok(permit) => permit,
         Err(error) => return state.error_response(&request, error).await,
     };
-    let events = state.service.session_stream(session).map(move |event| {
+    // The first keepalive is answered before the stream starts: a follower redirects and an
+    // unknown session is 404, as for a single keepalive.
+    let stream = match state.service.session_stream(session).await {
+        Ok(stream) => stream,
+        Err(error) => return state.error_response(&request, error).await,
+    };
+    let events = stream.map(move |event| {
         // The permit lives as long as the stream does.
         let _held = &permit;
         let name = match &event {

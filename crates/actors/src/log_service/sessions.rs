@@ -10,6 +10,7 @@ use conclave_api::{self as api, ErrorAnswer, ErrorCode, Fencing};
 use conclave_statemachine::{
     DEFAULT_SESSION_CLAIMS, Outcome, SessionCommand, SessionId, SessionOutcome, Write,
 };
+use futures_util::StreamExt;
 
 use super::{APPLY_TIMEOUT, Answer, LogService, fencing};
 
@@ -81,40 +82,52 @@ impl LogService {
     }
 
     /// The streaming keepalive (`POST /v1/sessions/{id}/keepalive?stream=true`): one
-    /// keepalive now and then one every third of the TTL for as long as the stream is read,
-    /// each reported; the stream ends with `ended` when the session is no longer live, or
-    /// with `not_leader` when this node stops leading. A reader that goes away stops the
-    /// keepalives, and the session then ends after its TTL.
-    pub fn session_stream(
+    /// keepalive now — refused as a single keepalive is (`not_leader` on a follower,
+    /// `no_such_session`), before any stream starts — and then one every third of the TTL for
+    /// as long as the stream is read, each reported; the stream ends with `ended` when the
+    /// session is no longer live, or with `stopped` when this node stops leading. A reader
+    /// that goes away stops the keepalives, and the session then ends after its TTL.
+    pub async fn session_stream(
         &self,
         session: u64,
-    ) -> impl futures_util::Stream<Item = api::SessionStreamEvent> + use<> {
+    ) -> Answer<impl futures_util::Stream<Item = api::SessionStreamEvent> + use<>> {
+        let first = self.session_keepalive(session).await?;
+        let first_event = api::SessionStreamEvent::Keepalive {
+            session,
+            ttl_ms: first.ttl_ms,
+        };
+        let pause = Duration::from_millis(first.ttl_ms) / STREAM_KEEPALIVES_PER_TTL;
         // The pause before the next keepalive is taken when the next event is asked for, so
         // a reader that stops reading stops the keepalives too.
-        let first = Some((self.clone(), Duration::ZERO, 0));
-        futures_util::stream::unfold(first, move |next| async move {
-            let (service, mut pause, mut busy) = next?;
-            loop {
-                tokio::time::sleep(pause).await;
-                match service.keepalive_once(SessionId(session)).await {
-                    Ok((Some(ttl_ms), _)) => {
-                        let pause = Duration::from_millis(ttl_ms) / STREAM_KEEPALIVES_PER_TTL;
-                        let event = api::SessionStreamEvent::Keepalive { session, ttl_ms };
-                        return Some((event, Some((service, pause, 0))));
+        let rest =
+            futures_util::stream::unfold(Some((self.clone(), pause, 0)), move |next| async move {
+                let (service, mut pause, mut busy) = next?;
+                loop {
+                    tokio::time::sleep(pause).await;
+                    match service.keepalive_once(SessionId(session)).await {
+                        Ok((Some(ttl_ms), _)) => {
+                            let pause = Duration::from_millis(ttl_ms) / STREAM_KEEPALIVES_PER_TTL;
+                            let event = api::SessionStreamEvent::Keepalive { session, ttl_ms };
+                            return Some((event, Some((service, pause, 0))));
+                        }
+                        Ok((None, _)) => {
+                            return Some((api::SessionStreamEvent::Ended { session }, None));
+                        }
+                        // A leader elected moments ago, or one handing over: ask again
+                        // shortly, for a while, before giving the stream up.
+                        Err(error)
+                            if error.error == ErrorCode::Busy && busy < STREAM_BUSY_RETRIES =>
+                        {
+                            busy += 1;
+                            pause = STREAM_BUSY_PAUSE;
+                        }
+                        Err(error) => {
+                            return Some((api::SessionStreamEvent::Stopped { error }, None));
+                        }
                     }
-                    Ok((None, _)) => {
-                        return Some((api::SessionStreamEvent::Ended { session }, None));
-                    }
-                    // A leader elected moments ago, or one handing over: ask again shortly,
-                    // for a while, before giving the stream up.
-                    Err(error) if error.error == ErrorCode::Busy && busy < STREAM_BUSY_RETRIES => {
-                        busy += 1;
-                        pause = STREAM_BUSY_PAUSE;
-                    }
-                    Err(error) => return Some((api::SessionStreamEvent::Stopped { error }, None)),
                 }
-            }
-        })
+            });
+        Ok(futures_util::stream::once(std::future::ready(first_event)).chain(rest))
     }
 
     /// `DELETE /v1/sessions/{id}`: the session ends now, with its keys and claims.
