@@ -32,6 +32,12 @@ the same code for both systems. They share the machine's cores with the six serv
 program prints the CPU the load generator used, so a reader can tell whether it, rather than a
 server, set the pace.
 
+With `--sessions N`, N sessions are granted on conclave's leader after start and each is
+kept alive once a second (a streaming keepalive with a 3 s TTL, from one more load process)
+for the whole run: the program prints the leader's CPU without and with them, and checks at
+the end that every session lived through the run (issue 25's target: the commit targets hold
+with 1,000 live sessions).
+
 Standard library only (Python 3.11). Run from anywhere:
     python3 bench/kv_commit.py --conclave-bin target/release/conclave
 Exit code: 0 when every target is met, 1 when one is missed, 2 on an error.
@@ -200,7 +206,7 @@ class Cluster:
 class ConclaveCluster(Cluster):
     system = "conclave"
 
-    def __init__(self, root: Path, binary: Path) -> None:
+    def __init__(self, root: Path, binary: Path, admin_extra: str = "") -> None:
         super().__init__()
         names = ["gw-a", "gw-b", "gw-c"]
         udp = {n: free_port(socket.SOCK_DGRAM) for n in names}
@@ -230,6 +236,7 @@ peers = [{peers}]
 
 [admin]
 listen = {q(f"127.0.0.1:{admin[name]}")}
+{admin_extra}
 
 [metrics]
 listen = {q(f"127.0.0.1:{metrics[name]}")}
@@ -429,6 +436,95 @@ class Measurement:
     disk: dict[str, float] = field(default_factory=dict)
 
 
+# ---------------------------------------------------------------------------------------------
+# live sessions beside the writes (issue 25: the commit targets with 1,000 sessions kept alive)
+
+SESSION_TTL_MS = 3000  # a streaming keepalive every third of it: one per second per session
+
+
+async def grant_sessions(port: int, count: int) -> list[int]:
+    """Grants `count` sessions on the leader through 32 kept-alive connections: their ids."""
+    ids: list[int] = []
+    body = json.dumps({"ttl_ms": SESSION_TTL_MS, "name": "bench"}).encode()
+
+    async def granter(n: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        for _ in range(n):
+            head = (f"POST /v1/sessions HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n").encode()
+            writer.write(head + body)
+            line = await reader.readline()
+            status = int(line.split()[1])
+            length = 0
+            while (header := await reader.readline()) not in (b"\r\n", b""):
+                name, _, value = header.decode().partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            answer = await reader.readexactly(length)
+            if status != 200:
+                raise BenchError(f"a session grant answered {status}: {answer[:200]!r}")
+            ids.append(json.loads(answer)["session"])
+        writer.close()
+
+    per = [count // 32 + (1 if i < count % 32 else 0) for i in range(32)]
+    await asyncio.gather(*(granter(n) for n in per if n))
+    return ids
+
+
+def hold_sessions(port: int, count: int, ready, stop_at_eof) -> None:
+    """A process that grants `count` sessions on the leader and keeps each alive with one
+    streaming keepalive (the node sends a keepalive every third of the TTL) until its pipe
+    closes; it reports the ids, and at the end how many streams still ran."""
+    die_with_parent()
+
+    async def stream(session: int, alive: list[int]) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write((f"POST /v1/sessions/{session}/keepalive?stream=true HTTP/1.1\r\n"
+                      f"Host: bench\r\nContent-Length: 0\r\n\r\n").encode())
+        line = await reader.readline()
+        if b" 200 " not in line:
+            return
+        alive[0] += 1
+        try:
+            while await reader.read(65536):
+                pass
+        finally:
+            alive[0] -= 1
+
+    async def main() -> None:
+        ids = await grant_sessions(port, count)
+        alive = [0]
+        tasks = [asyncio.create_task(stream(s, alive)) for s in ids]
+        for _ in range(600):
+            if alive[0] == count:
+                break
+            await asyncio.sleep(0.05)
+        ready.send({"sessions": len(ids), "streams": alive[0]})
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, stop_at_eof.recv_bytes)
+        ready.send({"streams_at_end": alive[0]})
+        for task in tasks:
+            task.cancel()
+
+    try:
+        asyncio.run(main())
+    except EOFError:
+        pass
+    except Exception as err:  # reported to the parent, which stops the run
+        ready.send({"failure": repr(err)})
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def leader_cpu_percent(member: Member, seconds: float) -> float:
+    before, start = cpu_seconds(member.proc.pid), time.monotonic()
+    time.sleep(seconds)
+    return 100 * (cpu_seconds(member.proc.pid) - before) / (time.monotonic() - start)
+
+
 def percentile(sorted_values: list[float], p: float) -> float:
     """Nearest rank."""
     if not sorted_values:
@@ -573,6 +669,48 @@ def disk_line(system: str, clients: int, run: int, m: Measurement) -> str:
     return text
 
 
+def start_sessions(conclave: ConclaveCluster, count: int):
+    """Grants `count` sessions on conclave's leader and keeps them alive from another
+    process; logs the leader's CPU without and with them (no writes)."""
+    leader = conclave.members[conclave.wait_leader()]
+    idle = leader_cpu_percent(leader, 10)
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    stop_reader, stop_writer = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=hold_sessions, args=(leader.http_port, count, child, stop_reader))
+    proc.start()
+    child.close()
+    stop_reader.close()
+    if not parent.poll(300):
+        proc.kill()
+        raise BenchError("the session holder did not report")
+    report = parent.recv()
+    if "failure" in report or report.get("streams") != count:
+        proc.kill()
+        raise BenchError(f"sessions: {report}")
+    time.sleep(2)  # the grants' writes settle
+    busy = leader_cpu_percent(leader, 10)
+    log(f"conclave leader {leader.name}: {count} sessions granted, each kept alive once a second "
+        f"by a streaming keepalive; leader CPU {idle:.1f} % without them, {busy:.1f} % with them "
+        f"(10 s each, no writes)")
+    return proc, parent, stop_writer
+
+
+def stop_sessions(conclave: ConclaveCluster, count: int, holder) -> None:
+    """Checks that every session lived through the run, then lets them go."""
+    proc, parent, stop_writer = holder
+    leader = conclave.members[conclave.wait_leader()]
+    answer = request(leader.http_port, "GET", "/v1/sessions")
+    live = len(json.loads(answer[1])["sessions"]) if answer and answer[0] == 200 else -1
+    stop_writer.close()
+    at_end = parent.recv() if parent.poll(30) else {}
+    proc.join(timeout=30)
+    log(f"sessions live after the run: {live} of {count} "
+        f"(streams still open: {at_end.get('streams_at_end', '?')})")
+    if live != count:
+        raise BenchError(f"sessions ended during the run: {live} of {count} live")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conclave-bin", type=Path, default=REPO / "target" / "release" / "conclave")
@@ -584,6 +722,9 @@ def main() -> int:
     parser.add_argument("--clients", default=",".join(map(str, CLIENT_COUNTS)))
     parser.add_argument("--idle-seconds", type=float, default=10.0, help="settle before each RSS reading")
     parser.add_argument("--dir", type=Path, default=None, help="where the data directories go (a new temporary one inside)")
+    parser.add_argument("--sessions", type=int, default=0,
+                        help="live sessions on conclave's leader during the run, each kept alive once a "
+                             "second by a streaming keepalive (issue 25)")
     args = parser.parse_args()
     client_counts = [int(c) for c in args.clients.split(",")]
 
@@ -609,7 +750,12 @@ def main() -> int:
             f"{args.client_procs} load processes")
         (root / "conclave").mkdir()
         (root / "etcd").mkdir()
-        conclave = ConclaveCluster(root / "conclave", binary)
+        admin_extra = ""
+        if args.sessions:
+            # One connection per streaming keepalive, beside the load's.
+            admin_extra = (f"max_connections = {args.sessions + 256}\n"
+                           f"max_event_streams = {args.sessions + 16}\n")
+        conclave = ConclaveCluster(root / "conclave", binary, admin_extra)
         etcd_cluster = EtcdCluster(root / "etcd", etcd)
         clusters = [conclave, etcd_cluster]
         for cluster in clusters:
@@ -619,6 +765,8 @@ def main() -> int:
 
         time.sleep(args.idle_seconds)
         idle_before = {c.system: {n: m.rss_mib() for n, m in c.members.items()} for c in clusters}
+        if args.sessions:
+            holder = start_sessions(conclave, args.sessions)
 
         results: dict[tuple[int, int, str], Measurement] = {}
         log()
@@ -641,6 +789,8 @@ def main() -> int:
                     if m.errors:
                         log(f"    {system}: answers other than 200 (not counted): {m.errors}")
 
+        if args.sessions:
+            stop_sessions(conclave, args.sessions, holder)
         log()
         log(f"median over {args.runs} runs (ratio = conclave / etcd; target: commits/s ratio >= 1, p99 ratio <= 1)")
         passed = True
