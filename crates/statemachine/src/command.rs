@@ -243,91 +243,102 @@ impl Command {
             check_length("request id", id, MAX_REQUEST_ID_LEN)?;
         }
         match &self.write {
-            Write::Kv(KvCommand::Put {
-                key,
-                value,
-                if_value,
-                ..
-            }) => {
-                check_length("key", key, MAX_KEY_LEN)?;
-                check_size("value", value, MAX_VALUE_LEN)?;
-                if let Some(expected) = if_value {
-                    check_size("if_value", expected, MAX_VALUE_LEN)?;
-                }
-            }
-            Write::Kv(KvCommand::Delete { key, .. }) => check_length("key", key, MAX_KEY_LEN)?,
-            Write::Jobs(JobCommand::Enqueue {
-                queue,
-                payload,
-                max_attempts,
-            }) => {
-                check_length("queue", queue, MAX_NAME_LEN)?;
-                check_size("payload", payload, MAX_PAYLOAD_LEN)?;
-                check_range(
-                    "max_attempts",
-                    u64::from(*max_attempts),
-                    1,
-                    u64::from(MAX_ATTEMPTS_LIMIT),
-                )?;
-            }
-            Write::Jobs(JobCommand::Claim {
-                queue,
-                worker,
-                lease_ms,
-                ..
-            }) => {
-                check_length("queue", queue, MAX_NAME_LEN)?;
-                check_length("worker", worker, MAX_NAME_LEN)?;
-                check_range("lease_ms", *lease_ms, 1, MAX_LEASE_MS)?;
-            }
-            Write::Jobs(JobCommand::Ack { worker, .. }) => {
-                check_length("worker", worker, MAX_NAME_LEN)?;
-            }
-            Write::Jobs(JobCommand::Nack { worker, reason, .. }) => {
-                check_length("worker", worker, MAX_NAME_LEN)?;
-                if let Some(reason) = reason {
-                    check_size("reason", reason, MAX_REASON_LEN)?;
-                }
-            }
-            Write::Jobs(JobCommand::PurgeDead { queue: Some(queue) }) => {
-                check_length("queue", queue, MAX_NAME_LEN)?;
-            }
-            Write::Jobs(JobCommand::ExpireClaims { claims }) => {
-                check_range("claims", claims.len() as u64, 1, MAX_EXPIRE_BATCH as u64)?;
-            }
-            Write::Jobs(
-                JobCommand::ExpireLeases { .. }
-                | JobCommand::Retry { .. }
-                | JobCommand::Purge { .. }
-                | JobCommand::PurgeDead { queue: None },
-            ) => {}
-            Write::Sessions(SessionCommand::Grant {
-                ttl_ms,
-                name,
-                max_claims,
-            }) => {
-                check_range("ttl_ms", *ttl_ms, MIN_SESSION_TTL_MS, MAX_SESSION_TTL_MS)?;
-                if let Some(name) = name {
-                    check_length("name", name, MAX_NAME_LEN)?;
-                }
-                check_range(
-                    "max_claims",
-                    u64::from(*max_claims),
-                    1,
-                    u64::from(MAX_SESSION_CLAIMS),
-                )?;
-            }
-            Write::Sessions(SessionCommand::Expire { sessions }) => {
-                check_range(
-                    "sessions",
-                    sessions.len() as u64,
-                    1,
-                    MAX_EXPIRE_BATCH as u64,
-                )?;
-            }
-            Write::Sessions(SessionCommand::Revoke { .. }) => {}
+            Write::Kv(command) => validate_kv(command),
+            Write::Jobs(command) => validate_jobs(command),
+            Write::Sessions(command) => validate_sessions(command),
         }
-        Ok(())
+    }
+}
+
+fn validate_kv(command: &KvCommand) -> Result<(), InvalidCommand> {
+    match command {
+        KvCommand::Put {
+            key,
+            value,
+            if_value,
+            ..
+        } => {
+            check_length("key", key, MAX_KEY_LEN)?;
+            check_size("value", value, MAX_VALUE_LEN)?;
+            if let Some(expected) = if_value {
+                check_size("if_value", expected, MAX_VALUE_LEN)?;
+            }
+            Ok(())
+        }
+        KvCommand::Delete { key, .. } => check_length("key", key, MAX_KEY_LEN),
+    }
+}
+
+fn validate_jobs(command: &JobCommand) -> Result<(), InvalidCommand> {
+    match command {
+        JobCommand::Enqueue {
+            queue,
+            payload,
+            max_attempts,
+        } => {
+            check_length("queue", queue, MAX_NAME_LEN)?;
+            check_size("payload", payload, MAX_PAYLOAD_LEN)?;
+            check_range(
+                "max_attempts",
+                u64::from(*max_attempts),
+                1,
+                u64::from(MAX_ATTEMPTS_LIMIT),
+            )
+        }
+        JobCommand::Claim {
+            queue,
+            worker,
+            lease_ms,
+            ..
+        } => {
+            check_length("queue", queue, MAX_NAME_LEN)?;
+            check_length("worker", worker, MAX_NAME_LEN)?;
+            check_range("lease_ms", *lease_ms, 1, MAX_LEASE_MS)
+        }
+        JobCommand::Ack { worker, .. } => check_length("worker", worker, MAX_NAME_LEN),
+        JobCommand::Nack { worker, reason, .. } => {
+            check_length("worker", worker, MAX_NAME_LEN)?;
+            match reason {
+                Some(reason) => check_size("reason", reason, MAX_REASON_LEN),
+                None => Ok(()),
+            }
+        }
+        JobCommand::PurgeDead { queue: Some(queue) } => check_length("queue", queue, MAX_NAME_LEN),
+        JobCommand::ExpireClaims { claims } => {
+            check_range("claims", claims.len() as u64, 1, MAX_EXPIRE_BATCH as u64)
+        }
+        JobCommand::ExpireLeases { .. }
+        | JobCommand::Retry { .. }
+        | JobCommand::Purge { .. }
+        | JobCommand::PurgeDead { queue: None } => Ok(()),
+    }
+}
+
+fn validate_sessions(command: &SessionCommand) -> Result<(), InvalidCommand> {
+    match command {
+        SessionCommand::Grant {
+            ttl_ms,
+            name,
+            max_claims,
+        } => {
+            check_range("ttl_ms", *ttl_ms, MIN_SESSION_TTL_MS, MAX_SESSION_TTL_MS)?;
+            if let Some(name) = name {
+                check_length("name", name, MAX_NAME_LEN)?;
+            }
+            check_range(
+                "max_claims",
+                u64::from(*max_claims),
+                1,
+                u64::from(MAX_SESSION_CLAIMS),
+            )
+        }
+        SessionCommand::Expire { sessions } => check_range(
+            "sessions",
+            sessions.len() as u64,
+            1,
+            MAX_EXPIRE_BATCH as u64,
+        ),
+        SessionCommand::Revoke { .. } => Ok(()),
     }
 }
 

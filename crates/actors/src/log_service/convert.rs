@@ -94,69 +94,87 @@ pub(crate) fn job(job: &machine::Job) -> api::Job {
 
 /// A command of the log as the API shows it.
 pub(crate) fn log_command(command: &machine::Command) -> api::LogCommand {
-    use machine::{JobCommand, KvCommand, SessionCommand, Write};
     let write = match &command.write {
-        Write::Kv(KvCommand::Put {
+        machine::Write::Kv(write) => kv_write(write),
+        machine::Write::Jobs(write) => job_write(write),
+        machine::Write::Sessions(write) => session_write(write),
+    };
+    api::LogCommand {
+        write,
+        request_id: command.request_id.clone(),
+    }
+}
+
+fn kv_write(write: &machine::KvCommand) -> api::LogWrite {
+    use machine::KvCommand;
+    match write {
+        KvCommand::Put {
             key,
             value,
             if_revision,
             if_value,
             session,
-        }) => api::LogWrite::KvPut {
+        } => api::LogWrite::KvPut {
             key: key.clone(),
             value: value.clone(),
             if_revision: *if_revision,
             if_value: if_value.clone(),
             session: session.map(|session| session.0),
         },
-        Write::Kv(KvCommand::Delete { key, if_revision }) => api::LogWrite::KvDelete {
+        KvCommand::Delete { key, if_revision } => api::LogWrite::KvDelete {
             key: key.clone(),
             if_revision: *if_revision,
         },
-        Write::Jobs(JobCommand::Enqueue {
+    }
+}
+
+fn job_write(write: &machine::JobCommand) -> api::LogWrite {
+    use machine::JobCommand;
+    match write {
+        JobCommand::Enqueue {
             queue,
             payload,
             max_attempts,
-        }) => api::LogWrite::JobEnqueue {
+        } => api::LogWrite::JobEnqueue {
             queue: queue.clone(),
             payload: payload.clone(),
             max_attempts: *max_attempts,
         },
-        Write::Jobs(JobCommand::Claim {
+        JobCommand::Claim {
             queue,
             worker,
             lease_ms,
             now_unix_ms,
             session,
-        }) => api::LogWrite::JobClaim {
+        } => api::LogWrite::JobClaim {
             queue: queue.clone(),
             worker: worker.clone(),
             lease_ms: *lease_ms,
             now_unix_ms: *now_unix_ms,
             session: session.map(|session| session.0),
         },
-        Write::Jobs(JobCommand::Ack { job, worker }) => api::LogWrite::JobAck {
+        JobCommand::Ack { job, worker } => api::LogWrite::JobAck {
             job: job.0,
             worker: worker.clone(),
         },
-        Write::Jobs(JobCommand::Nack {
+        JobCommand::Nack {
             job,
             worker,
             reason,
-        }) => api::LogWrite::JobNack {
+        } => api::LogWrite::JobNack {
             job: job.0,
             worker: worker.clone(),
             reason: reason.clone(),
         },
-        Write::Jobs(JobCommand::ExpireLeases { now_unix_ms }) => api::LogWrite::JobExpireLeases {
+        JobCommand::ExpireLeases { now_unix_ms } => api::LogWrite::JobExpireLeases {
             now_unix_ms: *now_unix_ms,
         },
-        Write::Jobs(JobCommand::Retry { job }) => api::LogWrite::JobRetry { job: job.0 },
-        Write::Jobs(JobCommand::Purge { job }) => api::LogWrite::JobPurge { job: job.0 },
-        Write::Jobs(JobCommand::PurgeDead { queue }) => api::LogWrite::JobPurgeDead {
+        JobCommand::Retry { job } => api::LogWrite::JobRetry { job: job.0 },
+        JobCommand::Purge { job } => api::LogWrite::JobPurge { job: job.0 },
+        JobCommand::PurgeDead { queue } => api::LogWrite::JobPurgeDead {
             queue: queue.clone(),
         },
-        Write::Jobs(JobCommand::ExpireClaims { claims }) => api::LogWrite::JobExpireClaims {
+        JobCommand::ExpireClaims { claims } => api::LogWrite::JobExpireClaims {
             claims: claims
                 .iter()
                 .map(|claim| api::ExpiredClaim {
@@ -165,25 +183,25 @@ pub(crate) fn log_command(command: &machine::Command) -> api::LogCommand {
                 })
                 .collect(),
         },
-        Write::Sessions(SessionCommand::Grant {
+    }
+}
+
+fn session_write(write: &machine::SessionCommand) -> api::LogWrite {
+    use machine::SessionCommand;
+    match write {
+        SessionCommand::Grant {
             ttl_ms,
             name,
             max_claims,
-        }) => api::LogWrite::SessionGrant {
+        } => api::LogWrite::SessionGrant {
             ttl_ms: *ttl_ms,
             name: name.clone(),
             max_claims: *max_claims,
         },
-        Write::Sessions(SessionCommand::Revoke { session }) => {
-            api::LogWrite::SessionRevoke { session: session.0 }
-        }
-        Write::Sessions(SessionCommand::Expire { sessions }) => api::LogWrite::SessionExpire {
+        SessionCommand::Revoke { session } => api::LogWrite::SessionRevoke { session: session.0 },
+        SessionCommand::Expire { sessions } => api::LogWrite::SessionExpire {
             sessions: sessions.iter().map(|session| session.0).collect(),
         },
-    };
-    api::LogCommand {
-        write,
-        request_id: command.request_id.clone(),
     }
 }
 
