@@ -1,10 +1,11 @@
 //! Sessions and job leases through three real `conclave run` processes (SESS-0..2), from the
 //! README's `config/examples/three-udp` files with this test's own addresses and timings.
 //!
-//! - A worker's jobs claimed under a 2 s session stay its own while its keepalive stream runs
-//!   (well past a second worker's claim, which finds none ready) and are ready again, each
-//!   with a `session_ended` failure, once the stream is cut as a `kill -9` of the worker
-//!   cuts it — while a job it claimed with a 10-minute lease stays claimed.
+//! - A worker's jobs claimed under a 2 s session stay its own while its keepalives run (its
+//!   `conclave session keepalive --follow` process), past several TTLs and a 1 s lease, and a
+//!   second worker's claim finds none ready; once that process is killed with SIGKILL they
+//!   are ready again, each with a `session_ended` failure, while a job it claimed with a
+//!   10-minute lease stays claimed.
 //! - A key written with a session is deleted when the session is revoked, and a watcher of
 //!   the key sees the delete.
 //! - A leader whose wall clock runs two minutes ahead (libfaketime; its monotonic clock
@@ -119,7 +120,10 @@ fn a_dead_workers_session_jobs_are_ready_again_at_once() {
     let jobs: Vec<u64> = (0..3).map(|_| enqueue(&cluster, &leader, "work")).collect();
     let session = grant(&cluster, &leader, 2_000);
     let held: Vec<u64> = (0..2)
-        .map(|_| claim(&cluster, &leader, "work", "w1", json!({"session": session})))
+        .map(|_| {
+            let extra = json!({"session": session, "lease_ms": 1_000});
+            claim(&cluster, &leader, "work", "w1", extra)
+        })
         .collect();
     let leased = claim(
         &cluster,
@@ -132,34 +136,30 @@ fn a_dead_workers_session_jobs_are_ready_again_at_once() {
     assert_eq!(leased, jobs[2]);
     assert_eq!(job(&cluster, &leader, held[0])["session"], session);
 
-    // The worker's keepalives: one streaming request, read on a thread of its own; dropping
-    // the reader closes the connection, which is all the leader sees of a `kill -9`.
-    let url = format!(
-        "{}/v1/sessions/{session}/keepalive?stream=true",
-        cluster.admin_url(&leader)
-    );
-    let (events, received) = mpsc::channel::<String>();
-    let (cut, cut_signal) = mpsc::channel::<()>();
-    let worker = std::thread::spawn(move || {
-        let response = agent().post(&url).send_empty().unwrap();
-        let mut lines = BufReader::new(response.into_body().into_reader()).lines();
-        while cut_signal.try_recv().is_err() {
-            match lines.next() {
-                Some(Ok(line)) if line.starts_with("event: ") => {
-                    if events.send(line).is_err() {
-                        return;
-                    }
-                }
-                Some(Ok(_)) => {}
-                _ => return,
+    // The worker's keepalives, as their own process: `conclave session keepalive --follow`,
+    // one line per keepalive the leader counted.
+    let mut worker = Command::new(env!("CARGO_BIN_EXE_conclave"))
+        .args(["session", "keepalive", &session.to_string(), "--follow"])
+        .args(["--admin", &cluster.admin_url(&leader)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (lines, received) = mpsc::channel::<String>();
+    let stdout = worker.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                return;
             }
         }
     });
     // Seven keepalives, a third of the TTL apart: the session has lived past its TTL twice
-    // over on the leader's clock, and its jobs are still held.
+    // over on the leader's clock, and its jobs are still held — one was claimed with a 1 s
+    // lease, which a session claim does not count.
     for _ in 0..7 {
-        let event = received.recv_timeout(support::BOUND).unwrap();
-        assert_eq!(event, "event: keepalive");
+        let line = received.recv_timeout(support::BOUND).unwrap();
+        assert!(line.contains("kept alive for 2000 ms"), "{line}");
     }
     for id in &held {
         let job = job(&cluster, &leader, *id);
@@ -182,10 +182,9 @@ fn a_dead_workers_session_jobs_are_ready_again_at_once() {
     let listed = cluster.get(&leader, "/v1/sessions").unwrap();
     assert_eq!(listed["sessions"][0]["claims"], 2, "{listed}");
 
-    // The worker dies: its keepalive stream stops.
-    cut.send(()).unwrap();
-    drop(received);
-    worker.join().unwrap();
+    // The worker dies: kill -9 of its keepalive process.
+    worker.kill().unwrap();
+    worker.wait().unwrap();
     cluster.wait_for("the dead worker's session jobs ready again", |c| {
         held.iter()
             .all(|id| job(c, &leader, *id)["state"] == "ready")
