@@ -71,9 +71,11 @@ const LEAVE_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
 /// Senders of another mode's election messages logged once each, at most this many.
 const WARNED_PEERS_BOUND: usize = 256;
 
-/// How often a leader asks its lease clock which job leases and sessions ran out (SESS-0): a
-/// lease or a session ends at most this much late (and the time to commit its expiry).
-const LOG_UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+/// The longest a node goes between two looks at its lease clock (SESS-0): a leader looks
+/// again when the earliest lease or session it counts runs out, and at least this often, so
+/// that a claim or a session applied since starts its count within it. An idle node wakes
+/// no more often than this.
+const LOG_UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Entries of the leadership history kept in memory for the admin API.
 const HISTORY_IN_MEMORY: usize = 1000;
@@ -529,10 +531,7 @@ impl Actor for ElectionActor {
     fn started(&mut self, ctx: &mut Self::Context) {
         self.arm_timer(ctx);
         if self.log.is_some() {
-            ctx.run_interval(LOG_UPKEEP_INTERVAL, |actor, ctx| {
-                let _span = actor.span.clone().entered();
-                actor.log_upkeep(ctx);
-            });
+            self.schedule_log_upkeep(ctx, LOG_UPKEEP_INTERVAL);
         }
     }
 

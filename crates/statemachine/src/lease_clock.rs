@@ -72,6 +72,18 @@ impl LeaseClock {
         Some(ttl_ms)
     }
 
+    /// The earliest time a count runs out, if this clock counts anything: when the next
+    /// [`LeaseClock::due`] has work (a claim or a session made since the last call starts its
+    /// count at that call).
+    #[must_use]
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.claims
+            .values()
+            .chain(self.sessions.values())
+            .copied()
+            .min()
+    }
+
     /// How long `session` has left at `now`, if this leader counts it.
     #[must_use]
     pub fn session_remaining(&self, session: SessionId, now: u64) -> Option<u64> {
@@ -246,6 +258,7 @@ mod tests {
         let mut clock = LeaseClock::new();
         assert!(clock.due(&log.state, 1, 5_000).is_empty());
         assert!(clock.due(&log.state, 1, 5_999).is_empty());
+        assert_eq!(clock.next_deadline(), Some(6_000));
         let due = clock.due(&log.state, 1, 6_000);
         assert_eq!(due.len(), 1, "{due:?}");
         // Proposed once; not again while it is in flight.

@@ -11,8 +11,14 @@
 use actix::prelude::*;
 use conclave_statemachine::{JobCommand, SessionCommand, SessionId, Write};
 
+use std::time::Duration;
+
 use super::ElectionActor;
 use super::replication::{Fenced, LogRefusal};
+
+/// The shortest wait between two looks at the lease clock: counts that run out together are
+/// expired in one look.
+const LOG_UPKEEP_FLOOR: Duration = Duration::from_millis(10);
 
 /// A session's keepalive (`POST /v1/sessions/{id}/keepalive`): answered by the leader with
 /// the session's TTL, counted again from now, or `None` when no such session is live.
@@ -35,8 +41,33 @@ impl ElectionActor {
         self.clock.now().as_millis()
     }
 
-    /// On every upkeep tick: a leader proposes the expiries its lease clock says are due; a
-    /// node that does not lead forgets its counts.
+    /// Looks at the lease clock after `delay`, and then again when the next count runs out
+    /// (within [`LOG_UPKEEP_INTERVAL`](super::LOG_UPKEEP_INTERVAL)).
+    pub(super) fn schedule_log_upkeep(&mut self, ctx: &mut Context<Self>, delay: Duration) {
+        ctx.run_later(delay, |actor, ctx| {
+            let _span = actor.span.clone().entered();
+            actor.log_upkeep(ctx);
+            let next = actor.next_log_upkeep();
+            actor.schedule_log_upkeep(ctx, next);
+        });
+    }
+
+    /// How long until the lease clock's earliest count runs out, within
+    /// [`LOG_UPKEEP_FLOOR`] and [`LOG_UPKEEP_INTERVAL`](super::LOG_UPKEEP_INTERVAL).
+    fn next_log_upkeep(&self) -> Duration {
+        let now_ms = self.lease_now();
+        let due_in = self
+            .log
+            .as_ref()
+            .and_then(|driver| driver.lease_clock.next_deadline())
+            .map(|deadline| Duration::from_millis(deadline.saturating_sub(now_ms)));
+        due_in
+            .unwrap_or(super::LOG_UPKEEP_INTERVAL)
+            .clamp(LOG_UPKEEP_FLOOR, super::LOG_UPKEEP_INTERVAL)
+    }
+
+    /// At every look: a leader proposes the expiries its lease clock says are due; a node
+    /// that does not lead forgets its counts.
     pub(super) fn log_upkeep(&mut self, ctx: &mut Context<Self>) {
         let now_ms = self.lease_now();
         let leading = self.driver.election().is_leader();

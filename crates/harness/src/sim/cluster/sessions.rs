@@ -1,8 +1,9 @@
 //! Sessions in the simulator (SESS-0, SESS-1, SESS-2, on LOG-1..3): every node applies the
 //! committed entries to a real [`ClusterState`] and runs a [`LeaseClock`] as the
-//! ElectionActor does (`crates/actors/src/election/leases.rs`): every 100 ms of its own
-//! monotonic clock a node that leads proposes what [`LeaseClock::due`] returns, and a node
-//! that does not lead forgets its counts. Simulated holders grant sessions, tie a key and a
+//! ElectionActor does (`crates/actors/src/election/leases.rs`): when the earliest count of
+//! its lease clock runs out on its own monotonic clock (and at least every second) a node
+//! that leads proposes what [`LeaseClock::due`] returns, and a node that does not lead
+//! forgets its counts. Simulated holders grant sessions, tie a key and a
 //! job claim to them and send keepalives; the checks below run at every proposal and apply.
 //!
 //! - **Clocks.** A node's monotonic clock is the simulated time from an origin of its own
@@ -61,8 +62,11 @@ use conclave_statemachine::{
 
 use super::{SIM_UNIX_EPOCH, Simulation};
 
-/// How often a node runs its lease upkeep, as the ElectionActor's tick.
-const UPKEEP: Duration = Duration::from_millis(100);
+/// The longest a node goes between two lease upkeeps, and the shortest, as the
+/// ElectionActor's: it looks again when the earliest count of its lease clock runs out,
+/// within these.
+const UPKEEP: Duration = Duration::from_secs(1);
+const UPKEEP_FLOOR: Duration = Duration::from_millis(10);
 /// How often a holder without a session tries again.
 const HOLDER_RETRY: Duration = Duration::from_millis(100);
 /// How long a holder waits for its grant to be applied before it asks again.
@@ -599,6 +603,11 @@ impl Simulation {
                 }
             }
             self.propose(index, &command, Proposal::Expire);
+        }
+        let replica = &mut self.book().replicas[index];
+        if let Some(deadline) = replica.clock.next_deadline() {
+            let due_in = Duration::from_millis(deadline.saturating_sub(clock_now));
+            replica.next_upkeep = now + due_in.clamp(UPKEEP_FLOOR, UPKEEP);
         }
         if self.nodes[index].driver.is_some() {
             self.pump(index, None);
