@@ -473,8 +473,8 @@ async def grant_sessions(port: int, count: int) -> list[int]:
 
 def hold_sessions(port: int, count: int, ready, stop_at_eof) -> None:
     """A process that grants `count` sessions on the leader and keeps each alive with one
-    streaming keepalive (the node sends a keepalive every third of the TTL) until its pipe
-    closes; it reports the ids, and at the end how many streams still ran."""
+    streaming keepalive (the node sends a keepalive every third of the TTL) until it is told
+    to stop; it reports how many it holds, and at the end how many streams still ran."""
     die_with_parent()
 
     async def stream(session: int, alive: list[int]) -> None:
@@ -501,7 +501,8 @@ def hold_sessions(port: int, count: int, ready, stop_at_eof) -> None:
             await asyncio.sleep(0.05)
         ready.send({"sessions": len(ids), "streams": alive[0]})
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, stop_at_eof.recv_bytes)
+        with contextlib.suppress(EOFError):
+            await loop.run_in_executor(None, stop_at_eof.recv_bytes)
         ready.send({"streams_at_end": alive[0]})
         for task in tasks:
             task.cancel()
@@ -677,7 +678,8 @@ def start_sessions(conclave: ConclaveCluster, count: int):
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
     stop_reader, stop_writer = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=hold_sessions, args=(leader.http_port, count, child, stop_reader))
+    proc = ctx.Process(target=hold_sessions, args=(leader.http_port, count, child, stop_reader),
+                       daemon=True)
     proc.start()
     child.close()
     stop_reader.close()
@@ -702,6 +704,8 @@ def stop_sessions(conclave: ConclaveCluster, count: int, holder) -> None:
     leader = conclave.members[conclave.wait_leader()]
     answer = request(leader.http_port, "GET", "/v1/sessions")
     live = len(json.loads(answer[1])["sessions"]) if answer and answer[0] == 200 else -1
+    # A message, not only the pipe's close: the forked holder holds a copy of this end too.
+    stop_writer.send_bytes(b"stop")
     stop_writer.close()
     at_end = parent.recv() if parent.poll(30) else {}
     proc.join(timeout=30)
