@@ -1351,9 +1351,10 @@ fn key_of(setting: Setting) -> &'static str {
     }
 }
 
-/// The most `admin.max_connections` may be; far beyond any sensible number of operators and
-/// dashboards, and within any open-files limit worth running on.
-pub const MAX_ADMIN_CONNECTIONS: usize = 4096;
+/// The most `admin.max_connections` (and `admin.max_event_streams`) may be: room for one
+/// streaming session keepalive per client of a large fleet (SESS-1) beside the operators and
+/// dashboards; each takes a file descriptor, so the node's open-files limit must allow it.
+pub const MAX_ADMIN_CONNECTIONS: usize = 65_536;
 
 /// `admin.peer_urls`: `"<peer id>=<admin URL>"` each; the URL is `http://host:port` (the
 /// scheme may be left out), kept without a trailing slash.
