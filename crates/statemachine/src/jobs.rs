@@ -241,7 +241,7 @@ pub const PURGE_ANSWER_IDS: usize = 100;
 /// on the leader's monotonic clock (see [`LeaseClock`](crate::LeaseClock)). A worker whose
 /// lease has run out may still ack until that entry is applied, everywhere at the same point
 /// of the log. A claim made with a session is the worker's until the session ends
-/// ([`JobQueue::release_session`]). Delivery is at least once (a worker slower than its lease
+/// (see [`SessionCommand`](crate::SessionCommand)). Delivery is at least once (a worker slower than its lease
 /// may see its job given to another); what never happens is a job running again once it is
 /// acked: a done job is never ready again, and an ack or a nack from a worker that no longer
 /// holds the job is refused.
