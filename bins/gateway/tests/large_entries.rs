@@ -8,8 +8,7 @@
 
 mod support;
 
-use serde_json::Value;
-use support::{ProcessCluster, conclave, example_config, text};
+use support::{ProcessCluster, cli, example_config};
 
 const NODES: [&str; 3] = ["gw-a", "gw-b", "gw-c"];
 
@@ -22,17 +21,6 @@ fn large_value(seed: usize) -> String {
     (0..VALUE_LEN)
         .map(|n| char::from(b'a' + ((n * 7 + seed * 13 + n / 251) % 26) as u8))
         .collect()
-}
-
-/// `conclave ARGS --admin <node> --json`: exit code and the JSON answer.
-fn cli(cluster: &ProcessCluster, node: &str, args: &[&str]) -> (i32, Value) {
-    let admin = cluster.admin_url(node);
-    let mut all = args.to_vec();
-    all.extend_from_slice(&["--admin", admin.as_str(), "--json"]);
-    let output = conclave(&all);
-    let code = output.status.code().unwrap_or(-1);
-    let answer = serde_json::from_str(text(&output.stdout).trim()).unwrap_or(Value::Null);
-    (code, answer)
 }
 
 /// Writes `key = value` through whichever of `nodes` answers until the CLI reports it done,

@@ -22,23 +22,12 @@
 mod support;
 
 use serde_json::Value;
-use support::{ProcessCluster, conclave, example_config, text};
+use support::{ProcessCluster, cli, conclave, example_config, text};
 
 const NODES: [&str; 3] = ["gw-a", "gw-b", "gw-c"];
 
 fn start(cluster: &mut ProcessCluster, id: &str) {
     cluster.start_from_file(id, &example_config(id));
-}
-
-/// `conclave ARGS --admin <node> --json`: exit code and the JSON answer.
-fn cli(cluster: &ProcessCluster, node: &str, args: &[&str]) -> (i32, Value) {
-    let admin = cluster.admin_url(node);
-    let mut all = args.to_vec();
-    all.extend_from_slice(&["--admin", admin.as_str(), "--json"]);
-    let output = conclave(&all);
-    let code = output.status.code().unwrap_or(-1);
-    let answer = serde_json::from_str(text(&output.stdout).trim()).unwrap_or(Value::Null);
-    (code, answer)
 }
 
 /// Writes `key = value` through `node` until the CLI reports it done, sending it again with

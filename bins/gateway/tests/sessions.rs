@@ -22,20 +22,9 @@ use std::sync::mpsc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use support::{ProcessCluster, conclave, example_config, libfaketime, text};
+use support::{ProcessCluster, cli, conclave, example_config, libfaketime, text};
 
 const NODES: [&str; 3] = ["gw-a", "gw-b", "gw-c"];
-
-/// `conclave ARGS --admin <node> --json`: exit code and the JSON answer.
-fn cli(cluster: &ProcessCluster, node: &str, args: &[&str]) -> (i32, Value) {
-    let admin = cluster.admin_url(node);
-    let mut all = args.to_vec();
-    all.extend_from_slice(&["--admin", admin.as_str(), "--json"]);
-    let output = conclave(&all);
-    let code = output.status.code().unwrap_or(-1);
-    let answer = serde_json::from_str(text(&output.stdout).trim()).unwrap_or(Value::Null);
-    (code, answer)
-}
 
 /// A three-node cluster from the README's files, and its leader.
 fn cluster() -> (ProcessCluster, String) {

@@ -536,6 +536,18 @@ pub(crate) fn example_config(id: &str) -> PathBuf {
         .join(format!("../../config/examples/three-udp/{file}.toml"))
 }
 
+/// `conclave ARGS --admin <node> --json` against node `node` of `cluster`: the exit code and
+/// the JSON answer (null when it printed none).
+pub(crate) fn cli(cluster: &ProcessCluster, node: &str, args: &[&str]) -> (i32, Value) {
+    let admin = cluster.admin_url(node);
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--admin", admin.as_str(), "--json"]);
+    let output = conclave(&all);
+    let code = output.status.code().unwrap_or(-1);
+    let answer = serde_json::from_str(text(&output.stdout).trim()).unwrap_or(Value::Null);
+    (code, answer)
+}
+
 /// Runs `conclave ARGS` to its end (bounded) and returns what it printed and how it exited.
 pub(crate) fn conclave(args: &[&str]) -> std::process::Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_conclave"))
