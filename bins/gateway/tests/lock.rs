@@ -28,19 +28,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
-use support::{ProcessCluster, conclave, example_config, text};
+use support::{ProcessCluster, conclave, example_cluster, text};
 
 const NODES: [&str; 3] = ["gw-a", "gw-b", "gw-c"];
-
-/// A cluster of three with the replicated log, and the leader once all agree on one.
-fn cluster() -> (ProcessCluster, String) {
-    let mut cluster = ProcessCluster::new(&NODES);
-    for id in NODES {
-        cluster.start_from_file(id, &example_config(id));
-    }
-    let (leader, _) = cluster.wait_for("a first leader", ProcessCluster::agreed_leader);
-    (cluster, leader)
-}
 
 /// `conclave lock NAME --admin URL [extra] -- sh -c SCRIPT`, running in the background, its
 /// output in `<dir>/<tag>.out` and `<dir>/<tag>.err`.
@@ -105,7 +95,7 @@ fn exit_code(cluster: &ProcessCluster, what: &str, child: &mut Child) -> i32 {
 /// with 124, CMD's exit code passed on, the key gone after the last holder.
 #[test]
 fn sess4_a_waiter_runs_only_after_the_holder_with_a_larger_token() {
-    let (cluster, leader) = cluster();
+    let (cluster, leader) = example_cluster(&NODES);
     let follower = NODES.iter().copied().find(|id| *id != leader).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let marks = dir.path();
@@ -162,7 +152,7 @@ fn sess4_a_waiter_runs_only_after_the_holder_with_a_larger_token() {
 /// leader, and the waiter takes the lock with a larger token.
 #[test]
 fn sess4_a_killed_holder_lets_go_within_its_ttl() {
-    let (cluster, leader) = cluster();
+    let (cluster, leader) = example_cluster(&NODES);
     let dir = tempfile::tempdir().unwrap();
     let marks = dir.path();
     let admin = cluster.admin_url(&leader);
@@ -204,7 +194,7 @@ fn cli(admin: &str, args: &[&str]) -> (i32, String) {
 /// is deleted with it, and the followed keepalive ends (exit 1) when the session does.
 #[test]
 fn sess1_session_verbs_grant_keepalive_list_revoke() {
-    let (cluster, leader) = cluster();
+    let (cluster, leader) = example_cluster(&NODES);
     let follower = NODES.iter().copied().find(|id| *id != leader).unwrap();
     let admin = cluster.admin_url(follower);
     let (code, id) = cli(
@@ -291,7 +281,7 @@ fn terminable_script(tag: &str) -> String {
 /// exit code, and the lock is released (the key is gone).
 #[test]
 fn sess4_a_signal_is_passed_to_the_command_and_the_lock_released() {
-    let (cluster, leader) = cluster();
+    let (cluster, leader) = example_cluster(&NODES);
     let dir = tempfile::tempdir().unwrap();
     let marks = dir.path();
     let admin = cluster.admin_url(&leader);
@@ -320,7 +310,7 @@ fn sess4_a_signal_is_passed_to_the_command_and_the_lock_released() {
 /// lost: `conclave lock` says so, sends CMD SIGTERM and exits 125.
 #[test]
 fn sess4_a_lost_lock_stops_the_command_and_exits_125() {
-    let (cluster, leader) = cluster();
+    let (cluster, leader) = example_cluster(&NODES);
     let dir = tempfile::tempdir().unwrap();
     let marks = dir.path();
     let admin = cluster.admin_url(&leader);
@@ -356,7 +346,7 @@ fn sess4_the_fencing_script_of_the_operators_guide_works() {
         eprintln!("skipped: no jq, which the script of docs/operations.md uses");
         return;
     }
-    let (cluster, leader) = cluster();
+    let (cluster, leader) = example_cluster(&NODES);
     let dir = tempfile::tempdir().unwrap();
     let guide = read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/operations.md"));
     let opening = "#!/bin/sh\n# publish.sh";

@@ -22,19 +22,9 @@ use std::sync::mpsc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use support::{ProcessCluster, cli, conclave, example_config, libfaketime, text};
+use support::{ProcessCluster, cli, conclave, example_cluster, example_config, libfaketime, text};
 
 const NODES: [&str; 3] = ["gw-a", "gw-b", "gw-c"];
-
-/// A three-node cluster from the README's files, and its leader.
-fn cluster() -> (ProcessCluster, String) {
-    let mut cluster = ProcessCluster::new(&NODES);
-    for id in NODES {
-        cluster.start_from_file(id, &example_config(id));
-    }
-    let (leader, _) = cluster.wait_for("a first leader", ProcessCluster::agreed_leader);
-    (cluster, leader)
-}
 
 /// An HTTP client without the harness's short timeout, for requests that stay open.
 fn agent() -> ureq::Agent {
@@ -105,7 +95,7 @@ fn sample(metrics: &str, series: &str) -> Option<f64> {
 /// and ready again once they stop, long before a lease would have ended.
 #[test]
 fn a_dead_workers_session_jobs_are_ready_again_at_once() {
-    let (cluster, leader) = cluster();
+    let (cluster, leader) = example_cluster(&NODES);
     let jobs: Vec<u64> = (0..3).map(|_| enqueue(&cluster, &leader, "work")).collect();
     let session = grant(&cluster, &leader, 2_000);
     let held: Vec<u64> = (0..2)
@@ -260,7 +250,7 @@ fn holder(
 /// and its claim outlive the old leader by several TTLs.
 #[test]
 fn a_session_outlives_a_leader_kill_while_its_holder_keeps_it_alive() {
-    let (mut cluster, leader) = cluster();
+    let (mut cluster, leader) = example_cluster(&NODES);
     let session = grant(&cluster, &leader, 2_000);
     let job_id = enqueue(&cluster, &leader, "work");
     claim(&cluster, &leader, "work", "w1", json!({"session": session}));
@@ -320,7 +310,7 @@ fn a_session_outlives_a_leader_kill_while_its_holder_keeps_it_alive() {
 /// sees the delete.
 #[test]
 fn a_session_key_is_deleted_with_its_session_and_watched_going() {
-    let (cluster, leader) = cluster();
+    let (cluster, leader) = example_cluster(&NODES);
     let session = grant(&cluster, &leader, 10_000);
     let session_text = session.to_string();
     let (code, answer) = cli(

@@ -548,6 +548,17 @@ pub(crate) fn cli(cluster: &ProcessCluster, node: &str, args: &[&str]) -> (i32, 
     (code, answer)
 }
 
+/// A cluster of `ids`, each started from the README's example file of its name (with the
+/// replicated log), and the leader once all agree on one.
+pub(crate) fn example_cluster(ids: &[&str]) -> (ProcessCluster, String) {
+    let mut cluster = ProcessCluster::new(ids);
+    for id in ids {
+        cluster.start_from_file(id, &example_config(id));
+    }
+    let (leader, _) = cluster.wait_for("a first leader", ProcessCluster::agreed_leader);
+    (cluster, leader)
+}
+
 /// Runs `conclave ARGS` to its end (bounded) and returns what it printed and how it exited.
 pub(crate) fn conclave(args: &[&str]) -> std::process::Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_conclave"))
