@@ -211,28 +211,11 @@ fn table(answer: &MembersAnswer) -> String {
             or_dash(member.lag.map(|l| l.to_string())),
         ]);
     }
-    let widths: Vec<usize> = (0..6)
-        .map(|column| {
-            rows.iter()
-                .map(|row| row[column].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut text = format!(
-        "configuration at index {} ({state})\n",
-        answer.configuration_index
-    );
-    for row in &rows {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, width)| format!("{cell:<width$}"))
-            .collect();
-        text.push_str(line.join("  ").trim_end());
-        text.push('\n');
-    }
-    text.trim_end().to_owned()
+    format!(
+        "configuration at index {} ({state})\n{}",
+        answer.configuration_index,
+        crate::render::columns(&rows)
+    )
 }
 
 /// A member id for a URL path: node ids are printable ASCII without spaces, but a mistyped

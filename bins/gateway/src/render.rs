@@ -8,6 +8,31 @@ use conclave_api::{
     PeersAnswer, StatusAnswer, UnansweredAnswer, human_duration, rfc3339_utc,
 };
 
+/// Rows of cells as left-aligned columns two spaces apart, one line per row, without
+/// trailing spaces (`member list`, `session list`).
+pub(crate) fn columns<const N: usize>(rows: &[[String; N]]) -> String {
+    let widths: Vec<usize> = (0..N)
+        .map(|column| {
+            rows.iter()
+                .map(|row| row[column].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let lines: Vec<String> = rows
+        .iter()
+        .map(|row| {
+            let cells: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .map(|(cell, width)| format!("{cell:<width$}"))
+                .collect();
+            cells.join("  ").trim_end().to_owned()
+        })
+        .collect();
+    lines.join("\n")
+}
+
 /// Whether output to `stream` may carry colour: only on a terminal, and never with `NO_COLOR`
 /// set to anything (<https://no-color.org>).
 pub(crate) fn colour(stream: &impl IsTerminal) -> bool {

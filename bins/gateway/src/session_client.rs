@@ -281,26 +281,7 @@ fn table(sessions: &[Session]) -> String {
             format!("{}/{}", session.claims, session.max_claims),
         ]);
     }
-    let widths: Vec<usize> = (0..6)
-        .map(|column| {
-            rows.iter()
-                .map(|row| row[column].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let lines: Vec<String> = rows
-        .iter()
-        .map(|row| {
-            let cells: Vec<String> = row
-                .iter()
-                .zip(&widths)
-                .map(|(cell, width)| format!("{cell:<width$}"))
-                .collect();
-            cells.join("  ").trim_end().to_owned()
-        })
-        .collect();
-    lines.join("\n")
+    crate::render::columns(&rows)
 }
 
 #[cfg(test)]
