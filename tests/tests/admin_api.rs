@@ -15,7 +15,7 @@ use conclave_actors::events::unix_millis;
 use conclave_actors::node::NodeHandle;
 use conclave_api::{
     CommandAnswer, DEADLINE_HEADER, ErrorAnswer, ErrorCode, HealthAnswer, HistoryAnswer,
-    PeersAnswer, ReadyAnswer, StatusAnswer,
+    MAX_TIMEOUT_MS, PeersAnswer, ReadyAnswer, StatusAnswer, TIMEOUT_HEADER,
 };
 use conclave_config::{AdminConfig, Quorum};
 use conclave_tests::{ClusterOptions, MemoryCluster, test_log};
@@ -402,6 +402,52 @@ async fn a_mutation_past_its_deadline_is_not_carried_out() {
     let in_time = call_service(&app, switch_off(deadline_in(5000))).await;
     assert_eq!(in_time.status(), StatusCode::OK);
     assert!(!handle.election_status().await.unwrap().auto_election);
+    cluster.stop().await;
+}
+
+/// A `conclave-timeout-ms` is counted from when the node reads the request, on the node's
+/// clock: it decides over a `conclave-deadline` that a disagreeing clock has put in the past,
+/// and a malformed or too long one is refused without changing anything.
+#[actix_rt::test]
+async fn a_relative_timeout_needs_no_agreement_of_clocks() {
+    let _log = test_log();
+    let cluster = MemoryCluster::start(&["solo"], ClusterOptions::real_time(Quorum::Voters)).await;
+    cluster.await_leader(Duration::from_secs(10)).await;
+    let handle = cluster.handle(0).clone();
+    let app = init_service(App::new().configure(routes(&handle, None))).await;
+    let switch = |enabled: bool, timeout: String| {
+        TestRequest::post()
+            .uri("/v1/auto-election")
+            // The client's clock two minutes behind this node's.
+            .insert_header((DEADLINE_HEADER, deadline_in(-120_000)))
+            .insert_header((TIMEOUT_HEADER, timeout))
+            .set_json(json!({ "enabled": enabled }))
+            .to_request()
+    };
+
+    for garbled in [
+        "soon".to_owned(),
+        "-5".to_owned(),
+        (MAX_TIMEOUT_MS + 1).to_string(),
+    ] {
+        let answer = call_service(&app, switch(false, garbled.clone())).await;
+        assert_eq!(answer.status(), StatusCode::BAD_REQUEST, "{garbled}");
+        let answer: ErrorAnswer = read_body_json(answer).await;
+        assert_eq!(answer.error, ErrorCode::InvalidArgument, "{answer:?}");
+        assert!(answer.message.contains(TIMEOUT_HEADER), "{answer:?}");
+        assert!(handle.election_status().await.unwrap().auto_election);
+    }
+
+    let in_time = call_service(&app, switch(false, "5000".to_owned())).await;
+    assert_eq!(in_time.status(), StatusCode::OK);
+    assert!(!handle.election_status().await.unwrap().auto_election);
+    assert_eq!(
+        handle
+            .metrics()
+            .value("conclave_admin_refused_total", &[("reason", "deadline")])
+            .unwrap_or(0.0),
+        0.0
+    );
     cluster.stop().await;
 }
 

@@ -3,15 +3,15 @@
 //! Requests and answers are the types of `conclave-api`, the same types the node reads and
 //! writes. Every error names the URL that failed and what to do about it; an answer that is
 //! not conclave's (the metrics port, another service) is reported as such. Every mutation
-//! carries its deadline (`conclave-deadline`), the moment this client stops waiting, so a node
-//! that gets to it only later refuses it instead of carrying it out unasked. A request a
+//! carries how long this client still waits (`conclave-timeout-ms`), which the node counts
+//! from when it reads the request, so a node that gets to it only later refuses it instead of
+//! carrying it out unasked, and a node whose clock is wrong still takes it. A request a
 //! follower refuses with `not_leader`, naming the leader's admin API, can be sent there
 //! instead ([`AdminClient::follow_leader`]).
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use conclave_actors::events::unix_millis;
-use conclave_api::{DEADLINE_HEADER, ErrorAnswer, ErrorCode};
+use conclave_api::{ErrorAnswer, ErrorCode, TIMEOUT_HEADER};
 use conclave_config::settings::admin_url;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -208,7 +208,7 @@ impl AdminClient {
         let timeout = self.timeout + extra;
         let agent = self.agent(timeout);
         let bearer = self.token.as_ref().map(|token| format!("Bearer {token}"));
-        let deadline = unix_millis(SystemTime::now() + timeout).to_string();
+        let waits_ms = timeout.as_millis().to_string();
         let response = match method {
             "GET" => {
                 let mut request = agent.get(&url);
@@ -218,7 +218,7 @@ impl AdminClient {
                 request.call()
             }
             "DELETE" => {
-                let mut request = agent.delete(&url).header(DEADLINE_HEADER, &deadline);
+                let mut request = agent.delete(&url).header(TIMEOUT_HEADER, &waits_ms);
                 if let Some(bearer) = &bearer {
                     request = request.header("Authorization", bearer);
                 }
@@ -230,7 +230,7 @@ impl AdminClient {
                 } else {
                     agent.post(&url)
                 }
-                .header(DEADLINE_HEADER, &deadline);
+                .header(TIMEOUT_HEADER, &waits_ms);
                 if let Some(bearer) = &bearer {
                     request = request.header("Authorization", bearer);
                 }
@@ -273,8 +273,8 @@ impl AdminClient {
             }
             request.call()
         } else {
-            let deadline = unix_millis(SystemTime::now() + self.timeout).to_string();
-            let mut request = agent.post(&url).header(DEADLINE_HEADER, &deadline);
+            let waits_ms = self.timeout.as_millis().to_string();
+            let mut request = agent.post(&url).header(TIMEOUT_HEADER, &waits_ms);
             if let Some(bearer) = &bearer {
                 request = request.header("Authorization", bearer);
             }

@@ -416,15 +416,11 @@ fn a_leader_whose_clock_runs_ahead_ends_no_lease_early() {
     );
     let (mut leader, _) = cluster.wait_for("a first leader", ProcessCluster::agreed_leader);
     if leader == "gw-c" {
-        // Straight to the API: the CLI's `conclave-deadline` header is a wall-clock time,
-        // which gw-c, two minutes ahead, finds long passed.
-        let (status, answer) = post(
-            &cluster,
-            "gw-c",
-            "/v1/leader",
-            &json!({"peer_id": "gw-a", "wait_ms": 10_000}),
-        );
-        assert_eq!(status, 200, "{answer}");
+        // The CLI's mutations carry how long it waits, not a wall-clock time, so gw-c, two
+        // minutes ahead, takes them.
+        let admin = cluster.admin_url("gw-c");
+        let moved = conclave(&["leader", "set", "gw-a", "--wait", "10", "--admin", &admin]);
+        assert!(moved.status.success(), "{}", text(&moved.stderr));
         leader = cluster.wait_for("gw-a leading", |c| {
             c.agreed_leader()
                 .filter(|(id, _)| id == "gw-a")
@@ -447,15 +443,11 @@ fn a_leader_whose_clock_runs_ahead_ends_no_lease_early() {
         c.agreed_leader().filter(|(id, _)| id == "gw-c")
     });
     // gw-c's wall clock is indeed ahead: a claim it grants shows its lease ending about three
-    // minutes from now (60 s lease + 2 min), not one.
-    let (status, answer) = post(
-        &cluster,
-        "gw-c",
-        "/v1/jobs",
-        &json!({"payload": "p", "queue": "probe"}),
-    );
-    assert_eq!(status, 200, "{answer}");
-    let probe = answer["job"]["id"].as_u64().unwrap();
+    // minutes from now (60 s lease + 2 min), not one. The job goes in through the CLI, which
+    // a node whose clock disagrees with the client's serves all the same.
+    let (code, added) = cli(&cluster, "gw-c", &["jobs", "add", "--queue", "probe", "p"]);
+    assert_eq!(code, 0, "{added}");
+    let probe = added["job"]["id"].as_u64().expect("the added job's id");
     claim(
         &cluster,
         "gw-c",

@@ -11,6 +11,15 @@ use crate::kv::KeyValue;
 /// with 503 `deadline_passed`, to start a mutation whose deadline has passed by its clock.
 pub const DEADLINE_HEADER: &str = "conclave-deadline";
 
+/// The header a client sets on a mutation instead of [`DEADLINE_HEADER`] when the two
+/// machines' clocks may disagree: how many milliseconds the client still waits. The node
+/// counts it from when it reads the request, on its own clock, so no two clocks are compared.
+/// When both are sent, this one decides. The CLI sends this one.
+pub const TIMEOUT_HEADER: &str = "conclave-timeout-ms";
+
+/// The largest [`TIMEOUT_HEADER`] a node takes: one day.
+pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
+
 /// How large a write may be, as the 413 `too_large` answer, `kv put --help`, `jobs add --help`,
 /// `conclave defaults` and the documentation all say it.
 pub const WRITE_SIZE_LIMIT: &str = "A write's value (a job's payload) may be up to 64 KiB \
@@ -119,8 +128,8 @@ pub enum ErrorCode {
     /// 503: the node stopped before it knew the write's outcome; retry with the same request
     /// id, which is applied at most once.
     OutcomeUnknown,
-    /// 503: the request's deadline (`conclave-deadline`) passed before the node got to it;
-    /// nothing was changed.
+    /// 503: the request's deadline (`conclave-deadline`, or `conclave-timeout-ms` counted from
+    /// when the node read it) passed before the node got to it; nothing was changed.
     DeadlinePassed,
     /// 503: `admin.max_connections` connections are open.
     TooManyConnections,

@@ -72,14 +72,20 @@
 //!
 //! A request can wait in the kernel's backlog, or behind a full server, long after its client
 //! gave up: a resign that runs half a minute late, unasked, is worse than none. So a client
-//! sends its deadline with every mutation, in the header `conclave-deadline: <Unix time in
-//! ms>` (the CLI sets it to the moment it stops waiting), and the node refuses, with 503
-//! `deadline_passed` and `conclave_admin_refused_total{reason="deadline"}`, to start a
-//! mutation whose deadline has passed by its own clock: nothing is changed. `leader set` waits
-//! at most until the deadline too. The deadline compares two machines' clocks, so they must
-//! agree to well within the client's timeout (5 s by default; NTP does far better); a request
-//! without the header is carried out whenever it arrives. The small accept backlog keeps such
-//! waits short in the first place.
+//! sends its deadline with every mutation, and the node refuses, with 503 `deadline_passed`
+//! and `conclave_admin_refused_total{reason="deadline"}`, to start a mutation whose deadline
+//! has passed: nothing is changed. `leader set` waits at most until the deadline too. The
+//! deadline comes in one of two headers:
+//!
+//! - `conclave-timeout-ms: <ms>`, what the CLI sends: the time the client still waits,
+//!   counted by the node from when it reads the request. Only the node's clock is read, so a
+//!   gateway whose clock is wrong (device fleets often run without NTP) still takes every
+//!   command; the time a request spent in the kernel's backlog is not counted, and the small
+//!   accept backlog keeps that short.
+//! - `conclave-deadline: <Unix time in ms>`: the moment the client stops waiting, on its
+//!   clock, compared with the node's, so the two must agree to well within the timeout.
+//!
+//! A request with neither is carried out whenever it arrives.
 
 /// Runs the steps of a handler that may each fail with an error answer.
 macro_rules! attempt {
@@ -116,7 +122,7 @@ use actix_web::http::header;
 use actix_web::web::{self, Bytes, BytesMut, Data};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer};
 pub use conclave_api as api;
-use conclave_api::{DEADLINE_HEADER, ErrorAnswer, ErrorCode};
+use conclave_api::{DEADLINE_HEADER, ErrorAnswer, ErrorCode, MAX_TIMEOUT_MS, TIMEOUT_HEADER};
 use conclave_config::AdminConfig;
 use conclave_protocol::PeerId;
 use serde::Serialize;
@@ -431,9 +437,29 @@ impl AdminState {
         constant_time_eq(presented.as_bytes(), expected.as_bytes())
     }
 
-    /// The client's deadline (Unix ms) of a mutation, when it set one: `Err` with the refusal
-    /// when it is malformed or has passed.
+    /// The client's deadline (Unix ms on this node's clock) of a mutation, when it set one:
+    /// `Err` with the refusal when it is malformed or has passed. A `conclave-timeout-ms`
+    /// counts from now, so only this node's clock is read; a `conclave-deadline` is the
+    /// client's clock, compared with this one's.
     fn deadline(&self, request: &HttpRequest) -> Result<Option<u64>, Box<ErrorAnswer>> {
+        let now = unix_millis(SystemTime::now());
+        if let Some(value) = request.headers().get(TIMEOUT_HEADER) {
+            return match value
+                .to_str()
+                .ok()
+                .and_then(|text| text.trim().parse::<u64>().ok())
+                .filter(|timeout| *timeout <= MAX_TIMEOUT_MS)
+            {
+                Some(timeout) => Ok(Some(now.saturating_add(timeout))),
+                None => Err(Box::new(ErrorAnswer::new(
+                    ErrorCode::InvalidArgument,
+                    format!(
+                        "the {TIMEOUT_HEADER} header must be the milliseconds the client still \
+                         waits, at most {MAX_TIMEOUT_MS}, found {value:?}"
+                    ),
+                ))),
+            };
+        }
         let Some(value) = request.headers().get(DEADLINE_HEADER) else {
             return Ok(None);
         };
@@ -450,7 +476,6 @@ impl AdminState {
                 ),
             )));
         };
-        let now = unix_millis(SystemTime::now());
         if now > deadline {
             self.node.metrics().admin_refused(Refusal::Deadline.label());
             return Err(Box::new(ErrorAnswer::new(
@@ -458,7 +483,8 @@ impl AdminState {
                 format!(
                     "the request's deadline passed {} ms before this node could run it, so the \
                      client has stopped waiting; nothing was changed (if every request is \
-                     refused so, this machine's clock and the client's disagree)",
+                     refused so, this machine's clock and the client's disagree: send \
+                     {TIMEOUT_HEADER} instead, as the CLI does)",
                     now - deadline
                 ),
             )));
