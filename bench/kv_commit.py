@@ -442,68 +442,72 @@ class Measurement:
 SESSION_TTL_MS = 3000  # a streaming keepalive every third of it: one per second per session
 
 
-async def grant_sessions(port: int, count: int) -> list[int]:
-    """Grants `count` sessions on the leader through 32 kept-alive connections: their ids."""
-    ids: list[int] = []
-    body = json.dumps({"ttl_ms": SESSION_TTL_MS, "name": "bench"}).encode()
-
-    async def granter(n: int) -> None:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        for _ in range(n):
-            head = (f"POST /v1/sessions HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
-                    f"Content-Length: {len(body)}\r\n\r\n").encode()
-            writer.write(head + body)
-            line = await reader.readline()
-            status = int(line.split()[1])
-            length = 0
-            while (header := await reader.readline()) not in (b"\r\n", b""):
-                name, _, value = header.decode().partition(":")
-                if name.lower() == "content-length":
-                    length = int(value)
-            answer = await reader.readexactly(length)
-            if status != 200:
-                raise BenchError(f"a session grant answered {status}: {answer[:200]!r}")
-            ids.append(json.loads(answer)["session"])
-        writer.close()
-
-    per = [count // 32 + (1 if i < count % 32 else 0) for i in range(32)]
-    await asyncio.gather(*(granter(n) for n in per if n))
-    return ids
+async def read_answer(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """One HTTP/1.1 answer with a Content-Length body: its status and body."""
+    line = await reader.readline()
+    if not line:
+        raise BenchError("the node closed the connection before answering")
+    status = int(line.split()[1])
+    length = 0
+    while (header := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = header.decode().partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+    return status, await reader.readexactly(length)
 
 
 def hold_sessions(port: int, count: int, ready, stop_at_eof) -> None:
     """A process that grants `count` sessions on the leader and keeps each alive with one
     streaming keepalive (the node sends a keepalive every third of the TTL) until it is told
-    to stop; it reports how many it holds, and at the end how many streams still ran."""
-    die_with_parent()
+    to stop; it reports how many it holds, and at the end how many streams still ran.
 
-    async def stream(session: int, alive: list[int]) -> None:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write((f"POST /v1/sessions/{session}/keepalive?stream=true HTTP/1.1\r\n"
-                      f"Host: bench\r\nContent-Length: 0\r\n\r\n").encode())
-        line = await reader.readline()
-        if b" 200 " not in line:
-            return
-        alive[0] += 1
+    Each session is granted and then streamed on one connection, and at most 64 sessions are
+    being set up at once: granting them all first would let the first ones run out (a 3 s
+    TTL) before their stream opened, and opening thousands of connections at once would
+    overrun the listener's small backlog."""
+    die_with_parent()
+    body = json.dumps({"ttl_ms": SESSION_TTL_MS, "name": "bench"}).encode()
+    grant = (f"POST /v1/sessions HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+             f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+    async def hold(setting_up: asyncio.Semaphore, counts: dict[str, int]) -> None:
+        async with setting_up:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(grant)
+            status, answer = await read_answer(reader)
+            if status != 200:
+                raise BenchError(f"a session grant answered {status}: {answer[:200]!r}")
+            session = json.loads(answer)["session"]
+            counts["granted"] += 1
+            writer.write((f"POST /v1/sessions/{session}/keepalive?stream=true HTTP/1.1\r\n"
+                          f"Host: bench\r\nContent-Length: 0\r\n\r\n").encode())
+            line = await reader.readline()
+            if b" 200 " not in line:
+                raise BenchError(f"session {session}'s streaming keepalive answered {line!r}")
+        counts["alive"] += 1
         try:
             while await reader.read(65536):
                 pass
         finally:
-            alive[0] -= 1
+            counts["alive"] -= 1
+            writer.close()
 
     async def main() -> None:
-        ids = await grant_sessions(port, count)
-        alive = [0]
-        tasks = [asyncio.create_task(stream(s, alive)) for s in ids]
-        for _ in range(600):
-            if alive[0] == count:
+        setting_up = asyncio.Semaphore(64)
+        counts = {"granted": 0, "alive": 0}
+        tasks = [asyncio.create_task(hold(setting_up, counts)) for _ in range(count)]
+        for _ in range(1200):
+            if counts["alive"] == count or any(t.done() for t in tasks):
                 break
             await asyncio.sleep(0.05)
-        ready.send({"sessions": len(ids), "streams": alive[0]})
+        failed = [t.exception() for t in tasks if t.done() and t.exception()]
+        if failed:
+            raise failed[0]
+        ready.send({"sessions": counts["granted"], "streams": counts["alive"]})
         loop = asyncio.get_running_loop()
         with contextlib.suppress(EOFError):
             await loop.run_in_executor(None, stop_at_eof.recv_bytes)
-        ready.send({"streams_at_end": alive[0]})
+        ready.send({"streams_at_end": counts["alive"]})
         for task in tasks:
             task.cancel()
 
