@@ -25,6 +25,7 @@ use conclave_core::MembershipConfig;
 use conclave_core::election::{ElectionConfig, ElectionStatus, LeaderChangeCause, Mode, Role};
 use conclave_core::raft::{QuorumMode, RaftConfig};
 use conclave_protocol::{AuthKey, ClusterId, PeerId};
+use conclave_statemachine::StoreLimits;
 use tempfile::TempDir;
 
 /// The cluster id every test node uses.
@@ -142,6 +143,7 @@ pub fn node_config(
         hooks: options.hooks.clone(),
         health: HealthConfig::default(),
         initial_state: InitialState::default(),
+        store_limits: StoreLimits::default(),
     }
 }
 

@@ -11,7 +11,10 @@
 //! the actor at the point the read's consistency asks for.
 
 use conclave_protocol::{EntryKind, LogEntry};
-use conclave_statemachine::{Applied, ClusterState, Job, JobOutcome, Outcome, StateMachine};
+use conclave_statemachine::{
+    Applied, ClusterState, Job, JobOutcome, Outcome, StateMachine, StoreDemand, StoreFull,
+    StoreLimits, StoreUse,
+};
 use tracing::warn;
 
 /// Why a machine could not make or read a snapshot (LOG-4), with its source kept.
@@ -35,12 +38,31 @@ pub struct WriteOutcome {
 #[derive(Debug, Default)]
 pub struct ClusterMachine {
     state: ClusterState,
+    /// STORE-1, STORE-2: what the leader holds the state to before it appends a write.
+    limits: StoreLimits,
 }
 
 impl ClusterMachine {
     /// An empty state: a node that replays its log from the start.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The same machine held to `limits` (`log.max_store_bytes`, `log.max_jobs`).
+    #[must_use]
+    pub fn with_limits(self, limits: StoreLimits) -> Self {
+        Self { limits, ..self }
+    }
+
+    /// STORE-1, STORE-2: whether a write asking `demand` fits the store's bounds; checked by
+    /// the leader before it appends the write, never when applying.
+    pub fn admit(&self, demand: &StoreDemand) -> Result<(), StoreFull> {
+        self.state.admit(demand, self.limits)
+    }
+
+    /// What the store holds now against its bounds (STORE-3): the use, and the bounds.
+    pub fn store_use(&self) -> (StoreUse, StoreLimits) {
+        (self.state.store_use(), self.limits)
     }
 
     /// The state a snapshot holds (LOG-4): a node that starts from its durable snapshot and

@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -25,6 +25,7 @@ use actix::clock::Instant;
 
 use conclave_core::election::Role;
 use conclave_protocol::{DropReason, PeerId};
+use conclave_statemachine::{StoreLimits, StoreUse};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Label, Level, Metadata, Recorder, Unit};
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
@@ -172,6 +173,22 @@ pub const METRIC_NAMES: &[(&str, &str)] = &[
         "Live sessions in this node's copy of the state machine",
     ),
     (
+        "conclave_log_store_bytes",
+        "What this node's copy of the store weighs as log.max_store_bytes counts it: keys and \
+         jobs not done",
+    ),
+    ("conclave_log_store_max_bytes", "log.max_store_bytes"),
+    (
+        "conclave_log_store_jobs",
+        "Jobs not done (ready, claimed or dead) in this node's copy",
+    ),
+    ("conclave_log_store_max_jobs", "log.max_jobs"),
+    (
+        "conclave_log_store_full",
+        "1 while the store is at its bounds: the largest write might be refused with 507 \
+         store_full, or the job queue holds log.max_jobs jobs",
+    ),
+    (
         "conclave_log_expiries_total",
         "On the leader: job leases and sessions whose time ran out on its clock, proposed for \
          expiry, by kind",
@@ -235,7 +252,14 @@ const FSYNC_BUCKETS: &[f64] = &[
 ];
 
 /// The values of `conclave_log_proposals_total{result}`.
-const PROPOSAL_RESULTS: &[&str] = &["committed", "not_leader", "lost", "busy", "too_large"];
+const PROPOSAL_RESULTS: &[&str] = &[
+    "committed",
+    "not_leader",
+    "lost",
+    "busy",
+    "too_large",
+    "store_full",
+];
 
 /// The values of `conclave_log_reads_total{result}`.
 const READ_RESULTS: &[&str] = &["served", "not_leader", "busy"];
@@ -282,6 +306,8 @@ struct Inner {
     dropped_unlogged: Vec<AtomicU64>,
     /// On the leader, each learner's lag: the series of [`LEARNER_LAG`].
     learner_lag: Mutex<BTreeMap<PeerId, u64>>,
+    /// STORE-3: the store is at its bounds (`conclave_log_store_full`), for `/health` too.
+    store_full: AtomicBool,
 }
 
 /// One node's metrics. Cheap to clone; clones share the registry.
@@ -350,6 +376,7 @@ impl NodeMetrics {
                 dropped,
                 dropped_unlogged: DropReason::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
                 learner_lag: Mutex::new(BTreeMap::new()),
+                store_full: AtomicBool::new(false),
             }),
         };
         metrics.preregister();
@@ -719,6 +746,29 @@ impl NodeMetrics {
             .set(learners as f64);
         self.gauge("conclave_log_configuration_index", &[])
             .set(index as f64);
+    }
+
+    /// `conclave_log_store_bytes`, `conclave_log_store_max_bytes`, `conclave_log_store_jobs`,
+    /// `conclave_log_store_max_jobs` and the alarm `conclave_log_store_full` (STORE-3): what
+    /// this node's copy of the store holds against its bounds.
+    pub fn set_store(&self, used: StoreUse, limits: StoreLimits) {
+        let full = used.is_full(limits);
+        self.gauge("conclave_log_store_bytes", &[])
+            .set(used.bytes as f64);
+        self.gauge("conclave_log_store_max_bytes", &[])
+            .set(limits.max_bytes as f64);
+        self.gauge("conclave_log_store_jobs", &[])
+            .set(used.jobs as f64);
+        self.gauge("conclave_log_store_max_jobs", &[])
+            .set(limits.max_jobs as f64);
+        self.gauge("conclave_log_store_full", &[])
+            .set(if full { 1.0 } else { 0.0 });
+        self.inner.store_full.store(full, Ordering::Relaxed);
+    }
+
+    /// STORE-3: whether the store was at its bounds when last looked at (every second).
+    pub fn store_full(&self) -> bool {
+        self.inner.store_full.load(Ordering::Relaxed)
     }
 
     /// `conclave_log_sessions` (SESS-1): live sessions in this node's copy.

@@ -26,6 +26,7 @@ use conclave_core::election::{
 use conclave_core::storage::DurableState;
 use conclave_core::{Admission, AdmissionConfig, Membership, PeerInfo, SeededRng};
 use conclave_protocol::{ClusterId, FrameCodec, PeerId};
+use conclave_statemachine::StoreDemand;
 use conclave_storage::{HistoryRecord, Recovered, WalError, WalFile, WalOptions};
 use tracing::{info, warn};
 
@@ -206,16 +207,19 @@ impl NodeBuilder {
     fn log_machine(&self, recovered: &Recovered) -> Result<Option<ClusterMachine>, NodeError> {
         match &self.config.election {
             ElectionConfig::Raft(raft) if raft.log.is_some() => {
+                let limits = self.config.store_limits;
                 let Some(snapshot) = &recovered.snapshot else {
-                    return Ok(Some(ClusterMachine::new()));
+                    return Ok(Some(ClusterMachine::new().with_limits(limits)));
                 };
-                let machine = ClusterMachine::restored(&snapshot.data).map_err(|err| {
-                    NodeError::Recovery(format!(
-                        "the snapshot at log index {} in {} does not decode: {err}",
-                        snapshot.last.index,
-                        self.config.data_dir.display()
-                    ))
-                })?;
+                let machine = ClusterMachine::restored(&snapshot.data)
+                    .map_err(|err| {
+                        NodeError::Recovery(format!(
+                            "the snapshot at log index {} in {} does not decode: {err}",
+                            snapshot.last.index,
+                            self.config.data_dir.display()
+                        ))
+                    })?
+                    .with_limits(limits);
                 info!(
                     index = snapshot.last.index,
                     bytes = snapshot.data.len(),
@@ -1021,10 +1025,16 @@ impl NodeHandle {
     /// A client's write to the replicated log (LOG-1): answered once applied, with the state
     /// machine's answer; refused at once by a node that does not lead. Either way with the
     /// fencing token as the node knew it then.
-    pub async fn propose(&self, data: Vec<u8>) -> Result<Fenced<WriteOutcome>, NodeError> {
+    /// `demand` is what the write asks of the store's room (`Write::demand`), which the
+    /// leader checks before it appends the write (STORE-1, STORE-2).
+    pub async fn propose(
+        &self,
+        data: Vec<u8>,
+        demand: StoreDemand,
+    ) -> Result<Fenced<WriteOutcome>, NodeError> {
         self.inner
             .election
-            .send(ProposeWrite { data })
+            .send(ProposeWrite { data, demand })
             .await
             .map_err(|_| NodeError::Stopped)
     }

@@ -112,6 +112,10 @@ pub enum ErrorCode {
     TooLarge,
     /// 415: a body that is not `application/json`.
     UnsupportedMediaType,
+    /// 507: the write would take the store past `log.max_store_bytes`, or the job queue past
+    /// `log.max_jobs` (STORE-1, STORE-2); nothing changed. Reads, deletes, acks and purges
+    /// still work: free room, then write again.
+    StoreFull,
     /// 421: this node does not lead; the answer names the leader and, when `admin.peer_urls`
     /// lists it, its admin API (also in `Location`). Nothing was changed.
     NotLeader,
@@ -182,6 +186,7 @@ impl ErrorCode {
             Self::CompareFailed => 412,
             Self::TooLarge => 413,
             Self::UnsupportedMediaType => 415,
+            Self::StoreFull => 507,
             Self::NotLeader => 421,
             Self::Internal | Self::Unknown => 500,
             Self::Unavailable
@@ -228,6 +233,7 @@ impl ErrorCode {
             Self::CompareFailed => "compare_failed",
             Self::TooLarge => "too_large",
             Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::StoreFull => "store_full",
             Self::NotLeader => "not_leader",
             Self::Internal => "internal",
             Self::Unavailable => "unavailable",
@@ -360,6 +366,7 @@ mod tests {
             ErrorCode::NotLeader,
             ErrorCode::OutcomeUnknown,
             ErrorCode::TooManyStreams,
+            ErrorCode::StoreFull,
         ] {
             let json = serde_json::to_value(code).unwrap_or_default();
             assert_eq!(json, serde_json::Value::from(code.as_str()));
@@ -372,7 +379,7 @@ mod tests {
     #[test]
     fn an_unknown_code_is_read_as_unknown() {
         let answer: ErrorAnswer =
-            serde_json::from_str(r#"{"error": "store_full", "message": "full"}"#)
+            serde_json::from_str(r#"{"error": "quota_exceeded", "message": "full"}"#)
                 .unwrap_or_else(|err| panic!("{err}"));
         assert_eq!(answer.error, ErrorCode::Unknown);
         assert_eq!(answer.message, "full");

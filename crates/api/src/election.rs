@@ -375,6 +375,11 @@ pub struct HealthAnswer {
     pub status: String,
     /// The node.
     pub node_id: String,
+    /// Conditions an operator must act on, while they last; absent when there are none.
+    /// `store_full` (STORE-3): the replicated store is at `log.max_store_bytes` or
+    /// `log.max_jobs`, and writes that add to it may be refused with 507 until room is freed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alarms: Vec<String>,
 }
 
 /// `GET /ready`: readiness.

@@ -85,6 +85,7 @@ const WRITE_ERRORS: &[ErrorCode] = &[
     ErrorCode::NotLeader,
     ErrorCode::LogDisabled,
     ErrorCode::TooLarge,
+    ErrorCode::StoreFull,
     ErrorCode::RequestIdInUse,
     ErrorCode::Busy,
     ErrorCode::Lost,

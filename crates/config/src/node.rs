@@ -20,6 +20,7 @@ use conclave_core::MembershipConfig;
 use conclave_core::election::ElectionConfig;
 use conclave_core::raft::{LogConfig, QuorumMode, RaftConfig};
 use conclave_protocol::{AuthKey, ClusterId, PeerId};
+use conclave_statemachine::StoreLimits;
 
 use crate::settings::RaftSection;
 
@@ -58,6 +59,9 @@ pub struct NodeConfig {
     /// `cluster.initial_state` (WAL-5): whether a first start in an unused data directory
     /// writes a genesis record.
     pub initial_state: InitialState,
+    /// `log.max_store_bytes` and `log.max_jobs` (STORE-1, STORE-2): the bounds the leader
+    /// holds the state machine to.
+    pub store_limits: StoreLimits,
 }
 
 /// `cluster.initial_state` (WAL-5): how a node that finds no WAL starts.

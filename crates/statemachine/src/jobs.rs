@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::command::JobCommand;
 use crate::error::{Error, Result};
 use crate::sessions::SessionId;
+use crate::store_bounds::job_weight;
 
 /// Done jobs kept, the oldest forgotten first. A constant of the state machine, not a
 /// setting: replicas that kept different numbers would answer a late ack differently.
@@ -279,6 +280,33 @@ pub struct JobQueue {
     held: BTreeMap<SessionId, BTreeSet<JobId>>,
     #[serde(skip)]
     done_retention: usize,
+    /// STORE-1, STORE-2: what the jobs not done weigh, and how many they are; derived from
+    /// `jobs`, rebuilt on restore.
+    #[serde(skip)]
+    live: LiveJobs,
+}
+
+/// The jobs not done (ready, claimed or dead), as the store's bounds count them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct LiveJobs {
+    count: u64,
+    weight: u64,
+}
+
+impl LiveJobs {
+    fn add(&mut self, job: &Job) {
+        self.count = self.count.saturating_add(1);
+        self.weight = self
+            .weight
+            .saturating_add(job_weight(&job.queue, &job.payload));
+    }
+
+    fn remove(&mut self, job: &Job) {
+        self.count = self.count.saturating_sub(1);
+        self.weight = self
+            .weight
+            .saturating_sub(job_weight(&job.queue, &job.payload));
+    }
 }
 
 impl JobQueue {
@@ -291,7 +319,20 @@ impl JobQueue {
             leases: BTreeSet::new(),
             held: BTreeMap::new(),
             done_retention,
+            live: LiveJobs::default(),
         }
+    }
+
+    /// STORE-1: what the jobs not done weigh, as the store's bounds count it.
+    #[must_use]
+    pub fn weight(&self) -> u64 {
+        self.live.weight
+    }
+
+    /// STORE-2: how many jobs are not done (ready, claimed or dead).
+    #[must_use]
+    pub fn live(&self) -> u64 {
+        self.live.count
     }
 
     /// How many jobs are known, in any state (done jobs as long as they are kept).
@@ -405,18 +446,17 @@ impl JobQueue {
     fn enqueue(&mut self, queue: &str, payload: &str, max_attempts: u32) -> JobOutcome {
         let id = JobId(self.next_id);
         self.next_id = self.next_id.saturating_add(1);
-        self.jobs.insert(
+        let job = Job {
             id,
-            Job {
-                id,
-                queue: queue.to_owned(),
-                payload: payload.to_owned(),
-                max_attempts,
-                attempts: 0,
-                state: JobState::Ready,
-                last_failure: None,
-            },
-        );
+            queue: queue.to_owned(),
+            payload: payload.to_owned(),
+            max_attempts,
+            attempts: 0,
+            state: JobState::Ready,
+            last_failure: None,
+        };
+        self.live.add(&job);
+        self.jobs.insert(id, job);
         self.ready.entry(queue.to_owned()).or_default().insert(id);
         JobOutcome::Enqueued { job: id }
     }
@@ -458,6 +498,7 @@ impl JobQueue {
             return refusal;
         }
         if let Some(job) = self.jobs.get_mut(&id) {
+            self.live.remove(job);
             job.state = JobState::Done;
         }
         self.done_order.push_back(id);
@@ -602,7 +643,9 @@ impl JobQueue {
         if let Err(refusal) = self.check_dead(id) {
             return refusal;
         }
-        self.jobs.remove(&id);
+        if let Some(job) = self.jobs.remove(&id) {
+            self.live.remove(&job);
+        }
         JobOutcome::Purged { jobs: vec![id] }
     }
 
@@ -615,7 +658,9 @@ impl JobQueue {
             .map(|job| job.id)
             .collect();
         for id in &doomed {
-            self.jobs.remove(id);
+            if let Some(job) = self.jobs.remove(id) {
+                self.live.remove(&job);
+            }
         }
         JobOutcome::PurgedMany {
             count: doomed.len() as u64,
@@ -673,10 +718,14 @@ impl JobQueue {
         self.ready.clear();
         self.leases.clear();
         self.held.clear();
+        self.live = LiveJobs::default();
         let mut done = 0;
         for (id, job) in &self.jobs {
             if job.id != *id || id.0 == 0 || id.0 >= self.next_id {
                 return Err(Error::InconsistentSnapshot("a job's id is out of place"));
+            }
+            if job.state != JobState::Done {
+                self.live.add(job);
             }
             match &job.state {
                 JobState::Ready => {

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::command::KvCommand;
 use crate::error::{Error, Result};
 use crate::sessions::SessionId;
+use crate::store_bounds::key_weight;
 
 /// A key and its value as a read sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -138,6 +139,9 @@ pub struct KvStore {
     /// Keys by the session they go with; derived from `entries`, rebuilt on restore.
     #[serde(skip)]
     owned: BTreeMap<SessionId, BTreeSet<String>>,
+    /// STORE-1: what `entries` weigh; derived from them, rebuilt on restore.
+    #[serde(skip)]
+    weight: u64,
 }
 
 impl KvStore {
@@ -148,7 +152,14 @@ impl KvStore {
             history: VecDeque::new(),
             history_limit,
             owned: BTreeMap::new(),
+            weight: 0,
         }
+    }
+
+    /// STORE-1: what the keys weigh, as the store's bounds count it.
+    #[must_use]
+    pub fn weight(&self) -> u64 {
+        self.weight
     }
 
     /// How many keys go with `session`.
@@ -293,6 +304,10 @@ impl KvStore {
                 .insert(key.to_owned());
         }
         let now = key_value(key, &stored);
+        self.weight = self.weight.saturating_add(key_weight(key, value));
+        if let Some(before) = &previous {
+            self.weight = self.weight.saturating_sub(key_weight(key, &before.value));
+        }
         self.entries.insert(key.to_owned(), stored);
         self.record(Change::Put(now));
         KvOutcome::Applied { revision, previous }
@@ -326,9 +341,10 @@ impl KvStore {
         let keys = self.owned.remove(&session).unwrap_or_default();
         let mut deleted = 0;
         for key in keys {
-            if self.entries.remove(&key).is_none() {
+            let Some(stored) = self.entries.remove(&key) else {
                 continue;
-            }
+            };
+            self.weight = self.weight.saturating_sub(key_weight(&key, &stored.value));
             let revision = self.next_revision();
             self.record(Change::Delete { key, revision });
             deleted += 1;
@@ -338,7 +354,11 @@ impl KvStore {
 
     /// Removes a key and its place in the index of session keys.
     fn remove(&mut self, key: &str) {
-        if let Some(session) = self.entries.remove(key).and_then(|stored| stored.session) {
+        let Some(stored) = self.entries.remove(key) else {
+            return;
+        };
+        self.weight = self.weight.saturating_sub(key_weight(key, &stored.value));
+        if let Some(session) = stored.session {
             self.disown(session, key);
         }
     }
@@ -371,7 +391,9 @@ impl KvStore {
     /// Checks a store decoded from a snapshot and adopts this node's history length.
     pub(crate) fn restored(mut self, history_limit: usize) -> Result<Self> {
         self.owned.clear();
+        self.weight = 0;
         for (key, stored) in &self.entries {
+            self.weight = self.weight.saturating_add(key_weight(key, &stored.value));
             if let Some(session) = stored.session {
                 self.owned.entry(session).or_default().insert(key.clone());
             }

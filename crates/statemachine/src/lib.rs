@@ -34,6 +34,7 @@ mod lease_clock;
 mod requests;
 mod sessions;
 mod state;
+mod store_bounds;
 
 pub use command::{
     COMMAND_FORMAT, Command, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobCommand, KvCommand,
@@ -54,3 +55,6 @@ pub use sessions::{
     Sessions,
 };
 pub use state::{Applied, ClusterState, Outcome, SNAPSHOT_FORMAT, StateConfig, StateMachine};
+pub use store_bounds::{
+    JOB_OVERHEAD, KV_ENTRY_OVERHEAD, MAX_KEY_WEIGHT, StoreDemand, StoreFull, StoreLimits, StoreUse,
+};

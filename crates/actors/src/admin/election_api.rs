@@ -316,9 +316,14 @@ fn history_entry(record: &HistoryRecord) -> HistoryEntry {
 async fn health(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
     admit!(state, request, Access::Open);
     let alive = state.node.is_alive();
+    let mut alarms = Vec::new();
+    if state.node.metrics().store_full() {
+        alarms.push("store_full".to_owned());
+    }
     let answer = HealthAnswer {
         status: if alive { "ok" } else { "stopped" }.to_owned(),
         node_id: state.node.node_id().to_string(),
+        alarms,
     };
     if alive {
         HttpResponse::Ok().json(answer)

@@ -77,6 +77,8 @@ impl ElectionActor {
         };
         self.metrics
             .set_sessions(driver.machine.state().sessions().len());
+        let (used, limits) = driver.machine.store_use();
+        self.metrics.set_store(used, limits);
         if !leading {
             driver.lease_clock.forget();
             return;

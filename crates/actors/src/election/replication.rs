@@ -41,7 +41,7 @@ use actix::prelude::*;
 use conclave_core::raft::{LogPosition, MembershipError, ProposeError, ReadError, ReadId};
 use conclave_core::storage::Snapshot;
 use conclave_protocol::{LogEntry, PeerId};
-use conclave_statemachine::LeaseClock;
+use conclave_statemachine::{LeaseClock, StoreDemand, StoreFull};
 use tokio::sync::oneshot;
 use tracing::{debug, warn};
 
@@ -102,6 +102,10 @@ pub enum LogRefusal {
     /// The write is larger than a log entry may carry.
     #[error("{0}")]
     TooLarge(String),
+    /// STORE-1, STORE-2: the write would take the store past `log.max_store_bytes` or the
+    /// job queue past `log.max_jobs`; the leader did not append it.
+    #[error("{0}")]
+    StoreFull(String),
     /// The node stopped before the outcome was known: the write may or may not have been
     /// applied. Retry with the same request id.
     #[error("the node stopped before the write's outcome was known; retry with its request id")]
@@ -119,6 +123,8 @@ pub enum LogRefusal {
 pub struct ProposeWrite {
     /// The encoded command.
     pub data: Vec<u8>,
+    /// What it asks of the store's room, checked before it is appended (STORE-1).
+    pub demand: StoreDemand,
 }
 
 /// A linearizable read (LOG-7): carried out on the leader at the read index a heartbeat round
@@ -384,6 +390,16 @@ impl ElectionActor {
         }
     }
 
+    /// STORE-1, STORE-2: whether a write asking `demand` fits the store's bounds. Only the
+    /// leader looks, against what it has applied; anywhere else the write goes on to be
+    /// refused with the leader's name, so that the client asks the node that decides.
+    fn admit(&self, demand: &StoreDemand) -> Result<(), StoreFull> {
+        match self.log.as_ref() {
+            Some(driver) if self.driver.election().is_leader() => driver.machine.admit(demand),
+            _ => Ok(()),
+        }
+    }
+
     /// Appends `data` on the leader and registers who waits for it.
     fn propose(&mut self, data: Vec<u8>, waiter: Waiter) {
         let now = self.clock.now();
@@ -483,6 +499,9 @@ impl Handler<ProposeWrite> for ElectionActor {
             // A write always carries a command; an empty entry would read as an old read
             // barrier in `/v1/log`.
             let _ = reply.send(fence.wrap(Err(LogRefusal::Busy)));
+        } else if let Err(full) = self.admit(&write.demand) {
+            self.metrics.proposal("store_full");
+            let _ = reply.send(fence.wrap(Err(LogRefusal::StoreFull(full.to_string()))));
         } else {
             self.propose(write.data, Waiter(reply));
             self.pump(ctx);

@@ -423,6 +423,7 @@ impl LogService {
         write: Write,
         request_id: Option<String>,
     ) -> Answer<(WriteOutcome, Fencing)> {
+        let demand = write.demand();
         let mut command = machine::Command::new(write);
         if let Some(id) = request_id {
             command = command.with_request_id(id);
@@ -436,10 +437,11 @@ impl LogService {
             }
             Err(err) => return Err(self.error_now(ErrorCode::Internal, err.to_string()).await),
         };
-        let answer = match tokio::time::timeout(APPLY_TIMEOUT, self.node.propose(data)).await {
-            Ok(answer) => answer.map_err(|err| self.unavailable(&err))?,
-            Err(_) => return Err(self.timed_out().await),
-        };
+        let answer =
+            match tokio::time::timeout(APPLY_TIMEOUT, self.node.propose(data, demand)).await {
+                Ok(answer) => answer.map_err(|err| self.unavailable(&err))?,
+                Err(_) => return Err(self.timed_out().await),
+            };
         let fencing = fencing(answer.term, answer.leader);
         match answer.outcome {
             Ok(outcome) => Ok((outcome, fencing)),
@@ -503,6 +505,7 @@ impl LogService {
             LogRefusal::TooLarge(reason) => {
                 (ErrorCode::TooLarge, format!("{reason}. {WRITE_SIZE_LIMIT}"))
             }
+            LogRefusal::StoreFull(reason) => (ErrorCode::StoreFull, reason.clone()),
             LogRefusal::Busy => (ErrorCode::Busy, refusal.to_string()),
             LogRefusal::Lost => (ErrorCode::Lost, refusal.to_string()),
             LogRefusal::Unknown => (ErrorCode::OutcomeUnknown, refusal.to_string()),

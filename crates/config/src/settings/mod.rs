@@ -73,6 +73,7 @@ use conclave_core::gossip::GossipConfig;
 use conclave_core::priority::PriorityConfig;
 use conclave_core::raft::LogConfig;
 use conclave_protocol::{DEFAULT_TAG_LEN, PeerId};
+use conclave_statemachine::StoreLimits;
 use config::{Config, ConfigError, File, FileFormat, Source};
 use serde::{Deserialize, Serialize};
 
@@ -617,6 +618,16 @@ pub struct LogSection {
     /// last one, and drop the log behind it from memory and disk; a follower too far behind
     /// then gets the snapshot instead of the entries. 0, or 10-1000000000; 0 never snapshots.
     pub snapshot_entries: u64 = LogConfig::default().snapshot_entries,
+    /// Bytes the key-value store and the jobs not done may weigh together, 1048576 (1 MiB) to
+    /// 1099511627776 (1 TiB): a key weighs its key and value plus 128, a job its queue and
+    /// payload plus 128. The leader refuses a write that would pass it with 507 store_full,
+    /// before appending it; reads, deletes, acks and purges keep working. Every replica holds
+    /// the whole store in memory, so set the same on every voter, well within the smallest
+    /// one's RAM (a node's memory is several times what its store weighs).
+    pub max_store_bytes: u64 = StoreLimits::DEFAULT_MAX_BYTES,
+    /// Jobs not done (ready, claimed or dead) the queue may hold, 1-100000000; an enqueue past
+    /// it is refused with 507 store_full.
+    pub max_jobs: u64 = StoreLimits::DEFAULT_MAX_JOBS,
 }
 }
 

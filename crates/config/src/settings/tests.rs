@@ -2453,6 +2453,32 @@ fn initial_state_is_existing_by_default_and_new_when_set() {
     );
 }
 
+/// STORE-1, STORE-2: `log.max_store_bytes` and `log.max_jobs` have their defaults, are taken
+/// within range, and are refused outside it, both in one pass.
+#[test]
+fn store_bounds_have_defaults_and_ranges() {
+    let default = node_config("");
+    assert_eq!(
+        default.store_limits,
+        conclave_statemachine::StoreLimits::default()
+    );
+    let set = node_config("[log]\nmax_store_bytes = 1048576\nmax_jobs = 7\n");
+    assert_eq!(
+        set.store_limits,
+        conclave_statemachine::StoreLimits {
+            max_bytes: 1 << 20,
+            max_jobs: 7
+        }
+    );
+    let problems = refused("[log]\nmax_store_bytes = 1000\nmax_jobs = 0\n");
+    assert_keys(&problems, &["log.max_store_bytes", "log.max_jobs"]);
+    assert_problem(
+        &problems,
+        "log.max_store_bytes",
+        "must be between 1048576 and 1099511627776, found 1000",
+    );
+}
+
 /// Issue 15 item 4 (docs/design.md §9: every problem in one pass): an unknown quorum does not hide
 /// raft's timing rules, nor a refused raft priority; each is reported with the others.
 #[test]

@@ -32,6 +32,7 @@ use conclave_protocol::{
     AppendEntries, AuthKey, Body, ClusterId, ESPNOW_V1_MTU, Envelope, FrameCodec, IdError,
     MAX_TAG_LEN, MIN_TAG_LEN, PeerId,
 };
+use conclave_statemachine::StoreLimits;
 
 use super::{ConfigProblem, ConfigWarning, HookEntry, Settings};
 use crate::{
@@ -97,6 +98,7 @@ impl Settings {
         let (admin, metrics) = self.endpoints(f);
         let hooks = self.hooks(f);
         let health = self.health(f);
+        let store_limits = self.store_limits(f);
         let initial_state = match self.cluster.initial_state.as_str() {
             "new" => Some(InitialState::New),
             "existing" => Some(InitialState::Existing),
@@ -134,6 +136,7 @@ impl Settings {
             Some(hooks),
             Some(health),
             Some(initial_state),
+            Some(store_limits),
         ) = (
             node_id,
             cluster_id,
@@ -147,6 +150,7 @@ impl Settings {
             hooks,
             health,
             initial_state,
+            store_limits,
         )
         else {
             return Err(findings.problems);
@@ -169,6 +173,7 @@ impl Settings {
             hooks,
             health,
             initial_state,
+            store_limits,
         };
         Ok((config, findings.warnings))
     }
@@ -416,6 +421,33 @@ impl Settings {
         quorum?;
         priority?;
         Some(config)
+    }
+
+    /// `log.max_store_bytes` and `log.max_jobs` (STORE-1, STORE-2), each in its range: at
+    /// least 1 MiB, so that the largest single write fits an empty store.
+    fn store_limits(&self, f: &mut Findings<'_>) -> Option<StoreLimits> {
+        let mut within = |key: &str, value: u64, min: u64, max: u64| {
+            if (min..=max).contains(&value) {
+                Some(value)
+            } else {
+                f.problem(
+                    key,
+                    format!("must be between {min} and {max}, found {value}"),
+                );
+                None
+            }
+        };
+        let max_bytes = within(
+            "log.max_store_bytes",
+            self.log.max_store_bytes,
+            1 << 20,
+            1 << 40,
+        );
+        let max_jobs = within("log.max_jobs", self.log.max_jobs, 1, 100_000_000);
+        Some(StoreLimits {
+            max_bytes: max_bytes?,
+            max_jobs: max_jobs?,
+        })
     }
 
     /// `[log]`'s replicated-log keys (LOG-1..4): each number in its range, and `enabled` only
