@@ -55,9 +55,9 @@ pub struct StoreLimits {
 }
 
 impl StoreLimits {
-    /// Default of `log.max_store_bytes`: 64 MiB, which a small gateway holds (the whole
-    /// process then stays within a few hundred MiB).
-    pub const DEFAULT_MAX_BYTES: u64 = 64 * 1024 * 1024;
+    /// Default of `log.max_store_bytes`: 32 MiB, which a small gateway holds: a node needs
+    /// about six times what its store weighs (docs/benchmarks.md), some 200 MiB when full.
+    pub const DEFAULT_MAX_BYTES: u64 = 32 * 1024 * 1024;
     /// Default of `log.max_jobs`.
     pub const DEFAULT_MAX_JOBS: u64 = 100_000;
 }

@@ -623,7 +623,7 @@ pub struct LogSection {
     /// payload plus 128. The leader refuses a write that would pass it with 507 store_full,
     /// before appending it; reads, deletes, acks and purges keep working. Every replica holds
     /// the whole store in memory, so set the same on every voter, well within the smallest
-    /// one's RAM (a node's memory is several times what its store weighs).
+    /// one's RAM (a node needs about six times what its store weighs).
     pub max_store_bytes: u64 = StoreLimits::DEFAULT_MAX_BYTES,
     /// Jobs not done (ready, claimed or dead) the queue may hold, 1-100000000; an enqueue past
     /// it is refused with 507 store_full.
