@@ -14,5 +14,9 @@
 
 mod node;
 pub mod settings;
+mod tokens;
 
 pub use node::*;
+pub use tokens::{
+    AdminToken, MAX_TOKEN_NAME, TOKEN_FILE_NAME, TokenRole, TokenScope, secret_digest,
+};
