@@ -398,6 +398,24 @@ mod tests {
         assert_eq!(keys(&plan.refused), vec!["metrics.listen", "node.id"]);
     }
 
+    /// SEC-2: the admin token files are reloadable keys (their contents are read again at
+    /// every reload whether or not the keys changed); the admin API's address is not.
+    #[test]
+    fn admin_token_files_are_reloadable() {
+        for key in ["admin.token_file", "admin.tokens_file"] {
+            assert_eq!(Reloadable::of(key), Some(Reloadable::AdminTokens), "{key}");
+        }
+        assert_eq!(Reloadable::of("admin.listen"), None);
+        let running = flatten(&settings(BASE));
+        let edited = format!("{BASE}\n[admin]\ntokens_file = \"/etc/conclave/tokens.toml\"\n");
+        let plan = plan(&running, &flatten(&settings(&edited)));
+        assert!(plan.refused.is_empty(), "{plan:?}");
+        assert_eq!(
+            plan.apply.keys().copied().collect::<Vec<_>>(),
+            vec![Reloadable::AdminTokens]
+        );
+    }
+
     /// A section that appears or disappears shows as its keys changing from or to "not set".
     #[test]
     fn sections_added_or_removed_are_changes_of_their_keys() {

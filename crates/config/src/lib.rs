@@ -17,6 +17,4 @@ pub mod settings;
 mod tokens;
 
 pub use node::*;
-pub use tokens::{
-    AdminToken, MAX_TOKEN_NAME, TOKEN_FILE_NAME, TokenRole, TokenScope, secret_digest,
-};
+pub use tokens::{AdminToken, TokenRole, TokenScope, secret_digest};

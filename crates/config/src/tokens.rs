@@ -25,10 +25,10 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 /// The name the token of `admin.token_file` goes by in log lines and refusals.
-pub const TOKEN_FILE_NAME: &str = "token_file";
+const TOKEN_FILE_NAME: &str = "token_file";
 
 /// Longest token name: names appear in every mutation's log line.
-pub const MAX_TOKEN_NAME: usize = 64;
+const MAX_TOKEN_NAME: usize = 64;
 
 /// What a token may do; each role may do all that the roles before it may.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
