@@ -178,7 +178,7 @@ async fn jobs_ack(
     let caller = admit!(state, request, Access::Write);
     let job = attempt!(state, request, job_of(&request));
     let body: api::AckRequest = attempt!(state, request, state.json_body(&request, payload).await);
-    attempt!(state, request, state.job_queue(&caller, job).await);
+    attempt!(state, request, state.may_act_on_job(&caller, job).await);
     let answer = state.service.ack(job, body).await;
     state.respond(&request, answer).await
 }
@@ -191,7 +191,7 @@ async fn jobs_nack(
     let caller = admit!(state, request, Access::Write);
     let job = attempt!(state, request, job_of(&request));
     let body: api::NackRequest = attempt!(state, request, state.json_body(&request, payload).await);
-    attempt!(state, request, state.job_queue(&caller, job).await);
+    attempt!(state, request, state.may_act_on_job(&caller, job).await);
     let answer = state.service.nack(job, body).await;
     state.respond(&request, answer).await
 }
@@ -205,7 +205,7 @@ async fn jobs_retry(
     let job = attempt!(state, request, job_of(&request));
     let body: api::RetryRequest =
         attempt!(state, request, state.json_body(&request, payload).await);
-    attempt!(state, request, state.job_queue(&caller, job).await);
+    attempt!(state, request, state.may_act_on_job(&caller, job).await);
     let answer = state.service.retry(job, body).await;
     state.respond(&request, answer).await
 }

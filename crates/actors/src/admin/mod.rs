@@ -50,8 +50,8 @@
 //! loopback address (which the configuration only allows with a token) every endpoint but
 //! `/health` needs a token, reads included: the peer table and the event stream are not for
 //! strangers, and an unauthenticated stream is what once took a node to its descriptor limit.
-//! Every mutation's answer is logged with the method, the path, the token's name and the
-//! outcome.
+//! With tokens set, every mutation's answer is logged with the method, the path, the token's
+//! name and the outcome.
 //!
 //! # Bounds
 //!
@@ -248,6 +248,9 @@ impl Access {
 #[derive(Debug, Clone)]
 struct Mutation {
     caller: String,
+    /// Whether tokens are configured: without them there is nobody to name, and an open API's
+    /// every write at INFO would only cost (a busy node commits thousands a second).
+    audited: bool,
 }
 
 /// Starts the admin API on `listener` (bound beforehand with [`bind_listener`], so a busy
@@ -458,6 +461,7 @@ impl AdminState {
         if access.mutates(request) {
             request.extensions_mut().insert(Mutation {
                 caller: caller.name().to_owned(),
+                audited: !tokens.is_empty(),
             });
         }
         let needed = access.role(self.options.reads_need_token);
@@ -501,7 +505,7 @@ impl AdminState {
     /// Whether a caller whose queues are limited may act on `job`, by the job's queue: read
     /// from this node's copy first, then linearizably (a leader elected moments ago may not
     /// have applied the claim yet). A job nobody knows is refused: its queue cannot be checked.
-    async fn job_queue(&self, caller: &Caller, job: u64) -> Result<(), Box<ErrorAnswer>> {
+    async fn may_act_on_job(&self, caller: &Caller, job: u64) -> Result<(), Box<ErrorAnswer>> {
         if !caller.queues_limited() {
             return Ok(());
         }
@@ -522,16 +526,20 @@ impl AdminState {
     }
 
     /// Logs the answer to a mutation: method, path, the token's name (never its secret) and
-    /// the outcome; nothing for a read. Session keepalives, which change no replicated state
-    /// and come every few seconds from every session, are logged at DEBUG.
+    /// the outcome; nothing for a read. At DEBUG rather than INFO: session keepalives, which
+    /// change no replicated state and come every few seconds from every session; 401s, which
+    /// name no token and which a stranger could fill the log with (they are counted); and
+    /// every mutation of an API without tokens, which has nobody to name.
     fn log_mutation(&self, request: &HttpRequest, status: u16, code: Option<ErrorCode>) {
         let Some(mutation) = request.extensions().get::<Mutation>().cloned() else {
             return;
         };
         let outcome = code.map_or_else(|| status.to_string(), |code| format!("{status} {code}"));
         let (method, path, token) = (request.method(), request.path(), &mutation.caller);
-        if path.ends_with("/keepalive") || code == Some(ErrorCode::Unauthorized) {
-            // A 401 names no token, and a stranger could fill the log with them; it is counted.
+        if !mutation.audited
+            || path.ends_with("/keepalive")
+            || code == Some(ErrorCode::Unauthorized)
+        {
             debug!(%method, path, token, outcome, "admin mutation");
         } else {
             info!(%method, path, token, outcome, "admin mutation");
