@@ -10,14 +10,14 @@ use actix_web::App;
 use actix_web::body::MessageBody;
 use actix_web::http::StatusCode;
 use actix_web::test::{TestRequest, call_service, init_service, read_body_json};
-use conclave_actors::admin::{AdminOptions, admin_routes};
+use conclave_actors::admin::{AdminOptions, AdminTokens, admin_routes};
 use conclave_actors::events::unix_millis;
 use conclave_actors::node::NodeHandle;
 use conclave_api::{
     CommandAnswer, DEADLINE_HEADER, ErrorAnswer, ErrorCode, HealthAnswer, HistoryAnswer,
     MAX_TIMEOUT_MS, PeersAnswer, ReadyAnswer, StatusAnswer, TIMEOUT_HEADER,
 };
-use conclave_config::{AdminConfig, Quorum};
+use conclave_config::{AdminConfig, AdminToken, Quorum};
 use conclave_tests::{ClusterOptions, MemoryCluster, test_log};
 use serde_json::{Value, json};
 
@@ -31,7 +31,7 @@ fn routes(
     admin_routes(
         node.clone(),
         AdminOptions {
-            token: token.map(str::to_owned),
+            tokens: AdminTokens::new(token.map(AdminToken::from_token_file).into_iter().collect()),
             ..AdminOptions::new(&AdminConfig::default())
         },
     )
@@ -336,7 +336,7 @@ async fn reads_need_the_token_beyond_loopback() {
     let cluster = MemoryCluster::start(&["solo"], ClusterOptions::real_time(Quorum::Voters)).await;
     cluster.await_leader(Duration::from_secs(10)).await;
     let options = AdminOptions {
-        token: Some(TOKEN.to_owned()),
+        tokens: AdminTokens::new(vec![AdminToken::from_token_file(TOKEN)]),
         reads_need_token: true,
         ..AdminOptions::new(&AdminConfig::default())
     };

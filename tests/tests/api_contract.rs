@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use conclave_config::{AdminConfig, Quorum};
+use conclave_config::{AdminConfig, AdminToken, Quorum};
 use conclave_tests::api_client::{ApiClient, Body, Event, Reply, serve};
 use conclave_tests::{ClusterOptions, MemoryCluster, test_log};
 use serde_json::{Value, json};
@@ -387,7 +387,7 @@ async fn errors_are_stable_codes_with_messages() {
     let (addr, server) = serve(
         cluster.handle(leader),
         AdminConfig {
-            token: Some(token.to_owned()),
+            tokens: vec![AdminToken::from_token_file(token)],
             ..AdminConfig::default()
         },
     );

@@ -47,7 +47,8 @@ pub(crate) struct ClientArgs {
     #[arg(long, global = true, default_value_t = 5, value_name = "SECS")]
     pub(crate) timeout: u64,
 
-    /// Bearer token, when the node requires one (its admin.token_file).
+    /// Bearer token, when the node requires one (its admin.token_file, or a named token of its
+    /// admin.tokens_file whose role covers the command).
     #[arg(
         long,
         global = true,
@@ -886,7 +887,8 @@ pub(crate) struct LockClientArgs {
     /// Seconds to wait for each node's answer.
     #[arg(long, default_value_t = 5, value_name = "SECS")]
     pub(crate) timeout: u64,
-    /// Bearer token, when the node requires one (its admin.token_file).
+    /// Bearer token, when the node requires one (its admin.token_file, or a named token of its
+    /// admin.tokens_file whose role covers the command).
     #[arg(long, env = "CONCLAVE_ADMIN_TOKEN", hide_env_values = true)]
     pub(crate) token: Option<String>,
 }

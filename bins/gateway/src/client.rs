@@ -53,7 +53,7 @@ pub(crate) enum ClientError {
         what: String,
     },
     /// The node answered with an error.
-    #[error("{url} refused ({status} {}): {}", answer.error, answer.message)]
+    #[error("{url} refused ({status} {}): {}{}", answer.error, answer.message, refusal_hint(answer))]
     Refused {
         url: String,
         status: u16,
@@ -64,6 +64,17 @@ pub(crate) enum ClientError {
         "unexpected answer from {url}: {reason} (is the node a different version of conclave?)"
     )]
     Malformed { url: String, reason: String },
+}
+
+/// What the CLI adds to a refusal the node's message cannot know how to fix from the CLI.
+fn refusal_hint(answer: &ErrorAnswer) -> &'static str {
+    match answer.error {
+        ErrorCode::Forbidden => {
+            " (the token given with --token or CONCLAVE_ADMIN_TOKEN is known but does not cover \
+             this; use a token with the role named, or ask for one)"
+        }
+        _ => "",
+    }
 }
 
 impl ClientError {

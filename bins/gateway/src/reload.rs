@@ -14,12 +14,16 @@
 //! | `log.level` | applied: the new filter from the next line on |
 //! | `log.file` | applied: the log moves to the new file (or standard error) |
 //! | `health.*` | applied: the new battery/priority source is read at once (PRI-1, RAFT-10) |
+//! | `admin.token_file`, `admin.tokens_file` | applied: the files are read again on every reload, changed or not, and the admin API checks the next request against their tokens (SEC-2) |
 //! | anything else | kept as it runs; a WARN names the key, the value in use and the file's |
 //!
 //! Each applied key is reported at INFO with its old and new value; the values of the radio
 //! keys (`link.espnow.pmk`, `lmk`, `peer_lmks`) are never shown. A refused key stays refused:
-//! the next reload warns again until the node is restarted. Files named by the configuration
-//! (`cluster.psk_file`, `admin.token_file`) are read at start only.
+//! the next reload warns again until the node is restarted. Of the files named by the
+//! configuration, the admin tokens' are read again at every reload (a token added, removed or
+//! changed there takes effect without a change of the configuration file; a broken one keeps
+//! the tokens in force, like any other problem); `cluster.psk_file` is read at start only.
+//! Token secrets are never logged, only the names of the tokens in force.
 //!
 //! To make another key reloadable (a priority source, say), add a [`Reloadable`] variant, map
 //! its keys to it in [`Reloadable::of`], and apply it in [`Reloader::apply`]: everything else
@@ -30,8 +34,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use conclave_actors::node::NodeHandle;
-use conclave_config::NodeConfig;
 use conclave_config::settings::{ConfigWarning, Settings};
+use conclave_config::{AdminToken, NodeConfig};
 use serde_json::Value;
 use tracing::{error, info, warn};
 
@@ -48,6 +52,8 @@ pub(crate) enum Reloadable {
     LogFile,
     /// `health.*`: the battery and priority source.
     Health,
+    /// `admin.token_file`, `admin.tokens_file`: the admin API's tokens.
+    AdminTokens,
 }
 
 impl Reloadable {
@@ -61,6 +67,8 @@ impl Reloadable {
             Some(Reloadable::LogFile)
         } else if key == "health" || key.starts_with("health.") {
             Some(Reloadable::Health)
+        } else if key == "admin.token_file" || key == "admin.tokens_file" {
+            Some(Reloadable::AdminTokens)
         } else {
             None
         }
@@ -161,15 +169,35 @@ pub(crate) struct Reloader {
     /// The configuration file; `None` when the node runs on the built-in defaults alone.
     file: Option<PathBuf>,
     running: BTreeMap<String, Value>,
+    /// The admin tokens in force (SEC-2), to tell whether a reload changed them.
+    tokens: Vec<AdminToken>,
 }
 
 impl Reloader {
-    /// `settings`, read from `file`, are what the node started with.
-    pub(crate) fn new(file: Option<&Path>, settings: &Settings) -> Self {
+    /// `settings`, read from `file`, are what the node started with, and `config` what they
+    /// gave.
+    pub(crate) fn new(file: Option<&Path>, settings: &Settings, config: &NodeConfig) -> Self {
         Self {
             file: file.map(Path::to_path_buf),
             running: flatten(settings),
+            tokens: config.admin.tokens.clone(),
         }
+    }
+
+    /// Puts the admin tokens of `config` in force when they differ from those in force, and
+    /// says so by name (never by secret).
+    fn reload_tokens(&mut self, node: &NodeHandle, config: &NodeConfig) {
+        if config.admin.tokens == self.tokens {
+            return;
+        }
+        node.admin_tokens().replace(config.admin.tokens.clone());
+        self.tokens = config.admin.tokens.clone();
+        let names: Vec<&str> = self.tokens.iter().map(|t| t.name.as_str()).collect();
+        info!(
+            tokens = self.tokens.len(),
+            "admin tokens reloaded: [{}] now in force",
+            names.join(", ")
+        );
     }
 
     /// Reopens the log and reloads the configuration (see the module docs). Returns whether
@@ -210,6 +238,7 @@ impl Reloader {
             }
         };
 
+        self.reload_tokens(node, &config);
         let plan = plan(&self.running, &flatten(&settings));
         for change in &plan.refused {
             warn!(
@@ -281,6 +310,8 @@ impl Reloader {
                 .replace_health(config.health.clone())
                 .await
                 .map_err(|err| err.to_string()),
+            // Already in force: the files are read again at every reload.
+            Reloadable::AdminTokens => Ok(()),
         }
     }
 }
@@ -365,6 +396,24 @@ mod tests {
             }
         );
         assert_eq!(keys(&plan.refused), vec!["metrics.listen", "node.id"]);
+    }
+
+    /// SEC-2: the admin token files are reloadable keys (their contents are read again at
+    /// every reload whether or not the keys changed); the admin API's address is not.
+    #[test]
+    fn admin_token_files_are_reloadable() {
+        for key in ["admin.token_file", "admin.tokens_file"] {
+            assert_eq!(Reloadable::of(key), Some(Reloadable::AdminTokens), "{key}");
+        }
+        assert_eq!(Reloadable::of("admin.listen"), None);
+        let running = flatten(&settings(BASE));
+        let edited = format!("{BASE}\n[admin]\ntokens_file = \"/etc/conclave/tokens.toml\"\n");
+        let plan = plan(&running, &flatten(&settings(&edited)));
+        assert!(plan.refused.is_empty(), "{plan:?}");
+        assert_eq!(
+            plan.apply.keys().copied().collect::<Vec<_>>(),
+            vec![Reloadable::AdminTokens]
+        );
     }
 
     /// A section that appears or disappears shows as its keys changing from or to "not set".

@@ -248,6 +248,7 @@ pub(crate) fn run(file: Option<&Path>, log: Option<&str>) -> ExitCode {
         }
     };
 
+    let mut reloader = Reloader::new(file, &settings, &config);
     let system = actix_rt::System::new();
     system.block_on(async {
         // Before anything else: a signal during the start-up must not take its default action.
@@ -296,7 +297,6 @@ pub(crate) fn run(file: Option<&Path>, log: Option<&str>) -> ExitCode {
             ));
         }
 
-        let mut reloader = Reloader::new(file, &settings);
         let halted = loop {
             tokio::select! {
                 received = signals.next() => match received {

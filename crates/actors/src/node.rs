@@ -183,14 +183,14 @@ impl NodeBuilder {
     /// admin API on a non-loopback address without a token.
     fn reserve_endpoints(&self) -> Result<Endpoints, NodeError> {
         let config = &self.config;
-        if let (Some(addr), None) = (config.admin.listen, &config.admin.token) {
+        if let (Some(addr), true) = (config.admin.listen, config.admin.tokens.is_empty()) {
             if !addr.ip().to_canonical().is_loopback() {
                 return Err(NodeError::Bind {
                     what: "admin.listen",
                     addr,
                     source: io::Error::other(
                         "refusing to serve the admin API on a non-loopback address without \
-                         admin.token_file",
+                         admin.token_file or admin.tokens_file",
                     ),
                 });
             }
@@ -423,6 +423,7 @@ impl NodeBuilder {
                 waiting_claims: WaitingClaims::new(job_wakeups, &metrics),
                 metrics,
                 directory,
+                admin_tokens: crate::admin::AdminTokens::new(config.admin.tokens.clone()),
             }),
         }
     }
@@ -535,7 +536,18 @@ impl NodeBuilder {
         let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
         let mut servers = Vec::new();
         let served = admin_listener
-            .map(|listener| crate::admin::serve_admin(handle.clone(), listener, &config.admin))
+            .map(|listener| {
+                let options = crate::admin::AdminOptions {
+                    tokens: handle.admin_tokens().clone(),
+                    ..crate::admin::AdminOptions::new(&config.admin)
+                };
+                crate::admin::serve_admin_with(
+                    handle.clone(),
+                    listener,
+                    config.admin.listen,
+                    options,
+                )
+            })
             .into_iter()
             .chain(metrics_listener.map(|listener| {
                 crate::admin::serve_metrics(
@@ -701,6 +713,8 @@ struct HandleInner {
     directory: MemberDirectory,
     /// SESS-3: the claims waiting on this node for a ready job.
     waiting_claims: WaitingClaims,
+    /// SEC-2: the admin API's tokens, which a reload replaces.
+    admin_tokens: crate::admin::AdminTokens,
 }
 
 /// A running node, with its HTTP servers.
@@ -1132,6 +1146,12 @@ impl NodeHandle {
             .send(ReplaceHealth(health))
             .await
             .map_err(|_| NodeError::Stopped)
+    }
+
+    /// The admin API's tokens in force (SEC-2): [`crate::admin::AdminTokens::replace`] on
+    /// this puts a reloaded set in force for the node's admin API.
+    pub fn admin_tokens(&self) -> &crate::admin::AdminTokens {
+        &self.inner.admin_tokens
     }
 
     /// Releases the WAL and the data-directory lock; the election must have stopped.

@@ -66,6 +66,9 @@ pub enum ErrorCode {
     NotOffered,
     /// 401: the request needs the bearer token and did not carry it, or carried another.
     Unauthorized,
+    /// 403: the request carried a known token whose role, or whose key prefixes or queues,
+    /// do not cover it; the message names the token (never its secret) and the role needed.
+    Forbidden,
     /// 404: the key does not exist.
     NotFound,
     /// 404: no such job (never enqueued, or done long ago or purged, and forgotten).
@@ -165,6 +168,7 @@ impl ErrorCode {
             | Self::InvalidArgument
             | Self::NotOffered => 400,
             Self::Unauthorized => 401,
+            Self::Forbidden => 403,
             Self::NotFound
             | Self::UnknownJob
             | Self::NoneReady
@@ -212,6 +216,7 @@ impl ErrorCode {
             Self::InvalidArgument => "invalid_argument",
             Self::NotOffered => "not_offered",
             Self::Unauthorized => "unauthorized",
+            Self::Forbidden => "forbidden",
             Self::NotFound => "not_found",
             Self::UnknownJob => "unknown_job",
             Self::NoneReady => "none_ready",

@@ -71,7 +71,11 @@ pub const COMMON_ERRORS: &[ErrorCode] = &[
 ];
 
 /// Errors any mutation may answer, beyond the common ones.
-pub const MUTATION_ERRORS: &[ErrorCode] = &[ErrorCode::DeadlinePassed, ErrorCode::InvalidArgument];
+pub const MUTATION_ERRORS: &[ErrorCode] = &[
+    ErrorCode::DeadlinePassed,
+    ErrorCode::InvalidArgument,
+    ErrorCode::Forbidden,
+];
 
 /// Errors of a body read as JSON.
 const BODY_ERRORS: &[ErrorCode] = &[
@@ -164,6 +168,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             ErrorCode::Timeout,
             ErrorCode::BadQuery,
             ErrorCode::Internal,
+            ErrorCode::Forbidden,
         ],
     });
     all
@@ -581,9 +586,14 @@ pub fn document() -> Value {
                 "bearer": {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "The admin token (admin.token_file): needed by every \
-                        mutation when set, and by reads too where admin.listen is not a \
-                        loopback address.",
+                    "description": "An admin token (admin.token_file, or a named token of \
+                        admin.tokens_file with its role): needed by every mutation when one is \
+                        set, and by reads too where admin.listen is not a loopback address. \
+                        A read token may read; a write token may also change keys, jobs and \
+                        sessions (within its key prefixes and queues, when it names them); an \
+                        admin token may do everything, including the election's commands, \
+                        membership, purges and /v1/snapshot. A known token whose role does not \
+                        cover the request is answered 403 forbidden.",
                 },
             },
         },

@@ -14,5 +14,7 @@
 
 mod node;
 pub mod settings;
+mod tokens;
 
 pub use node::*;
+pub use tokens::{AdminToken, TokenRole, TokenScope, secret_digest};

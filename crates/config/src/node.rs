@@ -160,9 +160,10 @@ pub struct EspNowLinkConfig {
 pub struct AdminConfig {
     /// `listen`; `None` turns the admin API off.
     pub listen: Option<SocketAddr>,
-    /// The bearer token read from `token_file`; mutations need it when set, and every
-    /// endpoint but `/health` does when `listen` is not a loopback address.
-    pub token: Option<String>,
+    /// The tokens of `token_file` (one admin token named `token_file`, first) and
+    /// `tokens_file` (SEC-2); when there is any, mutations need one whose role covers them, and
+    /// every endpoint but `/health` needs one when `listen` is not a loopback address.
+    pub tokens: Vec<crate::AdminToken>,
     /// `peer_urls`: the admin API of other nodes (`http://host:port`), so that a follower can
     /// name the leader's, and `conclave cluster status` can ask every node.
     pub peer_urls: BTreeMap<PeerId, String>,
@@ -187,7 +188,7 @@ impl Default for AdminConfig {
     fn default() -> Self {
         Self {
             listen: None,
-            token: None,
+            tokens: Vec::new(),
             peer_urls: BTreeMap::new(),
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,
             max_event_streams: Self::DEFAULT_MAX_EVENT_STREAMS,

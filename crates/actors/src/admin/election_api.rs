@@ -485,7 +485,7 @@ async fn set_leader(
     request: HttpRequest,
     payload: web::Payload,
 ) -> HttpResponse {
-    admit!(state, request, Access::Mutate);
+    admit!(state, request, Access::Admin);
     let body: SetLeaderRequest = attempt!(state, request, state.json_body(&request, payload).await);
     let target = match PeerId::new(&body.peer_id) {
         Ok(target) => target,
@@ -504,7 +504,7 @@ async fn set_leader(
         Err(error) => return state.error_response(&request, error).await,
     };
     let Some(wait_ms) = body.wait_ms else {
-        return HttpResponse::Ok().json(answer);
+        return state.ok(&request, &answer);
     };
     let mut wait = Duration::from_millis(wait_ms);
     if let Some(deadline) = deadline {
@@ -515,7 +515,7 @@ async fn set_leader(
         Ok(status) => {
             answer.completed = Some(true);
             answer.fencing = fencing(&status);
-            HttpResponse::Ok().json(answer)
+            state.ok(&request, &answer)
         }
         Err(Some(status)) => {
             let leader = status
@@ -562,7 +562,7 @@ async fn wait_for_leader(
 }
 
 async fn resign(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
-    admit!(state, request, Access::Mutate);
+    admit!(state, request, Access::Admin);
     let answer = run_command(&state, Command::Resign).await;
     state.respond(&request, answer).await
 }
@@ -572,7 +572,7 @@ async fn auto_election(
     request: HttpRequest,
     payload: web::Payload,
 ) -> HttpResponse {
-    admit!(state, request, Access::Mutate);
+    admit!(state, request, Access::Admin);
     let body: AutoElectionRequest =
         attempt!(state, request, state.json_body(&request, payload).await);
     let answer = run_command(&state, Command::EnableAutoElection(body.enabled)).await;

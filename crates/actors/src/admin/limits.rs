@@ -138,6 +138,10 @@ pub(super) enum Refusal {
     EventStreams,
     /// A mutation whose client's deadline had passed.
     Deadline,
+    /// A request without a token, or with one nobody has, where one is needed (401).
+    Unauthorized,
+    /// A token whose role or limits do not cover the request (403, SEC-2).
+    Forbidden,
 }
 
 impl Refusal {
@@ -147,14 +151,18 @@ impl Refusal {
             Refusal::Connections => "connections",
             Refusal::EventStreams => "event_streams",
             Refusal::Deadline => "deadline",
+            Refusal::Unauthorized => "unauthorized",
+            Refusal::Forbidden => "forbidden",
         }
     }
 
     /// Every reason, for creating the series at zero.
-    pub(super) const ALL: [Refusal; 3] = [
+    pub(super) const ALL: [Refusal; 5] = [
         Refusal::Connections,
         Refusal::EventStreams,
         Refusal::Deadline,
+        Refusal::Unauthorized,
+        Refusal::Forbidden,
     ];
 }
 

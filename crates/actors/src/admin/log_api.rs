@@ -20,15 +20,19 @@
 //! | GET | `/v1/log` | `?from&limit` | `LogEntriesAnswer` |
 //! | GET | `/v1/snapshot` | `?stale` | the saved-snapshot file (binary); 421 as a read |
 //!
-//! Writes need the admin token when one is set, as every mutation does; reads as the other
-//! reads. `/v1/snapshot` is a read: it shows what `kv list` and `jobs list` show, all at
-//! once.
+//! With tokens set (SEC-2), writes of keys and jobs need a `write` token, and one limited to
+//! key prefixes or queues only touches those: an ack, nack or retry is checked against its
+//! job's queue. Purges need `admin`, and so does `/v1/snapshot`: it reads nothing `kv list`
+//! and `jobs list` do not show, but it is the whole store at once, a backup. Other reads are
+//! as the other reads.
 
 use actix_web::http::header;
 use actix_web::web::{self, Data};
 use actix_web::{HttpRequest, HttpResponse};
 use conclave_api as api;
 use conclave_api::{ErrorAnswer, ErrorCode};
+
+use conclave_statemachine::DEFAULT_QUEUE;
 
 use super::{Access, AdminState, resource};
 use crate::log_service::SnapshotImage;
@@ -92,8 +96,9 @@ async fn kv_put(
     key: PathPart<String>,
     payload: web::Payload,
 ) -> HttpResponse {
-    admit!(state, request, Access::Mutate);
+    let caller = admit!(state, request, Access::Write);
     let key = attempt!(state, request, key_of(key));
+    within!(state, request, caller.may_write_key("PUT", &key));
     let body: api::PutRequest = attempt!(state, request, state.json_body(&request, payload).await);
     let answer = state.service.kv_put(&key, body).await;
     state.respond(&request, answer).await
@@ -104,8 +109,9 @@ async fn kv_delete(
     request: HttpRequest,
     key: PathPart<String>,
 ) -> HttpResponse {
-    admit!(state, request, Access::Mutate);
+    let caller = admit!(state, request, Access::Write);
     let key = attempt!(state, request, key_of(key));
+    within!(state, request, caller.may_write_key("DELETE", &key));
     let query: api::KvDeleteQuery = attempt!(state, request, state.query(&request));
     let answer = state.service.kv_delete(&key, query).await;
     state.respond(&request, answer).await
@@ -141,9 +147,11 @@ async fn jobs_add(
     request: HttpRequest,
     payload: web::Payload,
 ) -> HttpResponse {
-    admit!(state, request, Access::Mutate);
+    let caller = admit!(state, request, Access::Write);
     let body: api::EnqueueRequest =
         attempt!(state, request, state.json_body(&request, payload).await);
+    let queue = body.queue.as_deref().unwrap_or(DEFAULT_QUEUE);
+    within!(state, request, caller.may_use_queue("adding a job", queue));
     let answer = state.service.enqueue(body).await;
     state.respond(&request, answer).await
 }
@@ -153,9 +161,11 @@ async fn jobs_claim(
     request: HttpRequest,
     payload: web::Payload,
 ) -> HttpResponse {
-    admit!(state, request, Access::Mutate);
+    let caller = admit!(state, request, Access::Write);
     let body: api::ClaimRequest =
         attempt!(state, request, state.json_body(&request, payload).await);
+    let queue = body.queue.as_deref().unwrap_or(DEFAULT_QUEUE);
+    within!(state, request, caller.may_use_queue("a claim", queue));
     let answer = state.service.claim(body).await;
     state.respond(&request, answer).await
 }
@@ -165,9 +175,10 @@ async fn jobs_ack(
     request: HttpRequest,
     payload: web::Payload,
 ) -> HttpResponse {
-    admit!(state, request, Access::Mutate);
+    let caller = admit!(state, request, Access::Write);
     let job = attempt!(state, request, job_of(&request));
     let body: api::AckRequest = attempt!(state, request, state.json_body(&request, payload).await);
+    attempt!(state, request, state.may_act_on_job(&caller, job).await);
     let answer = state.service.ack(job, body).await;
     state.respond(&request, answer).await
 }
@@ -177,9 +188,10 @@ async fn jobs_nack(
     request: HttpRequest,
     payload: web::Payload,
 ) -> HttpResponse {
-    admit!(state, request, Access::Mutate);
+    let caller = admit!(state, request, Access::Write);
     let job = attempt!(state, request, job_of(&request));
     let body: api::NackRequest = attempt!(state, request, state.json_body(&request, payload).await);
+    attempt!(state, request, state.may_act_on_job(&caller, job).await);
     let answer = state.service.nack(job, body).await;
     state.respond(&request, answer).await
 }
@@ -189,16 +201,17 @@ async fn jobs_retry(
     request: HttpRequest,
     payload: web::Payload,
 ) -> HttpResponse {
-    admit!(state, request, Access::Mutate);
+    let caller = admit!(state, request, Access::Write);
     let job = attempt!(state, request, job_of(&request));
     let body: api::RetryRequest =
         attempt!(state, request, state.json_body(&request, payload).await);
+    attempt!(state, request, state.may_act_on_job(&caller, job).await);
     let answer = state.service.retry(job, body).await;
     state.respond(&request, answer).await
 }
 
 async fn jobs_purge_one(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
-    admit!(state, request, Access::Mutate);
+    admit!(state, request, Access::Admin);
     let job = attempt!(state, request, job_of(&request));
     let query: api::PurgeOneQuery = attempt!(state, request, state.query(&request));
     let answer = state.service.purge_one(job, query).await;
@@ -210,7 +223,7 @@ async fn jobs_purge(
     request: HttpRequest,
     payload: web::Payload,
 ) -> HttpResponse {
-    admit!(state, request, Access::Mutate);
+    admit!(state, request, Access::Admin);
     let body: api::PurgeRequest =
         attempt!(state, request, state.json_body(&request, payload).await);
     let answer = state.service.purge(body).await;
@@ -238,7 +251,7 @@ async fn log_entries(state: Data<AdminState>, request: HttpRequest) -> HttpRespo
 // backup
 
 async fn snapshot(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
-    admit!(state, request, Access::Read);
+    admit!(state, request, Access::Admin);
     let query: api::SnapshotQuery = attempt!(state, request, state.query(&request));
     let image = attempt!(state, request, state.service.snapshot(query.stale).await);
     snapshot_response(image)

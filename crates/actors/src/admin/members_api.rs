@@ -9,9 +9,10 @@
 //! | POST | `/v1/members/{id}/promote` | | `MembersAnswer`; 409 `not_caught_up`, 404 `no_such_member` |
 //! | DELETE | `/v1/members/{id}` | | `MembersAnswer`; 404 `no_such_member`, 409 `last_voter` |
 //!
-//! Changes are mutations (the admin token, the deadline), answered by the leader once their
-//! configuration entry is committed; a follower redirects with 421 `not_leader`, and a change
-//! while another is pending is 409 `change_in_progress`. The list is a read.
+//! Changes are mutations (an `admin` token when tokens are set, SEC-2; the deadline), answered
+//! by the leader once their configuration entry is committed; a follower redirects with 421
+//! `not_leader`, and a change while another is pending is 409 `change_in_progress`. The list
+//! is a read.
 
 use actix_web::web::{self, Data};
 use actix_web::{HttpRequest, HttpResponse};
@@ -47,7 +48,7 @@ async fn list(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
 }
 
 async fn add(state: Data<AdminState>, request: HttpRequest, payload: web::Payload) -> HttpResponse {
-    admit!(state, request, Access::Mutate);
+    admit!(state, request, Access::Admin);
     let body: api::AddMemberRequest =
         attempt!(state, request, state.json_body(&request, payload).await);
     let answer = state.service.add_member(body).await;
@@ -55,13 +56,13 @@ async fn add(state: Data<AdminState>, request: HttpRequest, payload: web::Payloa
 }
 
 async fn promote(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
-    admit!(state, request, Access::Mutate);
+    admit!(state, request, Access::Admin);
     let answer = state.service.promote_member(&member_of(&request)).await;
     state.respond(&request, answer).await
 }
 
 async fn remove(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
-    admit!(state, request, Access::Mutate);
+    admit!(state, request, Access::Admin);
     let answer = state.service.remove_member(&member_of(&request)).await;
     state.respond(&request, answer).await
 }

@@ -33,12 +33,25 @@
 //!
 //! # Who may call what
 //!
-//! With `admin.token_file` set, every mutation needs `Authorization: Bearer <token>` and is
-//! refused with 401 otherwise, before its body is looked at (a malformed body is 400 only with
-//! the token). When `admin.listen` is not a loopback address (which the configuration only
-//! allows with a token) every endpoint but `/health` needs the token, reads included: the
-//! peer table and the event stream are not for strangers, and an unauthenticated stream is
-//! what once took a node to its descriptor limit.
+//! With tokens set (`admin.token_file`, `admin.tokens_file`: SEC-2, issue 26 item 2,
+//! `tokens.rs`) every mutation needs `Authorization: Bearer <token>` of a role that covers it,
+//! checked before its body is looked at (a malformed body is 400 only with such a token):
+//!
+//! - `read`: every GET, the event stream and watches;
+//! - `write`: also the key-value store's, the job queue's (add, claim, ack, nack, retry) and
+//!   the sessions' mutations; a write token limited to key prefixes or queues only those keys
+//!   and those queues' jobs (an ack, nack or retry by its job's queue);
+//! - `admin`: everything: `leader set`, `leader resign`, `auto-election`, membership changes,
+//!   job purges, and `GET /v1/snapshot`, the whole store at once.
+//!
+//! No token, or one nobody has, is 401 `unauthorized`; a known token whose role or limits do
+//! not cover the request is 403 `forbidden`, naming the token and the role needed, never the
+//! secret. Both are counted in `conclave_admin_refused_total`. When `admin.listen` is not a
+//! loopback address (which the configuration only allows with a token) every endpoint but
+//! `/health` needs a token, reads included: the peer table and the event stream are not for
+//! strangers, and an unauthenticated stream is what once took a node to its descriptor limit.
+//! With tokens set, every mutation's answer is logged with the method, the path, the token's
+//! name and the outcome.
 //!
 //! # Bounds
 //!
@@ -97,11 +110,24 @@ macro_rules! attempt {
     };
 }
 
-/// Refuses the request when it may not run (token, bounds, deadline).
+/// Refuses the request when it may not run (token, role, bounds, deadline); otherwise gives
+/// who it comes from.
 macro_rules! admit {
     ($state:expr, $request:expr, $access:expr) => {
-        if let Some(refusal) = $state.refuse(&$request, $access) {
-            return $state.error_response(&$request, refusal).await;
+        match $state.refuse(&$request, $access) {
+            Ok(caller) => caller,
+            Err(refusal) => return $state.error_response(&$request, refusal).await,
+        }
+    };
+}
+
+/// Refuses, with 403 `forbidden`, a step of a handler that the caller's limits do not cover.
+macro_rules! within {
+    ($state:expr, $request:expr, $check:expr) => {
+        if let Err(message) = $check {
+            return $state
+                .error_response(&$request, $state.forbidden(message))
+                .await;
         }
     };
 }
@@ -112,6 +138,7 @@ mod log_api;
 mod members_api;
 mod sessions_api;
 mod streams;
+mod tokens;
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
@@ -120,20 +147,22 @@ use std::time::SystemTime;
 use actix_web::http::StatusCode;
 use actix_web::http::header;
 use actix_web::web::{self, Bytes, BytesMut, Data};
-use actix_web::{App, HttpRequest, HttpResponse, HttpServer};
+use actix_web::{App, HttpMessage as _, HttpRequest, HttpResponse, HttpServer};
 pub use conclave_api as api;
 use conclave_api::{DEADLINE_HEADER, ErrorAnswer, ErrorCode, MAX_TIMEOUT_MS, TIMEOUT_HEADER};
-use conclave_config::AdminConfig;
+use conclave_config::{AdminConfig, TokenRole};
 use conclave_protocol::PeerId;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 pub use self::limits::{
     AdminBounds, LISTEN_BACKLOG, METRICS_MAX_CONNECTIONS, OVERFLOW_CONNECTIONS, OpenFilesLimit,
     RESERVED_DESCRIPTORS, bind_listener, fit_bounds, open_files_soft_limit, raise_open_files_limit,
 };
 use self::limits::{OpenCount, Refusal, Slot};
+pub use self::tokens::AdminTokens;
+use self::tokens::Caller;
 use crate::events::unix_millis;
 use crate::log_service::{Answer, LogService};
 use crate::metrics::NodeMetrics;
@@ -146,8 +175,8 @@ pub const MAX_BODY_BYTES: usize = 1 << 20;
 /// How the admin API is set up: the parts of `[admin]` the routes need.
 #[derive(Debug, Clone)]
 pub struct AdminOptions {
-    /// The bearer token; mutations need it when set.
-    pub token: Option<String>,
+    /// The tokens in force (SEC-2); with any, mutations need one whose role covers them.
+    pub tokens: AdminTokens,
     /// Whether reads need the token too (`admin.listen` is not loopback).
     pub reads_need_token: bool,
     /// `admin.max_connections`, as fitted to the descriptors there are.
@@ -162,7 +191,7 @@ impl AdminOptions {
     /// The options of `config`, with its bounds as configured.
     pub fn new(config: &AdminConfig) -> Self {
         Self {
-            token: config.token.clone(),
+            tokens: AdminTokens::new(config.tokens.clone()),
             reads_need_token: config
                 .listen
                 .is_some_and(|listen| !listen.ip().to_canonical().is_loopback()),
@@ -181,15 +210,47 @@ struct AdminState {
     service: LogService,
 }
 
-/// What a request needs before it may run.
+/// What a request needs before it may run (SEC-2: the role of each endpoint).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Access {
     /// Anyone (`/health`).
     Open,
-    /// Reads: the token when `reads_need_token`.
+    /// Reads: a token of any role when `reads_need_token`.
     Read,
-    /// Mutations: the token when one is set, and a deadline not passed.
-    Mutate,
+    /// Changes of keys, jobs and sessions: a `write` token (within its limits) when tokens
+    /// are set, and a deadline not passed.
+    Write,
+    /// The operator's commands (election, membership, purges, snapshots): an `admin` token
+    /// when tokens are set, and a deadline not passed.
+    Admin,
+}
+
+impl Access {
+    /// The role a token needs, when the request needs one at all.
+    fn role(self, reads_need_token: bool) -> Option<TokenRole> {
+        match self {
+            Access::Open => None,
+            Access::Read => reads_need_token.then_some(TokenRole::Read),
+            Access::Write => Some(TokenRole::Write),
+            Access::Admin => Some(TokenRole::Admin),
+        }
+    }
+
+    /// Whether requests of this kind change something, and so carry a deadline and are
+    /// logged. `GET /v1/snapshot` needs `admin` but changes nothing.
+    fn mutates(self, request: &HttpRequest) -> bool {
+        matches!(self, Access::Write | Access::Admin)
+            && request.method() != actix_web::http::Method::GET
+    }
+}
+
+/// Marks a mutation's request with who sent it, so that its answer's log line names them.
+#[derive(Debug, Clone)]
+struct Mutation {
+    caller: String,
+    /// Whether tokens are configured: without them there is nobody to name, and an open API's
+    /// every write at INFO would only cost (a busy node commits thousands a second).
+    audited: bool,
 }
 
 /// Starts the admin API on `listener` (bound beforehand with [`bind_listener`], so a busy
@@ -199,8 +260,18 @@ pub fn serve_admin(
     listener: TcpListener,
     config: &AdminConfig,
 ) -> Result<actix_web::dev::ServerHandle, NodeError> {
-    let addr = local_addr(&listener, "admin.listen", config.listen)?;
-    let mut options = AdminOptions::new(config);
+    serve_admin_with(node, listener, config.listen, AdminOptions::new(config))
+}
+
+/// [`serve_admin`] with the options given: a node serves its own [`AdminTokens`], which a
+/// reload replaces.
+pub fn serve_admin_with(
+    node: NodeHandle,
+    listener: TcpListener,
+    listen: Option<SocketAddr>,
+    mut options: AdminOptions,
+) -> Result<actix_web::dev::ServerHandle, NodeError> {
+    let addr = local_addr(&listener, "admin.listen", listen)?;
     let (bounds, warning) = fit_bounds(
         AdminBounds {
             max_connections: options.max_connections,
@@ -370,11 +441,11 @@ async fn no_such_endpoint(state: Data<AdminState>, request: HttpRequest) -> Http
 }
 
 impl AdminState {
-    /// The refusal of `request`, or `None` when it may run: too many connections, a missing
-    /// token, a deadline passed.
-    fn refuse(&self, request: &HttpRequest, access: Access) -> Option<Box<ErrorAnswer>> {
+    /// Who `request` comes from, or its refusal: too many connections, a missing or unknown
+    /// token (401), a token whose role does not cover it (403), a deadline passed.
+    fn refuse(&self, request: &HttpRequest, access: Access) -> Result<Caller, Box<ErrorAnswer>> {
         if request.conn_data::<Slot>().is_some_and(Slot::over) {
-            return Some(self.busy(
+            return Err(self.busy(
                 Refusal::Connections,
                 ErrorCode::TooManyConnections,
                 "admin.max_connections",
@@ -382,24 +453,97 @@ impl AdminState {
                 "connections",
             ));
         }
-        let needs_token = match access {
-            Access::Open => false,
-            Access::Read => self.options.reads_need_token,
-            Access::Mutate => true,
+        let tokens = self.options.tokens.set();
+        let caller = match tokens.authenticate(bearer(request).as_bytes()) {
+            Some(token) => Caller::token(token),
+            None => Caller::anonymous(),
         };
-        if needs_token && !self.authorized(request) {
-            return Some(Box::new(ErrorAnswer::new(
-                ErrorCode::Unauthorized,
-                "this request needs the admin bearer token (Authorization: Bearer <token>; the \
-                 CLI takes --token or CONCLAVE_ADMIN_TOKEN)",
-            )));
+        if access.mutates(request) {
+            request.extensions_mut().insert(Mutation {
+                caller: caller.name().to_owned(),
+                audited: !tokens.is_empty(),
+            });
         }
-        if access == Access::Mutate {
-            if let Err(refusal) = self.deadline(request) {
-                return Some(refusal);
+        let needed = access.role(self.options.reads_need_token);
+        if let (Some(needed), false) = (needed, tokens.is_empty()) {
+            match caller.role() {
+                None => {
+                    self.node
+                        .metrics()
+                        .admin_refused(Refusal::Unauthorized.label());
+                    return Err(Box::new(ErrorAnswer::new(
+                        ErrorCode::Unauthorized,
+                        "this request needs an admin API token (Authorization: Bearer <token>; \
+                         the CLI takes --token or CONCLAVE_ADMIN_TOKEN)",
+                    )));
+                }
+                Some(role) if role < needed => {
+                    return Err(self.forbidden(format!(
+                        "token {:?} has role {role}; {} {} needs {needed}",
+                        caller.name(),
+                        request.method(),
+                        request.path()
+                    )));
+                }
+                Some(_) => {}
             }
         }
-        None
+        if access.mutates(request) {
+            self.deadline(request)?;
+        }
+        Ok(caller)
+    }
+
+    /// 403 `forbidden` with `message` (which names the token and what was needed), counted.
+    fn forbidden(&self, message: String) -> Box<ErrorAnswer> {
+        self.node
+            .metrics()
+            .admin_refused(Refusal::Forbidden.label());
+        Box::new(ErrorAnswer::new(ErrorCode::Forbidden, message))
+    }
+
+    /// Whether a caller whose queues are limited may act on `job`, by the job's queue: read
+    /// from this node's copy first, then linearizably (a leader elected moments ago may not
+    /// have applied the claim yet). A job nobody knows is refused: its queue cannot be checked.
+    async fn may_act_on_job(&self, caller: &Caller, job: u64) -> Result<(), Box<ErrorAnswer>> {
+        if !caller.queues_limited() {
+            return Ok(());
+        }
+        let mut queue = self.service.job_queue(job, true).await?;
+        if queue.is_none() {
+            queue = self.service.job_queue(job, false).await?;
+        }
+        let Some(queue) = queue else {
+            return Err(self.forbidden(format!(
+                "token {:?} is limited to some queues, and job {job} is not known here, so its \
+                 queue cannot be checked",
+                caller.name()
+            )));
+        };
+        caller
+            .may_use_queue(&format!("job {job}"), &queue)
+            .map_err(|message| self.forbidden(message))
+    }
+
+    /// Logs the answer to a mutation: method, path, the token's name (never its secret) and
+    /// the outcome; nothing for a read. At DEBUG rather than INFO: session keepalives, which
+    /// change no replicated state and come every few seconds from every session; 401s, which
+    /// name no token and which a stranger could fill the log with (they are counted); and
+    /// every mutation of an API without tokens, which has nobody to name.
+    fn log_mutation(&self, request: &HttpRequest, status: u16, code: Option<ErrorCode>) {
+        let Some(mutation) = request.extensions().get::<Mutation>().cloned() else {
+            return;
+        };
+        let outcome = code.map_or_else(|| status.to_string(), |code| format!("{status} {code}"));
+        let (method, path, token) = (request.method(), request.path(), &mutation.caller);
+        if !mutation.audited
+            || path.ends_with("/keepalive")
+            || code == Some(ErrorCode::Unauthorized)
+        {
+            debug!(%method, path, token, outcome, "admin mutation");
+        } else {
+            info!(%method, path, token, outcome, "admin mutation");
+        }
     }
 
     /// 503 for a request past a bound, counted; the connection is closed after it.
@@ -421,20 +565,6 @@ impl AdminState {
         );
         answer.bound = Some(key.to_owned());
         Box::new(answer)
-    }
-
-    /// Whether `request` carries the configured bearer token (always, when none is set).
-    fn authorized(&self, request: &HttpRequest) -> bool {
-        let Some(expected) = &self.options.token else {
-            return true;
-        };
-        let presented = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .unwrap_or("");
-        constant_time_eq(presented.as_bytes(), expected.as_bytes())
     }
 
     /// The client's deadline (Unix ms on this node's clock) of a mutation, when it set one:
@@ -542,6 +672,7 @@ impl AdminState {
         if error.status() == 503 && error.error.is_transient() {
             response.insert_header((header::RETRY_AFTER, "1"));
         }
+        self.log_mutation(request, error.status(), Some(error.error));
         response.json(error)
     }
 
@@ -552,9 +683,15 @@ impl AdminState {
         answer: Answer<T>,
     ) -> HttpResponse {
         match answer {
-            Ok(answer) => HttpResponse::Ok().json(answer),
+            Ok(answer) => self.ok(request, &answer),
             Err(error) => self.error_response(request, error).await,
         }
+    }
+
+    /// 200 with `answer`'s JSON, logged when it answers a mutation.
+    fn ok<T: Serialize>(&self, request: &HttpRequest, answer: &T) -> HttpResponse {
+        self.log_mutation(request, 200, None);
+        HttpResponse::Ok().json(answer)
     }
 
     /// The JSON body of `request`, as `T`: 415 when it is not `application/json`, 413 past
@@ -665,13 +802,14 @@ async fn read_body(
     Ok((seen <= MAX_BODY_BYTES).then(|| body.freeze()))
 }
 
-/// Compares without stopping at the first difference, so response time says nothing about
-/// how much of a guessed token was right.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// The bearer token `request` carries; empty when none.
+fn bearer(request: &HttpRequest) -> &str {
+    request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .unwrap_or("")
 }
 
 /// Logs the open-files limit as [`raise_open_files_limit`] left it.
@@ -688,17 +826,5 @@ pub fn log_open_files_limit(limit: &std::io::Result<OpenFilesLimit>) {
             "cannot raise the open-files limit (RLIMIT_NOFILE) to the hard limit: {err}; the \
              admin API's bounds are fitted to the current one"
         ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn token_comparison() {
-        assert!(constant_time_eq(b"secret", b"secret"));
-        assert!(!constant_time_eq(b"secret", b"secreT"));
-        assert!(!constant_time_eq(b"secret", b"secre"));
     }
 }

@@ -9,8 +9,8 @@
 //! | POST | `/v1/sessions/{id}/keepalive` | `?stream=` | `SessionAnswer`, or server-sent `SessionStreamEvent`s |
 //! | DELETE | `/v1/sessions/{id}` | `?request_id=` | `SessionRevokeAnswer` |
 //!
-//! A grant, a keepalive and a revoke are mutations (the admin token, the deadline) that only
-//! the leader answers; a follower redirects with 421 `not_leader`. A streaming keepalive
+//! A grant, a keepalive and a revoke are mutations (a `write` token of any limits when tokens
+//! are set, SEC-2; the deadline) that only the leader answers; a follower redirects with 421 `not_leader`. A streaming keepalive
 //! takes a place among `admin.max_event_streams`.
 
 use std::convert::Infallible;
@@ -50,7 +50,7 @@ async fn grant(
     request: HttpRequest,
     payload: web::Payload,
 ) -> HttpResponse {
-    admit!(state, request, Access::Mutate);
+    admit!(state, request, Access::Write);
     let body: api::SessionGrantRequest =
         attempt!(state, request, state.json_body(&request, payload).await);
     let answer = state.service.session_grant(body).await;
@@ -65,7 +65,7 @@ async fn list(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
 }
 
 async fn keepalive(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
-    admit!(state, request, Access::Mutate);
+    admit!(state, request, Access::Write);
     let session = attempt!(state, request, session_of(&request));
     let query: api::SessionKeepaliveQuery = attempt!(state, request, state.query(&request));
     if !query.stream {
@@ -92,11 +92,12 @@ async fn keepalive(state: Data<AdminState>, request: HttpRequest) -> HttpRespons
         };
         Ok::<_, Infallible>(Bytes::from(super::streams::sse(None, name, &event)))
     });
+    state.log_mutation(&request, 200, None);
     super::streams::event_stream(events)
 }
 
 async fn revoke(state: Data<AdminState>, request: HttpRequest) -> HttpResponse {
-    admit!(state, request, Access::Mutate);
+    admit!(state, request, Access::Write);
     let session = attempt!(state, request, session_of(&request));
     let query: api::SessionRevokeQuery = attempt!(state, request, state.query(&request));
     let answer = state.service.session_revoke(session, query).await;

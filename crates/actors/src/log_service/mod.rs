@@ -317,6 +317,20 @@ impl LogService {
         self.purge_answer(outcome, fencing)
     }
 
+    /// The queue of `job`, when the state machine (linearizable unless `stale`) holds it: what
+    /// the admin API checks a queue-limited token's ack, nack or retry against (SEC-2).
+    pub async fn job_queue(&self, job: u64, stale: bool) -> Answer<Option<String>> {
+        let read = self
+            .read(stale, move |state_machine| {
+                state_machine
+                    .jobs()
+                    .get(JobId(job))
+                    .map(|job| job.queue.clone())
+            })
+            .await?;
+        Ok(read.value)
+    }
+
     /// `GET /v1/jobs`: one page.
     pub async fn jobs_list(&self, query: &api::JobListQuery) -> Answer<api::JobListAnswer> {
         let limit = self

@@ -49,13 +49,15 @@
 //!
 //! # Files named by the configuration
 //!
-//! Relative paths (`node.data_dir`, `cluster.psk_file`, `admin.token_file`) are resolved
-//! against the working directory. The pre-shared key file holds exactly 64 hex digits (decoded
-//! to 32 bytes; surrounding whitespace and line ends allowed) or exactly 32 raw bytes; anything
-//! else is refused with the file's name and length. Without a key, a node may only use links
-//! nobody else can reach (UDP on loopback, the memory link, a virtual dongle) unless
-//! `cluster.insecure = true` says otherwise. The token file holds the bearer token; surrounding
-//! whitespace is trimmed.
+//! Relative paths (`node.data_dir`, `cluster.psk_file`, `admin.token_file`,
+//! `admin.tokens_file`) are resolved against the working directory. The pre-shared key file
+//! holds exactly 64 hex digits (decoded to 32 bytes; surrounding whitespace and line ends
+//! allowed) or exactly 32 raw bytes; anything else is refused with the file's name and length.
+//! Without a key, a node may only use links nobody else can reach (UDP on loopback, the memory
+//! link, a virtual dongle) unless `cluster.insecure = true` says otherwise. The token file
+//! holds the bearer token; surrounding whitespace is trimmed. The tokens file holds named
+//! tokens with roles (`crate::tokens`); one that other users may read is refused when it holds
+//! a secret in clear.
 
 mod schema;
 mod validate;
@@ -100,8 +102,8 @@ const DEFAULTS_HEADER: &str = "\
 #     CONCLAVE__CLUSTER__VOTERS=gw-a,gw-b,gw-c       lists: comma-separated, \"\" = empty list
 #     CONCLAVE__HOOKS__ON_LEADER='[[\"logger\", \"-t\", \"conclave\"]]'   or a TOML array
 #
-# Relative paths (data_dir, psk_file, token_file) are resolved against the working directory
-# of the process, not against the directory of the configuration file.
+# Relative paths (data_dir, psk_file, token_file, tokens_file) are resolved against the working
+# directory of the process, not against the directory of the configuration file.
 #
 # These defaults serve a single node on loopback: it elects itself and needs no link.
 ";
@@ -539,6 +541,14 @@ pub struct AdminSection {
     /// File holding the bearer token for mutations (surrounding whitespace trimmed). Required when
     /// listen is not a loopback address; there every endpoint but /health needs it. "" = no token.
     pub token_file: PathBuf,
+    /// File of named tokens with roles (TOML, one [[token]] table each: name, role = "read",
+    /// "write" or "admin", secret_sha256 = the output of `printf %s SECRET | sha256sum`, or
+    /// secret in clear; a write token may be limited with the lists key_prefixes and queues).
+    /// Read tokens may read, write tokens may also change keys, jobs and sessions, admin tokens
+    /// everything. With token_file too, that token is one more admin token, named "token_file".
+    /// Either one is required when listen is not a loopback address. Both files are read again
+    /// on SIGHUP. "" = none.
+    pub tokens_file: PathBuf,
     /// The admin API of the other nodes, `"<peer id>=<http://host:port>"` each (the scheme may be
     /// left out). A follower names the leader's in its answers, so `conclave leader resign` can
     /// be sent to any node; `conclave cluster status` and `auto-election --cluster` ask them all.

@@ -13,7 +13,8 @@ use conclave_protocol::{AuthKey, DEFAULT_TAG_LEN, PeerId};
 use super::schema::KEYS;
 use super::*;
 use crate::{
-    AdminConfig, DonglePort, HealthConfig, HealthSource, HookCommand, HooksConfig, NodeConfig,
+    AdminConfig, AdminToken, DonglePort, HealthConfig, HealthSource, HookCommand, HooksConfig,
+    NodeConfig, TokenRole,
 };
 use conclave_core::gossip::GossipConfig;
 use conclave_core::priority::PriorityConfig;
@@ -158,7 +159,7 @@ fn defaults_validate_into_a_single_node_config() {
     assert_eq!(config.membership, MembershipConfig::default());
     assert_eq!(config.udp, None);
     assert_eq!(config.admin.listen, Some(addr("127.0.0.1:7070")));
-    assert_eq!(config.admin.token, None);
+    assert!(config.admin.tokens.is_empty());
     assert_eq!(config.metrics.listen, Some(addr("127.0.0.1:9464")));
     assert_eq!(config.hooks, HooksConfig::default());
     // Issue 15: a single node with no link sends and receives no frames, so running it
@@ -225,7 +226,7 @@ fn code_defaults_equal_the_built_in_defaults() {
     assert_eq!(raft.admin.max_connections, admin.max_connections);
     assert_eq!(raft.admin.max_event_streams, admin.max_event_streams);
     assert_eq!(raft.admin.peer_urls, admin.peer_urls);
-    assert_eq!(raft.admin.token, admin.token);
+    assert_eq!(raft.admin.tokens, admin.tokens);
 }
 
 /// The key list that checks every layer names exactly the fields of the serde structs.
@@ -1543,7 +1544,10 @@ fn admin_beyond_loopback_needs_a_token() {
     let shown: Vec<String> = problems.iter().map(ToString::to_string).collect();
     assert_eq!(
         shown,
-        ["admin.token_file: required when admin.listen (0.0.0.0:7070) is not a loopback address"]
+        [
+            "admin.token_file: required (or admin.tokens_file) when admin.listen (0.0.0.0:7070) \
+             is not a loopback address"
+        ]
     );
     let problems = refused("[admin]\nlisten = \"[::]:7070\"\n");
     assert_keys(&problems, &["admin.token_file"]);
@@ -1556,12 +1560,15 @@ fn admin_beyond_loopback_needs_a_token() {
         toml_path(token.path())
     ));
     assert_eq!(config.admin.listen, Some(addr("0.0.0.0:7070")));
-    assert_eq!(config.admin.token.as_deref(), Some("s3cret-token"));
+    assert_eq!(
+        config.admin.tokens,
+        [AdminToken::from_token_file("s3cret-token")]
+    );
 
     // Loopback in either family needs no token.
     for listen in ["127.0.0.1:7070", "[::1]:7070", "127.0.0.2:7070"] {
         let config = node_config(&format!("[admin]\nlisten = \"{listen}\"\n"));
-        assert_eq!(config.admin.token, None);
+        assert!(config.admin.tokens.is_empty());
     }
 }
 
@@ -1590,6 +1597,158 @@ fn token_file_must_be_readable_and_not_empty() {
     ));
     assert_keys(&problems, &["admin.token_file"]);
     assert_problem(&problems, "admin.token_file", "is empty");
+}
+
+/// A tokens file readable by its owner only, holding `text`.
+fn tokens_file(text: &str) -> tempfile::NamedTempFile {
+    // NamedTempFile creates the file 0600.
+    file_with(text.as_bytes())
+}
+
+/// SEC-2: `admin.tokens_file` gives named tokens with roles; with `admin.token_file` too, that
+/// token is one more admin token, named `token_file`, first; either one lets the API listen
+/// beyond loopback.
+#[test]
+fn tokens_file_gives_named_tokens_with_roles() {
+    let tokens = tokens_file(
+        "[[token]]\nname = \"worker-1\"\nrole = \"write\"\nsecret = \"w-secret\"\n\
+         queues = [\"thumbs\"]\n\n[[token]]\nname = \"dash\"\nrole = \"read\"\n\
+         secret_sha256 = \"5E884898DA28047151D0E56F8DC6292773603D0D6AABBDD62A11EF721D1542D8\"\n",
+    );
+    let config = node_config(&format!(
+        "[admin]\nlisten = \"0.0.0.0:7070\"\ntokens_file = {}\n",
+        toml_path(tokens.path())
+    ));
+    let named: Vec<(&str, TokenRole)> = config
+        .admin
+        .tokens
+        .iter()
+        .map(|token| (token.name.as_str(), token.role))
+        .collect();
+    assert_eq!(
+        named,
+        [("worker-1", TokenRole::Write), ("dash", TokenRole::Read)]
+    );
+    assert_eq!(
+        config.admin.tokens[1].digest,
+        crate::secret_digest(b"password")
+    );
+
+    let single = file_with(b"single-secret\n");
+    let config = node_config(&format!(
+        "[admin]\ntoken_file = {}\ntokens_file = {}\n",
+        toml_path(single.path()),
+        toml_path(tokens.path())
+    ));
+    assert_eq!(config.admin.tokens.len(), 3);
+    assert_eq!(
+        config.admin.tokens[0],
+        AdminToken::from_token_file("single-secret")
+    );
+    assert_eq!(config.admin.tokens[0].role, TokenRole::Admin);
+}
+
+/// SEC-2: a broken tokens file is a problem of `admin.tokens_file`, naming the token but never
+/// its secret: unknown roles, limits on a role other than write, empty, duplicate secrets and
+/// names; a secret shared with `admin.token_file`; a file that is missing.
+#[test]
+fn broken_tokens_files_are_refused_by_key() {
+    let broken = tokens_file(
+        "[[token]]\nname = \"a\"\nrole = \"superuser\"\nsecret = \"hidden-a\"\n\n\
+         [[token]]\nname = \"b\"\nrole = \"read\"\nsecret = \"hidden-b\"\n\
+         key_prefixes = [\"app/\"]\n\n[[token]]\nname = \"c\"\nrole = \"write\"\nsecret = \"\"\n",
+    );
+    let problems = refused(&format!(
+        "[admin]\ntokens_file = {}\n",
+        toml_path(broken.path())
+    ));
+    assert!(
+        problems.iter().all(|p| p.key == "admin.tokens_file"),
+        "{problems:#?}"
+    );
+    assert_problem(
+        &problems,
+        "admin.tokens_file",
+        "role \"superuser\" is none of",
+    );
+    assert_problem(&problems, "admin.tokens_file", "limit a write token only");
+    assert_problem(&problems, "admin.tokens_file", "the secret is empty");
+    assert!(
+        problems.iter().all(|p| !p.message.contains("hidden")),
+        "a secret shown: {problems:#?}"
+    );
+
+    let twice = tokens_file(
+        "[[token]]\nname = \"a\"\nrole = \"read\"\nsecret = \"same-one\"\n\n\
+         [[token]]\nname = \"a\"\nrole = \"admin\"\nsecret = \"same-one\"\n",
+    );
+    let problems = refused(&format!(
+        "[admin]\ntokens_file = {}\n",
+        toml_path(twice.path())
+    ));
+    assert_problem(&problems, "admin.tokens_file", "given to two tokens");
+    assert_problem(&problems, "admin.tokens_file", "have the same secret");
+
+    let single = file_with(b"same-one\n");
+    let one = tokens_file("[[token]]\nname = \"a\"\nrole = \"read\"\nsecret = \"same-one\"\n");
+    let problems = refused(&format!(
+        "[admin]\ntoken_file = {}\ntokens_file = {}\n",
+        toml_path(single.path()),
+        toml_path(one.path())
+    ));
+    assert_keys(&problems, &["admin.tokens_file"]);
+    assert_problem(
+        &problems,
+        "admin.tokens_file",
+        "same secret as admin.token_file",
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("tokens.toml");
+    let problems = refused(&format!(
+        "[admin]\nlisten = \"0.0.0.0:7070\"\ntokens_file = {}\n",
+        toml_path(&missing)
+    ));
+    // The unreadable file is the problem; "required" would only repeat it.
+    assert_keys(&problems, &["admin.tokens_file"]);
+    assert_problem(&problems, "admin.tokens_file", "cannot read");
+}
+
+/// SEC-2: a tokens file every user may read is refused while it holds a secret in clear, and
+/// accepted with digests only; a world-readable `admin.token_file` is a warning (it was
+/// accepted before tokens files existed).
+#[test]
+fn tokens_in_clear_must_not_be_world_readable() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let readable = |file: &tempfile::NamedTempFile| {
+        std::fs::set_permissions(file.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+    };
+    let clear = tokens_file("[[token]]\nname = \"a\"\nrole = \"read\"\nsecret = \"in-clear\"\n");
+    readable(&clear);
+    let problems = refused(&format!(
+        "[admin]\ntokens_file = {}\n",
+        toml_path(clear.path())
+    ));
+    assert_keys(&problems, &["admin.tokens_file"]);
+    assert_problem(&problems, "admin.tokens_file", "chmod 600");
+
+    let hashed = tokens_file(&format!(
+        "[[token]]\nname = \"a\"\nrole = \"read\"\nsecret_sha256 = \"{}\"\n",
+        "ab".repeat(32)
+    ));
+    readable(&hashed);
+    node_config(&format!(
+        "[admin]\ntokens_file = {}\n",
+        toml_path(hashed.path())
+    ));
+
+    let single = file_with(b"single\n");
+    readable(&single);
+    let warnings = warnings(&format!(
+        "[admin]\ntoken_file = {}\n",
+        toml_path(single.path())
+    ));
+    assert_warning(&warnings, "admin.token_file", "chmod 600");
 }
 
 /// Admin and metrics are both TCP listeners and cannot share an address.

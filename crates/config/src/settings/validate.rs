@@ -2,8 +2,8 @@
 //! reported with its key, all of them in one pass.
 //!
 //! Covers the identity rules of PROTO-1, the key file of PROTO-5, the timing rules of MEM-4,
-//! the quorum modes of RAFT-6, CB-2's hook commands and CB-3's refusal to expose the admin API
-//! beyond loopback without a token.
+//! the quorum modes of RAFT-6, CB-2's hook commands, CB-3's refusal to expose the admin API
+//! beyond loopback without a token, and SEC-2's named tokens (`admin.tokens_file`).
 //!
 //! The election's configuration is the core's own ([`ModeConfig`]), built here once from the
 //! section of `election.mode`. What only the file can get wrong is checked here: units (a
@@ -35,8 +35,9 @@ use conclave_protocol::{
 use conclave_statemachine::StoreLimits;
 
 use super::{ConfigProblem, ConfigWarning, HookEntry, Settings};
+use crate::tokens;
 use crate::{
-    AdminConfig, DonglePort, EspNowLinkConfig, HealthConfig, HealthSource, HookCommand,
+    AdminConfig, AdminToken, DonglePort, EspNowLinkConfig, HealthConfig, HealthSource, HookCommand,
     HooksConfig, InitialState, MetricsConfig, NodeConfig, Quorum, UdpLinkConfig,
 };
 
@@ -1021,23 +1022,15 @@ impl Settings {
     /// `[admin]` and `[metrics]`, checked together because they must not share an address.
     fn endpoints(&self, f: &mut Findings<'_>) -> (Option<AdminConfig>, Option<MetricsConfig>) {
         let admin_listen = f.optional_socket_addr("admin.listen", &self.admin.listen);
-        let token_file = &self.admin.token_file;
-        let token = if token_file.as_os_str().is_empty() {
-            Some(None)
-        } else {
-            match read_token(token_file) {
-                Ok(token) => Some(Some(token)),
-                Err(message) => {
-                    f.problem("admin.token_file", message);
-                    None
-                }
-            }
-        };
-        if let (Some(Some(listen)), Some(None)) = (admin_listen, &token) {
-            if !listen.ip().to_canonical().is_loopback() {
+        let tokens = self.admin_tokens(f);
+        if let (Some(Some(listen)), Some(tokens)) = (admin_listen, &tokens) {
+            if tokens.is_empty() && !listen.ip().to_canonical().is_loopback() {
                 f.problem(
                     "admin.token_file",
-                    format!("required when admin.listen ({listen}) is not a loopback address"),
+                    format!(
+                        "required (or admin.tokens_file) when admin.listen ({listen}) is not a \
+                         loopback address"
+                    ),
                 );
             }
         }
@@ -1054,20 +1047,20 @@ impl Settings {
         let (max_connections, max_event_streams) = self.admin_bounds(f);
         let admin = match (
             admin_listen,
-            token,
+            tokens,
             peer_urls,
             max_connections,
             max_event_streams,
         ) {
             (
                 Some(listen),
-                Some(token),
+                Some(tokens),
                 Some(peer_urls),
                 Some(max_connections),
                 Some(max_event_streams),
             ) => Some(AdminConfig {
                 listen,
-                token,
+                tokens,
                 peer_urls,
                 max_connections,
                 max_event_streams,
@@ -1076,6 +1069,74 @@ impl Settings {
         };
         let metrics = metrics_listen.map(|listen| MetricsConfig { listen });
         (admin, metrics)
+    }
+
+    /// SEC-2: the token of `admin.token_file` (an admin token named `token_file`) and those of
+    /// `admin.tokens_file`; `None` when either file has a problem, each reported under its key.
+    fn admin_tokens(&self, f: &mut Findings<'_>) -> Option<Vec<AdminToken>> {
+        let token_file = &self.admin.token_file;
+        let single = if token_file.as_os_str().is_empty() {
+            Some(None)
+        } else {
+            match read_token(token_file) {
+                Ok(token) => {
+                    if tokens::readable_by_others(token_file) {
+                        f.warn(
+                            "admin.token_file",
+                            format!(
+                                "{} may be read by every user of this machine: chmod 600 it",
+                                token_file.display()
+                            ),
+                        );
+                    }
+                    Some(Some(AdminToken::from_token_file(&token)))
+                }
+                Err(message) => {
+                    f.problem("admin.token_file", message);
+                    None
+                }
+            }
+        };
+        let tokens_file = &self.admin.tokens_file;
+        let named = if tokens_file.as_os_str().is_empty() {
+            Some(Vec::new())
+        } else {
+            match tokens::read_tokens_file(tokens_file) {
+                Ok((tokens, clear)) => {
+                    if clear && tokens::readable_by_others(tokens_file) {
+                        f.problem(
+                            "admin.tokens_file",
+                            format!(
+                                "{} holds secrets in clear and may be read by every user of \
+                                 this machine: chmod 600 it (or 640 for the node's group), or \
+                                 give secret_sha256 instead of secret",
+                                tokens_file.display()
+                            ),
+                        );
+                        None
+                    } else {
+                        Some(tokens)
+                    }
+                }
+                Err(problems) => {
+                    for problem in problems {
+                        f.problem("admin.tokens_file", problem);
+                    }
+                    None
+                }
+            }
+        };
+        let (single, named) = (single?, named?);
+        if let Some(single) = &single {
+            if let Some(clash) = tokens::clash_with_token_file(single, &named) {
+                f.problem(
+                    "admin.tokens_file",
+                    format!("{}: {clash}", tokens_file.display()),
+                );
+                return None;
+            }
+        }
+        Some(single.into_iter().chain(named).collect())
     }
 
     /// `admin.max_connections` and `admin.max_event_streams` (item 4 of issue 8): both at
