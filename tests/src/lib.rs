@@ -139,7 +139,10 @@ pub fn node_config(
         udp: None,
         espnow: None,
         admin: AdminConfig::default(),
-        metrics: MetricsConfig { listen: None },
+        metrics: MetricsConfig {
+            listen: None,
+            tls: None,
+        },
         hooks: options.hooks.clone(),
         health: HealthConfig::default(),
         initial_state: InitialState::default(),

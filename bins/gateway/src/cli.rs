@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{ArgGroup, Parser, Subcommand, ValueEnum};
 
+use crate::client_tls::TlsArgs;
+
 /// conclave: a leader-election gateway.
 ///
 /// A group of conclave nodes, over UDP (and ESP-NOW radio through a USB dongle), agree on
@@ -60,6 +62,10 @@ pub(crate) struct ClientArgs {
     /// Print the API's JSON answer instead of text.
     #[arg(long, global = true)]
     pub(crate) json: bool,
+
+    /// TLS for https:// admin URLs.
+    #[command(flatten)]
+    pub(crate) tls: TlsArgs,
 }
 
 /// `--endpoints`, for the commands that act on every node: `cluster status` and
@@ -200,6 +206,9 @@ pub(crate) enum Commands {
         /// Seconds to wait for each answer of the cluster (with --join).
         #[arg(long, value_name = "SECS", default_value_t = 10, requires = "join")]
         timeout: u64,
+        /// TLS for an https:// --join URL.
+        #[command(flatten)]
+        tls: TlsArgs,
     },
     /// Run a whole cluster in this process, on virtual ESP-NOW dongles: no hardware, no
     /// configuration.
@@ -891,6 +900,9 @@ pub(crate) struct LockClientArgs {
     /// admin.tokens_file whose role covers the command).
     #[arg(long, env = "CONCLAVE_ADMIN_TOKEN", hide_env_values = true)]
     pub(crate) token: Option<String>,
+    /// TLS for an https:// admin URL.
+    #[command(flatten)]
+    pub(crate) tls: TlsArgs,
 }
 
 impl LockClientArgs {
@@ -902,6 +914,7 @@ impl LockClientArgs {
             timeout: self.timeout,
             token: self.token.clone(),
             json: false,
+            tls: self.tls.clone(),
         }
     }
 }

@@ -13,6 +13,9 @@ use std::time::Duration;
 
 use conclave_api::{ErrorAnswer, ErrorCode, TIMEOUT_HEADER};
 use conclave_config::settings::admin_url;
+use ureq::tls::{RootCerts, TlsConfig};
+
+use crate::client_tls::TlsArgs;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -59,6 +62,10 @@ pub(crate) enum ClientError {
         status: u16,
         answer: Box<ErrorAnswer>,
     },
+    /// `--cacert`, `--cert` or `--key` cannot be used, or an `https://` URL has no CA to
+    /// check the node against.
+    #[error("{reason}")]
+    Tls { reason: String },
     /// The answer was conclave's but not what this version of the CLI reads.
     #[error(
         "unexpected answer from {url}: {reason} (is the node a different version of conclave?)"
@@ -84,7 +91,7 @@ impl ClientError {
         match self {
             ClientError::Unreachable { .. } => crate::EXIT_UNAVAILABLE,
             ClientError::LeaderUnreachable { .. } => crate::EXIT_TEMPFAIL,
-            ClientError::BadAddress { .. } => crate::EXIT_USAGE,
+            ClientError::BadAddress { .. } | ClientError::Tls { .. } => crate::EXIT_USAGE,
             _ => 1,
         }
     }
@@ -120,6 +127,8 @@ pub(crate) struct AdminClient {
     base: String,
     token: Option<String>,
     timeout: Duration,
+    /// ADMIN-TLS: the CA, and the client certificate, for `https://` nodes.
+    tls: Option<TlsConfig>,
 }
 
 impl AdminClient {
@@ -134,12 +143,44 @@ impl AdminClient {
             base,
             token,
             timeout,
+            tls: None,
         })
+    }
+
+    /// The same client, talking TLS as `tls` (`--cacert`, `--cert`, `--key`) says. An
+    /// `https://` node needs `--cacert`.
+    pub(crate) fn with_tls(mut self, tls: &TlsArgs) -> Result<Self, ClientError> {
+        self.tls = tls.config().map_err(|reason| ClientError::Tls { reason })?;
+        self.check_tls()?;
+        Ok(self)
+    }
+
+    /// An `https://` node without a CA to check it against is refused before any request.
+    fn check_tls(&self) -> Result<(), ClientError> {
+        let has_ca = self
+            .tls
+            .as_ref()
+            .is_some_and(|tls| matches!(tls.root_certs(), RootCerts::Specific(_)));
+        if self.base.starts_with("https://") && !has_ca {
+            return Err(ClientError::Tls {
+                reason: format!(
+                    "{} speaks TLS: give the CA that signed its certificate with --cacert FILE \
+                     (or CONCLAVE_CACERT)",
+                    self.base
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// A client of another node with the same token and timeout.
     pub(crate) fn other(&self, admin: &str) -> Result<Self, ClientError> {
-        Self::new(admin, self.token.clone(), self.timeout)
+        let other = Self {
+            tls: self.tls.clone(),
+            ..Self::new(admin, self.token.clone(), self.timeout)?
+        };
+        other.check_tls()?;
+        Ok(other)
     }
 
     /// The API's base URL, `http://host:port`.
@@ -148,11 +189,13 @@ impl AdminClient {
     }
 
     fn agent(&self, timeout: Duration) -> ureq::Agent {
-        ureq::Agent::config_builder()
+        let mut config = ureq::Agent::config_builder()
             .timeout_global(Some(timeout))
-            .http_status_as_error(false)
-            .build()
-            .into()
+            .http_status_as_error(false);
+        if let Some(tls) = &self.tls {
+            config = config.tls_config(tls.clone());
+        }
+        config.build().into()
     }
 
     /// GET `path`.
@@ -268,14 +311,16 @@ impl AdminClient {
         total: Option<Duration>,
     ) -> Result<impl std::io::BufRead + use<>, ClientError> {
         let url = format!("{}{path}", self.base);
-        let agent: ureq::Agent = ureq::Agent::config_builder()
+        let mut config = ureq::Agent::config_builder()
             .timeout_connect(Some(self.timeout))
             .timeout_recv_response(Some(self.timeout))
             .timeout_per_read(Some(idle))
             .timeout_global(total)
-            .http_status_as_error(false)
-            .build()
-            .into();
+            .http_status_as_error(false);
+        if let Some(tls) = &self.tls {
+            config = config.tls_config(tls.clone());
+        }
+        let agent: ureq::Agent = config.build().into();
         let bearer = self.token.as_ref().map(|token| format!("Bearer {token}"));
         let response = if method == "GET" {
             let mut request = agent.get(&url);

@@ -36,6 +36,7 @@ pub(crate) fn run(command: &Commands) -> ExitCode {
         cli.token.clone(),
         Duration::from_secs(cli.timeout),
     )
+    .and_then(|client| client.with_tls(&cli.tls))
     .and_then(|client| dispatch(cli, &client, command));
     match result {
         Ok(code) => code,

@@ -39,6 +39,8 @@ pub(crate) struct Join {
     pub(crate) admin_url: Option<String>,
     /// Seconds to wait for each answer; the add waits for its entry to commit on top.
     pub(crate) timeout: u64,
+    /// TLS for an `https://` URL.
+    pub(crate) tls: crate::client_tls::TlsArgs,
 }
 
 /// `conclave init [--config FILE]`: 0 when the WAL was created, 1 when the data directory was
@@ -169,6 +171,7 @@ fn add_as_learner(config: &NodeConfig, join: &Join) -> Result<(), ExitCode> {
         join.token.clone(),
         Duration::from_secs(join.timeout),
     )
+    .and_then(|client| client.with_tls(&join.tls))
     .map_err(failed)?;
     let status: StatusAnswer = client.get("/v1/status").map_err(failed)?;
     if status.cluster_id != config.cluster_id.to_string() {

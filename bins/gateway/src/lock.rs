@@ -222,7 +222,8 @@ impl Session {
                 &args.admin,
                 args.token.clone(),
                 options.ttl / KEEPALIVES_PER_TTL,
-            )?;
+            )?
+            .with_tls(&args.tls)?;
             Ok((client, keepalives))
         });
         let (client, keepalives) = clients.map_err(|err| failed(args, &err))?;

@@ -37,7 +37,8 @@ pub(crate) fn client(args: &ClientArgs) -> Result<AdminClient, ClientError> {
         &args.admin,
         args.token.clone(),
         Duration::from_secs(args.timeout).max(Duration::from_secs(12)),
-    )
+    )?
+    .with_tls(&args.tls)
 }
 
 /// `method path` (with `body`), on the leader if the node named is not it.

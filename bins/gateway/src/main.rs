@@ -22,6 +22,7 @@
 
 mod cli;
 mod client;
+mod client_tls;
 mod cluster_members;
 mod commands;
 mod demo;
@@ -202,6 +203,7 @@ fn command(cli: Cli) -> ExitCode {
             udp,
             admin_url,
             timeout,
+            tls,
         } => {
             let join = join.map(|url| init::Join {
                 url,
@@ -209,6 +211,7 @@ fn command(cli: Cli) -> ExitCode {
                 udp,
                 admin_url,
                 timeout,
+                tls,
             });
             init::init(config.as_deref(), join.as_ref())
         }

@@ -303,6 +303,7 @@ pub(crate) fn run(file: Option<&Path>, log: Option<&str>) -> ExitCode {
                     Some(libc::SIGHUP) => {
                         notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()));
                         reloader.reload(node.handle(), &log).await;
+                        reload_tls(&node);
                         notify(&format!("READY=1\nSTATUS=node {node_id} running"));
                     }
                     Some(number) => {
@@ -530,6 +531,20 @@ impl Signals {
     /// The next signal received.
     async fn next(&mut self) -> Option<i32> {
         self.received.recv().await
+    }
+}
+
+/// ADMIN-TLS on SIGHUP: every TLS listener reads its certificate, key and client CAs again,
+/// so a renewed certificate is served without a restart; files that fail the checks leave
+/// the listener as it was.
+fn reload_tls(node: &conclave_actors::node::Node) {
+    for (section, outcome) in node.reload_tls() {
+        match outcome {
+            Ok(()) => info!("{section}: certificate, key and client CAs read again"),
+            Err(problem) => {
+                error!("{section}.{problem}; the listener keeps the certificate it had")
+            }
+        }
     }
 }
 

@@ -172,7 +172,9 @@ pub(crate) fn save(args: &ClientArgs, file: &Path, stale: bool) -> ExitCode {
     // The node answers a linearizable read within 10 s; a large image then takes its time
     // to travel.
     let timeout = Duration::from_secs(args.timeout).max(Duration::from_secs(30));
-    let client = match AdminClient::new(&args.admin, args.token.clone(), timeout) {
+    let client = match AdminClient::new(&args.admin, args.token.clone(), timeout)
+        .and_then(|client| client.with_tls(&args.tls))
+    {
         Ok(client) => client,
         Err(err) => return failed(&err),
     };

@@ -41,5 +41,6 @@ pub mod messages;
 pub mod metrics;
 pub mod node;
 mod process_metrics;
+pub mod tls;
 pub mod transport;
 pub mod wal;

@@ -46,6 +46,7 @@ use crate::member_directory::MemberDirectory;
 use crate::membership::{GetPeers, MembershipActor, MembershipOutputs, SayGoodbye};
 use crate::memory::MemoryHub;
 use crate::metrics::NodeMetrics;
+use crate::tls::ListenerTls;
 use crate::transport::{
     ConnectReceivers, DongleReport, Drain, EspNowLink, GetDongle, GetRoutes, GetUnanswered, Links,
     TransportActor,
@@ -82,6 +83,14 @@ pub enum NodeError {
     /// The task recovering the WAL did not finish.
     #[error("WAL recovery did not complete: {0}")]
     Recovery(String),
+    /// A listener's TLS files cannot be used (ADMIN-TLS).
+    #[error("{section}.{problem}")]
+    Tls {
+        /// `admin.tls` or `metrics.tls`.
+        section: &'static str,
+        /// What is wrong, naming the file.
+        problem: conclave_config::tls::TlsProblem,
+    },
 }
 
 /// How long a graceful stop waits for an HTTP server to finish its requests (its own
@@ -535,6 +544,18 @@ impl NodeBuilder {
         let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
         let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
         let mut servers = Vec::new();
+        let tls = match listener_tls(config) {
+            Ok(tls) => tls,
+            Err(err) => {
+                handle.stop_actors();
+                return Err(err);
+            }
+        };
+        let tls_of = |section: &str| {
+            tls.iter()
+                .find(|(name, _)| *name == section)
+                .map(|(_, tls)| tls)
+        };
         let served = admin_listener
             .map(|listener| {
                 let options = crate::admin::AdminOptions {
@@ -546,6 +567,7 @@ impl NodeBuilder {
                     listener,
                     config.admin.listen,
                     options,
+                    tls_of("admin.tls"),
                 )
             })
             .into_iter()
@@ -554,6 +576,7 @@ impl NodeBuilder {
                     handle.metrics().clone(),
                     listener,
                     config.metrics.listen,
+                    tls_of("metrics.tls"),
                 )
             }));
         for server in served {
@@ -570,6 +593,7 @@ impl NodeBuilder {
             handle,
             upkeep,
             servers,
+            tls,
             admin_addr,
             metrics_addr,
             _virtual_port: virtual_port,
@@ -723,6 +747,8 @@ pub struct Node {
     /// Folds the histograms' samples now and then, scraped or not.
     upkeep: MetricsUpkeep,
     servers: Vec<actix_web::dev::ServerHandle>,
+    /// ADMIN-TLS: the listeners served over TLS, by section, for [`Node::reload_tls`].
+    tls: Vec<(&'static str, ListenerTls)>,
     admin_addr: Option<SocketAddr>,
     metrics_addr: Option<SocketAddr>,
     /// The pseudo-terminal behind `port = "virtual"`, kept open for the node's lifetime.
@@ -737,7 +763,40 @@ impl std::fmt::Debug for Node {
     }
 }
 
+/// The TLS of the listeners `config` serves over TLS, read and checked, by section.
+fn listener_tls(config: &NodeConfig) -> Result<Vec<(&'static str, ListenerTls)>, NodeError> {
+    let wanted = [
+        (
+            "admin.tls",
+            config.admin.listen.and(config.admin.tls.as_ref()),
+        ),
+        (
+            "metrics.tls",
+            config.metrics.listen.and(config.metrics.tls.as_ref()),
+        ),
+    ];
+    wanted
+        .into_iter()
+        .filter_map(|(section, files)| Some((section, files?)))
+        .map(|(section, files)| {
+            ListenerTls::load(files)
+                .map(|tls| (section, tls))
+                .map_err(|problem| NodeError::Tls { section, problem })
+        })
+        .collect()
+}
+
 impl Node {
+    /// ADMIN-TLS (SIGHUP): reads every TLS listener's files again and serves what they hold
+    /// from the next handshake on; a listener whose files fail the checks keeps what it had.
+    /// Each listener's section with the outcome, for the log.
+    pub fn reload_tls(&self) -> Vec<(&'static str, Result<(), conclave_config::tls::TlsProblem>)> {
+        self.tls
+            .iter()
+            .map(|(section, tls)| (*section, tls.reload()))
+            .collect()
+    }
+
     /// The in-process API of the node.
     pub fn handle(&self) -> &NodeHandle {
         &self.handle

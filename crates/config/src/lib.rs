@@ -14,6 +14,7 @@
 
 mod node;
 pub mod settings;
+pub mod tls;
 mod tokens;
 
 pub use node::*;

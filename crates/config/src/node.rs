@@ -22,6 +22,8 @@ use conclave_core::raft::{LogConfig, QuorumMode, RaftConfig};
 use conclave_protocol::{AuthKey, ClusterId, PeerId};
 use conclave_statemachine::StoreLimits;
 
+use crate::tls::TlsFiles;
+
 use crate::settings::RaftSection;
 
 /// Everything one node needs to run.
@@ -173,6 +175,8 @@ pub struct AdminConfig {
     /// `max_event_streams`: `GET /v1/events` subscribers at once; past it, refused with 503
     /// and counted.
     pub max_event_streams: usize,
+    /// `[admin.tls]`: HTTPS only, with these files; `None` serves plain HTTP.
+    pub tls: Option<TlsFiles>,
 }
 
 impl AdminConfig {
@@ -192,6 +196,7 @@ impl Default for AdminConfig {
             peer_urls: BTreeMap::new(),
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,
             max_event_streams: Self::DEFAULT_MAX_EVENT_STREAMS,
+            tls: None,
         }
     }
 }
@@ -201,6 +206,8 @@ impl Default for AdminConfig {
 pub struct MetricsConfig {
     /// `listen`; `None` turns the metrics endpoint off.
     pub listen: Option<SocketAddr>,
+    /// `[metrics.tls]`: HTTPS only, with these files; `None` serves plain HTTP.
+    pub tls: Option<TlsFiles>,
 }
 
 /// One hook command: a string run by `sh -c`, or an argv array run directly. Read from the

@@ -167,6 +167,7 @@ use crate::events::unix_millis;
 use crate::log_service::{Answer, LogService};
 use crate::metrics::NodeMetrics;
 use crate::node::{NodeError, NodeHandle};
+use crate::tls::ListenerTls;
 
 /// The largest request body the API reads: far above any write that fits a log entry, so
 /// that what is refused for its size is refused by the log's own rule, with its message.
@@ -255,21 +256,40 @@ struct Mutation {
 
 /// Starts the admin API on `listener` (bound beforehand with [`bind_listener`], so a busy
 /// port is found before any actor starts), spawned on the current actix system.
+/// With `admin.tls` it speaks HTTPS, the files read once here (a node keeps its
+/// [`ListenerTls`] to reload them: [`serve_admin_with`]).
 pub fn serve_admin(
     node: NodeHandle,
     listener: TcpListener,
     config: &AdminConfig,
 ) -> Result<actix_web::dev::ServerHandle, NodeError> {
-    serve_admin_with(node, listener, config.listen, AdminOptions::new(config))
+    let tls = config
+        .tls
+        .as_ref()
+        .map(ListenerTls::load)
+        .transpose()
+        .map_err(|problem| NodeError::Tls {
+            section: "admin.tls",
+            problem,
+        })?;
+    serve_admin_with(
+        node,
+        listener,
+        config.listen,
+        AdminOptions::new(config),
+        tls.as_ref(),
+    )
 }
 
 /// [`serve_admin`] with the options given: a node serves its own [`AdminTokens`], which a
-/// reload replaces.
+/// reload replaces, and its own [`ListenerTls`] (ADMIN-TLS), which a reload reads again.
+/// Without `tls` it speaks plain HTTP.
 pub fn serve_admin_with(
     node: NodeHandle,
     listener: TcpListener,
     listen: Option<SocketAddr>,
     mut options: AdminOptions,
+    tls: Option<&ListenerTls>,
 ) -> Result<actix_web::dev::ServerHandle, NodeError> {
     let addr = local_addr(&listener, "admin.listen", listen)?;
     let (bounds, warning) = fit_bounds(
@@ -302,22 +322,27 @@ pub fn serve_admin_with(
         // A stopping node finishes requests in flight but does not wait long for idle
         // connections (an event-stream reader keeps one open).
         .shutdown_timeout(1)
-        .disable_signals()
-        .listen(listener)
-        .map_err(|source| NodeError::Bind {
-            what: "admin.listen",
-            addr,
-            source,
-        })?
-        .run();
+        .disable_signals();
+    let server = match tls {
+        Some(tls) => server.listen_rustls_0_23(listener, tls.server_config()),
+        None => server.listen(listener),
+    }
+    .map_err(|source| NodeError::Bind {
+        what: "admin.listen",
+        addr,
+        source,
+    })?
+    .run();
     Ok(spawn_server(server))
 }
 
-/// Starts the Prometheus endpoint (`GET /metrics`) on `listener`.
+/// Starts the Prometheus endpoint (`GET /metrics`) on `listener`, over `tls` when given
+/// (ADMIN-TLS).
 pub fn serve_metrics(
     metrics: NodeMetrics,
     listener: TcpListener,
     listen: Option<SocketAddr>,
+    tls: Option<&ListenerTls>,
 ) -> Result<actix_web::dev::ServerHandle, NodeError> {
     let addr = local_addr(&listener, "metrics.listen", listen)?;
     let routes = move |config: &mut web::ServiceConfig| {
@@ -347,14 +372,17 @@ pub fn serve_metrics(
         .max_connections(METRICS_MAX_CONNECTIONS)
         // A Prometheus scraper keeps its connection open; a stopping node does not wait.
         .shutdown_timeout(1)
-        .disable_signals()
-        .listen(listener)
-        .map_err(|source| NodeError::Bind {
-            what: "metrics.listen",
-            addr,
-            source,
-        })?
-        .run();
+        .disable_signals();
+    let server = match tls {
+        Some(tls) => server.listen_rustls_0_23(listener, tls.server_config()),
+        None => server.listen(listener),
+    }
+    .map_err(|source| NodeError::Bind {
+        what: "metrics.listen",
+        addr,
+        source,
+    })?
+    .run();
     Ok(spawn_server(server))
 }
 

@@ -563,6 +563,25 @@ pub struct AdminSection {
     /// status and commands always find room. Past it: 503 and
     /// conclave_admin_refused_total{reason="event_streams"}.
     pub max_event_streams: u64 = AdminConfig::DEFAULT_MAX_EVENT_STREAMS as u64,
+    /// HTTPS for the admin API; the CLI then takes https:// URLs with --cacert.
+    pub tls: TlsSection,
+}
+
+/// `[admin.tls]` and `[metrics.tls]`: with cert_file and key_file the listener speaks HTTPS
+/// only (TLS 1.2 and 1.3, rustls); a plain-HTTP request to it gets no answer. SIGHUP reads the
+/// files again without dropping the node. All "" serves plain HTTP.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSection {
+    /// Certificate chain (PEM), the listener's own certificate first. Checked at start, by
+    /// check-config and on SIGHUP: readable, valid now (not expired), and key_file's.
+    pub cert_file: PathBuf,
+    /// The certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1; RSA, ECDSA or Ed25519).
+    pub key_file: PathBuf,
+    /// CA certificates (PEM): a client must present a certificate that chains to one of them
+    /// (mutual TLS), or its connection ends in the handshake, before any request is read.
+    /// "" asks clients for no certificate.
+    pub client_ca_file: PathBuf,
 }
 
 /// `[metrics]`.
@@ -571,6 +590,8 @@ pub struct AdminSection {
 pub struct MetricsSection {
     /// Prometheus endpoint address (ip:port), served at /metrics; "" turns it off.
     pub listen: String = "127.0.0.1:9464".to_owned(),
+    /// HTTPS for /metrics (Prometheus scrapes it with scheme: https and a tls_config).
+    pub tls: TlsSection,
 }
 
 /// `[hooks]`.

@@ -2299,11 +2299,13 @@ fn udp_peers_may_be_host_names() {
     );
 }
 
-/// `admin.peer_urls`: `id=URL` each, the scheme optional, plain http only, one per peer.
+/// `admin.peer_urls`: `id=URL` each, the scheme optional (http), http or https, one per
+/// peer.
 #[test]
 fn admin_peer_urls_name_each_peers_api() {
     let config = node_config(
-        "[admin]\npeer_urls = [\"gw-b=http://10.0.0.2:7070/\", \"gw-c=gw-c.lan:7070\"]\n",
+        "[admin]\npeer_urls = [\"gw-b=http://10.0.0.2:7070/\", \"gw-c=gw-c.lan:7070\", \
+         \"gw-d=https://gw-d.lan:7443\"]\n",
     );
     assert_eq!(
         config.admin.peer_urls,
@@ -2316,11 +2318,15 @@ fn admin_peer_urls_name_each_peers_api() {
                 PeerId::from_static("gw-c"),
                 "http://gw-c.lan:7070".to_owned()
             ),
+            (
+                PeerId::from_static("gw-d"),
+                "https://gw-d.lan:7443".to_owned()
+            ),
         ]
         .into()
     );
     let problems = refused(
-        "[admin]\npeer_urls = [\"gw-b\", \"gw c=http://x:1\", \"gw-d=https://x:1\", \
+        "[admin]\npeer_urls = [\"gw-b\", \"gw c=http://x:1\", \"gw-d=ftp://x:1\", \
          \"gw-e=x\", \"gw-f=x:1\", \"gw-f=y:2\"]\n",
     );
     assert_keys(
@@ -2341,7 +2347,7 @@ fn admin_peer_urls_name_each_peers_api() {
     assert_problem(
         &problems,
         "admin.peer_urls[2]",
-        "speaks plain http, not https",
+        "speaks http or https (admin.tls), not ftp",
     );
     assert_problem(&problems, "admin.peer_urls[3]", "expected http://host:port");
     assert_problem(&problems, "admin.peer_urls[5]", "a second URL for gw-f");
@@ -2609,6 +2615,29 @@ fn initial_state_is_existing_by_default_and_new_when_set() {
         &problems,
         "cluster.initial_state",
         "expected \"new\" or \"existing\"",
+    );
+}
+
+/// ADMIN-TLS: no TLS by default; a certificate without its key, client CAs without a
+/// certificate, or a file that cannot be read are refused under the key that names it.
+#[test]
+fn listener_tls_files_are_checked_by_key() {
+    let config = node_config("");
+    assert_eq!((config.admin.tls, config.metrics.tls), (None, None));
+    let problems = refused("[admin.tls]\ncert_file = \"/nowhere/cert.pem\"\n");
+    assert_keys(&problems, &["admin.tls.key_file"]);
+    assert_problem(&problems, "admin.tls.key_file", "go together");
+    let problems = refused("[metrics.tls]\nclient_ca_file = \"/nowhere/ca.pem\"\n");
+    assert_keys(&problems, &["metrics.tls.client_ca_file"]);
+    assert_problem(&problems, "metrics.tls.client_ca_file", "over TLS only");
+    let problems = refused(
+        "[admin.tls]\ncert_file = \"/nowhere/cert.pem\"\nkey_file = \"/nowhere/key.pem\"\n",
+    );
+    assert_keys(&problems, &["admin.tls.cert_file"]);
+    assert_problem(
+        &problems,
+        "admin.tls.cert_file",
+        "/nowhere/cert.pem cannot be read",
     );
 }
 

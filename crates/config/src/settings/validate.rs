@@ -35,6 +35,7 @@ use conclave_protocol::{
 use conclave_statemachine::StoreLimits;
 
 use super::{ConfigProblem, ConfigWarning, HookEntry, Settings};
+use crate::tls::{TlsFiles, TlsIdentity};
 use crate::tokens;
 use crate::{
     AdminConfig, AdminToken, DonglePort, EspNowLinkConfig, HealthConfig, HealthSource, HookCommand,
@@ -1045,12 +1046,15 @@ impl Settings {
         }
         let peer_urls = admin_peer_urls(f, &self.admin.peer_urls);
         let (max_connections, max_event_streams) = self.admin_bounds(f);
+        let admin_tls = listener_tls(f, "admin.tls", &self.admin.tls);
+        let metrics_tls = listener_tls(f, "metrics.tls", &self.metrics.tls);
         let admin = match (
             admin_listen,
             tokens,
             peer_urls,
             max_connections,
             max_event_streams,
+            admin_tls,
         ) {
             (
                 Some(listen),
@@ -1058,16 +1062,21 @@ impl Settings {
                 Some(peer_urls),
                 Some(max_connections),
                 Some(max_event_streams),
+                Some(tls),
             ) => Some(AdminConfig {
                 listen,
                 tokens,
                 peer_urls,
                 max_connections,
                 max_event_streams,
+                tls,
             }),
             _ => None,
         };
-        let metrics = metrics_listen.map(|listen| MetricsConfig { listen });
+        let metrics = match (metrics_listen, metrics_tls) {
+            (Some(listen), Some(tls)) => Some(MetricsConfig { listen, tls }),
+            _ => None,
+        };
         (admin, metrics)
     }
 
@@ -1494,17 +1503,18 @@ fn admin_peer_urls(f: &mut Findings<'_>, entries: &[String]) -> Option<BTreeMap<
     sound.then_some(urls)
 }
 
-/// An admin API's base URL: `http://host:port`, or `host:port` given the scheme.
+/// An admin API's base URL: `http://host:port`, `https://host:port` (a node with
+/// `admin.tls`), or `host:port` given the scheme http.
 pub fn admin_url(text: &str) -> Result<String, String> {
-    let rest = match text.split_once("://") {
-        Some(("http", rest)) => rest,
+    let (scheme, rest) = match text.split_once("://") {
+        Some((scheme @ ("http" | "https"), rest)) => (scheme, rest),
         Some((scheme, _)) => {
             return Err(format!(
-                "{text:?}: the admin API speaks plain http, not {scheme}; write http://host:port \
-                 (put a TLS proxy in front for anything else)"
+                "{text:?}: the admin API speaks http or https (admin.tls), not {scheme}; write \
+                 http://host:port or https://host:port"
             ));
         }
-        None => text,
+        None => ("http", text),
     };
     let authority = rest.trim_end_matches('/');
     let port_ok = authority
@@ -1512,11 +1522,71 @@ pub fn admin_url(text: &str) -> Result<String, String> {
         .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
     if authority.contains('/') || !port_ok {
         return Err(format!(
-            "{text:?} is not an admin API address; expected http://host:port or host:port, \
-             such as http://10.0.0.2:7070"
+            "{text:?} is not an admin API address; expected http://host:port, \
+             https://host:port or host:port, such as http://10.0.0.2:7070"
         ));
     }
-    Ok(format!("http://{authority}"))
+    Ok(format!("{scheme}://{authority}"))
+}
+
+/// `[admin.tls]` or `[metrics.tls]` (ADMIN-TLS): none of the files (plain HTTP), or a
+/// certificate and its key, and optionally client CAs, that pass the checks of
+/// [`TlsIdentity::load`] now: readable, the key the certificate's, not expired. `Some(None)`
+/// is plain HTTP; `None` a problem reported under the file's key.
+fn listener_tls(
+    f: &mut Findings<'_>,
+    section: &str,
+    tls: &super::TlsSection,
+) -> Option<Option<TlsFiles>> {
+    let given = |path: &Path| !path.as_os_str().is_empty();
+    match (given(&tls.cert_file), given(&tls.key_file)) {
+        (false, false) => {
+            if given(&tls.client_ca_file) {
+                f.problem(
+                    &format!("{section}.client_ca_file"),
+                    format!(
+                        "needs {section}.cert_file and {section}.key_file: client certificates \
+                         are asked for over TLS only"
+                    ),
+                );
+                return None;
+            }
+            return Some(None);
+        }
+        (true, false) | (false, true) => {
+            let missing = if given(&tls.cert_file) {
+                "key_file"
+            } else {
+                "cert_file"
+            };
+            f.problem(
+                &format!("{section}.{missing}"),
+                format!(
+                    "{section}.cert_file and {section}.key_file go together: set both, or \
+                     neither for plain HTTP"
+                ),
+            );
+            return None;
+        }
+        (true, true) => {}
+    }
+    let files = TlsFiles {
+        cert_file: tls.cert_file.clone(),
+        key_file: tls.key_file.clone(),
+        client_ca_file: given(&tls.client_ca_file).then(|| tls.client_ca_file.clone()),
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX)
+        });
+    match TlsIdentity::load(&files, now) {
+        Ok(_) => Some(Some(files)),
+        Err(problem) => {
+            f.problem(&format!("{section}.{}", problem.field), problem.message);
+            None
+        }
+    }
 }
 
 /// Whether `a` and `b` are the same key or one lies inside the other (`link.udp` and
