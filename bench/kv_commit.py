@@ -32,6 +32,11 @@ the same code for both systems. They share the machine's cores with the six serv
 program prints the CPU the load generator used, so a reader can tell whether it, rather than a
 server, set the pace.
 
+With `--tls`, conclave's admin API is served over TLS (`[admin.tls]` with a P-256 certificate
+from a CA the program makes with `openssl`), and every conclave client, the load's included,
+talks TLS; etcd stays on plain HTTP. Comparing a run with `--tls` against one without, each
+against etcd in its own run, gives what TLS costs (issue 26: at least 0.9 of the plain rate).
+
 With `--sessions N`, N sessions are granted on conclave's leader after start and each is
 kept alive once a second (a streaming keepalive with a 3 s TTL, from one more load process)
 for the whole run: the program prints the leader's CPU without and with them, and checks at
@@ -60,6 +65,7 @@ import secrets
 import shutil
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -130,10 +136,39 @@ class Member:
         return float("nan")
 
 
+# With --tls: conclave's admin ports, each with the client context that trusts the bench's CA
+# (the forked load processes inherit it). etcd is always reached in plain HTTP.
+TLS_PORTS: dict[int, ssl.SSLContext] = {}
+
+
+def make_certificates(root: Path) -> tuple[Path, Path, Path]:
+    """A CA and a certificate for 127.0.0.1 it signed, made with openssl in `root`: the CA's,
+    the certificate's and the key's paths."""
+    root.mkdir(parents=True, exist_ok=True)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    steps = [
+        ["req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+         "-subj", "/CN=kv-bench CA"],
+        ["req", *ec, "-keyout", "node.key", "-out", "node.csr", "-subj", "/CN=kv-bench"],
+        ["x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+         "-out", "node.pem", "-days", "2", "-extfile", "node.ext"],
+    ]
+    (root / "node.ext").write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    for step in steps:
+        done = subprocess.run(["openssl", *step], cwd=root, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise BenchError(f"openssl {' '.join(step)}: {done.stderr}")
+    return root / "ca.pem", root / "node.pem", root / "node.key"
+
+
 def request(port: int, method: str, path: str, body: bytes | None = None, timeout: float = 2.0):
     """One HTTP request on a new connection: (status, body) or None when nothing answered."""
     try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        if port in TLS_PORTS:
+            conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout,
+                                               context=TLS_PORTS[port])
+        else:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
         headers = {"Content-Type": "application/json"} if body is not None else {}
         conn.request(method, path, body=body, headers=headers)
         response = conn.getresponse()
@@ -379,7 +414,7 @@ async def read_response(reader: asyncio.StreamReader) -> int:
 
 
 async def one_client(port: int, requests_of, start: float, stop: float, out: dict) -> None:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=TLS_PORTS.get(port))
     seq = 0
     try:
         while True:
@@ -472,7 +507,7 @@ def hold_sessions(port: int, count: int, ready, stop_at_eof) -> None:
 
     async def hold(setting_up: asyncio.Semaphore, counts: dict[str, int]) -> None:
         async with setting_up:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=TLS_PORTS.get(port))
             writer.write(grant)
             status, answer = await read_answer(reader)
             if status != 200:
@@ -730,6 +765,9 @@ def main() -> int:
     parser.add_argument("--clients", default=",".join(map(str, CLIENT_COUNTS)))
     parser.add_argument("--idle-seconds", type=float, default=10.0, help="settle before each RSS reading")
     parser.add_argument("--dir", type=Path, default=None, help="where the data directories go (a new temporary one inside)")
+    parser.add_argument("--tls", action="store_true",
+                        help="conclave's admin API over TLS (admin.tls, a CA made with openssl); "
+                             "etcd stays on plain HTTP")
     parser.add_argument("--sessions", type=int, default=0,
                         help="live sessions on conclave's leader during the run, each kept alive once a "
                              "second by a streaming keepalive (issue 25)")
@@ -763,7 +801,16 @@ def main() -> int:
             # One connection per streaming keepalive, beside the load's.
             admin_extra = (f"max_connections = {args.sessions + 256}\n"
                            f"max_event_streams = {args.sessions + 16}\n")
+        if args.tls:
+            ca, cert, key = make_certificates(root / "tls")
+            admin_extra += (f"\n[admin.tls]\ncert_file = {json.dumps(str(cert))}\n"
+                            f"key_file = {json.dumps(str(key))}\n")
         conclave = ConclaveCluster(root / "conclave", binary, admin_extra)
+        if args.tls:
+            context = ssl.create_default_context(cafile=str(ca))
+            for member in conclave.members.values():
+                TLS_PORTS[member.http_port] = context
+            log(f"conclave's admin API over TLS (rustls, a P-256 certificate); etcd in plain HTTP")
         etcd_cluster = EtcdCluster(root / "etcd", etcd)
         clusters = [conclave, etcd_cluster]
         for cluster in clusters:
