@@ -399,9 +399,19 @@ impl AdminClient {
 }
 
 fn unreachable(url: &str, err: &ureq::Error) -> ClientError {
+    let mut reason = err.to_string();
+    // A node with admin.tls ends a plain-HTTP connection at once, without an HTTP answer: say
+    // what the likely cause is, since the error alone reads like a broken node.
+    let refused = matches!(
+        err,
+        ureq::Error::ConnectionFailed | ureq::Error::HostNotFound
+    ) || matches!(err, ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused);
+    if url.starts_with("http://") && !refused {
+        reason.push_str("; if the node serves admin.tls, use https:// with --cacert");
+    }
     ClientError::Unreachable {
         url: url.to_owned(),
-        reason: err.to_string(),
+        reason,
     }
 }
 

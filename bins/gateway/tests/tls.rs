@@ -263,6 +263,19 @@ fn the_cli_works_over_tls_and_plain_http_is_not_left_hanging() {
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("--cacert"), "{err}");
 
+    // The CLI pointed at the TLS port with http://: it says what the likely cause is.
+    let plain = conclave(&[
+        "status",
+        "--admin",
+        &format!("http://{}", cluster.admin_addr("gw-a")),
+    ]);
+    assert!(!plain.status.success());
+    assert!(
+        text(&plain.stderr).contains("use https:// with --cacert"),
+        "{}",
+        text(&plain.stderr)
+    );
+
     // /metrics over TLS.
     let metrics = conclave_metrics_over_tls(&cluster, &pki);
     assert!(metrics.contains("conclave_election_term"), "{metrics}");
