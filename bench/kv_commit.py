@@ -278,6 +278,9 @@ listen = {q(f"127.0.0.1:{metrics[name]}")}
 
 [log]
 enabled = true
+# Every key the runs write stays in the store: room for all of them, far past the default
+# bound (a full store answers 507, which would end the measurement early).
+max_store_bytes = 4294967296
 """)
             check = subprocess.run([str(binary), "check-config", str(config)], capture_output=True,
                                    text=True, env=env, timeout=30)
