@@ -14,12 +14,13 @@
 //! | `log.level` | applied: the new filter from the next line on |
 //! | `log.file` | applied: the log moves to the new file (or standard error) |
 //! | `health.*` | applied: the new battery/priority source is read at once (PRI-1, RAFT-10) |
+//! | `cluster.psk_file`, `cluster.psk_next_file`, `cluster.psk_send` | applied while a key is set: the key files are read again on every reload and the node seals under the named key from its next frame (PROTO-9, a key rotation); setting or removing the only key takes a restart |
 //! | anything else | kept as it runs; a WARN names the key, the value in use and the file's |
 //!
 //! Each applied key is reported at INFO with its old and new value; the values of the radio
 //! keys (`link.espnow.pmk`, `lmk`, `peer_lmks`) are never shown. A refused key stays refused:
-//! the next reload warns again until the node is restarted. Files named by the configuration
-//! (`cluster.psk_file`, `admin.token_file`) are read at start only.
+//! the next reload warns again until the node is restarted. `admin.token_file` is read at start
+//! only; the key files are read at every reload, so a key file rewritten in place is taken too.
 //!
 //! To make another key reloadable (a priority source, say), add a [`Reloadable`] variant, map
 //! its keys to it in [`Reloadable::of`], and apply it in [`Reloader::apply`]: everything else
@@ -48,6 +49,8 @@ pub(crate) enum Reloadable {
     LogFile,
     /// `health.*`: the battery and priority source.
     Health,
+    /// `cluster.psk_file`, `cluster.psk_next_file`, `cluster.psk_send`: the frame keys.
+    ClusterKeys,
 }
 
 impl Reloadable {
@@ -61,11 +64,20 @@ impl Reloadable {
             Some(Reloadable::LogFile)
         } else if key == "health" || key.starts_with("health.") {
             Some(Reloadable::Health)
+        } else if CLUSTER_KEY_KEYS.contains(&key) {
+            Some(Reloadable::ClusterKeys)
         } else {
             None
         }
     }
 }
+
+/// The settings that name the frame keys (PROTO-9).
+const CLUSTER_KEY_KEYS: &[&str] = &[
+    "cluster.psk_file",
+    "cluster.psk_next_file",
+    "cluster.psk_send",
+];
 
 /// Keys whose values are secrets: a change is named, its values never shown.
 const SECRET_KEYS: &[&str] = &[
@@ -210,7 +222,12 @@ impl Reloader {
             }
         };
 
-        let plan = plan(&self.running, &flatten(&settings));
+        let mut plan = plan(&self.running, &flatten(&settings));
+        if config.auth_key.is_some() {
+            // The key files are read again even when no key setting changed: a key file
+            // rewritten in place is a rotation too. Nothing is logged unless the keys change.
+            plan.apply.entry(Reloadable::ClusterKeys).or_default();
+        }
         for change in &plan.refused {
             warn!(
                 key = %change.key,
@@ -281,8 +298,21 @@ impl Reloader {
                 .replace_health(config.health.clone())
                 .await
                 .map_err(|err| err.to_string()),
+            Reloadable::ClusterKeys => apply_cluster_keys(node, config).await,
         }
     }
+}
+
+/// PROTO-9: the frame keys of the reloaded configuration, from the next frame on.
+async fn apply_cluster_keys(node: &NodeHandle, config: &NodeConfig) -> Result<(), String> {
+    let Some(keys) = config.key_ring() else {
+        return Err(
+            "cluster.psk_file is no longer set, and turning sealing off takes a restart: the \
+             node keeps its keys"
+                .to_owned(),
+        );
+    };
+    node.replace_keys(keys).await.map_err(|err| err.to_string())
 }
 
 /// `log.file` as a path; `None` for standard error.
@@ -365,6 +395,30 @@ mod tests {
             }
         );
         assert_eq!(keys(&plan.refused), vec!["metrics.listen", "node.id"]);
+    }
+
+    /// PROTO-9: the key settings of a rotation are applied, not refused.
+    #[test]
+    fn proto9_key_settings_are_reloadable() {
+        let running = flatten(&settings(BASE));
+        let edited = format!(
+            "{BASE}\n[cluster]\npsk_file = \"/etc/conclave/psk.new\"\n\
+             psk_next_file = \"/etc/conclave/psk.next\"\npsk_send = \"next\"\n"
+        );
+        let plan = plan(&running, &flatten(&settings(&edited)));
+        assert!(plan.refused.is_empty(), "{:?}", plan.refused);
+        let keys: Vec<&str> = plan.apply[&Reloadable::ClusterKeys]
+            .iter()
+            .map(|change| change.key.as_str())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "cluster.psk_file",
+                "cluster.psk_next_file",
+                "cluster.psk_send"
+            ]
+        );
     }
 
     /// A section that appears or disappears shows as its keys changing from or to "not set".

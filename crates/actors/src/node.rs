@@ -82,6 +82,12 @@ pub enum NodeError {
     /// The task recovering the WAL did not finish.
     #[error("WAL recovery did not complete: {0}")]
     Recovery(String),
+    /// Frame keys were given to a node that runs without a key (PROTO-9).
+    #[error(
+        "this node runs without a frame key: sealing is switched on by a restart with \
+         cluster.psk_file set"
+    )]
+    NoFrameKey,
 }
 
 /// How long a graceful stop waits for an HTTP server to finish its requests (its own
@@ -437,7 +443,7 @@ impl NodeBuilder {
         directory: &MemberDirectory,
     ) -> Addr<TransportActor> {
         let config = &self.config;
-        let codec = FrameCodec::new(config.cluster_id, config.auth_key.clone());
+        let codec = FrameCodec::with_keys(config.cluster_id, config.key_ring());
         let admission = Admission::new(
             AdmissionConfig {
                 reserved: config.voters.iter().copied().collect(),
@@ -1132,6 +1138,23 @@ impl NodeHandle {
             .send(ReplaceHealth(health))
             .await
             .map_err(|_| NodeError::Stopped)
+    }
+
+    /// Moves the node to a new ring of frame keys (a step of a key rotation, PROTO-9): it opens
+    /// frames under every key of `keys` and seals under the one it names, from the next frame
+    /// on. Fails for a node started without a key: sealing is switched on by a restart.
+    pub async fn replace_keys(&self, keys: conclave_protocol::KeyRing) -> Result<(), NodeError> {
+        let replaced = self
+            .inner
+            .transport
+            .send(crate::transport::ReplaceKeys(keys))
+            .await
+            .map_err(|_| NodeError::Stopped)?;
+        if replaced {
+            Ok(())
+        } else {
+            Err(NodeError::NoFrameKey)
+        }
     }
 
     /// Releases the WAL and the data-directory lock; the election must have stopped.

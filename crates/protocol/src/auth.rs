@@ -177,7 +177,12 @@ impl AuthKey {
     }
 
     /// The bytes of a stream key (see [`AuthKey::stream_cipher`]).
-    pub(crate) fn stream_key(&self, cluster: &ClusterId, from: &PeerId, incarnation: u64) -> [u8; 32] {
+    pub(crate) fn stream_key(
+        &self,
+        cluster: &ClusterId,
+        from: &PeerId,
+        incarnation: u64,
+    ) -> [u8; 32] {
         let cluster = cluster.as_bytes();
         let from = from.as_bytes();
         self.expand(&[
@@ -302,14 +307,23 @@ mod tests {
         for random in [0, 1, u64::MAX, 0x8000_0000_0000_0000, 0x1234_5678_9abc_def0] {
             let seq = first_seq(random);
             assert!(seq >= 1 << 16, "{seq:#x}");
-            assert!(u64::from(u32::MAX) - seq >= (1 << 31) - (1 << 16), "{seq:#x}");
+            assert!(
+                u64::from(u32::MAX) - seq >= (1 << 31) - (1 << 16),
+                "{seq:#x}"
+            );
         }
         assert_ne!(first_seq(0), first_seq(u64::MAX));
         assert_ne!(first_seq(1 << 33), first_seq(2 << 33));
     }
 
     /// The (stream key, nonce) of each of the first `frames` frames of one start.
-    fn stream(key: &AuthKey, from: &PeerId, incarnation: u64, random: u64, frames: u64) -> Vec<([u8; 32], [u8; 12])> {
+    fn stream(
+        key: &AuthKey,
+        from: &PeerId,
+        incarnation: u64,
+        random: u64,
+        frames: u64,
+    ) -> Vec<([u8; 32], [u8; 12])> {
         let cluster = ClusterId::new("site-1").unwrap();
         let stream_key = key.stream_key(&cluster, from, incarnation);
         let first = first_seq(random);
@@ -338,7 +352,10 @@ mod tests {
         // Restarted within the same second: the WAL gives the stored incarnation plus one
         // (even with the same random draw, the stream key differs).
         let restarted = stream(&key, &a, now + 1, 0x1234_5678_9abc_def0, FRAMES);
-        assert!(disjoint(&first, &restarted), "restart within the same second");
+        assert!(
+            disjoint(&first, &restarted),
+            "restart within the same second"
+        );
         assert_ne!(first[0].0, restarted[0].0);
 
         // A wiped data directory, started again in the same second: the incarnation is the
@@ -351,7 +368,10 @@ mod tests {
         let stepped_back = stream(&key, &a, now - 3600, 0x0fed_cba9_8765_4321, FRAMES);
         assert!(disjoint(&first, &stepped_back), "clock stepped back");
         let stepped_back_kept = stream(&key, &a, now + 1, 0x7777_0000_3333_1111, FRAMES);
-        assert!(disjoint(&first, &stepped_back_kept), "clock stepped back, WAL kept");
+        assert!(
+            disjoint(&first, &stepped_back_kept),
+            "clock stepped back, WAL kept"
+        );
 
         // The same id on two machines, started in the same second: same incarnation, each
         // machine's own random draw.
@@ -359,7 +379,13 @@ mod tests {
         assert!(disjoint(&first, &twin), "same id on two machines");
 
         // Another sender with the very same numbers has its own stream key.
-        let b = stream(&key, &PeerId::from_static("gw-b"), now, 0x1234_5678_9abc_def0, FRAMES);
+        let b = stream(
+            &key,
+            &PeerId::from_static("gw-b"),
+            now,
+            0x1234_5678_9abc_def0,
+            FRAMES,
+        );
         assert!(disjoint(&first, &b), "another sender");
     }
 }

@@ -266,8 +266,8 @@ fn decode_body(bytes: &[u8]) -> Result<Body, FrameError> {
     // length field cannot make it allocate more than the frame holds (PROTO-6).
     let mut deserializer = rmp_serde::Deserializer::new(Cursor::new(bytes));
     deserializer.set_max_depth(MAX_NESTING);
-    let body =
-        Body::deserialize(&mut deserializer).map_err(|err| FrameError::Malformed(err.to_string()))?;
+    let body = Body::deserialize(&mut deserializer)
+        .map_err(|err| FrameError::Malformed(err.to_string()))?;
     let consumed = usize::try_from(deserializer.position()).unwrap_or(usize::MAX);
     if consumed != bytes.len() {
         return Err(FrameError::Malformed(format!(
@@ -349,7 +349,9 @@ mod tests {
     }
 
     fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-        haystack.windows(needle.len()).any(|window| window == needle)
+        haystack
+            .windows(needle.len())
+            .any(|window| window == needle)
     }
 
     /// PROTO-9: a sealed frame opens to the envelope it was made from, shows its header in
@@ -366,9 +368,16 @@ mod tests {
         assert_eq!(frame.len(), plain.len() + SEALED_TAG_LEN);
         assert!(contains(&plain, VALUE));
         assert!(!contains(&frame, VALUE));
-        assert!(!contains(&frame, b"gw-b\x97"), "the body's fields are sealed too");
+        assert!(
+            !contains(&frame, b"gw-b\x97"),
+            "the body's fields are sealed too"
+        );
         let header_len = decode_header(&plain).unwrap().len;
-        assert_eq!(frame[..header_len], plain[..header_len], "the header is in clear");
+        assert_eq!(
+            frame[..header_len],
+            plain[..header_len],
+            "the header is in clear"
+        );
         assert_eq!(sealed.decode(&frame).unwrap(), envelope);
         assert_eq!(clear.decode(&plain).unwrap(), envelope);
     }
@@ -458,6 +467,9 @@ mod tests {
                 supported: 3
             })
         );
-        assert_eq!(codec.decode(&old).unwrap_err().drop_reason(), crate::DropReason::Version);
+        assert_eq!(
+            codec.decode(&old).unwrap_err().drop_reason(),
+            crate::DropReason::Version
+        );
     }
 }

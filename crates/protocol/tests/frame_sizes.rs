@@ -9,8 +9,8 @@
 use conclave_protocol::{
     AppendEntries, AuthKey, Candidate, Challenge, ChallengeAck, ClusterId, Configuration,
     DEFAULT_TAG_LEN, Discover, DiscoverAck, ESPNOW_V1_MTU, EntryKind, Envelope, FrameCodec,
-    FrameError, LogEntry, MAX_ID_LEN, MasterAnnounce, MasterResign, PeerId, Ping,
-    Pong, PriorityVote, RequestVote, ResignReason, Vote,
+    FrameError, LogEntry, MAX_ID_LEN, MasterAnnounce, MasterResign, PeerId, Ping, Pong,
+    PriorityVote, RequestVote, ResignReason, Vote,
 };
 
 /// The document whose numbers these tests hold to.

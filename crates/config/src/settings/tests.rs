@@ -1830,7 +1830,11 @@ fn proto9_next_key_and_send_key_are_checked() {
         "psk_next_file = {}\n",
         toml_path(current.path())
     )));
-    assert_problem(&problems, "cluster.psk_next_file", "the same key as cluster.psk_file");
+    assert_problem(
+        &problems,
+        "cluster.psk_next_file",
+        "the same key as cluster.psk_file",
+    );
     let problems = refused(&keyed(&format!(
         "psk_next_file = {}\n",
         toml_path(short.path())
@@ -1839,14 +1843,26 @@ fn proto9_next_key_and_send_key_are_checked() {
     let problems = refused(&keyed("psk_next_file = \"/nonexistent/next.psk\"\n"));
     assert_keys(&problems, &["cluster.psk_next_file"]);
     let problems = refused(&keyed("psk_send = \"next\"\n"));
-    assert_problem(&problems, "cluster.psk_send", "cluster.psk_next_file is not set");
+    assert_problem(
+        &problems,
+        "cluster.psk_send",
+        "cluster.psk_next_file is not set",
+    );
     let problems = refused(&keyed("psk_send = \"newest\"\n"));
-    assert_problem(&problems, "cluster.psk_send", "expected \"current\" or \"next\"");
+    assert_problem(
+        &problems,
+        "cluster.psk_send",
+        "expected \"current\" or \"next\"",
+    );
     let problems = refused(&format!(
         "[cluster]\npsk_next_file = {}\n",
         toml_path(next.path())
     ));
-    assert_problem(&problems, "cluster.psk_next_file", "cluster.psk_file is not");
+    assert_problem(
+        &problems,
+        "cluster.psk_next_file",
+        "cluster.psk_file is not",
+    );
 }
 
 /// ESP-1..8: `[link.espnow]` takes a device path or "virtual", a baud rate (921600 by

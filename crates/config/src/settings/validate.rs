@@ -29,8 +29,8 @@ use conclave_core::priority::PriorityConfig;
 use conclave_core::raft::LogConfig;
 use conclave_core::static_leader::StaticConfig;
 use conclave_protocol::{
-    AppendEntries, AuthKey, Body, ClusterId, ESPNOW_V1_MTU, Envelope, FrameCodec, IdError,
-    PeerId, SEALED_TAG_LEN, SendKey,
+    AppendEntries, AuthKey, Body, ClusterId, ESPNOW_V1_MTU, Envelope, FrameCodec, IdError, PeerId,
+    SEALED_TAG_LEN, SendKey,
 };
 use conclave_statemachine::StoreLimits;
 
@@ -347,7 +347,10 @@ impl Settings {
         let key = match AuthKey::new(&next, SEALED_TAG_LEN) {
             Ok(key) => key,
             Err(error) => {
-                f.problem("cluster.psk_next_file", format!("{}: {error}", path.display()));
+                f.problem(
+                    "cluster.psk_next_file",
+                    format!("{}: {error}", path.display()),
+                );
                 return None;
             }
         };
