@@ -131,15 +131,18 @@ async fn relay(pair: [PeerId; 2], codec: FrameCodec, capture: Capture) -> Socket
 /// Three nodes with the replicated log on UDP through relays, a value written through the
 /// API; every datagram the relays carried.
 async fn udp_capture(sealed: bool) -> Vec<Vec<u8>> {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("a temporary directory");
     let names = ["a", "b", "c"];
-    let ids: Vec<PeerId> = names.iter().map(|n| PeerId::new(n).unwrap()).collect();
+    let ids: Vec<PeerId> = names
+        .iter()
+        .map(|n| PeerId::new(n).expect("valid ids"))
+        .collect();
     let options = ClusterOptions {
         authenticated: sealed,
         ..ClusterOptions::real_time(Quorum::Voters)
     };
     let codec = FrameCodec::new(
-        ClusterId::new(CLUSTER).unwrap(),
+        ClusterId::new(CLUSTER).expect("the test cluster id"),
         sealed.then(|| key(TEST_PSK)),
     );
     let capture = Capture::default();
@@ -255,7 +258,11 @@ async fn proto9_a_written_value_never_travels_in_clear_on_the_radio() {
 async fn terms_and_leaders(cluster: &MemoryCluster) -> Vec<(u64, Option<PeerId>)> {
     let mut out = Vec::new();
     for index in cluster.running() {
-        let status = cluster.handle(index).election_status().await.unwrap();
+        let status = cluster
+            .handle(index)
+            .election_status()
+            .await
+            .expect("a running node answers");
         out.push((status.term, status.leader));
     }
     out

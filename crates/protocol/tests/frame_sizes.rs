@@ -395,6 +395,28 @@ fn priority_frames_fit_espnow_and_match_the_doc() {
     assert_eq!(checked, 6);
 }
 
+/// PROTO-4, PROTO-9: a heartbeat as a sealed node sends it today — its incarnation the Unix
+/// second of its start, its sequence from a random start — is at most 64 bytes broadcast and
+/// unicast, the sizes the document states.
+#[test]
+fn heartbeat_as_sent_fits_the_target_and_matches_the_doc() {
+    let scenario = Scenario {
+        incarnation: 1_764_000_000,
+        seq: conclave_protocol::first_seq(u64::MAX),
+        ..Scenario::realistic()
+    };
+    let codec = codec(scenario.cluster, DEFAULT_TAG_LEN);
+    let broadcast = encoded_len(&codec, &scenario.heartbeat(None));
+    let unicast = encoded_len(&codec, &scenario.heartbeat(Some(scenario.b)));
+    assert!(unicast <= TARGET, "{unicast} bytes");
+    let sentence = format!("{broadcast} bytes broadcast and {unicast} unicast");
+    let prose = WIRE_DOC.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        prose.contains(&sentence),
+        "docs/wire-protocol.md should say {sentence:?}"
+    );
+}
+
 /// PROTO-4: the sentence the document leads with names the real heartbeat size.
 #[test]
 fn doc_states_the_heartbeat_size() {
