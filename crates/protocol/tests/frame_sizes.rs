@@ -16,7 +16,7 @@ use conclave_protocol::{
 /// The document whose numbers these tests hold to.
 const WIRE_DOC: &str = include_str!("../../../docs/wire-protocol.md");
 
-/// The key of the hex dump in the document, so other implementations can check their HMAC.
+/// The key of the hex dump in the document, so other implementations can check their sealing.
 const DOC_KEY: &[u8] = b"conclave-demo-key-site-1";
 
 /// docs/design.md §11: heartbeat, vote and ping frames with their tag.
