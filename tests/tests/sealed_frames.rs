@@ -388,3 +388,45 @@ async fn proto9_a_node_without_a_key_refuses_keys() {
     assert!(refused.is_err());
     cluster.stop().await;
 }
+
+/// Issue 26 item 3, PROTO-9: a frame of protocol version 2 (HMAC-tagged, in clear) reaching a
+/// node of version 3 is refused and counted as `version`, not taken for a forgery.
+#[actix_rt::test]
+async fn proto9_a_version_2_frame_is_refused_as_another_version() {
+    let _log = test_log();
+    let options = ClusterOptions {
+        authenticated: true,
+        ..ClusterOptions::real_time(Quorum::Voters)
+    };
+    let cluster = MemoryCluster::start(&["solo"], options).await;
+    let unsealed = FrameCodec::new(ClusterId::new(CLUSTER).expect("the test cluster id"), None);
+    let envelope = conclave_protocol::Envelope::new(
+        unsealed.cluster(),
+        PeerId::from_static("old"),
+        1_764_000_000,
+        1,
+        None,
+        conclave_protocol::Hello {},
+    );
+    let mut frame = unsealed.encode(&envelope, 1452).expect("a hello fits");
+    // What a node of version 2 sends: the same envelope, version 2, a 16-byte HMAC tag.
+    frame[1] = 2;
+    frame.extend_from_slice(&[0xa5; 16]);
+    // The node's slot is there once its transport runs.
+    let hub = &cluster.hub;
+    assert!(
+        cluster
+            .wait_for(PATIENCE, || {
+                let frame = frame.clone();
+                async move { hub.inject(7, 0, frame) }
+            })
+            .await
+    );
+    assert!(
+        cluster
+            .wait_for(PATIENCE, || async { dropped(&cluster, "version") > 0.0 })
+            .await
+    );
+    assert_eq!(dropped(&cluster, "bad_tag"), 0.0);
+    cluster.stop().await;
+}
