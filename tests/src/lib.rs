@@ -24,7 +24,7 @@ use conclave_config::{
 use conclave_core::MembershipConfig;
 use conclave_core::election::{ElectionConfig, ElectionStatus, LeaderChangeCause, Mode, Role};
 use conclave_core::raft::{QuorumMode, RaftConfig};
-use conclave_protocol::{AuthKey, ClusterId, PeerId};
+use conclave_protocol::{AuthKey, ClusterId, PeerId, SendKey};
 use conclave_statemachine::StoreLimits;
 use tempfile::TempDir;
 
@@ -147,6 +147,8 @@ pub fn node_config(
         health: HealthConfig::default(),
         initial_state: InitialState::default(),
         store_limits: StoreLimits::default(),
+        next_key: None,
+        send_key: SendKey::Current,
     }
 }
 

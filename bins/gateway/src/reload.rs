@@ -15,6 +15,7 @@
 //! | `log.file` | applied: the log moves to the new file (or standard error) |
 //! | `health.*` | applied: the new battery/priority source is read at once (PRI-1, RAFT-10) |
 //! | `admin.token_file`, `admin.tokens_file` | applied: the files are read again on every reload, changed or not, and the admin API checks the next request against their tokens (SEC-2) |
+//! | `cluster.psk_file`, `cluster.psk_next_file`, `cluster.psk_send` | applied while a key is set: the key files are read again on every reload and the node seals under the named key from its next frame (PROTO-9, a key rotation); setting or removing the only key takes a restart |
 //! | anything else | kept as it runs; a WARN names the key, the value in use and the file's |
 //!
 //! Each applied key is reported at INFO with its old and new value; the values of the radio
@@ -22,8 +23,9 @@
 //! the next reload warns again until the node is restarted. Of the files named by the
 //! configuration, the admin tokens' are read again at every reload (a token added, removed or
 //! changed there takes effect without a change of the configuration file; a broken one keeps
-//! the tokens in force, like any other problem); `cluster.psk_file` is read at start only.
-//! Token secrets are never logged, only the names of the tokens in force.
+//! the tokens in force, like any other problem), and so are the cluster key files (a key file
+//! rewritten in place is taken too). Token secrets are never logged, only the names of the
+//! tokens in force.
 //!
 //! To make another key reloadable (a priority source, say), add a [`Reloadable`] variant, map
 //! its keys to it in [`Reloadable::of`], and apply it in [`Reloader::apply`]: everything else
@@ -54,6 +56,8 @@ pub(crate) enum Reloadable {
     Health,
     /// `admin.token_file`, `admin.tokens_file`: the admin API's tokens.
     AdminTokens,
+    /// `cluster.psk_file`, `cluster.psk_next_file`, `cluster.psk_send`: the frame keys.
+    ClusterKeys,
 }
 
 impl Reloadable {
@@ -69,11 +73,20 @@ impl Reloadable {
             Some(Reloadable::Health)
         } else if key == "admin.token_file" || key == "admin.tokens_file" {
             Some(Reloadable::AdminTokens)
+        } else if CLUSTER_KEY_KEYS.contains(&key) {
+            Some(Reloadable::ClusterKeys)
         } else {
             None
         }
     }
 }
+
+/// The settings that name the frame keys (PROTO-9).
+const CLUSTER_KEY_KEYS: &[&str] = &[
+    "cluster.psk_file",
+    "cluster.psk_next_file",
+    "cluster.psk_send",
+];
 
 /// Keys whose values are secrets: a change is named, its values never shown.
 const SECRET_KEYS: &[&str] = &[
@@ -239,7 +252,12 @@ impl Reloader {
         };
 
         self.reload_tokens(node, &config);
-        let plan = plan(&self.running, &flatten(&settings));
+        let mut plan = plan(&self.running, &flatten(&settings));
+        if config.auth_key.is_some() {
+            // The key files are read again even when no key setting changed: a key file
+            // rewritten in place is a rotation too. Nothing is logged unless the keys change.
+            plan.apply.entry(Reloadable::ClusterKeys).or_default();
+        }
         for change in &plan.refused {
             warn!(
                 key = %change.key,
@@ -312,8 +330,21 @@ impl Reloader {
                 .map_err(|err| err.to_string()),
             // Already in force: the files are read again at every reload.
             Reloadable::AdminTokens => Ok(()),
+            Reloadable::ClusterKeys => apply_cluster_keys(node, config).await,
         }
     }
+}
+
+/// PROTO-9: the frame keys of the reloaded configuration, from the next frame on.
+async fn apply_cluster_keys(node: &NodeHandle, config: &NodeConfig) -> Result<(), String> {
+    let Some(keys) = config.key_ring() else {
+        return Err(
+            "cluster.psk_file is no longer set, and turning sealing off takes a restart: the \
+             node keeps its keys"
+                .to_owned(),
+        );
+    };
+    node.replace_keys(keys).await.map_err(|err| err.to_string())
 }
 
 /// `log.file` as a path; `None` for standard error.
@@ -413,6 +444,30 @@ mod tests {
         assert_eq!(
             plan.apply.keys().copied().collect::<Vec<_>>(),
             vec![Reloadable::AdminTokens]
+        );
+    }
+
+    /// PROTO-9: the key settings of a rotation are applied, not refused.
+    #[test]
+    fn proto9_key_settings_are_reloadable() {
+        let running = flatten(&settings(BASE));
+        let edited = format!(
+            "{BASE}\n[cluster]\npsk_file = \"/etc/conclave/psk.new\"\n\
+             psk_next_file = \"/etc/conclave/psk.next\"\npsk_send = \"next\"\n"
+        );
+        let plan = plan(&running, &flatten(&settings(&edited)));
+        assert!(plan.refused.is_empty(), "{:?}", plan.refused);
+        let keys: Vec<&str> = plan.apply[&Reloadable::ClusterKeys]
+            .iter()
+            .map(|change| change.key.as_str())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "cluster.psk_file",
+                "cluster.psk_next_file",
+                "cluster.psk_send"
+            ]
         );
     }
 

@@ -91,6 +91,12 @@ pub enum NodeError {
         /// What is wrong, naming the file.
         problem: conclave_config::tls::TlsProblem,
     },
+    /// Frame keys were given to a node that runs without a key (PROTO-9).
+    #[error(
+        "this node runs without a frame key: sealing is switched on by a restart with \
+         cluster.psk_file set"
+    )]
+    NoFrameKey,
 }
 
 /// How long a graceful stop waits for an HTTP server to finish its requests (its own
@@ -447,7 +453,7 @@ impl NodeBuilder {
         directory: &MemberDirectory,
     ) -> Addr<TransportActor> {
         let config = &self.config;
-        let codec = FrameCodec::new(config.cluster_id, config.auth_key.clone());
+        let codec = FrameCodec::with_keys(config.cluster_id, config.key_ring());
         let admission = Admission::new(
             AdmissionConfig {
                 reserved: config.voters.iter().copied().collect(),
@@ -1211,6 +1217,23 @@ impl NodeHandle {
     /// this puts a reloaded set in force for the node's admin API.
     pub fn admin_tokens(&self) -> &crate::admin::AdminTokens {
         &self.inner.admin_tokens
+    }
+
+    /// Moves the node to a new ring of frame keys (a step of a key rotation, PROTO-9): it opens
+    /// frames under every key of `keys` and seals under the one it names, from the next frame
+    /// on. Fails for a node started without a key: sealing is switched on by a restart.
+    pub async fn replace_keys(&self, keys: conclave_protocol::KeyRing) -> Result<(), NodeError> {
+        let replaced = self
+            .inner
+            .transport
+            .send(crate::transport::ReplaceKeys(keys))
+            .await
+            .map_err(|_| NodeError::Stopped)?;
+        if replaced {
+            Ok(())
+        } else {
+            Err(NodeError::NoFrameKey)
+        }
     }
 
     /// Releases the WAL and the data-directory lock; the election must have stopped.

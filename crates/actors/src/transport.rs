@@ -54,8 +54,13 @@
 //! queue, votes and everything else essential (ESP-4); the signal strength of each peer is
 //! kept (PRI-1), exported as `conclave_dongle_rssi_dbm{peer}` and handed to the election
 //! when it changed (by 1 dB, at most once a second per peer). ESP-NOW broadcast is
-//! neither encrypted nor authenticated by the radio: the frame tag is what keeps forged
-//! frames out (ESP-8).
+//! neither encrypted nor authenticated by the radio: sealed frames are what keep forged
+//! frames out and values private (ESP-8, PROTO-9).
+//!
+//! With a key, frames are sealed (PROTO-9, issue 26 item 3): each start draws its first
+//! sequence number at random ([`conclave_protocol::first_seq`]), which keeps the nonces of two
+//! starts that share an incarnation apart, and [`ReplaceKeys`] moves the codec, which every
+//! link reader shares, to a new ring of keys during a rotation.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -69,7 +74,8 @@ use conclave_core::election::{ElectionMessage, PeerSignal};
 use conclave_core::{Admission, AdmissionAction, AdmissionNotice, FrameHeader, LinkAddr, Verdict};
 use conclave_espnow::{DongleEvent, DongleHandle, DongleStatus, Mac, Priority};
 use conclave_protocol::{
-    Body, BodyKind, DropReason, ESPNOW_V1_MTU, Envelope, FrameCodec, PeerId, UDP_MTU,
+    Body, BodyKind, DropReason, ESPNOW_V1_MTU, Envelope, FrameCodec, KeyRing, PROTOCOL_VERSION,
+    PeerId, UDP_MTU, first_seq,
 };
 use futures_util::Stream;
 use rustix::net::{AddressFamily, SocketFlags, SocketType};
@@ -77,7 +83,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::task::JoinHandle;
-use tracing::{debug, error, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::clock::NodeClock;
 use crate::member_directory::MemberDirectory;
@@ -573,7 +579,8 @@ impl TransportActor {
             span: tracing::info_span!("node", id = %node_id),
             node_id,
             incarnation,
-            next_seq: 0,
+            // `seal` counts up before it stamps, so the first frame carries `first_seq`.
+            next_seq: first_seq(start_entropy()) - 1,
             codec,
             admission,
             clock,
@@ -990,6 +997,25 @@ impl TransportActor {
             .collect::<Vec<_>>()
             .join(" ");
         let window_s = DROP_SUMMARY_INTERVAL.as_secs();
+        // A peer that cannot be understood at all is a configuration to fix, not a flood:
+        // another protocol version, or frames sealed under a key this node does not hold.
+        // Said at warning level however few came.
+        if let Some((_, count)) = tally.iter().find(|(r, _)| *r == DropReason::Version) {
+            warn!(
+                dropped = count,
+                "frames of another protocol version dropped in the last {window_s} s: a peer runs \
+                 a conclave release that does not speak version {PROTOCOL_VERSION} of the wire \
+                 protocol; upgrade every node (docs/operations.md, \"Upgrading\")"
+            );
+        }
+        if let Some((_, count)) = tally.iter().find(|(r, _)| *r == DropReason::BadTag) {
+            warn!(
+                dropped = count,
+                "frames that do not open dropped in the last {window_s} s: sealed under a key \
+                 this node does not hold (check cluster.psk_file and cluster.psk_next_file on \
+                 every node), corrupted, or forged"
+            );
+        }
         if total >= DROP_SUMMARY_WARN {
             warn!(
                 dropped = total,
@@ -1282,6 +1308,45 @@ impl Handler<GetUnanswered> for TransportActor {
     }
 }
 
+/// 64 random bits for this start's first sequence number (PROTO-9). The standard library keys
+/// each hasher from the operating system's randomness, so this needs no generator of its own;
+/// the process id and the time are mixed in only as a second source.
+fn start_entropy() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    if let Ok(since) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        hasher.write_u128(since.as_nanos());
+    }
+    hasher.finish()
+}
+
+/// Moves the transport, and every link reader, to a new ring of frame keys: a step of a key
+/// rotation (PROTO-9). Answers whether the keys were replaced: a node that runs without a key
+/// cannot start sealing by a reload.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct ReplaceKeys(pub KeyRing);
+
+impl Handler<ReplaceKeys> for TransportActor {
+    type Result = bool;
+    fn handle(&mut self, ReplaceKeys(ring): ReplaceKeys, _: &mut Self::Context) -> bool {
+        let _span = self.span.clone().entered();
+        let before = self.codec.keys().map(|ring| ring.describe());
+        let after = ring.describe();
+        if !self.codec.replace_keys(ring) {
+            return false;
+        }
+        if before.as_deref() != Some(after.as_str()) {
+            info!(
+                before = before.as_deref().unwrap_or("none"),
+                "frame keys replaced: {after}"
+            );
+        }
+        true
+    }
+}
+
 impl Handler<GetRoutes> for TransportActor {
     type Result = MessageResult<GetRoutes>;
     fn handle(&mut self, _: GetRoutes, _: &mut Self::Context) -> Self::Result {
@@ -1298,6 +1363,16 @@ impl Handler<GetRoutes> for TransportActor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// PROTO-9: each start draws its own first sequence number (what keeps the nonces of two
+    /// starts that share an incarnation apart: a wiped data directory, a clock stepped back,
+    /// the same id on two machines), and it keeps the sequence's 5-byte encoding.
+    #[test]
+    fn proto9_each_start_draws_its_own_first_sequence() {
+        let draws: BTreeSet<u64> = (0..64).map(|_| first_seq(start_entropy())).collect();
+        assert_eq!(draws.len(), 64);
+        assert!(draws.iter().all(|seq| (1 << 16..1 << 32).contains(seq)));
+    }
 
     /// PRI-1: a peer's signal goes to the election the first time, then only once it moved
     /// by a whole dB and a second has passed: not per frame.

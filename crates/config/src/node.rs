@@ -19,7 +19,7 @@ use std::time::Duration;
 use conclave_core::MembershipConfig;
 use conclave_core::election::ElectionConfig;
 use conclave_core::raft::{LogConfig, QuorumMode, RaftConfig};
-use conclave_protocol::{AuthKey, ClusterId, PeerId};
+use conclave_protocol::{AuthKey, ClusterId, KeyRing, PeerId, SendKey};
 use conclave_statemachine::StoreLimits;
 
 use crate::tls::TlsFiles;
@@ -64,6 +64,20 @@ pub struct NodeConfig {
     /// `log.max_store_bytes` and `log.max_jobs` (STORE-1, STORE-2): the bounds the leader
     /// holds the state machine to.
     pub store_limits: StoreLimits,
+    /// The next frame key from `cluster.psk_next_file`, during a key rotation (PROTO-9).
+    pub next_key: Option<AuthKey>,
+    /// `cluster.psk_send`: which key frames are sealed under.
+    pub send_key: SendKey,
+}
+
+impl NodeConfig {
+    /// The keys frames are sealed and opened with: `cluster.psk_file`'s, the next one during a
+    /// rotation, and which of them to send under; `None` without a key.
+    pub fn key_ring(&self) -> Option<KeyRing> {
+        self.auth_key
+            .clone()
+            .map(|current| KeyRing::new(current, self.next_key.clone(), self.send_key))
+    }
 }
 
 /// `cluster.initial_state` (WAL-5): how a node that finds no WAL starts.

@@ -24,6 +24,10 @@
 //! A node's settings (power, partition group, RSSI overrides, counters) are kept by MAC and
 //! outlive its attachment: a dongle that is unplugged and plugged again comes back at the
 //! same place of the air.
+//!
+//! [`Air::monitor`] is a radio in monitor mode, as anyone in range could run: it records every
+//! frame sent on the air, unicast or broadcast, whoever it was for — what a test of what
+//! travels in clear (PROTO-9) must look at.
 
 use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroU32;
@@ -194,6 +198,44 @@ struct AirState {
     /// again and when the last frame sent on it lands. Nodes that cannot hear each other do
     /// not share a medium.
     medium: HashMap<(u8, u32), (Instant, Instant)>,
+    /// Radios in monitor mode ([`Air::monitor`]).
+    monitors: Vec<AirMonitor>,
+}
+
+/// Every frame sent on an [`Air`] since [`Air::monitor`] was called, as a radio in monitor
+/// mode hears them: sender, destination and payload, in the order they were sent. Keeps at
+/// most [`AirMonitor::CAPACITY`] frames and counts the rest.
+#[derive(Debug, Clone, Default)]
+pub struct AirMonitor {
+    heard: Arc<Mutex<(Vec<AirFrame>, u64)>>,
+}
+
+impl AirMonitor {
+    /// Frames kept; a test that sends more sees [`AirMonitor::missed`] grow.
+    pub const CAPACITY: usize = 100_000;
+
+    /// The frames heard so far.
+    pub fn frames(&self) -> Vec<AirFrame> {
+        self.lock().0.clone()
+    }
+
+    /// Frames sent past [`AirMonitor::CAPACITY`], not kept.
+    pub fn missed(&self) -> u64 {
+        self.lock().1
+    }
+
+    fn record(&self, frame: AirFrame) {
+        let mut heard = self.lock();
+        if heard.0.len() < Self::CAPACITY {
+            heard.0.push(frame);
+        } else {
+            heard.1 += 1;
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, (Vec<AirFrame>, u64)> {
+        self.heard.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 struct Node {
@@ -250,6 +292,7 @@ impl Air {
                 next_attachment: 1,
                 next_group: 1,
                 medium: HashMap::new(),
+                monitors: Vec::new(),
             })),
         }
     }
@@ -291,6 +334,14 @@ impl Air {
             rx,
             done,
         })
+    }
+
+    /// A radio in monitor mode: from now on it records every frame sent on this air, whoever
+    /// it was for (see [`AirMonitor`]).
+    pub fn monitor(&self) -> AirMonitor {
+        let monitor = AirMonitor::default();
+        self.lock().monitors.push(monitor.clone());
+        monitor
     }
 
     /// MACs of the radios attached now.
@@ -425,6 +476,18 @@ impl Air {
     /// the frame's turn on the medium and its air time).
     fn transmit(&self, src: Mac, dst: Mac, payload: Vec<u8>, tag: u64) {
         let mut state = self.lock();
+        if !state.monitors.is_empty() {
+            let channel = state.nodes.get(&src).map_or(0, |node| node.channel);
+            for monitor in &state.monitors {
+                monitor.record(AirFrame {
+                    src,
+                    dst,
+                    rssi: 0,
+                    channel,
+                    payload: payload.clone(),
+                });
+            }
+        }
         let latency = state.draw_latency();
         let delay = state.occupy_medium(src, payload.len(), latency);
         let deliveries = state.plan(src, dst, payload.len());

@@ -31,8 +31,8 @@ pub mod serial;
 pub mod virtual_dongle;
 
 pub use air::{
-    AIR_FRAME_OVERHEAD, Air, AirConfig, AirCounters, AirEvent, AirFrame, AirPort, TxReport,
-    VirtualError, air_time,
+    AIR_FRAME_OVERHEAD, Air, AirConfig, AirCounters, AirEvent, AirFrame, AirMonitor, AirPort,
+    TxReport, VirtualError, air_time,
 };
 pub use codec::{CodecStats, DongleCodec, Inbound};
 pub use driver::{

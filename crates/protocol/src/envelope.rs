@@ -14,7 +14,11 @@ use crate::ids::{ClusterId, PeerId};
 /// Version 2 added the `Challenge` / `ChallengeAck` handshake: a version-2 node admits a
 /// sender's frames only once the sender has answered a challenge, which a version-1 node cannot
 /// do, so the two refuse each other plainly (`version`) rather than half-working.
-pub const PROTOCOL_VERSION: u8 = 2;
+///
+/// Version 3 seals the body with a key (PROTO-9): a version-2 node could not open it, and would
+/// take the AEAD tag for an HMAC tag and drop every frame as forged, so the version says it
+/// first. Without a key the bytes are those of version 2 but for the version number.
+pub const PROTOCOL_VERSION: u8 = 3;
 
 /// One message between nodes, as it is encoded on the wire (a seven-element MessagePack array,
 /// fields in this order).

@@ -46,15 +46,15 @@ pub enum KeyError {
         /// The minimum.
         min: usize,
     },
-    /// The truncated tag length is outside 8..=32 bytes.
-    #[error("authentication tag length {len} is outside {min}..={max} bytes")]
+    /// A tag length other than the sealed frames' 16 bytes.
+    #[error(
+        "authentication tag length {len} is not supported: sealed frames carry a {expected}-byte tag"
+    )]
     TagLength {
         /// The requested length.
         len: usize,
-        /// Shortest allowed.
-        min: usize,
-        /// Longest allowed (the full HMAC-SHA256 output).
-        max: usize,
+        /// The only length sealing has.
+        expected: usize,
     },
 }
 
@@ -96,8 +96,11 @@ pub enum FrameError {
         /// This node's cluster.
         expected: ClusterId,
     },
-    /// The authentication tag does not match the envelope (PROTO-5).
-    #[error("authentication tag does not match: forged, corrupted, or a different pre-shared key")]
+    /// The frame does not open: its tag does not match its header and sealed body (PROTO-5,
+    /// PROTO-9).
+    #[error(
+        "frame does not open: forged, corrupted, or sealed under a key this node does not hold"
+    )]
     BadTag,
     /// `(incarnation, seq)` is not newer than what was accepted from this sender (PROTO-5).
     #[error(

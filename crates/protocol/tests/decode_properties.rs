@@ -858,8 +858,8 @@ fn proto_5_6_mutated_frames_are_refused_or_authentic() {
 // round trip and MTU
 
 /// PROTO-2, PROTO-3, PROTO-4, PROTO-5: every envelope of every body kind encodes and decodes
-/// back to itself, with and without a key; the tagged frame is the untagged one plus exactly
-/// `tag_len` bytes; a frame fits an MTU of exactly its length and is refused with `Oversize`
+/// back to itself, with and without a key; the sealed frame is as long as the unsealed one
+/// plus exactly the tag, its header the same bytes; a frame fits an MTU of exactly its length and is refused with `Oversize`
 /// (never truncated) at one byte less, and likewise against ESP-NOW v1.
 #[test]
 fn proto_2_4_envelopes_round_trip_and_never_truncate() {
@@ -878,7 +878,13 @@ fn proto_2_4_envelopes_round_trip_and_never_truncate() {
             let len = frame.len();
 
             prop_assert_eq!(len, untagged.len() + codec.tag_len());
-            prop_assert_eq!(&frame[..untagged.len()], &untagged[..]);
+            // PROTO-9: the header is in clear, the body sealed in place (same length).
+            let body_len = rmp_serde::to_vec(&envelope.body).map_or(0, |body| body.len());
+            let header_len = untagged.len() - body_len;
+            prop_assert_eq!(&frame[..header_len], &untagged[..header_len]);
+            if key.is_none() {
+                prop_assert_eq!(&frame[..], &untagged[..]);
+            }
             prop_assert_eq!(codec.decode(&frame), Ok(envelope.clone()));
             prop_assert_eq!(
                 FrameReceiver::new(codec.clone()).receive(&frame),

@@ -9,14 +9,14 @@
 use conclave_protocol::{
     AppendEntries, AuthKey, Candidate, Challenge, ChallengeAck, ClusterId, Configuration,
     DEFAULT_TAG_LEN, Discover, DiscoverAck, ESPNOW_V1_MTU, EntryKind, Envelope, FrameCodec,
-    FrameError, LogEntry, MAX_ID_LEN, MAX_TAG_LEN, MasterAnnounce, MasterResign, PeerId, Ping,
-    Pong, PriorityVote, RequestVote, ResignReason, Vote,
+    FrameError, LogEntry, MAX_ID_LEN, MasterAnnounce, MasterResign, PeerId, Ping, Pong,
+    PriorityVote, RequestVote, ResignReason, Vote,
 };
 
 /// The document whose numbers these tests hold to.
 const WIRE_DOC: &str = include_str!("../../../docs/wire-protocol.md");
 
-/// The key of the hex dump in the document, so other implementations can check their HMAC.
+/// The key of the hex dump in the document, so other implementations can check their sealing.
 const DOC_KEY: &[u8] = b"conclave-demo-key-site-1";
 
 /// docs/design.md §11: heartbeat, vote and ping frames with their tag.
@@ -364,15 +364,15 @@ const PRIORITY_HEADING: &str = "### Sizes of the priority frames";
 /// tag, so that a field added later does not push them over.
 const PRIORITY_ROOM: usize = 20;
 
-/// PROTO-4, PRI-2..5: every priority frame is at most 64 bytes with realistic values and a
-/// 16-byte tag, fits ESP-NOW v1 with room to spare in the worst case with a 32-byte tag, and
-/// the document's table says exactly these sizes.
+/// PROTO-4, PRI-2..5: every priority frame is at most 64 bytes with realistic values and its
+/// 16-byte tag, fits ESP-NOW v1 with room to spare in the worst case, and the document's table
+/// says exactly these sizes.
 #[test]
 fn priority_frames_fit_espnow_and_match_the_doc() {
     let realistic = Scenario::realistic();
     let worst = Scenario::worst_case();
     let short_tag = codec(realistic.cluster, DEFAULT_TAG_LEN);
-    let worst_full_tag = codec(worst.cluster, MAX_TAG_LEN);
+    let worst_full_tag = codec(worst.cluster, DEFAULT_TAG_LEN);
     let rows = priority_frames(&realistic, false)
         .into_iter()
         .zip(priority_frames(&worst, true));
@@ -395,6 +395,28 @@ fn priority_frames_fit_espnow_and_match_the_doc() {
     assert_eq!(checked, 6);
 }
 
+/// PROTO-4, PROTO-9: a heartbeat as a sealed node sends it today — its incarnation the Unix
+/// second of its start, its sequence from a random start — is at most 64 bytes broadcast and
+/// unicast, the sizes the document states.
+#[test]
+fn heartbeat_as_sent_fits_the_target_and_matches_the_doc() {
+    let scenario = Scenario {
+        incarnation: 1_764_000_000,
+        seq: conclave_protocol::first_seq(u64::MAX),
+        ..Scenario::realistic()
+    };
+    let codec = codec(scenario.cluster, DEFAULT_TAG_LEN);
+    let broadcast = encoded_len(&codec, &scenario.heartbeat(None));
+    let unicast = encoded_len(&codec, &scenario.heartbeat(Some(scenario.b)));
+    assert!(unicast <= TARGET, "{unicast} bytes");
+    let sentence = format!("{broadcast} bytes broadcast and {unicast} unicast");
+    let prose = WIRE_DOC.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        prose.contains(&sentence),
+        "docs/wire-protocol.md should say {sentence:?}"
+    );
+}
+
 /// PROTO-4: the sentence the document leads with names the real heartbeat size.
 #[test]
 fn doc_states_the_heartbeat_size() {
@@ -413,32 +435,28 @@ fn doc_states_the_heartbeat_size() {
 }
 
 /// PROTO-4: with 32-byte ids and the widest numbers, every frequent frame still fits ESP-NOW
-/// v1 even with a full 32-byte tag; the document's worst-case table matches.
+/// v1 sealed (tag included); the document's worst-case table matches.
 #[test]
 fn worst_case_frames_fit_espnow_and_match_the_doc() {
     let scenario = Scenario::worst_case();
-    let short_tag = codec(scenario.cluster, DEFAULT_TAG_LEN);
-    let full_tag = codec(scenario.cluster, MAX_TAG_LEN);
+    let sealed = codec(scenario.cluster, DEFAULT_TAG_LEN);
     for (label, envelope) in scenario.frames() {
-        let len = encoded_len(&short_tag, &envelope);
-        let len_full = encoded_len(&full_tag, &envelope);
-        assert_eq!(len_full, len + MAX_TAG_LEN - DEFAULT_TAG_LEN);
-        assert!(len_full <= ESPNOW_V1_MTU, "{label}: {len_full} bytes");
+        let len = encoded_len(&sealed, &envelope);
+        assert!(len <= ESPNOW_V1_MTU, "{label}: {len} bytes");
         assert_eq!(
             doc_row(WORST_HEADING, label),
-            vec![len - DEFAULT_TAG_LEN, len, len_full],
+            vec![len - DEFAULT_TAG_LEN, len],
             "{label}: worst case in docs/wire-protocol.md"
         );
     }
 }
 
 /// PROTO-4, LOG-7: a worst-case unicast heartbeat that also carries the widest read round is
-/// 9 bytes longer and, with a full 32-byte tag, still fits ESP-NOW v1: the size the document
-/// states.
+/// 9 bytes longer and still fits ESP-NOW v1: the size the document states.
 #[test]
 fn worst_case_heartbeat_with_a_read_round_fits_espnow() {
     let scenario = Scenario::worst_case();
-    let full_tag = codec(scenario.cluster, MAX_TAG_LEN);
+    let full_tag = codec(scenario.cluster, DEFAULT_TAG_LEN);
     let plain = scenario.heartbeat(Some(scenario.b));
     let mut with_round = plain.clone();
     if let conclave_protocol::Body::AppendEntries(append) = &mut with_round.body {
@@ -448,7 +466,7 @@ fn worst_case_heartbeat_with_a_read_round_fits_espnow() {
     assert_eq!(len, encoded_len(&full_tag, &plain) + 9);
     assert!(len <= ESPNOW_V1_MTU, "{len} bytes");
     assert!(
-        WIRE_DOC.contains(&format!("{len} bytes unicast with a 32-byte tag")),
+        WIRE_DOC.contains(&format!("{len} bytes unicast, sealed")),
         "docs/wire-protocol.md states {len} bytes"
     );
 }

@@ -238,15 +238,12 @@ fn trailing_bytes_are_refused() {
     assert_eq!(err.drop_reason(), DropReason::Malformed);
     assert_eq!(err.drop_reason().label(), "malformed");
 
-    // With a key the extra byte shifts the tag window: the envelope no longer ends where the
-    // tag starts, and the frame is malformed, not merely badly tagged.
+    // PROTO-9: with a key the extra byte shifts the tag window: the sealed body is no longer
+    // what was sealed, and the frame does not open.
     let keyed = keyed_codec();
     let mut frame = encode(&keyed, &heartbeat(1));
     frame.push(0xc0);
-    assert!(matches!(
-        keyed.decode(&frame),
-        Err(FrameError::Malformed(_))
-    ));
+    assert_eq!(keyed.decode(&frame), Err(FrameError::BadTag));
 }
 
 /// PROTO-6: a frame cut short is `Truncated` when it cannot even hold the tag, `Malformed`
@@ -288,11 +285,11 @@ fn truncated_frames_are_refused() {
         );
         assert_eq!(err.drop_reason().label(), "malformed");
     }
-    // Dropping the last byte of the tag leaves a tag that is one byte short of the envelope.
-    assert!(matches!(
+    // PROTO-9: dropping the last byte of the tag leaves a frame that does not open.
+    assert_eq!(
         keyed.decode(&frame[..frame.len() - 1]),
-        Err(FrameError::Malformed(_))
-    ));
+        Err(FrameError::BadTag)
+    );
 }
 
 /// PROTO-5, ESP-8: a keyed node given an untagged frame (a node without the key, or a forger
@@ -346,17 +343,16 @@ fn keyed_receiver_refuses_untagged_frames_as_bad_tag() {
     );
 }
 
-/// PROTO-6: an unkeyed node given a tagged frame sees bytes after the envelope: `malformed`.
+/// PROTO-6, PROTO-9: an unkeyed node given a sealed frame sees noise where the body should
+/// be: `malformed`.
 #[test]
 fn unkeyed_receiver_refuses_tagged_frames_as_malformed() {
     let frame = encode(&keyed_codec(), &heartbeat(1));
     let err = FrameCodec::new(cluster("site-1"), None)
         .decode(&frame)
         .unwrap_err();
-    assert!(
-        matches!(&err, FrameError::Malformed(reason) if reason.contains("16 bytes after")),
-        "{err:?}"
-    );
+    assert!(matches!(&err, FrameError::Malformed(_)), "{err:?}");
+    assert_eq!(err.drop_reason(), DropReason::Malformed);
 }
 
 /// PROTO-4: encoding never truncates; a frame one byte over the MTU is `Oversize` with both

@@ -299,9 +299,9 @@ pub struct ClusterSection {
     /// The voters of `quorum = "voters"`. Empty means a single-node cluster made of `node.id`.
     /// A node whose id is not listed follows the leader but never campaigns or votes.
     pub voters: Vec<String>,
-    /// File holding the cluster's pre-shared key, which authenticates every frame; the same on
-    /// every node: exactly 64 hex digits (surrounding whitespace and a trailing newline allowed),
-    /// or exactly 32 raw bytes.
+    /// File holding the cluster's pre-shared key, which seals (encrypts and authenticates) every
+    /// frame; the same on every node: exactly 64 hex digits (surrounding whitespace and a
+    /// trailing newline allowed), or exactly 32 raw bytes.
     /// Anything else is refused. Generate one with:  openssl rand -hex 32 > psk
     /// Empty = no key: frames are not authenticated. That is allowed only while every link is one
     /// nobody else can reach (UDP on loopback addresses, a virtual dongle); see `insecure`.
@@ -310,8 +310,17 @@ pub struct ClusterSection {
     /// listen or peer address, an ESP-NOW dongle): anyone there can then forge and replay frames.
     /// Without this, conclave refuses to start in that case, and check-config says why.
     pub insecure: bool,
-    /// Length of the truncated HMAC-SHA256 tag on every frame, 8 to 32 bytes.
+    /// Length of the tag on every frame. With a key, frames are sealed (encrypted and
+    /// authenticated) and carry a 16-byte tag: 16 is the only value accepted.
     pub tag_bytes: u64 = DEFAULT_TAG_LEN as u64,
+    /// During a key rotation, a file holding the next pre-shared key, in the same form as
+    /// psk_file and a different key. Frames sealed under either key are accepted; psk_send names
+    /// the one this node sends under. Empty = no rotation under way. Applied on SIGHUP, as is
+    /// psk_send and a change of psk_file while a key is set (docs/operations.md, "Rotating the
+    /// cluster key").
+    pub psk_next_file: PathBuf,
+    /// The key this node seals its frames under: "current" (psk_file) or "next" (psk_next_file).
+    pub psk_send: String = "current".to_owned(),
     /// "new": this node is a member of a cluster being created. At its first start in a data
     /// directory no node used before, it asks the voters whether the cluster exists: once
     /// every other voter answered, none past term 0, its WAL records a genesis and it takes
@@ -633,7 +642,7 @@ pub struct LogSection {
     /// ordered log of writes (a key-value store and a job queue) to the voters, committed once a
     /// majority has it on disk. Raft mode with quorum = "voters" only. Every voter sets the same.
     pub enabled: bool = false,
-    /// Bytes of log entries in one AppendEntries frame at most, 64-1221: 1221 is what one UDP
+    /// Bytes of log entries in one AppendEntries frame at most, 64-1237: 1237 is what one UDP
     /// datagram holds beside the envelope with the longest ids and tag, and an ESP-NOW link
     /// lowers it to what one 250-byte radio frame holds. A write's value (a job's payload) may be
     /// up to 64 KiB (65,536 bytes), its key up to 512 bytes (a job's queue up to 128) and its

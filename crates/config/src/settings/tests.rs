@@ -1768,12 +1768,8 @@ fn admin_and_metrics_must_not_share_an_address() {
 /// lower case) or exactly 32 raw bytes, and both give the same key for the same secret.
 #[test]
 fn psk_file_accepts_64_hex_digits_or_32_raw_bytes() {
-    let message = b"an encoded envelope";
-    let tag_of = |key: &AuthKey| {
-        let mut tag = Vec::new();
-        key.append_tag(message, &mut tag);
-        tag
-    };
+    // The fingerprint is derived from the secret alone: equal fingerprints, equal keys.
+    let tag_of = AuthKey::fingerprint;
     let secret: Vec<u8> = (0u8..32).map(|i| i.wrapping_mul(37) ^ 0xA5).collect();
     let hex: String = secret.iter().map(|byte| format!("{byte:02x}")).collect();
     let expected = tag_of(&AuthKey::new(&secret, DEFAULT_TAG_LEN).unwrap());
@@ -1799,12 +1795,12 @@ fn psk_file_accepts_64_hex_digits_or_32_raw_bytes() {
     raw[31] = b'\n';
     let file = file_with(&raw);
     let config = node_config(&format!(
-        "[cluster]\npsk_file = {}\ntag_bytes = 32\n",
+        "[cluster]\npsk_file = {}\n",
         toml_path(file.path())
     ));
     assert_eq!(
         tag_of(&config.auth_key.unwrap()),
-        tag_of(&AuthKey::new(&raw, 32).unwrap())
+        tag_of(&AuthKey::new(&raw, 16).unwrap())
     );
 
     // With a key there is no warning about running unauthenticated.
@@ -1942,26 +1938,90 @@ fn unauthenticated_links_beyond_loopback_need_insecure() {
     assert_warning(&warnings, "cluster.insecure", "has no effect");
 }
 
-/// PROTO-5: the truncated tag is 8 to 32 bytes.
+/// PROTO-9: sealed frames carry a 16-byte tag; any other `tag_bytes` is refused by name.
 #[test]
-fn tag_bytes_must_be_between_8_and_32() {
-    for bad in [0, 7, 33] {
+fn tag_bytes_must_be_16() {
+    for bad in [0, 7, 8, 32, 33] {
         let problems = refused(&format!("[cluster]\ntag_bytes = {bad}\n"));
         assert_keys(&problems, &["cluster.tag_bytes"]);
         assert_problem(
             &problems,
             "cluster.tag_bytes",
-            &format!("must be between 8 and 32, found {bad}"),
+            &format!("must be 16, found {bad}: sealed frames carry a 16-byte tag"),
         );
     }
     let psk = file_with("0123456789abcdef".repeat(4).as_bytes());
-    for good in [8, 32] {
-        let config = node_config(&format!(
-            "[cluster]\ntag_bytes = {good}\npsk_file = {}\n",
-            toml_path(psk.path())
-        ));
-        assert_eq!(config.auth_key.unwrap().tag_len(), good);
-    }
+    let config = node_config(&format!(
+        "[cluster]\ntag_bytes = 16\npsk_file = {}\n",
+        toml_path(psk.path())
+    ));
+    assert_eq!(config.auth_key.unwrap().tag_len(), 16);
+}
+
+/// PROTO-9: `cluster.psk_next_file` is read and checked like `psk_file`, must hold another
+/// key and needs a current one; `cluster.psk_send` is "current" or "next", and "next" needs a
+/// next key. A valid pair gives a ring that opens under both and sends under the named one.
+#[test]
+fn proto9_next_key_and_send_key_are_checked() {
+    let current = file_with("0123456789abcdef".repeat(4).as_bytes());
+    let next = file_with("fedcba9876543210".repeat(4).as_bytes());
+    let short = file_with(b"0123");
+    let keyed = |extra: &str| {
+        format!(
+            "[cluster]\npsk_file = {}\n{extra}",
+            toml_path(current.path())
+        )
+    };
+
+    let config = node_config(&keyed(&format!(
+        "psk_next_file = {}\npsk_send = \"next\"\n",
+        toml_path(next.path())
+    )));
+    let ring = config.key_ring().unwrap();
+    assert_eq!(ring.send(), conclave_protocol::SendKey::Next);
+    assert_eq!(ring.opening().count(), 2);
+    assert_ne!(
+        ring.sending().fingerprint(),
+        config.auth_key.as_ref().unwrap().fingerprint()
+    );
+
+    let problems = refused(&keyed(&format!(
+        "psk_next_file = {}\n",
+        toml_path(current.path())
+    )));
+    assert_problem(
+        &problems,
+        "cluster.psk_next_file",
+        "the same key as cluster.psk_file",
+    );
+    let problems = refused(&keyed(&format!(
+        "psk_next_file = {}\n",
+        toml_path(short.path())
+    )));
+    assert_keys(&problems, &["cluster.psk_next_file"]);
+    let problems = refused(&keyed("psk_next_file = \"/nonexistent/next.psk\"\n"));
+    assert_keys(&problems, &["cluster.psk_next_file"]);
+    let problems = refused(&keyed("psk_send = \"next\"\n"));
+    assert_problem(
+        &problems,
+        "cluster.psk_send",
+        "cluster.psk_next_file is not set",
+    );
+    let problems = refused(&keyed("psk_send = \"newest\"\n"));
+    assert_problem(
+        &problems,
+        "cluster.psk_send",
+        "expected \"current\" or \"next\"",
+    );
+    let problems = refused(&format!(
+        "[cluster]\npsk_next_file = {}\n",
+        toml_path(next.path())
+    ));
+    assert_problem(
+        &problems,
+        "cluster.psk_next_file",
+        "cluster.psk_file is not",
+    );
 }
 
 /// ESP-1..8: `[link.espnow]` takes a device path or "virtual", a baud rate (921600 by
@@ -2819,7 +2879,7 @@ fn log_batches_fit_one_udp_datagram_whatever_the_ids() {
     let worst = validate::frame_entry_budget(
         conclave_protocol::ClusterId::new(&longest).unwrap(),
         PeerId::new(&longest).unwrap(),
-        Some(conclave_protocol::MAX_TAG_LEN),
+        Some(conclave_protocol::SEALED_TAG_LEN),
         conclave_protocol::UDP_MTU,
     );
     assert_eq!(worst, usize::try_from(MAX_APPEND_BYTES).ok());

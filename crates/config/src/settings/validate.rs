@@ -29,8 +29,8 @@ use conclave_core::priority::PriorityConfig;
 use conclave_core::raft::LogConfig;
 use conclave_core::static_leader::StaticConfig;
 use conclave_protocol::{
-    AppendEntries, AuthKey, Body, ClusterId, ESPNOW_V1_MTU, Envelope, FrameCodec, IdError,
-    MAX_TAG_LEN, MIN_TAG_LEN, PeerId,
+    AppendEntries, AuthKey, Body, ClusterId, ESPNOW_V1_MTU, Envelope, FrameCodec, IdError, PeerId,
+    SEALED_TAG_LEN, SendKey,
 };
 use conclave_statemachine::StoreLimits;
 
@@ -52,7 +52,7 @@ const MIN_RADIO_ENTRY_BYTES: usize = 64;
 /// with any configuration. A larger entry could never be sent: the transport drops a frame
 /// beyond the datagram, so the entry, and every write after it, would wait for a commit that
 /// never comes. A test computes it.
-pub const MAX_APPEND_BYTES: u64 = 1221;
+pub const MAX_APPEND_BYTES: u64 = 1237;
 
 /// Longest duration any `*_ms` key accepts: one day. Anything longer is a slip of the keyboard,
 /// and deadlines computed from it could overflow.
@@ -93,6 +93,7 @@ impl Settings {
         }
         let cluster_id = f.id("cluster.id", &self.cluster.id, ClusterId::new);
         let auth_key = self.auth_key(f);
+        let rotation = self.key_rotation(f);
         let election = self.election(f, node_id);
         let membership = self.membership(f);
         let udp = self.udp(f);
@@ -160,6 +161,8 @@ impl Settings {
         if !findings.problems.is_empty() {
             return Err(findings.problems);
         }
+        // A refused rotation came with a problem, returned just above.
+        let (next_key, send_key) = rotation.unwrap_or_default();
         let config = NodeConfig {
             node_id,
             data_dir: self.node.data_dir.clone(),
@@ -176,6 +179,8 @@ impl Settings {
             health,
             initial_state,
             store_limits,
+            next_key,
+            send_key,
         };
         Ok((config, findings.warnings))
     }
@@ -254,12 +259,15 @@ impl Settings {
     /// `cluster.psk_file` and `cluster.tag_bytes`: `Some(None)` runs without a key.
     fn auth_key(&self, f: &mut Findings<'_>) -> Option<Option<AuthKey>> {
         let tag_len = match usize::try_from(self.cluster.tag_bytes) {
-            Ok(len) if (MIN_TAG_LEN..=MAX_TAG_LEN).contains(&len) => Some(len),
+            Ok(len) if len == SEALED_TAG_LEN => Some(len),
             _ => {
+                // PROTO-9: sealed frames carry the AEAD's whole tag; a length configured for
+                // the HMAC tags of earlier versions is refused by name, not ignored.
                 f.problem(
                     "cluster.tag_bytes",
                     format!(
-                        "must be between {MIN_TAG_LEN} and {MAX_TAG_LEN}, found {}",
+                        "must be {SEALED_TAG_LEN}, found {}: sealed frames carry a \
+                         {SEALED_TAG_LEN}-byte tag, neither truncated nor longer",
                         self.cluster.tag_bytes
                     ),
                 );
@@ -284,6 +292,71 @@ impl Settings {
                 None
             }
         }
+    }
+
+    /// PROTO-9, key rotation: `cluster.psk_next_file` (read and checked like `psk_file`, and
+    /// not the same key) and `cluster.psk_send`. `None` after a problem.
+    fn key_rotation(&self, f: &mut Findings<'_>) -> Option<(Option<AuthKey>, SendKey)> {
+        let send = match self.cluster.psk_send.as_str() {
+            "current" => Some(SendKey::Current),
+            "next" => Some(SendKey::Next),
+            other => {
+                f.problem(
+                    "cluster.psk_send",
+                    format!("unknown key {other:?}; expected \"current\" or \"next\""),
+                );
+                None
+            }
+        };
+        let path = &self.cluster.psk_next_file;
+        if path.as_os_str().is_empty() {
+            if send == Some(SendKey::Next) {
+                f.problem(
+                    "cluster.psk_send",
+                    "is \"next\" but cluster.psk_next_file is not set: there is no next key to \
+                     send under",
+                );
+                return None;
+            }
+            return send.map(|send| (None, send));
+        }
+        if self.cluster.psk_file.as_os_str().is_empty() {
+            f.problem(
+                "cluster.psk_next_file",
+                "is set but cluster.psk_file is not: a next key rotates a current one, and a \
+                 cluster without a key cannot start sealing by a reload",
+            );
+            return None;
+        }
+        let next = match read_secret(path) {
+            Ok(secret) => secret,
+            Err(message) => {
+                f.problem("cluster.psk_next_file", message);
+                return None;
+            }
+        };
+        if read_secret(&self.cluster.psk_file).is_ok_and(|current| current == next) {
+            f.problem(
+                "cluster.psk_next_file",
+                format!(
+                    "{} holds the same key as cluster.psk_file: a rotation needs a new key \
+                     (generate one with `openssl rand -hex 32`)",
+                    path.display()
+                ),
+            );
+            return None;
+        }
+        let key = match AuthKey::new(&next, SEALED_TAG_LEN) {
+            Ok(key) => key,
+            Err(error) => {
+                f.problem(
+                    "cluster.psk_next_file",
+                    format!("{}: {error}", path.display()),
+                );
+                return None;
+            }
+        };
+        send.map(|send| (Some(key), send))
     }
 
     /// `[election]`, the section of its mode, and `cluster.voters`: the election core's
