@@ -21,7 +21,7 @@
 
 use std::fmt;
 
-use crate::command::{JobCommand, KvCommand, MAX_KEY_LEN, MAX_VALUE_LEN, Write};
+use crate::command::{Command, JobCommand, KvCommand, MAX_KEY_LEN, MAX_VALUE_LEN, Write};
 use crate::state::ClusterState;
 
 /// What a key weighs beyond its key and value bytes: its revisions, version and session, and
@@ -82,28 +82,50 @@ pub enum StoreDemand {
         key: String,
         /// What it will weigh.
         weight: u64,
+        /// The write's request id, if any: a retry of a write already applied only replays
+        /// its answer, so it passes whatever the store holds now (LOG-6).
+        request_id: Option<String>,
     },
     /// An enqueue: one more job, weighing `weight`.
     Job {
         /// What it will weigh.
         weight: u64,
+        /// The write's request id, as for [`StoreDemand::Key`].
+        request_id: Option<String>,
     },
 }
 
 impl Write {
-    /// What this write asks of the store's room (STORE-1).
+    /// What this write asks of the store's room (STORE-1), without a request id.
     #[must_use]
     pub fn demand(&self) -> StoreDemand {
         match self {
             Write::Kv(KvCommand::Put { key, value, .. }) => StoreDemand::Key {
                 key: key.clone(),
                 weight: key_weight(key, value),
+                request_id: None,
             },
             Write::Jobs(JobCommand::Enqueue { queue, payload, .. }) => StoreDemand::Job {
                 weight: job_weight(queue, payload),
+                request_id: None,
             },
             _ => StoreDemand::Nothing,
         }
+    }
+}
+
+impl Command {
+    /// What this command asks of the store's room (STORE-1), with its request id, so that a
+    /// retry of a write already applied is never refused for room.
+    #[must_use]
+    pub fn demand(&self) -> StoreDemand {
+        let mut demand = self.write.demand();
+        if let StoreDemand::Key { request_id, .. } | StoreDemand::Job { request_id, .. } =
+            &mut demand
+        {
+            request_id.clone_from(&self.request_id);
+        }
+        demand
     }
 }
 
@@ -183,16 +205,25 @@ impl ClusterState {
     /// [`StoreFull`] naming the bound the write would pass.
     pub fn admit(&self, demand: &StoreDemand, limits: StoreLimits) -> Result<(), StoreFull> {
         let used = self.store_use();
+        let retried = match demand {
+            StoreDemand::Nothing => None,
+            StoreDemand::Key { request_id, .. } | StoreDemand::Job { request_id, .. } => {
+                request_id.as_deref()
+            }
+        };
+        if retried.is_some_and(|id| self.remembers_request(id)) {
+            return Ok(());
+        }
         let adds = match demand {
             StoreDemand::Nothing => return Ok(()),
-            StoreDemand::Key { key, weight } => {
+            StoreDemand::Key { key, weight, .. } => {
                 let now = self
                     .kv()
                     .get(key)
                     .map_or(0, |current| key_weight(key, &current.value));
                 weight.saturating_sub(now)
             }
-            StoreDemand::Job { weight } => {
+            StoreDemand::Job { weight, .. } => {
                 if used.jobs >= limits.max_jobs {
                     return Err(StoreFull::Jobs {
                         held: used.jobs,
@@ -216,7 +247,6 @@ impl ClusterState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::command::Command;
     use crate::state::StateMachine;
     use crate::{JobId, SessionCommand};
 
@@ -412,6 +442,32 @@ mod tests {
                 .to_string()
                 .contains("log.max_jobs = 1")
         );
+    }
+
+    /// LOG-6: a write retried with the request id it was applied under only replays its
+    /// answer, so a full store does not refuse it; a new write is refused.
+    #[test]
+    fn a_retry_of_an_applied_write_passes_a_full_store() {
+        let mut state = ClusterState::default();
+        let limits = StoreLimits {
+            max_bytes: 1 << 20,
+            max_jobs: 1,
+        };
+        let first = Command::new(enqueue("p")).with_request_id("r-1");
+        assert_eq!(state.admit(&first.demand(), limits), Ok(()));
+        assert!(state.apply(1, &first.encode().unwrap()).outcome().is_some());
+        let other = Command::new(enqueue("p")).with_request_id("r-2");
+        assert_eq!(
+            state.admit(&other.demand(), limits),
+            Err(StoreFull::Jobs { held: 1, limit: 1 })
+        );
+        assert_eq!(state.admit(&first.demand(), limits), Ok(()));
+        let replayed = state.apply(2, &first.encode().unwrap());
+        assert!(
+            matches!(replayed, crate::Applied::Replayed(_)),
+            "{replayed:?}"
+        );
+        assert_eq!(state.store_use().jobs, 1);
     }
 
     #[test]

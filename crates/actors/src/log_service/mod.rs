@@ -437,11 +437,11 @@ impl LogService {
         write: Write,
         request_id: Option<String>,
     ) -> Answer<(WriteOutcome, Fencing)> {
-        let demand = write.demand();
         let mut command = machine::Command::new(write);
         if let Some(id) = request_id {
             command = command.with_request_id(id);
         }
+        let demand = command.demand();
         // Encoding checks the command's bounds (once, on this hot path) and names the first
         // one broken.
         let data = match command.encode() {
