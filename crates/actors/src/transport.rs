@@ -580,7 +580,7 @@ impl TransportActor {
             node_id,
             incarnation,
             // `seal` counts up before it stamps, so the first frame carries `first_seq`.
-            next_seq: first_seq(start_entropy()) - 1,
+            next_seq: first_seq(start_point()) - 1,
             codec,
             admission,
             clock,
@@ -1308,6 +1308,24 @@ impl Handler<GetUnanswered> for TransportActor {
     }
 }
 
+/// What this start's first sequence number is drawn from (PROTO-5, PROTO-9): the millisecond
+/// within the current Unix second in the top 10 bits, random bits below (bit 53 clear).
+/// [`first_seq`] takes the top 31 bits, so the first sequence number is 2^16, plus 2^21 per
+/// millisecond, plus up to 2^20 at random.
+///
+/// Why the millisecond: a node that lost its WAL and starts again within the same second gets
+/// the same incarnation (the Unix second) as its previous start. Its peers' replay windows
+/// admit it only above the highest sequence number they took from that start, and its stream
+/// key is the same, so its nonces must not meet the previous start's either. Starting at
+/// least 2^20 above anything the previous start (a millisecond earlier or more) began with
+/// gives both, unless that start sent a million frames within the second.
+fn start_point() -> u64 {
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |now| u64::from(now.subsec_millis()));
+    (millis << 54) | (start_entropy() & ((1 << 53) - 1))
+}
+
 /// 64 random bits for this start's first sequence number (PROTO-9). The standard library keys
 /// each hasher from the operating system's randomness, so this needs no generator of its own;
 /// the process id and the time are mixed in only as a second source.
@@ -1367,6 +1385,18 @@ mod tests {
     /// PROTO-9: each start draws its own first sequence number (what keeps the nonces of two
     /// starts that share an incarnation apart: a wiped data directory, a clock stepped back,
     /// the same id on two machines), and it keeps the sequence's 5-byte encoding.
+    #[test]
+    fn a_later_start_within_the_second_begins_above_an_earlier_one() {
+        // Two starts of one node in the same second share its incarnation: the later must
+        // begin above whatever the earlier began with, whatever their random bits.
+        for millis in [0u64, 1, 500, 998] {
+            let earliest_late = first_seq((millis + 1) << 54);
+            let latest_early = first_seq((millis << 54) | ((1 << 53) - 1));
+            assert!(earliest_late >= latest_early + (1 << 20), "{millis}");
+        }
+        assert!(first_seq((999 << 54) | ((1 << 53) - 1)) < (1 << 31) + (1 << 16));
+    }
+
     #[test]
     fn proto9_each_start_draws_its_own_first_sequence() {
         let draws: BTreeSet<u64> = (0..64).map(|_| first_seq(start_entropy())).collect();
