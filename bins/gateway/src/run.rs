@@ -22,6 +22,7 @@
 //! a reload, `STOPPING=1` when it begins to stop, and pings the watchdog while it is healthy
 //! ([`crate::notify`]).
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
 use std::rc::Rc;
@@ -30,6 +31,7 @@ use std::time::Duration;
 use conclave_actors::node::{Node, NodeBuilder, NodeError, NodeHandle};
 use conclave_config::NodeConfig;
 use conclave_config::settings::{ConfigWarning, Settings};
+use conclave_config::tls::TlsFiles;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 use tracing::{debug, error, info, warn};
@@ -77,6 +79,13 @@ pub(crate) fn load(file: Option<&Path>) -> Result<Loaded, ExitCode> {
         config,
         warnings,
     })
+}
+
+/// How clients reach a listener at `listen`: `https://…` with TLS (ADMIN-TLS), `http://…`
+/// without.
+fn listener_url(listen: SocketAddr, tls: Option<&TlsFiles>) -> String {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    format!("{scheme}://{listen}")
 }
 
 /// The mode and what bounds its failover, for `check-config`: an operator choosing timings
@@ -165,7 +174,8 @@ pub(crate) fn check_config(file: &Path, data_dir: bool) -> ExitCode {
     }
     match config.admin.listen {
         Some(listen) => outln!(
-            "  admin http://{listen} (at most {} connections, {} event streams)",
+            "  admin {} (at most {} connections, {} event streams)",
+            listener_url(listen, config.admin.tls.as_ref()),
             config.admin.max_connections,
             config.admin.max_event_streams
         ),
@@ -175,7 +185,10 @@ pub(crate) fn check_config(file: &Path, data_dir: bool) -> ExitCode {
         outln!("  admin of {peer}: {url}");
     }
     match config.metrics.listen {
-        Some(listen) => outln!("  metrics http://{listen}/metrics"),
+        Some(listen) => outln!(
+            "  metrics {}/metrics",
+            listener_url(listen, config.metrics.tls.as_ref())
+        ),
         None => outln!("  metrics off"),
     }
     // What `run` logs at WARN at start, said here too: a typo in cluster.voters that makes
@@ -253,8 +266,14 @@ pub(crate) fn run(file: Option<&Path>, log: Option<&str>) -> ExitCode {
     system.block_on(async {
         // Before anything else: a signal during the start-up must not take its default action.
         let mut signals = Signals::listen();
-        let admin = config.admin.listen;
-        let metrics = config.metrics.listen;
+        let admin = config
+            .admin
+            .listen
+            .map(|listen| listener_url(listen, config.admin.tls.as_ref()));
+        let metrics = config
+            .metrics
+            .listen
+            .map(|listen| listener_url(listen, config.metrics.tls.as_ref()));
         let node_id = config.node_id;
         let data_dir = config.data_dir.clone();
         let node = match NodeBuilder::new(config).start().await {
@@ -273,10 +292,10 @@ pub(crate) fn run(file: Option<&Path>, log: Option<&str>) -> ExitCode {
             }
         };
         if let Some(admin) = admin {
-            info!("admin API on http://{admin}");
+            info!("admin API on {admin}");
         }
         if let Some(metrics) = metrics {
-            info!("metrics on http://{metrics}/metrics");
+            info!("metrics on {metrics}/metrics");
         }
         notify(&format!("READY=1\nSTATUS=node {node_id} running"));
         if let (Some(every), Some(notifier)) = (watchdog, &notifier) {

@@ -11,7 +11,7 @@ mod support;
 
 use std::path::Path;
 
-use support::{ProcessCluster, cli};
+use support::{ProcessCluster, cli, openssl};
 
 const NODES: [&str; 3] = ["gw-a", "gw-b", "gw-c"];
 const CLUSTER_LINE: &str = "[cluster]\nid = \"process-test\"\n";
@@ -47,7 +47,14 @@ fn proto9_sighup_rotation_under_writes_keeps_the_leader() {
     let current = cluster.dir().join("psk");
     let next = cluster.dir().join("psk.next");
     std::fs::write(&current, format!("{}\n", "3a".repeat(32))).unwrap();
-    std::fs::write(&next, format!("{}\n", "c5".repeat(32))).unwrap();
+    // The next key made as the guide's step 1 makes it.
+    openssl();
+    let made = std::process::Command::new("sh")
+        .args(["-c", "openssl rand -hex 32 > psk.next"])
+        .current_dir(cluster.dir())
+        .status()
+        .unwrap();
+    assert!(made.success() && next.exists());
     let (current, next) = (toml_path(&current), toml_path(&next));
 
     let start = format!("psk_file = {current}\n");

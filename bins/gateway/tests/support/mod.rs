@@ -401,6 +401,14 @@ impl ProcessCluster {
         assert!(status.success(), "kill -{signal} {id} failed");
     }
 
+    /// The process id of node `id`, which must be running.
+    pub(crate) fn pid(&self, id: &str) -> u32 {
+        self.children
+            .get(id)
+            .unwrap_or_else(|| panic!("node {id} is not running"))
+            .id()
+    }
+
     /// SIGTERM, then waits (bounded) for the process to exit; returns how it exited.
     pub(crate) fn stop(&mut self, id: &str) -> ExitStatus {
         self.signal(id, 15);
@@ -599,31 +607,57 @@ pub(crate) fn conclave(args: &[&str]) -> std::process::Output {
     }
 }
 
-/// The path of libfaketime's shared library (Debian's `libfaketime`), installed with apt when
-/// it is missing and the tests run as root, as the CI machine does; a test that needs it
-/// fails with what to install otherwise.
+/// Installs the Debian package `package` with apt when `present` says what it brings is
+/// missing and the tests run where apt-get works (as root, the CI machine); then asserts it is
+/// there, saying what to install otherwise. `why` says what the test needs it for.
+pub(crate) fn apt_install(package: &str, why: &str, present: impl Fn() -> bool) {
+    if present() {
+        return;
+    }
+    let script = format!(
+        "command -v apt-get >/dev/null && {{ DEBIAN_FRONTEND=noninteractive apt-get install -y \
+         -qq --no-install-recommends {package} >/dev/null 2>&1 || {{ apt-get update -qq \
+         >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+         --no-install-recommends {package} >/dev/null 2>&1; }}; }}"
+    );
+    let _ = Command::new("sh").args(["-c", &script]).status();
+    assert!(
+        present(),
+        "{why}: install the Debian package {package} (apt-get install {package})"
+    );
+}
+
+/// Whether `program --version`-like `args` runs and succeeds.
+fn runs(program: &str, args: &[&str]) -> bool {
+    Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// The `openssl` program, installed from Debian's package when missing.
+pub(crate) fn openssl() -> &'static str {
+    apt_install(
+        "openssl",
+        "this test makes certificates with openssl",
+        || runs("openssl", &["version"]),
+    );
+    "openssl"
+}
+
+/// The path of libfaketime's shared library (Debian's `libfaketime`), installed when missing.
 pub(crate) fn libfaketime() -> PathBuf {
     let arch = std::env::consts::ARCH;
     let path = PathBuf::from(format!(
         "/usr/lib/{arch}-linux-gnu/faketime/libfaketime.so.1"
     ));
-    if !path.exists() {
-        let installed = Command::new("sh")
-            .args([
-                "-c",
-                "command -v apt-get >/dev/null && { DEBIAN_FRONTEND=noninteractive apt-get \
-                 install -y -qq libfaketime >/dev/null 2>&1 || { apt-get update -qq >/dev/null \
-                 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libfaketime \
-                 >/dev/null 2>&1; }; }",
-            ])
-            .status();
-        assert!(
-            installed.is_ok() && path.exists(),
-            "this test runs a node under libfaketime: install the Debian package libfaketime \
-             (apt-get install libfaketime), which puts {}",
-            path.display()
-        );
-    }
+    apt_install(
+        "libfaketime",
+        "this test runs a node under libfaketime",
+        || path.exists(),
+    );
     path
 }
 
