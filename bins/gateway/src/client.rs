@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use conclave_api::{ErrorAnswer, ErrorCode, TIMEOUT_HEADER};
+use conclave_api::{ErrorAnswer, ErrorCode, HTTPS_ONLY_ANSWER, TIMEOUT_HEADER};
 use conclave_config::settings::admin_url;
 use ureq::tls::{RootCerts, TlsConfig};
 
@@ -62,6 +62,9 @@ pub(crate) enum ClientError {
         status: u16,
         answer: Box<ErrorAnswer>,
     },
+    /// An `http://` URL reached a listener with TLS, which answered so.
+    #[error("{url} is a listener with TLS: use https:// with --cacert (it answered: {said})")]
+    HttpsOnly { url: String, said: String },
     /// `--cacert`, `--cert` or `--key` cannot be used, or an `https://` URL has no CA to
     /// check the node against.
     #[error("{reason}")]
@@ -86,12 +89,15 @@ fn refusal_hint(answer: &ErrorAnswer) -> &'static str {
 
 impl ClientError {
     /// The exit code: 69 when the API cannot be reached, 75 when the leader a node named does
-    /// not answer (run again), 64 for a bad address, else 1.
+    /// not answer (run again), 64 for a bad address (`http://` to a TLS listener included),
+    /// else 1.
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
             ClientError::Unreachable { .. } => crate::EXIT_UNAVAILABLE,
             ClientError::LeaderUnreachable { .. } => crate::EXIT_TEMPFAIL,
-            ClientError::BadAddress { .. } | ClientError::Tls { .. } => crate::EXIT_USAGE,
+            ClientError::BadAddress { .. }
+            | ClientError::HttpsOnly { .. }
+            | ClientError::Tls { .. } => crate::EXIT_USAGE,
             _ => 1,
         }
     }
@@ -398,20 +404,12 @@ impl AdminClient {
     }
 }
 
+// A plain-HTTP request to a node with admin.tls is answered (400, [`HTTPS_ONLY_ANSWER`]), not
+// dropped, so a failure here is no sign of a wrong scheme and needs no hint about one.
 fn unreachable(url: &str, err: &ureq::Error) -> ClientError {
-    let mut reason = err.to_string();
-    // A node with admin.tls ends a plain-HTTP connection at once, without an HTTP answer: say
-    // what the likely cause is, since the error alone reads like a broken node.
-    let refused = matches!(
-        err,
-        ureq::Error::ConnectionFailed | ureq::Error::HostNotFound
-    ) || matches!(err, ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused);
-    if url.starts_with("http://") && !refused {
-        reason.push_str("; if the node serves admin.tls, use https:// with --cacert");
-    }
     ClientError::Unreachable {
         url: url.to_owned(),
-        reason,
+        reason: err.to_string(),
     }
 }
 
@@ -447,6 +445,21 @@ fn answer<T: DeserializeOwned>(
         status,
         what,
     };
+    // A listener with TLS asked in plain HTTP says so in plain text: pass its line on with
+    // what to do from the CLI.
+    if status == 400 && body.starts_with(HTTPS_ONLY_ANSWER) {
+        return Err(ClientError::HttpsOnly {
+            url: url.to_owned(),
+            // One line, as the node writes it, but bounded: whatever starts so is quoted.
+            said: body
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(4 * QUOTE)
+                .collect(),
+        });
+    }
     if !json {
         return Err(not_conclave(if body.trim().is_empty() {
             "an empty answer".to_owned()

@@ -3,8 +3,9 @@
 //! test (installed from Debian's package when missing):
 //!
 //! - with a valid certificate the CLI's verbs work over `https://` with `--cacert`, and
-//!   `/metrics` is served over TLS too; a plain-HTTP request to the TLS port is answered at
-//!   once (the connection ends), never left hanging;
+//!   `/metrics` is served over TLS too; a plain-HTTP request to either TLS port is answered
+//!   400, naming https://, and its connection ends, never left hanging; the CLI pointed at
+//!   the TLS port with http:// says to use https:// with --cacert;
 //! - a node checked against the wrong CA is refused by the CLI, naming the problem;
 //! - with `admin.tls.client_ca_file`, a CLI without a client certificate, or with one from
 //!   another CA, gets no answer; with one from the right CA it works;
@@ -209,9 +210,10 @@ fn wait_leading(cluster: &ProcessCluster, tls: &[&str]) {
 }
 
 /// ADMIN-TLS: the CLI's verbs over https:// with --cacert; /metrics over TLS; a plain-HTTP
-/// request to the TLS port ends at once; the wrong CA is refused with a clear message.
+/// request to either TLS port is answered 400 naming https://, then closed; the wrong CA is
+/// refused with a clear message.
 #[test]
-fn the_cli_works_over_tls_and_plain_http_is_not_left_hanging() {
+fn the_cli_works_over_tls_and_plain_http_is_answered() {
     let cluster = ProcessCluster::new(&["gw-a"]);
     let pki = Pki::new(cluster.dir(), &cluster.ip().to_string());
     let mut cluster = cluster_with(cluster, &tls_toml(&pki, false));
@@ -263,13 +265,14 @@ fn the_cli_works_over_tls_and_plain_http_is_not_left_hanging() {
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("--cacert"), "{err}");
 
-    // The CLI pointed at the TLS port with http://: it says what the likely cause is.
+    // The CLI pointed at the TLS port with http://: the node answers that it speaks HTTPS, and
+    // the CLI says what to do, as for a bad address.
     let plain = conclave(&[
         "status",
         "--admin",
         &format!("http://{}", cluster.admin_addr("gw-a")),
     ]);
-    assert!(!plain.status.success());
+    assert_eq!(plain.status.code(), Some(64), "{}", text(&plain.stderr));
     assert!(
         text(&plain.stderr).contains("use https:// with --cacert"),
         "{}",
@@ -280,8 +283,28 @@ fn the_cli_works_over_tls_and_plain_http_is_not_left_hanging() {
     let metrics = conclave_metrics_over_tls(&cluster, &pki);
     assert!(metrics.contains("conclave_election_term"), "{metrics}");
 
-    // Plain HTTP to the TLS port: the connection ends (with a TLS alert or nothing), at once.
-    let mut stream = TcpStream::connect(cluster.admin_addr("gw-a")).expect("connect");
+    // Plain HTTP to either TLS port: a 400 that names https://, then the end of the
+    // connection.
+    let metrics_addr = cluster
+        .metrics_url("gw-a")
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics")
+        .to_owned();
+    for (addr, section) in [
+        (cluster.admin_addr("gw-a"), "admin.tls"),
+        (metrics_addr, "metrics.tls"),
+    ] {
+        let answer = plain_http_get(&addr);
+        assert!(answer.starts_with("HTTP/1.1 400"), "{addr}: {answer}");
+        assert!(answer.contains("https://"), "{addr}: {answer}");
+        assert!(answer.contains(section), "{addr}: {answer}");
+    }
+}
+
+/// A plain-HTTP `GET /health` to `addr`: the whole answer, read until the node closes the
+/// connection (a read that waits 20 s fails the test: the request was left hanging).
+fn plain_http_get(addr: &str) -> String {
+    let mut stream = TcpStream::connect(addr).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(20)))
         .expect("a read timeout");
@@ -292,9 +315,9 @@ fn the_cli_works_over_tls_and_plain_http_is_not_left_hanging() {
     let read = stream.read_to_end(&mut answer);
     assert!(
         read.is_ok(),
-        "a plain-HTTP request to the TLS port was left hanging: {read:?}"
+        "a plain-HTTP request to {addr} was left hanging: {read:?}"
     );
-    assert!(!answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
+    String::from_utf8_lossy(&answer).into_owned()
 }
 
 /// `GET /metrics` over TLS, with curl-free Rust: the CLI has no metrics verb, so a TLS

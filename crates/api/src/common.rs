@@ -31,6 +31,12 @@ pub const WRITE_SIZE_LIMIT: &str = "A write's value (a job's payload) may be up 
 /// received, from which the stream resumes.
 pub const LAST_EVENT_ID_HEADER: &str = "last-event-id";
 
+/// How a listener with TLS (`admin.tls`, `metrics.tls`) begins its answer to a request in
+/// plain HTTP: a 400 in plain text, not an [`ErrorAnswer`], since the client did not come to
+/// the API (ADMIN-TLS). The rest of the line names the `https://` URL and the CA; the CLI
+/// knows the answer by this beginning and says to use `https://` with `--cacert`.
+pub const HTTPS_ONLY_ANSWER: &str = "this port of conclave speaks HTTPS";
+
 /// The `(term, leader)` fencing token, flattened into every answer (CB-5): whatever a leader
 /// drives can refuse a command stamped with a term older than one it has seen.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

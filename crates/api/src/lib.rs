@@ -38,8 +38,8 @@ mod sessions;
 mod snapshot;
 
 pub use common::{
-    DEADLINE_HEADER, ErrorAnswer, ErrorCode, Fencing, LAST_EVENT_ID_HEADER, MAX_TIMEOUT_MS,
-    TIMEOUT_HEADER, WRITE_SIZE_LIMIT,
+    DEADLINE_HEADER, ErrorAnswer, ErrorCode, Fencing, HTTPS_ONLY_ANSWER, LAST_EVENT_ID_HEADER,
+    MAX_TIMEOUT_MS, TIMEOUT_HEADER, WRITE_SIZE_LIMIT,
 };
 pub use election::{
     AutoElectionRequest, CommandAnswer, DongleAnswer, FollowerAnswer, GossipAnswer, HealthAnswer,

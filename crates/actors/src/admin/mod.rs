@@ -134,6 +134,7 @@ macro_rules! within {
 
 mod election_api;
 mod limits;
+mod listener;
 mod log_api;
 mod members_api;
 mod sessions_api;
@@ -144,10 +145,11 @@ use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::time::SystemTime;
 
+use actix_web::dev::Extensions;
 use actix_web::http::StatusCode;
 use actix_web::http::header;
 use actix_web::web::{self, Bytes, BytesMut, Data};
-use actix_web::{App, HttpMessage as _, HttpRequest, HttpResponse, HttpServer};
+use actix_web::{HttpMessage as _, HttpRequest, HttpResponse};
 pub use conclave_api as api;
 use conclave_api::{DEADLINE_HEADER, ErrorAnswer, ErrorCode, MAX_TIMEOUT_MS, TIMEOUT_HEADER};
 use conclave_config::{AdminConfig, TokenRole};
@@ -161,6 +163,7 @@ pub use self::limits::{
     RESERVED_DESCRIPTORS, bind_listener, fit_bounds, open_files_soft_limit, raise_open_files_limit,
 };
 use self::limits::{OpenCount, Refusal, Slot};
+use self::listener::{HttpsOnly, Listener};
 pub use self::tokens::AdminTokens;
 use self::tokens::Caller;
 use crate::events::unix_millis;
@@ -283,7 +286,8 @@ pub fn serve_admin(
 
 /// [`serve_admin`] with the options given: a node serves its own [`AdminTokens`], which a
 /// reload replaces, and its own [`ListenerTls`] (ADMIN-TLS), which a reload reads again.
-/// Without `tls` it speaks plain HTTP.
+/// Without `tls` it speaks plain HTTP; with it, a plain-HTTP request is answered 400, naming
+/// `https://` and the CA (`listener.rs`).
 pub fn serve_admin_with(
     node: NodeHandle,
     listener: TcpListener,
@@ -309,30 +313,28 @@ pub fn serve_admin_with(
     let connections = OpenCount::new(metrics, "conclave_admin_connections");
     let max_connections = options.max_connections;
     let routes = admin_routes(node, options);
-    let server = HttpServer::new(move || App::new().configure(routes.clone()))
-        .workers(1)
-        .max_connections(max_connections + OVERFLOW_CONNECTIONS)
-        .on_connect(move |_, extensions| {
-            extensions.insert(connections.open(max_connections));
-        })
-        // SESS-3: a client that hangs up ends its request: a claim waiting for a job stops
-        // waiting (and cannot take a job nobody will work on). HTTP clients do not half-close
-        // a connection to wait for the answer, so none is refused an answer by this.
-        .h1_allow_half_closed(false)
-        // A stopping node finishes requests in flight but does not wait long for idle
-        // connections (an event-stream reader keeps one open).
-        .shutdown_timeout(1)
-        .disable_signals();
-    let server = match tls {
-        Some(tls) => server.listen_rustls_0_23(listener, tls.server_config()),
-        None => server.listen(listener),
-    }
+    let server = listener::serve(
+        listener,
+        tls,
+        Listener {
+            routes,
+            on_connect: move |extensions: &mut Extensions| {
+                extensions.insert(connections.open(max_connections));
+            },
+            max_connections: max_connections + OVERFLOW_CONNECTIONS,
+            // SESS-3: a client that hangs up ends its request: a claim waiting for a job stops
+            // waiting (and cannot take a job nobody will work on). HTTP clients do not
+            // half-close a connection to wait for the answer, so none is refused an answer by
+            // this.
+            allow_half_closed: false,
+            https_only: HttpsOnly::ADMIN,
+        },
+    )
     .map_err(|source| NodeError::Bind {
         what: "admin.listen",
         addr,
         source,
-    })?
-    .run();
+    })?;
     Ok(spawn_server(server))
 }
 
@@ -367,22 +369,23 @@ pub fn serve_metrics(
                 )
             }));
     };
-    let server = HttpServer::new(move || App::new().configure(routes.clone()))
-        .workers(1)
-        .max_connections(METRICS_MAX_CONNECTIONS)
-        // A Prometheus scraper keeps its connection open; a stopping node does not wait.
-        .shutdown_timeout(1)
-        .disable_signals();
-    let server = match tls {
-        Some(tls) => server.listen_rustls_0_23(listener, tls.server_config()),
-        None => server.listen(listener),
-    }
+    let server = listener::serve(
+        listener,
+        tls,
+        Listener {
+            routes,
+            on_connect: |_: &mut Extensions| {},
+            max_connections: METRICS_MAX_CONNECTIONS,
+            // actix-web's default: a scraper is not expected to half-close.
+            allow_half_closed: true,
+            https_only: HttpsOnly::METRICS,
+        },
+    )
     .map_err(|source| NodeError::Bind {
         what: "metrics.listen",
         addr,
         source,
-    })?
-    .run();
+    })?;
     Ok(spawn_server(server))
 }
 

@@ -577,8 +577,8 @@ pub struct AdminSection {
 }
 
 /// `[admin.tls]` and `[metrics.tls]`: with cert_file and key_file the listener speaks HTTPS
-/// only (TLS 1.2 and 1.3, rustls); a plain-HTTP request to it gets no answer. SIGHUP reads the
-/// files again without dropping the node. All "" serves plain HTTP.
+/// only (TLS 1.2 and 1.3, rustls); a plain-HTTP request to it is answered 400, naming https://.
+/// SIGHUP reads the files again without dropping the node. All "" serves plain HTTP.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TlsSection {
