@@ -21,7 +21,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{ProcessCluster, conclave, libfaketime, text};
+use support::{ProcessCluster, conclave, libfaketime, openssl, text};
 
 /// A CA, and certificates it (or a second CA) signed, in one directory.
 struct Pki {
@@ -133,33 +133,6 @@ impl Pki {
             env,
         );
     }
-}
-
-/// The `openssl` program, installed from Debian's package when missing and the tests run as
-/// root (the CI machine); a test fails with what to install otherwise.
-fn openssl() -> &'static str {
-    let found = |_: ()| {
-        Command::new("openssl")
-            .arg("version")
-            .output()
-            .is_ok_and(|output| output.status.success())
-    };
-    if !found(()) {
-        let _ = Command::new("sh")
-            .args([
-                "-c",
-                "command -v apt-get >/dev/null && { DEBIAN_FRONTEND=noninteractive apt-get \
-                 install -y -qq openssl >/dev/null 2>&1 || { apt-get update -qq >/dev/null \
-                 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl \
-                 >/dev/null 2>&1; }; }",
-            ])
-            .status();
-        assert!(
-            found(()),
-            "these tests make certificates with openssl: install it (apt-get install openssl)"
-        );
-    }
-    "openssl"
 }
 
 /// `[admin.tls]` and `[metrics.tls]` with the server certificate, and client CAs when
