@@ -470,7 +470,8 @@ pub struct HealthSection {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MembershipSection {
-    /// Ping period; a peer silent for heartbeat_ms × timeout_multiplier is Disconnected.
+    /// Ping period; a peer silent for heartbeat_ms × timeout_multiplier is Disconnected. A peer
+    /// whose election frames arrive anyway is pinged only every tenth period (for its RTT).
     pub heartbeat_ms: u64 = ms(MembershipConfig::default().heartbeat_interval),
     /// At least 2.
     pub timeout_multiplier: u64 = u64::from(MembershipConfig::default().timeout_multiplier),

@@ -49,6 +49,13 @@ pub use peer_table::{LinkAddr, MembershipError, PeerInfo, PeerStatus, PeerTable}
 /// `now` forever and spin the driver, so shorter settings are raised to this.
 const MIN_INTERVAL: Duration = Duration::from_millis(1);
 
+/// A Connected peer whose other frames (election traffic: heartbeats, AppendEntries and their
+/// answers) arrive between two ticks needs no ping to be known alive, so it is pinged only
+/// this many ticks apart, for a fresh round-trip time (MEM-4). Between a leader and its
+/// followers this leaves the air to the heartbeats; between two followers, which send each
+/// other nothing else, pings go every tick as before.
+pub const RTT_REFRESH_TICKS: u32 = 10;
+
 /// Shortest time between two log lines about refused duplicate ids: each refusal is logged
 /// as a count in the next line, so an impostor (or a flood of forged `Hello`s) cannot fill
 /// the log.
@@ -169,6 +176,15 @@ struct SentPing {
     sent_at: Instant,
 }
 
+/// What the ping schedule knows of one peer besides its table entry.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct PingSchedule {
+    /// When a frame that is not membership's last came from it.
+    heard_other: Option<Instant>,
+    /// When it was last pinged.
+    pinged: Option<Instant>,
+}
+
 /// Why the machine may or may not speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Voice {
@@ -187,8 +203,12 @@ pub struct Membership {
     config: MembershipConfig,
     peers: PeerTable,
     last_pings: BTreeMap<PeerId, SentPing>,
+    /// Per known peer: whether a ping is due at the next tick.
+    schedules: BTreeMap<PeerId, PingSchedule>,
     actions: VecDeque<MembershipAction>,
     next_tick: Instant,
+    /// When the last liveness tick ran (the machine's start before the first).
+    last_tick: Instant,
     /// When the last `Hello` was broadcast.
     last_hello: Instant,
     voice: Voice,
@@ -213,8 +233,10 @@ impl Membership {
             config,
             peers: PeerTable::new(local),
             last_pings: BTreeMap::new(),
+            schedules: BTreeMap::new(),
             actions: VecDeque::new(),
             next_tick: now + config.heartbeat_interval,
+            last_tick: now,
             last_hello: now,
             voice: Voice::Speaking,
             refusals_unlogged: 0,
@@ -245,7 +267,7 @@ impl Membership {
                         }),
                     ),
                     Body::Pong(pong) => self.on_pong(now, from, pong),
-                    _ => {}
+                    _ => self.heard_other(now, from),
                 }
             }
         }
@@ -259,6 +281,7 @@ impl Membership {
     pub fn handle_heard(&mut self, now: Instant, from: PeerId, origin: &LinkAddr) {
         if self.listens_to(from) {
             self.heard(now, from, origin);
+            self.heard_other(now, from);
         }
     }
 
@@ -475,6 +498,7 @@ impl Membership {
     fn on_goodbye(&mut self, from: PeerId) {
         if let Some(gone) = self.peers.remove(&from) {
             self.last_pings.remove(&from);
+            self.schedules.remove(&from);
             self.publish(MembershipEvent::Left {
                 peer: from,
                 last: gone.status,
@@ -492,6 +516,14 @@ impl Membership {
                 self.peers.touch(&from, now);
             }
             Some(PeerStatus::Disconnected) => self.revive(now, from, origin),
+        }
+    }
+
+    /// A frame that is not membership's came from `from`, which [`Self::heard`] has just
+    /// made a member: it proves `from` alive without a ping.
+    fn heard_other(&mut self, now: Instant, from: PeerId) {
+        if self.peers.get(&from).is_some() {
+            self.schedules.entry(from).or_default().heard_other = Some(now);
         }
     }
 
@@ -556,9 +588,31 @@ impl Membership {
         }
         // Disconnected peers are probed too: when a partition heals, their pong (or their
         // answer to our ping) is what makes them Connected again without waiting for a Hello.
+        // A Connected peer whose other frames arrived since the last tick is pinged only for
+        // its round-trip time (RTT_REFRESH_TICKS). It still hears from this node: by the
+        // frames this node sends it, or else by the pongs to its own pings, which it keeps
+        // sending because it hears nothing else from here.
         let timestamp_ms = now.as_millis();
-        let everyone: Vec<PeerId> = self.peers.list().map(|peer| peer.id).collect();
-        for peer in everyone {
+        let since = self.last_tick;
+        self.last_tick = now;
+        let refresh = self
+            .config
+            .heartbeat_interval
+            .saturating_mul(RTT_REFRESH_TICKS);
+        let due: Vec<PeerId> = self
+            .peers
+            .list()
+            .filter(|peer| {
+                let schedule = self.schedules.get(&peer.id).copied().unwrap_or_default();
+                let proven = peer.status == PeerStatus::Connected
+                    && schedule.heard_other.is_some_and(|at| at > since);
+                let rtt_fresh = schedule.pinged.is_some_and(|at| now - at < refresh);
+                !(proven && rtt_fresh)
+            })
+            .map(|peer| peer.id)
+            .collect();
+        for peer in due {
+            self.schedules.entry(peer).or_default().pinged = Some(now);
             self.last_pings.insert(
                 peer,
                 SentPing {

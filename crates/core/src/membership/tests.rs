@@ -501,9 +501,9 @@ fn mem4_tick_pings_every_peer_including_disconnected() {
         vec![send("gw-b", ping(500)), send("gw-c", ping(500))]
     );
 
-    // gw-c keeps talking, gw-b falls silent.
+    // gw-c keeps answering, gw-b falls silent.
     for at in [1_000, 1_500, 2_000] {
-        node.handle_frame(ms(at - 10), id("gw-c"), &addr("mem:3"), &raft_vote());
+        node.handle_frame(ms(at - 10), id("gw-c"), &addr("mem:3"), &pong(at - 500));
         node.handle_timeout(ms(at));
     }
     let actions = drain_actions(&mut node);
@@ -519,6 +519,59 @@ fn mem4_tick_pings_every_peer_including_disconnected() {
     assert_eq!(
         drain_actions(&mut node),
         vec![send("gw-b", ping(2_500)), send("gw-c", ping(2_500))]
+    );
+}
+
+/// MEM-4, quiet air (issue 27): a Connected peer whose election frames arrive between two
+/// ticks is pinged only every `RTT_REFRESH_TICKS` ticks, for its round-trip time, and stays
+/// Connected; a peer that sends nothing else is pinged every tick; once the other frames stop,
+/// the next tick pings again.
+#[test]
+fn mem4_a_peer_heard_through_election_frames_is_pinged_only_for_its_rtt() {
+    let _log = log_to_test_output();
+    let mut node = node_knowing("gw-a", &[("gw-b", "mem:2"), ("gw-c", "mem:3")]);
+    let pings_to = |actions: &[MembershipAction], peer: &str| {
+        actions
+            .iter()
+            .filter(|action| {
+                matches!(action, MembershipAction::Send { to, body: Body::Ping(_) } if *to == id(peer))
+            })
+            .count()
+    };
+    node.handle_timeout(ms(500));
+    let first = drain_actions(&mut node);
+    assert_eq!((pings_to(&first, "gw-b"), pings_to(&first, "gw-c")), (1, 1));
+
+    // gw-b sends election frames every heartbeat; gw-c only answers pings.
+    let refresh = u64::from(RTT_REFRESH_TICKS) * 500;
+    let mut pinged_b = Vec::new();
+    for at in (1_000..=500 + 2 * refresh).step_by(500) {
+        node.handle_frame(ms(at - 10), id("gw-b"), &addr("mem:2"), &raft_vote());
+        node.handle_frame(ms(at - 10), id("gw-c"), &addr("mem:3"), &pong(at - 500));
+        node.handle_timeout(ms(at));
+        let actions = drain_actions(&mut node);
+        assert_eq!(pings_to(&actions, "gw-c"), 1, "gw-c is pinged at {at}");
+        if pings_to(&actions, "gw-b") == 1 {
+            pinged_b.push(at);
+        }
+        for peer in ["gw-b", "gw-c"] {
+            assert_eq!(
+                node.peers().status(&id(peer)),
+                Some(PeerStatus::Connected),
+                "{peer} at {at}"
+            );
+        }
+    }
+    assert_eq!(pinged_b, vec![500 + refresh, 500 + 2 * refresh]);
+
+    // gw-b's election frames stop: the next tick pings it.
+    let at = 500 + 2 * refresh + 500;
+    node.handle_frame(ms(at - 10), id("gw-c"), &addr("mem:3"), &pong(at - 1_000));
+    node.handle_timeout(ms(at));
+    let actions = drain_actions(&mut node);
+    assert_eq!(
+        (pings_to(&actions, "gw-b"), pings_to(&actions, "gw-c")),
+        (1, 1)
     );
 }
 
