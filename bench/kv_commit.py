@@ -43,6 +43,13 @@ run, the two interleaved as conclave and etcd are: "secured" serves its admin AP
 so its frames go in clear. The target is issue 26's: at least 0.9 of the plain rate at every
 client count; the p99 ratio is printed, not judged.
 
+With `--load wrk` (only with `--secured-vs-plain`), the load comes from wrk (Debian's `wrk`,
+installed when missing) instead of the asyncio clients: `-t2 -cN` (one thread at one client),
+a Lua script that numbers each thread's keys and counts answers other than 200, a warm-up run
+of `--warmup` seconds and then the measured run of `--seconds`. wrk is C over OpenSSL: its
+TLS costs the two shared cores far less than Python's, which would otherwise be counted
+against the secured cluster. wrk does not check the server's certificate.
+
 With `--sessions N`, N sessions are granted on conclave's leader after start and each is
 kept alive once a second (a streaming keepalive with a 3 s TTL, from one more load process)
 for the whole run: the program prints the leader's CPU without and with them, and checks at
@@ -635,27 +642,113 @@ def measure(cluster: Cluster, clients: int, args: argparse.Namespace, tag: str) 
     )
 
 
+# The load as wrk runs it (`--load wrk`): each thread numbers its own keys, counts the answers
+# other than 200, and the main state prints one JSON line at the end.
+WRK_SCRIPT = """
+local threads, next_id = {}, 0
+function setup(thread)
+  thread:set("id", next_id)
+  next_id = next_id + 1
+  table.insert(threads, thread)
+end
+local prefix, counter
+-- a global: the main state reads it with thread:get at the end
+others = {}
+local headers = {["Content-Type"] = "application/json"}
+local body = '{"value":"' .. string.rep("v", VALUE_BYTES) .. '"}'
+function init(args)
+  prefix, counter, others = TAG .. "-" .. id .. "-", 0, {}
+end
+function request()
+  counter = counter + 1
+  return wrk.format("PUT", "/v1/kv/" .. prefix .. counter, headers, body)
+end
+function response(status, headers, body)
+  if status ~= 200 then others[status] = (others[status] or 0) + 1 end
+end
+function done(summary, latency, requests)
+  local parts = {}
+  for _, thread in ipairs(threads) do
+    for status, count in pairs(thread:get("others")) do
+      table.insert(parts, string.format('"%d": %d', status, count))
+    end
+  end
+  io.write(string.format(
+    'WRK {"requests": %d, "seconds": %f, "p50_us": %d, "p99_us": %d, "others": {%s}}\\n',
+    summary.requests, summary.duration / 1e6, latency:percentile(50), latency:percentile(99),
+    table.concat(parts, ", ")))
+end
+"""
+
+
+def run_wrk(wrk: str, port: int, clients: int, seconds: float, tag: str, value_bytes: int,
+            workdir: Path) -> tuple[dict, float]:
+    """One wrk run against 127.0.0.1:port: its JSON summary and the CPU seconds it used."""
+    script = workdir / f"{tag}.lua"
+    script.write_text(WRK_SCRIPT.replace("VALUE_BYTES", str(value_bytes)).replace("TAG", json.dumps(tag)))
+    scheme = "https" if port in TLS_PORTS else "http"
+    threads = min(2, clients)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(
+        [wrk, f"-t{threads}", f"-c{clients}", f"-d{max(1, round(seconds))}s", "--timeout", "10s",
+         "-s", str(script), f"{scheme}://127.0.0.1:{port}"],
+        capture_output=True, text=True, timeout=seconds + 60)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    line = next((l for l in done.stdout.splitlines() if l.startswith("WRK ")), None)
+    if done.returncode != 0 or line is None:
+        raise BenchError(f"wrk failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return json.loads(line[4:]), cpu
+
+
+def measure_wrk(cluster: Cluster, clients: int, args: argparse.Namespace, tag: str,
+                wrk: str, workdir: Path) -> Measurement:
+    """`measure` with wrk as the load: a warm-up run, then the measured one."""
+    leader = cluster.members[cluster.wait_leader()]
+    before = cluster.disk_counters(leader)
+    run_wrk(wrk, leader.http_port, clients, args.warmup, f"{tag}w", args.value_bytes, workdir)
+    summary, cpu = run_wrk(wrk, leader.http_port, clients, args.seconds, tag, args.value_bytes, workdir)
+    after = cluster.disk_counters(leader)
+    cluster.require_alive()
+    others = {int(status): count for status, count in summary["others"].items()}
+    disk = {k: after[k] - before[k] for k in after if k in before}
+    disk["seconds"] = args.seconds + args.warmup
+    return Measurement(
+        commits_per_s=(summary["requests"] - sum(others.values())) / summary["seconds"],
+        p50_ms=summary["p50_us"] / 1000,
+        p99_ms=summary["p99_us"] / 1000,
+        errors=others,
+        client_cpu_percent=100 * cpu / summary["seconds"],
+        disk=disk,
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # setup
 
 
-def ensure_etcd() -> str:
-    etcd = shutil.which("etcd")
-    if etcd:
-        return etcd
+def ensure_program(program: str, package: str) -> str:
+    """The path of `program`, installed from Debian's `package` when missing (as root)."""
+    found = shutil.which(program)
+    if found:
+        return found
     if os.geteuid() != 0:
-        raise BenchError("etcd is missing and this is not root: install Debian's etcd-server")
-    log("etcd missing: apt-get update && apt-get install -y --no-install-recommends etcd-server")
+        raise BenchError(f"{program} is missing and this is not root: install Debian's {package}")
+    log(f"{program} missing: apt-get update && apt-get install -y --no-install-recommends {package}")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     for argv in (["apt-get", "update", "-qq"],
-                 ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "etcd-server"]):
+                 ["apt-get", "install", "-y", "-qq", "--no-install-recommends", package]):
         done = subprocess.run(argv, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             raise BenchError(f"{' '.join(argv)} failed:\n{done.stdout}{done.stderr}")
-    etcd = shutil.which("etcd")
-    if not etcd:
-        raise BenchError("etcd-server installed but `etcd` is not on PATH")
-    return etcd
+    found = shutil.which(program)
+    if not found:
+        raise BenchError(f"{package} installed but `{program}` is not on PATH")
+    return found
+
+
+def ensure_etcd() -> str:
+    return ensure_program("etcd", "etcd-server")
 
 
 def ensure_conclave(binary: Path) -> Path:
@@ -785,11 +878,18 @@ def main() -> int:
                         help="instead of etcd, compare conclave secured (admin API over TLS, frames "
                              "sealed under a key) with conclave plain (HTTP, no key), in one run "
                              "(issue 26: at least 0.9 of the plain rate)")
+    parser.add_argument("--load", choices=("python", "wrk"), default="python",
+                        help="the load generator: this program's asyncio clients (the default, used "
+                             "for every figure against etcd), or wrk (C, Debian's wrk, installed when "
+                             "missing), whose TLS costs the shared cores far less; wrk writes "
+                             "conclave's requests only, so it needs --secured-vs-plain")
     parser.add_argument("--sessions", type=int, default=0,
                         help="live sessions on conclave's leader during the run, each kept alive once a "
                              "second by a streaming keepalive (issue 25)")
     args = parser.parse_args()
     client_counts = [int(c) for c in args.clients.split(",")]
+    if args.load == "wrk" and not args.secured_vs_plain:
+        parser.error("--load wrk writes conclave's requests only: use it with --secured-vs-plain")
 
     def stop_on_signal(signum, _frame):
         raise BenchError(f"stopped by signal {signum}")
@@ -801,6 +901,7 @@ def main() -> int:
     tmp = None
     try:
         etcd = None if args.secured_vs_plain else ensure_etcd()
+        wrk = ensure_program("wrk", "wrk") if args.load == "wrk" else None
         binary = ensure_conclave(args.conclave_bin.resolve())
         tmp = tempfile.TemporaryDirectory(prefix="conclave-kv-bench-", dir=args.dir)
         root = Path(tmp.name)
@@ -811,7 +912,8 @@ def main() -> int:
         log(f"data directories: {root} ({filesystem_of(root)})")
         log(f"{args.runs} runs x clients {client_counts} x {args.seconds:.0f} s per system "
             f"(+{args.warmup:.0f} s warm-up), {args.value_bytes}-byte values, distinct keys, "
-            f"{args.client_procs} load processes")
+            + (f"{args.client_procs} load processes" if wrk is None
+               else f"load: {version_of([wrk, '--version']) or 'wrk'}, 2 threads (1 at 1 client)"))
         for name in ("conclave", "etcd", "plain"):
             (root / name).mkdir()
         admin_extra = ""
@@ -860,7 +962,11 @@ def main() -> int:
                 order = clusters if run % 2 else list(reversed(clusters))
                 for cluster in order:
                     tag = f"r{run}c{clients}-{secrets.token_hex(3)}"
-                    results[(run, clients, cluster.system)] = measure(cluster, clients, args, tag)
+                    if wrk is None:
+                        results[(run, clients, cluster.system)] = measure(cluster, clients, args, tag)
+                    else:
+                        results[(run, clients, cluster.system)] = measure_wrk(
+                            cluster, clients, args, tag, wrk, root)
                 c, e = results[(run, clients, a)], results[(run, clients, b)]
                 log(f"{run:>3} {clients:>7} | {c.commits_per_s:>{len(a) + 10}.0f} {fmt(c.p50_ms, 2):>7} {fmt(c.p99_ms, 2):>7} "
                     f"| {e.commits_per_s:>{len(b) + 10}.0f} {fmt(e.p50_ms, 2):>7} {fmt(e.p99_ms, 2):>7} "
