@@ -489,6 +489,8 @@ class Measurement:
     errors: dict[int, int]
     client_cpu_percent: float
     disk: dict[str, float] = field(default_factory=dict)
+    # CPU (user + system) of all the cluster's members per commit, in ms (`--load wrk` only).
+    server_cpu_ms_per_commit: float = float("nan")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -707,19 +709,23 @@ def measure_wrk(cluster: Cluster, clients: int, args: argparse.Namespace, tag: s
     leader = cluster.members[cluster.wait_leader()]
     before = cluster.disk_counters(leader)
     run_wrk(wrk, leader.http_port, clients, args.warmup, f"{tag}w", args.value_bytes, workdir)
+    servers_before = sum(cpu_seconds(m.proc.pid) for m in cluster.members.values())
     summary, cpu = run_wrk(wrk, leader.http_port, clients, args.seconds, tag, args.value_bytes, workdir)
+    servers = sum(cpu_seconds(m.proc.pid) for m in cluster.members.values()) - servers_before
     after = cluster.disk_counters(leader)
     cluster.require_alive()
     others = {int(status): count for status, count in summary["others"].items()}
     disk = {k: after[k] - before[k] for k in after if k in before}
     disk["seconds"] = args.seconds + args.warmup
+    commits = summary["requests"] - sum(others.values())
     return Measurement(
-        commits_per_s=(summary["requests"] - sum(others.values())) / summary["seconds"],
+        commits_per_s=commits / summary["seconds"],
         p50_ms=summary["p50_us"] / 1000,
         p99_ms=summary["p99_us"] / 1000,
         errors=others,
         client_cpu_percent=100 * cpu / summary["seconds"],
         disk=disk,
+        server_cpu_ms_per_commit=1000 * servers / commits if commits else float("nan"),
     )
 
 
@@ -998,6 +1004,20 @@ def main() -> int:
             log(f"  {clients:>2} clients: {a} {c_rate:.0f}/s p99 {c_p99:.2f} ms, {b} {e_rate:.0f}/s "
                 f"p99 {e_p99:.2f} ms: throughput {ratio(c_rate, e_rate)} {'PASS' if ok_rate else 'FAIL'}, "
                 f"p99 {ratio(c_p99, e_p99)}{p99_verdict}")
+
+        if wrk is not None:
+            log()
+            log("the servers' CPU per commit (user + system of all three members over the measured "
+                f"run, ms): {a}, {b}, ratio")
+            for clients in client_counts:
+                per_run = [(results[(r, clients, a)].server_cpu_ms_per_commit,
+                            results[(r, clients, b)].server_cpu_ms_per_commit)
+                           for r in range(1, args.runs + 1)]
+                runs_text = "  ".join(f"{x:.3f}/{y:.3f}" for x, y in per_run)
+                x_med = statistics.median(x for x, _ in per_run)
+                y_med = statistics.median(y for _, y in per_run)
+                log(f"  {clients:>2} clients: median {x_med:.3f} / {y_med:.3f} = {ratio(x_med, y_med)}; "
+                    f"runs {runs_text}")
 
         log()
         log("the leaders' disks during each measurement (from their /metrics, warm-up included)")
