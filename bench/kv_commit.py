@@ -884,6 +884,9 @@ def main() -> int:
                         help="instead of etcd, compare conclave secured (admin API over TLS, frames "
                              "sealed under a key) with conclave plain (HTTP, no key), in one run "
                              "(issue 26: at least 0.9 of the plain rate)")
+    parser.add_argument("--secured", default="tls,sealed",
+                        help="with --secured-vs-plain, what the secured cluster has: tls, sealed or "
+                             "both (the default), to tell what each costs")
     parser.add_argument("--load", choices=("python", "wrk"), default="python",
                         help="the load generator: this program's asyncio clients (the default, used "
                              "for every figure against etcd), or wrk (C, Debian's wrk, installed when "
@@ -928,23 +931,32 @@ def main() -> int:
             admin_extra = (f"max_connections = {args.sessions + 256}\n"
                            f"max_event_streams = {args.sessions + 16}\n")
         plain_admin_extra = admin_extra
-        if args.tls or args.secured_vs_plain:
+        parts = {part.strip() for part in args.secured.split(",") if part.strip()}
+        if not parts <= {"tls", "sealed"}:
+            parser.error(f"--secured takes tls, sealed or both, not {args.secured!r}")
+        # Without --secured-vs-plain, TLS as --tls says and every frame sealed (a key is set).
+        use_tls = args.tls or (args.secured_vs_plain and "tls" in parts)
+        use_seal = not args.secured_vs_plain or "sealed" in parts
+        if use_tls:
             ca, cert, key = make_certificates(root / "tls")
             admin_extra += (f"\n[admin.tls]\ncert_file = {json.dumps(str(cert))}\n"
                             f"key_file = {json.dumps(str(key))}\n")
         if args.secured_vs_plain:
-            conclave = ConclaveCluster(root / "conclave", binary, admin_extra, system="secured")
+            conclave = ConclaveCluster(root / "conclave", binary, admin_extra, sealed=use_seal,
+                                       system="secured")
             other: Cluster = ConclaveCluster(root / "plain", binary, plain_admin_extra,
                                              sealed=False, system="plain")
         else:
             conclave = ConclaveCluster(root / "conclave", binary, admin_extra)
             other = EtcdCluster(root / "etcd", etcd)
-        if args.tls or args.secured_vs_plain:
+        if use_tls:
             context = ssl.create_default_context(cafile=str(ca))
             for member in conclave.members.values():
                 TLS_PORTS[member.http_port] = context
-            log(f"{conclave.system}: admin API over TLS (rustls, a P-256 certificate), frames "
-                f"sealed; {other.system}: plain HTTP" + (", frames in clear" if args.secured_vs_plain else ""))
+        log(f"{conclave.system}: admin API " + ("over TLS (rustls, a P-256 certificate)" if use_tls
+                                                else "in plain HTTP")
+            + (", frames sealed" if use_seal else ", frames in clear")
+            + f"; {other.system}: plain HTTP" + (", frames in clear" if args.secured_vs_plain else ""))
         clusters = [conclave, other]
         a, b = conclave.system, other.system
         for cluster in clusters:
