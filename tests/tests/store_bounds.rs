@@ -141,6 +141,42 @@ async fn a_full_store_refuses_puts_serves_reads_and_deletes_and_takes_writes_aft
     cluster.stop().await;
 }
 
+/// STORE-1: writes in flight together cannot pass the bound between them. Twenty puts sent
+/// at once to a store with room for five: five are stored and fifteen refused with 507,
+/// whichever arrive first, however many are appended before the first is applied.
+#[actix_rt::test]
+async fn puts_in_flight_together_cannot_pass_the_bound() {
+    let _log = test_log();
+    let value = "v".repeat(1000);
+    let one_key = 3 + 1000 + KV_ENTRY_OVERHEAD;
+    let (cluster, node) = bounded_node(5 * one_key, 100).await;
+    let (addr, server) = serve(&node, AdminConfig::default());
+    let api = ApiClient::new(addr);
+    let sent: Vec<_> = (0..20)
+        .map(|i| {
+            let (api, value) = (api.clone(), value.clone());
+            let key = format!("k{i:02}");
+            actix_rt::spawn(async move { (put(&api, &key, &value).await.status, key) })
+        })
+        .collect();
+    let mut stored = Vec::new();
+    let mut refused = 0;
+    for answer in sent {
+        match answer.await.expect("the put's task ends") {
+            (200, key) => stored.push(key),
+            (507, _) => refused += 1,
+            (status, key) => panic!("put {key}: {status}"),
+        }
+    }
+    assert_eq!((stored.len(), refused), (5, 15), "stored {stored:?}");
+    for key in &stored {
+        let read = api.call("GET", &format!("/v1/kv/{key}"), Body::Empty).await;
+        assert_eq!(read.status, 200, "{key}: {}", read.body);
+    }
+    server.stop(true).await;
+    cluster.stop().await;
+}
+
 /// STORE-2: a queue holding `log.max_jobs` jobs not done refuses the next enqueue with 507;
 /// claims and acks still work, and an acked job makes room for the next.
 #[actix_rt::test]

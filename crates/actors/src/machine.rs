@@ -60,6 +60,16 @@ impl ClusterMachine {
         self.state.admit(demand, self.limits)
     }
 
+    /// [`Self::admit`] beside `pending`, what writes admitted and not yet applied will add;
+    /// returns what this one adds (STORE-1: writes in flight together cannot pass a bound).
+    pub fn admit_beside(
+        &self,
+        demand: &StoreDemand,
+        pending: StoreUse,
+    ) -> Result<StoreUse, StoreFull> {
+        self.state.admit_beside(demand, self.limits, pending)
+    }
+
     /// What the store holds now against its bounds (STORE-3): the use, and the bounds.
     pub fn store_use(&self) -> (StoreUse, StoreLimits) {
         (self.state.store_use(), self.limits)

@@ -204,7 +204,29 @@ impl ClusterState {
     ///
     /// [`StoreFull`] naming the bound the write would pass.
     pub fn admit(&self, demand: &StoreDemand, limits: StoreLimits) -> Result<(), StoreFull> {
-        let used = self.store_use();
+        self.admit_beside(demand, limits, StoreUse::default())
+            .map(|_| ())
+    }
+
+    /// [`Self::admit`] beside `pending`, what writes admitted earlier and not applied yet will
+    /// add: the leader holds their room for them, so that writes in flight together cannot
+    /// pass the bound between them (STORE-1). Returns what this write adds, for the leader to
+    /// hold until it is applied.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreFull`] naming the bound the write would pass.
+    pub fn admit_beside(
+        &self,
+        demand: &StoreDemand,
+        limits: StoreLimits,
+        pending: StoreUse,
+    ) -> Result<StoreUse, StoreFull> {
+        let applied = self.store_use();
+        let used = StoreUse {
+            bytes: applied.bytes.saturating_add(pending.bytes),
+            jobs: applied.jobs.saturating_add(pending.jobs),
+        };
         let retried = match demand {
             StoreDemand::Nothing => None,
             StoreDemand::Key { request_id, .. } | StoreDemand::Job { request_id, .. } => {
@@ -212,16 +234,19 @@ impl ClusterState {
             }
         };
         if retried.is_some_and(|id| self.remembers_request(id)) {
-            return Ok(());
+            return Ok(StoreUse::default());
         }
         let adds = match demand {
-            StoreDemand::Nothing => return Ok(()),
+            StoreDemand::Nothing => return Ok(StoreUse::default()),
             StoreDemand::Key { key, weight, .. } => {
                 let now = self
                     .kv()
                     .get(key)
                     .map_or(0, |current| key_weight(key, &current.value));
-                weight.saturating_sub(now)
+                StoreUse {
+                    bytes: weight.saturating_sub(now),
+                    jobs: 0,
+                }
             }
             StoreDemand::Job { weight, .. } => {
                 if used.jobs >= limits.max_jobs {
@@ -230,17 +255,20 @@ impl ClusterState {
                         limit: limits.max_jobs,
                     });
                 }
-                *weight
+                StoreUse {
+                    bytes: *weight,
+                    jobs: 1,
+                }
             }
         };
-        if adds > 0 && used.bytes.saturating_add(adds) > limits.max_bytes {
+        if adds.bytes > 0 && used.bytes.saturating_add(adds.bytes) > limits.max_bytes {
             return Err(StoreFull::Bytes {
                 used: used.bytes,
-                adds,
+                adds: adds.bytes,
                 limit: limits.max_bytes,
             });
         }
-        Ok(())
+        Ok(adds)
     }
 }
 
@@ -441,6 +469,59 @@ mod tests {
             StoreFull::Jobs { held: 1, limit: 1 }
                 .to_string()
                 .contains("log.max_jobs = 1")
+        );
+    }
+
+    /// STORE-1: writes admitted together, none applied yet, cannot pass the bound between
+    /// them: each is admitted beside what the earlier ones will add.
+    #[test]
+    fn writes_in_flight_hold_their_room() {
+        let state = ClusterState::default();
+        let one = key_weight("k1", "vvvv");
+        let limits = StoreLimits {
+            max_bytes: 2 * one,
+            max_jobs: 2,
+        };
+        let mut pending = StoreUse::default();
+        for key in ["k1", "k2"] {
+            let adds = state
+                .admit_beside(&put(key, "vvvv").demand(), limits, pending)
+                .unwrap();
+            assert_eq!(
+                adds,
+                StoreUse {
+                    bytes: one,
+                    jobs: 0
+                }
+            );
+            pending.bytes += adds.bytes;
+        }
+        assert_eq!(
+            state.admit_beside(&put("k3", "vvvv").demand(), limits, pending),
+            Err(StoreFull::Bytes {
+                used: 2 * one,
+                adds: one,
+                limit: 2 * one
+            })
+        );
+        // Nothing applied: without the pending room the same write would pass.
+        assert_eq!(state.admit(&put("k3", "vvvv").demand(), limits), Ok(()));
+
+        let roomy = StoreLimits {
+            max_bytes: u64::MAX,
+            max_jobs: 2,
+        };
+        let pending = StoreUse { bytes: 0, jobs: 2 };
+        assert_eq!(
+            state.admit_beside(&enqueue("p").demand(), roomy, pending),
+            Err(StoreFull::Jobs { held: 2, limit: 2 })
+        );
+        assert_eq!(
+            state.admit_beside(&enqueue("p").demand(), roomy, StoreUse::default()),
+            Ok(StoreUse {
+                bytes: job_weight("q", "p"),
+                jobs: 1
+            })
         );
     }
 

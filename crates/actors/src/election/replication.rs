@@ -41,7 +41,7 @@ use actix::prelude::*;
 use conclave_core::raft::{LogPosition, MembershipError, ProposeError, ReadError, ReadId};
 use conclave_core::storage::Snapshot;
 use conclave_protocol::{LogEntry, PeerId};
-use conclave_statemachine::{LeaseClock, StoreDemand, StoreFull};
+use conclave_statemachine::{LeaseClock, StoreDemand, StoreFull, StoreUse};
 use tokio::sync::oneshot;
 use tracing::{debug, warn};
 
@@ -162,6 +162,10 @@ pub(super) struct LogDriver {
     pub(super) machine: ClusterMachine,
     /// Clients waiting, by the position their entry was given.
     waiting: BTreeMap<u64, (u64, Waiter)>,
+    /// STORE-1: the room writes admitted by this node as leader will take, by their index,
+    /// held until that index is applied (whatever entry it holds by then), and their sum.
+    held_room: BTreeMap<u64, StoreUse>,
+    held_total: StoreUse,
     /// The id of the last read registered with the core.
     last_read: u64,
     /// LOG-7: reads the core took and the driver has not answered yet.
@@ -175,12 +179,38 @@ pub(super) struct LogDriver {
 }
 
 impl LogDriver {
+    /// Holds `room` for the write at `index` until that index is applied.
+    fn hold_room(&mut self, index: u64, room: StoreUse) {
+        if room != StoreUse::default() {
+            let held = self.held_room.entry(index).or_default();
+            held.bytes = held.bytes.saturating_add(room.bytes);
+            held.jobs = held.jobs.saturating_add(room.jobs);
+            self.held_total.bytes = self.held_total.bytes.saturating_add(room.bytes);
+            self.held_total.jobs = self.held_total.jobs.saturating_add(room.jobs);
+        }
+    }
+
+    /// Gives back the room held for every index up to `applied`.
+    fn release_room(&mut self, applied: u64) {
+        while let Some((&index, _)) = self.held_room.first_key_value() {
+            if index > applied {
+                break;
+            }
+            if let Some((_, room)) = self.held_room.pop_first() {
+                self.held_total.bytes = self.held_total.bytes.saturating_sub(room.bytes);
+                self.held_total.jobs = self.held_total.jobs.saturating_sub(room.jobs);
+            }
+        }
+    }
+
     /// A driver around `machine`, which holds the state up to the core's applied index (the
     /// durable snapshot's, restored at start).
     pub(super) fn new(machine: ClusterMachine) -> Self {
         Self {
             machine,
             waiting: BTreeMap::new(),
+            held_room: BTreeMap::new(),
+            held_total: StoreUse::default(),
             last_read: 0,
             reads: BTreeMap::new(),
             lease_clock: LeaseClock::new(),
@@ -331,6 +361,7 @@ impl ElectionActor {
         let Some(driver) = self.log.as_mut() else {
             return;
         };
+        driver.release_room(covered);
         while let Some((&index, _)) = driver.waiting.first_key_value() {
             if index > covered {
                 break;
@@ -349,6 +380,7 @@ impl ElectionActor {
         };
         let answer = driver.machine.apply(entry);
         driver.applied_term = entry.term;
+        driver.release_room(entry.index);
         if crate::job_wakeups::makes_job_ready(&answer.applied) {
             // SESS-3: claims waiting for a job look again.
             self.job_wakeups.wake();
@@ -393,15 +425,20 @@ impl ElectionActor {
     /// STORE-1, STORE-2: whether a write asking `demand` fits the store's bounds. Only the
     /// leader looks, against what it has applied; anywhere else the write goes on to be
     /// refused with the leader's name, so that the client asks the node that decides.
-    fn admit(&self, demand: &StoreDemand) -> Result<(), StoreFull> {
+    /// Returns the room the write takes, to be held until it is applied: writes in flight
+    /// together are each admitted beside the room of those before them, so that between them
+    /// they cannot pass a bound.
+    fn admit(&self, demand: &StoreDemand) -> Result<StoreUse, StoreFull> {
         match self.log.as_ref() {
-            Some(driver) if self.driver.election().is_leader() => driver.machine.admit(demand),
-            _ => Ok(()),
+            Some(driver) if self.driver.election().is_leader() => {
+                driver.machine.admit_beside(demand, driver.held_total)
+            }
+            _ => Ok(StoreUse::default()),
         }
     }
 
-    /// Appends `data` on the leader and registers who waits for it.
-    fn propose(&mut self, data: Vec<u8>, waiter: Waiter) {
+    /// Appends `data` on the leader, holding `room` for it, and registers who waits for it.
+    fn propose(&mut self, data: Vec<u8>, room: StoreUse, waiter: Waiter) {
         let now = self.clock.now();
         let fence = self.fence();
         let leader = fence.leader;
@@ -413,6 +450,7 @@ impl ElectionActor {
             Ok(LogPosition { term, index }) => {
                 if let Some(driver) = self.log.as_mut() {
                     driver.waiting.insert(index, (term, waiter));
+                    driver.hold_room(index, room);
                 }
             }
             Err(ProposeError::NotLeader { leader: known }) => {
@@ -439,6 +477,7 @@ impl ElectionActor {
     pub(super) fn abandon_waiters(&mut self) {
         let fence = self.fence();
         if let Some(driver) = self.log.as_mut() {
+            driver.release_room(u64::MAX);
             for (_, (_, Waiter(reply))) in std::mem::take(&mut driver.waiting) {
                 let _ = reply.send(fence.wrap(Err(LogRefusal::Unknown)));
             }
@@ -499,12 +538,17 @@ impl Handler<ProposeWrite> for ElectionActor {
             // A write always carries a command; an empty entry would read as an old read
             // barrier in `/v1/log`.
             let _ = reply.send(fence.wrap(Err(LogRefusal::Busy)));
-        } else if let Err(full) = self.admit(&write.demand) {
-            self.metrics.proposal("store_full");
-            let _ = reply.send(fence.wrap(Err(LogRefusal::StoreFull(full.to_string()))));
         } else {
-            self.propose(write.data, Waiter(reply));
-            self.pump(ctx);
+            match self.admit(&write.demand) {
+                Err(full) => {
+                    self.metrics.proposal("store_full");
+                    let _ = reply.send(fence.wrap(Err(LogRefusal::StoreFull(full.to_string()))));
+                }
+                Ok(room) => {
+                    self.propose(write.data, room, Waiter(reply));
+                    self.pump(ctx);
+                }
+            }
         }
         Box::pin(async move {
             answer
