@@ -392,3 +392,27 @@ async fn stopping_the_leader_hands_leadership_over() {
     assert!(left, "the stopped node said goodbye");
     cluster.stop().await;
 }
+
+/// `NodeHandle::election_stopped`, which `conclave run` waits on instead of polling: pending
+/// while the election runs, resolved once it has stopped.
+#[actix_rt::test]
+async fn election_stopped_resolves_once_the_election_stops() {
+    let _log = test_log();
+    let mut cluster =
+        MemoryCluster::start(&["a", "b", "c"], ClusterOptions::real_time(Quorum::Voters)).await;
+    let leader = cluster.await_leader(Duration::from_secs(20)).await;
+    let follower = (leader + 1) % 3;
+    let handle = cluster.handle(follower).clone();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), handle.election_stopped())
+            .await
+            .is_err(),
+        "resolved while the election runs"
+    );
+    cluster.stop_node(follower).await;
+    tokio::time::timeout(Duration::from_secs(20), handle.election_stopped())
+        .await
+        .expect("resolved once the election stopped");
+    assert!(!handle.is_running());
+    cluster.stop().await;
+}

@@ -335,11 +335,10 @@ pub(crate) fn run(file: Option<&Path>, log: Option<&str>) -> ExitCode {
                     }
                     None => std::future::pending::<()>().await,
                 },
-                () = tokio::time::sleep(Duration::from_millis(500)) => {
-                    if !node.handle().is_running() {
-                        error!("the node halted");
-                        break true;
-                    }
+                // Waited on, not polled: an idle node wakes for nothing here.
+                () = node.handle().election_stopped() => {
+                    error!("the node halted");
+                    break true;
                 }
             }
         };

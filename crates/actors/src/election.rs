@@ -179,6 +179,9 @@ pub struct ElectionActor {
     /// SESS-3: bumped when an applied entry made a job ready or the leader changed, for the
     /// claims waiting on this node.
     job_wakeups: JobWakeups,
+    /// Turns true when the actor stops (a halt, or the end of a graceful stop), for whoever
+    /// must notice without polling (`conclave run`).
+    stopped: tokio::sync::watch::Sender<bool>,
 }
 
 impl ElectionActor {
@@ -226,6 +229,7 @@ impl ElectionActor {
             status_waiters: Vec::new(),
             directory: crate::member_directory::MemberDirectory::new(),
             job_wakeups: JobWakeups::new(),
+            stopped: tokio::sync::watch::channel(false).0,
         }
     }
 
@@ -234,6 +238,11 @@ impl ElectionActor {
     pub(crate) fn with_job_wakeups(mut self, wakeups: JobWakeups) -> Self {
         self.job_wakeups = wakeups;
         self
+    }
+
+    /// What turns true once this actor has stopped.
+    pub(crate) fn stopped_watch(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.stopped.subscribe()
     }
 
     /// After an input: carries out what the driver hands out, snapshots the machine when the
@@ -538,6 +547,7 @@ impl Actor for ElectionActor {
     fn stopped(&mut self, _: &mut Self::Context) {
         // SESS-3: claims waiting for a job look again, find the node stopped and say so.
         self.job_wakeups.wake();
+        self.stopped.send_replace(true);
     }
 }
 

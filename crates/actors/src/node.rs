@@ -401,8 +401,9 @@ impl NodeBuilder {
             machine,
         )
         .with_member_directory(directory.clone())
-        .with_job_wakeups(job_wakeups.clone())
-        .start();
+        .with_job_wakeups(job_wakeups.clone());
+        let election_stopped = election.stopped_watch();
+        let election = election.start();
         let membership = self.start_membership(&transport, &election, &events, &metrics, clock);
         transport.do_send(ConnectReceivers {
             membership: membership.clone().recipient(),
@@ -439,6 +440,7 @@ impl NodeBuilder {
                 metrics,
                 directory,
                 admin_tokens: crate::admin::AdminTokens::new(config.admin.tokens.clone()),
+                election_stopped,
             }),
         }
     }
@@ -745,6 +747,8 @@ struct HandleInner {
     waiting_claims: WaitingClaims,
     /// SEC-2: the admin API's tokens, which a reload replaces.
     admin_tokens: crate::admin::AdminTokens,
+    /// True once the election has stopped.
+    election_stopped: tokio::sync::watch::Receiver<bool>,
 }
 
 /// A running node, with its HTTP servers.
@@ -1005,6 +1009,15 @@ impl NodeHandle {
     /// Whether the node's election still runs (it halts if its WAL fails).
     pub fn is_running(&self) -> bool {
         self.inner.election.connected()
+    }
+
+    /// Resolves once the node's election has stopped: it halted (its WAL failed), or a
+    /// graceful stop ended. What `conclave run` waits on instead of polling
+    /// [`Self::is_running`].
+    pub async fn election_stopped(&self) {
+        let mut stopped = self.inner.election_stopped.clone();
+        // An error means the actor is gone, which is stopped too.
+        let _ = stopped.wait_for(|stopped| *stopped).await;
     }
 
     /// Whether every actor of the node still runs (the liveness of `/health`).
