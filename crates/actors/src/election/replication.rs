@@ -423,11 +423,11 @@ impl ElectionActor {
     }
 
     /// STORE-1, STORE-2: whether a write asking `demand` fits the store's bounds. Only the
-    /// leader looks, against what it has applied; anywhere else the write goes on to be
-    /// refused with the leader's name, so that the client asks the node that decides.
-    /// Returns the room the write takes, to be held until it is applied: writes in flight
-    /// together are each admitted beside the room of those before them, so that between them
-    /// they cannot pass a bound.
+    /// leader looks, against what it has applied plus the room it holds for the writes it
+    /// admitted and has not applied yet; anywhere else the write goes on to be refused with
+    /// the leader's name, so that the client asks the node that decides. Returns the room the
+    /// write takes, to be held until it is applied, so that writes in flight together cannot
+    /// pass a bound between them.
     fn admit(&self, demand: &StoreDemand) -> Result<StoreUse, StoreFull> {
         match self.log.as_ref() {
             Some(driver) if self.driver.election().is_leader() => {

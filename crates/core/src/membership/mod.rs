@@ -203,7 +203,7 @@ pub struct Membership {
     config: MembershipConfig,
     peers: PeerTable,
     last_pings: BTreeMap<PeerId, SentPing>,
-    /// Per known peer: whether a ping is due at the next tick.
+    /// Per known peer: what decides whether it is pinged at the next tick.
     schedules: BTreeMap<PeerId, PingSchedule>,
     actions: VecDeque<MembershipAction>,
     next_tick: Instant,
