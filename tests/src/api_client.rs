@@ -15,6 +15,22 @@ use serde_json::Value;
 
 use crate::openapi_check::OpenApi;
 
+/// Writes `value` under `key` through `node`'s admin API over HTTP, on a server of its own
+/// that stops after the answer; the answer comes once the write is committed, so a majority
+/// received it over the link first.
+pub async fn put_value(node: &NodeHandle, key: &str, value: &str) {
+    let (addr, server) = serve(node, AdminConfig::default());
+    let reply = ApiClient::new(addr)
+        .call(
+            "PUT",
+            &format!("/v1/kv/{key}"),
+            Body::Json(serde_json::json!({ "value": value })),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    server.stop(true).await;
+}
+
 /// Serves `node`'s admin API on an ephemeral loopback port, with `config`'s other settings
 /// (`peer_urls`, a token); the server runs on the current actix system until it stops.
 pub fn serve(node: &NodeHandle, config: AdminConfig) -> (SocketAddr, actix_web::dev::ServerHandle) {

@@ -15,14 +15,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use conclave_actors::node::{Node, NodeBuilder, NodeHandle};
-use conclave_config::{AdminConfig, NodeConfig, Quorum, UdpLinkConfig};
+use conclave_config::{NodeConfig, Quorum, UdpLinkConfig};
 use conclave_core::election::ElectionConfig;
 use conclave_protocol::{AuthKey, ClusterId, FrameCodec, KeyRing, PeerId, SendKey};
-use conclave_tests::api_client::{ApiClient, Body, serve};
+use conclave_tests::api_client::put_value;
 use conclave_tests::{
     CLUSTER, ClusterOptions, MemoryCluster, RadioCluster, TEST_PSK, node_config, test_log,
 };
-use serde_json::json;
 use tokio::net::UdpSocket;
 
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -47,21 +46,6 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack
         .windows(needle.len())
         .any(|window| window == needle)
-}
-
-/// Writes `value` under `key` through `node`'s admin API over HTTP; the answer comes once the
-/// write is committed, so a majority received it over the link first.
-async fn put(node: &NodeHandle, key: &str, value: &str) {
-    let (addr, server) = serve(node, AdminConfig::default());
-    let reply = ApiClient::new(addr)
-        .call(
-            "PUT",
-            &format!("/v1/kv/{key}"),
-            Body::Json(json!({ "value": value })),
-        )
-        .await;
-    assert_eq!(reply.status, 200, "{}", reply.body);
-    server.stop(true).await;
 }
 
 /// The leader every handle names in one term, once they agree.
@@ -171,7 +155,7 @@ async fn udp_capture(sealed: bool) -> Vec<Vec<u8>> {
     }
     let handles: Vec<NodeHandle> = nodes.iter().map(|n| n.handle().clone()).collect();
     let leader = await_agreed_leader(&handles).await;
-    put(&handles[leader], "secret", VALUE).await;
+    put_value(&handles[leader], "secret", VALUE).await;
     for node in nodes {
         node.stop().await;
     }
@@ -223,7 +207,7 @@ async fn radio_capture(sealed: bool, seed: u64) -> Vec<Vec<u8>> {
     .await;
     let monitor = cluster.air.monitor();
     let leader = cluster.await_leader_among(&[0, 1, 2], PATIENCE).await;
-    put(cluster.handle(leader), "secret", VALUE).await;
+    put_value(cluster.handle(leader), "secret", VALUE).await;
     cluster.stop().await;
     assert_eq!(monitor.missed(), 0);
     monitor
@@ -320,7 +304,7 @@ async fn proto9_key_rotation_under_writes_keeps_the_leader() {
                 .expect("a sealed node takes new keys");
             for _ in 0..3 {
                 written += 1;
-                put(
+                put_value(
                     &leader_node,
                     &format!("k{written}"),
                     &format!("step {step}"),

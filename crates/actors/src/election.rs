@@ -301,6 +301,7 @@ impl ElectionActor {
     fn transmit(&self, message: Outgoing) {
         let (to, message) = match message {
             Outgoing::Send { to, message } => (Destination::Peer(to), message),
+            Outgoing::Multicast { to, message } => (Destination::Peers(to), message),
             Outgoing::Broadcast { message } => (Destination::Broadcast, message),
         };
         self.outputs.transport.do_send(Transmit {

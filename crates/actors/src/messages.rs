@@ -18,6 +18,9 @@ pub enum Destination {
         /// The address its frame came from.
         origin: LinkAddr,
     },
+    /// Several peers, the same body: one radio broadcast for those the radio reaches (when
+    /// two or more do), a frame each for the others (issue 27, item 1).
+    Peers(Vec<PeerId>),
     /// Everyone reachable on every link.
     Broadcast,
 }

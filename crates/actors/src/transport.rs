@@ -49,7 +49,8 @@
 //! Links: `udp` (a tokio socket), `espnow` (the USB dongle, through `conclave-espnow`'s
 //! driver) and `memory` (a [`MemoryHub`], for tests). On ESP-NOW, a peer's MAC address is
 //! learned from its frames and added to the dongle's peer table so that frames to it go
-//! unicast; discovery and broadcasts use the radio's broadcast address; every frame is cut
+//! unicast; discovery, broadcasts, and an AppendEntries the core multicasts to two or more
+//! radio peers (issue 27, item 1) use the radio's broadcast address; every frame is cut
 //! to the dongle's payload limit; heartbeats and pings are marked droppable for the dongle's
 //! queue, votes and everything else essential (ESP-4); the signal strength of each peer is
 //! kept (PRI-1), exported as `conclave_dongle_rssi_dbm{peer}` and handed to the election
@@ -726,19 +727,8 @@ impl TransportActor {
     fn transmit(&mut self, transmit: Transmit) {
         let body = transmit.body;
         match transmit.to {
-            Destination::Peer(peer) => {
-                let Some(frame) = self.seal(Some(peer), body) else {
-                    return;
-                };
-                match self.routes.get(&peer).copied() {
-                    Some(address) => self.send_to(address, &frame),
-                    None => {
-                        for address in self.bootstrap_addresses() {
-                            self.send_to(address, &frame);
-                        }
-                    }
-                }
-            }
+            Destination::Peer(peer) => self.send_to_peer(peer, body),
+            Destination::Peers(peers) => self.send_to_peers(peers, body),
             Destination::Reply { peer, origin } => {
                 let Some(frame) = self.seal(Some(peer), body) else {
                     return;
@@ -766,6 +756,45 @@ impl TransportActor {
                     self.send_to(address, &frame);
                 }
             }
+        }
+    }
+
+    /// Sends `body` to `peer` by its learned route, or to every bootstrap address.
+    fn send_to_peer(&mut self, peer: PeerId, body: Body) {
+        let Some(frame) = self.seal(Some(peer), body) else {
+            return;
+        };
+        match self.routes.get(&peer).copied() {
+            Some(address) => self.send_to(address, &frame),
+            None => {
+                for address in self.bootstrap_addresses() {
+                    self.send_to(address, &frame);
+                }
+            }
+        }
+    }
+
+    /// Sends the same `body` to several peers (issue 27, item 1): the peers the radio reaches
+    /// hear it in one broadcast frame, addressed to nobody in particular, when two or more of
+    /// them would otherwise get a copy each; every other peer gets its own frame. The core
+    /// multicasts only what any peer may hear (an AppendEntries).
+    fn send_to_peers(&mut self, peers: Vec<PeerId>, body: Body) {
+        let (radio, others): (Vec<PeerId>, Vec<PeerId>) = peers.into_iter().partition(|peer| {
+            self.routes
+                .get(peer)
+                .is_some_and(|address| address.kind() == LinkKind::EspNow)
+        });
+        if radio.len() >= 2 {
+            if let Some(frame) = self.seal(None, body.clone()) {
+                self.send_to(LinkAddress::EspNow(Mac::BROADCAST), &frame);
+            }
+        } else {
+            for peer in radio {
+                self.send_to_peer(peer, body.clone());
+            }
+        }
+        for peer in others {
+            self.send_to_peer(peer, body.clone());
         }
     }
 

@@ -295,7 +295,9 @@ pub struct AppendResp {
     pub term: u64,
     /// Whether the entries (or heartbeat) were accepted.
     pub success: bool,
-    /// The highest index known to match the leader's log.
+    /// Accepted: the highest index known to match the leader's log. Refused: the index the
+    /// refused AppendEntries followed (its `prev_index`), so that the leader can tell which of
+    /// its messages was refused; `0` from nodes that did not say.
     pub match_index: u64,
     /// On a refusal, where to retry from.
     pub hint: Option<ConflictHint>,

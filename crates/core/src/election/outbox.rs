@@ -20,7 +20,9 @@ use std::collections::VecDeque;
 
 use conclave_protocol::PeerId;
 
-use super::ready::{AfterPersist, DurableWrite, Outgoing, PersistBatch, PersistSeq, Ready};
+use super::ready::{
+    AfterPersist, DurableWrite, Outgoing, PersistBatch, PersistSeq, Ready, coalesce_appends,
+};
 use super::{Action, ElectionMessage, Event, HardState, LeaderChangeCause, Role};
 
 /// What a mode has decided and its driver has not yet taken, with what was last persisted and
@@ -205,7 +207,9 @@ impl Outbox {
                 writes,
             });
         }
+        ready.messages = coalesce_appends(std::mem::take(&mut ready.messages));
         let (messages, events) = after;
+        let messages = coalesce_appends(messages);
         if !messages.is_empty() || !events.is_empty() {
             ready.after_persist = Some(AfterPersist {
                 seq: self.issued,
@@ -498,5 +502,108 @@ mod tests {
             })
         );
         assert!(ready.stopped && ready.after_persist.is_none());
+    }
+
+    fn append(commit: u64) -> ElectionMessage {
+        ElectionMessage::Raft(crate::raft::RaftMessage::AppendEntries(
+            conclave_protocol::AppendEntries {
+                commit,
+                ..conclave_protocol::AppendEntries::new(1, id("a"))
+            },
+        ))
+    }
+
+    fn send(to: &str, message: ElectionMessage) -> Action {
+        Action::Send {
+            to: id(to),
+            message,
+        }
+    }
+
+    /// Issue 27, item 1: the same AppendEntries to two followers leaves once, naming both;
+    /// different ones, and anything that is not an AppendEntries, stay one per peer.
+    #[test]
+    fn the_same_append_to_several_followers_is_one_multicast() {
+        let mut outbox = Outbox::new(HardState::default(), Role::Leader, "leader");
+        outbox.push(send("b", append(3)));
+        outbox.push(send("c", append(3)));
+        outbox.push(send("d", append(2)));
+        outbox.push(send("b", gossip_declaration(1)));
+        outbox.push(send("c", gossip_declaration(1)));
+        let ready = outbox.take_ready();
+        assert_eq!(
+            ready.messages,
+            vec![
+                Outgoing::Multicast {
+                    to: vec![id("b"), id("c")],
+                    message: append(3),
+                },
+                Outgoing::Send {
+                    to: id("d"),
+                    message: append(2),
+                },
+                Outgoing::Send {
+                    to: id("b"),
+                    message: gossip_declaration(1),
+                },
+                Outgoing::Send {
+                    to: id("c"),
+                    message: gossip_declaration(1),
+                },
+            ]
+        );
+        // A synchronous driver sees one send per peer, as before.
+        assert_eq!(
+            ready.into_actions(),
+            vec![
+                send("b", append(3)),
+                send("c", append(3)),
+                send("d", append(2)),
+                send("b", gossip_declaration(1)),
+                send("c", gossip_declaration(1)),
+            ]
+        );
+    }
+
+    /// A send joins an earlier copy only when nothing else for its peer came between them:
+    /// every peer receives its messages in the order they were decided.
+    #[test]
+    fn coalescing_keeps_each_peers_order() {
+        let mut outbox = Outbox::new(HardState::default(), Role::Leader, "leader");
+        outbox.push(send("b", append(3)));
+        outbox.push(send("c", append(4)));
+        // c's copy of the first message would overtake its `append(4)`: it stays apart.
+        outbox.push(send("c", append(3)));
+        outbox.push(send("b", append(4)));
+        outbox.push(Action::Broadcast {
+            message: gossip_declaration(1),
+        });
+        // Nothing may join a copy queued before a broadcast everyone hears.
+        outbox.push(send("d", append(3)));
+        let messages = outbox.take_ready().messages;
+        assert_eq!(
+            messages,
+            vec![
+                Outgoing::Send {
+                    to: id("b"),
+                    message: append(3),
+                },
+                Outgoing::Multicast {
+                    to: vec![id("c"), id("b")],
+                    message: append(4),
+                },
+                Outgoing::Send {
+                    to: id("c"),
+                    message: append(3),
+                },
+                Outgoing::Broadcast {
+                    message: gossip_declaration(1),
+                },
+                Outgoing::Send {
+                    to: id("d"),
+                    message: append(3),
+                },
+            ]
+        );
     }
 }

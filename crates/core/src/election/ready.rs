@@ -23,20 +23,126 @@
 //!
 //! A synchronous driver (the tests) may take the election's part one action at a time instead
 //! ([`Outputs::poll_action`](super::Outputs::poll_action)), built on these batches.
+//!
+//! # One message for several followers (issue 27, item 1)
+//!
+//! A leader whose followers are in step sends each of them the same AppendEntries: the same
+//! entries after the same index, the same commit. A batch hands those out once, as an
+//! [`Outgoing::Multicast`] naming every addressee ([`coalesce_appends`]), so that a link that
+//! reaches them all with one frame — the radio's broadcast — sends it once; a link that
+//! cannot sends each a copy. Nothing else is merged: a vote or an answer stays addressed to
+//! one peer. An AppendEntries may reach a peer it was not meant for (a radio broadcast is
+//! heard by everyone in range) without harm: every follower checks it against its own log
+//! (Raft's consistency check), takes it when it fits, and refuses it with a hint when not,
+//! which the leader reads as it reads any refusal.
 
 use conclave_protocol::{LogEntry, PeerId};
 
-use crate::raft::{LogPosition, LogWrite, ReadError, ReadId};
+use crate::raft::{LogPosition, LogWrite, RaftMessage, ReadError, ReadId};
 use crate::storage::Snapshot;
 
 use super::{Action, ElectionMessage, Event, HardState};
 
-impl From<Outgoing> for Action {
-    fn from(outgoing: Outgoing) -> Self {
-        match outgoing {
-            Outgoing::Send { to, message } => Action::Send { to, message },
-            Outgoing::Broadcast { message } => Action::Broadcast { message },
+impl Outgoing {
+    /// The same output as the per-peer actions of a synchronous driver: a multicast becomes
+    /// one send per addressee, in its order.
+    fn into_actions(self) -> Vec<Action> {
+        match self {
+            Outgoing::Send { to, message } => vec![Action::Send { to, message }],
+            Outgoing::Broadcast { message } => vec![Action::Broadcast { message }],
+            Outgoing::Multicast { to, message } => to
+                .into_iter()
+                .map(|to| Action::Send {
+                    to,
+                    message: message.clone(),
+                })
+                .collect(),
         }
+    }
+}
+
+/// Whether one copy of `message` may serve several addressees, and be heard by peers it was
+/// not addressed to: an AppendEntries, which every follower checks against its own log.
+fn is_shareable(message: &ElectionMessage) -> bool {
+    matches!(
+        message,
+        ElectionMessage::Raft(RaftMessage::AppendEntries(_))
+    )
+}
+
+/// Merges the sends of one identical AppendEntries to several peers into one
+/// [`Outgoing::Multicast`] (see the module docs), keeping the order in which each peer receives
+/// its messages: a send joins an earlier one only when nothing else for its peer (a send or a
+/// broadcast) was queued between them.
+pub(crate) fn coalesce_appends(messages: Vec<Outgoing>) -> Vec<Outgoing> {
+    if messages.len() < 2 {
+        return messages;
+    }
+    let mut merged: Vec<Outgoing> = Vec::with_capacity(messages.len());
+    // Per peer, the position in `merged` after its last message: it may join only later ones.
+    let mut peer_floor: Vec<(PeerId, usize)> = Vec::new();
+    let mut broadcast_floor = 0;
+    for outgoing in messages {
+        match outgoing {
+            Outgoing::Send { to, message } if is_shareable(&message) => {
+                let floor = peer_floor
+                    .iter()
+                    .find(|(peer, _)| *peer == to)
+                    .map_or(0, |(_, floor)| *floor)
+                    .max(broadcast_floor);
+                let joined = merged[floor..]
+                    .iter()
+                    .position(|earlier| match earlier {
+                        Outgoing::Send { message: other, .. }
+                        | Outgoing::Multicast { message: other, .. } => *other == message,
+                        Outgoing::Broadcast { .. } => false,
+                    })
+                    .map(|offset| floor + offset);
+                let at = match joined {
+                    Some(at) => {
+                        let slot = &mut merged[at];
+                        if let Outgoing::Multicast { to: peers, .. } = slot {
+                            peers.push(to);
+                        } else if let Outgoing::Send { to: first, .. } = slot {
+                            let first = *first;
+                            *slot = Outgoing::Multicast {
+                                to: vec![first, to],
+                                message,
+                            };
+                        }
+                        at
+                    }
+                    None => {
+                        merged.push(Outgoing::Send { to, message });
+                        merged.len() - 1
+                    }
+                };
+                set_floor(&mut peer_floor, to, at + 1);
+            }
+            Outgoing::Send { to, message } => {
+                merged.push(Outgoing::Send { to, message });
+                set_floor(&mut peer_floor, to, merged.len());
+            }
+            Outgoing::Multicast { to, message } => {
+                for peer in &to {
+                    set_floor(&mut peer_floor, *peer, merged.len() + 1);
+                }
+                merged.push(Outgoing::Multicast { to, message });
+            }
+            Outgoing::Broadcast { message } => {
+                merged.push(Outgoing::Broadcast { message });
+                broadcast_floor = merged.len();
+            }
+        }
+    }
+    merged
+}
+
+/// Records that `peer`'s next message may go no earlier than position `floor`.
+fn set_floor(floors: &mut Vec<(PeerId, usize)>, peer: PeerId, floor: usize) {
+    match floors.iter_mut().find(|(known, _)| *known == peer) {
+        Some((_, known)) => *known = floor,
+        None => floors.push((peer, floor)),
     }
 }
 
@@ -66,6 +172,14 @@ pub enum Outgoing {
     Send {
         /// The addressee.
         to: PeerId,
+        /// The message.
+        message: ElectionMessage,
+    },
+    /// To each of several peers, the same AppendEntries (see the module docs): one frame where
+    /// a link reaches them all at once, a copy each where it does not.
+    Multicast {
+        /// The addressees, at least two, in the order their sends were decided.
+        to: Vec<PeerId>,
         /// The message.
         message: ElectionMessage,
     },
@@ -147,7 +261,11 @@ impl Ready {
     /// [`Election::take_ready`](super::Election::take_ready).)
     #[must_use]
     pub fn into_actions(self) -> Vec<Action> {
-        let mut actions: Vec<Action> = self.messages.into_iter().map(Action::from).collect();
+        let mut actions: Vec<Action> = self
+            .messages
+            .into_iter()
+            .flat_map(Outgoing::into_actions)
+            .collect();
         for write in self.persist.into_iter().flat_map(|batch| batch.writes) {
             actions.push(match write {
                 DurableWrite::HardState(state) => Action::Persist(state),
@@ -158,7 +276,7 @@ impl Ready {
         }
         actions.extend(self.events.into_iter().map(Action::Publish));
         if let Some(after) = self.after_persist {
-            actions.extend(after.messages.into_iter().map(Action::from));
+            actions.extend(after.messages.into_iter().flat_map(Outgoing::into_actions));
             actions.extend(after.events.into_iter().map(Action::Publish));
         }
         if self.stopped {

@@ -102,3 +102,71 @@ fn log2_a_slow_follower_is_not_sent_what_is_only_waiting() {
     let resent = run_until(&mut raft, now + Duration::from_millis(300 + 50));
     assert!(!resent.is_empty(), "an unanswered message is sent again");
 }
+
+/// Issue 27, item 1: followers in step are sent the same AppendEntries, which leaves in one
+/// [`Outgoing::Multicast`]; one that is not in step gets its own. A follower that refuses
+/// the multicast it overheard, meant for the others, keeps its own pipeline.
+#[test]
+fn followers_in_step_share_one_append() {
+    use crate::election::{Outgoing, Outputs};
+
+    let (mut raft, now) = leader();
+    let term = raft.term();
+    raft.handle_message(now, id("c"), append_ack(term, 1));
+    drain(&mut raft);
+    raft.replicated_log()
+        .unwrap()
+        .propose(now, vec![1])
+        .unwrap();
+    persist_log(&mut raft, now);
+    let ready = raft.take_ready();
+    let shared: Vec<_> = ready
+        .messages
+        .iter()
+        .filter_map(|outgoing| match outgoing {
+            Outgoing::Multicast { to, message } => Some((to.clone(), message.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(shared.len(), 1, "{:?}", ready.messages);
+    assert_eq!(shared[0].0, vec![id("b"), id("c")]);
+    assert!(
+        !ready
+            .messages
+            .iter()
+            .any(|outgoing| matches!(outgoing, Outgoing::Send { .. })),
+        "nothing else goes one by one: {:?}",
+        ready.messages
+    );
+
+    // `c` falls behind: it answers the next write only after two more are proposed to it.
+    let mut last = 2;
+    for write in 2..4u8 {
+        last = raft
+            .replicated_log()
+            .unwrap()
+            .propose(now, vec![write])
+            .unwrap()
+            .index;
+        persist_log(&mut raft, now);
+        drain(&mut raft);
+    }
+    raft.handle_message(now, id("b"), append_ack(term, last));
+    // `c` overheard a later AppendEntries meant for `b` alone and refuses it: too short.
+    let overheard = conclave_protocol::AppendResp {
+        term,
+        success: false,
+        match_index: last,
+        hint: Some(conclave_protocol::ConflictHint { index: 3, term: 0 }),
+        ..conclave_protocol::AppendResp::default()
+    };
+    raft.handle_message(now, id("c"), RaftMessage::AppendResp(overheard));
+    let resent: Vec<_> = sent(&drain(&mut raft))
+        .into_iter()
+        .filter(|(to, _)| *to == id("c"))
+        .collect();
+    assert!(
+        resent.is_empty(),
+        "an overheard refusal sends nothing again: {resent:?}"
+    );
+}

@@ -1010,6 +1010,18 @@ impl Simulation {
                     self.transmit(index, target, Some(to), message.into());
                 }
             }
+            Outgoing::Multicast { to, message } => {
+                // One frame heard by every other node, as the radio's broadcast is: the peers
+                // it was not meant for take it too, and must come to no harm (issue 27, item 1).
+                for peer in to {
+                    self.observe_sent(index, peer, &message);
+                }
+                if let ElectionMessage::Raft(raft_message) = &message {
+                    self.note_snapshot_message(raft_message);
+                }
+                self.raft_messages += 1;
+                self.broadcast(index, message.into());
+            }
             Outgoing::Broadcast { message } => {
                 // One observation per peer it is meant for: every other node, as `broadcast`
                 // hands it to the network for every other node.

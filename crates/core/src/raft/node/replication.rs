@@ -492,7 +492,13 @@ impl Raft {
             }
             self.advance_commit(now);
         } else if let Some(hint) = response.hint {
-            progress.refused(hint.index);
+            if progress.refusal_is_current(response.match_index) {
+                progress.refused(hint.index);
+            } else {
+                // Issue 27, item 1: the refusal of an AppendEntries meant for others, or of
+                // one already answered: nothing this follower was sent is in question.
+                return;
+            }
         }
         self.send_append(now, from);
     }
@@ -627,13 +633,19 @@ impl Raft {
                 true
             }
             Err(hint) => {
-                // MEMB-6: an entry being received no longer follows this log.
-                self.incoming_entry = None;
-                // LOG-7: a refusal still says this node follows `from` in this term.
+                if hint.term != 0 {
+                    // MEMB-6: this log conflicts with the leader's, so an entry being received
+                    // may no longer follow it. (A log only too short for the message, as for
+                    // one sent to others that this node overheard, changes nothing here.)
+                    self.incoming_entry = None;
+                }
+                // LOG-7: a refusal still says this node follows `from` in this term. The
+                // index the refused message followed tells the leader which message it was
+                // (issue 27, item 1).
                 let response = AppendResp {
                     term,
                     success: false,
-                    match_index: 0,
+                    match_index: prev.index,
                     hint: Some(hint),
                     priority: self.priority,
                     read_round,

@@ -284,6 +284,33 @@ impl Progress {
         }
     }
 
+    /// Whether a refusal of the AppendEntries that followed index `refused_prev` answers
+    /// something this leader sent this follower and has not heard back about: a heartbeat at
+    /// its match, the probe out, a message in the pipeline, or a chunk. An AppendEntries sent once to
+    /// several followers is heard by every peer in the radio's range (issue 27, item 1); the
+    /// refusal of one that was meant for others, or an old refusal that arrives late, must
+    /// not send this follower back to probing or restart its chunks. `0` is a refusal that
+    /// does not say (a node older than that): taken, as it always was.
+    pub(super) fn refusal_is_current(&self, refused_prev: u64) -> bool {
+        if refused_prev == 0 || refused_prev == self.matched {
+            return true;
+        }
+        match &self.state {
+            ReplicationState::Probe { .. } => refused_prev + 1 == self.next,
+            ReplicationState::Replicate { inflight } => {
+                // Each message in flight followed the one before it, the first one the match.
+                let len = inflight.len();
+                inflight
+                    .iter()
+                    .take(len.saturating_sub(1))
+                    .any(|(last, _)| *last == refused_prev)
+            }
+            // Every chunk follows the entry before the one it carries.
+            ReplicationState::Chunks(transfer) => refused_prev + 1 == transfer.index,
+            ReplicationState::Snapshot(_) => false,
+        }
+    }
+
     /// The follower refused an AppendEntries: its log conflicts from `hint_index` on (the
     /// first index of its conflicting term, or where its log ends). Back to probing from there,
     /// unless it is being sent the snapshot, which goes on.
@@ -494,6 +521,32 @@ mod tests {
         assert_eq!(progress.next, 5, "never forward");
         progress.refused(1);
         assert_eq!((progress.matched, progress.next), (0, 1));
+    }
+
+    /// Issue 27, item 1: only the refusal of a message this follower was sent and has not
+    /// answered moves it back; the refusal of an AppendEntries meant for others (overheard on
+    /// the radio) or a late one changes nothing. A refusal that does not say (0) is taken.
+    #[test]
+    fn only_a_refusal_of_what_the_follower_was_sent_counts() {
+        let mut progress = replicating(3);
+        progress.sent_entries(5, at(10));
+        progress.sent_entries(7, at(20));
+        // Sent: a heartbeat at 3 and messages after 3 and after 5.
+        for sent in [3, 5] {
+            assert!(progress.refusal_is_current(sent), "after {sent}");
+        }
+        for overheard in [2, 4, 7, 12] {
+            assert!(!progress.refusal_is_current(overheard), "after {overheard}");
+        }
+        assert!(progress.refusal_is_current(0));
+        progress.refused(4);
+        // Probing from 4: the probe follows 3, which is also the match.
+        assert!(progress.refusal_is_current(3));
+        assert!(!progress.refusal_is_current(5));
+        let mut probing = Progress::new(8);
+        probing.sent_entries(8, at(1));
+        assert!(probing.refusal_is_current(7));
+        assert!(!probing.refusal_is_current(9));
     }
 
     /// LOG-2: a pipeline unanswered past the retransmission timeout is taken as lost at the
