@@ -444,6 +444,17 @@ impl Settings {
             }
         }
         let preempt_delay = f.millis("election.raft.preempt_delay_ms", raft.preempt_delay_ms);
+        let suspicion_floor = f.millis("election.raft.suspicion_floor_ms", raft.suspicion_floor_ms);
+        if !raft.adaptive_timeout
+            && self
+                .operator_keys
+                .contains("election.raft.suspicion_floor_ms")
+        {
+            f.warn(
+                "election.raft.suspicion_floor_ms",
+                "has no effect without election.raft.adaptive_timeout = true",
+            );
+        }
         let log = self.replicated_log(f, quorum);
         let priority = match raft.priority.map(u8::try_from) {
             None => Some(None),
@@ -476,6 +487,7 @@ impl Settings {
         min?;
         max?;
         preempt_delay?;
+        suspicion_floor?;
         let log = log?;
         let alone = [id];
         let electorate = voters.filter(|voters| !voters.is_empty()).unwrap_or(&alone);
@@ -1499,6 +1511,7 @@ fn key_of(setting: Setting) -> &'static str {
             RaftSetting::Quorum => "cluster.voters",
             RaftSetting::HeartbeatInterval => "election.raft.heartbeat_ms",
             RaftSetting::ElectionTimeoutMax => "election.raft.election_timeout_max_ms",
+            RaftSetting::SuspicionFloor => "election.raft.suspicion_floor_ms",
             RaftSetting::ReplicatedLog => "log.enabled",
         },
         Setting::Gossip(setting) => match setting {
