@@ -402,14 +402,7 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, control: Con
             config.client_interval = Some(Duration::from_millis(plan.between(5, 40)));
             config
         }
-        Scenario::AdaptiveLossy => {
-            let mut config = SimConfig::voters(nodes, heartbeat, min, max);
-            if let Some(raft) = config.raft_mut() {
-                raft.adaptive_timeout = true;
-                raft.suspicion_floor = Duration::from_millis(plan.between(100, 151));
-            }
-            config
-        }
+        Scenario::AdaptiveLossy => adaptive_config(nodes, heartbeat, min, max, &mut plan),
         Scenario::Connected => SimConfig::connected(nodes, heartbeat, min, max),
         Scenario::Static => {
             let leader = plan.below(nodes as u64) as usize;
@@ -533,6 +526,24 @@ fn log_script(sim: &mut Simulation, plan: &mut SeededRng) -> Result<Duration, Si
     sim.check_linearizable()?;
     check_still_agreed(sim, SETTLE)?;
     Ok(convergence)
+}
+
+/// [`Scenario::AdaptiveLossy`]'s nodes: `voters` quorum with adaptive detection on and a
+/// floor of two to three heartbeats.
+fn adaptive_config(
+    nodes: usize,
+    heartbeat: Duration,
+    min: Duration,
+    max: Duration,
+    plan: &mut SeededRng,
+) -> SimConfig {
+    let mut config = SimConfig::voters(nodes, heartbeat, min, max);
+    if let Some(raft) = config.raft_mut() {
+        raft.adaptive_timeout = true;
+        // 100–150 ms with the family's 50 ms heartbeat.
+        raft.suspicion_floor = Duration::from_millis(plan.between(100, 151));
+    }
+    config
 }
 
 /// [`Scenario::AdaptiveLossy`]: the usual chaos and healing, then a lossy, jittery link on
