@@ -94,6 +94,13 @@ fn election_summary(election: &conclave_core::election::ElectionConfig) -> Strin
     use conclave_core::election::ElectionConfig;
     let millis = |d: std::time::Duration| d.as_millis();
     match election {
+        ElectionConfig::Raft(raft) if raft.adaptive_timeout => format!(
+            "raft ({} quorum; a dead leader is replaced once it is overdue for the link, \
+             {}–{} ms after it was last heard)",
+            raft.quorum.label(),
+            millis(raft.suspicion_floor),
+            millis(raft.election_timeout_max)
+        ),
         ElectionConfig::Raft(raft) => format!(
             "raft ({} quorum; a dead leader is replaced after an election timeout of {}–{} ms)",
             raft.quorum.label(),

@@ -127,6 +127,8 @@ pub fn raft_config(
         check_quorum: section.check_quorum,
         auto_election,
         ranked_timeouts: section.ranked_timeouts,
+        adaptive_timeout: section.adaptive_timeout,
+        suspicion_floor: Duration::from_millis(section.suspicion_floor_ms),
         priority,
         preempt_delay: Duration::from_millis(section.preempt_delay_ms),
         nopreempt: section.nopreempt,

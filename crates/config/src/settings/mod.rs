@@ -382,6 +382,17 @@ pub struct RaftSection {
     /// and nobody splits the vote, so failover takes about election_timeout_min_ms. false gives
     /// the Raft paper's uniform random timeouts.
     pub ranked_timeouts: bool = raft_defaults(default_id()).ranked_timeouts,
+    /// Failure detection that adapts to the link: a follower learns how regularly its leader's
+    /// heartbeats arrive and suspects the leader once it is overdue for this link (the average
+    /// gap, four times its average deviation and one heartbeat), which on a steady link is
+    /// sooner than election_timeout_min_ms. It never suspects sooner than suspicion_floor_ms nor
+    /// later than election_timeout_max_ms, and waits the fixed timeout until it has heard six
+    /// gaps of its current leader. The ranked (or random) spread stays on top of that.
+    pub adaptive_timeout: bool = raft_defaults(default_id()).adaptive_timeout,
+    /// With adaptive_timeout: the earliest a follower suspects its leader after last hearing
+    /// it. At least two heartbeats (so one lost heartbeat is never a dead leader), at most
+    /// election_timeout_max_ms.
+    pub suspicion_floor_ms: u64 = ms(raft_defaults(default_id()).suspicion_floor),
     /// Priority inside a safe election (keepalived's preemption): this node's priority, 0-255,
     /// higher preferred. A lower-priority node waits longer before it campaigns, and a
     /// leader hands leadership over to a caught-up voter of higher priority after

@@ -1409,6 +1409,51 @@ fn maximum_election_timeout_must_not_be_below_the_minimum() {
     );
 }
 
+/// RAFT-2, RAFT-7: `adaptive_timeout` and `suspicion_floor_ms` reach raft's core (off, 1250 ms
+/// by default); with it on, a floor below two heartbeats or above the maximum election
+/// timeout is refused under the floor's key, and a floor set with it off is warned about.
+#[test]
+fn adaptive_detection_keys_reach_the_core_and_the_floor_is_bounded() {
+    let ModeConfig::Raft(core) = node_config("").election else {
+        panic!("raft expected");
+    };
+    assert!(!core.adaptive_timeout);
+    assert_eq!(core.suspicion_floor, Duration::from_millis(1250));
+    let config =
+        node_config("[election.raft]\nadaptive_timeout = true\nsuspicion_floor_ms = 1000\n");
+    let ModeConfig::Raft(core) = config.election else {
+        panic!("raft expected");
+    };
+    assert!(core.adaptive_timeout);
+    assert_eq!(core.suspicion_floor, Duration::from_millis(1000));
+    let problems = refused("[election.raft]\nadaptive_timeout = true\nsuspicion_floor_ms = 999\n");
+    assert_keys(&problems, &["election.raft.suspicion_floor_ms"]);
+    assert_problem(
+        &problems,
+        "election.raft.suspicion_floor_ms",
+        "must be at least two heartbeat intervals, so that one lost heartbeat is not taken for \
+         a dead leader (999ms < 1000ms)",
+    );
+    let problems = refused("[election.raft]\nadaptive_timeout = true\nsuspicion_floor_ms = 3001\n");
+    assert_problem(
+        &problems,
+        "election.raft.suspicion_floor_ms",
+        "must not be more than the maximum election timeout (3001ms > 3000ms)",
+    );
+    let problems = refused("[election.raft]\nsuspicion_floor_ms = 0\n");
+    assert_problem(
+        &problems,
+        "election.raft.suspicion_floor_ms",
+        "must be greater than 0",
+    );
+    let found = warnings("[election.raft]\nsuspicion_floor_ms = 1000\n");
+    assert_warning(
+        &found,
+        "election.raft.suspicion_floor_ms",
+        "no effect without election.raft.adaptive_timeout",
+    );
+}
+
 /// Durations of zero, or beyond a day, are refused, each with its key; a zero does not also
 /// break the relation with the heartbeat.
 #[test]

@@ -444,38 +444,16 @@ impl Settings {
             }
         }
         let preempt_delay = f.millis("election.raft.preempt_delay_ms", raft.preempt_delay_ms);
+        let suspicion_floor = self.suspicion_floor(f);
         let log = self.replicated_log(f, quorum);
-        let priority = match raft.priority.map(u8::try_from) {
-            None => Some(None),
-            Some(Ok(priority)) => Some(Some(priority)),
-            Some(Err(_)) => {
-                f.problem(
-                    "election.raft.priority",
-                    format!(
-                        "must be between 0 and 255, found {}",
-                        raft.priority.unwrap_or_default()
-                    ),
-                );
-                None
-            }
-        };
-        if raft.priority.is_none() {
-            for key in ["election.raft.preempt_delay_ms", "election.raft.nopreempt"] {
-                if self.operator_keys.contains(key) {
-                    f.warn(
-                        key,
-                        "has no effect without election.raft.priority: a node without a \
-                         priority takes no part in preemption",
-                    );
-                }
-            }
-        }
+        let priority = self.raft_priority(f);
         // Raft's rules relate these values: they run once each is usable on its own, so a
         // value refused here is not refused again for its relation to another.
         heartbeat?;
         min?;
         max?;
         preempt_delay?;
+        suspicion_floor?;
         let log = log?;
         let alone = [id];
         let electorate = voters.filter(|voters| !voters.is_empty()).unwrap_or(&alone);
@@ -496,6 +474,52 @@ impl Settings {
         quorum?;
         priority?;
         Some(config)
+    }
+
+    /// `election.raft.priority` (RAFT-10): 0–255 or absent, and a warning for the preemption
+    /// keys set without it.
+    fn raft_priority(&self, f: &mut Findings<'_>) -> Option<Option<u8>> {
+        let raft = &self.election.raft;
+        if raft.priority.is_none() {
+            for key in ["election.raft.preempt_delay_ms", "election.raft.nopreempt"] {
+                if self.operator_keys.contains(key) {
+                    f.warn(
+                        key,
+                        "has no effect without election.raft.priority: a node without a \
+                         priority takes no part in preemption",
+                    );
+                }
+            }
+        }
+        match raft.priority.map(u8::try_from) {
+            None => Some(None),
+            Some(Ok(priority)) => Some(Some(priority)),
+            Some(Err(_)) => {
+                f.problem(
+                    "election.raft.priority",
+                    format!(
+                        "must be between 0 and 255, found {}",
+                        raft.priority.unwrap_or_default()
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// `election.raft.suspicion_floor_ms` on its own: a duration, and a warning when it is set
+    /// without adaptive detection; its relation to the heartbeat and the maximum election
+    /// timeout is `RaftConfig::validate`'s.
+    fn suspicion_floor(&self, f: &mut Findings<'_>) -> Option<Duration> {
+        let raft = &self.election.raft;
+        let key = "election.raft.suspicion_floor_ms";
+        if !raft.adaptive_timeout && self.operator_keys.contains(key) {
+            f.warn(
+                key,
+                "has no effect without election.raft.adaptive_timeout = true",
+            );
+        }
+        f.millis(key, raft.suspicion_floor_ms)
     }
 
     /// `log.max_store_bytes` and `log.max_jobs` (STORE-1, STORE-2), each in its range: at
@@ -1499,6 +1523,7 @@ fn key_of(setting: Setting) -> &'static str {
             RaftSetting::Quorum => "cluster.voters",
             RaftSetting::HeartbeatInterval => "election.raft.heartbeat_ms",
             RaftSetting::ElectionTimeoutMax => "election.raft.election_timeout_max_ms",
+            RaftSetting::SuspicionFloor => "election.raft.suspicion_floor_ms",
             RaftSetting::ReplicatedLog => "log.enabled",
         },
         Setting::Gossip(setting) => match setting {

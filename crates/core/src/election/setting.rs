@@ -36,6 +36,9 @@ pub enum RaftSetting {
     HeartbeatInterval,
     /// `election_timeout_max`: not below the minimum.
     ElectionTimeoutMax,
+    /// `suspicion_floor`: with adaptive detection, at least two heartbeat intervals and at
+    /// most the maximum election timeout.
+    SuspicionFloor,
     /// The replicated log (`[log]`): only with `voters` quorum, positive batch sizes (LOG-1).
     ReplicatedLog,
 }
@@ -89,6 +92,7 @@ impl Setting {
                 RaftSetting::Quorum => "quorum",
                 RaftSetting::HeartbeatInterval => "heartbeat_interval",
                 RaftSetting::ElectionTimeoutMax => "election_timeout_max",
+                RaftSetting::SuspicionFloor => "suspicion_floor",
                 RaftSetting::ReplicatedLog => "log",
             },
             Setting::Gossip(setting) => match setting {

@@ -1,6 +1,6 @@
 //! Raft's election settings, their rules, and the two quorum rules (RAFT-2, RAFT-4, RAFT-6,
-//! RAFT-7). [`RaftConfig::validate`] is the one place raft's timing rules are checked; each
-//! problem names the [`RaftSetting`] it concerns.
+//! RAFT-7), adaptive failure detection's among them. [`RaftConfig::validate`] is the one place
+//! raft's timing rules are checked; each problem names the [`RaftSetting`] it concerns.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -74,6 +74,19 @@ pub struct RaftConfig {
     /// campaigning retries on the uniform spread. Off gives the Raft paper's uniform
     /// randomized timeouts.
     pub ranked_timeouts: bool,
+    /// RAFT-2, RAFT-7: failure detection that adapts to the link. A follower learns how far
+    /// apart its leader's beats arrive and suspects the leader once it is overdue on this link
+    /// (smoothed gap + 4 × its mean deviation + one heartbeat), never sooner than
+    /// `suspicion_floor` nor later than `election_timeout_max`; that suspicion takes the place
+    /// of `election_timeout_min` as the base of its election timeout (the rank slots or the
+    /// random spread stay above it), and the leader lease it keeps against disruptive
+    /// candidates shrinks with it. Until six gaps of the current leader were seen, the fixed
+    /// timeout holds. Off gives the fixed `[min, max)` timeouts alone.
+    pub adaptive_timeout: bool,
+    /// The earliest a follower with [`RaftConfig::adaptive_timeout`] suspects its leader after
+    /// last hearing it: at least two heartbeat intervals (a single lost heartbeat must never
+    /// look like a dead leader), at most `election_timeout_max`.
+    pub suspicion_floor: Duration,
     /// RAFT-10: this node's priority, 0–255 (higher is preferred). It ranks the election
     /// timeouts (priority first, then id) and lets a leader of lower priority hand over to
     /// this node. `None` (the default) ranks below every priority, and a leader without one is
@@ -127,7 +140,8 @@ impl Default for LogConfig {
 
 impl RaftConfig {
     /// Defaults of docs/design.md §9: voters mode with `voters`, heartbeat 500 ms, election timeout
-    /// 1500–3000 ms, pre-vote and check-quorum on, automatic election on.
+    /// 1500–3000 ms, pre-vote and check-quorum on, automatic election on, adaptive detection
+    /// off with a floor of 1250 ms (two and a half heartbeats) for when it is switched on.
     pub fn new(id: PeerId, voters: impl IntoIterator<Item = PeerId>) -> Self {
         Self {
             id,
@@ -139,6 +153,8 @@ impl RaftConfig {
             check_quorum: true,
             auto_election: true,
             ranked_timeouts: true,
+            adaptive_timeout: false,
+            suspicion_floor: Duration::from_millis(1250),
             priority: None,
             preempt_delay: Duration::from_secs(5),
             nopreempt: false,
@@ -164,6 +180,13 @@ impl RaftConfig {
     pub fn with_election_timeout(mut self, min: Duration, max: Duration) -> Self {
         self.election_timeout_min = min;
         self.election_timeout_max = max;
+        self
+    }
+
+    /// Switches adaptive failure detection on with `floor` as its earliest suspicion.
+    pub fn with_adaptive_timeout(mut self, floor: Duration) -> Self {
+        self.adaptive_timeout = true;
+        self.suspicion_floor = floor;
         self
     }
 
@@ -203,6 +226,9 @@ impl RaftConfig {
                 ),
             ));
         }
+        if self.adaptive_timeout {
+            self.check_suspicion_floor(&mut problems);
+        }
         if let QuorumMode::Voters(voters) = &self.quorum {
             if voters.is_empty() {
                 problems.push(SettingProblem::new(
@@ -230,6 +256,33 @@ impl RaftConfig {
             Ok(())
         } else {
             Err(ElectionError::InvalidConfig(problems))
+        }
+    }
+
+    /// RAFT-2, RAFT-7: the floor of adaptive suspicion lets one heartbeat be lost (at least
+    /// two intervals) and is a suspicion the maximum allows.
+    fn check_suspicion_floor(&self, problems: &mut Vec<SettingProblem>) {
+        let least = self.heartbeat_interval * 2;
+        if self.suspicion_floor < least {
+            problems.push(SettingProblem::new(
+                RaftSetting::SuspicionFloor,
+                format!(
+                    "must be at least two heartbeat intervals, so that one lost heartbeat is \
+                     not taken for a dead leader ({} < {})",
+                    millis(self.suspicion_floor),
+                    millis(least)
+                ),
+            ));
+        }
+        if self.suspicion_floor > self.election_timeout_max {
+            problems.push(SettingProblem::new(
+                RaftSetting::SuspicionFloor,
+                format!(
+                    "must not be more than the maximum election timeout ({} > {})",
+                    millis(self.suspicion_floor),
+                    millis(self.election_timeout_max)
+                ),
+            ));
         }
     }
 }
@@ -284,5 +337,43 @@ mod tests {
         );
         assert!(RaftConfig::new(id, [id]).validate().is_ok());
         assert!(RaftConfig::connected(id).validate().is_ok());
+    }
+
+    /// RAFT-2, RAFT-7: with adaptive detection on, the floor is at least two heartbeats and at
+    /// most the maximum election timeout; with it off, the floor is not checked.
+    #[test]
+    fn validation_bounds_the_suspicion_floor_when_adaptive_detection_is_on() {
+        let id = PeerId::new("a").unwrap();
+        let config = RaftConfig::new(id, [id]).with_adaptive_timeout(Duration::from_millis(900));
+        let ElectionError::InvalidConfig(problems) = config.validate().unwrap_err() else {
+            panic!("expected InvalidConfig");
+        };
+        assert_eq!(
+            problems,
+            [SettingProblem::new(
+                RaftSetting::SuspicionFloor,
+                "must be at least two heartbeat intervals, so that one lost heartbeat is not \
+                 taken for a dead leader (900ms < 1000ms)"
+            )]
+        );
+        let config = RaftConfig::new(id, [id]).with_adaptive_timeout(Duration::from_millis(3500));
+        let ElectionError::InvalidConfig(problems) = config.validate().unwrap_err() else {
+            panic!("expected InvalidConfig");
+        };
+        assert_eq!(
+            problems,
+            [SettingProblem::new(
+                RaftSetting::SuspicionFloor,
+                "must not be more than the maximum election timeout (3500ms > 3000ms)"
+            )]
+        );
+        for floor in [1000, 3000] {
+            let config =
+                RaftConfig::new(id, [id]).with_adaptive_timeout(Duration::from_millis(floor));
+            assert!(config.validate().is_ok(), "floor {floor}");
+        }
+        let mut off = RaftConfig::new(id, [id]);
+        off.suspicion_floor = Duration::ZERO;
+        assert!(off.validate().is_ok());
     }
 }

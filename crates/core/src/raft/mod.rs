@@ -3,7 +3,8 @@
 //! [`Raft`] is one node's election state machine: roles, randomized election timeouts from an
 //! injected [`SeededRng`](crate::SeededRng), pre-vote and check-quorum, the two quorum modes,
 //! manual `SetLeader`, `EnableAutoLeaderElection`, leader-change events, and RAFT-10's
-//! priorities with preemption by leadership transfer (see [`Raft`]'s module docs), and, with
+//! priorities with preemption by leadership transfer (see [`Raft`]'s module docs), failure
+//! detection that adapts to the link ([`RaftConfig::adaptive_timeout`]), and, with
 //! `[log]`, the replicated log of LOG-1..4 and its read index (LOG-7) reached through
 //! [`ReplicatedLog`] ([`Raft::replicated_log`]).
 //!
@@ -34,6 +35,8 @@ mod read_index_tests;
 mod reorder_tests;
 #[cfg(test)]
 mod snapshot_tests;
+#[cfg(test)]
+mod suspicion_tests;
 #[cfg(test)]
 mod tests;
 

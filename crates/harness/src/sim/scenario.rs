@@ -21,6 +21,11 @@
 //! cluster (outright, or part-way through one of its steps), restarts it from what it
 //! persisted — before or after the survivors replaced it — and requires a new leader within
 //! the formula's bound each time ([`failover_bound`]).
+//!
+//! [`Scenario::AdaptiveLossy`] runs raft with adaptive failure detection (RAFT-2, RAFT-7)
+//! through the same chaos, then kills the leader again and again on a link that stays lossy
+//! and jittery: the safety invariants hold throughout, and every kill is followed by a new
+//! leader.
 
 use std::time::Duration;
 
@@ -83,6 +88,13 @@ pub enum Scenario {
     /// are killed, partitioned and cut off, keepalives are lost and wall clocks step (see
     /// `cluster/sessions.rs` for the invariants).
     Sessions,
+    /// Adaptive failure detection (RAFT-2, RAFT-7), `voters` quorum, 3–5 nodes, every node
+    /// with `adaptive_timeout` on and a floor of two to three heartbeats: the usual chaos,
+    /// then a link that stays lossy (up to 15 %), duplicating and jittery (up to 20 ms of
+    /// spread) while the leader is killed three times; a new leader known by every live node
+    /// must follow each kill within the convergence bound, and the safety invariants hold
+    /// throughout.
+    AdaptiveLossy,
 }
 
 impl Scenario {
@@ -102,6 +114,7 @@ impl Scenario {
             Scenario::PriorityRestart => "priority-restart",
             Scenario::ReplicatedLog => "log",
             Scenario::Sessions => "sessions",
+            Scenario::AdaptiveLossy => "adaptive-lossy",
         }
     }
 
@@ -120,6 +133,7 @@ impl Scenario {
         Scenario::PriorityRestart,
         Scenario::ReplicatedLog,
         Scenario::Sessions,
+        Scenario::AdaptiveLossy,
     ];
 
     /// The test file (`crates/harness/tests/<name>.rs`) that runs this scenario.
@@ -135,6 +149,7 @@ impl Scenario {
             | Scenario::PriorityRestart => "simulation_modes",
             Scenario::ReplicatedLog => "replicated_log",
             Scenario::Sessions => "sessions",
+            Scenario::AdaptiveLossy => "adaptive_detection",
         }
     }
 
@@ -360,6 +375,7 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, control: Con
         | Scenario::PriorityDefaults => &[1, 2, 3, 3, 4, 5, 5],
         Scenario::GossipRestart | Scenario::PriorityRestart => &[3, 3, 4, 5],
         Scenario::ReplicatedLog | Scenario::Sessions => &[1, 2, 3, 3, 3, 4, 5, 5],
+        Scenario::AdaptiveLossy => &[3, 3, 4, 5, 5],
     };
     let nodes = sizes[plan.below(sizes.len() as u64) as usize];
     let heartbeat = Duration::from_millis(50);
@@ -386,6 +402,7 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, control: Con
             config.client_interval = Some(Duration::from_millis(plan.between(5, 40)));
             config
         }
+        Scenario::AdaptiveLossy => adaptive_config(nodes, heartbeat, min, max, &mut plan),
         Scenario::Connected => SimConfig::connected(nodes, heartbeat, min, max),
         Scenario::Static => {
             let leader = plan.below(nodes as u64) as usize;
@@ -469,6 +486,7 @@ fn script(
         }
         Scenario::WalLossVoterDown => return voter_down_script(sim, plan),
         Scenario::ReplicatedLog | Scenario::Sessions => return log_script(sim, plan),
+        Scenario::AdaptiveLossy => return adaptive_script(sim, plan),
         Scenario::Voters | Scenario::Connected | Scenario::WalLoss | Scenario::Static => {}
     }
     if scenario == Scenario::WalLoss {
@@ -508,6 +526,58 @@ fn log_script(sim: &mut Simulation, plan: &mut SeededRng) -> Result<Duration, Si
     sim.check_linearizable()?;
     check_still_agreed(sim, SETTLE)?;
     Ok(convergence)
+}
+
+/// [`Scenario::AdaptiveLossy`]'s nodes: `voters` quorum with adaptive detection on and a
+/// floor of two to three heartbeats.
+fn adaptive_config(
+    nodes: usize,
+    heartbeat: Duration,
+    min: Duration,
+    max: Duration,
+    plan: &mut SeededRng,
+) -> SimConfig {
+    let mut config = SimConfig::voters(nodes, heartbeat, min, max);
+    if let Some(raft) = config.raft_mut() {
+        raft.adaptive_timeout = true;
+        // 100–150 ms with the family's 50 ms heartbeat.
+        raft.suspicion_floor = Duration::from_millis(plan.between(100, 151));
+    }
+    config
+}
+
+/// [`Scenario::AdaptiveLossy`]: the usual chaos and healing, then a lossy, jittery link on
+/// which the leader is killed three times, each time after the followers had a while to learn
+/// the link; a leader known by every live node must follow each kill. The slowest of those
+/// failovers is what the run reports.
+fn adaptive_script(sim: &mut Simulation, plan: &mut SeededRng) -> Result<Duration, SimFailure> {
+    chaos(sim, plan, CHAOS)?;
+    calm(sim)?;
+    await_agreed_leader(sim, CONVERGENCE_BOUND)?;
+    sim.set_loss(plan.below(16) as f64 / 100.0);
+    sim.set_duplicate(plan.below(10) as f64 / 100.0);
+    let spread = Duration::from_millis(plan.between(1, 21));
+    sim.set_delay(
+        Duration::from_micros(500),
+        Duration::from_micros(500) + spread,
+    );
+    let mut slowest = Duration::ZERO;
+    for _ in 0..3 {
+        // Heartbeats every 50 ms: a few dozen beats to learn the link from.
+        sim.run_for(Duration::from_millis(plan.between(300, 1500)))?;
+        // The lossy link may have moved leadership meanwhile: kill whoever leads by then.
+        await_agreed_leader(sim, CONVERGENCE_BOUND)?;
+        let Some(leader) = sim.agreed_leader(&sim.alive()) else {
+            return Err(sim.failure("liveness", format!("no leader to kill; {}", describe(sim))));
+        };
+        sim.crash(leader);
+        slowest = slowest.max(await_agreed_leader(sim, CONVERGENCE_BOUND)?);
+        sim.restart(leader);
+    }
+    calm(sim)?;
+    await_agreed_leader(sim, CONVERGENCE_BOUND)?;
+    check_still_agreed(sim, SETTLE)?;
+    Ok(slowest)
 }
 
 /// Faults at random moments for `duration`.

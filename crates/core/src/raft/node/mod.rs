@@ -29,9 +29,12 @@
 //! - `snapshot.rs`: snapshots and compaction (LOG-4): when one is due, `InstallSnapshot` in
 //!   chunks to a follower behind the compaction point, and the follower's install;
 //! - `chunks.rs`: entries larger than a frame, sent in chunks and gathered by the follower
-//!   (MEMB-6).
+//!   (MEMB-6);
+//! - `suspicion.rs`: failure detection that adapts to the link: a follower's estimate of its
+//!   leader's beats, which the election timer and the leader lease below read (RAFT-2, RAFT-7).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use conclave_protocol::{
     AppendEntries, AppendResp, Configuration, ConflictHint, LeaderAssign, PeerId, RequestVote,
@@ -61,6 +64,7 @@ mod read_index;
 mod reorder;
 mod replication;
 mod snapshot;
+mod suspicion;
 mod tracker;
 
 #[cfg(test)]
@@ -74,6 +78,7 @@ use reorder::ReorderBuffer;
 use replication::PendingAck;
 pub use replication::{LogStatus, LogWrite, ProposeError, ReplicatedLog};
 use snapshot::IncomingSnapshot;
+use suspicion::{LeaderBeats, SuspicionRule};
 use tracker::Progress;
 
 /// Where a node stands in Raft (RAFT-1): [`Role`] with the pre-vote round of RAFT-7 told
@@ -299,6 +304,8 @@ pub struct Raft {
 
     /// Last time the current leader was heard (the lease of RAFT-7).
     leader_contact: Option<Instant>,
+    /// How far apart the current leader's beats arrive, for adaptive detection (RAFT-2).
+    leader_beats: LeaderBeats,
     /// The last leader this node knew, kept after it is lost: the ranking of election
     /// timeouts leaves it out, so every survivor ranks the same way.
     last_leader: Option<PeerId>,
@@ -412,6 +419,7 @@ impl Raft {
             yielded_until: None,
             stood_aside_for: None,
             leader_contact: None,
+            leader_beats: LeaderBeats::default(),
             last_leader: None,
             outbox: Outbox::new(restored, Phase::Follower.role(), Phase::Follower.label()),
             leader_cause: LeaderChangeCause::ElectionTimeout,
@@ -1144,6 +1152,11 @@ impl Raft {
         self.leader = Some(leader);
         self.last_leader = Some(leader);
         self.leader_contact = Some(now);
+        if let Some(rule) = SuspicionRule::of(&self.config) {
+            if leader != self.config.id {
+                self.leader_beats.observe(now, self.hard.term, leader, rule);
+            }
+        }
         self.election_started_at = None;
         self.yielded_until = None;
         if self
@@ -1170,11 +1183,16 @@ impl Raft {
         // A healthy leader is heard every heartbeat interval, so a lease one interval shorter
         // than the minimum election timeout still refuses every disruptive candidate, and it
         // has surely run out when the first-ranked follower campaigns at that minimum: their
-        // last heartbeats arrived moments apart, not a whole interval.
-        let lease = self
-            .config
-            .election_timeout_min
-            .saturating_sub(self.config.heartbeat_interval);
+        // last heartbeats arrived moments apart, not a whole interval. With adaptive detection
+        // the first-ranked follower campaigns at its own suspicion, so the lease is this node's
+        // suspicion less one interval: the interval absorbs what tells two followers'
+        // estimates of one leader apart. Never longer than the fixed lease.
+        let base = self
+            .adaptive_suspicion()
+            .map_or(self.config.election_timeout_min, |suspicion| {
+                suspicion.min(self.config.election_timeout_min)
+            });
+        let lease = base.saturating_sub(self.config.heartbeat_interval);
         self.leader.is_some()
             && self
                 .leader_contact
@@ -1438,10 +1456,15 @@ impl Raft {
     }
 
     fn reset_election_timer(&mut self, now: Instant) {
-        let (min, max) = (
-            self.config.election_timeout_min,
-            self.config.election_timeout_max,
-        );
+        let max = self.config.election_timeout_max;
+        // RAFT-2: a follower that learned its leader's beats suspects it once it is overdue
+        // on this link; that suspicion is the base, and the rank slots or the random spread
+        // stay above it, so the first-ranked still goes first and no deadline passes `max`.
+        let min = match self.phase {
+            Phase::Follower => self.adaptive_suspicion(),
+            _ => None,
+        }
+        .unwrap_or(self.config.election_timeout_min);
         // Ranking decides who campaigns first once the leader is lost; a node already
         // campaigning retries on the paper's uniform spread, so that a round trip longer than
         // the minimum timeout cannot make the first-ranked node restart every round too soon.
@@ -1454,6 +1477,15 @@ impl Raft {
             _ => self.rng.duration_between(min, max),
         };
         self.election_deadline = now + timeout;
+    }
+
+    /// With adaptive detection, how long after its last contact the current leader is overdue
+    /// on this link (`suspicion.rs`); `None` without a leader, with detection off, or while
+    /// too few of its beats were seen, when the fixed timeout holds.
+    fn adaptive_suspicion(&self) -> Option<Duration> {
+        let rule = SuspicionRule::of(&self.config)?;
+        self.leader_beats
+            .suspicion(self.hard.term, self.leader?, rule)
     }
 
     /// This node's rank among the electable nodes, without the current or last leader, larger
