@@ -34,6 +34,7 @@ async fn cluster_with_log() -> (MemoryCluster, usize) {
             if let ElectionConfig::Raft(raft) = &mut config.election {
                 raft.log = Some(LogConfig {
                     snapshot_entries: SNAPSHOT_ENTRIES,
+                    shared_acks: false,
                     ..LogConfig::default()
                 });
             }

@@ -2883,6 +2883,7 @@ fn the_replicated_log_is_configured_in_raft_mode_with_voters() {
             max_append_entries: 64,
             max_inflight: 2,
             snapshot_entries: 10_000,
+            shared_acks: false,
         })
     );
 }

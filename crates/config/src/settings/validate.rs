@@ -662,6 +662,8 @@ impl Settings {
             max_append_entries: entries?,
             max_inflight: inflight?,
             snapshot_entries: snapshot_entries? as u64,
+            // Issue 27, item 2: on a radio every answer takes the air from every frame.
+            shared_acks: self.link.espnow.is_some(),
         }))
     }
 

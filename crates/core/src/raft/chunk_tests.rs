@@ -24,6 +24,7 @@ fn node(me: &str) -> Raft {
         max_append_entries: 64,
         max_inflight: 8,
         snapshot_entries: 0,
+        shared_acks: false,
     });
     config.check_quorum = false;
     raft_node(config, HardState::default(), LogPosition::default(), 7)

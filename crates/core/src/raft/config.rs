@@ -123,6 +123,11 @@ pub struct LogConfig {
     /// LOG-4: a snapshot is due once this many entries were applied since the last one, and the
     /// log is compacted behind it; 0 never snapshots (the log then grows without bound).
     pub snapshot_entries: u64,
+    /// Issue 27, item 2: followers take turns answering AppendEntries with entries, so that
+    /// each index gets the answers its commit needs at once and the others ride on later
+    /// answers (`node/acks.rs`). For a broadcast link, where every answer takes the air from
+    /// every other frame; the configuration turns it on with an ESP-NOW link.
+    pub shared_acks: bool,
 }
 
 impl Default for LogConfig {
@@ -134,6 +139,7 @@ impl Default for LogConfig {
             max_append_entries: 64,
             max_inflight: 8,
             snapshot_entries: 10_000,
+            shared_acks: false,
         }
     }
 }

@@ -15,6 +15,7 @@ fn log_config() -> LogConfig {
         max_append_entries: 64,
         max_inflight: 8,
         snapshot_entries: 10_000,
+        shared_acks: false,
     }
 }
 

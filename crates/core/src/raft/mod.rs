@@ -22,6 +22,8 @@ mod node;
 mod state;
 
 #[cfg(test)]
+mod acks_tests;
+#[cfg(test)]
 mod chunk_tests;
 #[cfg(test)]
 mod membership_tests;

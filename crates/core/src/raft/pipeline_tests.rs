@@ -25,6 +25,7 @@ fn leader() -> (Raft, Instant) {
         max_append_entries: 64,
         max_inflight: 8,
         snapshot_entries: 10_000,
+        shared_acks: false,
     });
     config.check_quorum = false;
     let mut raft = raft_node(config, HardState::default(), LogPosition::default(), 7);

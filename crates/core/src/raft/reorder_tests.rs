@@ -16,12 +16,13 @@ fn follower() -> Raft {
         max_append_entries: 64,
         max_inflight: 2,
         snapshot_entries: 0,
+        shared_acks: false,
     });
     config.check_quorum = false;
     raft_node(config, HardState::default(), LogPosition::default(), 7)
 }
 
-fn entry(term: u64, index: u64) -> LogEntry {
+pub(super) fn entry(term: u64, index: u64) -> LogEntry {
     LogEntry {
         index,
         term,
@@ -31,7 +32,12 @@ fn entry(term: u64, index: u64) -> LogEntry {
 }
 
 /// `leader`'s AppendEntries in `term` after `(prev_term, prev_index)` carrying `entries`.
-fn append(leader: &str, term: u64, prev: (u64, u64), entries: Vec<LogEntry>) -> RaftMessage {
+pub(super) fn append(
+    leader: &str,
+    term: u64,
+    prev: (u64, u64),
+    entries: Vec<LogEntry>,
+) -> RaftMessage {
     RaftMessage::AppendEntries(AppendEntries {
         prev_term: prev.0,
         prev_index: prev.1,
@@ -41,7 +47,7 @@ fn append(leader: &str, term: u64, prev: (u64, u64), entries: Vec<LogEntry>) -> 
 }
 
 /// The answers `raft` sent.
-fn answers(raft: &mut Raft) -> Vec<AppendResp> {
+pub(super) fn answers(raft: &mut Raft) -> Vec<AppendResp> {
     sent(&drain(raft))
         .into_iter()
         .filter_map(|(_, message)| match message {

@@ -20,6 +20,7 @@ fn log_config() -> LogConfig {
         max_append_entries: 64,
         max_inflight: 8,
         snapshot_entries: 5,
+        shared_acks: false,
     }
 }
 

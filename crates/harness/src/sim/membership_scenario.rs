@@ -124,6 +124,7 @@ pub fn run_membership_seed(family: MembershipFamily, seed: u64, record_trace: bo
             // Snapshots every few writes: a new learner far behind gets one, and the
             // configuration must outlive the entries compacted behind it.
             snapshot_entries: plan.between(5, 40),
+            shared_acks: false,
         });
         raft.pre_vote = plan.chance(0.75);
         raft.check_quorum = plan.chance(0.75);

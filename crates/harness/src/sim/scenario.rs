@@ -396,6 +396,8 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, control: Con
                     // LOG-4: snapshots every few writes, so that compaction and
                     // InstallSnapshot to a follower that was away happen in most seeds.
                     snapshot_entries: plan.between(5, 50),
+                    // Issue 27, item 2: followers taking turns to answer, in half the seeds.
+                    shared_acks: plan.below(2) == 1,
                 });
             }
             config.disk_delay = Duration::from_millis(plan.between(0, 20));

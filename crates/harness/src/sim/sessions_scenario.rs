@@ -56,6 +56,7 @@ fn run_sessions_seed_with(
             // No raft snapshots: a replica that restarts without its saved state machine
             // applies the log from the start.
             snapshot_entries: 0,
+            shared_acks: false,
             ..LogConfig::default()
         });
         raft.pre_vote = plan.chance(0.75);

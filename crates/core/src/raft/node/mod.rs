@@ -24,6 +24,8 @@
 //! - `abstention.rs`: the abstention of a node that lost its WAL (WAL-2, WAL-5);
 //! - `replication.rs`: the replicated log (LOG-1..3): proposals, AppendEntries with entries,
 //!   durable acknowledgements, commit, and the [`ReplicatedLog`] seam its driver uses;
+//! - `acks.rs`: a follower's answers shared out among the followers on a broadcast link
+//!   (issue 27, item 2);
 //! - `tracker.rs`: a leader's progress per follower (probe, replicate, snapshot; LOG-2, LOG-4);
 //! - `read_index.rs`: linearizable reads by a read index confirmed by a heartbeat round (LOG-7);
 //! - `snapshot.rs`: snapshots and compaction (LOG-4): when one is due, `InstallSnapshot` in
@@ -55,6 +57,7 @@ use crate::storage::DurableState;
 use crate::time::Instant;
 
 mod abstention;
+mod acks;
 mod chunks;
 mod commands;
 mod membership;
@@ -258,6 +261,9 @@ pub struct Raft {
     log: RaftLog,
     /// A follower's acknowledgement that waits for its entries to be durable (LOG-3).
     pending_ack: Option<PendingAck>,
+    /// A follower's highest index verified against its leader's log in that leader's term
+    /// (`acks.rs`): `(leader, term, index)`.
+    leader_match: Option<(PeerId, u64, u64)>,
     /// LOG-4: the chunks of a leader's snapshot received so far.
     incoming_snapshot: Option<IncomingSnapshot>,
     /// LOG-4: what `incoming_snapshot` may hold, at most ([`snapshot::MAX_INCOMING_SNAPSHOT_BYTES`];
@@ -400,6 +406,7 @@ impl Raft {
             leader: None,
             log: RaftLog::starting_after(last_log),
             pending_ack: None,
+            leader_match: None,
             incoming_snapshot: None,
             incoming_snapshot_limit: snapshot::MAX_INCOMING_SNAPSHOT_BYTES,
             incoming_entry: None,

@@ -491,6 +491,14 @@ impl Raft {
                 }
             }
             self.advance_commit(now);
+            if self.config.log.is_some_and(|log| log.shared_acks) {
+                // Issue 27, item 2: followers answer in turns, so an answer frees room in
+                // the windows of the others in step too; what goes to them all now is one
+                // message, one broadcast on the radio, where sending to `from` alone would
+                // leave the others a message of their own later.
+                self.replicate_to_all(now);
+                return;
+            }
         } else if let Some(hint) = response.hint {
             if progress.refusal_is_current(response.match_index) {
                 progress.refused(hint.index);
@@ -617,8 +625,9 @@ impl Raft {
     ) -> bool {
         let term = self.hard.term;
         match self.log.append_from_leader(prev, entries) {
-            Ok(matched) => {
-                self.log.commit_to(commit.min(matched));
+            Ok(verified) => {
+                self.log.commit_to(commit.min(verified));
+                let (matched, moved) = self.note_leader_match(from, term, verified);
                 if self.log_catch_up
                     && commit > 0
                     && commit <= matched
@@ -629,7 +638,10 @@ impl Raft {
                     self.catch_up_target = Some(commit);
                 }
                 self.end_catch_up_if_durable();
-                self.ack_when_durable(from, matched, read_round);
+                if entries.is_empty() || !moved || !self.leaves_answer_to_later(matched, read_round)
+                {
+                    self.ack_when_durable(from, matched, read_round);
+                }
                 true
             }
             Err(hint) => {

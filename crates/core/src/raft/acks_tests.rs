@@ -1,0 +1,84 @@
+//! Unit tests of the followers' turns to answer (issue 27, item 2; `node/acks.rs`): with
+//! shared answers, each index is answered at once by the followers whose turn it is, the others
+//! report it with their next answer, and the heartbeat's answer always goes.
+
+use crate::election::HardState;
+use crate::raft::reorder_tests::{answers, append, entry};
+use crate::raft::{LogConfig, LogPosition, Raft};
+use crate::testing::{drain, id, ms, persist_log, raft_config, raft_node};
+
+/// Follower `b` of `a` among `a`, `b`, `c`, hearing `c`, answering in turns when `shared`.
+fn follower(shared: bool) -> Raft {
+    let mut config = raft_config("b", &["a", "b", "c"]).with_log(LogConfig {
+        shared_acks: shared,
+        ..LogConfig::default()
+    });
+    config.check_quorum = false;
+    let mut b = raft_node(config, HardState::default(), LogPosition::default(), 7);
+    b.handle_peer_status(ms(0), id("c"), true);
+    drain(&mut b);
+    b
+}
+
+/// The indexes `b` acknowledged while taking entries 1..=4 one message each, durably.
+fn acknowledged(b: &mut Raft) -> Vec<u64> {
+    let mut acknowledged = Vec::new();
+    for index in 1..=4 {
+        let now = ms(10 * index);
+        let prev = (u64::from(index > 1), index - 1);
+        b.handle_message(now, id("a"), append("a", 1, prev, vec![entry(1, index)]));
+        persist_log(b, now);
+        acknowledged.extend(answers(b).iter().map(|answer| answer.match_index));
+    }
+    acknowledged
+}
+
+/// Of `b` and `c`, `b` (position 0) answers the even indexes at once, and each answer
+/// covers the odd one before it; without shared answers, every index is answered.
+#[test]
+fn followers_take_turns_and_answers_are_cumulative() {
+    let mut b = follower(true);
+    assert_eq!(acknowledged(&mut b), vec![2, 4]);
+    let mut alone = follower(false);
+    assert_eq!(acknowledged(&mut alone), vec![1, 2, 3, 4]);
+}
+
+/// A heartbeat at the leader's older view of `b`'s match is answered at once with everything
+/// `b` verified against this leader's log: the index whose answer it left to later.
+#[test]
+fn the_heartbeat_answer_reports_what_was_left_to_later() {
+    let mut b = follower(true);
+    acknowledged(&mut b);
+    b.handle_message(ms(100), id("a"), append("a", 1, (1, 2), vec![]));
+    let answered = answers(&mut b);
+    assert_eq!(answered.len(), 1);
+    assert!(answered[0].success);
+    assert_eq!(answered[0].match_index, 4);
+}
+
+/// With `c` disconnected, `b` is the only follower a commit can count on: it answers every
+/// index at once.
+#[test]
+fn a_follower_alone_answers_everything() {
+    let mut b = follower(true);
+    b.handle_peer_status(ms(1), id("c"), false);
+    drain(&mut b);
+    assert_eq!(acknowledged(&mut b), vec![1, 2, 3, 4]);
+}
+
+/// A message that shows nothing new is one the leader sent again, not having heard: it is
+/// answered at once, whoever's turn it is (a probe resent at every heartbeat would otherwise
+/// never be answered).
+#[test]
+fn a_message_sent_again_is_answered_at_once() {
+    let mut b = follower(true);
+    let first = append("a", 1, (0, 0), vec![entry(1, 1)]);
+    b.handle_message(ms(10), id("a"), first.clone());
+    persist_log(&mut b, ms(10));
+    assert!(answers(&mut b).is_empty(), "index 1 is c's turn");
+    b.handle_message(ms(60), id("a"), first);
+    persist_log(&mut b, ms(60));
+    let answered = answers(&mut b);
+    assert_eq!(answered.len(), 1);
+    assert_eq!(answered[0].match_index, 1);
+}
