@@ -14,11 +14,16 @@
 //!
 //! An answer not sent is not lost: acknowledgements are cumulative, and a follower reports
 //! the highest index it verified against this leader's log in this term
-//! ([`Raft::note_leader_match`]) with whichever answer it sends next — its next turn, or the
-//! answer to the leader's next heartbeat, which it always sends. The leader therefore hears
-//! about every entry within a heartbeat interval, before it would take the message as lost
-//! (its retransmission timeout is never under one interval). Learners, refusals, answers that
-//! carry a read round (LOG-7), and heartbeats are always answered at once.
+//! ([`Raft::note_leader_match`]) with whichever answer it sends next: its next turn, the
+//! answer to a heartbeat, which it always sends, or the answer to a message that shows nothing
+//! new (the leader sent it again, not having heard), which it also always sends. Learners,
+//! refusals and answers that carry a read round (LOG-7) go at once too.
+//!
+//! The leader's side (`replication.rs`): an answer frees room in the windows of every
+//! follower in step, and they take the next message together; a follower that was sent
+//! entries within the heartbeat interval gets no heartbeat beside them; and since an answer
+//! may wait for the heartbeat after next, a message is taken as lost no earlier than two
+//! heartbeat intervals after it left.
 
 use super::*;
 

@@ -293,9 +293,43 @@ impl Raft {
     }
 
     /// Sends every follower what it can take now.
+    ///
+    /// Issue 27, item 2: with shared answers (a broadcast link), followers in step — being
+    /// replicated to from the same next index — take the message together whenever one of
+    /// them has room in its window: the others hear that broadcast anyway, and counting it
+    /// keeps them in step, so the next message is one frame again rather than one each. A
+    /// window may then hold up to twice `max_inflight` messages.
     pub(super) fn replicate_to_all(&mut self, now: Instant) {
-        for peer in self.replication_peers() {
-            self.send_append(now, peer);
+        let peers = self.replication_peers();
+        let Some(log_config) = self.config.log.filter(|log| log.shared_acks) else {
+            for peer in peers {
+                self.send_append(now, peer);
+            }
+            return;
+        };
+        let window = log_config.max_inflight;
+        let in_step_with_room: BTreeSet<u64> = self
+            .phase
+            .leadership()
+            .map(|leading| {
+                leading
+                    .progress
+                    .values()
+                    .filter(|progress| progress.inflight().is_some_and(|n| n < window))
+                    .map(|progress| progress.next)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for peer in peers {
+            let rides_along = self
+                .phase
+                .leadership()
+                .and_then(|leading| leading.progress.get(&peer))
+                .is_some_and(|progress| {
+                    progress.inflight().is_some() && in_step_with_room.contains(&progress.next)
+                });
+            let window = if rides_along { 2 * window } else { window };
+            self.send_append_within(now, peer, window);
         }
     }
 
@@ -304,11 +338,23 @@ impl Raft {
     pub(super) fn heartbeat_with_log(&mut self, now: Instant, peer: PeerId) {
         let interval = self.config.heartbeat_interval;
         let ceiling = self.config.election_timeout_max;
+        let shared = self.config.log.is_some_and(|log| log.shared_acks);
+        // With shared answers a follower may leave its answer to the one after the next
+        // heartbeat (`acks.rs`): its message is not lost before two intervals have passed.
+        let floor = if shared { 2 * interval } else { interval };
         let Some(progress) = self.progress_of(peer) else {
             return;
         };
-        if progress.heartbeat(now, interval, ceiling) {
+        if progress.heartbeat(now, floor.min(ceiling), ceiling) {
             debug!(%peer, matched = progress.matched, "replication stalled; probing again");
+        }
+        let busy = progress.sent_entries_within(now, interval);
+        if shared && busy && self.reads.round_to_carry().is_none() {
+            // Issue 27, item 2: on a broadcast link every frame takes the air from the
+            // others; a follower that was sent entries within the interval heard from its
+            // leader (and learns the commit index) without a heartbeat and its answers.
+            self.send_append(now, peer);
+            return;
         }
         self.send_append_with_round(now, peer);
     }
@@ -324,6 +370,14 @@ impl Raft {
 
     /// Sends `peer` the entries it can take now; what went.
     pub(super) fn send_append(&mut self, now: Instant, peer: PeerId) -> AppendSent {
+        let Some(log_config) = self.config.log else {
+            return AppendSent::Nothing;
+        };
+        self.send_append_within(now, peer, log_config.max_inflight)
+    }
+
+    /// [`Raft::send_append`] with a pipeline of at most `window` unanswered messages.
+    fn send_append_within(&mut self, now: Instant, peer: PeerId, window: usize) -> AppendSent {
         let Some(log_config) = self.config.log else {
             return AppendSent::Nothing;
         };
@@ -354,7 +408,7 @@ impl Raft {
             // One probe at a time.
             ReplicationState::Probe { sent: true } => return AppendSent::Nothing,
             ReplicationState::Replicate { inflight }
-                if inflight.len() >= log_config.max_inflight || progress.next > last =>
+                if inflight.len() >= window || progress.next > last =>
             {
                 return AppendSent::Nothing;
             }

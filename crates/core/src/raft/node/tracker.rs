@@ -98,6 +98,8 @@ pub(super) struct Progress {
     /// Outlives the state changes: a follower probed again after a loss keeps the backed-off
     /// timeout it earned, so the next pipeline is not taken as lost just as early.
     round_trip: RoundTrip,
+    /// When entries last went to it while it was being replicated to (issue 27, item 2).
+    entries_sent_at: Option<Instant>,
 }
 
 impl Progress {
@@ -108,12 +110,30 @@ impl Progress {
             next,
             state: ReplicationState::Probe { sent: false },
             round_trip: RoundTrip::default(),
+            entries_sent_at: None,
         }
     }
 
     /// How it is being sent to.
     pub(super) fn state(&self) -> &ReplicationState {
         &self.state
+    }
+
+    /// Whether entries went to it, pipelined, within `interval` before `now`: a follower that
+    /// hears from its leader that often needs no heartbeat beside them.
+    pub(super) fn sent_entries_within(&self, now: Instant, interval: Duration) -> bool {
+        matches!(self.state, ReplicationState::Replicate { .. })
+            && self
+                .entries_sent_at
+                .is_some_and(|at| now.saturating_duration_since(at) < interval)
+    }
+
+    /// How many messages are in its pipeline, when it is being replicated to.
+    pub(super) fn inflight(&self) -> Option<usize> {
+        match &self.state {
+            ReplicationState::Replicate { inflight } => Some(inflight.len()),
+            _ => None,
+        }
     }
 
     /// Whether one message at a time goes to it.
@@ -242,6 +262,7 @@ impl Progress {
             ReplicationState::Replicate { inflight } => {
                 self.next = last + 1;
                 inflight.push_back((last, now));
+                self.entries_sent_at = Some(now);
             }
             // Entries never go beside a snapshot (`send_append` sends a chunk instead), nor
             // beside an entry sent in chunks.
