@@ -17,8 +17,14 @@
 //! says why a nonce does not repeat under one key, and why a repeat — which would take two
 //! starts sharing an incarnation and a random draw — would reveal no more than that two frames
 //! are equal: that is what GCM-SIV is for.
+//!
+//! A stream key is derived once per start of a sender and its cipher kept ([`StreamCiphers`]),
+//! not derived again for every frame: the derivation (HKDF and AES's key expansion) costs about
+//! half as much as sealing the frame itself, and every frame of a stream would repeat it.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use aes_gcm_siv::aead::{AeadInPlace, KeyInit};
 use aes_gcm_siv::{Aes256GcmSiv, Key, Nonce, Tag};
@@ -77,6 +83,71 @@ pub(crate) struct StreamPosition<'a> {
     pub(crate) seq: u64,
 }
 
+/// Stream ciphers one key keeps: every member of a large cluster, with room for restarts.
+const MAX_STREAMS: usize = 64;
+
+/// One start of one sender: what its stream key is derived from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct StreamId {
+    cluster: ClusterId,
+    from: PeerId,
+    incarnation: u64,
+}
+
+impl From<StreamPosition<'_>> for StreamId {
+    fn from(at: StreamPosition<'_>) -> Self {
+        Self {
+            cluster: *at.cluster,
+            from: *at.from,
+            incarnation: at.incarnation,
+        }
+    }
+}
+
+/// The stream ciphers of one key already derived, at most [`MAX_STREAMS`] of them, the least
+/// recently used one making room for a new one.
+///
+/// A stream enters only once it has sealed a frame of this node's own or opened one it
+/// received: a forger without the key, who can make a frame name any sender and incarnation,
+/// never gets an entry, so cannot push the members' streams out.
+#[derive(Default)]
+struct StreamCiphers {
+    /// Each cipher with the tick of its last use.
+    ciphers: HashMap<StreamId, (Arc<Aes256GcmSiv>, u64)>,
+    /// Counts uses, to tell the least recently used stream.
+    tick: u64,
+    /// Stream keys derived so far, kept or not (what the cache is there to keep low).
+    derived: u64,
+}
+
+impl StreamCiphers {
+    /// The kept cipher of `stream`, marked used.
+    fn get(&mut self, stream: &StreamId) -> Option<Arc<Aes256GcmSiv>> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.ciphers.get_mut(stream).map(|(cipher, used)| {
+            *used = tick;
+            Arc::clone(cipher)
+        })
+    }
+
+    /// Keeps `cipher` for `stream`, forgetting the least recently used stream when full.
+    fn keep(&mut self, stream: StreamId, cipher: Arc<Aes256GcmSiv>) {
+        if self.ciphers.len() >= MAX_STREAMS && !self.ciphers.contains_key(&stream) {
+            let oldest = self
+                .ciphers
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(id, _)| *id);
+            if let Some(oldest) = oldest {
+                self.ciphers.remove(&oldest);
+            }
+        }
+        self.tick += 1;
+        self.ciphers.insert(stream, (cipher, self.tick));
+    }
+}
+
 /// A cluster's pre-shared key, ready to seal and open frames.
 #[derive(Clone)]
 pub struct AuthKey {
@@ -84,6 +155,9 @@ pub struct AuthKey {
     /// and the HMAC key schedule run once.
     prk: HmacSha256,
     fingerprint: [u8; 4],
+    /// Shared by the clones of this key (every codec of a node holds one through its ring),
+    /// so that a stream is derived once per node, not once per clone.
+    streams: Arc<Mutex<StreamCiphers>>,
 }
 
 impl AuthKey {
@@ -109,6 +183,7 @@ impl AuthKey {
         let mut key = Self {
             prk,
             fingerprint: [0; 4],
+            streams: Arc::default(),
         };
         let id = key.expand(&[FINGERPRINT_INFO]);
         key.fingerprint.copy_from_slice(&id[..4]);
@@ -137,7 +212,12 @@ impl AuthKey {
         header: &[u8],
         body: &mut [u8],
     ) -> Option<[u8; SEALED_TAG_LEN]> {
-        let cipher = self.stream_cipher(at);
+        let stream = StreamId::from(at);
+        let (cipher, kept) = self.stream_cipher(&stream);
+        if !kept {
+            // This node's own stream: it is sealing, so it holds the key.
+            self.streams().keep(stream, Arc::clone(&cipher));
+        }
         let nonce = frame_nonce(at.seq);
         cipher
             .encrypt_in_place_detached(Nonce::from_slice(&nonce), header, body)
@@ -157,26 +237,45 @@ impl AuthKey {
         if tag.len() != SEALED_TAG_LEN {
             return false;
         }
-        let cipher = self.stream_cipher(at);
+        let stream = StreamId::from(at);
+        let (cipher, kept) = self.stream_cipher(&stream);
         let nonce = frame_nonce(at.seq);
-        cipher
+        let opened = cipher
             .decrypt_in_place_detached(
                 Nonce::from_slice(&nonce),
                 header,
                 body,
                 Tag::from_slice(tag),
             )
-            .is_ok()
+            .is_ok();
+        if opened && !kept {
+            // Only a holder of the key can have sealed it: a stream worth keeping.
+            self.streams().keep(stream, cipher);
+        }
+        opened
+    }
+
+    /// The cipher of `stream` and whether it is kept already; derived (see
+    /// [`AuthKey::stream_key`]) when it is not.
+    fn stream_cipher(&self, stream: &StreamId) -> (Arc<Aes256GcmSiv>, bool) {
+        if let Some(cipher) = self.streams().get(stream) {
+            return (cipher, true);
+        }
+        // Derived outside the lock: a reader opening another stream's frame need not wait.
+        let key = self.stream_key(&stream.cluster, &stream.from, stream.incarnation);
+        let cipher = Aes256GcmSiv::new(Key::<Aes256GcmSiv>::from_slice(&key));
+        self.streams().derived += 1;
+        (Arc::new(cipher), false)
+    }
+
+    fn streams(&self) -> std::sync::MutexGuard<'_, StreamCiphers> {
+        // Every change to the cache is a whole insert or removal: a panic elsewhere while the
+        // lock was held cannot leave it half-written.
+        self.streams.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The stream key of one start of a sender: HKDF-Expand(PRK, label | cluster | sender |
     /// incarnation), the ids length-prefixed so no two of them share an info string.
-    fn stream_cipher(&self, at: StreamPosition<'_>) -> Aes256GcmSiv {
-        let key = self.stream_key(at.cluster, at.from, at.incarnation);
-        Aes256GcmSiv::new(Key::<Aes256GcmSiv>::from_slice(&key))
-    }
-
-    /// The bytes of a stream key (see [`AuthKey::stream_cipher`]).
     pub(crate) fn stream_key(
         &self,
         cluster: &ClusterId,
@@ -193,6 +292,13 @@ impl AuthKey {
             from,
             &incarnation.to_be_bytes(),
         ])
+    }
+
+    /// Stream keys this key and its clones have derived, and stream ciphers they keep.
+    #[cfg(test)]
+    fn derivations(&self) -> (u64, usize) {
+        let streams = self.streams();
+        (streams.derived, streams.ciphers.len())
     }
 
     /// One 32-byte block of HKDF-Expand: HMAC(PRK, info | 0x01).
@@ -286,6 +392,72 @@ mod tests {
         assert!(opens(&key, at(&cluster, &b, 9), b"hdr").is_none());
         let mut short = sealed.clone();
         assert!(!key.open(at(&cluster, &from, 9), b"hdr", &mut short, &tag[..15]));
+    }
+
+    /// PROTO-9, issue 26: a stream's key is derived once on each side, not once per frame,
+    /// and a clone of the key (each codec of a node holds one) uses what the original derived.
+    #[test]
+    fn proto9_a_stream_key_is_derived_once() {
+        let sender = AuthKey::new(SECRET, 16).unwrap();
+        let receiver = AuthKey::new(SECRET, 16).unwrap();
+        let cluster = ClusterId::new("site-1").unwrap();
+        let from = PeerId::from_static("gw-a");
+        let reader = receiver.clone();
+        for seq in 70_000..70_100 {
+            let mut body = b"a replicated entry".to_vec();
+            let tag = sender
+                .seal(at(&cluster, &from, seq), b"hdr", &mut body)
+                .unwrap();
+            let opener = if seq % 2 == 0 { &receiver } else { &reader };
+            assert!(opener.open(at(&cluster, &from, seq), b"hdr", &mut body, &tag));
+            assert_eq!(body, b"a replicated entry");
+        }
+        assert_eq!(sender.derivations(), (1, 1));
+        assert_eq!(receiver.derivations(), (1, 1));
+    }
+
+    /// PROTO-9, issue 26: a frame that does not open keeps nothing, so frames forged under any
+    /// sender and incarnation cannot push the members' streams out; the streams kept are
+    /// bounded, the least recently used going first.
+    #[test]
+    fn proto9_only_opened_streams_are_kept_and_they_are_bounded() {
+        let sender = AuthKey::new(SECRET, 16).unwrap();
+        let receiver = AuthKey::new(SECRET, 16).unwrap();
+        let cluster = ClusterId::new("site-1").unwrap();
+        let member = PeerId::from_static("gw-a");
+        let open = |incarnation: u64, forged: bool| {
+            let position = StreamPosition {
+                cluster: &cluster,
+                from: &member,
+                incarnation,
+                seq: 70_000,
+            };
+            let mut body = b"entry".to_vec();
+            let mut tag = sender.seal(position, b"hdr", &mut body).unwrap();
+            if forged {
+                tag[0] ^= 1;
+            }
+            receiver.open(position, b"hdr", &mut body, &tag)
+        };
+        assert!(open(1, false));
+        for _ in 0..3 {
+            assert!(!open(2, true));
+        }
+        assert_eq!(receiver.derivations(), (4, 1), "forged frames keep nothing");
+
+        for incarnation in 3..3 + MAX_STREAMS as u64 {
+            assert!(open(incarnation, false));
+            // The first stream stays in use throughout, so it is never the oldest.
+            assert!(open(1, false));
+        }
+        let (derived, kept) = receiver.derivations();
+        assert_eq!(kept, MAX_STREAMS);
+        assert_eq!(derived, 4 + MAX_STREAMS as u64, "stream 1 derived once");
+        assert!(
+            open(3, false),
+            "the oldest stream was let go and is derived again"
+        );
+        assert_eq!(receiver.derivations().0, derived + 1);
     }
 
     /// The key never appears in debug output; its fingerprint does, and differs per key.
