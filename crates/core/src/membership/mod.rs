@@ -50,10 +50,11 @@ pub use peer_table::{LinkAddr, MembershipError, PeerInfo, PeerStatus, PeerTable}
 const MIN_INTERVAL: Duration = Duration::from_millis(1);
 
 /// A Connected peer whose other frames (election traffic: heartbeats, AppendEntries and their
-/// answers) arrive between two ticks needs no ping to be known alive, so it is pinged only
-/// this many ticks apart, for a fresh round-trip time (MEM-4). Between a leader and its
-/// followers this leaves the air to the heartbeats; between two followers, which send each
-/// other nothing else, pings go every tick as before.
+/// answers) arrived within the last two ticks, or whose ping arrived since the last tick,
+/// needs no ping to be known alive, so it is pinged only this many ticks apart, for a fresh
+/// round-trip time (MEM-4). Between a leader and its followers this leaves the air to the
+/// heartbeats; between two followers, which send each other nothing else, one pings every
+/// tick and the other answers, where both used to ping.
 pub const RTT_REFRESH_TICKS: u32 = 10;
 
 /// Shortest time between two log lines about refused duplicate ids: each refusal is logged
@@ -181,6 +182,8 @@ struct SentPing {
 struct PingSchedule {
     /// When a frame that is not membership's last came from it.
     heard_other: Option<Instant>,
+    /// When its last ping came: answered with a pong, it proved both sides alive.
+    heard_ping: Option<Instant>,
     /// When it was last pinged.
     pinged: Option<Instant>,
 }
@@ -209,6 +212,8 @@ pub struct Membership {
     next_tick: Instant,
     /// When the last liveness tick ran (the machine's start before the first).
     last_tick: Instant,
+    /// The tick before `last_tick`.
+    tick_before_last: Instant,
     /// When the last `Hello` was broadcast.
     last_hello: Instant,
     voice: Voice,
@@ -237,6 +242,7 @@ impl Membership {
             actions: VecDeque::new(),
             next_tick: now + config.heartbeat_interval,
             last_tick: now,
+            tick_before_last: now,
             last_hello: now,
             voice: Voice::Speaking,
             refusals_unlogged: 0,
@@ -260,12 +266,15 @@ impl Membership {
                 self.heard(now, from, origin);
                 match other {
                     Body::HelloAck(ack) => self.on_hello_ack(from, ack),
-                    Body::Ping(ping) => self.send(
-                        from,
-                        Body::Pong(Pong {
-                            timestamp_ms: ping.timestamp_ms,
-                        }),
-                    ),
+                    Body::Ping(ping) => {
+                        self.heard_ping(now, from);
+                        self.send(
+                            from,
+                            Body::Pong(Pong {
+                                timestamp_ms: ping.timestamp_ms,
+                            }),
+                        );
+                    }
                     Body::Pong(pong) => self.on_pong(now, from, pong),
                     _ => self.heard_other(now, from),
                 }
@@ -519,6 +528,14 @@ impl Membership {
         }
     }
 
+    /// A ping came from `from`: with the pong that answers it, it proves both sides alive, so
+    /// this node need not ping `from` as well until its round-trip time is due (MEM-4).
+    fn heard_ping(&mut self, now: Instant, from: PeerId) {
+        if self.peers.get(&from).is_some() {
+            self.schedules.entry(from).or_default().heard_ping = Some(now);
+        }
+    }
+
     /// A frame that is not membership's came from `from`, which [`Self::heard`] has just
     /// made a member: it proves `from` alive without a ping.
     fn heard_other(&mut self, now: Instant, from: PeerId) {
@@ -588,12 +605,17 @@ impl Membership {
         }
         // Disconnected peers are probed too: when a partition heals, their pong (or their
         // answer to our ping) is what makes them Connected again without waiting for a Hello.
-        // A Connected peer whose other frames arrived since the last tick is pinged only for
-        // its round-trip time (RTT_REFRESH_TICKS). It still hears from this node: by the
-        // frames this node sends it, or else by the pongs to its own pings, which it keeps
-        // sending because it hears nothing else from here.
+        // A Connected peer whose other frames arrived within the last two ticks, or whose
+        // ping arrived since the last one, is pinged only for its round-trip time
+        // (RTT_REFRESH_TICKS). It still hears from this node: by the frames this node sends
+        // it, or else by the pongs to its own pings, which it keeps sending because it hears
+        // no ping from here.
         let timestamp_ms = now.as_millis();
         let since = self.last_tick;
+        // Election frames may come every other tick (a follower on a radio link answers
+        // every other heartbeat): two ticks still leave a tick before the silence timeout.
+        let since_two = self.tick_before_last;
+        self.tick_before_last = since;
         self.last_tick = now;
         let refresh = self
             .config
@@ -605,7 +627,8 @@ impl Membership {
             .filter(|peer| {
                 let schedule = self.schedules.get(&peer.id).copied().unwrap_or_default();
                 let proven = peer.status == PeerStatus::Connected
-                    && schedule.heard_other.is_some_and(|at| at > since);
+                    && (schedule.heard_other.is_some_and(|at| at > since_two)
+                        || schedule.heard_ping.is_some_and(|at| at > since));
                 let rtt_fresh = schedule.pinged.is_some_and(|at| now - at < refresh);
                 !(proven && rtt_fresh)
             })

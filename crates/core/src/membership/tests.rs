@@ -564,14 +564,69 @@ fn mem4_a_peer_heard_through_election_frames_is_pinged_only_for_its_rtt() {
     }
     assert_eq!(pinged_b, vec![500 + refresh, 500 + 2 * refresh]);
 
-    // gw-b's election frames stop: the next tick pings it.
-    let at = 500 + 2 * refresh + 500;
-    node.handle_frame(ms(at - 10), id("gw-c"), &addr("mem:3"), &pong(at - 1_000));
-    node.handle_timeout(ms(at));
+    // gw-b's election frames stop: frames of the last two ticks still count (a follower on a
+    // radio answers every other heartbeat), so the second tick after them pings it.
+    let mut pinged = Vec::new();
+    for at in [500 + 2 * refresh + 500, 500 + 2 * refresh + 1_000] {
+        node.handle_frame(ms(at - 10), id("gw-c"), &addr("mem:3"), &pong(at - 500));
+        node.handle_timeout(ms(at));
+        let actions = drain_actions(&mut node);
+        pinged.push((pings_to(&actions, "gw-b"), pings_to(&actions, "gw-c")));
+    }
+    assert_eq!(pinged, vec![(0, 1), (1, 1)]);
+}
+
+/// MEM-4: a peer whose ping arrived since the last tick is not pinged back (its ping and the
+/// pong that answers it prove both sides alive) but for its round-trip time; two followers
+/// that send each other nothing else settle on one of them pinging.
+#[test]
+fn mem4_a_peer_that_pings_is_not_pinged_back() {
+    let _log = log_to_test_output();
+    let mut node = node_knowing("gw-a", &[("gw-b", "mem:2")]);
+    let ping = Body::Ping(Ping { timestamp_ms: 1 });
+    node.handle_timeout(ms(500));
+    drain_actions(&mut node);
+    let mut pings = Vec::new();
+    for at in (1_000..=4_000).step_by(500) {
+        node.handle_frame(ms(at - 10), id("gw-b"), &addr("mem:2"), &ping);
+        node.handle_timeout(ms(at));
+        let actions = drain_actions(&mut node);
+        let pongs = actions
+            .iter()
+            .filter(|action| {
+                matches!(
+                    action,
+                    MembershipAction::Send {
+                        body: Body::Pong(_),
+                        ..
+                    }
+                )
+            })
+            .count();
+        assert_eq!(pongs, 1, "gw-b's ping at {at} is answered");
+        let pinged = actions.iter().any(|action| {
+            matches!(
+                action,
+                MembershipAction::Send {
+                    body: Body::Ping(_),
+                    ..
+                }
+            )
+        });
+        pings.push(pinged);
+        assert_eq!(
+            node.peers().status(&id("gw-b")),
+            Some(PeerStatus::Connected)
+        );
+    }
+    assert!(pings.iter().all(|pinged| !pinged), "{pings:?}");
+    // Its pings stop: the next tick pings it.
+    node.handle_timeout(ms(4_500));
     let actions = drain_actions(&mut node);
-    assert_eq!(
-        (pings_to(&actions, "gw-b"), pings_to(&actions, "gw-c")),
-        (1, 1)
+    assert!(
+        actions
+            .iter()
+            .any(|action| matches!(action, MembershipAction::Send { to, body: Body::Ping(_) } if *to == id("gw-b")))
     );
 }
 

@@ -4,7 +4,9 @@
 
 use crate::election::HardState;
 use crate::raft::reorder_tests::{answers, append, entry};
-use crate::raft::{LogConfig, LogPosition, Raft};
+use conclave_protocol::AppendEntries;
+
+use crate::raft::{LogConfig, LogPosition, Raft, RaftMessage};
 use crate::testing::{drain, id, ms, persist_log, raft_config, raft_node};
 
 /// Follower `b` of `a` among `a`, `b`, `c`, hearing `c`, answering in turns when `shared`.
@@ -20,10 +22,10 @@ fn follower(shared: bool) -> Raft {
     b
 }
 
-/// The indexes `b` acknowledged while taking entries 1..=4 one message each, durably.
-fn acknowledged(b: &mut Raft) -> Vec<u64> {
+/// The indexes `b` acknowledged while taking entries 1..=`last` one message each, durably.
+fn acknowledged(b: &mut Raft, last: u64) -> Vec<u64> {
     let mut acknowledged = Vec::new();
-    for index in 1..=4 {
+    for index in 1..=last {
         let now = ms(10 * index);
         let prev = (u64::from(index > 1), index - 1);
         b.handle_message(now, id("a"), append("a", 1, prev, vec![entry(1, index)]));
@@ -38,9 +40,9 @@ fn acknowledged(b: &mut Raft) -> Vec<u64> {
 #[test]
 fn followers_take_turns_and_answers_are_cumulative() {
     let mut b = follower(true);
-    assert_eq!(acknowledged(&mut b), vec![2, 4]);
+    assert_eq!(acknowledged(&mut b, 4), vec![2, 4]);
     let mut alone = follower(false);
-    assert_eq!(acknowledged(&mut alone), vec![1, 2, 3, 4]);
+    assert_eq!(acknowledged(&mut alone, 4), vec![1, 2, 3, 4]);
 }
 
 /// A heartbeat at the leader's older view of `b`'s match is answered at once with everything
@@ -48,12 +50,43 @@ fn followers_take_turns_and_answers_are_cumulative() {
 #[test]
 fn the_heartbeat_answer_reports_what_was_left_to_later() {
     let mut b = follower(true);
-    acknowledged(&mut b);
+    assert_eq!(acknowledged(&mut b, 3), vec![2]);
     b.handle_message(ms(100), id("a"), append("a", 1, (1, 2), vec![]));
     let answered = answers(&mut b);
     assert_eq!(answered.len(), 1);
     assert!(answered[0].success);
-    assert_eq!(answered[0].match_index, 4);
+    assert_eq!(answered[0].match_index, 3);
+}
+
+/// With nothing new to report, a heartbeat is answered every other time at 50 ms heartbeats
+/// and a 150 ms minimum election timeout (an answer each 100 ms, one interval short of it);
+/// one that carries a read round is always answered (LOG-7).
+#[test]
+fn a_quiet_follower_answers_every_other_heartbeat() {
+    let mut b = follower(true);
+    assert_eq!(acknowledged(&mut b, 2), vec![2]);
+    let mut answered = Vec::new();
+    for beat in 0..6 {
+        b.handle_message(ms(100 + 50 * beat), id("a"), append("a", 1, (1, 2), vec![]));
+        answered.push(answers(&mut b).len());
+    }
+    assert_eq!(answered, vec![0, 1, 0, 1, 0, 1]);
+    let round = RaftMessage::AppendEntries(AppendEntries {
+        prev_term: 1,
+        prev_index: 2,
+        read_round: Some(1),
+        ..AppendEntries::new(1, id("a"))
+    });
+    b.handle_message(ms(500), id("a"), round);
+    assert_eq!(answers(&mut b).len(), 1);
+    let mut alone = follower(false);
+    acknowledged(&mut alone, 2);
+    alone.handle_message(ms(100), id("a"), append("a", 1, (1, 2), vec![]));
+    assert_eq!(
+        answers(&mut alone).len(),
+        1,
+        "without shared answers, every heartbeat"
+    );
 }
 
 /// With `c` disconnected, `b` is the only follower a commit can count on: it answers every
@@ -63,7 +96,7 @@ fn a_follower_alone_answers_everything() {
     let mut b = follower(true);
     b.handle_peer_status(ms(1), id("c"), false);
     drain(&mut b);
-    assert_eq!(acknowledged(&mut b), vec![1, 2, 3, 4]);
+    assert_eq!(acknowledged(&mut b, 4), vec![1, 2, 3, 4]);
 }
 
 /// A message that shows nothing new is one the leader sent again, not having heard: it is

@@ -19,6 +19,13 @@
 //! new (the leader sent it again, not having heard), which it also always sends. Learners,
 //! refusals and answers that carry a read round (LOG-7) go at once too.
 //!
+//! A heartbeat that finds nothing to report — everything verified was reported, no read
+//! round — is answered only every second or third time, as the minimum election timeout
+//! leaves room for: answers at most one heartbeat interval short of it apart, so that the
+//! leader's check-quorum hears the follower in every window (at the defaults, 500 and 1500
+//! ms, every second heartbeat; at the demo's, 100 and 400 ms, every third). Membership looks
+//! two ticks back for such frames before it pings (MEM-4).
+//!
 //! The leader's side (`replication.rs`): an answer frees room in the windows of every
 //! follower in step, and they take the next message together; a follower that was sent
 //! entries within the heartbeat interval gets no heartbeat beside them; and since an answer
@@ -56,6 +63,44 @@ impl Raft {
             .max(matched);
         self.leader_match = Some((leader, term, best));
         (best, known.is_none_or(|index| best > index))
+    }
+
+    /// Notes that an answer reporting `matched` went to `leader` in `term`.
+    pub(super) fn note_answer_sent(&mut self, leader: PeerId, term: u64, matched: u64) {
+        self.answered = Some((leader, term, matched, 0));
+    }
+
+    /// Whether this follower leaves the answer to a heartbeat out (see the module docs): with
+    /// shared answers, nothing new to report since its last answer, and fewer heartbeats left
+    /// unanswered since then than the check-quorum window leaves room for.
+    pub(super) fn skips_heartbeat_answer(
+        &mut self,
+        leader: PeerId,
+        term: u64,
+        matched: u64,
+        read_round: Option<u64>,
+    ) -> bool {
+        let Some(log_config) = self.config.log else {
+            return false;
+        };
+        let Some((to, in_term, reported, skipped)) = self.answered else {
+            return false;
+        };
+        // Answers at most one interval short of the minimum election timeout apart, so that
+        // check-quorum hears this follower in every window; at most every third heartbeat.
+        let interval = self.config.heartbeat_interval.as_micros().max(1);
+        let beats_per_window = self.config.election_timeout_min.as_micros() / interval;
+        let may_skip = beats_per_window.saturating_sub(2).min(2) as u32;
+        let quiet = log_config.shared_acks
+            && read_round.is_none()
+            && to == leader
+            && in_term == term
+            && matched <= reported
+            && skipped < may_skip;
+        if quiet {
+            self.answered = Some((to, in_term, reported, skipped + 1));
+        }
+        quiet
     }
 
     /// Whether the answer acknowledging `matched` after an AppendEntries with entries waits

@@ -264,6 +264,9 @@ pub struct Raft {
     /// A follower's highest index verified against its leader's log in that leader's term
     /// (`acks.rs`): `(leader, term, index)`.
     leader_match: Option<(PeerId, u64, u64)>,
+    /// A follower's last answer (`acks.rs`): `(leader, term, index reported, heartbeats
+    /// left unanswered since)`.
+    answered: Option<(PeerId, u64, u64, u32)>,
     /// LOG-4: the chunks of a leader's snapshot received so far.
     incoming_snapshot: Option<IncomingSnapshot>,
     /// LOG-4: what `incoming_snapshot` may hold, at most ([`snapshot::MAX_INCOMING_SNAPSHOT_BYTES`];
@@ -407,6 +410,7 @@ impl Raft {
             log: RaftLog::starting_after(last_log),
             pending_ack: None,
             leader_match: None,
+            answered: None,
             incoming_snapshot: None,
             incoming_snapshot_limit: snapshot::MAX_INCOMING_SNAPSHOT_BYTES,
             incoming_entry: None,

@@ -692,8 +692,12 @@ impl Raft {
                     self.catch_up_target = Some(commit);
                 }
                 self.end_catch_up_if_durable();
-                if entries.is_empty() || !moved || !self.leaves_answer_to_later(matched, read_round)
-                {
+                let answer = if entries.is_empty() {
+                    !self.skips_heartbeat_answer(from, term, matched, read_round)
+                } else {
+                    !moved || !self.leaves_answer_to_later(matched, read_round)
+                };
+                if answer {
                     self.ack_when_durable(from, matched, read_round);
                 }
                 true
@@ -837,6 +841,7 @@ impl Raft {
             read_round,
             chunk: None,
         };
+        self.note_answer_sent(leader, term, matched);
         self.send(leader, RaftMessage::AppendResp(response));
     }
 }
