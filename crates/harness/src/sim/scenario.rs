@@ -25,7 +25,8 @@
 //! [`Scenario::AdaptiveLossy`] runs raft with adaptive failure detection (RAFT-2, RAFT-7)
 //! through the same chaos, then kills the leader again and again on a link that stays lossy
 //! and jittery: the safety invariants hold throughout, and every kill is followed by a new
-//! leader.
+//! leader. In half its seeds the nodes carry a log whose followers answer by turns, as over a
+//! radio (issue 27), with a client writing throughout.
 
 use std::time::Duration;
 
@@ -531,7 +532,7 @@ fn log_script(sim: &mut Simulation, plan: &mut SeededRng) -> Result<Duration, Si
 }
 
 /// [`Scenario::AdaptiveLossy`]'s nodes: `voters` quorum with adaptive detection on and a
-/// floor of two to three heartbeats.
+/// floor of two to three heartbeats; in half the seeds a log answered by turns.
 fn adaptive_config(
     nodes: usize,
     heartbeat: Duration,
@@ -540,10 +541,27 @@ fn adaptive_config(
     plan: &mut SeededRng,
 ) -> SimConfig {
     let mut config = SimConfig::voters(nodes, heartbeat, min, max);
+    // Issue 27: in half the seeds a replicated log with writes, its followers answering by
+    // turns as over a radio, so that the broadcast path, shared answers and the quiet
+    // heartbeat's answers meet adaptive detection on the lossy link.
+    let with_log = plan.below(2) == 1;
     if let Some(raft) = config.raft_mut() {
         raft.adaptive_timeout = true;
         // 100–150 ms with the family's 50 ms heartbeat.
         raft.suspicion_floor = Duration::from_millis(plan.between(100, 151));
+        if with_log {
+            raft.log = Some(LogConfig {
+                max_append_bytes: 120,
+                max_inflight: 4,
+                snapshot_entries: 20,
+                shared_acks: true,
+                ..LogConfig::default()
+            });
+        }
+    }
+    if with_log {
+        config.disk_delay = Duration::from_millis(plan.between(0, 10));
+        config.client_interval = Some(Duration::from_millis(plan.between(10, 40)));
     }
     config
 }
