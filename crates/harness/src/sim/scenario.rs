@@ -386,24 +386,7 @@ fn run_seed_with(scenario: Scenario, seed: u64, record_trace: bool, control: Con
             SimConfig::voters(nodes, heartbeat, min, max)
         }
         Scenario::ReplicatedLog | Scenario::Sessions => {
-            let mut config = SimConfig::voters(nodes, heartbeat, min, max);
-            if let Some(raft) = config.raft_mut() {
-                // Small batches and windows too, so that backing off, pipelining and lost
-                // messages in a window all happen.
-                raft.log = Some(LogConfig {
-                    max_append_bytes: [40, 120, 1024][plan.below(3) as usize],
-                    max_append_entries: 1 + plan.below(16) as usize,
-                    max_inflight: 1 + plan.below(8) as usize,
-                    // LOG-4: snapshots every few writes, so that compaction and
-                    // InstallSnapshot to a follower that was away happen in most seeds.
-                    snapshot_entries: plan.between(5, 50),
-                    // Issue 27, item 2: followers taking turns to answer, in half the seeds.
-                    shared_acks: plan.below(2) == 1,
-                });
-            }
-            config.disk_delay = Duration::from_millis(plan.between(0, 20));
-            config.client_interval = Some(Duration::from_millis(plan.between(5, 40)));
-            config
+            log_config(nodes, heartbeat, min, max, &mut plan)
         }
         Scenario::AdaptiveLossy => adaptive_config(nodes, heartbeat, min, max, &mut plan),
         Scenario::Connected => SimConfig::connected(nodes, heartbeat, min, max),
@@ -529,6 +512,35 @@ fn log_script(sim: &mut Simulation, plan: &mut SeededRng) -> Result<Duration, Si
     sim.check_linearizable()?;
     check_still_agreed(sim, SETTLE)?;
     Ok(convergence)
+}
+
+/// The log family's nodes (and the sessions family's): `voters` quorum with a log of small
+/// batches and windows, a disk that takes its time and a client writing throughout.
+fn log_config(
+    nodes: usize,
+    heartbeat: Duration,
+    min: Duration,
+    max: Duration,
+    plan: &mut SeededRng,
+) -> SimConfig {
+    let mut config = SimConfig::voters(nodes, heartbeat, min, max);
+    if let Some(raft) = config.raft_mut() {
+        // Small batches and windows too, so that backing off, pipelining and lost
+        // messages in a window all happen.
+        raft.log = Some(LogConfig {
+            max_append_bytes: [40, 120, 1024][plan.below(3) as usize],
+            max_append_entries: 1 + plan.below(16) as usize,
+            max_inflight: 1 + plan.below(8) as usize,
+            // LOG-4: snapshots every few writes, so that compaction and
+            // InstallSnapshot to a follower that was away happen in most seeds.
+            snapshot_entries: plan.between(5, 50),
+            // Issue 27, item 2: followers taking turns to answer, in half the seeds.
+            shared_acks: plan.below(2) == 1,
+        });
+    }
+    config.disk_delay = Duration::from_millis(plan.between(0, 20));
+    config.client_interval = Some(Duration::from_millis(plan.between(5, 40)));
+    config
 }
 
 /// [`Scenario::AdaptiveLossy`]'s nodes: `voters` quorum with adaptive detection on and a
