@@ -15,9 +15,10 @@
 //! An answer not sent is not lost: acknowledgements are cumulative, and a follower reports
 //! the highest index it verified against this leader's log in this term
 //! ([`Raft::note_leader_match`]) with whichever answer it sends next: its next turn, the
-//! answer to a heartbeat, which it always sends, or the answer to a message that shows nothing
-//! new (the leader sent it again, not having heard), which it also always sends. Learners,
-//! refusals and answers that carry a read round (LOG-7) go at once too.
+//! answer to a heartbeat, which it always sends while it has something unreported, or the
+//! answer to a message that shows nothing new (the leader sent it again, not having heard),
+//! which it also always sends. Learners, refusals and answers that carry a read round (LOG-7)
+//! go at once too.
 //!
 //! A heartbeat that finds nothing to report — everything verified was reported, no read
 //! round — is answered only every second or third time, as the minimum election timeout
@@ -39,6 +40,7 @@ impl Raft {
     /// of its showed `matched`: entries this follower took from the leader of its term match
     /// that leader's log (one leader per term, whose log only grows), so an answer may report
     /// them all, whichever message it answers.
+    ///
     /// Also whether that moved it: a message that shows nothing new is one the leader sent
     /// again, not having heard the answer, and is answered at once.
     pub(super) fn note_leader_match(
