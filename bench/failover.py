@@ -4,7 +4,9 @@
 docs/design.md §11 (the failover row): three nodes on loopback, heartbeat 50 ms, election timeout
 250 ms; measure the time from `kill -9` of the leader until every survivor names the same new
 leader. conclave's target is a median at most 0.8 x etcd's median and a p99 at most etcd's
-median + 100 ms, both measured in the same run.
+median + 100 ms, both measured in the same run. Issue 27 asks more: a median at most 0.6 x
+etcd's at those timings (`--timings tight`, the default), and at most 0.5 x etcd's with each
+system at its own default timings (`--timings defaults`).
 
 What the program does:
 
@@ -58,6 +60,46 @@ REPO = Path(__file__).resolve().parent.parent
 HEARTBEAT_MS = 50
 ELECTION_MIN_MS = 250
 ELECTION_MAX_MS = 500
+
+
+@dataclass(frozen=True)
+class Timings:
+    """What both systems are told about time (`--timings`), and the targets of that setting."""
+
+    name: str
+    # conclave's [election.raft] timing keys, and etcd's flags; empty: each one's defaults.
+    conclave_keys: str
+    etcd_flags: tuple[str, ...]
+    description: str
+    # Issue 27: conclave's median at most this times etcd's, in the same run.
+    issue27_ratio: float
+    # docs/design.md §11's failover row applies to the tight setting only.
+    design_row: bool
+
+
+TIMINGS = {
+    "tight": Timings(
+        "tight",
+        f"heartbeat_ms = {HEARTBEAT_MS}\nelection_timeout_min_ms = {ELECTION_MIN_MS}\n"
+        f"election_timeout_max_ms = {ELECTION_MAX_MS}\n",
+        ("--heartbeat-interval", str(HEARTBEAT_MS), "--election-timeout", str(ELECTION_MIN_MS)),
+        f"heartbeat {HEARTBEAT_MS} ms, election timeout {ELECTION_MIN_MS}-{ELECTION_MAX_MS} ms "
+        f"(etcd: --heartbeat-interval {HEARTBEAT_MS} --election-timeout {ELECTION_MIN_MS}: {ELECTION_MIN_MS // HEARTBEAT_MS}"
+        f"-{2 * ELECTION_MIN_MS // HEARTBEAT_MS - 1} ticks of {HEARTBEAT_MS} ms, counted from the first tick after "
+        f"the last heartbeat, so {ELECTION_MIN_MS - HEARTBEAT_MS}-{2 * ELECTION_MIN_MS - HEARTBEAT_MS} ms after it)",
+        0.6,
+        True,
+    ),
+    "defaults": Timings(
+        "defaults",
+        "",
+        (),
+        "each system at its own defaults (conclave: no timing key set; etcd: no timing flag, "
+        "heartbeat 100 ms, election timeout 1000 ms, drawn in [1000, 2000) ms)",
+        0.5,
+        False,
+    ),
+}
 
 # Timeouts of one HTTP request to a member, and of the phases of a round.
 HTTP_TIMEOUT_S = 0.25
@@ -376,7 +418,7 @@ class Cluster:
 class ConclaveCluster(Cluster):
     system = "conclave"
 
-    def __init__(self, root: Path, ports: PortPool, binary: Path, log_filter: str) -> None:
+    def __init__(self, root: Path, ports: PortPool, binary: Path, log_filter: str, timings: Timings) -> None:
         super().__init__(root, ports)
         names = ["gw-a", "gw-b", "gw-c"]
         udp = {n: ports.take(socket.SOCK_DGRAM) for n in names}
@@ -406,10 +448,7 @@ auto = true
 
 [election.raft]
 quorum = "voters"
-heartbeat_ms = {HEARTBEAT_MS}
-election_timeout_min_ms = {ELECTION_MIN_MS}
-election_timeout_max_ms = {ELECTION_MAX_MS}
-
+{timings.conclave_keys}
 [link.udp]
 listen = {q(f"127.0.0.1:{udp[name]}")}
 peers = [{peers}]
@@ -450,7 +489,7 @@ class EtcdCluster(Cluster):
     system = "etcd"
     term_is_current = False
 
-    def __init__(self, root: Path, ports: PortPool, etcd: str, etcdctl: str, log_level: str) -> None:
+    def __init__(self, root: Path, ports: PortPool, etcd: str, etcdctl: str, log_level: str, timings: Timings) -> None:
         super().__init__(root, ports)
         self.etcdctl = etcdctl
         names = ["etcd-a", "etcd-b", "etcd-c"]
@@ -475,8 +514,7 @@ class EtcdCluster(Cluster):
                     "--initial-cluster", initial,
                     "--initial-cluster-state", "new",
                     "--initial-cluster-token", token,
-                    "--heartbeat-interval", str(HEARTBEAT_MS),
-                    "--election-timeout", str(ELECTION_MIN_MS),
+                    *timings.etcd_flags,
                     "--logger", "zap",
                     "--log-level", log_level,
                 ],
@@ -879,10 +917,8 @@ def summarize(values: list[float]) -> dict[str, float]:
 def report(results: dict[str, SystemResult], args: argparse.Namespace) -> int:
     log("\n" + "=" * 100)
     log("Failover after kill -9 of the leader: time until all survivors name the same new leader (ms)")
-    log(f"3 members on loopback, heartbeat {HEARTBEAT_MS} ms, election timeout {ELECTION_MIN_MS}-{ELECTION_MAX_MS} ms "
-        f"(etcd: --heartbeat-interval {HEARTBEAT_MS} --election-timeout {ELECTION_MIN_MS}: {ELECTION_MIN_MS // HEARTBEAT_MS}"
-        f"-{2 * ELECTION_MIN_MS // HEARTBEAT_MS - 1} ticks of {HEARTBEAT_MS} ms, counted from the first tick after "
-        f"the last heartbeat, so {ELECTION_MIN_MS - HEARTBEAT_MS}-{2 * ELECTION_MIN_MS - HEARTBEAT_MS} ms after it)")
+    timings = TIMINGS[args.timings]
+    log(f"3 members on loopback, {timings.description}")
     log(f"survivors polled over HTTP every {args.poll_ms:g} ms; percentiles nearest-rank "
         f"(with {args.rounds} rounds p99 is the largest value); cap {args.failover_cap:.0f} s")
     log("")
@@ -926,15 +962,23 @@ def report(results: dict[str, SystemResult], args: argparse.Namespace) -> int:
 
         log(f"ratio conclave/etcd: median {ratio(c['median'], e['median'])}, p99 {ratio(c['p99'], e['p99'])}")
         log("")
-        log("docs/design.md §11 target (failover row), measured in this run:")
-        bound1 = 0.8 * e["median"]
-        ok1 = c["median"] <= bound1
-        log(f"  conclave median {fmt_ms(c['median'], args.failover_cap)} ms <= 0.8 x etcd median "
-            f"{fmt_ms(e['median'], args.failover_cap)} ms = {fmt_ms(bound1, args.failover_cap)} ms: {'PASS' if ok1 else 'FAIL'}")
-        bound2 = e["median"] + 100.0
-        ok2 = c["p99"] <= bound2
-        log(f"  conclave p99 {fmt_ms(c['p99'], args.failover_cap)} ms <= etcd median + 100 ms "
-            f"= {fmt_ms(bound2, args.failover_cap)} ms: {'PASS' if ok2 else 'FAIL'}")
+        ok1 = ok2 = True
+        if timings.design_row:
+            log("docs/design.md §11 target (failover row), measured in this run:")
+            bound1 = 0.8 * e["median"]
+            ok1 = c["median"] <= bound1
+            log(f"  conclave median {fmt_ms(c['median'], args.failover_cap)} ms <= 0.8 x etcd median "
+                f"{fmt_ms(e['median'], args.failover_cap)} ms = {fmt_ms(bound1, args.failover_cap)} ms: {'PASS' if ok1 else 'FAIL'}")
+            bound2 = e["median"] + 100.0
+            ok2 = c["p99"] <= bound2
+            log(f"  conclave p99 {fmt_ms(c['p99'], args.failover_cap)} ms <= etcd median + 100 ms "
+                f"= {fmt_ms(bound2, args.failover_cap)} ms: {'PASS' if ok2 else 'FAIL'}")
+        log(f"issue 27 target ({timings.name} timings), measured in this run:")
+        bound3 = timings.issue27_ratio * e["median"]
+        ok3 = c["median"] <= bound3
+        log(f"  conclave median {fmt_ms(c['median'], args.failover_cap)} ms <= {timings.issue27_ratio} x etcd median "
+            f"{fmt_ms(e['median'], args.failover_cap)} ms = {fmt_ms(bound3, args.failover_cap)} ms: {'PASS' if ok3 else 'FAIL'}")
+        ok1 = ok1 and ok3
         incomplete = [s for s, r in results.items() if r.aborted or len(r.rounds) < args.rounds]
         if incomplete:
             log(f"  (not a valid comparison: {', '.join(incomplete)} did not complete all {args.rounds} rounds)")
@@ -951,7 +995,7 @@ def report(results: dict[str, SystemResult], args: argparse.Namespace) -> int:
                 log(f"{system:10} {fig.name:8} {fig.role:8} {fig.cpu_percent:18.2f} {fig.rss_mib:8.1f}")
         tick_ms = 1000.0 / os.sysconf("SC_CLK_TCK")
         log(f"(resolution: one clock tick = {tick_ms:.0f} ms, i.e. {100 * tick_ms / 1000 / args.idle_seconds:.2f} % over "
-            f"{args.idle_seconds:.0f} s; these are 3 nodes at heartbeat {HEARTBEAT_MS} ms, not the 5-peer default-timing "
+            f"{args.idle_seconds:.0f} s; these are 3 nodes at the {timings.name} timings, not the 5-peer default-timing "
             "setup of the §11 idle row)")
     return exit_code
 
@@ -1042,6 +1086,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--rounds", type=int, default=30, help="failovers per system")
+    p.add_argument("--timings", choices=sorted(TIMINGS), default="tight",
+                   help="tight: heartbeat 50 ms, election timeout 250-500 ms for both (docs/design.md §11); "
+                        "defaults: each system at its own default timings")
     p.add_argument("--conclave-bin", type=Path, help="use this conclave binary instead of building one")
     p.add_argument("--systems", default="conclave,etcd", help="which systems, in this order")
     p.add_argument("--settle", type=float, default=1.0, help="s all three must agree on one leader before a kill")
@@ -1110,10 +1157,10 @@ def main(argv: list[str]) -> int:
             root = tmp / system
             root.mkdir()
             if system == "conclave":
-                cluster: Cluster = ConclaveCluster(root, ports, binary, args.conclave_log)
+                cluster: Cluster = ConclaveCluster(root, ports, binary, args.conclave_log, TIMINGS[args.timings])
                 version = conclave_version(binary)
             else:
-                cluster = EtcdCluster(root, ports, etcd, etcdctl, args.etcd_log)
+                cluster = EtcdCluster(root, ports, etcd, etcdctl, args.etcd_log, TIMINGS[args.timings])
                 version = etcd_ver
             clusters.append(cluster)
             results[system] = SystemResult(system, version)

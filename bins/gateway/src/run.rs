@@ -98,7 +98,7 @@ fn election_summary(election: &conclave_core::election::ElectionConfig) -> Strin
             "raft ({} quorum; a dead leader is replaced once it is overdue for the link, \
              {}–{} ms after it was last heard)",
             raft.quorum.label(),
-            millis(raft.suspicion_floor),
+            millis(raft.suspicion_floor()),
             millis(raft.election_timeout_max)
         ),
         ElectionConfig::Raft(raft) => format!(

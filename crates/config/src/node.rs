@@ -128,7 +128,7 @@ pub fn raft_config(
         auto_election,
         ranked_timeouts: section.ranked_timeouts,
         adaptive_timeout: section.adaptive_timeout,
-        suspicion_floor: Duration::from_millis(section.suspicion_floor_ms),
+        suspicion_floor: section.suspicion_floor_ms.map(Duration::from_millis),
         priority,
         preempt_delay: Duration::from_millis(section.preempt_delay_ms),
         nopreempt: section.nopreempt,

@@ -44,7 +44,7 @@ fn first_campaign_after_kill(seed: u64, adaptive: bool) -> Duration {
     let mut config = SimConfig::voters(3, ms(50), ms(150), ms(300));
     if let Some(raft) = config.raft_mut() {
         raft.adaptive_timeout = adaptive;
-        raft.suspicion_floor = ms(125);
+        raft.suspicion_floor = Some(ms(125));
     }
     let mut sim = Simulation::new(seed, config).expect("valid settings");
     await_agreed_leader(&mut sim, Duration::from_secs(10)).expect("a first leader");

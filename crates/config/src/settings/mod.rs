@@ -391,8 +391,9 @@ pub struct RaftSection {
     pub adaptive_timeout: bool = raft_defaults(default_id()).adaptive_timeout,
     /// With adaptive_timeout: the earliest a follower suspects its leader after last hearing
     /// it. At least two heartbeats (so one lost heartbeat is never a dead leader), at most
-    /// election_timeout_max_ms.
-    pub suspicion_floor_ms: u64 = ms(raft_defaults(default_id()).suspicion_floor),
+    /// election_timeout_max_ms. Absent (the default): two and a half heartbeats (625 ms at
+    /// the default heartbeat), capped at election_timeout_max_ms.
+    pub suspicion_floor_ms: Option<u64> = raft_defaults(default_id()).suspicion_floor.map(ms), example Some(625),
     /// Priority inside a safe election (keepalived's preemption): this node's priority, 0-255,
     /// higher preferred. A lower-priority node waits longer before it campaigns, and a
     /// leader hands leadership over to a caught-up voter of higher priority after

@@ -523,7 +523,7 @@ fn environment_value_of_the_wrong_type_names_the_variable() {
         ("CONCLAVE__HOOKS__ON_LEADER", "[1, 2"),
     ]);
     let settings = Settings::load_with_env(None, vars).unwrap();
-    assert_eq!(settings.election.raft.heartbeat_ms, 500);
+    assert_eq!(settings.election.raft.heartbeat_ms, 250);
     let problems = settings.validate().unwrap_err();
     assert_keys(
         &problems,
@@ -1409,32 +1409,45 @@ fn maximum_election_timeout_must_not_be_below_the_minimum() {
     );
 }
 
-/// RAFT-2, RAFT-7: `adaptive_timeout` and `suspicion_floor_ms` reach raft's core (off, 1250 ms
-/// by default); with it on, a floor below two heartbeats or above the maximum election
-/// timeout is refused under the floor's key, and a floor set with it off is warned about.
+/// RAFT-2, RAFT-7: `adaptive_timeout` and `suspicion_floor_ms` reach raft's core (on, and the
+/// floor derived from the heartbeat, by default); a floor set below two heartbeats or above
+/// the maximum election timeout is refused under the floor's key, and a floor set with
+/// adaptive detection off is warned about.
 #[test]
 fn adaptive_detection_keys_reach_the_core_and_the_floor_is_bounded() {
     let ModeConfig::Raft(core) = node_config("").election else {
         panic!("raft expected");
     };
-    assert!(!core.adaptive_timeout);
-    assert_eq!(core.suspicion_floor, Duration::from_millis(1250));
-    let config =
-        node_config("[election.raft]\nadaptive_timeout = true\nsuspicion_floor_ms = 1000\n");
+    assert!(core.adaptive_timeout);
+    assert_eq!(core.suspicion_floor, None);
+    assert_eq!(core.suspicion_floor(), Duration::from_millis(625));
+    let config = node_config(
+        "[election.raft]\nheartbeat_ms = 50\nelection_timeout_min_ms = 250\nelection_timeout_max_ms = 500\n",
+    );
+    let ModeConfig::Raft(core) = config.election else {
+        panic!("raft expected");
+    };
+    assert_eq!(core.suspicion_floor(), Duration::from_millis(125));
+    let config = node_config("[election.raft]\nsuspicion_floor_ms = 1000\n");
     let ModeConfig::Raft(core) = config.election else {
         panic!("raft expected");
     };
     assert!(core.adaptive_timeout);
-    assert_eq!(core.suspicion_floor, Duration::from_millis(1000));
-    let problems = refused("[election.raft]\nadaptive_timeout = true\nsuspicion_floor_ms = 999\n");
+    assert_eq!(core.suspicion_floor(), Duration::from_millis(1000));
+    let config = node_config("[election.raft]\nadaptive_timeout = false\n");
+    let ModeConfig::Raft(core) = config.election else {
+        panic!("raft expected");
+    };
+    assert!(!core.adaptive_timeout);
+    let problems = refused("[election.raft]\nsuspicion_floor_ms = 499\n");
     assert_keys(&problems, &["election.raft.suspicion_floor_ms"]);
     assert_problem(
         &problems,
         "election.raft.suspicion_floor_ms",
         "must be at least two heartbeat intervals, so that one lost heartbeat is not taken for \
-         a dead leader (999ms < 1000ms)",
+         a dead leader (499ms < 500ms)",
     );
-    let problems = refused("[election.raft]\nadaptive_timeout = true\nsuspicion_floor_ms = 3001\n");
+    let problems = refused("[election.raft]\nsuspicion_floor_ms = 3001\n");
     assert_problem(
         &problems,
         "election.raft.suspicion_floor_ms",
@@ -1446,7 +1459,7 @@ fn adaptive_detection_keys_reach_the_core_and_the_floor_is_bounded() {
         "election.raft.suspicion_floor_ms",
         "must be greater than 0",
     );
-    let found = warnings("[election.raft]\nsuspicion_floor_ms = 1000\n");
+    let found = warnings("[election.raft]\nadaptive_timeout = false\nsuspicion_floor_ms = 1000\n");
     assert_warning(
         &found,
         "election.raft.suspicion_floor_ms",
@@ -2621,7 +2634,7 @@ fn a_copy_of_the_defaults_file_may_switch_mode() {
     );
 
     let changed = copy.replace(
-        "heartbeat_ms = 500\n# A follower",
+        "heartbeat_ms = 250\n# A follower",
         "heartbeat_ms = 400\n# A follower",
     );
     assert_ne!(changed, copy);

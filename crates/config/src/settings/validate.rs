@@ -510,16 +510,19 @@ impl Settings {
     /// `election.raft.suspicion_floor_ms` on its own: a duration, and a warning when it is set
     /// without adaptive detection; its relation to the heartbeat and the maximum election
     /// timeout is `RaftConfig::validate`'s.
-    fn suspicion_floor(&self, f: &mut Findings<'_>) -> Option<Duration> {
+    fn suspicion_floor(&self, f: &mut Findings<'_>) -> Option<Option<Duration>> {
         let raft = &self.election.raft;
         let key = "election.raft.suspicion_floor_ms";
-        if !raft.adaptive_timeout && self.operator_keys.contains(key) {
+        let Some(floor) = raft.suspicion_floor_ms else {
+            return Some(None);
+        };
+        if !raft.adaptive_timeout {
             f.warn(
                 key,
                 "has no effect without election.raft.adaptive_timeout = true",
             );
         }
-        f.millis(key, raft.suspicion_floor_ms)
+        f.millis(key, floor).map(Some)
     }
 
     /// `log.max_store_bytes` and `log.max_jobs` (STORE-1, STORE-2), each in its range: at

@@ -85,8 +85,10 @@ pub struct RaftConfig {
     pub adaptive_timeout: bool,
     /// The earliest a follower with [`RaftConfig::adaptive_timeout`] suspects its leader after
     /// last hearing it: at least two heartbeat intervals (a single lost heartbeat must never
-    /// look like a dead leader), at most `election_timeout_max`.
-    pub suspicion_floor: Duration,
+    /// look like a dead leader), at most `election_timeout_max`. `None` (the default) derives
+    /// it from the heartbeat ([`RaftConfig::suspicion_floor`]), so that a faster heartbeat
+    /// brings it down with it.
+    pub suspicion_floor: Option<Duration>,
     /// RAFT-10: this node's priority, 0–255 (higher is preferred). It ranks the election
     /// timeouts (priority first, then id) and lets a leader of lower priority hand over to
     /// this node. `None` (the default) ranks below every priority, and a leader without one is
@@ -145,22 +147,22 @@ impl Default for LogConfig {
 }
 
 impl RaftConfig {
-    /// Defaults of docs/design.md §9: voters mode with `voters`, heartbeat 500 ms, election timeout
+    /// Defaults of docs/design.md §9: voters mode with `voters`, heartbeat 250 ms, election timeout
     /// 1500–3000 ms, pre-vote and check-quorum on, automatic election on, adaptive detection
-    /// off with a floor of 1250 ms (two and a half heartbeats) for when it is switched on.
+    /// on with its floor derived from the heartbeat (625 ms: two and a half heartbeats).
     pub fn new(id: PeerId, voters: impl IntoIterator<Item = PeerId>) -> Self {
         Self {
             id,
             quorum: QuorumMode::Voters(voters.into_iter().collect()),
-            heartbeat_interval: Duration::from_millis(500),
+            heartbeat_interval: Duration::from_millis(250),
             election_timeout_min: Duration::from_millis(1500),
             election_timeout_max: Duration::from_millis(3000),
             pre_vote: true,
             check_quorum: true,
             auto_election: true,
             ranked_timeouts: true,
-            adaptive_timeout: false,
-            suspicion_floor: Duration::from_millis(1250),
+            adaptive_timeout: true,
+            suspicion_floor: None,
             priority: None,
             preempt_delay: Duration::from_secs(5),
             nopreempt: false,
@@ -192,8 +194,22 @@ impl RaftConfig {
     /// Switches adaptive failure detection on with `floor` as its earliest suspicion.
     pub fn with_adaptive_timeout(mut self, floor: Duration) -> Self {
         self.adaptive_timeout = true;
-        self.suspicion_floor = floor;
+        self.suspicion_floor = Some(floor);
         self
+    }
+
+    /// Switches adaptive failure detection off: the fixed `[min, max)` timeouts alone.
+    pub fn with_fixed_timeout(mut self) -> Self {
+        self.adaptive_timeout = false;
+        self
+    }
+
+    /// The floor adaptive detection uses: the one set, or else two and a half heartbeat
+    /// intervals (one lost heartbeat and half an interval of lateness are never a dead
+    /// leader), but no more than `election_timeout_max`.
+    pub fn suspicion_floor(&self) -> Duration {
+        self.suspicion_floor
+            .unwrap_or_else(|| (self.heartbeat_interval * 5 / 2).min(self.election_timeout_max))
     }
 
     /// Sets the heartbeat interval.
@@ -265,27 +281,31 @@ impl RaftConfig {
         }
     }
 
-    /// RAFT-2, RAFT-7: the floor of adaptive suspicion lets one heartbeat be lost (at least
-    /// two intervals) and is a suspicion the maximum allows.
+    /// RAFT-2, RAFT-7: a floor that was set lets one heartbeat be lost (at least two
+    /// intervals) and is a suspicion the maximum allows. A derived floor is within the maximum
+    /// by construction.
     fn check_suspicion_floor(&self, problems: &mut Vec<SettingProblem>) {
+        let Some(floor) = self.suspicion_floor else {
+            return;
+        };
         let least = self.heartbeat_interval * 2;
-        if self.suspicion_floor < least {
+        if floor < least {
             problems.push(SettingProblem::new(
                 RaftSetting::SuspicionFloor,
                 format!(
                     "must be at least two heartbeat intervals, so that one lost heartbeat is \
                      not taken for a dead leader ({} < {})",
-                    millis(self.suspicion_floor),
+                    millis(floor),
                     millis(least)
                 ),
             ));
         }
-        if self.suspicion_floor > self.election_timeout_max {
+        if floor > self.election_timeout_max {
             problems.push(SettingProblem::new(
                 RaftSetting::SuspicionFloor,
                 format!(
                     "must not be more than the maximum election timeout ({} > {})",
-                    millis(self.suspicion_floor),
+                    millis(floor),
                     millis(self.election_timeout_max)
                 ),
             ));
@@ -345,12 +365,25 @@ mod tests {
         assert!(RaftConfig::connected(id).validate().is_ok());
     }
 
-    /// RAFT-2, RAFT-7: with adaptive detection on, the floor is at least two heartbeats and at
-    /// most the maximum election timeout; with it off, the floor is not checked.
+    /// RAFT-2, RAFT-7: with adaptive detection on, a floor that was set is at least two
+    /// heartbeats and at most the maximum election timeout; with it off, the floor is not
+    /// checked; a floor left unset is two and a half heartbeats, within the maximum.
     #[test]
     fn validation_bounds_the_suspicion_floor_when_adaptive_detection_is_on() {
         let id = PeerId::new("a").unwrap();
-        let config = RaftConfig::new(id, [id]).with_adaptive_timeout(Duration::from_millis(900));
+        let defaults = RaftConfig::new(id, [id]);
+        assert!(defaults.adaptive_timeout);
+        assert_eq!(defaults.suspicion_floor(), Duration::from_millis(625));
+        let fast = RaftConfig::new(id, [id])
+            .with_heartbeat(Duration::from_millis(50))
+            .with_election_timeout(Duration::from_millis(250), Duration::from_millis(500));
+        assert_eq!(fast.suspicion_floor(), Duration::from_millis(125));
+        let narrow = RaftConfig::new(id, [id])
+            .with_heartbeat(Duration::from_millis(100))
+            .with_election_timeout(Duration::from_millis(150), Duration::from_millis(200));
+        assert_eq!(narrow.suspicion_floor(), Duration::from_millis(200));
+        assert!(narrow.validate().is_ok());
+        let config = RaftConfig::new(id, [id]).with_adaptive_timeout(Duration::from_millis(400));
         let ElectionError::InvalidConfig(problems) = config.validate().unwrap_err() else {
             panic!("expected InvalidConfig");
         };
@@ -359,7 +392,7 @@ mod tests {
             [SettingProblem::new(
                 RaftSetting::SuspicionFloor,
                 "must be at least two heartbeat intervals, so that one lost heartbeat is not \
-                 taken for a dead leader (900ms < 1000ms)"
+                 taken for a dead leader (400ms < 500ms)"
             )]
         );
         let config = RaftConfig::new(id, [id]).with_adaptive_timeout(Duration::from_millis(3500));
@@ -373,13 +406,13 @@ mod tests {
                 "must not be more than the maximum election timeout (3500ms > 3000ms)"
             )]
         );
-        for floor in [1000, 3000] {
+        for floor in [500, 3000] {
             let config =
                 RaftConfig::new(id, [id]).with_adaptive_timeout(Duration::from_millis(floor));
             assert!(config.validate().is_ok(), "floor {floor}");
         }
-        let mut off = RaftConfig::new(id, [id]);
-        off.suspicion_floor = Duration::ZERO;
+        let mut off = RaftConfig::new(id, [id]).with_fixed_timeout();
+        off.suspicion_floor = Some(Duration::ZERO);
         assert!(off.validate().is_ok());
     }
 }

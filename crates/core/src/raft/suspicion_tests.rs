@@ -85,7 +85,7 @@ fn raft2_adaptive_follower_suspects_a_dead_leader_before_the_minimum_and_not_bef
     );
 
     let mut fixed = raft_node(
-        raft_config("c", &["a", "b", "c"]),
+        raft_config("c", &["a", "b", "c"]).with_fixed_timeout(),
         HardState::default(),
         LogPosition::default(),
         7,
@@ -187,7 +187,7 @@ fn raft7_lease_shrinks_with_the_adaptive_suspicion() {
 
     // Control: the fixed lease still refuses at the same moment.
     let mut fixed = raft_node(
-        raft_config("b", &["a", "b", "c"]),
+        raft_config("b", &["a", "b", "c"]).with_fixed_timeout(),
         HardState::default(),
         LogPosition::default(),
         7,

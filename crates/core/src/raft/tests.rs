@@ -310,14 +310,15 @@ fn timeout_after(raft: &Raft, since: Instant) -> Duration {
 
 /// RAFT-2, RAFT-10: with ranked timeouts, the followers of a leader time out in the order of
 /// their ids (larger first), exactly one slot of `(max - min) / electable` apart; the leader
-/// itself is left out of the ranking, before and after it is lost.
+/// itself is left out of the ranking, before and after it is lost. Fixed timeouts, so that
+/// the minimum is the base (with adaptive detection the suspicion is, `suspicion_tests.rs`).
 #[test]
 fn ranked_timeouts_follow_the_id_order_without_the_leader() {
     // Voters a..e, leader c: the four others are electable, slot = 150 ms / 4.
     let voters = ["a", "b", "c", "d", "e"];
     let slot = Duration::from_micros(37_500);
     for (name, rank) in [("e", 0u32), ("d", 1), ("b", 2), ("a", 3)] {
-        let mut raft = start(config(name, &voters));
+        let mut raft = start(config(name, &voters).with_fixed_timeout());
         for round in 0..20u64 {
             let at = ms(10 + round * 50);
             raft.handle_message(at, id("c"), heartbeat(1, "c"));
@@ -379,7 +380,7 @@ fn campaigning_nodes_retry_on_the_uniform_spread() {
 /// and a node outside the voters (which never campaigns) is not ranked either.
 #[test]
 fn unranked_timeouts_spread_over_the_whole_range() {
-    let mut config = config("a", &["a", "b", "c"]);
+    let mut config = config("a", &["a", "b", "c"]).with_fixed_timeout();
     config.ranked_timeouts = false;
     let mut raft = start(config);
     let mut seen_late = false;

@@ -560,7 +560,7 @@ fn adaptive_config(
     if let Some(raft) = config.raft_mut() {
         raft.adaptive_timeout = true;
         // 100–150 ms with the family's 50 ms heartbeat.
-        raft.suspicion_floor = Duration::from_millis(plan.between(100, 151));
+        raft.suspicion_floor = Some(Duration::from_millis(plan.between(100, 151)));
         if with_log {
             raft.log = Some(LogConfig {
                 max_append_bytes: 120,

@@ -23,8 +23,10 @@
 //! A heartbeat that finds nothing to report — everything verified was reported, no read
 //! round — is answered only every second or third time, as the minimum election timeout
 //! leaves room for: answers at most one heartbeat interval short of it apart, so that the
-//! leader's check-quorum hears the follower in every window (at the defaults, 500 and 1500
-//! ms, every second heartbeat; at the demo's, 100 and 400 ms, every third). Membership looks
+//! leader's check-quorum hears the follower in every window (at the defaults, 250 and 1500
+//! ms, and at the demo's, 100 and 400 ms, every third). This holds on every link whenever
+//! the log is on, shared answers or not: an idle leader wakes for fewer answers, which pays
+//! for the shorter heartbeat that faster failure detection needs (issue 27). Membership looks
 //! two ticks back for such frames before it pings (MEM-4).
 //!
 //! The leader's side (`replication.rs`): an answer frees room in the windows of every
@@ -72,8 +74,8 @@ impl Raft {
         self.answered = Some((leader, term, matched, 0));
     }
 
-    /// Whether this follower leaves the answer to a heartbeat out (see the module docs): with
-    /// shared answers, nothing new to report since its last answer, and fewer heartbeats left
+    /// Whether this follower leaves the answer to a heartbeat out (see the module docs):
+    /// nothing new to report since its last answer, no read round, and fewer heartbeats left
     /// unanswered since then than the check-quorum window leaves room for.
     pub(super) fn skips_heartbeat_answer(
         &mut self,
@@ -82,9 +84,9 @@ impl Raft {
         matched: u64,
         read_round: Option<u64>,
     ) -> bool {
-        let Some(log_config) = self.config.log else {
+        if self.config.log.is_none() {
             return false;
-        };
+        }
         let Some((to, in_term, reported, skipped)) = self.answered else {
             return false;
         };
@@ -93,8 +95,7 @@ impl Raft {
         let interval = self.config.heartbeat_interval.as_micros().max(1);
         let beats_per_window = self.config.election_timeout_min.as_micros() / interval;
         let may_skip = beats_per_window.saturating_sub(2).min(2) as u32;
-        let quiet = log_config.shared_acks
-            && read_round.is_none()
+        let quiet = read_round.is_none()
             && to == leader
             && in_term == term
             && matched <= reported

@@ -223,13 +223,13 @@ impl Raft {
             // entry, acknowledged as such.
             self.incoming_entry = None;
             let held = LogPosition::new(chunk.term, chunk.index);
-            self.accept_append(from, held, &[], append.commit, append.read_round);
+            self.accept_append(from, held, &[], append.commit, append.read_round, false);
             return;
         }
         let prev = LogPosition::new(append.prev_term, append.prev_index);
         if !self.log.holds(prev) {
             self.incoming_entry = None;
-            self.accept_append(from, prev, &[], append.commit, append.read_round);
+            self.accept_append(from, prev, &[], append.commit, append.read_round, false);
             return;
         }
         let mut incoming = match self.incoming_entry.take() {
@@ -251,7 +251,14 @@ impl Raft {
                 kind: incoming.kind,
                 data: incoming.data,
             };
-            if self.accept_append(from, prev, &[entry], append.commit, append.read_round) {
+            if self.accept_append(
+                from,
+                prev,
+                &[entry],
+                append.commit,
+                append.read_round,
+                false,
+            ) {
                 // Appended whole; its durable acknowledgement follows once it is written.
                 // Saying now that it arrived lets the leader send the next entry meanwhile,
                 // so that one write here can cover several large entries.

@@ -164,6 +164,7 @@ impl Raft {
                 &append.entries,
                 append.commit,
                 append.read_round,
+                append.entries.is_empty(),
             ) {
                 // Refused (and answered): the leader backs off, and what is held after this
                 // message cannot follow the log any more either.

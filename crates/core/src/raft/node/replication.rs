@@ -661,6 +661,7 @@ impl Raft {
             &append.entries,
             append.commit,
             append.read_round,
+            append.entries.is_empty(),
         ) {
             self.release_held(from, !append.entries.is_empty());
         }
@@ -668,7 +669,8 @@ impl Raft {
 
     /// Appends `entries` after the leader's entry at `prev` when this log holds that entry:
     /// the commit index learned and the answer sent now or once durable; otherwise refused
-    /// with a hint (LOG-2). Whether it was accepted.
+    /// with a hint (LOG-2). Whether it was accepted. A `heartbeat` (no entries and no chunk)
+    /// that shows nothing new may go unanswered (`acks.rs`).
     pub(super) fn accept_append(
         &mut self,
         from: PeerId,
@@ -676,6 +678,7 @@ impl Raft {
         entries: &[LogEntry],
         commit: u64,
         read_round: Option<u64>,
+        heartbeat: bool,
     ) -> bool {
         let term = self.hard.term;
         match self.log.append_from_leader(prev, entries) {
@@ -692,7 +695,7 @@ impl Raft {
                     self.catch_up_target = Some(commit);
                 }
                 self.end_catch_up_if_durable();
-                let answer = if entries.is_empty() {
+                let answer = if heartbeat {
                     !self.skips_heartbeat_answer(from, term, matched, read_round)
                 } else {
                     !moved || !self.leaves_answer_to_later(matched, read_round)

@@ -59,7 +59,7 @@ impl SuspicionRule {
     pub(super) fn of(config: &RaftConfig) -> Option<Self> {
         config.adaptive_timeout.then_some(Self {
             heartbeat: config.heartbeat_interval,
-            floor: config.suspicion_floor,
+            floor: config.suspicion_floor(),
             ceiling: config.election_timeout_max,
         })
     }
