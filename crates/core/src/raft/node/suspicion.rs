@@ -12,15 +12,25 @@
 //! first gap g:    mean = g                      deviation = g / 2
 //! each next g:    deviation = 3/4 deviation + 1/4 |mean - g|
 //!                 mean      = 7/8 mean      + 1/8 g
-//! suspicion     = clamp(mean + 4 * deviation + heartbeat, floor, election_timeout_max)
+//! each slot:      loss      = 63/64 loss    + 1/64 (1 if its beat was lost, else 0)
+//! suspicion     = clamp(mean + 4 * deviation + L * heartbeat, floor, election_timeout_max)
+//!                 where L >= 1 is the fewest lost beats in a row with loss^L <= 1/10,000
 //! ```
 //!
 //! `mean + 4 * deviation` is how late the next beat may be on this link, the way `srtt + 4 *
 //! rttvar` is how late an answer may be (for normally spread gaps, about φ = 4 in the
 //! phi-accrual detector of Hayashibara et al. 2004, since the mean deviation is 0.8 of the
-//! standard deviation); the added heartbeat interval lets one beat be lost without
-//! suspicion. Memory is four numbers, whatever the run's length, and all of it is integer
-//! microseconds, so a seed replays exactly.
+//! standard deviation). The heartbeat intervals added on top let beats be lost without
+//! suspicion: one on a link that loses none, and on a lossy one as many in a row as it takes
+//! to make a false suspicion a one-in-ten-thousand event per beat. A loss shows as a gap of
+//! about two heartbeat intervals, which the mean and deviation forget within a few beats,
+//! while two lost in a row, a few beats later, are likely on the same link: so the loss rate
+//! has a memory of its own, about 64 heartbeat slots, and on a radio that loses one frame in
+//! twenty the suspicion waits for five beats in a row to be missing instead of pre-voting
+//! whenever two are. A gap of at least one and three quarter intervals counts one lost beat
+//! (two and three quarters, two; and so on): a beat merely late, by the leader's scheduling or
+//! the link's jitter, is no loss. Memory is a handful of numbers, whatever the run's length,
+//! and all of them are integers, so a seed replays exactly.
 //!
 //! A beat is an arrival at least half a heartbeat interval after the previous beat: the
 //! entries a leader replicates between its heartbeats, and duplicated frames, refresh the
@@ -78,6 +88,30 @@ pub(super) struct LeaderBeats {
     mean: u64,
     /// Smoothed mean deviation of the gaps, in microseconds.
     deviation: u64,
+    /// Smoothed share of the heartbeat slots whose beat was lost, in parts per million.
+    loss_ppm: u64,
+}
+
+/// A whole, in the loss rate's parts per million.
+const PPM: u64 = 1_000_000;
+
+/// The chance per beat of a false suspicion that the lost-beat margin allows, in parts per
+/// million: one in ten thousand.
+const FALSE_SUSPICION_PPM: u64 = 100;
+
+/// The most lost beats in a row the margin allows for; beyond it the ceiling decides anyway.
+const MAX_LOST_IN_A_ROW: u64 = 8;
+
+/// How many beats in a row may be lost on a link that loses `loss_ppm` parts per million of
+/// them before a false suspicion is more likely than [`FALSE_SUSPICION_PPM`]: at least one.
+fn tolerated_losses(loss_ppm: u64) -> u64 {
+    let mut run = 1;
+    let mut chance = loss_ppm;
+    while chance > FALSE_SUSPICION_PPM && run < MAX_LOST_IN_A_ROW {
+        chance = chance * loss_ppm / PPM;
+        run += 1;
+    }
+    run
 }
 
 impl LeaderBeats {
@@ -100,7 +134,16 @@ impl LeaderBeats {
             return;
         }
         self.last_beat = Some(now);
+        let interval = micros(rule.heartbeat).max(1);
         let gap = micros(gap);
+        // Slots this gap spans beyond its own beat, a quarter interval of lateness forgiven.
+        let lost = ((gap + interval / 4) / interval)
+            .saturating_sub(1)
+            .min(MAX_LOST_IN_A_ROW);
+        for _ in 0..lost {
+            self.loss_ppm = self.loss_ppm * 63 / 64 + PPM / 64;
+        }
+        self.loss_ppm = self.loss_ppm * 63 / 64;
         if self.gaps == 0 {
             self.mean = gap;
             self.deviation = gap / 2;
@@ -122,10 +165,11 @@ impl LeaderBeats {
         if self.source != Some((term, leader)) || self.gaps < MIN_GAPS {
             return None;
         }
+        let margin = micros(rule.heartbeat).saturating_mul(tolerated_losses(self.loss_ppm));
         let overdue = Duration::from_micros(
             self.mean
                 .saturating_add(self.deviation.saturating_mul(4))
-                .saturating_add(micros(rule.heartbeat)),
+                .saturating_add(margin),
         );
         // `max` then `min`: a floor above the ceiling (refused by validation) gives the ceiling.
         Some(overdue.max(rule.floor).min(rule.ceiling))
@@ -208,6 +252,74 @@ mod tests {
         assert!(
             lossy > steady + Duration::from_millis(300),
             "{lossy:?} {steady:?}"
+        );
+    }
+
+    /// RAFT-2: on a link that loses about one beat in twenty the suspicion leaves room for
+    /// three lost in a row, where the mean and deviation alone forget a loss within a few
+    /// beats and would suspect after two; a late beat is no loss.
+    #[test]
+    fn raft2_a_lossy_link_makes_room_for_several_lost_beats_in_a_row() {
+        let leader = testing::id("a");
+        let steady = {
+            let mut beats = LeaderBeats::default();
+            feed(&mut beats, leader, &[500; 200]);
+            beats.suspicion(1, leader, rule()).unwrap()
+        };
+        // One beat in twenty lost (a gap of two intervals), the last loss eleven beats ago.
+        let mut lossy = LeaderBeats::default();
+        let gaps: Vec<u64> = (0..200)
+            .map(|i| if i % 20 == 8 { 1000 } else { 500 })
+            .collect();
+        feed(&mut lossy, leader, &gaps);
+        let suspicion = lossy.suspicion(1, leader, rule()).unwrap();
+        assert!(
+            suspicion > Duration::from_millis(2000),
+            "three lost beats in a row (a gap of 2000 ms) are no suspicion: {suspicion:?}"
+        );
+        assert!(suspicion > steady + Duration::from_millis(1000));
+        // Five in a hundred: 0.05³ is more than one in ten thousand, 0.05⁴ is not.
+        assert_eq!(tolerated_losses(50_000), 4);
+        assert_eq!(tolerated_losses(10_000), 2);
+        assert_eq!(tolerated_losses(100), 1);
+        assert_eq!(tolerated_losses(0), 1);
+        // Beats up to three quarters of an interval late teach no loss.
+        let mut late = LeaderBeats::default();
+        let gaps: Vec<u64> = (0..200)
+            .map(|i| if i % 20 == 8 { 870 } else { 500 })
+            .collect();
+        feed(&mut late, leader, &gaps);
+        assert_eq!(late.loss_ppm, 0);
+    }
+
+    /// RAFT-2: one lost beat makes the suspicion cautious for a while, then it is forgotten
+    /// and the suspicion is what a steady link gives.
+    #[test]
+    fn raft2_a_single_loss_is_forgotten() {
+        let leader = testing::id("a");
+        let mut steady = LeaderBeats::default();
+        feed(&mut steady, leader, &[500; 40]);
+        let mut once = LeaderBeats::default();
+        let mut gaps = vec![500; 20];
+        gaps.push(1000);
+        gaps.extend([500; 10]);
+        let last = feed(&mut once, leader, &gaps);
+        let soon = once.suspicion(1, leader, rule()).unwrap();
+        assert!(
+            soon >= steady.suspicion(1, leader, rule()).unwrap() + Duration::from_millis(1000),
+            "{soon:?}"
+        );
+        let mut now = last;
+        for _ in 0..400 {
+            now += Duration::from_millis(500);
+            once.observe(now, 1, leader, rule());
+        }
+        assert_eq!(once.loss_ppm, steady.loss_ppm);
+        let forgotten = once.suspicion(1, leader, rule()).unwrap();
+        // Integer smoothing leaves a few microseconds of the old gap in the mean.
+        assert!(
+            forgotten < steady.suspicion(1, leader, rule()).unwrap() + Duration::from_millis(1),
+            "{forgotten:?}"
         );
     }
 
