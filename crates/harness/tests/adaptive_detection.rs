@@ -6,11 +6,12 @@
 //! a new leader known by every live node. `CONCLAVE_SIM_SEEDS=N` runs more seeds; a failure
 //! prints the command that replays it.
 
-use std::io::Write;
 use std::time::Duration;
 
 use conclave_harness::sim::invariants::liveness::await_agreed_leader;
-use conclave_harness::sim::{Scenario, SimConfig, Simulation, run_seed, run_seeds, seed_count};
+use conclave_harness::sim::{
+    Scenario, SimConfig, Simulation, run_seed, run_seeds_reporting, seed_count,
+};
 
 /// Seeds in a plain `cargo test`; `CONCLAVE_SIM_SEEDS=2000` (or more) for a long run.
 const DEFAULT_SEEDS: u64 = 500;
@@ -19,19 +20,10 @@ const DEFAULT_SEEDS: u64 = 500;
 /// under chaos and on a lossy, jittery link, and elections still follow the leader's death.
 #[test]
 fn adaptive_detection_keeps_safety_and_elects_on_lossy_links() {
-    let reports = run_seeds(Scenario::AdaptiveLossy, seed_count(DEFAULT_SEEDS));
-    let slowest = reports
-        .iter()
-        .map(|report| report.convergence)
-        .max()
-        .unwrap_or_default();
-    let steps: u64 = reports.iter().map(|report| report.steps).sum();
-    let _ = writeln!(
-        std::io::stderr(),
-        "simulated {} seeds ({}): every invariant held after each of {steps} steps; slowest \
-         failover after a kill on the lossy link {slowest:?}",
-        reports.len(),
-        Scenario::AdaptiveLossy.name()
+    let reports = run_seeds_reporting(
+        Scenario::AdaptiveLossy,
+        seed_count(DEFAULT_SEEDS),
+        "failover after a kill on the lossy link",
     );
     assert!(!reports.is_empty());
 }

@@ -2,9 +2,7 @@
 //! more with `CONCLAVE_SIM_SEEDS=N`; every failure prints its seed and the command that
 //! replays it.
 
-use std::io::Write;
-
-use conclave_harness::sim::{Scenario, SeedReport, run_seed, run_seeds, seed_count};
+use conclave_harness::sim::{Scenario, SeedReport, run_seed, run_seeds_reporting, seed_count};
 
 /// Seeds per scenario in a plain `cargo test`: 6,000 in all, a few seconds on two cores.
 const DEFAULT_VOTERS_SEEDS: u64 = 2000;
@@ -12,23 +10,7 @@ const DEFAULT_CONNECTED_SEEDS: u64 = 2000;
 const DEFAULT_STATIC_SEEDS: u64 = 2000;
 
 fn run_many(scenario: Scenario, seeds: u64) -> Vec<SeedReport> {
-    let reports = run_seeds(scenario, seeds);
-    let worst = reports
-        .iter()
-        .map(|r| r.convergence)
-        .max()
-        .unwrap_or_default();
-    let steps: u64 = reports.iter().map(|r| r.steps).sum();
-    // Written to the stderr handle rather than with `println!`, which the test harness
-    // captures: a plain `cargo test` shows how many seeds ran.
-    let _ = writeln!(
-        std::io::stderr(),
-        "simulated {} seeds ({} mode): every invariant held after each of {steps} steps; \
-         slowest convergence after healing {worst:?}",
-        reports.len(),
-        scenario.name()
-    );
-    reports
+    run_seeds_reporting(scenario, seeds, "convergence after healing")
 }
 
 /// RAFT-1..7 in `voters` mode under crashes, partial crashes, partitions, loss, duplication

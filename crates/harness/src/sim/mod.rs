@@ -38,7 +38,8 @@ pub use scenario::{
     Scenario, SeedReport, SeedRun, failover_bound, gossip_tightened, heal_bound,
     priority_tightened, run_log_seed_reporting_before_fsync, run_log_seed_sending_before_hard_sync,
     run_log_seed_with_stale_reads, run_log_seed_with_unconfirmed_reads, run_seed,
-    run_seed_restarting_wiped_as_new_cluster, run_seed_without_abstention, run_seeds, seed_count,
+    run_seed_restarting_wiped_as_new_cluster, run_seed_without_abstention, run_seeds,
+    run_seeds_reporting, seed_count,
 };
 pub use sessions_scenario::{run_sessions_seed, run_sessions_seed_checking_holders_only};
 pub use trace::TraceEntry;
