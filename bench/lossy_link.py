@@ -789,15 +789,40 @@ class Plan:
     settings: list[str]
 
 
-def timings_text(args: argparse.Namespace, settings: list[str]) -> str:
-    parts = []
-    if args.heartbeat_ms is None and args.election_min_ms is None and args.election_max_ms is None:
-        parts.append("built-in timings")
+def raft_settings(binary: Path, args: argparse.Namespace, settings: list[str]) -> dict:
+    """The `election.raft` settings a node of this run works with: the binary's built-in
+    defaults (`conclave defaults`), then the timings and settings given here."""
+    raft: dict = {}
+    with contextlib.suppress(BenchError, tomllib.TOMLDecodeError, AttributeError):
+        done = run_quiet([str(binary), "defaults"], timeout=30)
+        if done.returncode == 0:
+            raft = dict(tomllib.loads(done.stdout).get("election", {}).get("raft", {}))
+    given = [("heartbeat_ms", args.heartbeat_ms), ("election_timeout_min_ms", args.election_min_ms),
+             ("election_timeout_max_ms", args.election_max_ms)]
+    raft.update({key: value for key, value in given if value is not None})
+    for item in settings:
+        section, key, value = parse_setting(item)
+        if section == "election.raft":
+            raft[key] = tomllib.loads(f"v = {value}")["v"]
+    return raft
+
+
+def timings_text(binary: Path, args: argparse.Namespace, settings: list[str]) -> str:
+    raft = raft_settings(binary, args, settings)
+    if not raft:
+        parts = ["built-in timings"]
     else:
-        parts.append(f"heartbeat {args.heartbeat_ms or 'default'} ms, election timeout "
-                     f"{args.election_min_ms or 'default'}-{args.election_max_ms or 'default'} ms")
-    parts.extend(settings)
-    return ", ".join(parts)
+        adaptive = raft.get("adaptive_timeout", False)
+        floor = raft.get("suspicion_floor_ms")
+        parts = [f"heartbeat {raft.get('heartbeat_ms', '?')} ms, election timeout "
+                 f"{raft.get('election_timeout_min_ms', '?')}-{raft.get('election_timeout_max_ms', '?')} ms, "
+                 f"pre-vote {'on' if raft.get('pre_vote') else 'off'}, check-quorum "
+                 f"{'on' if raft.get('check_quorum') else 'off'}, ranked timeouts "
+                 f"{'on' if raft.get('ranked_timeouts') else 'off'}, adaptive detection "
+                 + (f"on (floor {f'{floor} ms' if floor is not None else 'built in'})" if adaptive else "off")]
+    if settings:
+        parts.append("set here: " + " ".join(settings))
+    return "; ".join(parts)
 
 
 def bring_up(clusters: list[Cluster], results: dict[str, RunResult], args: argparse.Namespace) -> dict[str, Watcher]:
@@ -894,7 +919,7 @@ def run_group(plans: list[Plan], tmp: Path, ports: PortPool, args: argparse.Name
         for offset, plan in enumerate(plans):
             root = tmp / f"run{first_index + offset}"
             root.mkdir()
-            results[plan.label] = RunResult(plan.label, timings_text(args, plan.settings))
+            results[plan.label] = RunResult(plan.label, timings_text(plan.binary, args, plan.settings))
             clusters.append(Cluster(plan.label, plan.binary, plan.settings, root, ports, args, seed))
         watchers = bring_up(clusters, results, args)
         idle_window(clusters, results, watchers, args)
