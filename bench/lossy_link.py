@@ -40,8 +40,11 @@ The relay also checks that the nodes never talk to each other directly: every pe
 node's `/v1/status` shows must be one of its relay sockets, and the UDP frames each node counts
 as sent (`conclave_frames_total{direction="out"}`) must all have reached the relay (and those it
 counts as received, admitted or dropped, must not outnumber what the relay delivered to it).
-It prints, per direction, the datagrams relayed, dropped and delivered, and how late the relay
-delivered against the delay it drew (the machine's scheduling noise on top of the link's).
+It prints, per direction, the datagrams relayed, dropped and delivered, how late the relay
+delivered against the delay it drew (the machine's scheduling noise on top of the link's), and
+the longest silences between the heartbeats the first leader's followers got (frames are
+sealed: the heartbeats are taken to be the leader's most frequent datagram size). `--trace`
+writes every datagram's fate to a file.
 
 Every node runs in its own process group and is killed on the way out, also on Ctrl-C, SIGTERM
 or an error; with PR_SET_PDEATHSIG the nodes die even if this program is killed.
@@ -76,6 +79,7 @@ import tempfile
 import threading
 import time
 import tomllib
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -180,7 +184,7 @@ class Direction:
     send_errors: int = 0
     delays_ms: list[float] = field(default_factory=list)  # drawn, of the delivered ones
     late_ms: list[float] = field(default_factory=list)  # delivered after the drawn moment by
-    delivered_at: list[float] = field(default_factory=list)  # time.monotonic()
+    delivered_at: list[tuple[float, int]] = field(default_factory=list)  # time.monotonic(), bytes
 
 
 class LinkRelay(threading.Thread):
@@ -288,7 +292,7 @@ class LinkRelay(threading.Thread):
             direction.delivered += 1
             direction.delays_ms.append(drawn_ms)
             direction.late_ms.append(late_s * 1000.0)
-            direction.delivered_at.append(time.monotonic())
+            direction.delivered_at.append((time.monotonic(), len(data)))
 
     def counts(self) -> dict[tuple[str, str], tuple[int, int, int]]:
         """(received, dropped, delivered) per direction, now."""
@@ -746,18 +750,25 @@ def relay_report(cluster: Cluster, leader: str, origin: float, end: float) -> li
     share = 100.0 * total_drop / total_in if total_in else 0.0
     lines.append(f"all: {total_in} relayed, {total_drop} dropped ({share:.2f} %); delivered late by (ms) median "
                  f"{percentile(all_late, 0.5):.2f}, p99 {percentile(all_late, 0.99):.2f}, max {max(all_late, default=0):.2f}")
-    lines.append(f"longest silences in the window from the first leader {leader} (ms between two datagrams delivered): "
+    lines.append(f"longest silences in the window from the first leader {leader} (ms between two heartbeats delivered): "
                  + "; ".join(f"to {y} " + ", ".join(f"{g:.0f}" for g in silences(relay, leader, y, origin, end))
                              for y in NAMES if y != leader))
     return lines
 
 
 def silences(relay: LinkRelay, x: str, y: str, origin: float, end: float, count: int = 5) -> list[float]:
-    """The `count` longest gaps, in ms, between datagrams the relay delivered from x to y
-    between `origin` and `end` (the window's edges count as deliveries)."""
+    """The `count` longest gaps, in ms, between the heartbeats the relay delivered from the
+    leader x to y between `origin` and `end` (the window's edges count as deliveries).
+
+    Frames are sealed, so the relay cannot read their kind; an idle leader's heartbeats are
+    the datagrams it sends most often, all of one size, and that size stands for them."""
     with relay.lock:
-        times = [t for t in relay.directions[(x, y)].delivered_at if origin <= t <= end]
-    edges = [origin, *times, end]
+        delivered = [(t, size) for t, size in relay.directions[(x, y)].delivered_at if origin <= t <= end]
+    sizes = Counter(size for _, size in delivered)
+    if not sizes:
+        return []
+    beat = sizes.most_common(1)[0][0]
+    edges = [origin, *(t for t, size in delivered if size == beat), end]
     gaps = sorted(((b - a) * 1000.0 for a, b in zip(edges, edges[1:])), reverse=True)
     return gaps[:count]
 
