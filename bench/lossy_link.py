@@ -750,7 +750,8 @@ def relay_report(cluster: Cluster, leader: str, origin: float, end: float) -> li
     share = 100.0 * total_drop / total_in if total_in else 0.0
     lines.append(f"all: {total_in} relayed, {total_drop} dropped ({share:.2f} %); delivered late by (ms) median "
                  f"{percentile(all_late, 0.5):.2f}, p99 {percentile(all_late, 0.99):.2f}, max {max(all_late, default=0):.2f}")
-    lines.append(f"longest silences in the window from the first leader {leader} (ms between two heartbeats delivered): "
+    lines.append(f"longest silences from the first leader {leader} while it led in the window "
+                 f"({end - origin:.0f} s; ms between two heartbeats delivered): "
                  + "; ".join(f"to {y} " + ", ".join(f"{g:.0f}" for g in silences(relay, leader, y, origin, end))
                              for y in NAMES if y != leader))
     return lines
@@ -920,7 +921,9 @@ def idle_window(clusters: list[Cluster], results: dict[str, RunResult], watchers
         except BenchError as err:
             result.aborted = str(err)
             log(f"  !! {err}")
-        result.relay_lines.extend(relay_report(cluster, result.first_leader, origin, end))
+        # Silences count while the first leader leads: after a new leader, its beats stop.
+        tenure_end = min([end] + [origin + at for at, _, _ in result.new_leaders()])
+        result.relay_lines.extend(relay_report(cluster, result.first_leader, origin, tenure_end))
 
 
 def run_group(plans: list[Plan], tmp: Path, ports: PortPool, args: argparse.Namespace, seed: int,
