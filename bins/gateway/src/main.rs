@@ -45,7 +45,6 @@ mod session_client;
 mod snapshot;
 mod wal;
 
-use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -160,31 +159,11 @@ pub(crate) const EXIT_NOPERM: u8 = 77;
 
 fn main() -> ExitCode {
     let args = cli::client_options_after_the_verb(std::env::args_os());
-    let code = match parse(args) {
+    let code = match Cli::try_parse_from(args) {
         Ok(cli) => command(cli),
         Err(err) => usage_error(&err),
     };
     output::exit_code(code)
-}
-
-/// The command line, parsed on a thread of its own.
-///
-/// clap builds the definitions of every verb in one function whose stack frame is about
-/// 240 KiB (its derive, inlined at opt-level "z"). On the main thread those pages would stay
-/// resident for as long as the process runs, a node for months; a thread's stack is given
-/// back when the thread ends (docs/benchmarks.md, "Idle memory with the replicated log").
-fn parse(args: Vec<OsString>) -> Result<Cli, clap::Error> {
-    let on_thread = args.clone();
-    let thread = std::thread::Builder::new()
-        .name("parse-args".to_owned())
-        .spawn(move || Cli::try_parse_from(on_thread));
-    match thread.map(std::thread::JoinHandle::join) {
-        Ok(Ok(parsed)) => parsed,
-        // A panic while parsing is a defect; let it end the process as it would have here.
-        Ok(Err(panic)) => std::panic::resume_unwind(panic),
-        // No thread to be had: parse here, at the cost of those pages.
-        Err(_) => Cli::try_parse_from(args),
-    }
 }
 
 /// Prints clap's message: `--help` and `--version` to standard output, exit 0; a usage
