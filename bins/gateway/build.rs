@@ -10,7 +10,9 @@
 //! naming it instead of running it with unrelocated pointers.
 //!
 //! Code layout: `idle-order.txt` lists the functions a node runs from its start to an idle
-//! minute, and the linker (LLD, rustc's default on x86_64 Linux) puts them first, together.
+//! minute, and the linker puts them first, together: LLD, rustc's own linker on x86_64 Linux
+//! since 1.90; with an older compiler, which links with the system's `ld`, the list is left
+//! out.
 //! The kernel maps code in 64 KiB blocks around each page a process touches; scattered among
 //! the rest of the program, those functions (1.5 of 5.2 MB) made nearly all of its code
 //! resident. A name the build does not define is skipped, so a stale list costs memory, never
@@ -36,7 +38,7 @@ fn main() {
         return;
     }
     println!("cargo::rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
-    if arch != "x86_64" {
+    if arch != "x86_64" || !links_with_lld() {
         return;
     }
     println!("cargo::rustc-link-arg-bins=-Wl,-z,max-page-size=65536");
@@ -57,4 +59,22 @@ fn main() {
         // The map names symbols as the ordering file must: mangled.
         println!("cargo::rustc-link-arg-bins=-Wl,--no-demangle");
     }
+}
+
+/// Whether rustc links with its own LLD: by default on x86_64 Linux since 1.90.
+fn links_with_lld() -> bool {
+    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let Ok(output) = std::process::Command::new(rustc).arg("-V").output() else {
+        return false;
+    };
+    // "rustc 1.95.0 (59807616e 2026-04-14)"
+    let version = String::from_utf8_lossy(&output.stdout);
+    let mut numbers = version
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .split('.')
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+    (major, minor) >= (1, 90)
 }
