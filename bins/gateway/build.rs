@@ -14,7 +14,7 @@
 //! since 1.90; with an older compiler, which links with the system's `ld`, the list is left
 //! out.
 //! The kernel maps code in 64 KiB blocks around each page a process touches; scattered among
-//! the rest of the program, those functions (1.5 of 5.2 MB) made nearly all of its code
+//! the rest of the program, those functions (1.5 of 5.4 MB) made nearly all of its code
 //! resident. A name the build does not define is skipped, so a stale list costs memory, never
 //! correctness; `bench/idle_order.py` writes it anew. `CONCLAVE_LINK_MAP=FILE` writes the
 //! linker's map, which that program reads.
