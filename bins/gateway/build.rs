@@ -1,13 +1,9 @@
 //! Link options of the `conclave` executable, all for the memory of an idle node
 //! (docs/benchmarks.md, "Idle memory with the replicated log").
 //!
-//! Packed relative relocations (DT_RELR): a position-independent executable carries one
-//! relocation per pointer in its read-only data (vtables, string tables), which the dynamic
-//! loader reads at every start. As 24-byte RELA entries they were 0.35 MB, all of it resident
-//! in every node for as long as it ran; as RELR bitmaps they are a few kilobytes. The loader
-//! must understand them: glibc 2.36 or later. The linker records that as a need for the
-//! version `GLIBC_ABI_DT_RELR`, so an older glibc refuses to start the program with a message
-//! naming it instead of running it with unrelocated pointers.
+//! Packed relative relocations (DT_RELR, `-z pack-relative-relocs`) would save another
+//! 0.35 MB that the loader reads at every start, but need glibc 2.36 at run time: a node
+//! built with them would not start on Ubuntu 22.04 or RHEL 9, so they are not used.
 //!
 //! Code layout: `idle-order.txt` lists the functions a node runs from its start to an idle
 //! minute, and the linker puts them first, together: LLD, rustc's own linker on x86_64 Linux
@@ -34,11 +30,7 @@ fn main() {
     let os = env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let abi = env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
     let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
-    if os != "linux" || abi != "gnu" {
-        return;
-    }
-    println!("cargo::rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
-    if arch != "x86_64" || !links_with_lld() {
+    if os != "linux" || abi != "gnu" || arch != "x86_64" || !links_with_lld() {
         return;
     }
     println!("cargo::rustc-link-arg-bins=-Wl,-z,max-page-size=65536");
