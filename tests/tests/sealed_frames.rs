@@ -15,10 +15,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use conclave_actors::node::{Node, NodeBuilder, NodeHandle};
-use conclave_config::{NodeConfig, Quorum, UdpLinkConfig};
+use conclave_config::{AdminConfig, NodeConfig, Quorum, UdpLinkConfig};
 use conclave_core::election::ElectionConfig;
 use conclave_protocol::{AuthKey, ClusterId, FrameCodec, KeyRing, PeerId, SendKey};
-use conclave_tests::api_client::put_value;
+use conclave_tests::api_client::{ApiClient, Body, put_value, serve};
 use conclave_tests::{
     CLUSTER, ClusterOptions, MemoryCluster, RadioCluster, TEST_PSK, node_config, test_log,
 };
@@ -285,7 +285,10 @@ async fn proto9_key_rotation_under_writes_keeps_the_leader() {
     let _log = test_log();
     let (cluster, leader) = sealed_cluster().await;
     let before = terms_and_leaders(&cluster).await;
-    let leader_node = cluster.handle(leader).clone();
+    // One admin server for the 27 writes rather than one each: the rotation is what is
+    // under test, not starting and stopping HTTP servers.
+    let (api, server) = serve(cluster.handle(leader), AdminConfig::default());
+    let client = ApiClient::new(api);
     let (current, next) = (key(TEST_PSK), key(NEXT_PSK));
     let steps = [
         KeyRing::new(current.clone(), Some(next.clone()), SendKey::Current),
@@ -304,15 +307,18 @@ async fn proto9_key_rotation_under_writes_keeps_the_leader() {
                 .expect("a sealed node takes new keys");
             for _ in 0..3 {
                 written += 1;
-                put_value(
-                    &leader_node,
-                    &format!("k{written}"),
-                    &format!("step {step}"),
-                )
-                .await;
+                let reply = client
+                    .call(
+                        "PUT",
+                        &format!("/v1/kv/k{written}"),
+                        Body::Json(serde_json::json!({ "value": format!("step {step}") })),
+                    )
+                    .await;
+                assert_eq!(reply.status, 200, "{}", reply.body);
             }
         }
     }
+    server.stop(true).await;
     assert_eq!(written, 27);
     assert_eq!(
         terms_and_leaders(&cluster).await,
