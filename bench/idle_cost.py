@@ -14,6 +14,9 @@ With `--log` the nodes also run the replicated log (`[log] enabled = true`, a ne
 its store empty): DESIGN §11's "idle gateway with the log on". With `--breakdown` every node's
 RSS is also split, from /proc/<pid>/smaps, into the pages of the `conclave` executable, of
 the shared libraries (libc, the loader) and anonymous memory (heap, thread stacks, arenas).
+With `--wakeups` every node's threads are listed by name with their context switches a second
+over the measurement (voluntary and not, from /proc/<pid>/task/*/status): an idle thread's
+switches are its wake-ups, which is what an idle node's CPU is made of.
 
 Timings are the built-in defaults unless `--heartbeat-ms` is given (the election timeout is
 then 5x to 10x the heartbeat, as in the harness of the process tests). `--rounds` repeats the
@@ -125,6 +128,24 @@ def status_field(pid: int, key: str) -> int:
     return 0
 
 
+def switches_by_thread(pid: int) -> dict[str, int]:
+    """Context switches so far of each thread of `pid`, summed by thread name (several threads
+    may share one, such as the tokio blocking pool's)."""
+    counts: dict[str, int] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            switches = sum(
+                int(line.split()[1])
+                for line in (task / "status").read_text().splitlines()
+                if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:"))
+            )
+        except OSError:
+            continue  # the thread ended between the listing and the read
+        counts[name] = counts.get(name, 0) + switches
+    return counts
+
+
 def resident_by_mapping(pid: int, binary: Path) -> dict[str, float]:
     """The process's resident memory in MiB by what is mapped: the executable (its code, its
     read-only data and the data the loader relocated), shared libraries, anonymous memory
@@ -176,6 +197,7 @@ def one_round(binary: Path, args: argparse.Namespace) -> list[tuple]:
             tick = os.sysconf("SC_CLK_TCK")
             pids = {name: proc.pid for name, proc in procs.items()}
             before = {name: cpu_ticks(pid) for name, pid in pids.items()}
+            switches_before = {name: switches_by_thread(pid) for name, pid in pids.items()}
             start = time.monotonic()
             time.sleep(args.seconds)
             elapsed = time.monotonic() - start
@@ -191,6 +213,10 @@ def one_round(binary: Path, args: argparse.Namespace) -> list[tuple]:
                     status_field(pid, "VmRSS") / 1024.0,
                     status_field(pid, "Threads"),
                     resident_by_mapping(pid, binary) if args.breakdown else None,
+                    {
+                        thread: (count - switches_before[name].get(thread, 0)) / elapsed
+                        for thread, count in switches_by_thread(pid).items()
+                    } if args.wakeups else None,
                 ))
             return figures
         finally:
@@ -215,6 +241,8 @@ def main() -> int:
     parser.add_argument("--log", action="store_true", help="run the replicated log ([log] enabled)")
     parser.add_argument("--breakdown", action="store_true",
                         help="split each node's RSS into executable, libraries and anonymous")
+    parser.add_argument("--wakeups", action="store_true",
+                        help="list each node's threads with their context switches a second")
     args = parser.parse_args()
     binary = args.conclave_bin.resolve()
     timings = "defaults" if args.heartbeat_ms is None else f"heartbeat {args.heartbeat_ms} ms"
@@ -225,13 +253,17 @@ def main() -> int:
     try:
         for round_ in range(1, args.rounds + 1):
             figures = one_round(binary, args)
-            for name, role, cpu, rss, threads, parts in sorted(figures):
+            for name, role, cpu, rss, threads, parts, wakeups in sorted(figures):
                 split = ""
                 if parts is not None:
                     split = (f"  (executable {parts['exe']:.2f}, libraries {parts['libs']:.2f}, "
                              f"anonymous {parts['anon']:.2f})")
                 print(f"round {round_} {name} {role:8} CPU {cpu:5.2f} % of a core  RSS {rss:5.1f} MiB  "
                       f"threads {threads}{split}")
+                if wakeups is not None:
+                    listed = ", ".join(f"{thread} {rate:.1f}" for thread, rate in
+                                       sorted(wakeups.items(), key=lambda item: -item[1]))
+                    print(f"        switches a second: {sum(wakeups.values()):.1f} ({listed})")
             cpus.append(statistics.mean(f[2] for f in figures))
             rsss.append(statistics.mean(f[3] for f in figures))
     except (RuntimeError, OSError) as err:
