@@ -17,6 +17,8 @@ use support::{BOUND, ProcessCluster};
 /// The defaults of `admin.max_event_streams` and `admin.max_connections`.
 const MAX_EVENT_STREAMS: usize = 16;
 const MAX_CONNECTIONS: usize = 64;
+/// The connections past `admin.max_connections` accepted only to be answered 503.
+const OVERFLOW_CONNECTIONS: usize = 16;
 
 /// Sends `GET path` on a new connection to `addr` and reads the answer's head (status line
 /// and headers); the connection stays open for the caller.
@@ -127,6 +129,33 @@ fn event_streams_and_connections_past_their_bounds_are_refused_and_counted() {
         "{metrics}"
     );
 
+    // Past the places kept for those answers as well, a connection is closed as soon as it
+    // is accepted, with nothing read or written; the metrics endpoint, which the same worker
+    // serves, keeps its own places and still answers.
+    let overflow: Vec<TcpStream> = (0..OVERFLOW_CONNECTIONS)
+        .map(|_| TcpStream::connect(&admin).unwrap())
+        .collect();
+    let mut past = TcpStream::connect(&admin).unwrap();
+    past.set_read_timeout(Some(BOUND)).unwrap();
+    // Written may be refused already: the server may have closed it before this.
+    let _ = write!(past, "GET /v1/status HTTP/1.1\r\nHost: {admin}\r\n\r\n");
+    let mut byte = [0u8; 1];
+    let read = past.read(&mut byte);
+    assert!(
+        match &read {
+            Ok(0) => true,
+            Err(err) => err.kind() == std::io::ErrorKind::ConnectionReset,
+            Ok(_) => false,
+        },
+        "a connection past every place is closed unanswered, not queued or served: {read:?}"
+    );
+    assert!(
+        cluster.metrics("solo").is_some(),
+        "metrics answer while the admin API is full"
+    );
+
+    drop(past);
+    drop(overflow);
     drop(idle);
     drop(streams);
     cluster.wait_for("the admin API answering once the connections closed", |c| {

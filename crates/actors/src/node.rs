@@ -99,10 +99,6 @@ pub enum NodeError {
     NoFrameKey,
 }
 
-/// How long a graceful stop waits for an HTTP server to finish its requests (its own
-/// shutdown timeout is one second) before stopping it at once.
-const SERVER_STOP_BOUND: std::time::Duration = std::time::Duration::from_secs(3);
-
 /// How long a stopping node waits for its `Goodbye` to leave the dongle: a few frame times
 /// on the serial line and the air, with room for a busy queue.
 const GOODBYE_DRAIN: std::time::Duration = std::time::Duration::from_millis(250);
@@ -564,36 +560,39 @@ impl NodeBuilder {
                 .find(|(name, _)| *name == section)
                 .map(|(_, tls)| tls)
         };
-        let served = admin_listener
-            .map(|listener| {
-                let options = crate::admin::AdminOptions {
-                    tokens: handle.admin_tokens().clone(),
-                    ..crate::admin::AdminOptions::new(&config.admin)
-                };
-                crate::admin::serve_admin_with(
+        // Both listeners on one HTTP worker (`admin/listener.rs` says why).
+        let mut endpoints = Ok(crate::admin::HttpEndpoints::new());
+        if let Some(listener) = admin_listener {
+            let options = crate::admin::AdminOptions {
+                tokens: handle.admin_tokens().clone(),
+                ..crate::admin::AdminOptions::new(&config.admin)
+            };
+            endpoints = endpoints.and_then(|endpoints| {
+                endpoints.admin(
                     handle.clone(),
                     listener,
                     config.admin.listen,
                     options,
                     tls_of("admin.tls"),
                 )
-            })
-            .into_iter()
-            .chain(metrics_listener.map(|listener| {
-                crate::admin::serve_metrics(
+            });
+        }
+        if let Some(listener) = metrics_listener {
+            endpoints = endpoints.and_then(|endpoints| {
+                endpoints.metrics(
                     handle.metrics().clone(),
                     listener,
                     config.metrics.listen,
                     tls_of("metrics.tls"),
                 )
-            }));
-        for server in served {
-            match server {
-                Ok(server) => servers.push(server),
-                Err(err) => {
-                    handle.stop_actors();
-                    return Err(err);
-                }
+            });
+        }
+        match endpoints {
+            Ok(endpoints) if endpoints.is_empty() => {}
+            Ok(endpoints) => servers.push(endpoints.serve()),
+            Err(err) => {
+                handle.stop_actors();
+                return Err(err);
             }
         }
         let upkeep = MetricsUpkeep::spawn(handle.metrics().clone());
@@ -851,19 +850,7 @@ impl Node {
             warn!("hooks still running at shutdown are killed");
         }
         for server in &self.servers {
-            // Bounded: a graceful stop of actix's server can wait for ever on a response
-            // still streaming (an event stream a client keeps open; actix-web#2759), and a
-            // node that never finishes stopping is worse than a cut stream.
-            if actix_rt::time::timeout(SERVER_STOP_BOUND, server.stop(true))
-                .await
-                .is_err()
-            {
-                warn!(
-                    "an HTTP server did not finish its requests within {SERVER_STOP_BOUND:?}; \
-                     stopping it at once"
-                );
-                let _ = actix_rt::time::timeout(SERVER_STOP_BOUND, server.stop(false)).await;
-            }
+            crate::admin::stop_server(server).await;
         }
         self.handle.stop_actors();
         self.handle.close_wal().await;

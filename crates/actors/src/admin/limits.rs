@@ -20,15 +20,16 @@ use crate::metrics::NodeMetrics;
 pub const RESERVED_DESCRIPTORS: u64 = 128;
 
 /// Connections past `admin.max_connections` that are still accepted, only to be answered
-/// 503 and closed; past these too the server stops accepting and new connections wait in
-/// the kernel's backlog.
+/// 503 and closed; one past these too is closed as soon as it is accepted, unanswered (the
+/// metrics endpoint, served by the same worker, keeps its own places).
 pub const OVERFLOW_CONNECTIONS: usize = 16;
 
 /// Connections the metrics endpoint serves at once (a few scrapers).
 pub const METRICS_MAX_CONNECTIONS: usize = 16;
 
-/// Connections the kernel queues for each endpoint before refusing more. Small on purpose: a
-/// connection that waits long in the queue belongs to a client that has likely given up.
+/// Connections the kernel queues for each endpoint before refusing more, when both endpoints
+/// are full and the server stops accepting. Small on purpose: a connection that waits long in
+/// the queue belongs to a client that has likely given up.
 pub const LISTEN_BACKLOG: i32 = 32;
 
 /// The open-files limit before and after [`raise_open_files_limit`]; `None` is unlimited.

@@ -2,11 +2,12 @@
 //! (ADMIN-TLS, issue 26 item 1), and the answer a plain-HTTP request gets at a TLS one
 //! ("a plain-HTTP request to a TLS listener gets a clear answer, not a hang").
 //!
-//! actix-web's `HttpServer` hands every connection of a TLS listener straight to the
-//! handshake, which ends a plain-HTTP request's connection without a word: curl says "Empty
-//! reply from server", which reads like a broken node. So a TLS listener here is put together
-//! from the layers `HttpServer` is made of (actix-server's accept loop and connection bound,
-//! actix-http's rustls acceptor and HTTP service, the same settings) with one step in front:
+//! Both listeners are put together from the layers actix-web's `HttpServer` is made of
+//! (actix-server's accept loop, actix-http's rustls acceptor and HTTP service, the same
+//! settings), so that one worker thread serves both ([`Listeners`] says why) and so that a TLS
+//! listener can take one step before the handshake. `HttpServer` hands every connection of a
+//! TLS listener straight to the handshake, which ends a plain-HTTP request's connection
+//! without a word: curl says "Empty reply from server", which reads like a broken node. Here
 //! the first byte of each connection is peeked at, left unread. A TLS client's first record is
 //! a handshake (byte [`TLS_HANDSHAKE`]), and its connection goes on untouched to the
 //! handshake: one more system call per connection, no byte relayed or copied. Anything else
@@ -16,19 +17,27 @@
 //! The look costs nothing that is not bounded: a client that connects and sends nothing is
 //! closed after [`FIRST_BYTE_TIMEOUT`] (the handshake that follows has its own 3 s), the
 //! answer and the draining of the request after it take at most [`ANSWER_TIMEOUT`], and each
-//! connection waits in its own task, counted in the listener's connection bound, never in
-//! another's way. Listeners without TLS stay actix-web's `HttpServer`, with the same settings.
+//! connection waits in its own task, counted in its listener's connection bound, never in
+//! another's way.
 
+use std::fmt;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use actix_http::{HttpService, KeepAlive};
 use actix_rt::net::TcpStream;
-use actix_server::Server;
-use actix_service::{IntoServiceFactory as _, ServiceFactoryExt as _, fn_service, map_config};
+use actix_server::{Server, ServerBuilder};
+use actix_service::boxed::{self, BoxServiceFactory};
+use actix_service::{
+    IntoServiceFactory as _, Service, ServiceFactory, ServiceFactoryExt as _, fn_factory,
+    fn_service, map_config,
+};
 use actix_web::dev::{AppConfig, Extensions};
-use actix_web::{App, HttpServer, web};
+use actix_web::{App, web};
 use conclave_api::HTTPS_ONLY_ANSWER;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::time::timeout;
@@ -53,9 +62,8 @@ pub(super) const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
 /// client before it has read the answer.
 const DRAIN_BYTES: usize = 64 * 1024;
 
-// What actix-web's `HttpServer` uses unless told otherwise, kept for the TLS listeners that
-// no longer go through it, so that a connection is treated as before the look at its first
-// byte.
+// What actix-web's `HttpServer` uses unless told otherwise, kept so that a connection is
+// treated as it was when the listeners were `HttpServer`s.
 /// A request's head must arrive within this.
 const CLIENT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// A connection's closing handshake must end within this.
@@ -114,7 +122,8 @@ pub(super) struct Listener<R, C> {
     /// Run for every connection before its first request, with the connection's extensions
     /// (the admin API counts its open connections so).
     pub(super) on_connect: C,
-    /// Connections served at once; past them the listener stops accepting.
+    /// Connections open at once, handshakes included; one past them is closed as soon as it
+    /// is accepted.
     pub(super) max_connections: usize,
     /// Whether a connection whose client closed its sending side is kept (actix-web's
     /// `h1_allow_half_closed`).
@@ -123,95 +132,187 @@ pub(super) struct Listener<R, C> {
     pub(super) https_only: HttpsOnly,
 }
 
-/// Serves `setup` on `listener` (already bound, non-blocking), over TLS when `tls` is given:
-/// one worker, no signal handling of its own (the node has it), and a stop that waits 1 s at
-/// most for connections still open (an event stream or a scraper keeps one).
-pub(super) fn serve<R, C>(
-    listener: TcpListener,
-    tls: Option<&ListenerTls>,
-    setup: Listener<R, C>,
-) -> io::Result<Server>
-where
-    R: Fn(&mut web::ServiceConfig) + Clone + Send + 'static,
-    C: Fn(&mut Extensions) + Clone + Send + Sync + 'static,
-{
-    match tls {
-        Some(tls) => serve_tls(listener, tls, setup),
-        None => serve_plain(listener, setup),
+/// The HTTP listeners of a node (the admin API's and the metrics endpoint's), served by one
+/// actix-server worker thread: no signal handling of its own (the node has it), and a stop
+/// that waits 1 s at most for connections still open (an event stream or a scraper keeps
+/// one).
+///
+/// One worker for both rather than a server each, because an idle worker is not free: each
+/// HTTP service keeps actix-http's date clock, a 500 ms timer that tokio's timer wheel wakes
+/// its thread for twice, and that was a fifth of an idle node's wake-ups per server. Two
+/// clocks started together on one thread fall due together (docs/benchmarks.md, "Idle cost
+/// with one HTTP worker").
+///
+/// Each listener keeps its own bound ([`Listener::max_connections`]): a connection past it is
+/// closed as soon as it is accepted, so a flood of one listener cannot take the other's places.
+/// The worker's own bound is their sum, so that when both are full it stops accepting.
+pub(super) struct Listeners {
+    builder: ServerBuilder,
+    /// The sum of the listeners' bounds.
+    bound: usize,
+}
+
+impl Listeners {
+    /// No listener yet.
+    pub(super) fn new() -> Self {
+        Self {
+            builder: Server::build()
+                .workers(1)
+                .shutdown_timeout(1)
+                .disable_signals(),
+            bound: 0,
+        }
     }
-}
 
-fn serve_plain<R, C>(listener: TcpListener, setup: Listener<R, C>) -> io::Result<Server>
-where
-    R: Fn(&mut web::ServiceConfig) + Clone + Send + 'static,
-    C: Fn(&mut Extensions) + Clone + Send + Sync + 'static,
-{
-    let Listener {
-        routes,
-        on_connect,
-        max_connections,
-        allow_half_closed,
-        https_only: _,
-    } = setup;
-    Ok(
-        HttpServer::new(move || App::new().configure(routes.clone()))
-            .workers(1)
-            .max_connections(max_connections)
-            .on_connect(move |_, extensions| on_connect(extensions))
-            .h1_allow_half_closed(allow_half_closed)
-            .shutdown_timeout(1)
-            .disable_signals()
-            .listen(listener)?
-            .run(),
-    )
-}
-
-fn serve_tls<R, C>(
-    listener: TcpListener,
-    tls: &ListenerTls,
-    setup: Listener<R, C>,
-) -> io::Result<Server>
-where
-    R: Fn(&mut web::ServiceConfig) + Clone + Send + 'static,
-    C: Fn(&mut Extensions) + Clone + Send + Sync + 'static,
-{
-    let Listener {
-        routes,
-        on_connect,
-        max_connections,
-        allow_half_closed,
-        https_only,
-    } = setup;
-    // Asks `tls` for the certificate and the client CAs at every handshake, so a reload
-    // (SIGHUP) reaches this listener as it did through `HttpServer`.
-    let config = tls.server_config();
-    let name = format!("conclave-{}", https_only.section);
-    Ok(Server::build()
-        .workers(1)
-        .max_concurrent_connections(max_connections)
-        .shutdown_timeout(1)
-        .disable_signals()
-        .listen(name, listener, move || {
+    /// Adds `setup` on `listener` (already bound, non-blocking), over TLS when `tls` is given.
+    pub(super) fn add<R, C>(
+        mut self,
+        listener: TcpListener,
+        tls: Option<&ListenerTls>,
+        setup: Listener<R, C>,
+    ) -> io::Result<Self>
+    where
+        R: Fn(&mut web::ServiceConfig) + Clone + Send + 'static,
+        C: Fn(&mut Extensions) + Clone + Send + Sync + 'static,
+    {
+        let Listener {
+            routes,
+            on_connect,
+            max_connections,
+            allow_half_closed,
+            https_only,
+        } = setup;
+        let bound = ConnectionBound::new(max_connections);
+        // Asks `tls` for the certificate and the client CAs at every handshake, so a reload
+        // (SIGHUP) reaches this listener.
+        let tls = tls.map(ListenerTls::server_config);
+        let name = format!("conclave-{}", https_only.section.trim_end_matches(".tls"));
+        self.builder = self.builder.listen(name, listener, move || {
             let on_connect = on_connect.clone();
             let app = App::new()
                 .configure(routes.clone())
                 .into_factory()
                 .map_err(|error| error.error_response());
-            let http = HttpService::build()
-                .keep_alive(KeepAlive::default())
-                .client_request_timeout(CLIENT_REQUEST_TIMEOUT)
-                .client_disconnect_timeout(CLIENT_DISCONNECT_TIMEOUT)
-                .h1_allow_half_closed(allow_half_closed)
-                .on_connect_ext(move |_, extensions| on_connect(extensions))
-                // `HttpServer` would give the App its address, host name and `secure`; the
-                // routes read none of them (no `connection_info`, no `url_for`).
-                .finish(map_config(app, |()| AppConfig::default()))
-                .rustls_0_23(config.clone())
-                // actix-server drops a connection's outcome; only whether it goes on counts.
-                .map_err(|_| ());
-            fn_service(move |stream| first_look(stream, https_only)).and_then(http)
-        })?
-        .run())
+            // One HTTP service over TCP or over TLS: the types differ, the settings do not.
+            macro_rules! http_service {
+                () => {
+                    HttpService::build()
+                        .keep_alive(KeepAlive::default())
+                        .client_request_timeout(CLIENT_REQUEST_TIMEOUT)
+                        .client_disconnect_timeout(CLIENT_DISCONNECT_TIMEOUT)
+                        .h1_allow_half_closed(allow_half_closed)
+                        .on_connect_ext(move |_, extensions| on_connect(extensions))
+                        // actix-web's `HttpServer` would give the App its address, host name
+                        // and `secure`; the routes read none of them (no `connection_info`, no
+                        // `url_for`).
+                        .finish(map_config(app, |()| AppConfig::default()))
+                };
+            }
+            match &tls {
+                // A TLS listener looks at each connection's first byte before the handshake
+                // (the module's documentation says why).
+                Some(config) => bounded(
+                    http_service!().rustls_0_23(config.clone()),
+                    bound.clone(),
+                    Some(https_only),
+                ),
+                None => bounded(http_service!().tcp(), bound.clone(), None),
+            }
+        })?;
+        self.bound = self.bound.saturating_add(max_connections.max(1));
+        Ok(self)
+    }
+
+    /// Whether no listener was added.
+    pub(super) fn is_empty(&self) -> bool {
+        self.bound == 0
+    }
+
+    /// Starts serving (the server runs once spawned on the current actix system).
+    pub(super) fn run(self) -> Server {
+        self.builder
+            .max_concurrent_connections(self.bound.max(1))
+            .run()
+    }
+}
+
+/// The connections one listener has open, and how many it may.
+#[derive(Debug, Clone)]
+struct ConnectionBound {
+    open: Arc<AtomicUsize>,
+    max: usize,
+}
+
+/// One connection's place under its listener's bound, freed when it is dropped.
+#[derive(Debug)]
+struct ConnectionPlace(Arc<AtomicUsize>);
+
+impl ConnectionBound {
+    fn new(max: usize) -> Self {
+        Self {
+            open: Arc::new(AtomicUsize::new(0)),
+            max,
+        }
+    }
+
+    /// A place for one more connection, if there is one.
+    fn take(&self) -> Option<ConnectionPlace> {
+        self.open
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |open| {
+                (open < self.max).then_some(open + 1)
+            })
+            .ok()
+            .map(|_| ConnectionPlace(self.open.clone()))
+    }
+}
+
+impl Drop for ConnectionPlace {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// `http` (a connection's whole life, handshake included) behind `bound`, and, for a TLS
+/// listener, behind the look at the first byte.
+fn bounded<F>(
+    http: F,
+    bound: ConnectionBound,
+    https_only: Option<HttpsOnly>,
+) -> BoxServiceFactory<(), TcpStream, (), (), ()>
+where
+    F: ServiceFactory<TcpStream, Config = ()> + 'static,
+    F::Service: 'static,
+    F::InitError: fmt::Debug,
+{
+    boxed::factory(fn_factory(move || {
+        let http = http.new_service(());
+        let bound = bound.clone();
+        async move {
+            let http = Rc::new(http.await.map_err(|error| {
+                tracing::error!("an HTTP listener could not start its service: {error:?}");
+            })?);
+            Ok(fn_service(move |stream: TcpStream| {
+                let (http, bound) = (http.clone(), bound.clone());
+                async move {
+                    // Closed at once when the listener is full: the place is the
+                    // connection's until it ends, handshake and requests included.
+                    let Some(_place) = bound.take() else {
+                        return Ok(());
+                    };
+                    let stream = match https_only {
+                        Some(https_only) => first_look(stream, https_only).await?,
+                        None => stream,
+                    };
+                    std::future::poll_fn(|cx| http.poll_ready(cx))
+                        .await
+                        .map_err(drop)?;
+                    // actix-server drops a connection's outcome; only whether it goes on
+                    // counts.
+                    http.call(stream).await.map(drop).map_err(drop)
+                }
+            }))
+        }
+    }))
 }
 
 /// Hands on a connection whose first byte starts a TLS handshake, unread; answers any other
@@ -346,5 +447,20 @@ mod tests {
             ),
             "{answer}"
         );
+    }
+
+    /// A listener's bound: places are taken up to it, one past it is refused, and a place
+    /// comes back when its connection ends, so the next one is served again.
+    #[test]
+    fn a_listener_takes_connections_up_to_its_bound_and_frees_them() {
+        let bound = ConnectionBound::new(2);
+        let first = bound.take().expect("a first place");
+        let second = bound.take().expect("a second place");
+        assert!(bound.take().is_none(), "no third place past a bound of two");
+        drop(first);
+        let third = bound.take().expect("the freed place is taken again");
+        assert!(bound.take().is_none());
+        drop((second, third));
+        assert_eq!(bound.open.load(Ordering::SeqCst), 0);
     }
 }

@@ -62,9 +62,8 @@
 //!   fewer than [`limits::RESERVED_DESCRIPTORS`] for everything else.
 //! - At most `admin.max_connections` connections are served. Up to
 //!   [`limits::OVERFLOW_CONNECTIONS`] more are accepted only to be answered 503
-//!   `too_many_connections` (naming the key) and closed; past those the server stops
-//!   accepting, and the kernel queues at most [`limits::LISTEN_BACKLOG`] more. A connection
-//!   that sends no request is closed after 5 s.
+//!   `too_many_connections` (naming the key) and closed; one past those is closed as soon as
+//!   it is accepted, unanswered. A connection that sends no request is closed after 5 s.
 //! - At most `admin.max_event_streams` (fewer than `max_connections`, so status and commands
 //!   always find room) event streams are open; one more is answered 503 `too_many_streams`. A
 //!   stream whose reader has gone frees its place at the next write, a keep-alive comment
@@ -72,7 +71,10 @@
 //! - A request body is read up to [`MAX_BODY_BYTES`]; a larger one is 413 `too_large`.
 //! - Every refusal counts in `conclave_admin_refused_total{reason}`; the open connections and
 //!   streams are the gauges `conclave_admin_connections` and `conclave_admin_event_streams`.
-//! - The metrics endpoint serves [`limits::METRICS_MAX_CONNECTIONS`] connections at once.
+//! - The metrics endpoint serves [`limits::METRICS_MAX_CONNECTIONS`] connections at once,
+//!   whatever the admin API's are doing: the two share one worker thread, not their places.
+//!   Only when both are full does the server stop accepting, and the kernel queues at most
+//!   [`limits::LISTEN_BACKLOG`] more on each.
 //!
 //! # A request whose client has gone ends
 //!
@@ -163,7 +165,7 @@ pub use self::limits::{
     RESERVED_DESCRIPTORS, bind_listener, fit_bounds, open_files_soft_limit, raise_open_files_limit,
 };
 use self::limits::{OpenCount, Refusal, Slot};
-use self::listener::{HttpsOnly, Listener};
+use self::listener::{HttpsOnly, Listener, Listeners};
 pub use self::tokens::AdminTokens;
 use self::tokens::Caller;
 use crate::events::unix_millis;
@@ -292,50 +294,12 @@ pub fn serve_admin_with(
     node: NodeHandle,
     listener: TcpListener,
     listen: Option<SocketAddr>,
-    mut options: AdminOptions,
+    options: AdminOptions,
     tls: Option<&ListenerTls>,
 ) -> Result<actix_web::dev::ServerHandle, NodeError> {
-    let addr = local_addr(&listener, "admin.listen", listen)?;
-    let (bounds, warning) = fit_bounds(
-        AdminBounds {
-            max_connections: options.max_connections,
-            max_event_streams: options.max_event_streams,
-        },
-        open_files_soft_limit(),
-    );
-    if let Some(warning) = warning {
-        warn!("{warning}");
-    }
-    options.max_connections = bounds.max_connections;
-    options.max_event_streams = bounds.max_event_streams;
-    let metrics = node.metrics().clone();
-    metrics.preregister_admin(&Refusal::ALL.map(Refusal::label));
-    let connections = OpenCount::new(metrics, "conclave_admin_connections");
-    let max_connections = options.max_connections;
-    let routes = admin_routes(node, options);
-    let server = listener::serve(
-        listener,
-        tls,
-        Listener {
-            routes,
-            on_connect: move |extensions: &mut Extensions| {
-                extensions.insert(connections.open(max_connections));
-            },
-            max_connections: max_connections + OVERFLOW_CONNECTIONS,
-            // SESS-3: a client that hangs up ends its request: a claim waiting for a job stops
-            // waiting (and cannot take a job nobody will work on). HTTP clients do not
-            // half-close a connection to wait for the answer, so none is refused an answer by
-            // this.
-            allow_half_closed: false,
-            https_only: HttpsOnly::ADMIN,
-        },
-    )
-    .map_err(|source| NodeError::Bind {
-        what: "admin.listen",
-        addr,
-        source,
-    })?;
-    Ok(spawn_server(server))
+    HttpEndpoints::new()
+        .admin(node, listener, listen, options, tls)
+        .map(HttpEndpoints::serve)
 }
 
 /// Starts the Prometheus endpoint (`GET /metrics`) on `listener`, over `tls` when given
@@ -346,47 +310,171 @@ pub fn serve_metrics(
     listen: Option<SocketAddr>,
     tls: Option<&ListenerTls>,
 ) -> Result<actix_web::dev::ServerHandle, NodeError> {
-    let addr = local_addr(&listener, "metrics.listen", listen)?;
-    let routes = move |config: &mut web::ServiceConfig| {
-        let metrics = metrics.clone();
-        config
-            .route(
-                "/metrics",
-                web::get().to(move || {
-                    let body = metrics.render();
-                    async move {
-                        HttpResponse::Ok()
-                            .content_type("text/plain; version=0.0.4")
-                            .body(body)
-                    }
-                }),
+    HttpEndpoints::new()
+        .metrics(metrics, listener, listen, tls)
+        .map(HttpEndpoints::serve)
+}
+
+/// The admin API and the metrics endpoint of a node, served together by one HTTP worker
+/// thread (an idle worker costs wake-ups: `listener.rs`), each on its own listener with its
+/// own TLS and its own bound on connections.
+pub struct HttpEndpoints(Listeners);
+
+impl Default for HttpEndpoints {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HttpEndpoints {
+    /// Nothing served yet.
+    pub fn new() -> Self {
+        Self(Listeners::new())
+    }
+
+    /// Adds the admin API on `listener` (bound beforehand with [`bind_listener`], so a busy
+    /// port is found before any actor starts); `listen` is what the configuration asked for,
+    /// for the error that names it.
+    pub fn admin(
+        self,
+        node: NodeHandle,
+        listener: TcpListener,
+        listen: Option<SocketAddr>,
+        mut options: AdminOptions,
+        tls: Option<&ListenerTls>,
+    ) -> Result<Self, NodeError> {
+        let addr = local_addr(&listener, "admin.listen", listen)?;
+        let (bounds, warning) = fit_bounds(
+            AdminBounds {
+                max_connections: options.max_connections,
+                max_event_streams: options.max_event_streams,
+            },
+            open_files_soft_limit(),
+        );
+        if let Some(warning) = warning {
+            warn!("{warning}");
+        }
+        options.max_connections = bounds.max_connections;
+        options.max_event_streams = bounds.max_event_streams;
+        let metrics = node.metrics().clone();
+        metrics.preregister_admin(&Refusal::ALL.map(Refusal::label));
+        let connections = OpenCount::new(metrics, "conclave_admin_connections");
+        let max_connections = options.max_connections;
+        let routes = admin_routes(node, options);
+        let listeners = self
+            .0
+            .add(
+                listener,
+                tls,
+                Listener {
+                    routes,
+                    on_connect: move |extensions: &mut Extensions| {
+                        extensions.insert(connections.open(max_connections));
+                    },
+                    max_connections: max_connections + OVERFLOW_CONNECTIONS,
+                    // SESS-3: a client that hangs up ends its request: a claim waiting for a
+                    // job stops waiting (and cannot take a job nobody will work on). HTTP
+                    // clients do not half-close a connection to wait for the answer, so none
+                    // is refused an answer by this.
+                    allow_half_closed: false,
+                    https_only: HttpsOnly::ADMIN,
+                },
             )
-            // Someone who points the CLI here instead of at the admin API learns so.
-            .default_service(web::to(|| async {
-                HttpResponse::NotFound().content_type("text/plain").body(
-                    "this is conclave's Prometheus endpoint: GET /metrics; the admin API \
-                     listens on admin.listen\n",
+            .map_err(|source| NodeError::Bind {
+                what: "admin.listen",
+                addr,
+                source,
+            })?;
+        Ok(Self(listeners))
+    }
+
+    /// Adds the Prometheus endpoint (`GET /metrics`) on `listener`, over `tls` when given.
+    pub fn metrics(
+        self,
+        metrics: NodeMetrics,
+        listener: TcpListener,
+        listen: Option<SocketAddr>,
+        tls: Option<&ListenerTls>,
+    ) -> Result<Self, NodeError> {
+        let addr = local_addr(&listener, "metrics.listen", listen)?;
+        let routes = move |config: &mut web::ServiceConfig| {
+            let metrics = metrics.clone();
+            config
+                .route(
+                    "/metrics",
+                    web::get().to(move || {
+                        let body = metrics.render();
+                        async move {
+                            HttpResponse::Ok()
+                                .content_type("text/plain; version=0.0.4")
+                                .body(body)
+                        }
+                    }),
                 )
-            }));
-    };
-    let server = listener::serve(
-        listener,
-        tls,
-        Listener {
-            routes,
-            on_connect: |_: &mut Extensions| {},
-            max_connections: METRICS_MAX_CONNECTIONS,
-            // actix-web's default: a scraper is not expected to half-close.
-            allow_half_closed: true,
-            https_only: HttpsOnly::METRICS,
-        },
-    )
-    .map_err(|source| NodeError::Bind {
-        what: "metrics.listen",
-        addr,
-        source,
-    })?;
-    Ok(spawn_server(server))
+                // Someone who points the CLI here instead of at the admin API learns so.
+                .default_service(web::to(|| async {
+                    HttpResponse::NotFound().content_type("text/plain").body(
+                        "this is conclave's Prometheus endpoint: GET /metrics; the admin API \
+                         listens on admin.listen\n",
+                    )
+                }));
+        };
+        let listeners = self
+            .0
+            .add(
+                listener,
+                tls,
+                Listener {
+                    routes,
+                    on_connect: |_: &mut Extensions| {},
+                    max_connections: METRICS_MAX_CONNECTIONS,
+                    // actix-web's default: a scraper is not expected to half-close.
+                    allow_half_closed: true,
+                    https_only: HttpsOnly::METRICS,
+                },
+            )
+            .map_err(|source| NodeError::Bind {
+                what: "metrics.listen",
+                addr,
+                source,
+            })?;
+        Ok(Self(listeners))
+    }
+
+    /// Whether nothing was added.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Starts serving what was added, on the current actix system. Stopping the handle
+    /// stops every listener.
+    pub fn serve(self) -> actix_web::dev::ServerHandle {
+        let server = self.0.run();
+        let handle = server.handle();
+        actix_rt::spawn(server);
+        handle
+    }
+}
+
+/// How long [`stop_server`] waits for an HTTP server to finish its requests (its own shutdown
+/// timeout is one second) before stopping it at once.
+pub const SERVER_STOP_BOUND: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Stops an HTTP server: gracefully, letting its requests finish, for at most
+/// [`SERVER_STOP_BOUND`], then at once. Bounded because a graceful stop of actix's server can
+/// wait for ever on a response still streaming (an event stream a client keeps open;
+/// actix-web#2759), and a node that never finishes stopping is worse than a cut stream.
+pub async fn stop_server(server: &actix_web::dev::ServerHandle) {
+    if actix_rt::time::timeout(SERVER_STOP_BOUND, server.stop(true))
+        .await
+        .is_err()
+    {
+        warn!(
+            "an HTTP server did not finish its requests within {SERVER_STOP_BOUND:?}; \
+             stopping it at once"
+        );
+        let _ = actix_rt::time::timeout(SERVER_STOP_BOUND, server.stop(false)).await;
+    }
 }
 
 fn local_addr(
@@ -399,13 +487,6 @@ fn local_addr(
         addr: configured.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
         source,
     })
-}
-
-/// Spawns a running server on the current actix system.
-fn spawn_server(server: actix_web::dev::Server) -> actix_web::dev::ServerHandle {
-    let handle = server.handle();
-    actix_rt::spawn(server);
-    handle
 }
 
 /// The admin API's routes for `node`; what [`serve_admin`] serves, and what tests mount on
