@@ -8,6 +8,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+pub use conclave_actors::admin::stop_server;
 use conclave_actors::admin::{bind_listener, serve_admin};
 use conclave_actors::node::NodeHandle;
 use conclave_config::AdminConfig;
@@ -28,7 +29,7 @@ pub async fn put_value(node: &NodeHandle, key: &str, value: &str) {
         )
         .await;
     assert_eq!(reply.status, 200, "{}", reply.body);
-    server.stop(true).await;
+    stop_server(&server).await;
 }
 
 /// Serves `node`'s admin API on an ephemeral loopback port, with `config`'s other settings

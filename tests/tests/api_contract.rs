@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use conclave_config::{AdminConfig, AdminToken, Quorum};
-use conclave_tests::api_client::{ApiClient, Body, Event, Reply, serve};
+use conclave_tests::api_client::{ApiClient, Body, Event, Reply, serve, stop_server};
 use conclave_tests::{ClusterOptions, MemoryCluster, test_log};
 use serde_json::{Value, json};
 
@@ -233,7 +233,7 @@ async fn answers_are_snake_case_and_a_job_has_one_shape() {
         "{}",
         log.body
     );
-    server.stop(true).await;
+    stop_server(&server).await;
     cluster.stop().await;
 }
 
@@ -381,7 +381,7 @@ async fn errors_are_stable_codes_with_messages() {
         "{}",
         big.body
     );
-    server.stop(true).await;
+    stop_server(&server).await;
 
     let token = "contract-token";
     let (addr, server) = serve(
@@ -406,7 +406,7 @@ async fn errors_are_stable_codes_with_messages() {
         .call("POST", "/v1/jobs", json_body(json!({"payload": "x"})))
         .await;
     expect(&allowed, 200, None);
-    server.stop(true).await;
+    stop_server(&server).await;
     cluster.stop().await;
 }
 
@@ -450,7 +450,7 @@ async fn a_follower_sends_clients_to_the_leader() {
     }
     let stale = api.call("GET", "/v1/kv/x?stale=true", Body::Empty).await;
     expect(&stale, 404, Some("not_found"));
-    server.stop(true).await;
+    stop_server(&server).await;
     cluster.stop().await;
 }
 
@@ -514,7 +514,7 @@ async fn lists_are_bounded_and_paged() {
         }
     }
     assert_eq!(seen, [1, 2, 3, 4, 5]);
-    server.stop(true).await;
+    stop_server(&server).await;
     cluster.stop().await;
 }
 
@@ -608,7 +608,7 @@ async fn event_streams_resume_from_last_event_id() {
         )
         .await;
     assert_eq!(resumed, watched[1..]);
-    server.stop(true).await;
+    stop_server(&server).await;
     cluster.stop().await;
 }
 
@@ -629,6 +629,6 @@ async fn a_node_without_the_log_says_how_to_turn_it_on() {
         message.contains("log.enabled = true") && message.contains("CONCLAVE__LOG__ENABLED=true"),
         "{message}"
     );
-    server.stop(true).await;
+    stop_server(&server).await;
     cluster.stop().await;
 }

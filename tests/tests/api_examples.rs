@@ -20,7 +20,7 @@ use std::time::Duration;
 use conclave_config::{AdminConfig, Quorum};
 use conclave_core::election::ElectionConfig;
 use conclave_core::raft::LogConfig;
-use conclave_tests::api_client::{ApiClient, Body, Event, serve};
+use conclave_tests::api_client::{ApiClient, Body, Event, serve, stop_server};
 use conclave_tests::{ClusterOptions, MemoryCluster, test_log};
 use serde_json::Value;
 
@@ -477,7 +477,7 @@ async fn every_example_of_the_api_document_is_what_a_node_answers() {
         std::fs::write(doc_path(), lines.join("\n") + "\n").expect("docs/api.md is writable");
     }
     for server in servers {
-        server.stop(true).await;
+        stop_server(&server).await;
     }
     cluster.stop().await;
     assert!(

@@ -20,7 +20,7 @@ use conclave_actors::node::NodeHandle;
 use conclave_api::MAX_CLAIM_WAIT_MS;
 use conclave_config::AdminConfig;
 use conclave_core::election::Command;
-use conclave_tests::api_client::{ApiClient, Body, Reply, serve};
+use conclave_tests::api_client::{ApiClient, Body, Reply, serve, stop_server};
 use conclave_tests::{MemoryCluster, test_log};
 use serde_json::{Value, json};
 
@@ -126,7 +126,7 @@ async fn a_waiting_claim_is_answered_by_the_enqueue_that_follows_it() {
     assert_eq!(claims_waiting(&node), 0.0);
     // The enqueue and the one claim it woke.
     assert_eq!(commit_index(&node).await, before + 2);
-    server.stop(true).await;
+    stop_server(&server).await;
     cluster.stop().await;
 }
 
@@ -174,7 +174,7 @@ async fn a_waiting_claim_answers_none_ready_when_its_wait_passes() {
         .collect();
     assert_eq!(ids, [other]);
     assert_eq!(claims_waiting(&node), 0.0);
-    server.stop(true).await;
+    stop_server(&server).await;
     cluster.stop().await;
 }
 
@@ -215,7 +215,7 @@ async fn one_enqueue_answers_one_of_several_waiting_claims() {
     assert_eq!(claimed.len(), 3);
     // Three enqueues and three claims: no claim was written that found nothing.
     assert_eq!(commit_index(&node).await, before + 6);
-    server.stop(true).await;
+    stop_server(&server).await;
     cluster.stop().await;
 }
 
@@ -246,7 +246,7 @@ async fn a_leader_change_answers_a_waiting_claim_with_not_leader() {
         answer.body
     );
     assert_eq!(claims_waiting(&node), 0.0);
-    server.stop(true).await;
+    stop_server(&server).await;
     cluster.stop().await;
 }
 
@@ -266,7 +266,7 @@ async fn a_waiting_claim_on_a_node_that_stops_answers_unavailable() {
     assert_eq!(answer.status, 503, "{}", answer.body);
     assert_eq!(answer.body["error"], "unavailable", "{}", answer.body);
     assert_eq!(claims_waiting(&node), 0.0);
-    server.stop(true).await;
+    stop_server(&server).await;
 }
 
 /// SESS-3: a claim whose client hangs up while it waits stops waiting (its HTTP request is
@@ -290,7 +290,7 @@ async fn a_waiting_claim_whose_client_hangs_up_stops_waiting() {
     await_waiting(&cluster, &node, 1.0).await;
     drop(client);
     await_waiting(&cluster, &node, 0.0).await;
-    server.stop(true).await;
+    stop_server(&server).await;
     cluster.stop().await;
 }
 
@@ -323,6 +323,6 @@ async fn a_wait_above_the_bound_is_refused() {
         .await
         .expect("the claim's task ends");
     assert_claimed(&taken, job, "w1");
-    server.stop(true).await;
+    stop_server(&server).await;
     cluster.stop().await;
 }

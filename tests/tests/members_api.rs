@@ -19,7 +19,7 @@ use std::time::Duration;
 use conclave_config::{AdminConfig, Quorum};
 use conclave_core::election::ElectionConfig;
 use conclave_core::raft::{LogConfig, RaftConfig};
-use conclave_tests::api_client::{ApiClient, Body, Reply, serve};
+use conclave_tests::api_client::{ApiClient, Body, Reply, serve, stop_server};
 use conclave_tests::{ClusterOptions, MemoryCluster, test_log};
 use serde_json::{Value, json};
 
@@ -212,8 +212,8 @@ async fn members_are_listed_added_refused_and_removed() {
     let removed = api.call("DELETE", "/v1/members/d", Body::Empty).await;
     expect(&removed, 200, None);
     assert!(member(&removed.body, "d").is_none(), "{}", removed.body);
-    leader_server.stop(true).await;
-    follower_server.stop(true).await;
+    stop_server(&leader_server).await;
+    stop_server(&follower_server).await;
     cluster.stop().await;
 }
 
@@ -226,7 +226,7 @@ async fn the_last_voter_is_not_removed() {
     let api = ApiClient::new(addr);
     let refused = once_settled(&api, "DELETE", "/v1/members/solo", Body::Empty).await;
     expect(&refused, 409, Some("last_voter"));
-    server.stop(true).await;
+    stop_server(&server).await;
     cluster.stop().await;
 }
 
@@ -305,6 +305,6 @@ async fn a_change_is_refused_while_another_is_not_committed() {
     let removed = api.call("DELETE", "/v1/members/d", Body::Empty).await;
     expect(&removed, 200, None);
     assert!(member(&removed.body, "d").is_none(), "{}", removed.body);
-    server.stop(true).await;
+    stop_server(&server).await;
     cluster.stop().await;
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use conclave_config::{AdminConfig, HookCommand, HooksConfig, Quorum};
 use conclave_core::election::ElectionConfig;
 use conclave_core::raft::LogConfig;
-use conclave_tests::api_client::{ApiClient, Body, serve};
+use conclave_tests::api_client::{ApiClient, Body, serve, stop_server};
 use conclave_tests::{ClusterOptions, MemoryCluster, test_log};
 use serde_json::{Value, json};
 
@@ -210,5 +210,5 @@ async fn a_membership_change_shows_in_status_metrics_events_and_hooks() {
     assert_eq!(changes[0]["membership"], "voter");
     assert_eq!(changes[1]["index"], removed);
     assert_eq!(changes[1]["learners"], json!([]));
-    server.stop(true).await;
+    stop_server(&server).await;
 }

@@ -17,8 +17,9 @@ use std::time::Duration;
 use conclave_actors::node::{Node, NodeBuilder, NodeHandle};
 use conclave_config::{AdminConfig, NodeConfig, Quorum, UdpLinkConfig};
 use conclave_core::election::ElectionConfig;
+use conclave_core::raft::RaftConfig;
 use conclave_protocol::{AuthKey, ClusterId, FrameCodec, KeyRing, PeerId, SendKey};
-use conclave_tests::api_client::{ApiClient, Body, put_value, serve};
+use conclave_tests::api_client::{ApiClient, Body, put_value, serve, stop_server};
 use conclave_tests::{
     CLUSTER, ClusterOptions, MemoryCluster, RadioCluster, TEST_PSK, node_config, test_log,
 };
@@ -268,8 +269,17 @@ fn dropped(cluster: &MemoryCluster, reason: &str) -> f64 {
 
 /// Three sealed nodes with the replicated log over the memory link, a leader elected.
 async fn sealed_cluster() -> (MemoryCluster, usize) {
+    // Real time, so timings loose enough that a loaded machine (the suite runs tests side by
+    // side on two cores) does not move the leader: the rotation test's "no leader change" is
+    // about keys, and with the scaled-down timings of the other tests (an election timeout of
+    // 150 ms) a busy minute could make a leader miss a quorum.
+    let template = PeerId::from_static("template");
+    let raft = RaftConfig::new(template, [template])
+        .with_heartbeat(Duration::from_millis(100))
+        .with_election_timeout(Duration::from_millis(1000), Duration::from_millis(2000));
     let options = ClusterOptions {
         authenticated: true,
+        election: Some(ElectionConfig::Raft(raft)),
         ..ClusterOptions::real_time(Quorum::Voters)
     };
     let cluster = MemoryCluster::start_with(&["a", "b", "c"], options, with_log).await;
@@ -318,7 +328,7 @@ async fn proto9_key_rotation_under_writes_keeps_the_leader() {
             }
         }
     }
-    server.stop(true).await;
+    stop_server(&server).await;
     assert_eq!(written, 27);
     assert_eq!(
         terms_and_leaders(&cluster).await,

@@ -17,7 +17,7 @@ use conclave_config::{AdminConfig, Quorum};
 use conclave_core::election::ElectionConfig;
 use conclave_core::raft::LogConfig;
 use conclave_storage::SnapshotBackup;
-use conclave_tests::api_client::{ApiClient, Body, Reply, serve};
+use conclave_tests::api_client::{ApiClient, Body, Reply, serve, stop_server};
 use conclave_tests::{CLUSTER, ClusterOptions, MemoryCluster, test_log};
 use serde_json::json;
 
@@ -136,7 +136,7 @@ async fn memb6_the_leader_serves_a_checksummed_image_of_every_acknowledged_write
     assert_eq!(post.status, 405, "{}", post.text);
     assert_eq!(post.header("allow"), Some("GET"));
 
-    server.stop(true).await;
+    stop_server(&server).await;
     cluster.stop().await;
 }
 
@@ -172,8 +172,8 @@ async fn memb6_a_follower_redirects_or_serves_its_own_copy_when_stale() {
         .await;
     assert!(applied, "the follower's image never held the write");
 
-    server.stop(true).await;
-    leader_server.stop(true).await;
+    stop_server(&server).await;
+    stop_server(&leader_server).await;
     cluster.stop().await;
 }
 
@@ -189,6 +189,6 @@ async fn without_the_log_there_is_no_snapshot() {
         .await;
     assert_eq!(reply.status, 409, "{}", reply.text);
     assert_eq!(reply.body["error"], "log_disabled");
-    server.stop(true).await;
+    stop_server(&server).await;
     cluster.stop().await;
 }

@@ -15,7 +15,7 @@ use conclave_actors::node::NodeHandle;
 use conclave_config::{AdminConfig, Quorum};
 use conclave_core::election::ElectionConfig;
 use conclave_statemachine::{JOB_OVERHEAD, KV_ENTRY_OVERHEAD, MAX_KEY_WEIGHT, StoreLimits};
-use conclave_tests::api_client::{ApiClient, Body, Reply, serve};
+use conclave_tests::api_client::{ApiClient, Body, Reply, serve, stop_server};
 use conclave_tests::{ClusterOptions, MemoryCluster, test_log};
 use serde_json::json;
 
@@ -137,7 +137,7 @@ async fn a_full_store_refuses_puts_serves_reads_and_deletes_and_takes_writes_aft
     let deleted = api.call("DELETE", "/v1/kv/big", Body::Empty).await;
     assert_eq!(deleted.status, 200, "{}", deleted.body);
     await_alarm(&cluster, &api, &node, false).await;
-    server.stop(true).await;
+    stop_server(&server).await;
     cluster.stop().await;
 }
 
@@ -173,7 +173,7 @@ async fn puts_in_flight_together_cannot_pass_the_bound() {
         let read = api.call("GET", &format!("/v1/kv/{key}"), Body::Empty).await;
         assert_eq!(read.status, 200, "{key}: {}", read.body);
     }
-    server.stop(true).await;
+    stop_server(&server).await;
     cluster.stop().await;
 }
 
@@ -230,6 +230,6 @@ async fn a_full_queue_refuses_enqueues_until_a_job_is_done() {
     assert_eq!(acked.status, 200, "{}", acked.body);
     let reply = enqueue("c").await;
     assert_eq!(reply.status, 200, "{}", reply.body);
-    server.stop(true).await;
+    stop_server(&server).await;
     cluster.stop().await;
 }
