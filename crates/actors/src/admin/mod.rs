@@ -361,31 +361,25 @@ impl HttpEndpoints {
         let connections = OpenCount::new(metrics, "conclave_admin_connections");
         let max_connections = options.max_connections;
         let routes = admin_routes(node, options);
-        let listeners = self
-            .0
-            .add(
-                listener,
-                tls,
-                Listener {
-                    routes,
-                    on_connect: move |extensions: &mut Extensions| {
-                        extensions.insert(connections.open(max_connections));
-                    },
-                    max_connections: max_connections + OVERFLOW_CONNECTIONS,
-                    // SESS-3: a client that hangs up ends its request: a claim waiting for a
-                    // job stops waiting (and cannot take a job nobody will work on). HTTP
-                    // clients do not half-close a connection to wait for the answer, so none
-                    // is refused an answer by this.
-                    allow_half_closed: false,
-                    https_only: HttpsOnly::ADMIN,
+        self.add(
+            "admin.listen",
+            addr,
+            listener,
+            tls,
+            Listener {
+                routes,
+                on_connect: move |extensions: &mut Extensions| {
+                    extensions.insert(connections.open(max_connections));
                 },
-            )
-            .map_err(|source| NodeError::Bind {
-                what: "admin.listen",
-                addr,
-                source,
-            })?;
-        Ok(Self(listeners))
+                max_connections: max_connections + OVERFLOW_CONNECTIONS,
+                // SESS-3: a client that hangs up ends its request: a claim waiting for a job
+                // stops waiting (and cannot take a job nobody will work on). HTTP clients do
+                // not half-close a connection to wait for the answer, so none is refused an
+                // answer by this.
+                allow_half_closed: false,
+                https_only: HttpsOnly::ADMIN,
+            },
+        )
     }
 
     /// Adds the Prometheus endpoint (`GET /metrics`) on `listener`, over `tls` when given.
@@ -419,26 +413,39 @@ impl HttpEndpoints {
                     )
                 }));
         };
-        let listeners = self
-            .0
-            .add(
-                listener,
-                tls,
-                Listener {
-                    routes,
-                    on_connect: |_: &mut Extensions| {},
-                    max_connections: METRICS_MAX_CONNECTIONS,
-                    // actix-web's default: a scraper is not expected to half-close.
-                    allow_half_closed: true,
-                    https_only: HttpsOnly::METRICS,
-                },
-            )
-            .map_err(|source| NodeError::Bind {
-                what: "metrics.listen",
-                addr,
-                source,
-            })?;
-        Ok(Self(listeners))
+        self.add(
+            "metrics.listen",
+            addr,
+            listener,
+            tls,
+            Listener {
+                routes,
+                on_connect: |_: &mut Extensions| {},
+                max_connections: METRICS_MAX_CONNECTIONS,
+                // actix-web's default: a scraper is not expected to half-close.
+                allow_half_closed: true,
+                https_only: HttpsOnly::METRICS,
+            },
+        )
+    }
+
+    /// Adds `setup` on `listener`; a failure names the configuration key `what` and `addr`.
+    fn add<R, C>(
+        self,
+        what: &'static str,
+        addr: SocketAddr,
+        listener: TcpListener,
+        tls: Option<&ListenerTls>,
+        setup: Listener<R, C>,
+    ) -> Result<Self, NodeError>
+    where
+        R: Fn(&mut web::ServiceConfig) + Clone + Send + 'static,
+        C: Fn(&mut Extensions) + Clone + Send + Sync + 'static,
+    {
+        self.0
+            .add(listener, tls, setup)
+            .map(Self)
+            .map_err(|source| NodeError::Bind { what, addr, source })
     }
 
     /// Whether nothing was added.
