@@ -140,8 +140,8 @@ pub(super) struct Listener<R, C> {
 /// One worker for both rather than a server each, because an idle worker is not free: each
 /// HTTP service keeps actix-http's date clock, a 500 ms timer that tokio's timer wheel wakes
 /// its thread for twice, and that was a fifth of an idle node's wake-ups per server. Two
-/// clocks started together on one thread fall due together (docs/benchmarks.md, "Idle cost
-/// with one HTTP worker").
+/// clocks started together on one thread fall due together (docs/benchmarks.md, "Idle memory
+/// with the replicated log", at fad2fd6).
 ///
 /// Each listener keeps its own bound ([`Listener::max_connections`]): a connection past it is
 /// closed as soon as it is accepted, so a flood of one listener cannot take the other's places.
