@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import http.client
 import json
 import math
@@ -52,6 +51,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from benchlib import BenchError, PortPool, clean_env, die_with_parent, loadavg, log, run_quiet
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -107,49 +108,8 @@ START_TIMEOUT_S = 30.0
 STOP_GRACE_S = 3.0
 
 
-class BenchError(Exception):
-    """A failure that ends the benchmark (or one system's part of it) with a clear message."""
-
-
-def log(message: str = "") -> None:
-    print(message, flush=True)
-
-
-def die_with_parent() -> None:
-    """Runs in the child before exec: its own session, and SIGKILL when this program dies."""
-    os.setsid()
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-
-
 # --------------------------------------------------------------------------------------------
 # ports
-
-
-def free_port(kind: int) -> int:
-    """A port on 127.0.0.1 that nothing listens on now (TCP or UDP per `kind`)."""
-    with socket.socket(socket.AF_INET, kind) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class PortPool:
-    """Hands out distinct free loopback ports."""
-
-    def __init__(self) -> None:
-        self.given: set[int] = set()
-
-    def take(self, kind: int = socket.SOCK_STREAM) -> int:
-        for _ in range(100):
-            port = free_port(kind)
-            if port not in self.given:
-                self.given.add(port)
-                return port
-        raise BenchError("could not find a free loopback port in 100 tries")
 
 
 def check_port_free(port: int, kind: int, what: str) -> None:
@@ -572,20 +532,6 @@ class EtcdCluster(Cluster):
             f"HTTP /v3/maintenance/status: leader {sorted(map(str, http_leaders))}")
 
 
-def clean_env(drop_prefixes: tuple[str, ...]) -> dict[str, str]:
-    """This environment without variables that would change a member's configuration."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(drop_prefixes)}
-
-
-def run_quiet(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as err:
-        raise BenchError(f"{' '.join(argv)} did not finish within {timeout:.0f} s") from err
-    except OSError as err:
-        raise BenchError(f"cannot run {argv[0]}: {err}") from err
-
-
 # --------------------------------------------------------------------------------------------
 # one failover
 
@@ -828,12 +774,6 @@ class SystemResult:
     def times(self) -> list[float]:
         """Failover times in ms; a round with no agreement before the cap counts as +inf."""
         return [r.failover_ms if r.failover_ms is not None else math.inf for r in self.rounds]
-
-
-def loadavg() -> str:
-    with contextlib.suppress(OSError):
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    return "unknown"
 
 
 def run_system(cluster: Cluster, result: SystemResult, args: argparse.Namespace, rng: random.Random) -> None:
