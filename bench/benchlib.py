@@ -13,6 +13,8 @@ import os
 import signal
 import socket
 import subprocess
+import time
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -78,3 +80,39 @@ class PortPool:
                 self.given.add(port)
                 return port
         raise BenchError("could not find a free loopback port in 100 tries")
+
+
+def stop_members(members: Iterable, grace_s: float) -> int:
+    """Stops members started with `die_with_parent` (each has `proc`, `log_file` and `alive()`):
+    SIGTERM to the running ones' process groups, `grace_s` for them to end, then SIGKILL to
+    every group, the exited ones' too (nothing may stay behind), and their logs closed.
+    Returns how many were still running."""
+    members = list(members)
+    running = [m for m in members if m.alive()]
+    for member in running:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(member.proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for member in running:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            member.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    for member in members:
+        if member.proc is None:
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(member.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            member.proc.wait(timeout=5)
+        if member.log_file is not None:
+            member.log_file.close()
+            member.log_file = None
+    return len(running)
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, or "unknown"."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "unknown"

@@ -52,7 +52,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchlib import BenchError, PortPool, clean_env, die_with_parent, loadavg, log, run_quiet
+from benchlib import (
+    BenchError, PortPool, clean_env, cpu_model, die_with_parent, loadavg, log, run_quiet, stop_members,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -306,26 +308,7 @@ class Cluster:
 
     def stop_all(self) -> int:
         """Stops every member and reaps it; returns how many were still running."""
-        running = [m for m in self.members.values() if m.alive()]
-        for member in running:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(member.proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S
-        for member in running:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                member.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        for member in self.members.values():
-            if member.proc is None:
-                continue
-            # Also the process group of members that already exited: nothing may stay behind.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(member.proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                member.proc.wait(timeout=5)
-            if member.log_file is not None:
-                member.log_file.close()
-                member.log_file = None
-        return len(running)
+        return stop_members(self.members.values(), STOP_GRACE_S)
 
     # --- views
 
@@ -998,12 +981,7 @@ def conclave_version(binary: Path) -> str:
 
 
 def machine_lines(etcd_ver: str, conclave_bin: Path) -> list[str]:
-    cpu = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+    cpu = cpu_model()
     rustc = "unknown"
     with contextlib.suppress(BenchError):
         done = run_quiet(["rustc", "--version"], timeout=15)

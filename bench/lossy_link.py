@@ -82,7 +82,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchlib import BenchError, PortPool, clean_env, die_with_parent, loadavg, log, run_quiet
+from benchlib import (
+    BenchError, PortPool, clean_env, cpu_model, die_with_parent, loadavg, log, run_quiet, stop_members,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 NAMES = ["gw-a", "gw-b", "gw-c"]
@@ -498,26 +500,9 @@ class Cluster:
 
     def stop(self) -> int:
         """Stops every node and the relay; returns how many nodes were still running."""
-        running = [n for n in self.nodes.values() if n.alive()]
-        for node in running:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(node.proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S
-        for node in running:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                node.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        for node in self.nodes.values():
-            if node.proc is None:
-                continue
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(node.proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                node.proc.wait(timeout=5)
-            if node.log_file is not None:
-                node.log_file.close()
-                node.log_file = None
+        running = stop_members(self.nodes.values(), STOP_GRACE_S)
         self.relay.stop()
-        return len(running)
+        return running
 
 
 # --------------------------------------------------------------------------------------------
@@ -968,12 +953,7 @@ def build_conclave() -> Path:
 
 
 def machine_lines(binaries: list[Path]) -> list[str]:
-    cpu = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+    cpu = cpu_model()
     git = "unknown"
     with contextlib.suppress(BenchError):
         git = run_quiet(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], timeout=15).stdout.strip() or git

@@ -47,6 +47,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchlib import cpu_model
+
 REPO = Path(__file__).resolve().parent.parent
 NAMES = ["gw-a", "gw-b", "gw-c"]
 CLUSTER = "flood-bench"
@@ -331,12 +333,7 @@ def build(args: argparse.Namespace) -> None:
 
 
 def machine() -> str:
-    cpu = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+    cpu = cpu_model()
     git = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
                          capture_output=True, text=True).stdout.strip() or "unknown"
     return f"machine: nproc {os.cpu_count()}, {cpu}, Linux {platform.release()}; git {git}"
