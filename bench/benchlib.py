@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import signal
 import socket
@@ -16,6 +17,10 @@ import subprocess
 import time
 from collections.abc import Iterable
 from pathlib import Path
+
+
+# The repository this program belongs to.
+REPO = Path(__file__).resolve().parent.parent
 
 
 class BenchError(Exception):
@@ -116,3 +121,23 @@ def cpu_model() -> str:
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     return "unknown"
+
+
+def build_conclave() -> Path:
+    """Builds the `conclave` binary in release mode and returns its path."""
+    log("building conclave: cargo build --release -p conclave-gateway")
+    try:
+        done = subprocess.run(["cargo", "build", "--release", "-p", "conclave-gateway"], cwd=REPO,
+                              stdin=subprocess.DEVNULL, timeout=3600)
+    except FileNotFoundError as err:
+        raise BenchError("cargo is not on PATH; build conclave yourself and pass --conclave-bin") from err
+    except subprocess.TimeoutExpired as err:
+        raise BenchError("cargo build took more than an hour") from err
+    if done.returncode != 0:
+        raise BenchError(f"cargo build --release -p conclave-gateway failed (exit {done.returncode})")
+    meta = run_quiet(["cargo", "metadata", "--format-version", "1", "--no-deps"], timeout=120)
+    target = Path(json.loads(meta.stdout)["target_directory"]) if meta.returncode == 0 else REPO / "target"
+    binary = target / "release" / "conclave"
+    if not binary.exists():
+        raise BenchError(f"cargo build succeeded but {binary} does not exist")
+    return binary

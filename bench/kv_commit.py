@@ -87,6 +87,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchlib import stop_members
+
 REPO = Path(__file__).resolve().parent.parent
 CLIENT_COUNTS = (1, 8, 32)
 IDLE_RSS_GOAL_MIB = 8.0
@@ -203,23 +205,7 @@ class Cluster:
             member.start()
 
     def stop(self) -> None:
-        running = [m for m in self.members.values() if m.alive()]
-        for member in running:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(member.proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 5
-        for member in running:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                member.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        for member in self.members.values():
-            if member.proc is None:
-                continue
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(member.proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                member.proc.wait(timeout=5)
-            if member.log_file is not None:
-                member.log_file.close()
+        stop_members(self.members.values(), 5.0)
 
     def require_alive(self) -> None:
         for member in self.members.values():

@@ -83,7 +83,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchlib import (
-    BenchError, PortPool, clean_env, cpu_model, die_with_parent, loadavg, log, run_quiet, stop_members,
+    BenchError, PortPool, build_conclave, clean_env, cpu_model, die_with_parent, loadavg, log, run_quiet, stop_members,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -931,25 +931,6 @@ def report(results: dict[str, RunResult], args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------------------------
 # setup
-
-
-def build_conclave() -> Path:
-    log("building conclave: cargo build --release -p conclave-gateway")
-    try:
-        done = subprocess.run(["cargo", "build", "--release", "-p", "conclave-gateway"], cwd=REPO,
-                              stdin=subprocess.DEVNULL, timeout=3600)
-    except FileNotFoundError as err:
-        raise BenchError("cargo is not on PATH; build conclave yourself and pass --conclave-bin") from err
-    except subprocess.TimeoutExpired as err:
-        raise BenchError("cargo build took more than an hour") from err
-    if done.returncode != 0:
-        raise BenchError(f"cargo build --release -p conclave-gateway failed (exit {done.returncode})")
-    meta = run_quiet(["cargo", "metadata", "--format-version", "1", "--no-deps"], timeout=120)
-    target = Path(json.loads(meta.stdout)["target_directory"]) if meta.returncode == 0 else REPO / "target"
-    binary = target / "release" / "conclave"
-    if not binary.exists():
-        raise BenchError(f"cargo build succeeded but {binary} does not exist")
-    return binary
 
 
 def machine_lines(binaries: list[Path]) -> list[str]:
