@@ -6,8 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use conclave_actors::node::NodeHandle;
 use conclave_config::{NodeConfig, Quorum};
-use conclave_core::election::ElectionConfig;
+use conclave_core::election::{ElectionConfig, ModeStatus};
 use conclave_espnow::Mac;
 use conclave_protocol::{AuthKey, Body, ClusterId, FrameCodec};
 use conclave_tests::api_client::put_value;
@@ -15,6 +16,37 @@ use conclave_tests::{CLUSTER, RadioCluster, TEST_PSK, test_log};
 
 const PATIENCE: Duration = Duration::from_secs(20);
 const WRITES: usize = 6;
+
+/// Waits until the leader knows that both followers hold its whole log, its term's first entry
+/// included. Until then it is still probing a follower, and a follower being probed is sent a
+/// message of its own: the broadcast path is for followers in step, which is what this test
+/// is about (on a loaded machine the first write could otherwise come before that).
+async fn await_followers_in_step(leader: &NodeHandle) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let status = leader
+            .election_status()
+            .await
+            .expect("a running node answers");
+        if let ModeStatus::Raft(raft) = &status.detail {
+            let in_step = raft.log.as_ref().is_some_and(|log| {
+                log.followers.len() == 2
+                    && log
+                        .followers
+                        .iter()
+                        .all(|(_, matched)| *matched == raft.last_log.index)
+            });
+            if in_step {
+                return;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the followers never caught up with the leader: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
 
 fn with_log(config: &mut NodeConfig) {
     if let ElectionConfig::Raft(raft) = &mut config.election {
@@ -33,6 +65,7 @@ async fn each_written_value_goes_out_once_for_both_followers() {
     .await;
     let monitor = cluster.air.monitor();
     let leader = cluster.await_leader_among(&[0, 1, 2], PATIENCE).await;
+    await_followers_in_step(cluster.handle(leader)).await;
     let values: Vec<String> = (0..WRITES).map(|n| format!("broadcast-{n}")).collect();
     for (n, value) in values.iter().enumerate() {
         put_value(cluster.handle(leader), &format!("k{n}"), value).await;
