@@ -50,6 +50,12 @@ of `--warmup` seconds and then the measured run of `--seconds`. wrk is C over Op
 TLS costs the two shared cores far less than Python's, which would otherwise be counted
 against the secured cluster. wrk does not check the server's certificate.
 
+With `--key-space N`, each client (each wrk thread) writes its own N keys in turn instead of a
+new key every time. The store then stays small through the run; with new keys it grows by
+every write, the snapshot taken every `log.snapshot_entries` entries copies all of it, and
+that cost, larger in each run than in the one before and falling on one measurement or the
+other by chance, is not what a comparison of two configurations of conclave asks about.
+
 With `--sessions N`, N sessions are granted on conclave's leader after start and each is
 kept alive once a second (a streaming keepalive with a 3 s TTL, from one more load process)
 for the whole run: the program prints the leader's CPU without and with them, and checks at
@@ -446,12 +452,15 @@ async def one_client(port: int, requests_of, start: float, stop: float, out: dic
 
 
 def load_process(system: str, port: int, client_ids: list[int], tag: str, value: str,
-                 start: float, stop: float, pipe) -> None:
-    """One load-generating process: its clients as coroutines on one event loop."""
+                 key_space: int, start: float, stop: float, pipe) -> None:
+    """One load-generating process: its clients as coroutines on one event loop. Each client
+    writes a new key every time, or its `key_space` keys in turn when that is not 0."""
     cluster_class = EtcdCluster if system == "etcd" else ConclaveCluster
     out = {"latencies": [], "errors": {}}
 
     def requests_for(client: int):
+        if key_space:
+            return lambda seq: cluster_class.put_request(f"{tag}-{client}-{seq % key_space}", value)
         return lambda seq: cluster_class.put_request(f"{tag}-{client}-{seq}", value)
 
     async def main() -> None:
@@ -596,7 +605,8 @@ def measure(cluster: Cluster, clients: int, args: argparse.Namespace, tag: str) 
     for group in groups:
         parent, child = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=load_process,
-                           args=(cluster.system, leader.http_port, group, tag, value, start, stop, child))
+                           args=(cluster.system, leader.http_port, group, tag, value, args.key_space,
+                                 start, stop, child))
         proc.start()
         child.close()
         workers.append((proc, parent))
@@ -649,6 +659,7 @@ function init(args)
 end
 function request()
   counter = counter + 1
+  if KEY_SPACE > 0 then counter = (counter - 1) % KEY_SPACE + 1 end
   return wrk.format("PUT", "/v1/kv/" .. prefix .. counter, headers, body)
 end
 function response(status, headers, body)
@@ -670,10 +681,12 @@ end
 
 
 def run_wrk(wrk: str, port: int, clients: int, seconds: float, tag: str, value_bytes: int,
-            workdir: Path) -> tuple[dict, float]:
-    """One wrk run against 127.0.0.1:port: its JSON summary and the CPU seconds it used."""
+            key_space: int, workdir: Path) -> tuple[dict, float]:
+    """One wrk run against 127.0.0.1:port: its JSON summary and the CPU seconds it used. Each
+    wrk thread writes a new key every time, or its `key_space` keys in turn when not 0."""
     script = workdir / f"{tag}.lua"
-    script.write_text(WRK_SCRIPT.replace("VALUE_BYTES", str(value_bytes)).replace("TAG", json.dumps(tag)))
+    script.write_text(WRK_SCRIPT.replace("VALUE_BYTES", str(value_bytes))
+                      .replace("KEY_SPACE", str(key_space)).replace("TAG", json.dumps(tag)))
     scheme = "https" if port in TLS_PORTS else "http"
     threads = min(2, clients)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -694,9 +707,11 @@ def measure_wrk(cluster: Cluster, clients: int, args: argparse.Namespace, tag: s
     """`measure` with wrk as the load: a warm-up run, then the measured one."""
     leader = cluster.members[cluster.wait_leader()]
     before = cluster.disk_counters(leader)
-    run_wrk(wrk, leader.http_port, clients, args.warmup, f"{tag}w", args.value_bytes, workdir)
+    run_wrk(wrk, leader.http_port, clients, args.warmup, f"{tag}w", args.value_bytes, args.key_space,
+            workdir)
     servers_before = sum(cpu_seconds(m.proc.pid) for m in cluster.members.values())
-    summary, cpu = run_wrk(wrk, leader.http_port, clients, args.seconds, tag, args.value_bytes, workdir)
+    summary, cpu = run_wrk(wrk, leader.http_port, clients, args.seconds, tag, args.value_bytes,
+                           args.key_space, workdir)
     servers = sum(cpu_seconds(m.proc.pid) for m in cluster.members.values()) - servers_before
     after = cluster.disk_counters(leader)
     cluster.require_alive()
@@ -878,6 +893,11 @@ def main() -> int:
                              "for every figure against etcd), or wrk (C, Debian's wrk, installed when "
                              "missing), whose TLS costs the shared cores far less; wrk writes "
                              "conclave's requests only, so it needs --secured-vs-plain")
+    parser.add_argument("--key-space", type=int, default=0, metavar="N",
+                        help="each client (each wrk thread) writes its N keys in turn, overwriting, "
+                             "instead of a new key every time (the default, 0): the store stays "
+                             "small, so the snapshots of a store that grows through the run do not "
+                             "weigh on one measurement more than another")
     parser.add_argument("--sessions", type=int, default=0,
                         help="live sessions on conclave's leader during the run, each kept alive once a "
                              "second by a streaming keepalive (issue 25)")
@@ -906,7 +926,9 @@ def main() -> int:
             + ("" if etcd is None else f"; etcd: {version_of([etcd, '--version'])}"))
         log(f"data directories: {root} ({filesystem_of(root)})")
         log(f"{args.runs} runs x clients {client_counts} x {args.seconds:.0f} s per system "
-            f"(+{args.warmup:.0f} s warm-up), {args.value_bytes}-byte values, distinct keys, "
+            f"(+{args.warmup:.0f} s warm-up), {args.value_bytes}-byte values, "
+            + ("distinct keys, " if not args.key_space else
+               f"{args.key_space} keys per {'wrk thread' if wrk else 'client'} written in turn, ")
             + (f"{args.client_procs} load processes" if wrk is None
                else f"load: {version_of([wrk, '--version']) or 'wrk'}, 2 threads (1 at 1 client)"))
         for name in ("conclave", "etcd", "plain"):
