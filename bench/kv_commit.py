@@ -1024,6 +1024,13 @@ def main() -> int:
             log(f"  {clients:>2} clients: {a} {c_rate:.0f}/s p99 {c_p99:.2f} ms, {b} {e_rate:.0f}/s "
                 f"p99 {e_p99:.2f} ms: throughput {ratio(c_rate, e_rate)} {'PASS' if ok_rate else 'FAIL'}, "
                 f"p99 {ratio(c_p99, e_p99)}{p99_verdict}")
+            # The runs are paired (one after the other, the order alternating): each run's own
+            # ratio, beside the ratio of the medians above.
+            paired = [results[(r, clients, a)].commits_per_s / results[(r, clients, b)].commits_per_s
+                      for r in range(1, args.runs + 1) if results[(r, clients, b)].commits_per_s]
+            if paired:
+                log(f"              every run's commits/s ratio: median {statistics.median(paired):.2f}, "
+                    f"{min(paired):.2f}-{max(paired):.2f}")
 
         if wrk is not None:
             log()
