@@ -1,8 +1,7 @@
 """What the benchmark programs share: starting members that die with the program, ports on
 loopback, quiet subprocesses, and how a failure ends a benchmark.
 
-Imported by `bench/failover.py` and `bench/lossy_link.py` (a script's own directory is on
-Python's module path). Standard library only (Python 3.11); Linux.
+Imported by the programs beside it (a script's own directory is on Python's module path). Standard library only (Python 3.11); Linux.
 """
 
 from __future__ import annotations
@@ -141,3 +140,23 @@ def build_conclave() -> Path:
     if not binary.exists():
         raise BenchError(f"cargo build succeeded but {binary} does not exist")
     return binary
+
+
+def make_certificates(root: Path, name: str = "bench") -> tuple[Path, Path, Path]:
+    """A CA and a certificate for 127.0.0.1 it signed (P-256), made with openssl in `root`: the
+    CA's, the certificate's and the key's paths."""
+    root.mkdir(parents=True, exist_ok=True)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    steps = [
+        ["req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+         "-subj", f"/CN={name} CA"],
+        ["req", *ec, "-keyout", "node.key", "-out", "node.csr", "-subj", f"/CN={name}"],
+        ["x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+         "-out", "node.pem", "-days", "2", "-extfile", "node.ext"],
+    ]
+    (root / "node.ext").write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    for step in steps:
+        done = subprocess.run(["openssl", *step], cwd=root, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise BenchError(f"openssl {' '.join(step)}: {done.stderr}")
+    return root / "ca.pem", root / "node.pem", root / "node.key"

@@ -93,15 +93,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchlib import stop_members
+from benchlib import BenchError, make_certificates, stop_members
 
 REPO = Path(__file__).resolve().parent.parent
 CLIENT_COUNTS = (1, 8, 32)
 IDLE_RSS_GOAL_MIB = 8.0
-
-
-class BenchError(Exception):
-    pass
 
 
 def log(text: str = "") -> None:
@@ -160,26 +156,6 @@ class Member:
 # With --tls: conclave's admin ports, each with the client context that trusts the bench's CA
 # (the forked load processes inherit it). etcd is always reached in plain HTTP.
 TLS_PORTS: dict[int, ssl.SSLContext] = {}
-
-
-def make_certificates(root: Path) -> tuple[Path, Path, Path]:
-    """A CA and a certificate for 127.0.0.1 it signed, made with openssl in `root`: the CA's,
-    the certificate's and the key's paths."""
-    root.mkdir(parents=True, exist_ok=True)
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    steps = [
-        ["req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-         "-subj", "/CN=kv-bench CA"],
-        ["req", *ec, "-keyout", "node.key", "-out", "node.csr", "-subj", "/CN=kv-bench"],
-        ["x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-         "-out", "node.pem", "-days", "2", "-extfile", "node.ext"],
-    ]
-    (root / "node.ext").write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
-    for step in steps:
-        done = subprocess.run(["openssl", *step], cwd=root, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise BenchError(f"openssl {' '.join(step)}: {done.stderr}")
-    return root / "ca.pem", root / "node.pem", root / "node.key"
 
 
 def request(port: int, method: str, path: str, body: bytes | None = None, timeout: float = 2.0):
@@ -946,7 +922,7 @@ def main() -> int:
         use_tls = args.tls or (args.secured_vs_plain and "tls" in parts)
         use_seal = not args.secured_vs_plain or "sealed" in parts
         if use_tls:
-            ca, cert, key = make_certificates(root / "tls")
+            ca, cert, key = make_certificates(root / "tls", "kv-bench")
             admin_extra += (f"\n[admin.tls]\ncert_file = {json.dumps(str(cert))}\n"
                             f"key_file = {json.dumps(str(key))}\n")
         if args.secured_vs_plain:
