@@ -16,13 +16,15 @@ RSS is also split, from /proc/<pid>/smaps, into the pages of the `conclave` exec
 the shared libraries (libc, the loader) and anonymous memory (heap, thread stacks, arenas).
 With `--wakeups` every node's threads are listed by name with their context switches a second
 over the measurement (voluntary and not, from /proc/<pid>/task/*/status): an idle thread's
-switches are its wake-ups, which is what an idle node's CPU is made of.
+switches are its wake-ups, which is what an idle node's CPU is made of. With `--tls` the admin
+API and the metrics are served over TLS (`[admin.tls]` and `[metrics.tls]`, a P-256 certificate
+from a CA made with `openssl`), as `docs/operations.md` ("Securing a cluster") sets a node up.
 
 Timings are the built-in defaults unless `--heartbeat-ms` is given (the election timeout is
 then 5x to 10x the heartbeat, as in the harness of the process tests). `--rounds` repeats the
 whole run (new processes each time) and prints every round and the median of the rounds.
 
-Standard library only (Python 3.11). Run from anywhere:
+Standard library and `benchlib.py` beside it (Python 3.11). Run from anywhere:
     python3 bench/idle_cost.py --conclave-bin target/release/conclave --seconds 60
 Exit code: 0 on a complete run, 2 on an error.
 """
@@ -34,6 +36,7 @@ import http.client
 import json
 import os
 import secrets
+import ssl
 import signal
 import socket
 import statistics
@@ -42,6 +45,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchlib import BenchError, make_certificates
 
 NAMES = ["gw-a", "gw-b", "gw-c"]
 
@@ -52,7 +57,10 @@ def free_port(kind: int) -> int:
         return sock.getsockname()[1]
 
 
-def write_configs(root: Path, heartbeat_ms: int | None, log: bool) -> dict[str, Path]:
+def write_configs(root: Path, heartbeat_ms: int | None, log: bool,
+                  tls: tuple[Path, Path] | None = None) -> dict[str, tuple[Path, int]]:
+    """Three nodes' configurations in `root`, each with its admin port; with `tls` (a
+    certificate and its key) the admin API and the metrics are served over TLS."""
     udp = {n: free_port(socket.SOCK_DGRAM) for n in NAMES}
     admin = {n: free_port(socket.SOCK_STREAM) for n in NAMES}
     metrics = {n: free_port(socket.SOCK_STREAM) for n in NAMES}
@@ -71,6 +79,10 @@ def write_configs(root: Path, heartbeat_ms: int | None, log: bool) -> dict[str, 
     # every voter answered.
     initial_state = 'initial_state = "new"\n' if log else ""
     log_section = "[log]\nenabled = true\n" if log else ""
+    tls_sections = ""
+    if tls is not None:
+        files = f"cert_file = {json.dumps(str(tls[0]))}\nkey_file = {json.dumps(str(tls[1]))}\n"
+        tls_sections = f"\n[admin.tls]\n{files}\n[metrics.tls]\n{files}"
     configs = {}
     for name in NAMES:
         peers = ", ".join(q(f"127.0.0.1:{udp[p]}") for p in NAMES if p != name)
@@ -97,15 +109,19 @@ listen = {q(f"127.0.0.1:{admin[name]}")}
 [metrics]
 listen = {q(f"127.0.0.1:{metrics[name]}")}
 
-{log_section}"""
+{log_section}{tls_sections}"""
         )
         configs[name] = (config, admin[name])
     return configs
 
 
-def status(port: int) -> dict | None:
+def status(port: int, tls: ssl.SSLContext | None = None) -> dict | None:
+    """`GET /v1/status` of the node at `port` (over TLS with `tls`), or None without an answer."""
     try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+        if tls is None:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+        else:
+            conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=1, context=tls)
         conn.request("GET", "/v1/status")
         response = conn.getresponse()
         body = response.read()
@@ -170,7 +186,12 @@ def resident_by_mapping(pid: int, binary: Path) -> dict[str, float]:
 def one_round(binary: Path, args: argparse.Namespace) -> list[tuple]:
     with tempfile.TemporaryDirectory(prefix="conclave-idle-") as tmp:
         root = Path(tmp)
-        configs = write_configs(root, args.heartbeat_ms, args.log)
+        context = None
+        tls = None
+        if args.tls:
+            ca, cert, key = make_certificates(root / "tls", "idle-bench")
+            context, tls = ssl.create_default_context(cafile=str(ca)), (cert, key)
+        configs = write_configs(root, args.heartbeat_ms, args.log, tls)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CONCLAVE", "RUST_LOG"))}
         procs = {}
         try:
@@ -184,7 +205,7 @@ def one_round(binary: Path, args: argparse.Namespace) -> list[tuple]:
             deadline = time.monotonic() + 60
             leader = None
             while time.monotonic() < deadline:
-                views = [status(port) for _, port in configs.values()]
+                views = [status(port, context) for _, port in configs.values()]
                 leaders = {v.get("leader") if v else None for v in views}
                 if len(leaders) == 1 and None not in leaders:
                     leader = leaders.pop()
@@ -241,12 +262,15 @@ def main() -> int:
     parser.add_argument("--log", action="store_true", help="run the replicated log ([log] enabled)")
     parser.add_argument("--breakdown", action="store_true",
                         help="split each node's RSS into executable, libraries and anonymous")
+    parser.add_argument("--tls", action="store_true",
+                        help="serve the admin API and the metrics over TLS (a certificate made with "
+                             "openssl)")
     parser.add_argument("--wakeups", action="store_true",
                         help="list each node's threads with their context switches a second")
     args = parser.parse_args()
     binary = args.conclave_bin.resolve()
     timings = "defaults" if args.heartbeat_ms is None else f"heartbeat {args.heartbeat_ms} ms"
-    mode = "raft with the log" if args.log else "raft"
+    mode = ("raft with the log" if args.log else "raft") + (", TLS" if args.tls else "")
     print(f"conclave {binary}, 3 nodes on loopback, {mode}, {timings}, {args.seconds:.0f} s per round, "
           f"load average before: {Path('/proc/loadavg').read_text().split()[0]}")
     cpus, rsss = [], []
@@ -266,7 +290,7 @@ def main() -> int:
                     print(f"        switches a second: {sum(wakeups.values()):.1f} ({listed})")
             cpus.append(statistics.mean(f[2] for f in figures))
             rsss.append(statistics.mean(f[3] for f in figures))
-    except (RuntimeError, OSError) as err:
+    except (RuntimeError, OSError, BenchError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"per node, median of {args.rounds} round(s) of the 3-node mean: "
