@@ -36,9 +36,9 @@ import http.client
 import json
 import os
 import secrets
-import ssl
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -115,6 +115,13 @@ listen = {q(f"127.0.0.1:{metrics[name]}")}
     return configs
 
 
+def tls_setup(root: Path, name: str) -> tuple[ssl.SSLContext, tuple[Path, Path]]:
+    """A certificate for the nodes and its key, made with openssl in `root`, and a client
+    context that trusts their CA."""
+    ca, cert, key = make_certificates(root, name)
+    return ssl.create_default_context(cafile=str(ca)), (cert, key)
+
+
 def status(port: int, tls: ssl.SSLContext | None = None) -> dict | None:
     """`GET /v1/status` of the node at `port` (over TLS with `tls`), or None without an answer."""
     try:
@@ -186,11 +193,7 @@ def resident_by_mapping(pid: int, binary: Path) -> dict[str, float]:
 def one_round(binary: Path, args: argparse.Namespace) -> list[tuple]:
     with tempfile.TemporaryDirectory(prefix="conclave-idle-") as tmp:
         root = Path(tmp)
-        context = None
-        tls = None
-        if args.tls:
-            ca, cert, key = make_certificates(root / "tls", "idle-bench")
-            context, tls = ssl.create_default_context(cafile=str(ca)), (cert, key)
+        context, tls = tls_setup(root / "tls", "idle-bench") if args.tls else (None, None)
         configs = write_configs(root, args.heartbeat_ms, args.log, tls)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CONCLAVE", "RUST_LOG"))}
         procs = {}

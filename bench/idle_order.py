@@ -32,7 +32,6 @@ import glob
 import os
 import re
 import signal
-import ssl
 import subprocess
 import sys
 import tempfile
@@ -42,7 +41,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import idle_cost  # noqa: E402  (the cluster's configuration and status calls)
-from benchlib import make_certificates  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "bins" / "gateway" / "idle-order.txt"
@@ -92,11 +90,7 @@ def executed(outputs: list[Path], binary: Path) -> set[int]:
 
 def profile(binary: Path, seconds: float, work: Path, tls: bool) -> list[Path]:
     """Runs the idle cluster under callgrind, with TLS when `tls`; the dumps it wrote."""
-    context = None
-    files = None
-    if tls:
-        ca, cert, key = make_certificates(work / "tls", "idle-order")
-        context, files = ssl.create_default_context(cafile=str(ca)), (cert, key)
+    context, files = idle_cost.tls_setup(work / "tls", "idle-order") if tls else (None, None)
     configs = idle_cost.write_configs(work, None, True, files)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CONCLAVE", "RUST_LOG"))}
     procs = {}
