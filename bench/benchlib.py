@@ -64,7 +64,7 @@ def run_quiet(argv: list[str], timeout: float, env: dict[str, str] | None = None
         raise BenchError(f"cannot run {argv[0]}: {err}") from err
 
 
-def free_port(kind: int) -> int:
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
     """A port on 127.0.0.1 that nothing listens on now (TCP or UDP per `kind`)."""
     with socket.socket(socket.AF_INET, kind) as sock:
         sock.bind(("127.0.0.1", 0))

@@ -46,15 +46,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import BenchError, make_certificates
+from benchlib import BenchError, free_port, make_certificates
 
 NAMES = ["gw-a", "gw-b", "gw-c"]
-
-
-def free_port(kind: int) -> int:
-    with socket.socket(socket.AF_INET, kind) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def write_configs(root: Path, heartbeat_ms: int | None, log: bool,

@@ -93,15 +93,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchlib import BenchError, make_certificates, stop_members
+from benchlib import BenchError, free_port, log, make_certificates, stop_members
 
 REPO = Path(__file__).resolve().parent.parent
 CLIENT_COUNTS = (1, 8, 32)
 IDLE_RSS_GOAL_MIB = 8.0
-
-
-def log(text: str = "") -> None:
-    print(text, flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -112,12 +108,6 @@ def die_with_parent() -> None:
     # PR_SET_PDEATHSIG = 1: a member dies with this program even if it is killed -9.
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
-
-
-def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    with socket.socket(socket.AF_INET, kind) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
