@@ -50,6 +50,14 @@ of `--warmup` seconds and then the measured run of `--seconds`. wrk is C over Op
 TLS costs the two shared cores far less than Python's, which would otherwise be counted
 against the secured cluster. wrk does not check the server's certificate.
 
+With `--load rustls`, the load comes from `http_load` (bins/gateway/examples/http_load.rs,
+built with `cargo build --release -p conclave-gateway --example http_load` when missing): the
+same threads, connections, keys and warm-up as wrk, but TLS through rustls on *ring*, as the
+node and the CLI speak it, checking the node's certificate. wrk's own tail over TLS is long (a
+p99 of 1.7-2.0 ms for `GET /health` on one connection, 0.13-0.22 ms in clear, where a Python
+client saw 0.17 and 0.14 from the same node), and at one client that tail is the secured
+side's rate.
+
 With `--key-space N`, each client (each wrk thread) writes its own N keys in turn instead of a
 new key every time. The store then stays small through the run; with new keys it grows by
 every write, the snapshot taken every `log.snapshot_entries` entries copies all of it, and
@@ -450,7 +458,7 @@ class Measurement:
     errors: dict[int, int]
     client_cpu_percent: float
     disk: dict[str, float] = field(default_factory=dict)
-    # CPU (user + system) of all the cluster's members per commit, in ms (`--load wrk` only).
+    # CPU (user + system) of all the cluster's members per commit, in ms (`--load wrk` and `--load rustls` only).
     server_cpu_ms_per_commit: float = float("nan")
 
 
@@ -646,38 +654,55 @@ end
 """
 
 
-def run_wrk(wrk: str, port: int, clients: int, seconds: float, tag: str, value_bytes: int,
-            key_space: int, workdir: Path) -> tuple[dict, float]:
-    """One wrk run against 127.0.0.1:port: its JSON summary and the CPU seconds it used. Each
-    wrk thread writes a new key every time, or its `key_space` keys in turn when not 0."""
-    script = workdir / f"{tag}.lua"
-    script.write_text(WRK_SCRIPT.replace("VALUE_BYTES", str(value_bytes))
-                      .replace("KEY_SPACE", str(key_space)).replace("TAG", json.dumps(tag)))
+@dataclass
+class LoadProgram:
+    """A compiled load generator: wrk, or the rustls one (`--load rustls`)."""
+    kind: str
+    path: str
+    # With `--load rustls` over TLS: the CA the node's certificate chains to.
+    cacert: Path | None = None
+
+
+def run_load(load: LoadProgram, port: int, clients: int, seconds: float, tag: str,
+             value_bytes: int, key_space: int, workdir: Path) -> tuple[dict, float]:
+    """One run of `load` against 127.0.0.1:port: its JSON summary and the CPU seconds it used.
+    Each of its threads writes a new key every time, or its `key_space` keys in turn when not 0."""
     scheme = "https" if port in TLS_PORTS else "http"
     threads = min(2, clients)
+    if load.kind == "wrk":
+        script = workdir / f"{tag}.lua"
+        script.write_text(WRK_SCRIPT.replace("VALUE_BYTES", str(value_bytes))
+                          .replace("KEY_SPACE", str(key_space)).replace("TAG", json.dumps(tag)))
+        argv = [load.path, f"-t{threads}", f"-c{clients}", f"-d{max(1, round(seconds))}s",
+                "--timeout", "10s", "-s", str(script), f"{scheme}://127.0.0.1:{port}"]
+        marker = "WRK "
+    else:
+        argv = [load.path, "--url", f"{scheme}://127.0.0.1:{port}", "--connections", str(clients),
+                "--threads", str(threads), "--seconds", f"{seconds:g}", "--value-bytes",
+                str(value_bytes), "--key-space", str(key_space), "--tag", tag]
+        if scheme == "https":
+            argv += ["--cacert", str(load.cacert)]
+        marker = "LOAD "
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(
-        [wrk, f"-t{threads}", f"-c{clients}", f"-d{max(1, round(seconds))}s", "--timeout", "10s",
-         "-s", str(script), f"{scheme}://127.0.0.1:{port}"],
-        capture_output=True, text=True, timeout=seconds + 60)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    line = next((l for l in done.stdout.splitlines() if l.startswith("WRK ")), None)
+    line = next((l for l in done.stdout.splitlines() if l.startswith(marker)), None)
     if done.returncode != 0 or line is None:
-        raise BenchError(f"wrk failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+        raise BenchError(f"{load.kind} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return json.loads(line[4:]), cpu
+    return json.loads(line[len(marker):]), cpu
 
 
-def measure_wrk(cluster: Cluster, clients: int, args: argparse.Namespace, tag: str,
-                wrk: str, workdir: Path) -> Measurement:
-    """`measure` with wrk as the load: a warm-up run, then the measured one."""
+def measure_compiled(cluster: Cluster, clients: int, args: argparse.Namespace, tag: str,
+                     load: LoadProgram, workdir: Path) -> Measurement:
+    """`measure` with a compiled load generator: a warm-up run, then the measured one."""
     leader = cluster.members[cluster.wait_leader()]
     before = cluster.disk_counters(leader)
-    run_wrk(wrk, leader.http_port, clients, args.warmup, f"{tag}w", args.value_bytes, args.key_space,
-            workdir)
+    run_load(load, leader.http_port, clients, args.warmup, f"{tag}w", args.value_bytes,
+             args.key_space, workdir)
     servers_before = sum(cpu_seconds(m.proc.pid) for m in cluster.members.values())
-    summary, cpu = run_wrk(wrk, leader.http_port, clients, args.seconds, tag, args.value_bytes,
-                           args.key_space, workdir)
+    summary, cpu = run_load(load, leader.http_port, clients, args.seconds, tag, args.value_bytes,
+                            args.key_space, workdir)
     servers = sum(cpu_seconds(m.proc.pid) for m in cluster.members.values()) - servers_before
     after = cluster.disk_counters(leader)
     cluster.require_alive()
@@ -718,6 +743,24 @@ def ensure_program(program: str, package: str) -> str:
     if not found:
         raise BenchError(f"{package} installed but `{program}` is not on PATH")
     return found
+
+
+def ensure_http_load(binary: Path) -> Path:
+    """The rustls load generator, built when missing."""
+    if binary.exists():
+        return binary
+    argv = ["cargo", "build", "--release", "-p", "conclave-gateway", "--example", "http_load"]
+    log(f"building the load generator: {' '.join(argv)}")
+    done = subprocess.run(argv, cwd=REPO)
+    if done.returncode != 0 or not binary.exists():
+        raise BenchError(f"cargo build failed or produced no {binary}")
+    return binary
+
+
+def load_version(load: LoadProgram) -> str:
+    if load.kind == "wrk":
+        return version_of([load.path, "--version"]) or "wrk"
+    return f"http_load ({load.path}, rustls on ring)"
 
 
 def ensure_etcd() -> str:
@@ -854,13 +897,18 @@ def main() -> int:
     parser.add_argument("--secured", default="tls,sealed",
                         help="with --secured-vs-plain, what the secured cluster has: tls, sealed or "
                              "both (the default), to tell what each costs")
-    parser.add_argument("--load", choices=("python", "wrk"), default="python",
+    parser.add_argument("--load", choices=("python", "wrk", "rustls"), default="python",
                         help="the load generator: this program's asyncio clients (the default, used "
-                             "for every figure against etcd), or wrk (C, Debian's wrk, installed when "
-                             "missing), whose TLS costs the shared cores far less; wrk writes "
-                             "conclave's requests only, so it needs --secured-vs-plain")
+                             "for every figure against etcd); wrk (C over OpenSSL, Debian's wrk, "
+                             "installed when missing), whose TLS costs the shared cores far less; or "
+                             "rustls (bins/gateway/examples/http_load.rs, TLS through rustls as the "
+                             "node, built when missing). wrk and rustls write conclave's requests "
+                             "only, so they need --secured-vs-plain")
+    parser.add_argument("--load-bin", type=Path,
+                        default=REPO / "target" / "release" / "examples" / "http_load",
+                        help="with --load rustls: the load generator's binary")
     parser.add_argument("--key-space", type=int, default=0, metavar="N",
-                        help="each client (each wrk thread) writes its N keys in turn, overwriting, "
+                        help="each client (each thread of wrk or rustls) writes its N keys in turn, overwriting, "
                              "instead of a new key every time (the default, 0): the store stays "
                              "small, so the snapshots of a store that grows through the run do not "
                              "weigh on one measurement more than another")
@@ -869,8 +917,9 @@ def main() -> int:
                              "second by a streaming keepalive (issue 25)")
     args = parser.parse_args()
     client_counts = [int(c) for c in args.clients.split(",")]
-    if args.load == "wrk" and not args.secured_vs_plain:
-        parser.error("--load wrk writes conclave's requests only: use it with --secured-vs-plain")
+    if args.load != "python" and not args.secured_vs_plain:
+        parser.error(f"--load {args.load} writes conclave's requests only: use it with "
+                     "--secured-vs-plain")
 
     def stop_on_signal(signum, _frame):
         raise BenchError(f"stopped by signal {signum}")
@@ -882,7 +931,11 @@ def main() -> int:
     tmp = None
     try:
         etcd = None if args.secured_vs_plain else ensure_etcd()
-        wrk = ensure_program("wrk", "wrk") if args.load == "wrk" else None
+        load = None
+        if args.load == "wrk":
+            load = LoadProgram("wrk", ensure_program("wrk", "wrk"))
+        elif args.load == "rustls":
+            load = LoadProgram("rustls", str(ensure_http_load(args.load_bin.resolve())))
         binary = ensure_conclave(args.conclave_bin.resolve())
         tmp = tempfile.TemporaryDirectory(prefix="conclave-kv-bench-", dir=args.dir)
         root = Path(tmp.name)
@@ -894,9 +947,10 @@ def main() -> int:
         log(f"{args.runs} runs x clients {client_counts} x {args.seconds:.0f} s per system "
             f"(+{args.warmup:.0f} s warm-up), {args.value_bytes}-byte values, "
             + ("distinct keys, " if not args.key_space else
-               f"{args.key_space} keys per {'wrk thread' if wrk else 'client'} written in turn, ")
-            + (f"{args.client_procs} load processes" if wrk is None
-               else f"load: {version_of([wrk, '--version']) or 'wrk'}, 2 threads (1 at 1 client)"))
+               f"{args.key_space} keys per {'client' if load is None else 'load thread'} "
+               "written in turn, ")
+            + (f"{args.client_procs} load processes" if load is None
+               else f"load: {load_version(load)}, 2 threads (1 at 1 client)"))
         for name in ("conclave", "etcd", "plain"):
             (root / name).mkdir()
         admin_extra = ""
@@ -927,6 +981,8 @@ def main() -> int:
             context = ssl.create_default_context(cafile=str(ca))
             for member in conclave.members.values():
                 TLS_PORTS[member.http_port] = context
+            if load is not None:
+                load.cacert = ca
         log(f"{conclave.system}: admin API " + ("over TLS (rustls, a P-256 certificate)" if use_tls
                                                 else "in plain HTTP")
             + (", frames sealed" if use_seal else ", frames in clear")
@@ -954,11 +1010,11 @@ def main() -> int:
                 order = clusters if run % 2 else list(reversed(clusters))
                 for cluster in order:
                     tag = f"r{run}c{clients}-{secrets.token_hex(3)}"
-                    if wrk is None:
+                    if load is None:
                         results[(run, clients, cluster.system)] = measure(cluster, clients, args, tag)
                     else:
-                        results[(run, clients, cluster.system)] = measure_wrk(
-                            cluster, clients, args, tag, wrk, root)
+                        results[(run, clients, cluster.system)] = measure_compiled(
+                            cluster, clients, args, tag, load, root)
                 c, e = results[(run, clients, a)], results[(run, clients, b)]
                 log(f"{run:>3} {clients:>7} | {c.commits_per_s:>{len(a) + 10}.0f} {fmt(c.p50_ms, 2):>7} {fmt(c.p99_ms, 2):>7} "
                     f"| {e.commits_per_s:>{len(b) + 10}.0f} {fmt(e.p50_ms, 2):>7} {fmt(e.p99_ms, 2):>7} "
@@ -998,7 +1054,7 @@ def main() -> int:
                 log(f"              every run's commits/s ratio: median {statistics.median(paired):.2f}, "
                     f"{min(paired):.2f}-{max(paired):.2f}")
 
-        if wrk is not None:
+        if load is not None:
             log()
             log("the servers' CPU per commit (user + system of all three members over the measured "
                 f"run, ms): {a}, {b}, ratio")
