@@ -507,6 +507,33 @@ impl RaftLog {
         }
         batch
     }
+
+    /// Whether the entries from `index` on fill a frame of `budget` bytes and `max` entries:
+    /// as many as `max`, or more bytes than `budget` (an entry larger than the budget alone
+    /// included: it travels in chunks). What [`RaftLog::batch_from`] would take, without
+    /// copying it.
+    pub(crate) fn fills_frame(&self, index: u64, budget: usize, max: usize) -> bool {
+        let Some(offset) = index.checked_sub(self.snapshot.index + 1) else {
+            return false;
+        };
+        let mut used = 0;
+        let mut count = 0;
+        for entry in self
+            .entries
+            .iter()
+            .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+        {
+            used += entry_wire_size(entry);
+            if used > budget {
+                return true;
+            }
+            count += 1;
+            if count >= max {
+                return true;
+            }
+        }
+        false
+    }
 }
 
 /// What an entry adds to an AppendEntries frame, an upper bound: MessagePack's array header,

@@ -171,3 +171,52 @@ fn followers_in_step_share_one_append() {
         "an overheard refusal sends nothing again: {resent:?}"
     );
 }
+
+/// Issue 26: with two messages to `b` unanswered, a client's write waits for `b`'s next
+/// answer instead of leaving alone in a third frame, and then rides with every write that
+/// came meanwhile in one message; writes that fill a frame go at once, window permitting.
+#[test]
+fn log2_writes_behind_a_busy_pipeline_gather_into_one_frame() {
+    let (mut raft, mut now) = leader();
+    let term = raft.term();
+    let mut propose = |raft: &mut Raft, now, data: Vec<u8>| {
+        let position = raft.replicated_log().unwrap().propose(now, data).unwrap();
+        persist_log(raft, now);
+        position.index
+    };
+    // The first two writes each go at once.
+    let first = propose(&mut raft, now, vec![1]);
+    assert_eq!(entries_to_b(&mut raft).len(), 1);
+    propose(&mut raft, now, vec![2]);
+    assert_eq!(entries_to_b(&mut raft).len(), 1);
+    // Three more wait: two messages are in flight and they do not fill a frame.
+    for byte in 3..=5 {
+        propose(&mut raft, now, vec![byte]);
+        assert!(
+            entries_to_b(&mut raft).is_empty(),
+            "write {byte} left alone"
+        );
+    }
+    // `b` answers the first: one message carries the three that waited.
+    now += Duration::from_millis(1);
+    raft.handle_message(now, id("b"), append_ack(term, first));
+    let appends = entries_to_b(&mut raft);
+    assert_eq!(appends.len(), 1, "{appends:?}");
+    let carried: Vec<u8> = appends[0].entries.iter().map(|e| e.data[0]).collect();
+    assert_eq!(carried, vec![3, 4, 5]);
+    // Writes that fill a frame beside what waits go without an answer.
+    let big = vec![7u8; 600];
+    propose(&mut raft, now, big.clone());
+    assert!(
+        entries_to_b(&mut raft).is_empty(),
+        "600 bytes fill no 1024-byte frame"
+    );
+    propose(&mut raft, now, big);
+    let appends = entries_to_b(&mut raft);
+    assert_eq!(appends.len(), 1, "a full frame waits for nothing");
+    assert_eq!(
+        appends[0].entries.len(),
+        1,
+        "what fits the frame: the first 600 bytes"
+    );
+}
