@@ -24,7 +24,8 @@ What the program does:
 4. prints one line per run and client count with both systems' commits/s, p50 and p99 and the
    conclave/etcd ratios; the same for every run, then the medians over runs and the target
    check; what the leaders' metrics say about their disks during each measurement (fsyncs per
-   second, mean fsync time, entries per fsync); and each member's RSS, idle before the first
+   second, mean fsync time, entries per fsync) and, for conclave, the AppendEntries frames it
+   sent per log entry; and each member's RSS, idle before the first
    write and idle after the last one (the latter holds every key written).
 
 The load comes from `--client-procs` Python processes (asyncio, one connection per client),
@@ -286,6 +287,8 @@ max_store_bytes = 4294967296
             "fsyncs": "conclave_wal_fsync_seconds_count",
             "entries": "conclave_log_entries_per_fsync_sum",
             "batches": "conclave_log_entries_per_fsync_count",
+            # Replication frames the leader sent, its followers' together.
+            "appends": 'conclave_frames_total{link="udp",direction="out",kind="append_entries"}',
         })
 
 
@@ -828,6 +831,8 @@ def disk_line(system: str, clients: int, run: int, m: Measurement) -> str:
             f"  mean fsync {fmt(1000 * d.get('fsync_seconds', 0.0) / fsyncs, 2) if fsyncs else '-':>6} ms")
     if d.get("batches"):
         text += f"  log entries per fsync {fmt(d['entries'] / d['batches'], 1)}"
+    if d.get("entries") and "appends" in d:
+        text += f"  AppendEntries sent per log entry {fmt(d['appends'] / d['entries'], 2)}"
     return text
 
 
@@ -1069,7 +1074,8 @@ def main() -> int:
                     f"runs {runs_text}")
 
         log()
-        log("the leaders' disks during each measurement (from their /metrics, warm-up included)")
+        log("the leaders' disks and replication frames during each measurement (from their /metrics, "
+            "warm-up included; AppendEntries counts the frames to every follower)")
         for run in range(1, args.runs + 1):
             for clients in client_counts:
                 for system in (a, b):

@@ -21,6 +21,11 @@
 //! Connections are opened (and their handshakes done) before the clock starts; an I/O error
 //! on any connection ends the run with an error naming it.
 
+#![expect(
+    clippy::disallowed_types,
+    reason = "a load generator measures real time"
+)]
+
 use std::collections::BTreeMap;
 use std::io::{self, Write as _};
 use std::path::PathBuf;
@@ -127,7 +132,7 @@ impl Options {
         if options.connections == 0 || options.threads == 0 {
             return Err("--connections and --threads must be at least 1".to_owned());
         }
-        if !(options.seconds > 0.0) {
+        if options.seconds.is_nan() || options.seconds <= 0.0 {
             return Err("--seconds must be above 0".to_owned());
         }
         options.threads = options.threads.min(options.connections);
