@@ -665,7 +665,8 @@ pub struct LogSection {
     /// Log entries in one AppendEntries frame at most, 1-4096.
     pub max_append_entries: u64 = LogConfig::default().max_append_entries as u64,
     /// AppendEntries frames sent to one follower and not yet answered, at most (the pipeline's
-    /// window), 1-256.
+    /// window), 1-256. Only full frames fill it: a write to a follower with a frame unanswered
+    /// waits for the answer unless it fills a frame with the writes not yet sent.
     pub max_inflight: u64 = LogConfig::default().max_inflight as u64,
     /// Take a snapshot of the state machine once this many entries were applied since the
     /// last one, and drop the log behind it from memory and disk; a follower too far behind
