@@ -300,13 +300,6 @@ impl Raft {
         }
     }
 
-    /// Sends every follower what it can take now.
-    ///
-    /// Issue 27, item 2: with shared answers (a broadcast link), followers in step — being
-    /// replicated to from the same next index — take the message together whenever one of
-    /// them has room in its window: the others hear that broadcast anyway, and counting it
-    /// keeps them in step, so the next message is one frame again rather than one each. A
-    /// window may then hold up to twice `max_inflight` messages.
     /// After a client's write: sends every follower what it can take now, but for a
     /// follower that already has [`PARTIAL_FRAMES_IN_FLIGHT`] message unanswered, to which
     /// the write goes only once it fills a frame with the others not yet sent
@@ -317,8 +310,9 @@ impl Raft {
     /// rule, on loopback, every write went to each follower in a frame of its own at 8 clients
     /// (1.95 messages per commit for two followers; 0.72 with it), and a message carried 2.25
     /// entries at 32 (0.91 per commit; 0.47 with it), every frame costing both ends a system
-    /// call, its coding and, with a key, its sealing and opening (issue 26). The window still fills with full frames when writes outrun it; with
-    /// shared answers (a broadcast link) the rule of [`Raft::replicate_to_all`] applies alone.
+    /// call, its coding and, with a key, its sealing and opening (issue 26). The window still
+    /// fills with full frames when writes outrun it; with shared answers (a broadcast link)
+    /// the rule of [`Raft::replicate_to_all`] applies alone.
     pub(super) fn replicate_proposal(&mut self, now: Instant) {
         match self.config.log {
             Some(log_config) if !log_config.shared_acks => {
@@ -357,6 +351,13 @@ impl Raft {
         )
     }
 
+    /// Sends every follower what it can take now.
+    ///
+    /// Issue 27, item 2: with shared answers (a broadcast link), followers in step — being
+    /// replicated to from the same next index — take the message together whenever one of
+    /// them has room in its window: the others hear that broadcast anyway, and counting it
+    /// keeps them in step, so the next message is one frame again rather than one each. A
+    /// window may then hold up to twice `max_inflight` messages.
     pub(super) fn replicate_to_all(&mut self, now: Instant) {
         let peers = self.replication_peers();
         let Some(log_config) = self.config.log.filter(|log| log.shared_acks) else {
