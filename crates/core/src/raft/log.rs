@@ -486,54 +486,53 @@ impl RaftLog {
     /// Entries from `index` on whose encoded data fits `budget` bytes, at most `max`; none
     /// when the first is larger than the budget (it travels in chunks, MEMB-6).
     pub(crate) fn batch_from(&self, index: u64, budget: usize, max: usize) -> Vec<LogEntry> {
-        let Some(offset) = index.checked_sub(self.snapshot.index + 1) else {
-            return Vec::new();
-        };
-        let mut used = 0;
-        let mut batch = Vec::new();
-        for entry in self
-            .entries
+        let (offset, frame) = self.frame_from(index, budget, max);
+        self.entries
             .iter()
-            .skip(usize::try_from(offset).unwrap_or(usize::MAX))
-            .take(max)
-        {
-            let size = entry_wire_size(entry);
-            if used + size > budget {
-                // MEMB-6: an entry larger than the budget alone goes in chunks, not here.
-                break;
-            }
-            used += size;
-            batch.push(entry.clone());
-        }
-        batch
+            .skip(offset)
+            .take(frame.entries)
+            .cloned()
+            .collect()
     }
 
     /// Whether the entries from `index` on fill a frame of `budget` bytes and `max` entries:
-    /// as many as `max`, or more bytes than `budget` (an entry larger than the budget alone
-    /// included: it travels in chunks). What [`RaftLog::batch_from`] would take, without
-    /// copying it.
+    /// as many as `max`, or one that would pass `budget` after those that fit (an entry
+    /// larger than the budget alone included: it travels in chunks).
     pub(crate) fn fills_frame(&self, index: u64, budget: usize, max: usize) -> bool {
-        let Some(offset) = index.checked_sub(self.snapshot.index + 1) else {
-            return false;
+        self.frame_from(index, budget, max).1.full
+    }
+
+    /// Where `index` sits in the entries held, and the frame that starts there: the entries
+    /// that fit `budget` bytes and `max`, and whether the frame is full.
+    fn frame_from(&self, index: u64, budget: usize, max: usize) -> (usize, Frame) {
+        let Some(offset) = index
+            .checked_sub(self.snapshot.index + 1)
+            .and_then(|offset| usize::try_from(offset).ok())
+        else {
+            return (0, Frame::default());
         };
         let mut used = 0;
-        let mut count = 0;
-        for entry in self
-            .entries
-            .iter()
-            .skip(usize::try_from(offset).unwrap_or(usize::MAX))
-        {
-            used += entry_wire_size(entry);
-            if used > budget {
-                return true;
+        let mut frame = Frame::default();
+        for entry in self.entries.iter().skip(offset) {
+            let size = entry_wire_size(entry);
+            // MEMB-6: an entry larger than the budget alone goes in chunks, not here.
+            if frame.entries >= max || used + size > budget {
+                frame.full = true;
+                break;
             }
-            count += 1;
-            if count >= max {
-                return true;
-            }
+            used += size;
+            frame.entries += 1;
         }
-        false
+        frame.full |= frame.entries >= max;
+        (offset, frame)
     }
+}
+
+/// The entries a frame takes from some index on, and whether it has room for no more.
+#[derive(Debug, Default, Clone, Copy)]
+struct Frame {
+    entries: usize,
+    full: bool,
 }
 
 /// What an entry adds to an AppendEntries frame, an upper bound: MessagePack's array header,
@@ -655,6 +654,28 @@ mod tests {
         assert_eq!(log.batch_from(1, 1000, 2).len(), 2);
         assert!(log.batch_from(1, 10, 64).is_empty());
         assert!(log.batch_from(5, 1000, 64).is_empty());
+    }
+
+    /// Issue 26: a frame is full when the next entry would pass its budget or it holds its
+    /// most entries, and not while the entries not yet sent leave it room.
+    #[test]
+    fn a_frame_is_full_at_its_budget_or_its_count() {
+        let mut log = RaftLog::starting_after(LogPosition::default());
+        for _ in 0..4 {
+            log.append_new(1, EntryKind::Command, vec![0; 100]);
+        }
+        assert!(
+            log.fills_frame(1, 250, 64),
+            "a third entry would pass 250 bytes"
+        );
+        assert!(!log.fills_frame(1, 1000, 64), "four entries leave room");
+        assert!(log.fills_frame(1, 1000, 4), "four entries of at most four");
+        assert!(!log.fills_frame(2, 1000, 4), "three of at most four");
+        assert!(
+            log.fills_frame(4, 10, 64),
+            "larger than a frame: it goes in chunks"
+        );
+        assert!(!log.fills_frame(5, 1000, 64), "nothing to send");
     }
 
     fn image(term: u64, index: u64) -> Snapshot {
