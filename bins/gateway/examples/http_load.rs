@@ -199,6 +199,25 @@ async fn connect(options: &Options, tls: Option<&TlsConnector>) -> io::Result<Bo
     }
 }
 
+/// Appends what one read of `stream` brings to `buffer`; an end of stream is an error saying
+/// `closed`.
+async fn read_more(
+    stream: &mut dyn Stream,
+    chunk: &mut [u8],
+    buffer: &mut Vec<u8>,
+    closed: &str,
+) -> io::Result<()> {
+    let read = stream.read(chunk).await?;
+    if read == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            closed.to_owned(),
+        ));
+    }
+    buffer.extend_from_slice(&chunk[..read]);
+    Ok(())
+}
+
 /// Reads one answer into `buffer`: its status. Errors on a malformed or chunked answer, or on
 /// bytes past it (nothing is pipelined, so there can be none).
 async fn read_answer(stream: &mut dyn Stream, buffer: &mut Vec<u8>) -> io::Result<u16> {
@@ -206,14 +225,7 @@ async fn read_answer(stream: &mut dyn Stream, buffer: &mut Vec<u8>) -> io::Resul
     let malformed = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_owned());
     let mut chunk = [0_u8; 4096];
     let (head_end, body_len) = loop {
-        let read = stream.read(&mut chunk).await?;
-        if read == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the node closed the connection",
-            ));
-        }
-        buffer.extend_from_slice(&chunk[..read]);
+        read_more(stream, &mut chunk, buffer, "the node closed the connection").await?;
         if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
             let head =
                 std::str::from_utf8(&buffer[..at]).map_err(|_| malformed("a head not in UTF-8"))?;
@@ -230,14 +242,13 @@ async fn read_answer(stream: &mut dyn Stream, buffer: &mut Vec<u8>) -> io::Resul
         }
     };
     while buffer.len() < head_end + body_len {
-        let read = stream.read(&mut chunk).await?;
-        if read == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the node closed the connection mid-answer",
-            ));
-        }
-        buffer.extend_from_slice(&chunk[..read]);
+        read_more(
+            stream,
+            &mut chunk,
+            buffer,
+            "the node closed the connection mid-answer",
+        )
+        .await?;
     }
     if buffer.len() > head_end + body_len {
         return Err(malformed("bytes past the answer"));
