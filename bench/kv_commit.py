@@ -59,6 +59,10 @@ p99 of 1.7-2.0 ms for `GET /health` on one connection, 0.13-0.22 ms in clear, wh
 client saw 0.17 and 0.14 from the same node), and at one client that tail is the secured
 side's rate.
 
+With either compiled load, the program also prints what each measured run cost the three
+members of each cluster per commit: their CPU (user and system, from /proc/PID/stat) and
+their context switches (voluntary and not, summed over every thread's /proc/PID/task/TID/status).
+
 With `--key-space N`, each client (each wrk thread) writes its own N keys in turn instead of a
 new key every time. The store then stays small through the run; with new keys it grows by
 every write, the snapshot taken every `log.snapshot_entries` entries copies all of it, and
@@ -464,6 +468,8 @@ class Measurement:
     disk: dict[str, float] = field(default_factory=dict)
     # CPU (user + system) of all the cluster's members per commit, in ms (`--load wrk` and `--load rustls` only).
     server_cpu_ms_per_commit: float = float("nan")
+    # Context switches (voluntary and not) of every thread of all the cluster's members per commit.
+    server_switches_per_commit: float = float("nan")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -552,6 +558,21 @@ def hold_sessions(port: int, count: int, ready, stop_at_eof) -> None:
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def context_switches(pid: int) -> int:
+    """Context switches, voluntary and not, of every thread of `pid` alive now (a thread that
+    ended takes its count with it: the node's threads live as long as it does)."""
+    total = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        try:
+            text = status.read_text()
+        except OSError:  # the thread ended between the listing and the read
+            continue
+        for line in text.splitlines():
+            if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                total += int(line.split()[1])
+    return total
 
 
 def leader_cpu_percent(member: Member, seconds: float) -> float:
@@ -705,9 +726,11 @@ def measure_compiled(cluster: Cluster, clients: int, args: argparse.Namespace, t
     run_load(load, leader.http_port, clients, args.warmup, f"{tag}w", args.value_bytes,
              args.key_space, workdir)
     servers_before = sum(cpu_seconds(m.proc.pid) for m in cluster.members.values())
+    switches_before = sum(context_switches(m.proc.pid) for m in cluster.members.values())
     summary, cpu = run_load(load, leader.http_port, clients, args.seconds, tag, args.value_bytes,
                             args.key_space, workdir)
     servers = sum(cpu_seconds(m.proc.pid) for m in cluster.members.values()) - servers_before
+    switches = sum(context_switches(m.proc.pid) for m in cluster.members.values()) - switches_before
     after = cluster.disk_counters(leader)
     cluster.require_alive()
     others = {int(status): count for status, count in summary["others"].items()}
@@ -722,6 +745,7 @@ def measure_compiled(cluster: Cluster, clients: int, args: argparse.Namespace, t
         client_cpu_percent=100 * cpu / summary["seconds"],
         disk=disk,
         server_cpu_ms_per_commit=1000 * servers / commits if commits else float("nan"),
+        server_switches_per_commit=switches / commits if commits else float("nan"),
     )
 
 
@@ -1083,6 +1107,16 @@ def main() -> int:
                 y_med = statistics.median(y for _, y in per_run)
                 log(f"  {clients:>2} clients: median {x_med:.3f} / {y_med:.3f} = {ratio(x_med, y_med)}; "
                     f"runs {runs_text}")
+            log("the servers' context switches per commit (voluntary and not, every thread of all "
+                f"three members over the measured run): {a}, {b}")
+            for clients in client_counts:
+                per_run = [(results[(r, clients, a)].server_switches_per_commit,
+                            results[(r, clients, b)].server_switches_per_commit)
+                           for r in range(1, args.runs + 1)]
+                x_med = statistics.median(x for x, _ in per_run)
+                y_med = statistics.median(y for _, y in per_run)
+                log(f"  {clients:>2} clients: median {x_med:.1f} / {y_med:.1f}; runs "
+                    + "  ".join(f"{x:.1f}/{y:.1f}" for x, y in per_run))
 
         log()
         log("the leaders' disks and replication frames during each measurement (from their /metrics, "
