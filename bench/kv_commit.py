@@ -849,6 +849,23 @@ def ratio(a: float, b: float) -> str:
     return "-" if not b or a != a or b != b else f"{a / b:.2f}"
 
 
+# Two-sided 95 % quantiles of Student's t for 1 to 30 degrees of freedom; past 30, 2.04 is
+# within 4 % of every later one and errs wide.
+T_95 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.20, 2.18, 2.16, 2.14, 2.13,
+        2.12, 2.11, 2.10, 2.09, 2.09, 2.08, 2.07, 2.07, 2.06, 2.06, 2.06, 2.05, 2.05, 2.05, 2.04)
+
+
+def mean_interval(values: list[float]) -> str:
+    """", mean M (95 % interval L-U)": the runs' mean and the interval that holds the mean of
+    the runs' distribution with 95 % confidence, the runs taken as independent draws (each is a
+    pair measured back to back, the order alternating). Empty below two runs."""
+    if len(values) < 2:
+        return ""
+    mean = statistics.mean(values)
+    half = T_95[min(len(values) - 1, len(T_95)) - 1] * statistics.stdev(values) / len(values) ** 0.5
+    return f", mean {mean:.3f} (95 % interval {mean - half:.3f}-{mean + half:.3f})"
+
+
 def verdict_ratio(a: float, b: float, least: float) -> str:
     """`ratio`, with a third decimal, cut rather than rounded, where two would show a ratio
     under `least` as `least` (0.898 is not 0.90)."""
@@ -1092,7 +1109,7 @@ def main() -> int:
                       for r in range(1, args.runs + 1) if results[(r, clients, b)].commits_per_s]
             if paired:
                 log(f"              every run's commits/s ratio: median {statistics.median(paired):.2f}, "
-                    f"{min(paired):.2f}-{max(paired):.2f}")
+                    f"{min(paired):.2f}-{max(paired):.2f}" + mean_interval(paired))
 
         if load is not None:
             log()
