@@ -866,6 +866,22 @@ def mean_interval(values: list[float]) -> str:
     return f", mean {mean:.3f} (95 % interval {mean - half:.3f}-{mean + half:.3f})"
 
 
+def paired_costs(results: dict, clients: int, runs: int, systems: tuple[str, str], cost: str,
+                 digits: int, with_ratio: bool) -> str:
+    """One client count's line of a cost per commit (a `Measurement` field): both systems'
+    medians over the runs, their ratio if asked, and every run's pair."""
+    a, b = systems
+    per_run = [(getattr(results[(r, clients, a)], cost), getattr(results[(r, clients, b)], cost))
+               for r in range(1, runs + 1)]
+    x_med = statistics.median(x for x, _ in per_run)
+    y_med = statistics.median(y for _, y in per_run)
+    medians = f"median {x_med:.{digits}f} / {y_med:.{digits}f}"
+    if with_ratio:
+        medians += f" = {ratio(x_med, y_med)}"
+    runs_text = "  ".join(f"{x:.{digits}f}/{y:.{digits}f}" for x, y in per_run)
+    return f"  {clients:>2} clients: {medians}; runs {runs_text}"
+
+
 def verdict_ratio(a: float, b: float, least: float) -> str:
     """`ratio`, with a third decimal, cut rather than rounded, where two would show a ratio
     under `least` as `least` (0.898 is not 0.90)."""
@@ -1116,24 +1132,13 @@ def main() -> int:
             log("the servers' CPU per commit (user + system of all three members over the measured "
                 f"run, ms): {a}, {b}, ratio")
             for clients in client_counts:
-                per_run = [(results[(r, clients, a)].server_cpu_ms_per_commit,
-                            results[(r, clients, b)].server_cpu_ms_per_commit)
-                           for r in range(1, args.runs + 1)]
-                runs_text = "  ".join(f"{x:.3f}/{y:.3f}" for x, y in per_run)
-                x_med = statistics.median(x for x, _ in per_run)
-                y_med = statistics.median(y for _, y in per_run)
-                log(f"  {clients:>2} clients: median {x_med:.3f} / {y_med:.3f} = {ratio(x_med, y_med)}; "
-                    f"runs {runs_text}")
+                log(paired_costs(results, clients, args.runs, (a, b), "server_cpu_ms_per_commit", 3,
+                                 with_ratio=True))
             log("the servers' context switches per commit (voluntary and not, every thread of all "
                 f"three members over the measured run): {a}, {b}")
             for clients in client_counts:
-                per_run = [(results[(r, clients, a)].server_switches_per_commit,
-                            results[(r, clients, b)].server_switches_per_commit)
-                           for r in range(1, args.runs + 1)]
-                x_med = statistics.median(x for x, _ in per_run)
-                y_med = statistics.median(y for _, y in per_run)
-                log(f"  {clients:>2} clients: median {x_med:.1f} / {y_med:.1f}; runs "
-                    + "  ".join(f"{x:.1f}/{y:.1f}" for x, y in per_run))
+                log(paired_costs(results, clients, args.runs, (a, b), "server_switches_per_commit", 1,
+                                 with_ratio=False))
 
         log()
         log("the leaders' disks and replication frames during each measurement (from their /metrics, "
