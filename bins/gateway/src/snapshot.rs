@@ -257,7 +257,7 @@ pub(crate) fn restore(file: &Path, config_path: &Path) -> ExitCode {
     let same_cluster = backup.cluster == Some(config.cluster_id);
     let snapshot = Snapshot {
         last: backup.last,
-        data: backup.image,
+        data: backup.image.into(),
         // A restore seeds a new cluster: its configuration is the new `cluster.voters`, not
         // the one the backed-up cluster had (etcdctl's model).
         config: None,

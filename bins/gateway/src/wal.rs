@@ -1080,7 +1080,7 @@ mod tests {
         wal.sync().unwrap();
         wal.save_snapshot(Snapshot {
             last: LogPosition::new(2, 5),
-            data: b"image".to_vec(),
+            data: b"image".to_vec().into(),
             config: None,
         })
         .unwrap();

@@ -13,6 +13,7 @@
 //! Writes are ordered: a later sync makes every earlier write durable, so a driver that
 //! syncs once for many writes (group commit) keeps the order the core gave them in.
 
+use bytes::Bytes;
 use conclave_protocol::{Configuration, LogEntry};
 
 use crate::election::HardState;
@@ -46,8 +47,9 @@ impl DurableState {
 pub struct Snapshot {
     /// The last entry it covers.
     pub last: LogPosition,
-    /// The state machine's bytes, opaque to raft.
-    pub data: Vec<u8>,
+    /// The state machine's bytes, opaque to raft. Shared: the log keeps them to send to
+    /// followers while the driver saves them, and an image is as large as the whole store.
+    pub data: Bytes,
     /// MEMB-1: the cluster's configuration in force at `last`, which the compacted entries
     /// carried; `None` when the log never held one (`cluster.voters` is then in force).
     pub config: Option<Configuration>,
@@ -253,7 +255,7 @@ mod tests {
         storage
             .save_snapshot(Snapshot {
                 last: LogPosition::new(1, 2),
-                data: b"image".to_vec(),
+                data: Bytes::from_static(b"image"),
                 config: None,
             })
             .unwrap();

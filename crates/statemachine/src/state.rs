@@ -388,6 +388,9 @@ impl StateMachine for ClusterState {
     fn snapshot(&self) -> Result<Vec<u8>> {
         let mut bytes = vec![SNAPSHOT_FORMAT];
         rmp_serde::encode::write(&mut bytes, self).map_err(Error::EncodeSnapshot)?;
+        // Grown by doubling, the buffer can be half spare; the image is kept until the next
+        // snapshot (the log sends it to followers), so it keeps only its own bytes.
+        bytes.shrink_to_fit();
         Ok(bytes)
     }
 

@@ -97,7 +97,7 @@ mod tests {
     fn snapshot(index: u64, term: u64) -> Snapshot {
         Snapshot {
             last: LogPosition::new(term, index),
-            data: b"\x01image".to_vec(),
+            data: b"\x01image".to_vec().into(),
             config: None,
         }
     }

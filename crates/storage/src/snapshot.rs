@@ -129,7 +129,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Snapshot, &'static str> {
     };
     Ok(Snapshot {
         last: LogPosition::new(word(12), word(4)),
-        data: data.to_vec(),
+        data: data.to_vec().into(),
         config,
     })
 }
@@ -283,7 +283,7 @@ mod tests {
     fn snapshot(index: u64, term: u64, data: &[u8]) -> Snapshot {
         Snapshot {
             last: LogPosition::new(term, index),
-            data: data.to_vec(),
+            data: data.to_vec().into(),
             config: None,
         }
     }

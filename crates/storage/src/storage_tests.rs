@@ -174,7 +174,7 @@ fn conform(dir: &Path, segment_size: u64, steps: &[Step]) {
                     .unwrap_or(0);
                 let snapshot = Snapshot {
                     last: LogPosition::new(term, *index),
-                    data: format!("image at {index}").into_bytes(),
+                    data: format!("image at {index}").into_bytes().into(),
                     config: None,
                 };
                 memory.save_snapshot(snapshot.clone()).unwrap();
@@ -287,7 +287,7 @@ fn random_steps(rng: &mut SeededRng, count: usize) -> Vec<Step> {
                 memory
                     .save_snapshot(Snapshot {
                         last: LogPosition::new(0, *index),
-                        data: Vec::new(),
+                        data: Vec::<u8>::new().into(),
                         config: None,
                     })
                     .unwrap();
@@ -608,7 +608,7 @@ fn log4_compaction_deletes_whole_segments_and_keeps_the_rest_readable() {
     let index = 21;
     let snapshot = Snapshot {
         last: LogPosition::new(1, index),
-        data: b"state at 21".to_vec(),
+        data: b"state at 21".to_vec().into(),
         config: None,
     };
     wal.save_snapshot(snapshot.clone()).unwrap();
@@ -630,7 +630,7 @@ fn log4_compaction_deletes_whole_segments_and_keeps_the_rest_readable() {
     // A snapshot past every entry leaves only the newest segment, and the log goes on after it.
     wal.save_snapshot(Snapshot {
         last: LogPosition::new(1, 50),
-        data: b"state at 50".to_vec(),
+        data: b"state at 50".to_vec().into(),
         config: None,
     })
     .unwrap();
@@ -664,7 +664,7 @@ fn wal3_damaged_snapshot_is_refused_and_an_interrupted_one_ignored() {
     wal.sync().unwrap();
     let snapshot = Snapshot {
         last: LogPosition::new(1, 4),
-        data: b"image".to_vec(),
+        data: b"image".to_vec().into(),
         config: None,
     };
     wal.save_snapshot(snapshot.clone()).unwrap();
@@ -951,7 +951,7 @@ fn log2_docs_segment_and_snapshot_examples_match_the_encoder() {
         .expect("docs/wal.md has a snapshot example");
     let snapshot = Snapshot {
         last: LogPosition::new(2, 2),
-        data: b"ok".to_vec(),
+        data: b"ok".to_vec().into(),
         config: None,
     };
     assert_eq!(hex(snapshot_text), crate::snapshot::encode(&snapshot));
@@ -970,7 +970,7 @@ fn wal3_an_older_snapshot_left_by_a_crash_is_superseded() {
     wal.sync().unwrap();
     let older = Snapshot {
         last: LogPosition::new(1, 3),
-        data: b"at 3".to_vec(),
+        data: b"at 3".to_vec().into(),
         config: None,
     };
     wal.save_snapshot(older.clone()).unwrap();
@@ -978,7 +978,7 @@ fn wal3_an_older_snapshot_left_by_a_crash_is_superseded() {
     let older_bytes = fs::read(&older_path).unwrap();
     let newer = Snapshot {
         last: LogPosition::new(1, 6),
-        data: b"at 6".to_vec(),
+        data: b"at 6".to_vec().into(),
         config: None,
     };
     wal.save_snapshot(newer.clone()).unwrap();

@@ -344,7 +344,7 @@ impl ElectionActor {
             now,
             Snapshot {
                 last,
-                data,
+                data: data.into(),
                 config: None,
             },
         );

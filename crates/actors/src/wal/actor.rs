@@ -587,7 +587,7 @@ mod tests {
         ));
         let snapshot = Snapshot {
             last: LogPosition::new(1, 2),
-            data: vec![7],
+            data: vec![7].into(),
             config: None,
         };
         answers.push(answer(

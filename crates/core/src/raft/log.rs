@@ -681,7 +681,7 @@ mod tests {
     fn image(term: u64, index: u64) -> Snapshot {
         Snapshot {
             last: LogPosition::new(term, index),
-            data: vec![7; 3],
+            data: vec![7; 3].into(),
             config: None,
         }
     }

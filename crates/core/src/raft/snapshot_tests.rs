@@ -3,6 +3,7 @@
 //! resumed from the offset it expects after a lost chunk, then entries; a follower installs a
 //! snapshot and acknowledges it only once the driver reported it durable.
 
+use bytes::Bytes;
 use conclave_protocol::{AppendEntries, AppendResp, ConflictHint, InstallSnapshot, SnapshotResp};
 
 use crate::election::{Action, HardState};
@@ -99,7 +100,7 @@ fn log4_a_snapshot_falls_due_and_compacts_the_log() {
     assert!(!log.snapshot_taken(at, snapshot.clone()));
     let ahead = Snapshot {
         last: LogPosition::new(1, 9),
-        data: Vec::new(),
+        data: Bytes::new(),
         config: None,
     };
     assert!(!log.snapshot_taken(at, ahead));
@@ -247,7 +248,7 @@ fn log4_a_follower_installs_a_snapshot_and_acknowledges_it_once_durable() {
         installed,
         Snapshot {
             last: LogPosition::new(2, 40),
-            data: data.clone(),
+            data: data.clone().into(),
             config: None,
         }
     );

@@ -344,7 +344,7 @@ impl Raft {
         }
         let snapshot = Snapshot {
             last,
-            data: incoming.data,
+            data: incoming.data.into(),
             config: chunk.config.map(|config| *config),
         };
         info!(

@@ -632,7 +632,7 @@ impl Simulation {
         }
         let snapshot = Snapshot {
             last,
-            data: node.log.machine.encode(),
+            data: node.log.machine.encode().into(),
             config: None,
         };
         driver.snapshot_taken(now, snapshot)
