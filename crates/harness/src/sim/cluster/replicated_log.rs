@@ -397,7 +397,7 @@ impl Simulation {
         node.log.syncs.push_back((due, pending));
     }
 
-    /// The client writes a unique value through a random live node.
+    /// The client writes a unique value through a random live node, or reads one register.
     fn client_write(&mut self) {
         let Some(interval) = self.config.client_interval else {
             self.log_book.next_write = None;
@@ -425,6 +425,26 @@ impl Simulation {
             });
             return;
         }
+        // Drawn for reads as well, so that a seed's draws do not depend on what it drew.
+        let data = self.write_payload(key, value);
+        let operation = self.log_book.history.len();
+        let has_log = self.nodes[index]
+            .driver
+            .as_mut()
+            .is_some_and(|driver| driver.election_mut().replicated_log().is_some());
+        if !has_log {
+            return;
+        }
+        if read {
+            self.client_read(index, key, operation);
+        } else {
+            self.client_propose(index, key, value, data, operation);
+        }
+        self.pump(index, None);
+    }
+
+    /// The bytes of a write of `value` to register `key`; now and then several frames long.
+    fn write_payload(&mut self, key: u8, value: u64) -> Vec<u8> {
         let mut data = vec![WRITE, key];
         data.extend_from_slice(&value.to_be_bytes());
         if self.rng.chance(LARGE_WRITES) {
@@ -438,58 +458,61 @@ impl Simulation {
             let len = frame * self.rng.between(1, 5) as usize;
             data.extend((0..len).map(|n| (value as usize).wrapping_add(n * 31) as u8));
         }
-        let operation = self.log_book.history.len();
+        data
+    }
+
+    /// LOG-7: a linearizable read of register `key` through node `index`, history entry
+    /// `operation`. The control skips the heartbeat round only: a deposed leader that has not
+    /// heard of its successor answers from its own commit index.
+    fn client_read(&mut self, index: usize, key: u8, operation: usize) {
+        let now = self.now;
         let node = &mut self.nodes[index];
         let Some(driver) = node.driver.as_mut() else {
             return;
         };
-        // The control's read index: the commit index of a node that believes it leads and has
-        // committed an entry of its term, with no round confirming it still leads.
-        let unconfirmed_index = match driver.election() {
-            Election::Raft(raft) if raft.is_leader() => raft
-                .log_status()
-                .map(|status| status.commit)
-                .filter(|&commit| raft.log_term_at(commit) == Some(raft.term())),
-            _ => None,
-        };
-        if driver.election_mut().replicated_log().is_none() {
-            return;
-        }
-        if read {
-            // LOG-7: the read index. The control skips the heartbeat round only: a deposed
-            // leader that has not heard of its successor answers from its own commit index.
-            let taken = if self.log_book.unconfirmed_reads {
-                match unconfirmed_index {
-                    Some(index) => {
-                        node.log.reads_ready.push((index, operation));
-                        Ok(())
-                    }
-                    None => Err(()),
+        let taken = if self.log_book.unconfirmed_reads {
+            match unconfirmed_read_index(driver) {
+                Some(index) => {
+                    node.log.reads_ready.push((index, operation));
+                    Ok(())
                 }
-            } else {
-                self.log_book.next_read += 1;
-                let id = ReadId(self.log_book.next_read);
-                let taken = driver.request_read(now, id).map_err(|_| ());
-                if taken.is_ok() {
-                    node.log.reads.insert(id, operation);
-                }
-                taken
-            };
-            match taken {
-                Ok(()) => self.log_book.history.push(Operation {
-                    key,
-                    kind: OperationKind::Read(None),
-                    invoked: now,
-                    answered: None,
-                }),
-                Err(()) => self.log_book.refused += 1,
+                None => Err(()),
             }
-            self.pump(index, None);
-            return;
+        } else {
+            self.log_book.next_read += 1;
+            let id = ReadId(self.log_book.next_read);
+            let taken = driver.request_read(now, id).map_err(|_| ());
+            if taken.is_ok() {
+                node.log.reads.insert(id, operation);
+            }
+            taken
+        };
+        match taken {
+            Ok(()) => self.log_book.history.push(Operation {
+                key,
+                kind: OperationKind::Read(None),
+                invoked: now,
+                answered: None,
+            }),
+            Err(()) => self.log_book.refused += 1,
         }
-        let proposed = driver
-            .election_mut()
-            .replicated_log()
+    }
+
+    /// Proposes `data`, a write of `value` to register `key`, through node `index`, history
+    /// entry `operation`.
+    fn client_propose(
+        &mut self,
+        index: usize,
+        key: u8,
+        value: u64,
+        data: Vec<u8>,
+        operation: usize,
+    ) {
+        let now = self.now;
+        let proposed = self.nodes[index]
+            .driver
+            .as_mut()
+            .and_then(|driver| driver.election_mut().replicated_log())
             .map(|mut log| log.propose(now, data.clone()));
         match proposed.unwrap_or(Err(conclave_core::raft::ProposeError::ShuttingDown)) {
             Ok(position) => {
@@ -506,7 +529,6 @@ impl Simulation {
             }
             Err(_) => self.log_book.refused += 1,
         }
-        self.pump(index, None);
     }
 
     /// Writes to node `index`'s storage. A hard-state write is durable at once without a log
@@ -895,7 +917,14 @@ impl Simulation {
             ));
         }
         let alive = self.alive();
-        for &index in &alive {
+        self.check_acknowledged_held(&alive)?;
+        self.check_log_matching(&alive)
+    }
+
+    /// Every live node holds every acknowledged write where it was acknowledged (or has
+    /// compacted it into its snapshot).
+    fn check_acknowledged_held(&self, alive: &[usize]) -> Result<(), SimFailure> {
+        for &index in alive {
             let raft = self.raft(index).expect("alive");
             for (position, _, _) in &self.log_book.acknowledged {
                 if position.index <= raft.log_first_index() {
@@ -919,8 +948,12 @@ impl Simulation {
                 }
             }
         }
-        // Log matching (Figure 3): where two logs hold an entry of the same index and term,
-        // they hold the same entries up to it.
+        Ok(())
+    }
+
+    /// Log matching (Figure 3): where two live nodes' logs hold an entry of the same index and
+    /// term, they hold the same entries up to it.
+    fn check_log_matching(&self, alive: &[usize]) -> Result<(), SimFailure> {
         for (a_pos, &a) in alive.iter().enumerate() {
             for &b in &alive[a_pos + 1..] {
                 let (ra, rb) = (self.raft(a).expect("alive"), self.raft(b).expect("alive"));
@@ -945,5 +978,17 @@ impl Simulation {
             }
         }
         Ok(())
+    }
+}
+
+/// The control's read index: the commit index of a node that believes it leads and has
+/// committed an entry of its term, with no round confirming it still leads.
+fn unconfirmed_read_index(driver: &Driver) -> Option<u64> {
+    match driver.election() {
+        Election::Raft(raft) if raft.is_leader() => raft
+            .log_status()
+            .map(|status| status.commit)
+            .filter(|&commit| raft.log_term_at(commit) == Some(raft.term())),
+        _ => None,
     }
 }
