@@ -342,10 +342,22 @@ impl Raft {
             self.send_snapshot_resp(from, chunk.last_index, next, true);
             return;
         }
+        self.install_incoming(from, incoming, chunk.config.map(|config| *config));
+    }
+
+    /// The last chunk of `incoming`, from leader `from`, arrived: the log takes the snapshot
+    /// (the driver restores its machine from it and saves it), acknowledged once durable.
+    fn install_incoming(
+        &mut self,
+        from: PeerId,
+        incoming: IncomingSnapshot,
+        config: Option<Configuration>,
+    ) {
+        let last = incoming.last;
         let snapshot = Snapshot {
             last,
             data: incoming.data.into(),
-            config: chunk.config.map(|config| *config),
+            config,
         };
         info!(
             %from,
