@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use conclave_actors::machine::ClusterMachine;
 use conclave_api::{SNAPSHOT_MEDIA_TYPE, rfc3339_utc};
+use conclave_config::NodeConfig;
 use conclave_core::election::ElectionConfig;
 use conclave_core::storage::Snapshot;
 use conclave_storage::{SnapshotBackup, WalError, WalFile, write_atomically};
@@ -265,36 +266,13 @@ pub(crate) fn restore(file: &Path, config_path: &Path) -> ExitCode {
     let mode = config.election.mode();
     match WalFile::init_from_snapshot(&config.data_dir, mode, snapshot) {
         Ok(recovered) => {
-            outln!(
-                "restored {} into {} for node {} of new cluster {}: its state stands at log \
-                 index {} (term {}; keys: {}, jobs: {}), and its WAL starts at term {} with a \
-                 genesis record, so it votes from its first start",
-                file.display(),
-                config.data_dir.display(),
-                config.node_id,
-                config.cluster_id,
-                summary.index,
-                summary.term,
-                summary.keys,
-                summary.jobs,
-                recovered.hard_state.term
-            );
-            if same_cluster {
-                errln!(
-                    "warning: the new cluster keeps the id of the cluster the snapshot was taken \
-                     from ({}): make sure no node of that cluster still runs where the new one \
-                     can hear it, or give the new cluster another cluster.id, whose frames the \
-                     old nodes refuse",
-                    config.cluster_id
-                );
-            }
-            let voters: Vec<String> = config.voters.iter().map(ToString::to_string).collect();
-            outln!(
-                "restore every voter ({}) from this same file, then start each with: conclave \
-                 run --config {}",
-                voters.join(", "),
-                config_path.display()
-            );
+            let seeded = Seeded {
+                file,
+                config_path,
+                summary: &summary,
+                term: recovered.hard_state.term,
+            };
+            report_restored(&config, &seeded, same_cluster);
             ExitCode::SUCCESS
         }
         Err(error @ WalError::NotEmpty { .. }) => {
@@ -306,4 +284,53 @@ pub(crate) fn restore(file: &Path, config_path: &Path) -> ExitCode {
             ExitCode::from(crate::run::wal_failure_code(&error))
         }
     }
+}
+
+/// What `restore` seeded a node with: the file, the node's configuration file, the state the
+/// file holds and the term its new WAL starts at.
+struct Seeded<'a> {
+    file: &'a Path,
+    config_path: &'a Path,
+    summary: &'a Summary,
+    term: u64,
+}
+
+/// Tells the operator what `restore` wrote, what to do next, and warns when the new cluster
+/// keeps the backed-up cluster's id.
+fn report_restored(config: &NodeConfig, seeded: &Seeded<'_>, same_cluster: bool) {
+    let Seeded {
+        file,
+        config_path,
+        summary,
+        term,
+    } = seeded;
+    outln!(
+        "restored {} into {} for node {} of new cluster {}: its state stands at log index {} \
+         (term {}; keys: {}, jobs: {}), and its WAL starts at term {} with a genesis record, so \
+         it votes from its first start",
+        file.display(),
+        config.data_dir.display(),
+        config.node_id,
+        config.cluster_id,
+        summary.index,
+        summary.term,
+        summary.keys,
+        summary.jobs,
+        term
+    );
+    if same_cluster {
+        errln!(
+            "warning: the new cluster keeps the id of the cluster the snapshot was taken from \
+             ({}): make sure no node of that cluster still runs where the new one can hear it, \
+             or give the new cluster another cluster.id, whose frames the old nodes refuse",
+            config.cluster_id
+        );
+    }
+    let voters: Vec<String> = config.voters.iter().map(ToString::to_string).collect();
+    outln!(
+        "restore every voter ({}) from this same file, then start each with: conclave run \
+         --config {}",
+        voters.join(", "),
+        config_path.display()
+    );
 }
